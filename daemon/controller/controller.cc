@@ -179,12 +179,9 @@ void Controller::Evaluate(const UnitSample& s) {
   const bool by_delta = delta_counts && delta >= config_.tau_delta;
   if (!by_gnmr && !by_delta) return;
 
-  Trigger trigger;
-  if (by_gnmr && by_delta) {
-    trigger = delta_risk > gnmr_risk ? Trigger::kDelta : Trigger::kGnmr;
-  } else {
-    trigger = by_gnmr ? Trigger::kGnmr : Trigger::kDelta;
-  }
+  // Labelled `delta` only when GNMR alone would not have triggered, so the
+  // per-trigger counts show what Delta-GNMR adds.
+  const Trigger trigger = by_gnmr ? Trigger::kGnmr : Trigger::kDelta;
   u.last_trigger = trigger;
   Admission ev;
   ev.unit_id = s.unit_id;
