@@ -107,19 +107,25 @@ bool ParseDouble(std::string_view s, double* out) {
   return !s.empty() && r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
 
-Status ReadInt(const Origin& o, const std::string& key, const YAML::Node& v,
-               int32_t* out) {
+// An empty value has no mark of its own (yaml-cpp points past it): errors
+// about it go to its key's line.
+YAML::Node ErrorSite(const YAML::Node& key, const YAML::Node& v) {
+  return v.IsNull() ? key : v;
+}
+
+Status ReadInt(const Origin& o, const std::string& key, const YAML::Node& at,
+               const YAML::Node& v, int32_t* out) {
   if (!v.IsScalar() || !ParseInt32(v.Scalar(), out)) {
-    return o.Error(v, "config key '" + key +
+    return o.Error(at, "config key '" + key +
                           "' must be a 32-bit integer, got " + Describe(v));
   }
   return Status::Ok();
 }
 
 Status ReadDouble(const Origin& o, const std::string& key,
-                  const YAML::Node& v, double* out) {
+                  const YAML::Node& at, const YAML::Node& v, double* out) {
   if (!v.IsScalar() || !ParseDouble(v.Scalar(), out)) {
-    return o.Error(v, "config key '" + key + "' must be a number, got " +
+    return o.Error(at, "config key '" + key + "' must be a number, got " +
                           Describe(v));
   }
   return Status::Ok();
@@ -139,26 +145,27 @@ Status ReadActionRule(const Origin& o, const std::string& key,
   for (const auto& kv : item) {
     const std::string k = kv.first.Scalar();
     const YAML::Node& v = kv.second;
+    const YAML::Node at = ErrorSite(kv.first, v);
     const std::string full = key + "." + k;
     if (!seen.insert(k).second) {
       return o.Error(kv.first, "duplicate key '" + full + "'");
     }
-    (*marks)[full] = v.Mark();
+    (*marks)[full] = at.Mark();
     if (k == "pattern") {
       if (!v.IsScalar()) {
-        return o.Error(v, "'" + full + "' must be a string, got " +
+        return o.Error(at, "'" + full + "' must be a string, got " +
                               Describe(v));
       }
       rule->pattern = v.Scalar();
       has_pattern = true;
     } else if (k == "action") {
       if (!v.IsScalar() || !ParseAction(v.Scalar(), &rule->action)) {
-        return o.Error(v, "'" + full +
+        return o.Error(at, "'" + full +
                               "' must be one of promote, clip, skip, "
                               "reset_state, got " + Describe(v));
       }
     } else if (k == "clip_min_scale") {
-      Status s = ReadDouble(o, full, v, &rule->clip_min_scale);
+      Status s = ReadDouble(o, full, at, v, &rule->clip_min_scale);
       if (!s.ok()) return s;
     } else {
       return o.Error(kv.first, "unknown key '" + k + "' in '" + key +
@@ -195,16 +202,17 @@ Status ReadActions(const Origin& o, const YAML::Node& v,
 Status SetKey(const Origin& o, const std::string& key,
               const YAML::Node& key_node, const YAML::Node& v,
               ControllerConfig* c, KeyMarks* marks) {
-  (*marks)[key] = v.Mark();
+  const YAML::Node at = ErrorSite(key_node, v);
+  (*marks)[key] = at.Mark();
   for (const IntKey& k : kIntKeys) {
-    if (key == k.key) return ReadInt(o, key, v, &(c->*k.field));
+    if (key == k.key) return ReadInt(o, key, at, v, &(c->*k.field));
   }
   for (const DoubleKey& k : kDoubleKeys) {
-    if (key == k.key) return ReadDouble(o, key, v, &(c->*k.field));
+    if (key == k.key) return ReadDouble(o, key, at, v, &(c->*k.field));
   }
   if (key == "entry") {
     if (!v.IsScalar() || !ParseEntryTreatment(v.Scalar(), &c->entry)) {
-      return o.Error(v, "config key 'entry' must be one of none, clip, "
+      return o.Error(at, "config key 'entry' must be one of none, clip, "
                         "skip, got " + Describe(v));
     }
     return Status::Ok();

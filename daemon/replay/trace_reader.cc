@@ -11,8 +11,8 @@
 namespace gnmr {
 namespace {
 
-constexpr size_t kChunk = 1 << 20;         // bytes read from a file at once
-constexpr size_t kMaxLine = 1 << 20;       // longer lines are an error
+constexpr size_t kChunk = 1 << 20;  // bytes read from a file at once
+constexpr size_t kMaxLine = kChunk;  // longer lines are an error (files)
 constexpr uint32_t kNoGuess = std::numeric_limits<uint32_t>::max();
 
 struct ColumnName {
@@ -106,7 +106,6 @@ Status TraceReader::Refill() {
   base_offset_ += static_cast<uint64_t>(pos_ - data_);
   if (keep >= kMaxLine) return Error(line_no_ + 1, "line longer than 1 MiB");
   if (keep > 0 && pos_ != buf_.data()) std::memmove(buf_.data(), pos_, keep);
-  if (keep == buf_.size()) buf_.resize(buf_.size() * 2);
   const size_t want = buf_.size() - keep;
   const size_t n = std::fread(buf_.data() + keep, 1, want, file_);
   if (n < want) {

@@ -1,0 +1,334 @@
+// TraceReader: column orders, optional columns, nan/inf, name resolution,
+// chunked file reading, and every input error with its line number.
+#include "daemon/replay/trace_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace gnmr {
+namespace {
+
+struct Row {
+  int64_t step;
+  std::string unit;
+  UnitSample s;
+};
+
+// Reads every step of `text`; fails the test on error.
+std::vector<Row> ReadAll(const std::string& text, TraceReader* r) {
+  EXPECT_TRUE(r->OpenBuffer(text, "t.csv").ok());
+  std::vector<Row> rows;
+  TraceStep step;
+  for (;;) {
+    bool got = false;
+    Status s = r->Next(&step, &got);
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (!s.ok() || !got) break;
+    for (const UnitSample& u : step.samples) {
+      rows.push_back({step.step, std::string(r->unit_name(u.unit_id)), u});
+    }
+  }
+  return rows;
+}
+
+std::vector<Row> ReadAll(const std::string& text) {
+  TraceReader r;
+  return ReadAll(text, &r);
+}
+
+// The first error reading `text` (header or rows); "" if none.
+std::string FirstError(const std::string& text) {
+  TraceReader r;
+  Status s = r.OpenBuffer(text, "t.csv");
+  TraceStep step;
+  bool got = true;
+  while (s.ok() && got) s = r.Next(&step, &got);
+  return s.message();
+}
+
+TEST(TraceReader, GroupsRowsIntoStepsWithFirstAppearanceIds) {
+  TraceReader r;
+  const std::string text =
+      "step,unit,sumsq\n"
+      "3,b,4\n"
+      "3,a,9\n"
+      "7,a,1\n"
+      "7,c,2.5\n";
+  ASSERT_TRUE(r.OpenBuffer(text, "t.csv").ok());
+  TraceStep step;
+  bool got = false;
+  ASSERT_TRUE(r.Next(&step, &got).ok());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(step.step, 3);
+  EXPECT_EQ(step.first_line, 2u);
+  ASSERT_EQ(step.samples.size(), 2u);
+  EXPECT_EQ(step.samples[0].unit_id, 0u);  // b first seen
+  EXPECT_EQ(step.samples[0].sumsq, 4.0);
+  EXPECT_EQ(step.samples[1].unit_id, 1u);
+  ASSERT_TRUE(r.Next(&step, &got).ok());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(step.step, 7);
+  EXPECT_EQ(step.first_line, 4u);
+  ASSERT_EQ(step.samples.size(), 2u);
+  EXPECT_EQ(step.samples[0].unit_id, 1u);  // a keeps its id
+  EXPECT_EQ(step.samples[1].unit_id, 2u);
+  EXPECT_EQ(step.samples[1].sumsq, 2.5);
+  ASSERT_TRUE(r.Next(&step, &got).ok());
+  EXPECT_FALSE(got);
+  EXPECT_EQ(r.num_units(), 3u);
+  EXPECT_EQ(r.unit_name(0), "b");
+  EXPECT_EQ(r.unit_name(2), "c");
+  EXPECT_EQ(r.rows(), 4u);
+  EXPECT_EQ(r.bytes_consumed(), text.size());
+}
+
+TEST(TraceReader, ColumnsInAnyOrder) {
+  auto rows = ReadAll(
+      "numel,nonfinite,unit,zeros,sumsq,amax,step\n"
+      "100,2,x,7,16,0.5,11\n");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].step, 11);
+  EXPECT_EQ(rows[0].unit, "x");
+  EXPECT_EQ(rows[0].s.sumsq, 16.0);
+  EXPECT_EQ(rows[0].s.amax, 0.5);
+  EXPECT_EQ(rows[0].s.nonfinite, 2u);
+  EXPECT_EQ(rows[0].s.zeros, 7u);
+  EXPECT_EQ(rows[0].s.numel, 100u);
+}
+
+TEST(TraceReader, OptionalColumnsDefaultToZeroAndUnknownOnesAreIgnored) {
+  TraceReader r;
+  auto rows = ReadAll(
+      "rank,step,unit,sumsq,zeros\n"
+      "r0,1,x,2,\n"
+      "r1,1,y,3,5\n",
+      &r);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].s.amax, 0.0);
+  EXPECT_EQ(rows[0].s.numel, 0u);
+  EXPECT_EQ(rows[0].s.zeros, 0u);  // empty optional field
+  EXPECT_EQ(rows[1].s.zeros, 5u);
+  EXPECT_TRUE(r.has_column("zeros"));
+  EXPECT_FALSE(r.has_column("amax"));
+}
+
+TEST(TraceReader, AcceptsNanAndInfSpellings) {
+  auto rows = ReadAll(
+      "step,unit,sumsq,amax\n"
+      "1,a,nan,inf\n"
+      "1,b,NaN,Inf\n"
+      "1,c,inf,-inf\n"
+      "1,d,Inf,NAN\n"
+      "1,e,1e300,-INF\n"
+      "1,f,+2.5,0\n");
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_TRUE(std::isnan(rows[0].s.sumsq));
+  EXPECT_EQ(rows[0].s.amax, HUGE_VAL);
+  EXPECT_TRUE(std::isnan(rows[1].s.sumsq));
+  EXPECT_EQ(rows[1].s.amax, HUGE_VAL);
+  EXPECT_EQ(rows[2].s.sumsq, HUGE_VAL);
+  EXPECT_EQ(rows[2].s.amax, -HUGE_VAL);
+  EXPECT_EQ(rows[3].s.sumsq, HUGE_VAL);
+  EXPECT_TRUE(std::isnan(rows[3].s.amax));
+  EXPECT_EQ(rows[4].s.sumsq, 1e300);
+  EXPECT_EQ(rows[4].s.amax, -HUGE_VAL);
+  EXPECT_EQ(rows[5].s.sumsq, 2.5);
+}
+
+TEST(TraceReader, ToleratesCrlfBlankLinesSpacesBomAndNoFinalNewline) {
+  auto rows = ReadAll(
+      "\xEF\xBB\xBFstep, unit ,sumsq\r\n"
+      "\r\n"
+      "1, a , 4 \r\n"
+      "\n"
+      "2,a,9");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].unit, "a");
+  EXPECT_EQ(rows[0].s.sumsq, 4.0);
+  EXPECT_EQ(rows[1].step, 2);
+  EXPECT_EQ(rows[1].s.sumsq, 9.0);
+}
+
+TEST(TraceReader, HeaderOnlyTraceHasNoSteps) {
+  EXPECT_TRUE(ReadAll("step,unit,sumsq\n").empty());
+}
+
+// Rows reordered, units missing and new units mid-trace: the next-unit
+// prediction misses and the hash lookup must still give stable ids.
+TEST(TraceReader, NamesResolveWhateverTheRowOrder) {
+  std::string text = "step,unit,sumsq\n";
+  const int kUnits = 300;  // several rehashes
+  for (int step = 0; step < 6; ++step) {
+    for (int k = 0; k < kUnits; ++k) {
+      // A different permutation each step (multipliers coprime to 300).
+      const int mult[] = {1, 7, 11, 13, 17, 299};
+      const int u = (k * mult[step] + 5 * step) % kUnits;
+      if (step == 2 && u % 5 == 0) continue;        // a subset
+      text += std::to_string(step) + ",unit" + std::to_string(u) + "," +
+              std::to_string(u + 1) + "\n";
+    }
+  }
+  TraceReader r;
+  auto rows = ReadAll(text, &r);
+  EXPECT_EQ(r.num_units(), static_cast<size_t>(kUnits));
+  ASSERT_FALSE(rows.empty());
+  for (const Row& row : rows) {
+    // The sumsq encodes the unit: the name behind the id must match it.
+    EXPECT_EQ("unit" + std::to_string(static_cast<int>(row.s.sumsq) - 1),
+              row.unit);
+  }
+}
+
+TEST(TraceReader, ReadsFilesLargerThanOneChunk) {
+  // ~3 MiB: lines straddle the 1 MiB chunk boundaries.
+  std::string text = "step,unit,sumsq,amax,nonfinite,zeros,numel\n";
+  for (int step = 0; step < 700; ++step) {
+    for (int u = 0; u < 60; ++u) {
+      text += std::to_string(step) + ",model.layers." + std::to_string(u) +
+              ".mlp," + std::to_string(step * 1000 + u) + ".25,1.5,0,3,99\n";
+    }
+  }
+  const std::string path = ::testing::TempDir() + "/gnmr_big_trace.csv";
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+
+  TraceReader file_reader;
+  ASSERT_TRUE(file_reader.OpenFile(path).ok());
+  EXPECT_EQ(file_reader.total_bytes(), text.size());
+  TraceStep step;
+  int64_t steps = 0;
+  for (;;) {
+    bool got = false;
+    Status s = file_reader.Next(&step, &got);
+    ASSERT_TRUE(s.ok()) << s.message();
+    if (!got) break;
+    ASSERT_EQ(step.step, steps);
+    ASSERT_EQ(step.samples.size(), 60u);
+    for (uint32_t u = 0; u < 60; ++u) {
+      ASSERT_EQ(step.samples[u].unit_id, u);
+      ASSERT_EQ(step.samples[u].sumsq, steps * 1000 + u + 0.25);
+      ASSERT_EQ(step.samples[u].numel, 99u);
+    }
+    ++steps;
+  }
+  EXPECT_EQ(steps, 700);
+  EXPECT_EQ(file_reader.rows(), 700u * 60u);
+  EXPECT_EQ(file_reader.bytes_consumed(), text.size());
+  std::remove(path.c_str());
+}
+
+TEST(TraceReader, RejectsAFileLineLongerThanOneMebibyte) {
+  const std::string path = ::testing::TempDir() + "/gnmr_long_line.csv";
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  const std::string text =
+      "step,unit,sumsq\n0,a,1\n1," + std::string(3 << 20, 'u') + ",1\n";
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  TraceReader r;
+  ASSERT_TRUE(r.OpenFile(path).ok());
+  TraceStep step;
+  bool got = false;
+  Status s = r.Next(&step, &got);
+  EXPECT_EQ(s.message(), path + ":3: line longer than 1 MiB");
+  std::remove(path.c_str());
+}
+
+TEST(TraceReader, MissingFileIsNotFound) {
+  TraceReader r;
+  Status s = r.OpenFile("/nonexistent/trace.csv");
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("/nonexistent/trace.csv: cannot open"),
+            std::string::npos);
+}
+
+struct ErrorCase {
+  const char* name;
+  const char* text;
+  const char* expected;  // full message
+};
+
+class TraceReaderError : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(TraceReaderError, NamesFileLineAndProblem) {
+  EXPECT_EQ(FirstError(GetParam().text), GetParam().expected);
+}
+
+const ErrorCase kErrors[] = {
+    {"Empty", "", "t.csv:1: empty trace: expected a header such as "
+                  "'step,unit,sumsq,amax,nonfinite,zeros,numel'"},
+    {"MissingSumsq", "step,unit,amax\n1,a,2\n",
+     "t.csv:1: missing column 'sumsq' in the header (required: step, unit, "
+     "sumsq; optional: amax, nonfinite, zeros, numel)"},
+    {"MissingUnitAfterBlankLines", "\n\nstep,sumsq\n",
+     "t.csv:3: missing column 'unit' in the header (required: step, unit, "
+     "sumsq; optional: amax, nonfinite, zeros, numel)"},
+    {"DuplicateColumn", "step,unit,sumsq,unit\n",
+     "t.csv:1: duplicate column 'unit'"},
+    {"NonNumericSumsq", "step,unit,sumsq\n1,a,1\n1,b,abc\n",
+     "t.csv:3: column 'sumsq': 'abc' is not a number"},
+    {"TrailingGarbage", "step,unit,sumsq\n1,a,1.5x\n",
+     "t.csv:2: column 'sumsq': '1.5x' is not a number"},
+    {"NonNumericStep", "step,unit,sumsq\nten,a,1\n",
+     "t.csv:2: column 'step': 'ten' is not a number"},
+    {"FractionalStep", "step,unit,sumsq\n1.5,a,1\n",
+     "t.csv:2: column 'step': '1.5' is not a number"},
+    {"NegativeStep", "step,unit,sumsq\n-1,a,1\n", "t.csv:2: step -1 is negative"},
+    {"EmptySumsq", "step,unit,sumsq\n1,a,\n",
+     "t.csv:2: column 'sumsq': empty value"},
+    {"NegativeCount", "step,unit,sumsq,nonfinite\n1,a,1,-1\n",
+     "t.csv:2: column 'nonfinite': '-1' is not a non-negative integer"},
+    {"NonNumericAmax", "step,unit,sumsq,amax\n1,a,1,big\n",
+     "t.csv:2: column 'amax': 'big' is not a number"},
+    {"NegativeSumsq", "step,unit,sumsq\n1,a,-0.5\n",
+     "t.csv:2: column 'sumsq': '-0.5' is negative (a sum of squares is >= 0, "
+     "nan or inf)"},
+    {"MinusInfSumsq", "step,unit,sumsq\n1,a,-inf\n",
+     "t.csv:2: column 'sumsq': '-inf' is negative (a sum of squares is >= 0, "
+     "nan or inf)"},
+    {"EmptyUnit", "step,unit,sumsq\n1,,1\n", "t.csv:2: empty unit name"},
+    {"TooFewFields", "step,unit,sumsq,amax\n1,a,1,0\n2,a,1\n",
+     "t.csv:3: expected 4 fields as in the header, got 3"},
+    {"TooManyFields", "step,unit,sumsq\n1,a,1,0,0\n",
+     "t.csv:2: expected 3 fields as in the header, got 5"},
+    {"StepBackwards", "step,unit,sumsq\n5,a,1\n5,b,1\n4,a,1\n",
+     "t.csv:4: step 4 goes backwards after step 5 (steps must increase and "
+     "the rows of a step be contiguous)"},
+    {"StepNotContiguous", "step,unit,sumsq\n1,a,1\n2,a,1\n\n1,b,1\n",
+     "t.csv:5: step 1 goes backwards after step 2 (steps must increase and "
+     "the rows of a step be contiguous)"},
+    {"DuplicateUnit", "step,unit,sumsq\n1,a,1\n1,b,1\n1,a,2\n",
+     "t.csv:4: unit 'a' appears twice in step 1 (first on line 2)"},
+    {"DuplicateUnitOpeningAStep", "step,unit,sumsq\n1,a,1\n2,a,1\n2,a,2\n",
+     "t.csv:4: unit 'a' appears twice in step 2 (first on line 3)"},
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    AllCases, TraceReaderError, ::testing::ValuesIn(kErrors),
+    [](const ::testing::TestParamInfo<ErrorCase>& p) {
+      return std::string(p.param.name);
+    });
+
+TEST(TraceReader, ErrorAfterValidStepsStillReportsTheRightLine) {
+  TraceReader r;
+  ASSERT_TRUE(r.OpenBuffer("step,unit,sumsq\n0,a,1\n1,a,1\n2,a,x\n", "t.csv")
+                  .ok());
+  TraceStep step;
+  bool got = false;
+  ASSERT_TRUE(r.Next(&step, &got).ok());
+  EXPECT_EQ(step.step, 0);
+  // Step 1 ends only at the next row, which is bad: the error comes with
+  // step 1, before it is handed out.
+  Status s = r.Next(&step, &got);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "t.csv:4: column 'sumsq': 'x' is not a number");
+}
+
+}  // namespace
+}  // namespace gnmr
