@@ -1,0 +1,117 @@
+// StepAggregator: collects the per-rank reports of each step of one job and
+// combines them into one UnitSample per unit (SPEC section 7).
+//
+// Design notes
+// - A step closes when every registered rank has reported it or a later
+//   step (ranks may skip steps), or at its deadline (first report + the
+//   step deadline), or when more than max_open_steps steps are open. Steps
+//   close strictly in order; a report for a closed step is late: counted by
+//   the caller and dropped, not an error.
+// - Combination: replicas of a shard are averaged (sumsq), max'd (amax) and
+//   summed (counts); shards of a unit are then summed. Reports are kept per
+//   rank and combined at close in rank order, so the floating-point result
+//   does not depend on arrival order. A unit is evaluated only if every one
+//   of its shards has at least one replica; the rest are counted incomplete.
+// - Pure: no I/O, no threads; time is passed in. Not thread-safe (the job
+//   lock serialises calls). Add() validates the whole report first and
+//   changes nothing when it rejects it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/controller/decision.h"
+#include "daemon/job/topology.h"
+#include "gnmr/v1/gnmr.pb.h"
+
+namespace gnmr {
+
+class StepAggregator {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Options {
+    Clock::duration deadline = std::chrono::seconds(2);
+    size_t max_open_steps = 64;
+  };
+
+  struct ClosedStep {
+    int64_t step = 0;
+    std::vector<UnitSample> samples;  // complete units, unit id order
+    uint32_t incomplete_units = 0;    // registered units not evaluated
+    uint32_t ranks_reported = 0;
+    uint32_t ranks_expected = 0;
+    bool by_deadline = false;         // closed without every rank
+    Clock::time_point first_report;
+    Clock::time_point last_report;
+  };
+
+  enum class Outcome { kAccepted, kLate };
+
+  StepAggregator(const JobTopology* topology, Options options)
+      : topology_(topology), options_(options) {}
+
+  // Validates and stores one report. InvalidArgument (columns of different
+  // lengths, a unit twice, negative sumsq, step not after this rank's last
+  // report) or NotFound (a unit this rank did not register) change nothing.
+  Status Add(uint32_t rank, const v1::StepStats& stats, Clock::time_point now,
+             Outcome* outcome);
+
+  // Pops the oldest step if it is ready to close at `now`.
+  bool PopReady(Clock::time_point now, ClosedStep* out);
+
+  // When the oldest open step reaches its deadline, if any step is open.
+  std::optional<Clock::time_point> NextDeadline() const;
+
+  // Forgets a rank's step history (it re-registered: a restarted trainer
+  // may resume from an earlier checkpoint step).
+  void ResetRank(uint32_t rank) { last_step_of_rank_.erase(rank); }
+
+  // Sets the last closed step (after a restore): older reports are late.
+  void SetLastClosed(int64_t step) { last_closed_ = step; }
+  int64_t last_closed() const { return last_closed_; }
+  int64_t last_step_of_rank(uint32_t rank) const;
+  size_t open_steps() const { return open_.size(); }
+
+ private:
+  struct RankReport {
+    std::vector<uint32_t> slots;
+    std::vector<double> sumsq;
+    std::vector<double> amax;
+    std::vector<uint64_t> nonfinite;
+    std::vector<uint64_t> zeros;
+  };
+  struct OpenStep {
+    std::map<uint32_t, RankReport> reports;  // rank order
+    Clock::time_point first_report;
+    Clock::time_point last_report;
+  };
+
+  bool Complete(int64_t step) const;
+  void Combine(int64_t step, OpenStep& open, ClosedStep* out);
+
+  const JobTopology* topology_;
+  Options options_;
+  std::map<int64_t, OpenStep> open_;
+  std::unordered_map<uint32_t, int64_t> last_step_of_rank_;
+  int64_t last_closed_ = -1;
+
+  // Scratch for validation and combination; not state.
+  std::vector<uint64_t> seen_epoch_;
+  uint64_t epoch_ = 0;
+  struct SlotAcc {
+    double sumsq;
+    double amax;
+    uint64_t nonfinite;
+    uint64_t zeros;
+    uint32_t replicas;
+  };
+  std::vector<SlotAcc> acc_;
+};
+
+}  // namespace gnmr

@@ -1,0 +1,184 @@
+// The administrative side of Job: views for gnmrctl and operator actions.
+#include <algorithm>
+#include <cmath>
+
+#include "daemon/controller/state_codec.h"
+#include "daemon/job/job.h"
+
+namespace gnmr {
+namespace {
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+v1::JobInfo Job::Info(Clock::time_point now) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::JobInfo info;
+  info.set_job_id(id_);
+  info.set_world_size(world_size_);
+  info.set_units(static_cast<uint32_t>(controller_.num_units()));
+  info.set_last_step(controller_.last_step().value_or(-1));
+  info.set_in_recovery(static_cast<uint32_t>(controller_.recovery().size()));
+  info.set_max_o(controller_.config().max_o);
+  const ControllerStats& st = controller_.stats();
+  info.set_admissions(st.admissions());
+  info.set_denials(st.denials);
+  info.set_recovery_fraction(st.recovery_fraction());
+  int64_t newest = -1;
+  for (const auto& [rank, rs] : sessions_) {
+    newest = std::max(newest, aggregator_.last_step_of_rank(rank));
+  }
+  std::vector<uint32_t> ranks;
+  for (const auto& [rank, rs] : sessions_) ranks.push_back(rank);
+  std::sort(ranks.begin(), ranks.end());
+  for (uint32_t rank : ranks) {
+    const RankSession& rs = sessions_.at(rank);
+    v1::RankInfo* r = info.add_ranks();
+    r->set_rank(rank);
+    r->set_connected(rs.sink != nullptr);
+    const int64_t last = aggregator_.last_step_of_rank(rank);
+    r->set_last_step(last);
+    r->set_last_seen_seconds_ago(std::chrono::duration<double>(now - rs.last_seen).count());
+    r->set_lag_steps(last < 0 || newest < 0 ? 0 : newest - last);
+    r->set_client_version(rs.client_version);
+  }
+  return info;
+}
+
+std::vector<v1::UnitInfo> Job::Units(uint32_t top) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::UnitInfo> out;
+  out.reserve(controller_.num_units());
+  const ControllerConfig& cfg = controller_.config();
+  for (uint32_t id = 0; id < controller_.num_units(); ++id) {
+    const UnitState& u = controller_.unit(id);
+    v1::UnitInfo info;
+    info.set_unit_id(id);
+    info.set_name(u.name);
+    info.set_norm(u.last_norm);
+    info.set_mu(u.mu);
+    info.set_gnmr(u.last_gnmr);
+    info.set_delta(u.last_delta);
+    info.set_last_step(u.last_step);
+    info.set_action(static_cast<v1::Action>(u.resolved.action));
+    info.set_shard_count(topology_.unit(id).shard_count);
+    info.set_state(u.valid_samples < cfg.warmup ? "warmup" : "active");
+    for (const RecoveryEntry& e : controller_.recovery()) {
+      if (e.unit_id == id) {
+        info.set_state("recovery");
+        info.set_action(static_cast<v1::Action>(e.action));
+        info.set_since(e.since);
+        info.set_until(e.until);
+      }
+    }
+    out.push_back(std::move(info));
+  }
+  if (top > 0 && top < out.size()) {
+    auto key = [](const v1::UnitInfo& u) { return std::isfinite(u.gnmr()) ? u.gnmr() : 0.0; };
+    std::partial_sort(out.begin(), out.begin() + top, out.end(),
+                      [&](const v1::UnitInfo& a, const v1::UnitInfo& b) {
+                        if (key(a) != key(b)) return key(a) > key(b);
+                        return a.unit_id() < b.unit_id();
+                      });
+    out.resize(top);
+  }
+  return out;
+}
+
+ControllerConfig Job::config() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return controller_.config();
+}
+
+uint64_t Job::config_version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return controller_.config_version();
+}
+
+Status Job::SetConfig(const ControllerConfig& config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Status s = controller_.SetConfig(config);
+  if (!s.ok()) return s;
+  if (listener_) {
+    v1::Event e;
+    e.set_observed_step(controller_.last_step().value_or(-1));
+    e.set_kind("config_change");
+    e.set_time_unix(UnixNow());
+    e.set_detail("config_version=" + std::to_string(controller_.config_version()) +
+                 " max_o=" + std::to_string(config.max_o) + " lag=" + std::to_string(config.lag) +
+                 " lock_steps=" + std::to_string(config.lock_steps) +
+                 " tau=" + std::to_string(config.tau));
+    listener_->OnEvents(id_, {e});
+  }
+  RequestSnapshot();
+  return Status::Ok();
+}
+
+Status Job::ReleaseUnit(const std::string& unit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::optional<uint32_t> id = controller_.FindUnit(unit);
+  if (!id) return NotFound("job '" + id_ + "' has no unit '" + unit + "'");
+  Status s = controller_.Release(*id);
+  if (!s.ok()) return NotFound("unit '" + unit + "' is not in recovery");
+  if (listener_) {
+    v1::Event e;
+    e.set_observed_step(controller_.last_step().value_or(-1));
+    e.set_kind("admin_release");
+    e.set_unit(unit);
+    e.set_time_unix(UnixNow());
+    listener_->OnEvents(id_, {e});
+  }
+  RequestSnapshot();
+  return Status::Ok();
+}
+
+v1::ControllerState Job::ExportState() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::ControllerState state;
+  ControllerStateCodec::Save(controller_, &state);
+  return state;
+}
+
+Status Job::ImportState(const v1::ControllerState& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  StatusOr<Controller> c = ControllerStateCodec::Restore(state);
+  if (!c.ok()) return Status(StatusCode::kInvalidArgument, c.status().message());
+  // The imported state must name the job's units in the job's id order, so
+  // the ids the ranks hold stay valid; it may add units after them.
+  const size_t n = topology_.num_units();
+  if (c->num_units() < n) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "imported state has " + std::to_string(c->num_units()) +
+                      " units, the job has " + std::to_string(n));
+  }
+  for (uint32_t id = 0; id < n; ++id) {
+    if (c->unit(id).name != topology_.unit(id).name) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "imported state has unit '" + c->unit(id).name + "' at id " +
+                        std::to_string(id) + ", the job has '" + topology_.unit(id).name + "'");
+    }
+  }
+  for (uint32_t id = static_cast<uint32_t>(n); id < c->num_units(); ++id) {
+    Status s = topology_.RestoreUnit(c->unit(id).name, 1, {0});
+    if (!s.ok()) return s;
+  }
+  controller_ = std::move(c).value();
+  aggregator_.SetLastClosed(std::max(aggregator_.last_closed(),
+                                     controller_.last_step().value_or(-1)));
+  if (listener_) {
+    v1::Event e;
+    e.set_observed_step(controller_.last_step().value_or(-1));
+    e.set_kind("import");
+    e.set_time_unix(UnixNow());
+    e.set_detail("units=" + std::to_string(controller_.num_units()));
+    listener_->OnEvents(id_, {e});
+  }
+  RequestSnapshot();
+  return Status::Ok();
+}
+
+}  // namespace gnmr

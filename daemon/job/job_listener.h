@@ -1,0 +1,47 @@
+// JobListener: the side effects of a job (event log, snapshots, metrics),
+// injected so the Job itself does no I/O and tests can observe it.
+//
+// Every method is called with the job's lock held, so implementations must
+// be quick and must never call back into the job: hand work to a background
+// writer (the store's writers are built that way) or update atomics.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/aggregator/step_aggregator.h"
+#include "daemon/controller/controller.h"
+#include "gnmr/v1/gnmr.pb.h"
+#include "gnmr/v1/job_state.pb.h"
+
+namespace gnmr {
+
+struct StepTiming {
+  double aggregation_seconds = 0;  // combining the ranks' reports
+  double decision_seconds = 0;     // last report in -> decision out
+};
+
+class JobListener {
+ public:
+  virtual ~JobListener() = default;
+
+  virtual void OnReport(const std::string& job_id, uint32_t rank, size_t bytes,
+                        const v1::ClientOverhead& overhead) = 0;
+  virtual void OnLateReport(const std::string& job_id, uint32_t rank) = 0;
+  virtual void OnDecision(const std::string& job_id,
+                          const StepAggregator::ClosedStep& step,
+                          const Decision& decision,
+                          const Controller& controller,
+                          const StepTiming& timing) = 0;
+  virtual void OnEvents(const std::string& job_id,
+                        const std::vector<v1::Event>& events) = 0;
+  virtual void OnAckMismatch(const std::string& job_id, uint32_t rank) = 0;
+  virtual void OnSessions(const std::string& job_id, uint32_t connected) = 0;
+  // A snapshot should be written (asynchronously; latest wins).
+  virtual void OnSnapshot(const std::string& job_id,
+                          const v1::ControllerState& state,
+                          const v1::JobMeta& meta) = 0;
+};
+
+}  // namespace gnmr

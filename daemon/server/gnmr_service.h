@@ -1,0 +1,33 @@
+// The trainer-facing service: Register and the Session stream.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "daemon/server/job_registry.h"
+#include "daemon/server/request_validation.h"
+#include "daemon/server/server_stats.h"
+#include "gnmr/v1/gnmr.grpc.pb.h"
+
+namespace gnmr {
+
+class GnmrService final : public v1::Gnmr::CallbackService {
+ public:
+  GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits = {})
+      : registry_(registry), stats_(stats), limits_(limits) {}
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
+                                     const v1::RegisterRequest* req,
+                                     v1::RegisterResponse* resp) override;
+  grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage>* Session(
+      grpc::CallbackServerContext* ctx) override;
+
+ private:
+  Status DoRegister(grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
+                    v1::RegisterResponse* resp);
+
+  JobRegistry* const registry_;
+  ServerStats* const stats_;
+  const RequestLimits limits_;
+};
+
+}  // namespace gnmr

@@ -1,0 +1,167 @@
+#include "daemon/server/session_reactor.h"
+
+#include <spdlog/spdlog.h>
+
+namespace gnmr {
+
+grpc::Status ToGrpc(const Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message());
+}
+
+std::string TokenFromMetadata(const grpc::CallbackServerContext* ctx, const char* key) {
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(key);
+  if (it == md.end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+// ------------------------------------------------------------ SessionSink
+
+void SessionSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
+  SessionReactor* reactor = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reactor_ == nullptr || finish_requested_ || finished_) return;
+    if (writing_) {
+      if (queue_.size() >= kMaxQueued) {
+        queue_.pop_front();
+        reactor_->stats_->decisions_dropped++;
+      }
+      queue_.push_back(std::move(msg));
+      return;
+    }
+    writing_ = true;
+    reactor = reactor_;
+    reactor->in_flight_ = std::move(msg);
+  }
+  // Only the thread that set writing_ starts a write, and the reactor cannot
+  // be finished (hence deleted) while writing_ is set.
+  reactor->StartWrite(reactor->in_flight_.get());
+}
+
+void SessionSink::WriteDone() {
+  SessionReactor* reactor;
+  bool finish = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reactor = reactor_;
+    if (reactor == nullptr) return;
+    if (!queue_.empty() && !finish_requested_) {
+      reactor->in_flight_ = std::move(queue_.front());
+      queue_.pop_front();
+    } else {
+      writing_ = false;
+      reactor->in_flight_.reset();
+      if (finish_requested_ && !finished_) {
+        finished_ = true;
+        finish = true;
+      }
+    }
+  }
+  if (finish) {
+    reactor->Finish(finish_status_);
+  } else if (reactor->in_flight_) {
+    reactor->StartWrite(reactor->in_flight_.get());
+  }
+}
+
+void SessionSink::Close(const Status& why) {
+  SessionReactor* reactor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reactor_ == nullptr || finish_requested_ || finished_) return;
+    finish_requested_ = true;
+    finish_status_ = ToGrpc(why);
+    queue_.clear();
+    if (writing_) return;  // WriteDone finishes
+    finished_ = true;
+    reactor = reactor_;
+  }
+  reactor->Finish(finish_status_);
+}
+
+void SessionSink::Detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  reactor_ = nullptr;
+  queue_.clear();
+}
+
+// --------------------------------------------------------- SessionReactor
+
+SessionReactor::SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry,
+                               ServerStats* stats)
+    : ctx_(ctx), registry_(registry), stats_(stats) {
+  sink_ = std::make_shared<SessionSink>(this);
+  stats_->sessions_open++;
+  stats_->sessions_total++;
+  StartRead(&in_);
+}
+
+Status SessionReactor::HandleHello(const v1::SessionHello& hello) {
+  StatusOr<std::shared_ptr<Job>> job =
+      registry_->Authenticate(hello.job_id(), TokenFromMetadata(ctx_, "x-gnmr-token"));
+  if (!job.ok()) return job.status();
+  Status s = (*job)->Attach(hello.rank(), hello.session_id(), sink_);
+  if (!s.ok()) return s;
+  job_ = *job;
+  rank_ = hello.rank();
+  session_id_ = hello.session_id();
+  return Status::Ok();
+}
+
+Status SessionReactor::Handle(const v1::ClientMessage& msg) {
+  if (!job_) {
+    if (msg.kind_case() != v1::ClientMessage::kHello) {
+      return FailedPrecondition("the first Session message must be a SessionHello");
+    }
+    return HandleHello(msg.hello());
+  }
+  switch (msg.kind_case()) {
+    case v1::ClientMessage::kStats:
+      return job_->OnStats(rank_, session_id_, msg.stats(), msg.ByteSizeLong(),
+                           Job::Clock::now());
+    case v1::ClientMessage::kAck:
+      return job_->OnAck(rank_, session_id_, msg.ack());
+    case v1::ClientMessage::kHello:
+      return FailedPrecondition("SessionHello sent twice on one stream");
+    default:
+      return InvalidArgument("empty ClientMessage");
+  }
+}
+
+void SessionReactor::OnReadDone(bool ok) {
+  if (!ok) {  // client half-closed, or the call is cancelled
+    sink_->Close(Status::Ok());
+    return;
+  }
+  Status s;
+  try {
+    s = Handle(in_);
+  } catch (const std::exception& e) {  // never let an exception reach gRPC
+    s = Internal(std::string("internal error: ") + e.what());
+  }
+  if (!s.ok()) {
+    stats_->bad_requests++;
+    spdlog::debug("session job={} rank={}: {}", job_ ? job_->id() : "?", rank_, s.ToString());
+    sink_->Close(s);
+    return;
+  }
+  StartRead(&in_);
+}
+
+void SessionReactor::OnWriteDone(bool ok) {
+  if (ok) stats_->decisions_sent++;
+  sink_->WriteDone();
+}
+
+void SessionReactor::OnCancel() { sink_->Close(Status(StatusCode::kCancelled, "cancelled")); }
+
+void SessionReactor::OnDone() {
+  sink_->Detach();
+  if (job_) job_->Detach(rank_, session_id_);
+  stats_->sessions_open--;
+  delete this;
+}
+
+}  // namespace gnmr

@@ -1,0 +1,91 @@
+// SessionReactor: one rank's bidirectional Session stream (gRPC callback
+// API: no thread per stream).
+//
+// Design notes
+// - Reads: the first message must be a SessionHello naming the rank's
+//   current session (from Register); then StepStats and Acks. Any invalid
+//   message ends the stream with its precise status; the client reconnects.
+// - Writes: the job pushes decisions through a SessionSink from its own
+//   thread. The sink keeps a bounded queue (drop-oldest: decisions carry the
+//   full set, so a newer one supersedes a dropped one) and has at most one
+//   write in flight. Finish is never started while a write is outstanding.
+// - Lifetime: gRPC deletes nothing; OnDone() deletes the reactor after
+//   cutting the sink's pointer to it, so a late SendDecision from the job
+//   finds no reactor and drops the message. The sink outlives the reactor
+//   (shared with the job) and never calls into the job under its own lock.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "daemon/job/job.h"
+#include "daemon/server/job_registry.h"
+#include "daemon/server/server_stats.h"
+#include "gnmr/v1/gnmr.grpc.pb.h"
+
+namespace gnmr {
+
+class SessionReactor;
+
+class SessionSink final : public DecisionSink {
+ public:
+  static constexpr size_t kMaxQueued = 256;
+
+  explicit SessionSink(SessionReactor* reactor) : reactor_(reactor) {}
+  void SendDecision(std::shared_ptr<const v1::ServerMessage> msg) override;
+  void Close(const Status& why) override;
+
+ private:
+  friend class SessionReactor;
+  // Called by the reactor when its write finished; starts the next one or
+  // the pending Finish.
+  void WriteDone();
+  // Reactor is going away.
+  void Detach();
+
+  std::mutex mu_;
+  SessionReactor* reactor_;  // null once the reactor is done
+  std::deque<std::shared_ptr<const v1::ServerMessage>> queue_;
+  bool writing_ = false;
+  bool finish_requested_ = false;
+  bool finished_ = false;
+  grpc::Status finish_status_;
+};
+
+class SessionReactor final
+    : public grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage> {
+ public:
+  SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry, ServerStats* stats);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  friend class SessionSink;
+  Status Handle(const v1::ClientMessage& msg);
+  Status HandleHello(const v1::SessionHello& hello);
+
+  grpc::CallbackServerContext* const ctx_;
+  JobRegistry* const registry_;
+  ServerStats* const stats_;
+  std::shared_ptr<SessionSink> sink_;
+  v1::ClientMessage in_;
+  std::shared_ptr<Job> job_;
+  uint32_t rank_ = 0;
+  uint64_t session_id_ = 0;
+  // The message being written; kept alive until OnWriteDone.
+  std::shared_ptr<const v1::ServerMessage> in_flight_;
+};
+
+// The job token from the x-gnmr-token metadata ("" if absent).
+std::string TokenFromMetadata(const grpc::CallbackServerContext* ctx, const char* key);
+
+grpc::Status ToGrpc(const Status& s);
+
+}  // namespace gnmr
