@@ -1,0 +1,172 @@
+// StepAggregator: completion, deadline, late reports, shard/replica
+// combination, ordering independence and validation.
+#include "daemon/aggregator/step_aggregator.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace gnmr {
+namespace {
+
+using Clock = StepAggregator::Clock;
+
+v1::StepStats Stats(int64_t step, std::vector<uint32_t> ids, std::vector<double> sumsq) {
+  v1::StepStats s;
+  s.set_step(step);
+  for (uint32_t id : ids) s.add_unit_id(id);
+  for (double v : sumsq) s.add_sumsq(v);
+  return s;
+}
+
+// Two ranks: "a" sharded 2 ways (rank r holds shard r); "b" replicated.
+struct TwoRanks : ::testing::Test {
+  void SetUp() override {
+    std::vector<uint32_t> ids;
+    std::vector<std::string> added;
+    for (uint32_t r = 0; r < 2; ++r) {
+      ASSERT_TRUE(topo.RegisterRank(r, {{"a", 100, r, 2}, {"b", 50, 0, 1}}, &ids, &added).ok());
+    }
+    ASSERT_EQ(added.size(), 2u);
+  }
+  StepAggregator::Outcome Add(StepAggregator& agg, uint32_t rank, const v1::StepStats& s,
+                              Clock::time_point t) {
+    StepAggregator::Outcome o;
+    Status st = agg.Add(rank, s, t, &o);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return o;
+  }
+  JobTopology topo;
+  Clock::time_point t0 = Clock::time_point() + std::chrono::hours(1);
+};
+
+TEST_F(TwoRanks, CompleteStepCombinesShardsAndReplicas) {
+  StepAggregator agg(&topo, {});
+  Add(agg, 0, Stats(0, {0, 1}, {4.0, 9.0}), t0);
+  StepAggregator::ClosedStep c;
+  EXPECT_FALSE(agg.PopReady(t0, &c));  // rank 1 missing
+  Add(agg, 1, Stats(0, {0, 1}, {5.0, 11.0}), t0);
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  EXPECT_FALSE(c.by_deadline);
+  ASSERT_EQ(c.samples.size(), 2u);
+  EXPECT_EQ(c.samples[0].sumsq, 9.0);    // shards summed: 4 + 5
+  EXPECT_EQ(c.samples[0].numel, 200u);
+  EXPECT_EQ(c.samples[1].sumsq, 10.0);   // replicas averaged: (9 + 11) / 2
+  EXPECT_EQ(c.samples[1].numel, 50u);
+  EXPECT_EQ(c.incomplete_units, 0u);
+}
+
+TEST_F(TwoRanks, DeadlineClosesWithIncompleteUnits) {
+  StepAggregator agg(&topo, {std::chrono::seconds(2), 64});
+  Add(agg, 0, Stats(0, {0, 1}, {4.0, 9.0}), t0);
+  StepAggregator::ClosedStep c;
+  EXPECT_FALSE(agg.PopReady(t0 + std::chrono::milliseconds(1999), &c));
+  ASSERT_TRUE(agg.NextDeadline().has_value());
+  EXPECT_EQ(*agg.NextDeadline(), t0 + std::chrono::seconds(2));
+  ASSERT_TRUE(agg.PopReady(t0 + std::chrono::seconds(2), &c));
+  EXPECT_TRUE(c.by_deadline);
+  ASSERT_EQ(c.samples.size(), 1u);  // "a" lacks shard 1; "b" has a replica
+  EXPECT_EQ(c.samples[0].unit_id, 1u);
+  EXPECT_EQ(c.samples[0].sumsq, 9.0);
+  EXPECT_EQ(c.incomplete_units, 1u);
+  // Rank 1's report for step 0 now is late.
+  EXPECT_EQ(Add(agg, 1, Stats(0, {0, 1}, {5.0, 11.0}), t0), StepAggregator::Outcome::kLate);
+  EXPECT_FALSE(agg.PopReady(t0 + std::chrono::seconds(10), &c));
+}
+
+TEST_F(TwoRanks, SkippedStepCountsAsPassed) {
+  StepAggregator agg(&topo, {});
+  Add(agg, 0, Stats(5, {0, 1}, {1, 1}), t0);
+  Add(agg, 1, Stats(7, {0, 1}, {1, 1}), t0);  // rank 1 skipped step 5
+  StepAggregator::ClosedStep c;
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  EXPECT_EQ(c.step, 5);
+  EXPECT_EQ(c.ranks_reported, 1u);
+  EXPECT_EQ(c.incomplete_units, 1u);
+  EXPECT_FALSE(agg.PopReady(t0, &c));  // step 7 waits for rank 0
+}
+
+TEST_F(TwoRanks, ArrivalOrderDoesNotChangeTheResult) {
+  const double x = 0.1, y = 0.7;  // sums that round differently by order
+  StepAggregator a(&topo, {}), b(&topo, {});
+  Add(a, 0, Stats(0, {1}, {x}), t0);
+  Add(a, 1, Stats(0, {1}, {y}), t0);
+  Add(b, 1, Stats(0, {1}, {y}), t0);
+  Add(b, 0, Stats(0, {1}, {x}), t0);
+  StepAggregator::ClosedStep ca, cb;
+  ASSERT_TRUE(a.PopReady(t0, &ca));
+  ASSERT_TRUE(b.PopReady(t0, &cb));
+  ASSERT_EQ(ca.samples.size(), 1u);
+  EXPECT_EQ(std::memcmp(&ca.samples[0].sumsq, &cb.samples[0].sumsq, sizeof(double)), 0);
+}
+
+TEST_F(TwoRanks, NonFiniteAndCountsCombine) {
+  StepAggregator agg(&topo, {});
+  v1::StepStats s0 = Stats(0, {0, 1}, {NAN, 1.0});
+  for (double v : {2.0, 3.0}) s0.add_amax(v);
+  for (uint64_t v : {4u, 0u}) s0.add_nonfinite(v);
+  for (uint64_t v : {1u, 2u}) s0.add_zeros(v);
+  v1::StepStats s1 = Stats(0, {0, 1}, {1.0, 1.0});
+  for (double v : {5.0, 1.0}) s1.add_amax(v);
+  for (uint64_t v : {0u, 0u}) s1.add_nonfinite(v);
+  for (uint64_t v : {3u, 4u}) s1.add_zeros(v);
+  Add(agg, 0, s0, t0);
+  Add(agg, 1, s1, t0);
+  StepAggregator::ClosedStep c;
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  EXPECT_TRUE(std::isnan(c.samples[0].sumsq));
+  EXPECT_EQ(c.samples[0].amax, 5.0);
+  EXPECT_EQ(c.samples[0].nonfinite, 4u);
+  EXPECT_EQ(c.samples[0].zeros, 4u);
+  EXPECT_EQ(c.samples[1].zeros, 6u);  // replicas' counts are summed
+}
+
+TEST_F(TwoRanks, InvalidReportsChangeNothing) {
+  StepAggregator agg(&topo, {});
+  StepAggregator::Outcome o;
+  v1::StepStats ragged = Stats(0, {0, 1}, {1.0});
+  EXPECT_EQ(agg.Add(0, ragged, t0, &o).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(agg.Add(0, Stats(0, {0, 0}, {1, 1}), t0, &o).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(agg.Add(0, Stats(0, {9}, {1}), t0, &o).code(), StatusCode::kNotFound);
+  EXPECT_EQ(agg.Add(0, Stats(0, {0}, {-1.0}), t0, &o).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(agg.Add(0, Stats(-3, {0}, {1.0}), t0, &o).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(agg.Add(7, Stats(0, {0}, {1.0}), t0, &o).code(), StatusCode::kNotFound);
+  EXPECT_EQ(agg.open_steps(), 0u);
+  EXPECT_EQ(agg.last_step_of_rank(0), -1);
+  ASSERT_TRUE(agg.Add(0, Stats(3, {0}, {1.0}), t0, &o).ok());
+  EXPECT_EQ(agg.Add(0, Stats(3, {0}, {1.0}), t0, &o).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(agg.Add(0, Stats(2, {0}, {1.0}), t0, &o).code(), StatusCode::kInvalidArgument);
+  agg.ResetRank(0);  // re-registration: may resume from an earlier step
+  EXPECT_TRUE(agg.Add(0, Stats(2, {0}, {1.0}), t0, &o).ok());
+}
+
+TEST_F(TwoRanks, TooManyOpenStepsForcesTheOldestClosed) {
+  StepAggregator agg(&topo, {std::chrono::hours(1), 3});
+  for (int64_t s = 0; s < 4; ++s) Add(agg, 0, Stats(s, {1}, {1.0}), t0);
+  StepAggregator::ClosedStep c;
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  EXPECT_EQ(c.step, 0);
+  EXPECT_TRUE(c.by_deadline);
+  EXPECT_FALSE(agg.PopReady(t0, &c));
+}
+
+TEST(Topology, RejectsInconsistentRegistrations) {
+  JobTopology topo;
+  std::vector<uint32_t> ids;
+  std::vector<std::string> added;
+  ASSERT_TRUE(topo.RegisterRank(0, {{"a", 10, 0, 2}}, &ids, &added).ok());
+  EXPECT_EQ(topo.RegisterRank(1, {{"a", 10, 1, 4}}, &ids, &added).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(topo.RegisterRank(1, {{"b", 10, 2, 2}}, &ids, &added).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(topo.RegisterRank(1, {{"b", 1, 0, 1}, {"b", 1, 0, 1}}, &ids, &added).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(topo.num_units(), 1u);  // nothing applied
+  EXPECT_EQ(topo.SlotOf(0, 0, 0), 0);
+  EXPECT_EQ(topo.SlotOf(0, 5, 0), 0);  // out of position: hash fallback
+  EXPECT_EQ(topo.SlotOf(1, 0, 0), -1);
+}
+
+}  // namespace
+}  // namespace gnmr
