@@ -1,0 +1,132 @@
+#include "daemon/server/daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace gnmr {
+namespace {
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(const TlsOptions& tls) {
+  if (tls.cert_file.empty()) return grpc::InsecureServerCredentials();
+  StatusOr<std::string> cert = ReadFile(tls.cert_file);
+  if (!cert.ok()) return cert.status();
+  StatusOr<std::string> key = ReadFile(tls.key_file);
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!tls.client_ca_file.empty()) {
+    StatusOr<std::string> ca = ReadFile(tls.client_ca_file);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+bool IsUnix(const std::string& addr) { return addr.rfind("unix:", 0) == 0; }
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListener* listener,
+                                                AdminContext admin) {
+  if (options.listen.empty()) return InvalidArgument("nothing to listen on");
+  std::unique_ptr<Daemon> d(new Daemon());
+  d->options_ = options;
+  d->registry_ = std::make_unique<JobRegistry>(options.registry, listener);
+  admin.listen = options.listen;
+  d->gnmr_service_ = std::make_unique<GnmrService>(d->registry_.get(), &d->stats_, options.limits);
+  d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), &d->stats_, admin);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  StatusOr<std::shared_ptr<grpc::ServerCredentials>> tcp_creds = TcpCredentials(options.tls);
+  if (!tcp_creds.ok()) return tcp_creds.status();
+  std::vector<int> ports(options.listen.size(), 0);
+  for (size_t i = 0; i < options.listen.size(); ++i) {
+    const std::string& addr = options.listen[i];
+    if (IsUnix(addr)) {
+      const std::string path = addr.substr(5);
+      struct stat st;
+      if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
+      builder.AddListeningPort(addr, grpc::InsecureServerCredentials());
+    } else {
+      builder.AddListeningPort(addr, *tcp_creds, &ports[i]);
+    }
+  }
+  builder.RegisterService(d->gnmr_service_.get());
+  builder.RegisterService(d->admin_service_.get());
+  d->server_ = builder.BuildAndStart();
+  if (!d->server_) {
+    return Status(StatusCode::kUnavailable,
+                  "cannot listen on the configured addresses (in use, or no permission)");
+  }
+  for (size_t i = 0; i < options.listen.size(); ++i) {
+    const std::string& addr = options.listen[i];
+    if (IsUnix(addr)) {
+      ::chmod(addr.substr(5).c_str(), static_cast<mode_t>(options.unix_socket_mode));
+      d->bound_.push_back(addr);
+    } else {
+      if (ports[i] == 0) {
+        d->server_->Shutdown();
+        return Status(StatusCode::kUnavailable, "cannot listen on " + addr);
+      }
+      d->bound_.push_back(addr.substr(0, addr.rfind(':') + 1) + std::to_string(ports[i]));
+    }
+  }
+  d->ticker_ = std::thread([raw = d.get()] { raw->TickLoop(); });
+  return d;
+}
+
+void Daemon::TickLoop() {
+  std::unique_lock<std::mutex> lock(tick_mu_);
+  while (!stopping_) {
+    tick_cv_.wait_for(lock, options_.tick_interval);
+    if (stopping_) break;
+    lock.unlock();
+    try {
+      registry_->TickAll(Job::Clock::now());
+    } catch (const std::exception& e) {  // an escaped exception kills gnmrd
+      spdlog::error("deadline ticker: {}", e.what());
+    }
+    lock.lock();
+  }
+}
+
+void Daemon::Shutdown(std::chrono::milliseconds grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  // Ends open streams (reactors get OnCancel) after the grace period.
+  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  {
+    std::lock_guard<std::mutex> lock(tick_mu_);
+    stopping_ = true;
+  }
+  tick_cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  registry_->SnapshotAll();
+  for (const std::string& addr : bound_) {
+    if (IsUnix(addr)) ::unlink(addr.substr(5).c_str());
+  }
+}
+
+Daemon::~Daemon() { Shutdown(std::chrono::milliseconds(0)); }
+
+}  // namespace gnmr

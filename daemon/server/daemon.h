@@ -1,0 +1,77 @@
+// Daemon: the running gnmrd core — job registry, gRPC server (Gnmr, Admin,
+// health, reflection) and the deadline ticker — without the store and the
+// metrics exporter, which plug in through JobListener and AdminContext. The
+// gnmrd binary composes the full daemon; tests start this one in-process.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/server/admin_service.h"
+#include "daemon/server/gnmr_service.h"
+#include "daemon/server/job_registry.h"
+#include "daemon/server/server_stats.h"
+
+namespace gnmr {
+
+struct TlsOptions {
+  std::string cert_file;       // PEM; empty = plaintext TCP
+  std::string key_file;
+  std::string client_ca_file;  // set: mutual TLS, client certificates required
+};
+
+struct DaemonOptions {
+  // "unix:/path/gnmrd.sock" and/or "host:port" (port 0 picks a free one).
+  std::vector<std::string> listen;
+  int unix_socket_mode = 0660;
+  int max_message_bytes = 64 << 20;
+  TlsOptions tls;
+  RegistryOptions registry;
+  RequestLimits limits;
+  std::chrono::milliseconds tick_interval{20};
+};
+
+class Daemon {
+ public:
+  // Builds and starts the server. `listener` (may be null) receives the
+  // jobs' side effects; `admin` supplies version, admin token and events.
+  static StatusOr<std::unique_ptr<Daemon>> Start(DaemonOptions options, JobListener* listener,
+                                                 AdminContext admin);
+  ~Daemon();
+
+  // Stops accepting, ends streams (waiting up to `grace`), stops the ticker.
+  void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+
+  // The addresses actually bound, in `listen` order ("127.0.0.1:0" comes
+  // back with its port).
+  const std::vector<std::string>& bound() const { return bound_; }
+  JobRegistry& registry() { return *registry_; }
+  ServerStats& stats() { return stats_; }
+
+ private:
+  Daemon() = default;
+  void TickLoop();
+
+  DaemonOptions options_;
+  ServerStats stats_;
+  std::unique_ptr<JobRegistry> registry_;
+  std::unique_ptr<GnmrService> gnmr_service_;
+  std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::string> bound_;
+  std::thread ticker_;
+  std::mutex tick_mu_;
+  std::condition_variable tick_cv_;
+  bool stopping_ = false;
+  bool shut_down_ = false;
+};
+
+}  // namespace gnmr

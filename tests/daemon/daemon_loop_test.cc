@@ -1,0 +1,161 @@
+// End-to-end over real gRPC (loopback TCP and a Unix socket): registration,
+// aggregation across ranks, identical decisions, deadlines, late reports,
+// session replacement and job isolation.
+#include <cmath>
+
+#include "tests/daemon/test_daemon.h"
+
+namespace gnmr::testing {
+namespace {
+
+TEST_F(DaemonTest, EveryRankReceivesTheIdenticalDecision) {
+  StartDaemon();
+  const v1::ControllerConfig cfg = FastConfig();
+  std::vector<std::unique_ptr<RawRank>> ranks;
+  for (uint32_t r = 0; r < 4; ++r) {
+    ranks.push_back(std::make_unique<RawRank>(r % 2 ? Unix() : Tcp(), "job", r, 4));
+    std::vector<RawRank::Unit> units = {{"attn", r % 2, 2}, {"mlp", 0, 1}, {"head", 0, 1}};
+    ASSERT_TRUE(ranks.back()->Register(units, nullptr, &cfg).ok());
+    ranks.back()->Open();
+  }
+  EXPECT_EQ(ranks[0]->unit_ids(), ranks[3]->unit_ids());
+  for (int64_t step = 0; step < 20; ++step) {
+    const double spike = step == 12 ? 100.0 : 1.0;
+    for (auto& r : ranks) ASSERT_TRUE(r->SendStats(step, {0.5, 1.0 * spike, 2.0}));
+  }
+  v1::Decision first;
+  ASSERT_TRUE(ranks[0]->WaitDecision(19, &first));
+  for (int64_t step = 0; step < 20; ++step) {
+    v1::Decision d0;
+    ASSERT_TRUE(ranks[0]->WaitDecision(step, &d0));
+    for (auto& r : ranks) {
+      v1::Decision d;
+      ASSERT_TRUE(r->WaitDecision(step, &d)) << "step " << step;
+      EXPECT_EQ(d.SerializeAsString(), d0.SerializeAsString()) << "step " << step;
+    }
+  }
+  v1::Decision spike;
+  ASSERT_TRUE(ranks[2]->WaitDecision(12, &spike));
+  ASSERT_EQ(spike.admitted_size(), 1);
+  EXPECT_EQ(spike.admitted(0), ranks[2]->unit_ids()[1]);  // "mlp"
+  EXPECT_EQ(spike.apply_step(), 13);
+  EXPECT_EQ(spike.recovery(0).until(), 18);
+  EXPECT_EQ(listener_.by_deadline.load(), 0u);
+  EXPECT_EQ(listener_.incomplete.load(), 0u);
+}
+
+TEST_F(DaemonTest, ShardedUnitsCombineExactly) {
+  StartDaemon();
+  RawRank a(Tcp(), "j", 0, 2), b(Tcp(), "j", 1, 2);
+  ASSERT_TRUE(a.Register({{"w", 0, 2}}).ok());
+  ASSERT_TRUE(b.Register({{"w", 1, 2}}).ok());
+  a.Open();
+  b.Open();
+  ASSERT_TRUE(a.SendStats(0, {9.0}));
+  ASSERT_TRUE(b.SendStats(0, {16.0}));
+  v1::Decision d;
+  ASSERT_TRUE(a.WaitDecision(0, &d));
+  auto admin = v1::Admin::NewStub(Tcp());
+  grpc::ClientContext ctx;
+  v1::ListUnitsRequest req;
+  req.set_job_id("j");
+  v1::ListUnitsResponse resp;
+  ASSERT_TRUE(admin->ListUnits(&ctx, req, &resp).ok());
+  ASSERT_EQ(resp.units_size(), 1);
+  EXPECT_EQ(resp.units(0).norm(), 5.0);  // sqrt(9 + 16), exactly
+  EXPECT_EQ(resp.units(0).shard_count(), 2u);
+}
+
+TEST_F(DaemonTest, MissingRankTakesTheDeadlinePathAndLateReportsAreDropped) {
+  StartDaemon();
+  RawRank a(Tcp(), "j", 0, 2), b(Tcp(), "j", 1, 2);
+  ASSERT_TRUE(a.Register({{"x"}, {"y", 0, 2}}).ok());
+  ASSERT_TRUE(b.Register({{"x"}, {"y", 1, 2}}).ok());
+  a.Open();
+  b.Open();
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(a.SendStats(0, {1.0, 1.0}));
+  v1::Decision d;
+  ASSERT_TRUE(a.WaitDecision(0, &d));
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(waited, 0.29);  // the 300 ms deadline, not earlier
+  EXPECT_EQ(listener_.by_deadline.load(), 1u);
+  EXPECT_EQ(listener_.incomplete.load(), 1u);  // "y" lacked shard 1
+  // Rank 1's report of the closed step: counted as late, stream stays open.
+  ASSERT_TRUE(b.SendStats(0, {1.0, 1.0}));
+  ASSERT_TRUE(a.SendStats(1, {1.0, 1.0}));
+  ASSERT_TRUE(b.SendStats(1, {1.0, 1.0}));
+  ASSERT_TRUE(b.WaitDecision(1, &d));
+  EXPECT_EQ(listener_.late.load(), 1u);
+  EXPECT_EQ(listener_.by_deadline.load(), 1u);  // step 1 closed complete
+}
+
+TEST_F(DaemonTest, ReRegisteringReplacesTheOldSession) {
+  StartDaemon();
+  RawRank first(Tcp(), "j", 0, 1);
+  ASSERT_TRUE(first.Register({{"x"}}).ok());
+  first.Open();
+  ASSERT_TRUE(first.SendStats(0, {1.0}));
+  v1::Decision d;
+  ASSERT_TRUE(first.WaitDecision(0, &d));
+  RawRank second(Tcp(), "j", 0, 1);
+  ASSERT_TRUE(second.Register({{"x"}}).ok());
+  EXPECT_EQ(first.WaitEnd().error_code(), grpc::StatusCode::ABORTED);
+  second.Open();
+  // The new session may resume from an earlier step (restarted trainer).
+  ASSERT_TRUE(second.SendStats(1, {1.0}));
+  ASSERT_TRUE(second.WaitDecision(1, &d));
+  // The old session id is no longer accepted.
+  RawRank stale(Tcp(), "j", 0, 1);
+  stale.Open(first.session_id());
+  EXPECT_EQ(stale.WaitEnd().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(DaemonTest, TwoJobsStayIsolated) {
+  StartDaemon();
+  const v1::ControllerConfig cfg = FastConfig();
+  RawRank a(Tcp(), "job-a", 0, 1, "ta"), b(Unix(), "job-b", 0, 1, "tb");
+  ASSERT_TRUE(a.Register({{"x"}, {"y"}}, nullptr, &cfg).ok());
+  ASSERT_TRUE(b.Register({{"y"}, {"x"}}, nullptr, &cfg).ok());
+  a.Open();
+  b.Open();
+  for (int64_t s = 0; s < 10; ++s) {
+    ASSERT_TRUE(a.SendStats(s, {1.0, s == 8 ? 400.0 : 1.0}));
+    ASSERT_TRUE(b.SendStats(s, {1.0, 1.0}));
+  }
+  v1::Decision da, db;
+  ASSERT_TRUE(a.WaitDecision(9, &da));
+  ASSERT_TRUE(b.WaitDecision(9, &db));
+  EXPECT_EQ(da.recovery_size(), 1);
+  EXPECT_EQ(db.recovery_size(), 0);
+  EXPECT_EQ(listener_.EventsOf("job-b").size(), 0u);
+  ASSERT_FALSE(listener_.EventsOf("job-a").empty());
+  EXPECT_EQ(listener_.EventsOf("job-a")[0].unit(), "y");
+  // Job b's token does not open job a.
+  RawRank intruder(Tcp(), "job-a", 0, 1, "tb");
+  EXPECT_EQ(intruder.Register({{"x"}}).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(DaemonTest, AcksAreCheckedAgainstTheSentDigest) {
+  StartDaemon();
+  RawRank a(Tcp(), "j", 0, 1);
+  ASSERT_TRUE(a.Register({{"x"}}).ok());
+  a.Open();
+  ASSERT_TRUE(a.SendStats(0, {1.0}));
+  v1::Decision d;
+  ASSERT_TRUE(a.WaitDecision(0, &d));
+  v1::ClientMessage ack;
+  ack.mutable_ack()->set_step(1);
+  ack.mutable_ack()->set_sequence(d.sequence());
+  ack.mutable_ack()->set_digest(d.digest());
+  ASSERT_TRUE(a.Send(ack));
+  ack.mutable_ack()->set_digest(d.digest() ^ 1);
+  ASSERT_TRUE(a.Send(ack));
+  ASSERT_TRUE(a.SendStats(1, {1.0}));  // a round trip: acks were processed
+  ASSERT_TRUE(a.WaitDecision(1, &d));
+  EXPECT_EQ(listener_.ack_mismatches.load(), 1u);
+}
+
+}  // namespace
+}  // namespace gnmr::testing

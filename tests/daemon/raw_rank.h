@@ -1,0 +1,171 @@
+// RawRank: a trainer rank speaking the wire protocol directly through the
+// generated gRPC stubs, over a real channel. Used to drive gnmrd in tests
+// with exact control over every message (including invalid ones).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gnmr/v1/gnmr.grpc.pb.h"
+
+namespace gnmr::testing {
+
+class RawRank {
+ public:
+  RawRank(std::shared_ptr<grpc::Channel> channel, std::string job, uint32_t rank,
+          uint32_t world, std::string token = "")
+      : stub_(v1::Gnmr::NewStub(channel)),
+        job_(std::move(job)),
+        rank_(rank),
+        world_(world),
+        token_(std::move(token)) {}
+  ~RawRank() { Close(); }
+
+  struct Unit {
+    std::string name;
+    uint32_t shard_index = 0;
+    uint32_t shard_count = 1;
+    uint64_t numel = 1000;
+  };
+
+  grpc::Status Register(const std::vector<Unit>& units, v1::RegisterResponse* resp = nullptr,
+                        const v1::ControllerConfig* config = nullptr) {
+    v1::RegisterRequest req;
+    req.set_job_id(job_);
+    req.set_rank(rank_);
+    req.set_world_size(world_);
+    req.set_client_version("raw-test");
+    for (const Unit& u : units) {
+      v1::UnitSpec* s = req.add_units();
+      s->set_name(u.name);
+      s->set_numel(u.numel);
+      s->set_dtype(v1::DTYPE_FP32);
+      s->set_shard_index(u.shard_index);
+      s->set_shard_count(u.shard_count);
+    }
+    if (config) *req.mutable_config() = *config;
+    return RegisterRaw(req, resp);
+  }
+
+  grpc::Status RegisterRaw(const v1::RegisterRequest& req, v1::RegisterResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-gnmr-token", token_);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::RegisterResponse resp;
+    grpc::Status s = stub_->Register(&ctx, req, &resp);
+    if (s.ok()) {
+      session_id_ = resp.session_id();
+      unit_ids_.assign(resp.unit_ids().begin(), resp.unit_ids().end());
+    }
+    if (out) *out = resp;
+    return s;
+  }
+
+  // Opens the Session stream and sends the hello.
+  void Open(uint64_t session_override = 0) {
+    ctx_ = std::make_unique<grpc::ClientContext>();
+    ctx_->AddMetadata("x-gnmr-token", token_);
+    stream_ = stub_->Session(ctx_.get());
+    v1::ClientMessage hello;
+    hello.mutable_hello()->set_job_id(job_);
+    hello.mutable_hello()->set_rank(rank_);
+    hello.mutable_hello()->set_session_id(session_override ? session_override : session_id_);
+    stream_->Write(hello);
+    reader_ = std::thread([this] {
+      v1::ServerMessage m;
+      while (stream_->Read(&m)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        decisions_.push_back(m.decision());
+        cv_.notify_all();
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      ended_ = true;
+      cv_.notify_all();
+    });
+  }
+
+  bool Send(const v1::ClientMessage& m) { return stream_->Write(m); }
+
+  // Stats with sumsq per registered unit (in registration order).
+  bool SendStats(int64_t step, const std::vector<double>& sumsq) {
+    v1::ClientMessage m;
+    v1::StepStats* s = m.mutable_stats();
+    s->set_step(step);
+    for (size_t i = 0; i < sumsq.size(); ++i) {
+      s->add_unit_id(unit_ids_[i]);
+      s->add_sumsq(sumsq[i]);
+    }
+    return Send(m);
+  }
+
+  // Waits for a decision with observed_step == step.
+  bool WaitDecision(int64_t step, v1::Decision* out,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] {
+      for (const v1::Decision& d : decisions_) {
+        if (d.observed_step() == step) {
+          *out = d;
+          return true;
+        }
+      }
+      return false;
+    });
+  }
+
+  // Waits for the server to end the stream; returns its status.
+  grpc::Status WaitEnd(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, timeout, [&] { return ended_; })) {
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "stream did not end");
+      }
+    }
+    if (reader_.joinable()) reader_.join();
+    grpc::Status s = stream_->Finish();
+    stream_.reset();
+    return s;
+  }
+
+  std::vector<v1::Decision> decisions() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {decisions_.begin(), decisions_.end()};
+  }
+
+  void Close() {
+    if (!stream_) return;
+    stream_->WritesDone();
+    ctx_->TryCancel();
+    if (reader_.joinable()) reader_.join();
+    stream_->Finish();
+    stream_.reset();
+  }
+
+  const std::vector<uint32_t>& unit_ids() const { return unit_ids_; }
+  uint64_t session_id() const { return session_id_; }
+
+ private:
+  std::unique_ptr<v1::Gnmr::Stub> stub_;
+  std::string job_;
+  uint32_t rank_, world_;
+  std::string token_;
+  uint64_t session_id_ = 0;
+  std::vector<uint32_t> unit_ids_;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>> stream_;
+  std::thread reader_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::Decision> decisions_;
+  bool ended_ = false;
+};
+
+}  // namespace gnmr::testing
