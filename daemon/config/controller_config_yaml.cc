@@ -314,9 +314,11 @@ StatusOr<ControllerConfig> LoadControllerConfigFile(
   char buf[65536];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
+  const int err = std::ferror(f) != 0 ? errno : 0;
   std::fclose(f);
-  if (failed) return DataLoss(path + ": read error");
+  if (err != 0) {
+    return InvalidArgument(path + ": cannot read: " + std::strerror(err));
+  }
   return ParseControllerConfigYaml(text, path, base);
 }
 
@@ -355,17 +357,13 @@ Status ApplyOverride(ControllerConfig* config, std::string_view assignment) {
 
 std::string ControllerConfigToYaml(const ControllerConfig& c) {
   std::string out;
-  auto line = [&out](const char* key) {
-    out += key;
-    out += ": ";
-  };
-  auto integer = [&](const char* key, int32_t v) {
-    line(key);
+  auto integer = [&out](const char* key, int32_t v) {
+    out.append(key).append(": ");
     AppendInt(&out, v);
     out += '\n';
   };
-  auto real = [&](const char* key, double v) {
-    line(key);
+  auto real = [&out](const char* key, double v) {
+    out.append(key).append(": ");
     AppendDouble(&out, v);
     out += '\n';
   };
@@ -378,15 +376,9 @@ std::string ControllerConfigToYaml(const ControllerConfig& c) {
   integer("max_o", c.max_o);
   integer("lock_steps", c.lock_steps);
   integer("lag", c.lag);
-  line("entry");
-  out += EntryTreatmentName(c.entry);
-  out += '\n';
+  out.append("entry: ").append(EntryTreatmentName(c.entry)).append("\n");
   real("clip_min_scale", c.clip_min_scale);
-  if (c.actions.empty()) {
-    out += "actions: []\n";
-    return out;
-  }
-  out += "actions:\n";
+  out += c.actions.empty() ? "actions: []\n" : "actions:\n";
   for (const ActionRule& r : c.actions) {
     out += "  - {pattern: ";
     AppendJsonString(&out, r.pattern);

@@ -69,8 +69,11 @@ Status TraceReader::OpenFile(const std::string& path) {
     return NotFound(path + ": cannot open: " + std::strerror(errno));
   }
   struct stat st;
-  if (::fstat(fileno(file_), &st) == 0 && S_ISREG(st.st_mode)) {
-    total_bytes_ = static_cast<uint64_t>(st.st_size);
+  if (::fstat(fileno(file_), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return InvalidArgument(path + ": is a directory, not a trace");
+    }
+    if (S_ISREG(st.st_mode)) total_bytes_ = static_cast<uint64_t>(st.st_size);
   }
   buf_.resize(kChunk);
   data_ = pos_ = end_ = buf_.data();

@@ -240,12 +240,16 @@ TEST(TraceReader, RejectsAFileLineLongerThanOneMebibyte) {
   std::remove(path.c_str());
 }
 
-TEST(TraceReader, MissingFileIsNotFound) {
+TEST(TraceReader, MissingFileOrDirectoryIsAnInputError) {
   TraceReader r;
   Status s = r.OpenFile("/nonexistent/trace.csv");
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("/nonexistent/trace.csv: cannot open"),
             std::string::npos);
+  TraceReader d;
+  s = d.OpenFile(::testing::TempDir());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), ::testing::TempDir() + ": is a directory, not a trace");
 }
 
 struct ErrorCase {
