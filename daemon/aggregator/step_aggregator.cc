@@ -47,7 +47,7 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s,
                              std::to_string(step));
     }
     seen_epoch_[id] = epoch_;
-    if (s.sumsq(i) < 0.0) {
+    if (std::isfinite(s.sumsq(i)) && s.sumsq(i) < 0.0) {  // NaN/Inf are signals
       return InvalidArgument("unit id " + std::to_string(id) + " has negative sumsq " +
                              std::to_string(s.sumsq(i)));
     }

@@ -217,7 +217,7 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
                              std::to_string(step));
     }
     seen_epoch_[s.unit_id] = epoch_;
-    if (s.sumsq < 0.0) {
+    if (std::isfinite(s.sumsq) && s.sumsq < 0.0) {  // NaN/Inf: signals
       return InvalidArgument("unit '" + units_[s.unit_id].name +
                              "' has negative sumsq");
     }

@@ -88,7 +88,8 @@ class Controller {
   // Observes step `step` (strictly greater than every step before) with any
   // subset of the units, each at most once, and writes the decision for it.
   // On error nothing changes: unknown unit (NotFound), repeated unit, step not
-  // increasing or negative sumsq (InvalidArgument).
+  // increasing or a negative finite sumsq (InvalidArgument). NaN and +/-Inf
+  // are signals: the unit triggers `nonfinite`.
   Status Observe(int64_t step, const UnitSample* samples, size_t count,
                  Decision* out);
   Status Observe(int64_t step, const std::vector<UnitSample>& samples,

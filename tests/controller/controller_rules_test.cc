@@ -57,6 +57,9 @@ TEST(ControllerRules, NonFiniteTriggersDuringWarmupAndNeverEntersHistory) {
   Decision d2 = Step(c, 2, {inf});
   EXPECT_TRUE(d2.global_skip);
   EXPECT_EQ(c.unit(0).mu, 2.0);
+  inf.sumsq = -std::numeric_limits<double>::infinity();  // also a signal
+  Decision d3 = Step(c, 3, {inf});
+  EXPECT_TRUE(d3.global_skip);
 }
 
 TEST(ControllerRules, EmaComparesAgainstMeanBeforeAndClampsTheSpike) {
