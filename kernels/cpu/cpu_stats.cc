@@ -1,0 +1,185 @@
+// CPU statistics: checks, ISA dispatch, tensor and unit combination.
+//
+// Full work items go to the vectorized kernel of the best ISA (see
+// item_kernels.h) in chunks, and their partials enter the streaming item
+// tree (stats_order.h step 5). A partial last item is copied into a
+// zero-padded buffer first: the padding adds +0.0 (exact) and is subtracted
+// from the zero count. Nothing here allocates.
+#include "kernels/cpu/cpu_stats.h"
+
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "kernels/cpu/item_kernels.h"
+#include "kernels/stats_order.h"
+
+namespace gnmr::cpu {
+namespace {
+
+using stats_order::kItemElems;
+
+constexpr uint64_t kChunkItems = 64;
+
+struct TensorResult {
+  double sum = 0.0;  // finite elements only
+  ItemCounters counters;
+};
+
+TensorResult TensorStats(ItemsFn items_fn, const TensorRef& ref) {
+  const unsigned char* data = static_cast<const unsigned char*>(ref.data);
+  const uint64_t item_bytes = kItemElems * DTypeSize(ref.dtype);
+  TensorResult t;
+  stats_order::ItemTree tree;
+  double partials[kChunkItems];
+  const uint64_t full = ref.numel / kItemElems;
+  for (uint64_t k = 0; k < full; k += kChunkItems) {
+    const uint64_t n = full - k < kChunkItems ? full - k : kChunkItems;
+    items_fn(ref.dtype, data + k * item_bytes, n, partials, &t.counters);
+    for (uint64_t i = 0; i < n; ++i) tree.Push(partials[i]);
+  }
+  const uint64_t rest = ref.numel - full * kItemElems;
+  if (rest > 0) {
+    alignas(64) unsigned char pad[kItemElems * 4];
+    const uint64_t rest_bytes = rest * DTypeSize(ref.dtype);
+    std::memcpy(pad, data + full * item_bytes, rest_bytes);
+    std::memset(pad + rest_bytes, 0, item_bytes - rest_bytes);
+    items_fn(ref.dtype, pad, 1, partials, &t.counters);
+    tree.Push(partials[0]);
+    t.counters.zeros -= kItemElems - rest;
+  }
+  t.sum = tree.Finish();
+  return t;
+}
+
+Status Compute(ItemsFn items_fn, const TensorRef* tensors, size_t count,
+               UnitStats* out) {
+  Status s = CheckTensors(tensors, count);
+  if (!s.ok()) return s;
+  UnitStats u;
+  uint64_t nans = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const TensorRef& ref = tensors[i];
+    if (ref.numel == 0) continue;  // adds +0.0
+    const TensorResult t = TensorStats(items_fn, ref);
+    u.sumsq = u.sumsq + t.sum;
+    u.amax = u.amax > t.counters.amax ? u.amax : t.counters.amax;
+    u.nonfinite += t.counters.nonfinite;
+    u.zeros += t.counters.zeros;
+    u.numel += ref.numel;
+    nans += t.counters.nans;
+  }
+  if (nans > 0) {
+    std::memcpy(&u.sumsq, &stats_order::kCanonicalNanBits, sizeof u.sumsq);
+  } else if (u.nonfinite > 0) {
+    u.sumsq = std::numeric_limits<double>::infinity();
+  }
+  *out = u;
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kBaseline: return "baseline";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+bool IsaAvailable(Isa isa) {
+  switch (isa) {
+    case Isa::kBaseline:
+      return true;
+    case Isa::kAvx2:
+#if defined(GNMR_CPU_HAVE_AVX2)
+      return __builtin_cpu_supports("avx2");
+#else
+      return false;
+#endif
+    case Isa::kAvx512:
+#if defined(GNMR_CPU_HAVE_AVX512)
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx2");
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+Isa SelectedIsa() {
+  static const Isa selected = IsaAvailable(Isa::kAvx512) ? Isa::kAvx512
+                              : IsaAvailable(Isa::kAvx2) ? Isa::kAvx2
+                                                         : Isa::kBaseline;
+  return selected;
+}
+
+ItemsFn ItemsFor(Isa isa) {
+  if (!IsaAvailable(isa)) return nullptr;
+  switch (isa) {
+#if defined(GNMR_CPU_HAVE_AVX2)
+    case Isa::kAvx2: return &isa_avx2::Items;
+#endif
+#if defined(GNMR_CPU_HAVE_AVX512)
+    case Isa::kAvx512: return &isa_avx512::Items;
+#endif
+    default: return &isa_baseline::Items;
+  }
+}
+
+Status CheckTensors(const TensorRef* tensors, size_t count) {
+  if (count > 0 && tensors == nullptr) {
+    return InvalidArgument("tensor list is null");
+  }
+  // Messages are built only on error: this runs on the training thread.
+  auto error = [](StatusCode code, size_t i, const std::string& what) {
+    return Status(code, "tensor " + std::to_string(i) + ": " + what);
+  };
+  for (size_t i = 0; i < count; ++i) {
+    const TensorRef& t = tensors[i];
+    if (t.device != kHostDevice) {
+      return error(StatusCode::kUnimplemented, i,
+                   "device tensors need the CUDA statistics path");
+    }
+    switch (t.dtype) {
+      case DType::kFp32:
+      case DType::kBf16:
+      case DType::kFp16:
+        break;
+      case DType::kFp8E4M3:
+      case DType::kFp8E5M2:
+        return error(StatusCode::kUnimplemented, i,
+                     std::string(DTypeName(t.dtype)) +
+                         " statistics are not implemented on the CPU yet");
+      default:
+        return error(StatusCode::kInvalidArgument, i,
+                     "unknown dtype " + std::to_string(static_cast<int>(t.dtype)));
+    }
+    if (t.numel > 0 && t.data == nullptr) {
+      return error(StatusCode::kInvalidArgument, i,
+                   "data is null but numel is " + std::to_string(t.numel));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ComputeStats(const TensorRef* tensors, size_t count, UnitStats* out) {
+  static const ItemsFn best = ItemsFor(SelectedIsa());
+  return Compute(best, tensors, count, out);
+}
+
+Status ComputeStatsWithIsa(Isa isa, const TensorRef* tensors, size_t count,
+                           UnitStats* out) {
+  const ItemsFn fn = ItemsFor(isa);
+  if (fn == nullptr) {
+    return Status(StatusCode::kUnimplemented,
+                  std::string("ISA not available: ") + IsaName(isa));
+  }
+  return Compute(fn, tensors, count, out);
+}
+
+}  // namespace gnmr::cpu

@@ -1,0 +1,30 @@
+// Per-unit gradient statistics on the CPU (SPEC section 5), bit-identical to
+// the GPU path: sumsq follows the canonical order of kernels/stats_order.h.
+//
+// Runs on the calling thread, allocates nothing, never logs or throws.
+#pragma once
+
+#include <cstddef>
+
+#include "common/status.h"
+#include "gnmr/tensor.h"
+#include "kernels/cpu/item_kernels.h"
+
+namespace gnmr::cpu {
+
+// OK if the CPU path can compute statistics of these tensors: host memory,
+// fp32/bf16/fp16 (fp8 is Unimplemented for now), data non-null when
+// numel > 0. InvalidArgument otherwise, naming the tensor.
+Status CheckTensors(const TensorRef* tensors, size_t count);
+
+// Statistics of one unit made of `count` tensors, in tensor order. Checks
+// the tensors first (CheckTensors); `out` is untouched on error.
+// Uses the best kernel this CPU supports (SelectedIsa()).
+Status ComputeStats(const TensorRef* tensors, size_t count, UnitStats* out);
+
+// The same with a given kernel build; Unimplemented if it is not available.
+// For tests: every build must give bit-identical results.
+Status ComputeStatsWithIsa(Isa isa, const TensorRef* tensors, size_t count,
+                           UnitStats* out);
+
+}  // namespace gnmr::cpu

@@ -1,0 +1,50 @@
+// The vectorized inner kernel of the CPU statistics, built once per x86
+// instruction set (baseline SSE2, AVX2, AVX-512) and picked at run time.
+//
+// Every build runs the same IEEE operations in the same order (products of
+// decoded elements are exact, so FMA contraction cannot change a result), so
+// all of them are bit-identical; the tests check it. item_kernels.cc is
+// compiled once per ISA with GNMR_CPU_ISA naming its namespace; it shares no
+// inline function with other translation units, so the linker can never
+// substitute an AVX-512 copy of a helper into the baseline path.
+#pragma once
+
+#include <cstdint>
+
+#include "gnmr/tensor.h"
+
+namespace gnmr::cpu {
+
+// Order-independent figures accumulated over work items.
+struct ItemCounters {
+  double amax = 0.0;  // max |x| over finite elements
+  uint64_t zeros = 0;
+  uint64_t nonfinite = 0;
+  uint64_t nans = 0;
+};
+
+// Processes `items` full work items (4096 elements each, stats_order.h) of
+// a fp32/bf16/fp16 tensor starting at `data` (any alignment): writes each
+// item's partial (steps 1-4) to partials[k] and folds the counters into `c`.
+using ItemsFn = void (*)(DType dtype, const unsigned char* data, uint64_t items,
+                         double* partials, ItemCounters* c);
+
+namespace isa_baseline {
+void Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
+}
+namespace isa_avx2 {
+void Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
+}
+namespace isa_avx512 {
+void Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
+}
+
+enum class Isa { kBaseline, kAvx2, kAvx512 };
+const char* IsaName(Isa isa);
+// Whether this build has the kernel and this CPU can run it.
+bool IsaAvailable(Isa isa);
+// The best available ISA (what ComputeStats uses).
+Isa SelectedIsa();
+ItemsFn ItemsFor(Isa isa);  // null if not available
+
+}  // namespace gnmr::cpu

@@ -1,0 +1,124 @@
+#include "kernels/cpu/reference_stats.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace gnmr::cpu {
+namespace {
+
+constexpr uint64_t kItem = 4096;
+constexpr int kLaneCount = 256;
+
+double Fp16Value(uint16_t h) {
+  const int e = (h >> 10) & 0x1f;
+  const int m = h & 0x3ff;
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (e == 0x1f) {
+    return m == 0 ? sign * std::numeric_limits<double>::infinity()
+                  : std::numeric_limits<double>::quiet_NaN();
+  }
+  if (e == 0) return sign * std::ldexp(static_cast<double>(m), -24);
+  return sign * std::ldexp(static_cast<double>(1024 + m), e - 25);
+}
+
+// T(lo, c) of stats_order.h step 5, recursively.
+double ItemTreeSum(const std::vector<double>& p, size_t lo, size_t c) {
+  if (c == 1) return p[lo];
+  size_t h = 1;
+  while (h * 2 < c) h *= 2;
+  return ItemTreeSum(p, lo, h) + ItemTreeSum(p, lo + h, c - h);
+}
+
+double CanonicalTensorSum(const TensorRef& t) {
+  const uint64_t items = (t.numel + kItem - 1) / kItem;
+  if (items == 0) return 0.0;
+  std::vector<double> partials;
+  partials.reserve(items);
+  for (uint64_t k = 0; k < items; ++k) {
+    double lanes[kLaneCount];
+    for (int j = 0; j < kLaneCount; ++j) {
+      lanes[j] = 0.0;
+      for (int r = 0; r < 16; ++r) {
+        const uint64_t i = k * kItem + static_cast<uint64_t>(r) * kLaneCount + j;
+        double x = i < t.numel ? ElementValue(t, i) : 0.0;
+        if (!std::isfinite(x)) x = 0.0;
+        lanes[j] = lanes[j] + x * x;
+      }
+    }
+    for (int s = 128; s >= 1; s /= 2) {
+      for (int j = 0; j < s; ++j) lanes[j] = lanes[j] + lanes[j + s];
+    }
+    partials.push_back(lanes[0]);
+  }
+  return ItemTreeSum(partials, 0, partials.size());
+}
+
+}  // namespace
+
+double ElementValue(const TensorRef& t, uint64_t i) {
+  const unsigned char* base = static_cast<const unsigned char*>(t.data);
+  switch (t.dtype) {
+    case DType::kFp32: {
+      float f;
+      std::memcpy(&f, base + 4 * i, 4);
+      return static_cast<double>(f);
+    }
+    case DType::kBf16: {
+      uint16_t b;
+      std::memcpy(&b, base + 2 * i, 2);
+      const uint32_t bits = static_cast<uint32_t>(b) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return static_cast<double>(f);
+    }
+    case DType::kFp16: {
+      uint16_t h;
+      std::memcpy(&h, base + 2 * i, 2);
+      return Fp16Value(h);
+    }
+    default:
+      return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+UnitStats CanonicalStatsNaive(const TensorRef* tensors, size_t count) {
+  UnitStats u;
+  const ReferenceStats ref = ComputeReferenceStats(tensors, count);
+  for (size_t i = 0; i < count; ++i) u.sumsq = u.sumsq + CanonicalTensorSum(tensors[i]);
+  if (ref.nans > 0) {
+    u.sumsq = std::numeric_limits<double>::quiet_NaN();
+  } else if (ref.infs > 0) {
+    u.sumsq = std::numeric_limits<double>::infinity();
+  }
+  u.amax = ref.amax;
+  u.nonfinite = ref.nans + ref.infs;
+  u.zeros = ref.zeros;
+  u.numel = ref.numel;
+  return u;
+}
+
+ReferenceStats ComputeReferenceStats(const TensorRef* tensors, size_t count) {
+  ReferenceStats r;
+  for (size_t k = 0; k < count; ++k) {
+    const TensorRef& t = tensors[k];
+    for (uint64_t i = 0; i < t.numel; ++i) {
+      const double x = ElementValue(t, i);
+      if (std::isnan(x)) {
+        ++r.nans;
+      } else if (std::isinf(x)) {
+        ++r.infs;
+      } else {
+        const long double lx = x;
+        r.sumsq_finite += lx * lx;
+        r.amax = std::fmax(r.amax, std::fabs(x));
+        if (x == 0.0) ++r.zeros;
+      }
+    }
+    r.numel += t.numel;
+  }
+  return r;
+}
+
+}  // namespace gnmr::cpu

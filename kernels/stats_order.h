@@ -1,0 +1,85 @@
+// The canonical summation order of sumsq (SPEC section 5).
+//
+// Squares of fp32 / bf16 / fp16 (and fp8) values are exact in fp64, so the
+// only source of rounding is the order of the additions. Every
+// implementation (the CPU path in kernels/cpu, the CUDA kernels) adds in
+// exactly this order, which makes their results bit-identical:
+//
+// 1. Elements. x is decoded to double without floating-point arithmetic on
+//    denormals (so flush-to-zero / denormals-are-zero modes cannot change
+//    it) and squared in fp64. NaN and Inf elements contribute +0.0 to the
+//    sum; they are counted instead, and the unit's final sumsq is the
+//    canonical quiet NaN (0x7ff8000000000000) if any element is NaN, else
+//    +Inf if any element is infinite.
+// 2. Work items. A tensor of n elements is cut into work items of
+//    kItemElems = 4096 consecutive elements: item k covers elements
+//    [k * 4096, (k + 1) * 4096). The last item may be partial; its missing
+//    elements count as +0.0. An empty tensor has no items and sums to +0.0.
+// 3. Lanes. Inside a work item there are kLanes = 256 lanes. Lane j starts
+//    at +0.0 and adds, sequentially, the squares of the item's elements
+//    j, j + 256, j + 512, ..., j + 15 * 256 (16 of them).
+// 4. Lane tree. For s = 128, 64, 32, 16, 8, 4, 2, 1 and every j < s:
+//    lane[j] = lane[j] + lane[j + s]. The item's partial is lane[0]
+//    (the classic shared-memory tree reduction).
+// 5. Item tree. The m item partials p[0..m) of a tensor are combined by
+//    T(lo, 1) = p[lo],
+//    T(lo, c) = T(lo, h) + T(lo + h, c - h), h = largest power of two < c.
+//    Equivalently: pad p with +0.0 to the next power of two and add
+//    adjacent pairs level by level ((p0 + p1) + (p2 + p3)) + ...; a padded
+//    +0.0 never changes a sum. Aligned blocks of 2^b partials are exact
+//    subtrees, so a GPU can reduce them block by block. The tensor's sum is
+//    T(0, m), or +0.0 when m == 0.
+// 6. Unit. The unit's sumsq is ((0.0 + t0) + t1) + ... over its tensors in
+//    the order they were given.
+//
+// amax, nonfinite and zeros are order-independent: amax is the maximum of
+// |x| over finite elements, compared as integers on the bit pattern with
+// the sign bit cleared (exponent-all-ones patterns are excluded), converted
+// to double at the end.
+#pragma once
+
+#include <cstdint>
+
+namespace gnmr::stats_order {
+
+inline constexpr uint64_t kItemElems = 4096;
+inline constexpr uint32_t kLanes = 256;
+inline constexpr uint32_t kRowsPerItem = kItemElems / kLanes;  // 16
+
+// The quiet NaN every implementation returns for a unit with a NaN element.
+inline constexpr uint64_t kCanonicalNanBits = 0x7ff8000000000000ull;
+
+// Step 5 as a streaming computation: Push the item partials in order, then
+// Finish. It keeps one pending subtree per level (a binary counter), so a
+// tensor of any size needs no allocation.
+class ItemTree {
+ public:
+  void Push(double partial) {
+    double v = partial;
+    int level = 0;
+    while (depth_ > 0 && level_[depth_ - 1] == level) {
+      v = value_[depth_ - 1] + v;  // left subtree + right subtree
+      --depth_;
+      ++level;
+    }
+    value_[depth_] = v;
+    level_[depth_] = level;
+    ++depth_;
+  }
+
+  // T(0, m): pending subtrees have strictly decreasing sizes from bottom to
+  // top, and T(lo, c) = left + T(rest), so they fold from the top down.
+  double Finish() const {
+    if (depth_ == 0) return 0.0;
+    double acc = value_[depth_ - 1];
+    for (int i = depth_ - 2; i >= 0; --i) acc = value_[i] + acc;
+    return acc;
+  }
+
+ private:
+  double value_[65] = {};
+  int level_[65] = {};
+  int depth_ = 0;
+};
+
+}  // namespace gnmr::stats_order

@@ -1,0 +1,99 @@
+// Helpers for the statistics tests: seeded random tensors of every dtype
+// with optional special values, stored as raw bytes at any byte offset.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gnmr/tensor.h"
+
+namespace gnmr::testing {
+
+// fp32 -> bf16 / fp16 bit patterns, round to nearest even (test data only).
+inline uint16_t ToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+inline uint16_t ToFp16(float f) {
+  // Through double: exact rounding via scaling, adequate for test data.
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  double a = std::fabs(static_cast<double>(f));
+  if (std::isnan(f)) return 0x7e00;
+  if (a >= 65520.0) return sign | 0x7c00;  // overflows to Inf
+  if (a < std::ldexp(1.0, -14)) {          // subnormal range
+    const double m = std::nearbyint(a * std::ldexp(1.0, 24));
+    return sign | static_cast<uint16_t>(m);  // m == 1024 rolls into normal
+  }
+  int e;
+  const double fr = std::frexp(a, &e);  // a = fr * 2^e, fr in [0.5, 1)
+  double m = std::nearbyint(fr * 2048.0);  // 11 significant bits
+  if (m == 2048.0) { m = 1024.0; ++e; }
+  if (e - 1 + 15 >= 31) return sign | 0x7c00;
+  const uint16_t exp_field = static_cast<uint16_t>(e - 1 + 15);
+  return sign | static_cast<uint16_t>(exp_field << 10) |
+         static_cast<uint16_t>(static_cast<int>(m) - 1024);
+}
+
+// A tensor's bytes placed `offset` bytes into an owned buffer, so tests can
+// exercise unaligned starts.
+class TestTensor {
+ public:
+  TestTensor(DType dtype, uint64_t numel, size_t offset = 0)
+      : dtype_(dtype), numel_(numel), offset_(offset),
+        bytes_(offset + numel * DTypeSize(dtype) + 8, 0) {}
+
+  void Set(uint64_t i, float v) {
+    unsigned char* p = bytes_.data() + offset_ + i * DTypeSize(dtype_);
+    if (dtype_ == DType::kFp32) {
+      std::memcpy(p, &v, 4);
+    } else {
+      const uint16_t h = dtype_ == DType::kBf16 ? ToBf16(v) : ToFp16(v);
+      std::memcpy(p, &h, 2);
+    }
+  }
+  void SetBits(uint64_t i, uint32_t bits) {
+    unsigned char* p = bytes_.data() + offset_ + i * DTypeSize(dtype_);
+    std::memcpy(p, &bits, DTypeSize(dtype_));  // little-endian
+  }
+  // Fills with N(0, scale^2) values.
+  void FillNormal(uint64_t seed, float scale) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> dist(0.0f, scale);
+    for (uint64_t i = 0; i < numel_; ++i) Set(i, dist(rng));
+  }
+  // The same tensor at another byte offset.
+  TestTensor Moved(size_t offset) const {
+    TestTensor t(dtype_, numel_, offset);
+    std::memcpy(t.bytes_.data() + offset, bytes_.data() + offset_,
+                numel_ * DTypeSize(dtype_));
+    return t;
+  }
+  TensorRef Ref() const {
+    TensorRef r;
+    r.data = numel_ == 0 ? nullptr : bytes_.data() + offset_;
+    r.numel = numel_;
+    r.dtype = dtype_;
+    return r;
+  }
+
+ private:
+  DType dtype_;
+  uint64_t numel_;
+  size_t offset_;
+  std::vector<unsigned char> bytes_;
+};
+
+inline uint64_t Bits(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, 8);
+  return u;
+}
+
+}  // namespace gnmr::testing
