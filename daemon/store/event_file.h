@@ -1,0 +1,29 @@
+// File-level helpers of the job event log (events.jsonl).
+//
+// A crash can leave the last line of the file torn (no '\n'). Appending
+// after it would glue the next record onto the torn one, so OpenForAppend
+// ends such a file with '\n' first: the torn line stays unreadable (and is
+// skipped when read back) but every later line is intact.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace gnmr {
+namespace store {
+
+// Opens (creating, mode 0640) `path` for appending and makes sure it ends
+// with '\n'. Returns the file descriptor; the caller closes it.
+StatusOr<int> OpenForAppend(const std::string& path);
+
+// The last `max_lines` complete lines of `path` (without '\n'), oldest
+// first, reading at most `max_bytes` from the end. A line cut by that bound
+// is left out, and so is a torn last line. NotFound if there is no file.
+StatusOr<std::vector<std::string>> ReadTailLines(const std::string& path,
+                                                 size_t max_lines,
+                                                 size_t max_bytes);
+
+}  // namespace store
+}  // namespace gnmr

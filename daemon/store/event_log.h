@@ -1,0 +1,137 @@
+// EventLog: the append-only per-job event log (SPEC section 7) and the
+// in-memory window of recent events that Admin.ListEvents serves.
+//
+//   <state_dir>/jobs/<escaped job id>/events.jsonl   one JSON object a line
+//
+// Every admission, release, denial, config change, admin release and import
+// is one gnmr.v1.Event with the statistics that caused it (event_json.h
+// gives the line format).
+//
+// Design
+// - Append never touches the disk: it puts the event into the job's ring
+//   (the last `ring_capacity` events, for ListEvents) and into a bounded
+//   write buffer shared by all jobs, then returns. The decision path pays a
+//   mutex and a copy, nothing more.
+// - A writer thread drains the buffer every `flush_interval` (sooner when it
+//   is half full), groups events by job and appends their lines with one
+//   write(2) per job. Files stay open (at most `max_open_files`).
+// - When the buffer is full an event is dropped from the file (still in the
+//   ring) and counted; a write error (unwritable directory, full disk) is
+//   counted, logged once per job until it recovers, and returned by the
+//   next Flush. Nothing here can crash the daemon: the thread catches all.
+// - Flush waits until everything appended before it is written and
+//   fdatasync'ed; Stop (and the destructor) flushes and joins the thread.
+// - ReloadTail refills a job's ring from the end of its file after a
+//   restart, so ListEvents still shows the events before it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "gnmr/v1/gnmr.pb.h"
+
+namespace gnmr {
+namespace store {
+
+struct EventLogOptions {
+  size_t ring_capacity = 10000;  // events kept in memory per job
+  size_t max_buffered = 65536;   // events waiting for the writer, all jobs
+  std::chrono::milliseconds flush_interval{200};
+  size_t max_open_files = 128;
+};
+
+class EventLog {
+ public:
+  static constexpr uint32_t kDefaultListLimit = 1000;
+
+  // Starts the writer thread. Directories are created on first write.
+  explicit EventLog(std::string state_dir, EventLogOptions options = {});
+  ~EventLog();  // Stop()
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+
+  // Records an event of the job; a zero time_unix is set to now. Returns
+  // false if it could not be buffered for the file (buffer full or
+  // stopped); it is in the ring regardless.
+  bool Append(const std::string& job_id, v1::Event event);
+
+  // The newest `limit` (0: kDefaultListLimit) events of the job with
+  // observed_step >= since_step, oldest first. Empty for an unknown job.
+  std::vector<v1::Event> List(const std::string& job_id, int64_t since_step,
+                              uint32_t limit) const;
+
+  // Fills the job's ring with the last ring_capacity events of its file
+  // (lines that do not parse are skipped and counted). Call when restoring
+  // a job, before its first Append: FailedPrecondition if the ring already
+  // has events. A job without a file is OK (nothing to load).
+  Status ReloadTail(const std::string& job_id);
+
+  // Waits until every event appended before the call is on disk. OK, or
+  // the first write error since the previous Flush.
+  Status Flush();
+
+  // Flushes, then stops the writer; later Appends only reach the ring.
+  void Stop();
+
+  // Drops the job's ring (the file stays).
+  void ForgetJob(const std::string& job_id);
+
+  struct Counters {
+    uint64_t appended = 0;
+    uint64_t written = 0;         // lines written to files
+    uint64_t dropped = 0;         // not buffered: buffer full or stopped
+    uint64_t write_failures = 0;  // events lost to write errors
+    uint64_t reload_skipped = 0;  // unparsable lines seen by ReloadTail
+  };
+  Counters counters() const;
+
+ private:
+  struct Buffered {
+    std::string job_id;
+    v1::Event event;
+  };
+
+  struct BatchResult {
+    uint64_t written = 0;
+    uint64_t failed = 0;
+    Status error;  // the first
+  };
+
+  void Run();
+  // Writes one batch, grouped by job. Writer thread only, as are the next.
+  BatchResult WriteBatch(const std::vector<Buffered>& batch);
+  Status WriteJob(const std::string& job_id, const std::string& lines);
+  Status SyncOpenFiles();
+  void CloseFiles();
+
+  const std::string state_dir_;
+  const EventLogOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // writer: work, flush request or stop
+  std::condition_variable done_cv_;  // flushers: a sync completed
+  std::unordered_map<std::string, std::deque<v1::Event>> rings_;
+  std::vector<Buffered> buffer_;
+  uint64_t buffered_seq_ = 0;  // events ever buffered
+  uint64_t flush_target_ = 0;  // a Flush wants events <= this synced
+  uint64_t synced_seq_ = 0;    // events <= this are written and synced
+  Status flush_error_;         // first write error since the last Flush
+  Counters counters_;
+  bool stopping_ = false;
+
+  // Writer thread only.
+  std::unordered_map<std::string, int> files_;    // job id -> fd
+  std::unordered_map<std::string, bool> failing_;  // job id -> last failed
+  std::thread thread_;
+};
+
+}  // namespace store
+}  // namespace gnmr

@@ -1,0 +1,49 @@
+// The on-disk frame of a controller snapshot (snapshot.pb).
+//
+// The file is self-checking, so a torn, truncated or bit-flipped file is
+// detected (DataLoss) instead of being parsed into a plausible but wrong
+// controller. Layout, integers little-endian:
+//
+//   offset  size        field
+//   0       8           magic "GNMRSNP1"
+//   8       4           header_len: bytes of the header that follows (>= 20)
+//   12      header_len  header: u32 job_id_len, u32 state_len, u32 meta_len,
+//                       i64 saved_unix_ms; a later version may append
+//                       fields, which older readers skip
+//   ...     job_id_len  the job id (the authority for hashed directory names)
+//   ...     state_len   serialized gnmr.v1.ControllerState
+//   ...     meta_len    the caller's job metadata, opaque bytes
+//   end-4   4           CRC-32C of every byte before it
+//
+// The lengths must account for the file exactly; anything else is DataLoss.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace gnmr {
+namespace store {
+
+inline constexpr char kSnapshotMagic[8] = {'G', 'N', 'M', 'R',
+                                           'S', 'N', 'P', '1'};
+
+struct SnapshotFrame {
+  std::string job_id;
+  std::string state;  // serialized gnmr.v1.ControllerState
+  std::string meta;   // opaque job metadata
+  int64_t saved_unix_ms = 0;
+};
+
+// InvalidArgument if a part is 4 GiB or larger.
+StatusOr<std::string> EncodeSnapshotFrame(const SnapshotFrame& frame);
+
+// DataLoss (prefixed by `what`, usually the path) unless `bytes` is a
+// complete frame with a matching checksum.
+StatusOr<SnapshotFrame> DecodeSnapshotFrame(std::string_view bytes,
+                                            const std::string& what);
+
+}  // namespace store
+}  // namespace gnmr

@@ -1,0 +1,162 @@
+#include "daemon/store/snapshot_store.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+
+#include "daemon/store/durable_file.h"
+#include "daemon/store/job_dir.h"
+#include "daemon/store/snapshot_format.h"
+
+namespace gnmr {
+namespace store {
+namespace {
+
+constexpr char kSnapshotName[] = "snapshot.pb";
+constexpr char kPreviousName[] = "snapshot.prev.pb";
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The job directories under jobs/, by name (not sorted).
+StatusOr<std::vector<std::string>> JobDirNames(const std::string& state_dir) {
+  std::vector<std::string> names;
+  const std::string jobs = JobsDir(state_dir);
+  DIR* d = ::opendir(jobs.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return names;
+    return Internal("opendir " + jobs + ": " + std::strerror(errno));
+  }
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (IsDir(jobs + "/" + name)) names.push_back(name);
+  }
+  ::closedir(d);
+  return names;
+}
+
+}  // namespace
+
+SnapshotStore::SnapshotStore(std::string state_dir)
+    : state_dir_(std::move(state_dir)) {}
+
+std::string SnapshotStore::SnapshotPath(const std::string& job_id) const {
+  return JobDir(state_dir_, job_id) + "/" + kSnapshotName;
+}
+
+Status SnapshotStore::Save(const std::string& job_id,
+                           const v1::ControllerState& state,
+                           const std::string& job_meta) {
+  SnapshotFrame frame;
+  frame.job_id = job_id;
+  frame.meta = job_meta;
+  frame.saved_unix_ms = NowUnixMs();
+  if (!state.SerializeToString(&frame.state)) {
+    return Internal("job " + job_id + ": cannot serialize controller state");
+  }
+  StatusOr<std::string> bytes = EncodeSnapshotFrame(frame);
+  if (!bytes.ok()) return bytes.status();
+  if (bytes->size() > kMaxSnapshotBytes) {
+    return Status(StatusCode::kResourceExhausted,
+                  "job " + job_id + ": snapshot of " +
+                      std::to_string(bytes->size()) + " bytes exceeds " +
+                      std::to_string(kMaxSnapshotBytes));
+  }
+  const std::string dir = JobDir(state_dir_, job_id);
+  Status s = MakeDirs(dir);
+  if (!s.ok()) return s;
+  return ReplaceFileDurably(dir + "/" + kSnapshotName, *bytes,
+                            dir + "/" + kPreviousName);
+}
+
+StatusOr<SnapshotStore::Loaded> SnapshotStore::LoadFile(
+    const std::string& path, const std::string& job_id) const {
+  StatusOr<std::string> bytes = ReadWholeFile(path, kMaxSnapshotBytes);
+  if (!bytes.ok()) return bytes.status();
+  StatusOr<SnapshotFrame> frame = DecodeSnapshotFrame(*bytes, path);
+  if (!frame.ok()) return frame.status();
+  if (frame->job_id != job_id) {
+    return DataLoss(path + ": snapshot belongs to another job id");
+  }
+  Loaded out;
+  if (!out.state.ParseFromString(frame->state)) {
+    return DataLoss(path + ": controller state does not parse");
+  }
+  out.job_id = std::move(frame->job_id);
+  out.job_meta = std::move(frame->meta);
+  out.saved_unix_ms = frame->saved_unix_ms;
+  return out;
+}
+
+StatusOr<SnapshotStore::Loaded> SnapshotStore::Load(
+    const std::string& job_id) const {
+  const std::string dir = JobDir(state_dir_, job_id);
+  StatusOr<Loaded> newest = LoadFile(dir + "/" + kSnapshotName, job_id);
+  if (newest.ok() || newest.status().code() != StatusCode::kDataLoss) {
+    return newest;
+  }
+  StatusOr<Loaded> previous = LoadFile(dir + "/" + kPreviousName, job_id);
+  if (!previous.ok()) {
+    return DataLoss(newest.status().message() +
+                    "; previous generation: " + previous.status().message());
+  }
+  previous->from_previous = true;
+  return previous;
+}
+
+StatusOr<std::vector<std::string>> SnapshotStore::ListJobs() const {
+  StatusOr<std::vector<std::string>> names = JobDirNames(state_dir_);
+  if (!names.ok()) return names.status();
+  std::vector<std::string> jobs;
+  for (const std::string& name : *names) {
+    const std::string dir = JobsDir(state_dir_) + "/" + name;
+    struct stat st;
+    if (::stat((dir + "/" + kSnapshotName).c_str(), &st) != 0) continue;
+    std::optional<std::string> id = UnescapeJobDir(name);
+    // A shortened (hashed) name: an intact frame knows the id.
+    for (const char* file : {kSnapshotName, kPreviousName}) {
+      if (id) break;
+      StatusOr<std::string> bytes =
+          ReadWholeFile(dir + "/" + file, kMaxSnapshotBytes);
+      if (!bytes.ok()) continue;
+      StatusOr<SnapshotFrame> frame = DecodeSnapshotFrame(*bytes, dir);
+      if (frame.ok() && EscapeJobId(frame->job_id) == name) {
+        id = std::move(frame->job_id);
+      }
+    }
+    if (id) jobs.push_back(std::move(*id));
+  }
+  std::sort(jobs.begin(), jobs.end());
+  return jobs;
+}
+
+Status SnapshotStore::RemoveTempFiles() const {
+  StatusOr<std::vector<std::string>> names = JobDirNames(state_dir_);
+  if (!names.ok()) return names.status();
+  Status result;
+  for (const std::string& name : *names) {
+    const std::string dir = JobsDir(state_dir_) + "/" + name;
+    for (const char* file : {kSnapshotName, kPreviousName}) {
+      Status s = store::RemoveTempFiles(dir, file);
+      if (!s.ok() && result.ok()) result = s;
+    }
+  }
+  return result;
+}
+
+}  // namespace store
+}  // namespace gnmr

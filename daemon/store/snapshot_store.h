@@ -1,0 +1,77 @@
+// SnapshotStore: per-job controller snapshots on the local file system
+// (SPEC section 7: embedded store, no external service).
+//
+//   <state_dir>/jobs/<escaped job id>/snapshot.pb        newest snapshot
+//   <state_dir>/jobs/<escaped job id>/snapshot.prev.pb   the one before it
+//
+// Each file is a checksummed frame (snapshot_format.h) holding the job id,
+// the serialized gnmr.v1.ControllerState and the caller's job metadata
+// (opaque bytes). Save replaces the file atomically and durably
+// (durable_file.h), keeping the replaced one as snapshot.prev.pb. Load
+// never returns garbage: a damaged newest file (DataLoss) falls back to the
+// previous generation, and if that is damaged too the result is DataLoss.
+//
+// Job ids are untrusted and escaped into directory names (job_dir.h): no id
+// can reach outside <state_dir>/jobs.
+//
+// Thread-safety: Save, Load and ListJobs may run concurrently for different
+// jobs. Saves of one job should be serialised (SnapshotWriter does); even
+// when they are not, each file stays complete.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "gnmr/v1/controller.pb.h"
+
+namespace gnmr {
+namespace store {
+
+class SnapshotStore {
+ public:
+  // Larger snapshots are refused by Save and Load.
+  static constexpr size_t kMaxSnapshotBytes = size_t{1} << 30;
+
+  // Nothing is created until the first Save.
+  explicit SnapshotStore(std::string state_dir);
+
+  struct Loaded {
+    std::string job_id;
+    v1::ControllerState state;
+    std::string job_meta;
+    int64_t saved_unix_ms = 0;  // wall clock of the Save
+    // snapshot.pb was damaged and this is the generation before it.
+    bool from_previous = false;
+  };
+
+  // Writes the job's snapshot (creating its directory). On error the
+  // previous snapshot is untouched.
+  Status Save(const std::string& job_id, const v1::ControllerState& state,
+              const std::string& job_meta);
+
+  // NotFound if the job has no snapshot; DataLoss if neither generation is
+  // intact (the message names the file and what is wrong).
+  StatusOr<Loaded> Load(const std::string& job_id) const;
+
+  // The ids of the jobs with a snapshot, sorted. A missing state directory
+  // is an empty list.
+  StatusOr<std::vector<std::string>> ListJobs() const;
+
+  // Deletes temp files left by a process that died mid-write. Call once at
+  // startup, before any Save.
+  Status RemoveTempFiles() const;
+
+  const std::string& state_dir() const { return state_dir_; }
+  std::string SnapshotPath(const std::string& job_id) const;
+
+ private:
+  StatusOr<Loaded> LoadFile(const std::string& path,
+                            const std::string& job_id) const;
+
+  std::string state_dir_;
+};
+
+}  // namespace store
+}  // namespace gnmr

@@ -1,0 +1,149 @@
+#include "daemon/store/snapshot_writer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <exception>
+
+namespace gnmr {
+namespace store {
+namespace {
+
+double NowUnix() {
+  return std::chrono::duration<double>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+SnapshotWriter::SnapshotWriter(SnapshotStore* store)
+    : store_(store), thread_([this] { Run(); }) {}
+
+SnapshotWriter::~SnapshotWriter() { Stop(); }
+
+bool SnapshotWriter::Submit(const std::string& job_id,
+                            v1::ControllerState state, std::string job_meta) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    ++counters_.submitted;
+    const uint64_t seq = ++next_seq_;
+    auto it = pending_.find(job_id);
+    if (it != pending_.end()) {
+      ++counters_.superseded;
+      it->second.state = std::move(state);
+      it->second.meta = std::move(job_meta);
+    } else {
+      pending_.emplace(job_id, Pending{std::move(state), std::move(job_meta),
+                                       seq});
+      order_.push_back(job_id);
+    }
+  }
+  work_cv_.notify_one();
+  return true;
+}
+
+bool SnapshotWriter::OutstandingAtOrBefore(uint64_t seq) const {
+  if (in_flight_seq_ != 0 && in_flight_seq_ <= seq) return true;
+  for (const auto& [job, p] : pending_) {
+    if (p.oldest_seq <= seq) return true;
+  }
+  return false;
+}
+
+Status SnapshotWriter::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = next_seq_;
+  done_cv_.wait(lock, [&] { return !OutstandingAtOrBefore(target); });
+  for (const auto& [job, record] : records_) {
+    if (!record.last_status.ok()) return record.last_status;
+  }
+  return Status::Ok();
+}
+
+void SnapshotWriter::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+SnapshotWriter::Counters SnapshotWriter::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+std::optional<double> SnapshotWriter::LastSuccessUnix(
+    const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(job_id);
+  if (it == records_.end()) return std::nullopt;
+  return it->second.last_success_unix;
+}
+
+void SnapshotWriter::Forget(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  records_.erase(job_id);
+}
+
+void SnapshotWriter::Record(const std::string& job_id, const Status& s,
+                            double now) {
+  JobRecord& record = records_[job_id];
+  if (s.ok()) {
+    ++counters_.writes;
+    record.last_success_unix = now;
+    if (!record.last_status.ok()) {
+      spdlog::info("snapshot of job '{}' written again", job_id);
+    }
+  } else {
+    ++counters_.failures;
+    // Log a job's first failure, not every retry against a broken disk.
+    if (record.last_status.ok()) {
+      spdlog::error("snapshot of job '{}' failed: {}", job_id, s.ToString());
+    }
+  }
+  record.last_status = s;
+}
+
+void SnapshotWriter::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return stopping_ || !order_.empty(); });
+    if (order_.empty()) return;  // stopping, and everything is written
+    const std::string job_id = std::move(order_.front());
+    order_.pop_front();
+    Pending p;
+    auto it = pending_.find(job_id);
+    if (it == pending_.end()) continue;  // cannot happen: order_ mirrors it
+    p = std::move(it->second);
+    pending_.erase(it);
+    in_flight_seq_ = p.oldest_seq;
+    lock.unlock();
+
+    Status s;
+    try {
+      s = store_->Save(job_id, p.state, p.meta);
+    } catch (const std::exception& e) {
+      s = Internal("job " + job_id + ": snapshot write threw: " + e.what());
+    } catch (...) {
+      s = Internal("job " + job_id + ": snapshot write threw");
+    }
+    const double now = NowUnix();
+    p = Pending();  // free the state outside the lock
+
+    lock.lock();
+    try {
+      Record(job_id, s, now);
+    } catch (...) {
+      ++counters_.failures;  // out of memory while bookkeeping: still go on
+    }
+    in_flight_seq_ = 0;
+    done_cv_.notify_all();
+  }
+}
+
+}  // namespace store
+}  // namespace gnmr

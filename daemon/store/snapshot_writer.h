@@ -1,0 +1,101 @@
+// SnapshotWriter: writes controller snapshots on a background thread, so
+// the decision path never waits for the disk.
+//
+// Design
+// - Latest wins: Submit replaces any write still pending for the same job;
+//   a job has at most one pending snapshot, so memory is bounded by the
+//   number of jobs however fast snapshots are submitted or slow the disk is.
+// - Fair: jobs are written in the order they became pending; resubmitting
+//   a pending job does not move it, so a busy job cannot starve the others.
+// - Submit only takes a mutex and moves the state in; all I/O is on the
+//   writer thread. Flush waits for everything submitted before the call.
+// - The thread catches every exception (a failed write is counted and
+//   logged, never fatal). Stop (and the destructor) writes what is pending,
+//   then joins: this is the "snapshot on shutdown" of SPEC section 7.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "common/status.h"
+#include "daemon/store/snapshot_store.h"
+#include "gnmr/v1/controller.pb.h"
+
+namespace gnmr {
+namespace store {
+
+class SnapshotWriter {
+ public:
+  // `store` must outlive the writer. Starts the thread.
+  explicit SnapshotWriter(SnapshotStore* store);
+  ~SnapshotWriter();  // Stop()
+  SnapshotWriter(const SnapshotWriter&) = delete;
+  SnapshotWriter& operator=(const SnapshotWriter&) = delete;
+
+  // Queues a snapshot of the job, replacing one still pending. Returns
+  // false (and drops it) after Stop.
+  bool Submit(const std::string& job_id, v1::ControllerState state,
+              std::string job_meta);
+
+  // Waits until every snapshot submitted before the call is written or has
+  // failed. OK if the latest write of every job succeeded, else the error
+  // of a job whose latest write failed.
+  Status Flush();
+
+  // Writes everything pending, then stops the thread. Idempotent.
+  void Stop();
+
+  struct Counters {
+    uint64_t submitted = 0;
+    uint64_t superseded = 0;  // replaced while pending, never written
+    uint64_t writes = 0;      // successful
+    uint64_t failures = 0;
+  };
+  Counters counters() const;
+
+  // Wall-clock time (Unix seconds) of the job's last successful write in
+  // this process; nullopt if none yet. For the snapshot-age metric.
+  std::optional<double> LastSuccessUnix(const std::string& job_id) const;
+
+  // Forgets a removed job's records (a pending write still happens).
+  void Forget(const std::string& job_id);
+
+ private:
+  struct Pending {
+    v1::ControllerState state;
+    std::string meta;
+    uint64_t oldest_seq = 0;  // first unwritten submission merged here
+  };
+  struct JobRecord {
+    std::optional<double> last_success_unix;
+    Status last_status;
+  };
+
+  void Run();
+  // Books the outcome of one write (mu_ held).
+  void Record(const std::string& job_id, const Status& s, double now);
+  // Outstanding work submitted at or before `seq` (mu_ held).
+  bool OutstandingAtOrBefore(uint64_t seq) const;
+
+  SnapshotStore* store_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // pending work or stop
+  std::condition_variable done_cv_;  // a write finished
+  std::unordered_map<std::string, Pending> pending_;
+  std::deque<std::string> order_;  // pending job ids, oldest first
+  uint64_t next_seq_ = 0;          // last sequence number handed out
+  uint64_t in_flight_seq_ = 0;     // oldest_seq being written, 0 if idle
+  std::unordered_map<std::string, JobRecord> records_;
+  Counters counters_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace store
+}  // namespace gnmr

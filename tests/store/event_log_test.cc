@@ -1,0 +1,268 @@
+// EventLog and its JSON Lines format: valid JSON whatever the input,
+// round trip, ring bound and filtering, reload after restart, torn lines,
+// unwritable directories, concurrent appends.
+#include "daemon/store/event_log.h"
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <thread>
+
+#include "daemon/store/event_json.h"
+#include "tests/store/scratch_dir.h"
+
+namespace gnmr {
+namespace store {
+namespace {
+
+using testing_util::ReadFileOrEmpty;
+using testing_util::ScratchDir;
+using testing_util::WriteFileOrFail;
+
+v1::Event MakeEvent(int64_t step, const std::string& kind = "admission") {
+  v1::Event e;
+  e.set_observed_step(step);
+  e.set_apply_step(step + 1);
+  e.set_kind(kind);
+  e.set_unit("layers." + std::to_string(step % 7) + ".mlp.fc1");
+  e.set_action(v1::ACTION_CLIP);
+  e.set_trigger(v1::TRIGGER_GNMR);
+  e.set_gnmr(3.25);
+  e.set_delta(0.5);
+  e.set_norm(12.0);
+  e.set_mu(4.0);
+  e.set_until(step + 21);
+  e.set_detail("r=1.3");
+  e.set_time_unix(1767225600.25);
+  return e;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+google::protobuf::Struct ParseJson(const std::string& line) {
+  google::protobuf::Struct s;
+  const auto st = google::protobuf::util::JsonStringToMessage(line, &s);
+  EXPECT_TRUE(st.ok()) << st.ToString() << "\n" << line;
+  return s;
+}
+
+EventLogOptions WithRing(size_t capacity) {
+  EventLogOptions options;
+  options.ring_capacity = capacity;
+  return options;
+}
+
+std::string EventsPath(const ScratchDir& dir, const std::string& job) {
+  return dir.path() + "/jobs/" + job + "/events.jsonl";
+}
+
+TEST(EventJsonTest, LineRoundTripsAndIsValidJson) {
+  const v1::Event e = MakeEvent(120);
+  std::string line;
+  AppendEventJsonLine("job-1", e, &line);
+  ASSERT_EQ(line.back(), '\n');
+  google::protobuf::Struct s = ParseJson(line);
+  EXPECT_EQ(s.fields().at("job_id").string_value(), "job-1");
+  EXPECT_EQ(s.fields().at("action").string_value(), "clip");
+  EXPECT_EQ(s.fields().at("trigger").string_value(), "gnmr");
+  EXPECT_EQ(s.fields().at("observed_step").number_value(), 120);
+  EXPECT_EQ(s.fields().size(), 14u);
+  StatusOr<v1::Event> back = ParseEventJsonLine(line);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->SerializeAsString(), e.SerializeAsString());
+}
+
+TEST(EventJsonTest, NonFiniteIsNullAndHostileStringsStayValid) {
+  v1::Event e = MakeEvent(5, "denial");
+  e.set_gnmr(NAN);
+  e.set_norm(INFINITY);
+  e.set_mu(-INFINITY);
+  e.set_unit("quote\" back\\slash\nnew\tline\x01\xff\xc3(");
+  e.set_detail(std::string(100000, 'd'));
+  e.set_action(static_cast<v1::Action>(42));  // open enum: unknown value
+  std::string line;
+  AppendEventJsonLine(std::string(1000, '\x02'), e, &line);
+  EXPECT_LE(line.size(), kMaxEventLineBytes);
+  google::protobuf::Struct s = ParseJson(line);
+  EXPECT_EQ(s.fields().at("gnmr").kind_case(), google::protobuf::Value::kNullValue);
+  EXPECT_EQ(s.fields().at("norm").kind_case(), google::protobuf::Value::kNullValue);
+  EXPECT_EQ(s.fields().at("action").number_value(), 42);
+  StatusOr<v1::Event> back = ParseEventJsonLine(line);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(std::isnan(back->gnmr()));
+  EXPECT_TRUE(std::isnan(back->norm()));
+  EXPECT_EQ(back->delta(), 0.5);
+  EXPECT_EQ(back->action(), 42);
+  EXPECT_EQ(back->unit(), "quote\" back\\slash\nnew\tline\x01\xEF\xBF\xBD\xEF\xBF\xBD(");
+  EXPECT_EQ(back->detail().size(), 1024u);
+}
+
+TEST(EventJsonTest, SanitizeUtf8) {
+  EXPECT_EQ(SanitizeUtf8("ok \xc3\xa9", 100), "ok \xc3\xa9");
+  EXPECT_EQ(SanitizeUtf8("\xed\xa0\x80", 100), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(SanitizeUtf8("\xc0\xaf", 100), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(SanitizeUtf8("ab\xc3\xa9", 3), "ab");  // never splits a character
+  EXPECT_EQ(SanitizeUtf8("\xf0\x9f\x92\xa5", 4), "\xf0\x9f\x92\xa5");
+}
+
+TEST(EventJsonTest, RejectsMalformedLines) {
+  for (const std::string bad :
+       {"", "{", "[1]", "{\"observed_step\":1.5}", "{\"kind\":3}",
+        "{\"action\":\"explode\"}", "{\"gnmr\":\"x\"}", "{\"until\":1e30}"}) {
+    EXPECT_FALSE(ParseEventJsonLine(bad).ok()) << bad;
+  }
+  EXPECT_TRUE(ParseEventJsonLine("{\"future_key\":[1,2]}").ok());
+}
+
+TEST(EventLogTest, WritesOneValidJsonLinePerEvent) {
+  ScratchDir dir;
+  EventLog log(dir.path());
+  for (int i = 0; i < 25; ++i) ASSERT_TRUE(log.Append("j", MakeEvent(i)));
+  v1::Event no_time = MakeEvent(25, "config_change");
+  no_time.set_time_unix(0);
+  ASSERT_TRUE(log.Append("j", no_time));
+  ASSERT_TRUE(log.Flush().ok());
+  const std::vector<std::string> lines = Lines(ReadFileOrEmpty(EventsPath(dir, "j")));
+  ASSERT_EQ(lines.size(), 26u);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    google::protobuf::Struct s = ParseJson(lines[i]);
+    EXPECT_EQ(s.fields().at("observed_step").number_value(), static_cast<double>(i));
+  }
+  EXPECT_GT(ParseJson(lines.back()).fields().at("time_unix").number_value(), 1.6e9);
+  const EventLog::Counters c = log.counters();
+  EXPECT_EQ(c.appended, 26u);
+  EXPECT_EQ(c.written, 26u);
+  EXPECT_EQ(c.dropped, 0u);
+}
+
+TEST(EventLogTest, RingIsBoundedAndListFilters) {
+  ScratchDir dir;
+  EventLog log(dir.path(), WithRing(100));
+  for (int i = 0; i < 250; ++i) log.Append("j", MakeEvent(i));
+  log.Append("other", MakeEvent(1000));
+
+  std::vector<v1::Event> all = log.List("j", 0, 0);
+  ASSERT_EQ(all.size(), 100u);
+  EXPECT_EQ(all.front().observed_step(), 150);
+  EXPECT_EQ(all.back().observed_step(), 249);
+
+  std::vector<v1::Event> since = log.List("j", 200, 0);
+  ASSERT_EQ(since.size(), 50u);
+  EXPECT_EQ(since.front().observed_step(), 200);
+
+  std::vector<v1::Event> newest = log.List("j", 0, 10);  // newest 10
+  ASSERT_EQ(newest.size(), 10u);
+  EXPECT_EQ(newest.front().observed_step(), 240);
+  EXPECT_EQ(newest.back().observed_step(), 249);
+
+  EXPECT_TRUE(log.List("j", 250, 0).empty());
+  EXPECT_TRUE(log.List("unknown", 0, 0).empty());
+  EXPECT_EQ(log.List("other", 0, 0).size(), 1u);
+  log.ForgetJob("j");
+  EXPECT_TRUE(log.List("j", 0, 0).empty());
+  // The file has every event, not only the ring's.
+  ASSERT_TRUE(log.Flush().ok());
+  EXPECT_EQ(Lines(ReadFileOrEmpty(EventsPath(dir, "j"))).size(), 250u);
+}
+
+TEST(EventLogTest, ReloadTailAfterRestart) {
+  ScratchDir dir;
+  const EventLogOptions options = WithRing(100);
+  {
+    EventLog log(dir.path(), options);
+    for (int i = 0; i < 150; ++i) log.Append("j", MakeEvent(i));
+  }  // destructor flushes
+  EventLog log(dir.path(), options);
+  EXPECT_TRUE(log.List("j", 0, 0).empty());
+  ASSERT_TRUE(log.ReloadTail("j").ok());
+  std::vector<v1::Event> events = log.List("j", 0, 0);
+  ASSERT_EQ(events.size(), 100u);
+  EXPECT_EQ(events.front().observed_step(), 50);
+  EXPECT_EQ(events.back().SerializeAsString(), MakeEvent(149).SerializeAsString());
+  // Once the ring is in use, a reload would duplicate: refused.
+  EXPECT_EQ(log.ReloadTail("j").code(), StatusCode::kFailedPrecondition);
+  // A job without a file reloads nothing, successfully.
+  EXPECT_TRUE(log.ReloadTail("never-seen").ok());
+  EXPECT_TRUE(log.List("never-seen", 0, 0).empty());
+}
+
+TEST(EventLogTest, TornLastLineIsSkippedAndRepairedBeforeAppending) {
+  ScratchDir dir;
+  {
+    EventLog log(dir.path());
+    log.Append("j", MakeEvent(1));
+    log.Append("j", MakeEvent(2));
+  }
+  const std::string path = EventsPath(dir, "j");
+  // A crash mid-write: a torn line without '\n', and a garbage line.
+  WriteFileOrFail(path, ReadFileOrEmpty(path) + "not json\n{\"job_id\":\"j\",\"obs");
+  EventLog log(dir.path());
+  ASSERT_TRUE(log.ReloadTail("j").ok());
+  EXPECT_EQ(log.List("j", 0, 0).size(), 2u);
+  EXPECT_EQ(log.counters().reload_skipped, 1u);  // "not json"; torn tail unread
+  log.Append("j", MakeEvent(3));
+  ASSERT_TRUE(log.Flush().ok());
+  const std::vector<std::string> lines = Lines(ReadFileOrEmpty(path));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[3], "{\"job_id\":\"j\",\"obs");  // torn line stays alone
+  EXPECT_TRUE(ParseEventJsonLine(lines[4]).ok()) << lines[4];
+}
+
+TEST(EventLogTest, UnwritableDirectoryIsCountedNeverFatal) {
+  ScratchDir dir;
+  WriteFileOrFail(dir / "file", "x");
+  EventLog log(dir / "file");
+  EXPECT_TRUE(log.Append("j", MakeEvent(1)));
+  Status s = log.Flush();
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(log.counters().write_failures, 1u);
+  EXPECT_EQ(log.List("j", 0, 0).size(), 1u);  // still served from memory
+  EXPECT_TRUE(log.Flush().ok());              // the error was reported once
+}
+
+TEST(EventLogTest, AppendAfterStopIsDroppedFromFileButKeptInMemory) {
+  ScratchDir dir;
+  EventLog log(dir.path());
+  log.Stop();
+  EXPECT_FALSE(log.Append("j", MakeEvent(1)));
+  EXPECT_EQ(log.counters().dropped, 1u);
+  EXPECT_EQ(log.List("j", 0, 0).size(), 1u);
+  EXPECT_TRUE(log.Flush().ok());
+}
+
+TEST(EventLogTest, ConcurrentAppendersLoseNothingButCountedDrops) {
+  ScratchDir dir;
+  EventLogOptions options;
+  options.max_buffered = 256;  // small: drops are possible, and counted
+  options.flush_interval = std::chrono::milliseconds(1);
+  EventLog log(dir.path(), options);
+  constexpr int kThreads = 4, kEach = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&log, t] {
+      for (int i = 0; i < kEach; ++i) {
+        log.Append(t % 2 == 0 ? "even" : "odd", MakeEvent(i));
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  ASSERT_TRUE(log.Flush().ok());
+  const EventLog::Counters c = log.counters();
+  EXPECT_EQ(c.appended, static_cast<uint64_t>(kThreads * kEach));
+  EXPECT_EQ(c.written + c.dropped, c.appended);
+  const size_t lines = Lines(ReadFileOrEmpty(EventsPath(dir, "even"))).size() +
+                       Lines(ReadFileOrEmpty(EventsPath(dir, "odd"))).size();
+  EXPECT_EQ(lines, c.written);
+}
+
+}  // namespace
+}  // namespace store
+}  // namespace gnmr
