@@ -7,6 +7,7 @@
 #include <exception>
 #include <utility>
 
+#include "common/wall_clock.h"
 #include "daemon/store/durable_file.h"
 #include "daemon/store/event_file.h"
 #include "daemon/store/event_json.h"
@@ -18,12 +19,6 @@ namespace {
 
 constexpr char kEventsName[] = "events.jsonl";
 
-double NowUnix() {
-  return std::chrono::duration<double>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 EventLog::EventLog(std::string state_dir, EventLogOptions options)
@@ -34,7 +29,7 @@ EventLog::EventLog(std::string state_dir, EventLogOptions options)
 EventLog::~EventLog() { Stop(); }
 
 bool EventLog::Append(const std::string& job_id, v1::Event event) {
-  if (event.time_unix() == 0) event.set_time_unix(NowUnix());
+  if (event.time_unix() == 0) event.set_time_unix(UnixNowSeconds());
   bool buffered = false;
   bool wake = false;
   {

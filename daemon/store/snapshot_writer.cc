@@ -2,20 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <exception>
+
+#include "common/wall_clock.h"
 
 namespace gnmr {
 namespace store {
-namespace {
-
-double NowUnix() {
-  return std::chrono::duration<double>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 SnapshotWriter::SnapshotWriter(SnapshotStore* store)
     : store_(store), thread_([this] { Run(); }) {}
@@ -131,7 +123,7 @@ void SnapshotWriter::Run() {
     } catch (...) {
       s = Internal("job " + job_id + ": snapshot write threw");
     }
-    const double now = NowUnix();
+    const double now = UnixNowSeconds();
     p = Pending();  // free the state outside the lock
 
     lock.lock();

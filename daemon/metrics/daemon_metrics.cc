@@ -1,0 +1,116 @@
+#include "daemon/metrics/daemon_metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <exception>
+
+#include "common/wall_clock.h"
+
+namespace gnmr {
+namespace metrics {
+namespace {
+
+// civetweb takes numeric addresses only.
+std::string CivetAddress(const std::string& listen) {
+  const std::string localhost = "localhost:";
+  if (listen.compare(0, localhost.size(), localhost) == 0) {
+    return "127.0.0.1:" + listen.substr(localhost.size());
+  }
+  return listen;
+}
+
+}  // namespace
+
+DaemonMetrics::DaemonMetrics(MetricsOptions options)
+    : options_(std::move(options)),
+      registry_(std::make_shared<prometheus::Registry>()),
+      store_collector_(std::make_shared<StoreCollector>()),
+      families_(*registry_) {
+  families_.build_info.Add({{"version", options_.version}}).Set(1);
+  families_.start_time.Add({}).Set(UnixNowSeconds());
+  families_.jobs.Add({}).Set(0);
+}
+
+DaemonMetrics::~DaemonMetrics() {
+  exposer_.reset();  // stop serving before anything else goes
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.clear();
+}
+
+StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(
+    MetricsOptions options) {
+  std::unique_ptr<DaemonMetrics> m(new DaemonMetrics(std::move(options)));
+  if (m->options_.listen.empty()) return m;
+  try {
+    m->exposer_ = std::make_unique<prometheus::Exposer>(
+        CivetAddress(m->options_.listen), m->options_.http_threads);
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kUnavailable,
+                  "metrics: cannot listen on " + m->options_.listen + ": " +
+                      e.what());
+  }
+  m->exposer_->RegisterCollectable(m->registry_);
+  m->exposer_->RegisterCollectable(m->store_collector_);
+  const std::vector<int> ports = m->exposer_->GetListeningPorts();
+  if (!ports.empty()) m->port_ = ports.front();
+  return m;
+}
+
+JobMetrics* DaemonMetrics::ForJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it != jobs_.end()) return it->second.get();
+  auto jm = std::make_unique<JobMetrics>(&families_, job_id,
+                                         options_.top_k_units,
+                                         options_.unit_refresh);
+  JobMetrics* raw = jm.get();
+  jobs_.emplace(job_id, std::move(jm));
+  families_.jobs.Add({}).Set(static_cast<double>(jobs_.size()));
+  store_collector_->AddJob(job_id, UnixNowSeconds());
+  return raw;
+}
+
+void DaemonMetrics::RemoveJob(const std::string& job_id) {
+  std::unique_ptr<JobMetrics> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return;
+    gone = std::move(it->second);
+    jobs_.erase(it);
+    families_.jobs.Add({}).Set(static_cast<double>(jobs_.size()));
+  }
+  store_collector_->RemoveJob(job_id);
+}
+
+size_t DaemonMetrics::num_jobs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.size();
+}
+
+void DaemonMetrics::RecordRpc(std::string_view method, StatusCode code) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto key = std::make_pair(std::string(method), static_cast<int>(code));
+  auto it = rpcs_.find(key);
+  if (it == rpcs_.end()) {
+    prometheus::Counter* c = &families_.rpcs.Add(
+        {{"method", key.first}, {"code", StatusCodeName(code)}});
+    it = rpcs_.emplace(std::move(key), c).first;
+  }
+  it->second->Increment();
+}
+
+void DaemonMetrics::SetStoreSources(StoreSources sources) {
+  store_collector_->SetSources(std::move(sources));
+}
+
+std::string DaemonMetrics::Render() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (prometheus::MetricFamily& f : store_collector_->Collect()) {
+    families.push_back(std::move(f));
+  }
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+}  // namespace metrics
+}  // namespace gnmr

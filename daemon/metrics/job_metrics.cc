@@ -1,0 +1,221 @@
+#include "daemon/metrics/job_metrics.h"
+
+namespace gnmr {
+namespace metrics {
+namespace {
+
+// Increment of a cumulative figure; a decrease means its source restarted.
+uint64_t Advance(uint64_t now, uint64_t* last) {
+  const uint64_t delta = now >= *last ? now - *last : now;
+  *last = now;
+  return delta;
+}
+
+}  // namespace
+
+JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id,
+                       size_t top_k_units, Clock::duration unit_refresh)
+    : f_(f),
+      job_id_(std::move(job_id)),
+      labels_({{"job_id", job_id_}}),
+      top_k_(top_k_units),
+      unit_refresh_(unit_refresh),
+      ranks_expected_(f->ranks_expected.Add(labels_)),
+      ranks_connected_(f->ranks_connected.Add(labels_)),
+      last_step_(f->last_step.Add(labels_)),
+      reports_(f->reports.Add(labels_)),
+      report_bytes_(f->report_bytes.Add(labels_)),
+      late_reports_(f->late_reports.Add(labels_)),
+      incomplete_steps_(f->incomplete_steps.Add(labels_)),
+      incomplete_unit_steps_(f->incomplete_unit_steps.Add(labels_)),
+      decisions_(f->decisions.Add(labels_)),
+      units_(f->units.Add(labels_)),
+      units_in_recovery_(f->units_in_recovery.Add(labels_)),
+      max_o_(f->max_o.Add(labels_)),
+      denials_(f->denials.Add(labels_)),
+      releases_(f->releases.Add(labels_)),
+      global_skips_(f->global_skips.Add(labels_)),
+      unit_steps_(f->unit_steps.Add(labels_)),
+      unit_steps_in_recovery_(f->unit_steps_in_recovery.Add(labels_)),
+      recovery_fraction_(f->recovery_fraction.Add(labels_)),
+      decision_latency_(f->decision_latency.Add(labels_, LatencyBuckets())),
+      aggregation_time_(f->aggregation_time.Add(labels_, LatencyBuckets())),
+      ack_mismatches_(f->ack_mismatches.Add(labels_)),
+      unit_series_(f, job_id_) {
+  // Every real (action, trigger) pair exists from the start, so rate()
+  // sees a zero before the first admission.
+  for (Action a : {Action::kPromote, Action::kClip, Action::kSkip,
+                   Action::kResetState}) {
+    for (Trigger t : {Trigger::kGnmr, Trigger::kDelta, Trigger::kNonFinite}) {
+      Admissions(a, t);
+    }
+  }
+}
+
+JobMetrics::~JobMetrics() {
+  f_->ranks_expected.Remove(&ranks_expected_);
+  f_->ranks_connected.Remove(&ranks_connected_);
+  f_->last_step.Remove(&last_step_);
+  f_->reports.Remove(&reports_);
+  f_->report_bytes.Remove(&report_bytes_);
+  f_->late_reports.Remove(&late_reports_);
+  f_->incomplete_steps.Remove(&incomplete_steps_);
+  f_->incomplete_unit_steps.Remove(&incomplete_unit_steps_);
+  f_->decisions.Remove(&decisions_);
+  f_->units.Remove(&units_);
+  f_->units_in_recovery.Remove(&units_in_recovery_);
+  f_->max_o.Remove(&max_o_);
+  f_->denials.Remove(&denials_);
+  f_->releases.Remove(&releases_);
+  f_->global_skips.Remove(&global_skips_);
+  f_->unit_steps.Remove(&unit_steps_);
+  f_->unit_steps_in_recovery.Remove(&unit_steps_in_recovery_);
+  f_->recovery_fraction.Remove(&recovery_fraction_);
+  f_->decision_latency.Remove(&decision_latency_);
+  f_->aggregation_time.Remove(&aggregation_time_);
+  f_->ack_mismatches.Remove(&ack_mismatches_);
+  for (auto& by_trigger : admissions_) {
+    for (prometheus::Counter* c : by_trigger) {
+      if (c != nullptr) f_->admissions.Remove(c);
+    }
+  }
+  for (const auto& [rank, r] : ranks_) {
+    f_->client_overhead_ratio.Remove(r.overhead_ratio);
+    f_->client_dropped_reports.Remove(r.dropped_reports);
+    f_->client_missed_decisions.Remove(r.missed_decisions);
+  }
+}
+
+prometheus::Counter& JobMetrics::Admissions(Action action, Trigger trigger) {
+  prometheus::Counter*& c =
+      admissions_[static_cast<int>(action) & 3][static_cast<int>(trigger) & 3];
+  if (c == nullptr) {
+    prometheus::Labels labels = labels_;
+    labels["action"] = ActionName(action);
+    labels["trigger"] = TriggerName(trigger);
+    c = &f_->admissions.Add(labels);
+  }
+  return *c;
+}
+
+JobMetrics::RankSeries& JobMetrics::Rank(uint32_t rank) {
+  auto it = ranks_.find(rank);
+  if (it != ranks_.end()) return it->second;
+  prometheus::Labels labels = labels_;
+  labels["rank"] = std::to_string(rank);
+  RankSeries r{&f_->client_overhead_ratio.Add(labels),
+               &f_->client_dropped_reports.Add(labels),
+               &f_->client_missed_decisions.Add(labels)};
+  return ranks_.emplace(rank, r).first->second;
+}
+
+void JobMetrics::SetWorldSize(uint32_t ranks) { ranks_expected_.Set(ranks); }
+
+void JobMetrics::SetRanksConnected(uint32_t ranks) {
+  ranks_connected_.Set(ranks);
+}
+
+void JobMetrics::OnReport(uint32_t rank, size_t bytes,
+                          const v1::ClientOverhead& overhead) {
+  reports_.Increment();
+  report_bytes_.Increment(static_cast<double>(bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  RankSeries& r = Rank(rank);
+  r.overhead_ratio->Set(overhead.overhead_ratio());
+  r.dropped_reports->Increment(static_cast<double>(
+      Advance(overhead.dropped_reports(), &r.last_dropped)));
+  r.missed_decisions->Increment(static_cast<double>(
+      Advance(overhead.missed_decisions(), &r.last_missed)));
+}
+
+void JobMetrics::OnLateReport() { late_reports_.Increment(); }
+
+void JobMetrics::OnAckMismatch() { ack_mismatches_.Increment(); }
+
+void JobMetrics::OnDecision(const Decision& d, const Controller& c,
+                            const StepFigures& step) {
+  decisions_.Increment();
+  decision_latency_.Observe(step.decision_seconds);
+  aggregation_time_.Observe(step.aggregation_seconds);
+  if (step.by_deadline) incomplete_steps_.Increment();
+  incomplete_unit_steps_.Increment(step.incomplete_units);
+  denials_.Increment(static_cast<double>(d.denied.size()));
+  releases_.Increment(static_cast<double>(d.released.size()));
+  if (d.global_skip) global_skips_.Increment();
+
+  std::lock_guard<std::mutex> lock(mu_);
+  // An admitted unit gets the action its name resolves to (controller.cc).
+  for (const Admission& a : d.admitted) {
+    if (a.unit_id >= c.num_units()) continue;
+    Admissions(c.unit(a.unit_id).resolved.action, a.trigger).Increment();
+  }
+  SyncController(c, /*count=*/true);
+  const Clock::time_point now = Clock::now();
+  if (!d.admitted.empty() || !d.released.empty() ||
+      now - last_unit_refresh_ >= unit_refresh_) {
+    RefreshUnits(c);
+    last_unit_refresh_ = now;
+  }
+}
+
+void JobMetrics::Refresh(const Controller& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SyncController(c, /*count=*/false);
+  RefreshUnits(c);
+  last_unit_refresh_ = Clock::now();
+}
+
+void JobMetrics::SyncController(const Controller& c, bool count) {
+  const ControllerStats& s = c.stats();
+  // Count only a decision that follows the last one synced: otherwise the
+  // controller was restored or replaced, and this only re-bases.
+  const bool consecutive = count && c.sequence() == last_sequence_ + 1;
+  const uint64_t steps = Advance(s.unit_steps_observed, &last_unit_steps_);
+  const uint64_t in_recovery =
+      Advance(s.unit_steps_in_force, &last_unit_steps_in_recovery_);
+  if (consecutive) {
+    unit_steps_.Increment(static_cast<double>(steps));
+    unit_steps_in_recovery_.Increment(static_cast<double>(in_recovery));
+  }
+  last_sequence_ = c.sequence();
+  recovery_fraction_.Set(s.recovery_fraction());
+  units_.Set(static_cast<double>(c.num_units()));
+  units_in_recovery_.Set(static_cast<double>(c.recovery().size()));
+  max_o_.Set(c.config().max_o);
+  if (c.last_step()) last_step_.Set(static_cast<double>(*c.last_step()));
+}
+
+void JobMetrics::RefreshUnits(const Controller& c) {
+  const std::vector<size_t> chosen = SelectExportedUnits(
+      c.num_units(),
+      [&c](size_t i) { return c.unit(static_cast<uint32_t>(i)).last_gnmr; },
+      [&c](size_t i) { return c.InRecovery(static_cast<uint32_t>(i)); },
+      top_k_);
+  std::vector<UnitFigures> figures;
+  figures.reserve(chosen.size());
+  for (size_t i : chosen) {
+    const UnitState& u = c.unit(static_cast<uint32_t>(i));
+    figures.push_back({u.name, u.last_gnmr, u.last_norm, u.mu,
+                       c.InRecovery(static_cast<uint32_t>(i))});
+  }
+  unit_series_.Set(figures);
+}
+
+void JobMetrics::UpdateUnits(const std::vector<UnitFigures>& units) {
+  const std::vector<size_t> chosen = SelectExportedUnits(
+      units.size(), [&units](size_t i) { return units[i].gnmr; },
+      [&units](size_t i) { return units[i].in_recovery; }, top_k_);
+  std::vector<UnitFigures> figures;
+  figures.reserve(chosen.size());
+  for (size_t i : chosen) figures.push_back(units[i]);
+  std::lock_guard<std::mutex> lock(mu_);
+  unit_series_.Set(figures);
+}
+
+size_t JobMetrics::unit_series() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unit_series_.size();
+}
+
+}  // namespace metrics
+}  // namespace gnmr

@@ -1,0 +1,271 @@
+// JobMetrics driven by a real controller: values agree with the
+// controller's own counters, per-unit series stay bounded, restored
+// controllers do not show their history as a burst.
+#include "daemon/metrics/job_metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "daemon/metrics/daemon_metrics.h"
+#include "tests/metrics/metrics_scrape.h"
+
+namespace gnmr {
+namespace metrics {
+namespace {
+
+using testing_util::CountSeries;
+using testing_util::ParseSamples;
+
+// A controller with `units` units ("u0", "u1", ...) and quick triggers.
+Controller MakeController(int units, int max_o) {
+  ControllerConfig config;
+  config.warmup = 3;
+  config.max_o = max_o;
+  config.lock_steps = 4;
+  StatusOr<Controller> c = Controller::Create(config);
+  EXPECT_TRUE(c.ok());
+  for (int i = 0; i < units; ++i) {
+    EXPECT_TRUE(c->AddUnit("u" + std::to_string(i)).ok());
+  }
+  return std::move(c.value());
+}
+
+// One step in which each unit spikes with probability `p`.
+Decision Step(Controller* c, int64_t step, std::mt19937* rng, double p) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<UnitSample> samples;
+  for (uint32_t id = 0; id < c->num_units(); ++id) {
+    const double spike = step > 3 && u(*rng) < p ? 100.0 : 1.0;
+    samples.push_back({id, spike * (1.0 + 0.01 * u(*rng)), 1.0, 0, 0, 10});
+  }
+  Decision d;
+  EXPECT_TRUE(c->Observe(step, samples, &d).ok());
+  return d;
+}
+
+std::unique_ptr<DaemonMetrics> NoEndpoint(size_t top_k) {
+  MetricsOptions options;
+  options.listen = "";
+  options.top_k_units = top_k;
+  options.unit_refresh = std::chrono::milliseconds(0);
+  StatusOr<std::unique_ptr<DaemonMetrics>> m = DaemonMetrics::Start(options);
+  EXPECT_TRUE(m.ok());
+  return std::move(m.value());
+}
+
+TEST(JobMetricsTest, DecisionFiguresMatchTheController) {
+  auto m = NoEndpoint(10);
+  JobMetrics* jm = m->ForJob("j");
+  EXPECT_EQ(m->ForJob("j"), jm);  // cached
+  Controller c = MakeController(20, 2);
+  std::mt19937 rng(7);
+  for (int64_t t = 0; t < 60; ++t) {
+    const Decision d = Step(&c, t, &rng, 0.05);
+    StepFigures f;
+    f.decision_seconds = 0.002;
+    f.aggregation_seconds = 0.0001;
+    f.incomplete_units = t % 10 == 0 ? 3 : 0;
+    f.by_deadline = t % 10 == 0;
+    jm->OnDecision(d, c, f);
+  }
+  const ControllerStats& s = c.stats();
+  ASSERT_GT(s.admissions(), 0u);
+  ASSERT_GT(s.denials, 0u);
+  auto samples = ParseSamples(m->Render());
+  const std::string j = "{job_id=\"j\"}";
+  double admissions = 0;
+  for (const auto& [series, v] : samples) {
+    if (series.rfind("gnmr_admissions_total{", 0) == 0) admissions += v;
+  }
+  EXPECT_EQ(admissions, static_cast<double>(s.admissions()));
+  EXPECT_EQ(samples["gnmr_admissions_total{action=\"promote\",job_id=\"j\","
+                    "trigger=\"gnmr\"}"],
+            static_cast<double>(s.admissions_by_trigger[1]));
+  EXPECT_EQ(samples["gnmr_denials_total" + j], static_cast<double>(s.denials));
+  EXPECT_EQ(samples["gnmr_releases_total" + j], static_cast<double>(s.releases));
+  EXPECT_EQ(samples["gnmr_unit_steps_total" + j],
+            static_cast<double>(s.unit_steps_observed));
+  EXPECT_EQ(samples["gnmr_unit_steps_in_recovery_total" + j],
+            static_cast<double>(s.unit_steps_in_force));
+  EXPECT_DOUBLE_EQ(samples["gnmr_recovery_fraction" + j], s.recovery_fraction());
+  EXPECT_EQ(samples["gnmr_decisions_total" + j], 60);
+  EXPECT_EQ(samples["gnmr_last_step" + j], 59);
+  EXPECT_EQ(samples["gnmr_units" + j], 20);
+  EXPECT_EQ(samples["gnmr_max_o" + j], 2);
+  EXPECT_EQ(samples["gnmr_units_in_recovery" + j],
+            static_cast<double>(c.recovery().size()));
+  EXPECT_EQ(samples["gnmr_incomplete_steps_total" + j], 6);
+  EXPECT_EQ(samples["gnmr_incomplete_unit_steps_total" + j], 18);
+  EXPECT_EQ(samples["gnmr_decision_latency_seconds_count" + j], 60);
+  EXPECT_EQ(samples["gnmr_decision_latency_seconds_bucket{job_id=\"j\","
+                    "le=\"0.0025\"}"], 60);
+  EXPECT_EQ(samples["gnmr_decision_latency_seconds_bucket{job_id=\"j\","
+                    "le=\"0.001\"}"], 0);
+  EXPECT_EQ(samples["gnmr_aggregation_seconds_count" + j], 60);
+}
+
+TEST(JobMetricsTest, ReportsRanksAndClientFigures) {
+  auto m = NoEndpoint(10);
+  JobMetrics* jm = m->ForJob("j");
+  jm->SetWorldSize(4);
+  jm->SetRanksConnected(3);
+  v1::ClientOverhead o;
+  o.set_overhead_ratio(0.02);
+  o.set_dropped_reports(5);
+  o.set_missed_decisions(2);
+  jm->OnReport(1, 100, o);
+  o.set_dropped_reports(7);
+  jm->OnReport(1, 150, o);
+  o.set_dropped_reports(1);  // the client restarted: its count began anew
+  o.set_overhead_ratio(0.03);
+  jm->OnReport(1, 50, o);
+  jm->OnReport(2, 10, v1::ClientOverhead());
+  jm->OnLateReport();
+  jm->OnAckMismatch();
+  jm->OnAckMismatch();
+  auto samples = ParseSamples(m->Render());
+  const std::string j = "{job_id=\"j\"}";
+  const std::string r1 = "{job_id=\"j\",rank=\"1\"}";
+  EXPECT_EQ(samples["gnmr_ranks_expected" + j], 4);
+  EXPECT_EQ(samples["gnmr_ranks_connected" + j], 3);
+  EXPECT_EQ(samples["gnmr_reports_total" + j], 4);
+  EXPECT_EQ(samples["gnmr_report_bytes_total" + j], 310);
+  EXPECT_EQ(samples["gnmr_late_reports_total" + j], 1);
+  EXPECT_EQ(samples["gnmr_ack_mismatches_total" + j], 2);
+  EXPECT_DOUBLE_EQ(samples["gnmr_client_overhead_ratio" + r1], 0.03);
+  EXPECT_EQ(samples["gnmr_client_dropped_reports_total" + r1], 8);
+  EXPECT_EQ(samples["gnmr_client_missed_decisions_total" + r1], 2);
+  EXPECT_EQ(samples.count("gnmr_client_overhead_ratio{job_id=\"j\",rank=\"2\"}"), 1u);
+}
+
+TEST(JobMetricsTest, UnitSeriesStayBounded) {
+  constexpr size_t kTopK = 5;
+  constexpr int kMaxO = 3;
+  auto m = NoEndpoint(kTopK);
+  JobMetrics* jm = m->ForJob("j");
+  Controller c = MakeController(200, kMaxO);
+  std::mt19937 rng(11);
+  for (int64_t t = 0; t < 120; ++t) {
+    const Decision d = Step(&c, t, &rng, 0.03);
+    jm->OnDecision(d, c, StepFigures());
+    auto samples = ParseSamples(m->Render());
+    const size_t series = CountSeries(samples, "gnmr_unit_gnmr{");
+    ASSERT_LE(series, kTopK + kMaxO) << "step " << t;
+    ASSERT_EQ(series, jm->unit_series());
+    // Every unit in recovery is exported, flagged.
+    for (const RecoveryEntry& e : c.recovery()) {
+      const std::string s = "gnmr_unit_in_recovery{job_id=\"j\",unit=\"u" +
+                            std::to_string(e.unit_id) + "\"}";
+      ASSERT_EQ(samples.count(s), 1u) << s;
+      EXPECT_EQ(samples[s], 1);
+    }
+  }
+  EXPECT_EQ(CountSeries(ParseSamples(m->Render()), "gnmr_unit_mu{"),
+            jm->unit_series());
+}
+
+TEST(JobMetricsTest, UpdateUnitsExportsRecoveryAndTopK) {
+  auto m = NoEndpoint(3);
+  JobMetrics* jm = m->ForJob("j");
+  std::vector<UnitFigures> units;
+  for (int i = 0; i < 1000; ++i) {
+    units.push_back({"u" + std::to_string(i), i * 0.001, 1.0, 1.0, false});
+  }
+  units[5].in_recovery = true;
+  units[6].in_recovery = true;
+  units[7].gnmr = NAN;
+  jm->UpdateUnits(units);
+  auto samples = ParseSamples(m->Render());
+  EXPECT_EQ(CountSeries(samples, "gnmr_unit_gnmr{"), 5u);
+  for (const char* u : {"u5", "u6", "u999", "u998", "u997"}) {
+    EXPECT_EQ(samples.count(std::string("gnmr_unit_gnmr{job_id=\"j\",unit=\"") +
+                            u + "\"}"), 1u) << u;
+  }
+  // Units that leave the set lose their series.
+  units[5].in_recovery = false;
+  units[6].in_recovery = false;
+  jm->UpdateUnits(units);
+  samples = ParseSamples(m->Render());
+  EXPECT_EQ(CountSeries(samples, "gnmr_unit_gnmr{"), 3u);
+  EXPECT_EQ(samples.count("gnmr_unit_gnmr{job_id=\"j\",unit=\"u5\"}"), 0u);
+}
+
+TEST(JobMetricsTest, RestoredControllerIsRebasedNotCountedAgain) {
+  auto m = NoEndpoint(10);
+  Controller c = MakeController(10, 2);
+  std::mt19937 rng(3);
+  for (int64_t t = 0; t < 30; ++t) Step(&c, t, &rng, 0.1);  // before the daemon
+  JobMetrics* jm = m->ForJob("j");
+  jm->OnDecision(Step(&c, 30, &rng, 0.0), c, StepFigures());
+  auto samples = ParseSamples(m->Render());
+  EXPECT_EQ(samples["gnmr_unit_steps_total{job_id=\"j\"}"], 0);
+  EXPECT_DOUBLE_EQ(samples["gnmr_recovery_fraction{job_id=\"j\"}"],
+                   c.stats().recovery_fraction());
+  jm->OnDecision(Step(&c, 31, &rng, 0.0), c, StepFigures());
+  samples = ParseSamples(m->Render());
+  EXPECT_EQ(samples["gnmr_unit_steps_total{job_id=\"j\"}"], 10);
+  // Refresh re-bases too (e.g. after ImportState) and counts nothing.
+  Step(&c, 32, &rng, 0.0);
+  jm->Refresh(c);
+  jm->OnDecision(Step(&c, 33, &rng, 0.0), c, StepFigures());
+  samples = ParseSamples(m->Render());
+  EXPECT_EQ(samples["gnmr_unit_steps_total{job_id=\"j\"}"], 20);
+  EXPECT_EQ(samples["gnmr_last_step{job_id=\"j\"}"], 33);
+}
+
+TEST(JobMetricsTest, ConcurrentUpdatesScrapesAndJobChurn) {
+  auto m = NoEndpoint(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&m, t] {
+      JobMetrics* jm = m->ForJob("shared");
+      std::vector<UnitFigures> units;
+      for (int i = 0; i < 50; ++i) {
+        units.push_back({"u" + std::to_string(i), 1.0 * ((i * 7 + t) % 50), 1, 1,
+                         i == t});
+      }
+      v1::ClientOverhead o;
+      for (int i = 0; i < 300; ++i) {
+        o.set_dropped_reports(static_cast<uint64_t>(i));
+        jm->OnReport(static_cast<uint32_t>(t), 10, o);
+        if (i % 10 == 0) jm->UpdateUnits(units);
+        m->RecordRpc("Session", StatusCode::kOk);
+        JobMetrics* churn = m->ForJob("churn-" + std::to_string(t));
+        churn->OnLateReport();
+        m->RemoveJob("churn-" + std::to_string(t));
+      }
+    });
+  }
+  threads.emplace_back([&m] {
+    for (int i = 0; i < 50; ++i) EXPECT_FALSE(m->Render().empty());
+  });
+  for (std::thread& th : threads) th.join();
+  auto samples = ParseSamples(m->Render());
+  EXPECT_EQ(samples["gnmr_reports_total{job_id=\"shared\"}"], 1200);
+  EXPECT_EQ(samples["gnmr_rpcs_total{code=\"OK\",method=\"Session\"}"], 1200);
+  EXPECT_EQ(m->num_jobs(), 1u);
+  EXPECT_LE(CountSeries(samples, "gnmr_unit_gnmr{"), 4u + 4u);
+}
+
+TEST(SelectExportedUnitsTest, InRecoveryPlusTopKDeterministic) {
+  const std::vector<double> g = {1, 5, 5, NAN, 3, 9, 0};
+  const std::vector<bool> rec = {false, false, false, true, false, false, false};
+  auto sel = SelectExportedUnits(
+      g.size(), [&](size_t i) { return g[i]; },
+      [&](size_t i) { return rec[i]; }, 3);
+  EXPECT_EQ(sel, (std::vector<size_t>{1, 2, 3, 5}));
+  sel = SelectExportedUnits(
+      g.size(), [&](size_t i) { return g[i]; },
+      [&](size_t i) { return rec[i]; }, 2);
+  EXPECT_EQ(sel, (std::vector<size_t>{1, 3, 5}));  // tie 1 vs 2: lower index
+  sel = SelectExportedUnits(
+      g.size(), [&](size_t i) { return g[i]; },
+      [&](size_t i) { return rec[i]; }, 100);
+  EXPECT_EQ(sel.size(), g.size());
+}
+
+}  // namespace
+}  // namespace metrics
+}  // namespace gnmr
