@@ -45,9 +45,9 @@ StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(
     m->exposer_ = std::make_unique<prometheus::Exposer>(
         CivetAddress(m->options_.listen), m->options_.http_threads);
   } catch (const std::exception& e) {
-    return Status(StatusCode::kUnavailable,
-                  "metrics: cannot listen on " + m->options_.listen + ": " +
-                      e.what());
+    return Status(
+        StatusCode::kUnavailable,
+        "metrics: cannot listen on " + m->options_.listen + ": " + e.what());
   }
   m->exposer_->RegisterCollectable(m->registry_);
   m->exposer_->RegisterCollectable(m->store_collector_);
@@ -60,9 +60,8 @@ JobMetrics* DaemonMetrics::ForJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
   if (it != jobs_.end()) return it->second.get();
-  auto jm = std::make_unique<JobMetrics>(&families_, job_id,
-                                         options_.top_k_units,
-                                         options_.unit_refresh);
+  auto jm = std::make_unique<JobMetrics>(
+      &families_, job_id, options_.top_k_units, options_.unit_refresh);
   JobMetrics* raw = jm.get();
   jobs_.emplace(job_id, std::move(jm));
   families_.jobs.Add({}).Set(static_cast<double>(jobs_.size()));

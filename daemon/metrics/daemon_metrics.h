@@ -41,7 +41,7 @@ struct MetricsOptions {
   size_t top_k_units = 10;  // per-unit series: top K by GNMR + in recovery
   // Per-unit series refresh at most this often between recovery changes.
   std::chrono::milliseconds unit_refresh{1000};
-  std::string version;      // gnmr_build_info{version}
+  std::string version;  // gnmr_build_info{version}
   size_t http_threads = 2;
 };
 

@@ -44,8 +44,8 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id,
       unit_series_(f, job_id_) {
   // Every real (action, trigger) pair exists from the start, so rate()
   // sees a zero before the first admission.
-  for (Action a : {Action::kPromote, Action::kClip, Action::kSkip,
-                   Action::kResetState}) {
+  for (Action a :
+       {Action::kPromote, Action::kClip, Action::kSkip, Action::kResetState}) {
     for (Trigger t : {Trigger::kGnmr, Trigger::kDelta, Trigger::kNonFinite}) {
       Admissions(a, t);
     }

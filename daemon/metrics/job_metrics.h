@@ -42,10 +42,10 @@ namespace metrics {
 
 // Figures of one closed step, besides its decision.
 struct StepFigures {
-  uint32_t incomplete_units = 0;    // registered units not evaluated
-  bool by_deadline = false;         // closed without every rank's report
-  double aggregation_seconds = 0;   // combining the ranks' reports
-  double decision_seconds = 0;      // last report in -> decision out
+  uint32_t incomplete_units = 0;   // registered units not evaluated
+  bool by_deadline = false;        // closed without every rank's report
+  double aggregation_seconds = 0;  // combining the ranks' reports
+  double decision_seconds = 0;     // last report in -> decision out
 };
 
 class JobMetrics {
@@ -60,7 +60,8 @@ class JobMetrics {
 
   void SetWorldSize(uint32_t ranks);
   void SetRanksConnected(uint32_t ranks);
-  void OnReport(uint32_t rank, size_t bytes, const v1::ClientOverhead& overhead);
+  void OnReport(uint32_t rank, size_t bytes,
+                const v1::ClientOverhead& overhead);
   void OnLateReport();
   void OnAckMismatch();
   void OnDecision(const Decision& decision, const Controller& controller,

@@ -23,8 +23,8 @@ HistogramFamily& Histogram(prometheus::Registry& r, const char* name,
 
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   static const prometheus::Histogram::BucketBoundaries kBuckets = {
-      1e-5,  2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
-      0.01,  0.025,  0.05, 0.1,  0.25,   0.5,  1.0,  2.5,    5.0};
+      1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
+      0.01, 0.025,  0.05, 0.1,  0.25,   0.5,  1.0,  2.5,    5.0};
   return kBuckets;
 }
 
@@ -36,8 +36,7 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
       jobs(Gauge(r, "gnmr_jobs", "Training jobs known to the daemon.")),
       rpcs(Counter(r, "gnmr_rpcs_total",
                    "Finished RPCs by method and gRPC status code.")),
-      ranks_expected(Gauge(r, "gnmr_ranks_expected",
-                           "World size of the job.")),
+      ranks_expected(Gauge(r, "gnmr_ranks_expected", "World size of the job.")),
       ranks_connected(Gauge(r, "gnmr_ranks_connected",
                             "Ranks of the job with a live Session stream.")),
       last_step(Gauge(r, "gnmr_last_step", "Last step the job decided.")),
@@ -47,9 +46,9 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
                            "Bytes of StepStats reports received.")),
       late_reports(Counter(r, "gnmr_late_reports_total",
                            "Reports for steps already closed (dropped).")),
-      incomplete_steps(Counter(
-          r, "gnmr_incomplete_steps_total",
-          "Steps closed by the deadline without every rank's report.")),
+      incomplete_steps(
+          Counter(r, "gnmr_incomplete_steps_total",
+                  "Steps closed by the deadline without every rank's report.")),
       incomplete_unit_steps(Counter(
           r, "gnmr_incomplete_unit_steps_total",
           "Unit-steps not evaluated because a shard's report was missing.")),
@@ -63,8 +62,8 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
                          "Units admitted to recovery, by action and trigger.")),
       denials(Counter(r, "gnmr_denials_total",
                       "Triggered units left out because max_o was reached.")),
-      releases(Counter(r, "gnmr_releases_total",
-                       "Units released from recovery.")),
+      releases(
+          Counter(r, "gnmr_releases_total", "Units released from recovery.")),
       global_skips(Counter(r, "gnmr_global_skips_total",
                            "Decisions asking to skip the whole step.")),
       unit_steps(Counter(r, "gnmr_unit_steps_total",
@@ -78,21 +77,21 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
       decision_latency(Histogram(
           r, "gnmr_decision_latency_seconds",
           "From the last report of a step to its decision being sent.")),
-      aggregation_time(Histogram(
-          r, "gnmr_aggregation_seconds",
-          "Time to combine the ranks' reports of a step.")),
-      ack_mismatches(Counter(
-          r, "gnmr_ack_mismatches_total",
-          "Acks whose decision digest differs from the one sent.")),
-      client_overhead_ratio(Gauge(
-          r, "gnmr_client_overhead_ratio",
-          "Client-reported statistics time / step time, per rank.")),
+      aggregation_time(
+          Histogram(r, "gnmr_aggregation_seconds",
+                    "Time to combine the ranks' reports of a step.")),
+      ack_mismatches(
+          Counter(r, "gnmr_ack_mismatches_total",
+                  "Acks whose decision digest differs from the one sent.")),
+      client_overhead_ratio(
+          Gauge(r, "gnmr_client_overhead_ratio",
+                "Client-reported statistics time / step time, per rank.")),
       client_dropped_reports(Counter(
           r, "gnmr_client_dropped_reports_total",
           "Reports the client dropped from its bounded queue, per rank.")),
-      client_missed_decisions(Counter(
-          r, "gnmr_client_missed_decisions_total",
-          "Steps for which the client had no decision, per rank.")),
+      client_missed_decisions(
+          Counter(r, "gnmr_client_missed_decisions_total",
+                  "Steps for which the client had no decision, per rank.")),
       unit_gnmr(Gauge(r, "gnmr_unit_gnmr",
                       "Last GNMR of a unit (units in recovery and top K).")),
       unit_norm(Gauge(r, "gnmr_unit_norm",

@@ -51,7 +51,8 @@ class Fd {
 Status ErrnoStatus(const std::string& what, int err) {
   const std::string text = what + ": " + std::strerror(err);
   switch (err) {
-    case ENOENT: return NotFound(text);
+    case ENOENT:
+      return NotFound(text);
     case ENOSPC:
     case EDQUOT:
       return Status(StatusCode::kResourceExhausted, text);
@@ -59,7 +60,8 @@ Status ErrnoStatus(const std::string& what, int err) {
     case EPERM:
     case EROFS:
       return Status(StatusCode::kPermissionDenied, text);
-    default: return Internal(text);
+    default:
+      return Internal(text);
   }
 }
 
@@ -122,7 +124,8 @@ Status ReplaceFileDurably(const std::string& path, std::string_view bytes,
     Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
     if (fd.get() < 0) return ErrnoStatus("create " + tmp, errno);
     Status s = WriteAll(fd.get(), bytes, tmp);
-    if (s.ok() && ::fsync(fd.get()) != 0) s = ErrnoStatus("fsync " + tmp, errno);
+    if (s.ok() && ::fsync(fd.get()) != 0)
+      s = ErrnoStatus("fsync " + tmp, errno);
     if (s.ok() && fd.Close() != 0) s = ErrnoStatus("close " + tmp, errno);
     if (!s.ok()) {
       ::unlink(tmp.c_str());
@@ -154,8 +157,7 @@ Status ReplaceFileDurably(const std::string& path, std::string_view bytes,
   return FsyncDir(dir);
 }
 
-StatusOr<std::string> ReadWholeFile(const std::string& path,
-                                    size_t max_bytes) {
+StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
   int raw = -1;
   uint64_t size = 0;
   Status opened = OpenWithSize(path, O_RDONLY, &raw, &size);

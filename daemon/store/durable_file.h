@@ -34,13 +34,11 @@ Status MakeDirs(const std::string& path, mode_t mode = 0750);
 // `previous` is not empty and `path` exists, the old contents remain
 // available as `previous`.
 Status ReplaceFileDurably(const std::string& path, std::string_view bytes,
-                          const std::string& previous = "",
-                          mode_t mode = 0640);
+                          const std::string& previous = "", mode_t mode = 0640);
 
 // Reads a whole file. NotFound if it does not exist; ResourceExhausted if
 // it is larger than `max_bytes`.
-StatusOr<std::string> ReadWholeFile(const std::string& path,
-                                    size_t max_bytes);
+StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_bytes);
 
 // Removes the temporary files ReplaceFileDurably leaves behind when a
 // process dies mid-write ("<name>.tmp-*" in `dir`). Only call it when no

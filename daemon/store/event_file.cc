@@ -19,8 +19,8 @@ StatusOr<size_t> ReadAt(int fd, char* buf, size_t size, off_t offset,
                         const std::string& path) {
   size_t got = 0;
   while (got < size) {
-    const ssize_t n = ::pread(fd, buf + got, size - got,
-                              offset + static_cast<off_t>(got));
+    const ssize_t n =
+        ::pread(fd, buf + got, size - got, offset + static_cast<off_t>(got));
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus("read " + path, errno);
@@ -87,8 +87,8 @@ StatusOr<std::vector<std::string>> ReadTailLines(const std::string& path,
   size_t window = std::min<size_t>(limit, 1 << 20);
   for (;;) {
     buf.assign(window, '\0');
-    StatusOr<size_t> got = ReadAt(fd, buf.data(), window,
-                                  static_cast<off_t>(size - window), path);
+    StatusOr<size_t> got =
+        ReadAt(fd, buf.data(), window, static_cast<off_t>(size - window), path);
     if (!got.ok()) {
       ::close(fd);
       return got.status();

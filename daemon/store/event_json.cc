@@ -143,8 +143,8 @@ Status ReadField(const std::string& key, const Value& v, v1::Event* e) {
     if (key == "observed_step") e->set_observed_step(i);
     if (key == "apply_step") e->set_apply_step(i);
     if (key == "until") e->set_until(i);
-  } else if (key == "gnmr" || key == "delta" || key == "norm" ||
-             key == "mu" || key == "time_unix") {
+  } else if (key == "gnmr" || key == "delta" || key == "norm" || key == "mu" ||
+             key == "time_unix") {
     s = ReadDouble(key, v, &d);
     if (key == "gnmr") e->set_gnmr(d);
     if (key == "delta") e->set_delta(d);

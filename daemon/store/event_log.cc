@@ -72,8 +72,8 @@ Status EventLog::ReloadTail(const std::string& job_id) {
     auto it = rings_.find(job_id);
     return it != rings_.end() && !it->second.empty();
   };
-  const Status in_use = FailedPrecondition(
-      "event log of job '" + job_id + "' already has events in memory");
+  const Status in_use = FailedPrecondition("event log of job '" + job_id +
+                                           "' already has events in memory");
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (ring_in_use()) return in_use;
@@ -177,8 +177,7 @@ void EventLog::Run() {
   }
 }
 
-EventLog::BatchResult EventLog::WriteBatch(
-    const std::vector<Buffered>& batch) {
+EventLog::BatchResult EventLog::WriteBatch(const std::vector<Buffered>& batch) {
   // Group by job, keeping each job's order: one write per job.
   std::vector<std::string> order;
   std::unordered_map<std::string, std::pair<std::string, uint64_t>> jobs;
@@ -199,9 +198,10 @@ EventLog::BatchResult EventLog::WriteBatch(
     } else {
       r.failed += count;
       if (!failing) {
-        spdlog::error("event log of job '{}': {} (its events reach only the "
-                      "in-memory window until writes succeed again)",
-                      job_id, s.ToString());
+        spdlog::error(
+            "event log of job '{}': {} (its events reach only the "
+            "in-memory window until writes succeed again)",
+            job_id, s.ToString());
       }
       if (r.error.ok()) r.error = s;
     }
@@ -210,8 +210,7 @@ EventLog::BatchResult EventLog::WriteBatch(
   return r;
 }
 
-Status EventLog::WriteJob(const std::string& job_id,
-                          const std::string& lines) {
+Status EventLog::WriteJob(const std::string& job_id, const std::string& lines) {
   const std::string dir = JobDir(state_dir_, job_id);
   const std::string path = dir + "/" + kEventsName;
   auto it = files_.find(job_id);

@@ -128,7 +128,7 @@ class EventLog {
   bool stopping_ = false;
 
   // Writer thread only.
-  std::unordered_map<std::string, int> files_;    // job id -> fd
+  std::unordered_map<std::string, int> files_;     // job id -> fd
   std::unordered_map<std::string, bool> failing_;  // job id -> last failed
   std::thread thread_;
 };

@@ -9,7 +9,7 @@ namespace gnmr {
 namespace store {
 namespace {
 
-constexpr uint32_t kHeaderLen = 20;     // the fields this version writes
+constexpr uint32_t kHeaderLen = 20;       // the fields this version writes
 constexpr uint32_t kMaxHeaderLen = 4096;  // a bound for future versions
 constexpr size_t kFixed = sizeof(kSnapshotMagic) + 4;  // magic + header_len
 
@@ -85,8 +85,8 @@ StatusOr<SnapshotFrame> DecodeSnapshotFrame(std::string_view bytes,
   const uint64_t id_len = GetU32(h);
   const uint64_t state_len = GetU32(h + 4);
   const uint64_t meta_len = GetU32(h + 8);
-  const uint64_t expected = kFixed + header_len + id_len + state_len +
-                            meta_len + 4;
+  const uint64_t expected =
+      kFixed + header_len + id_len + state_len + meta_len + 4;
   if (expected != bytes.size()) {
     return loss("lengths account for " + std::to_string(expected) +
                 " bytes, file has " + std::to_string(bytes.size()));

@@ -27,8 +27,8 @@ bool SnapshotWriter::Submit(const std::string& job_id,
       it->second.state = std::move(state);
       it->second.meta = std::move(job_meta);
     } else {
-      pending_.emplace(job_id, Pending{std::move(state), std::move(job_meta),
-                                       seq});
+      pending_.emplace(job_id,
+                       Pending{std::move(state), std::move(job_meta), seq});
       order_.push_back(job_id);
     }
   }

@@ -47,7 +47,9 @@ void Populate(DaemonMetrics* m) {
   f.decision_seconds = 0.003;
   jm->OnDecision(d, *c, f);
   m->RecordRpc("Register", StatusCode::kOk);
-  m->SetStoreSources({[] { return StoreFigures{3, 1, 10, 0, 0}; },
+  m->SetStoreSources({[] {
+                        return StoreFigures{3, 1, 10, 0, 0};
+                      },
                       [](const std::string&) { return std::nullopt; }});
 }
 
@@ -63,7 +65,8 @@ TEST(DaemonMetricsTest, ServesMetricsOverHttpOnAFreePort) {
   EXPECT_EQ(samples["gnmr_jobs"], 1);
   EXPECT_EQ(samples["gnmr_ranks_connected{job_id=\"j\"}"], 2);
   EXPECT_GT(samples["gnmr_start_time_seconds"], 1.6e9);
-  EXPECT_NE(r.body.find("# TYPE gnmr_reports_total counter"), std::string::npos);
+  EXPECT_NE(r.body.find("# TYPE gnmr_reports_total counter"),
+            std::string::npos);
   EXPECT_NE(r.body.find("# TYPE gnmr_decision_latency_seconds histogram"),
             std::string::npos);
   // prometheus-cpp's own exposer_* families come first, then ours.
@@ -77,7 +80,8 @@ TEST(DaemonMetricsTest, PortInUseIsUnavailableAndEmptyListenHasNoEndpoint) {
   ASSERT_NE(first, nullptr);
   MetricsOptions options;
   options.listen = "127.0.0.1:" + std::to_string(first->port());
-  StatusOr<std::unique_ptr<DaemonMetrics>> second = DaemonMetrics::Start(options);
+  StatusOr<std::unique_ptr<DaemonMetrics>> second =
+      DaemonMetrics::Start(options);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(second.status().message().find(options.listen), std::string::npos);
@@ -107,7 +111,8 @@ TEST(DaemonMetricsTest, NamingRulesAndNoJobLabel) {
     if (name.rfind("exposer_", 0) == 0) continue;  // prometheus-cpp's own
     ++families;
     EXPECT_EQ(name.rfind("gnmr_", 0), 0u) << name;
-    const bool total = name.size() > 6 && name.substr(name.size() - 6) == "_total";
+    const bool total =
+        name.size() > 6 && name.substr(name.size() - 6) == "_total";
     EXPECT_EQ(type == "counter", total) << name << " is a " << type;
     if (type == "histogram") {
       EXPECT_EQ(name.substr(name.size() - 8), "_seconds") << name;
@@ -145,9 +150,12 @@ TEST(DaemonMetricsTest, RpcCountsByMethodAndCode) {
   m->RecordRpc("Admin.ListJobs", StatusCode::kUnauthenticated);
   auto samples = ParseSamples(m->Render());
   EXPECT_EQ(samples["gnmr_rpcs_total{code=\"OK\",method=\"Register\"}"], 2);
-  EXPECT_EQ(samples["gnmr_rpcs_total{code=\"INVALID_ARGUMENT\",method=\"Register\"}"], 1);
+  EXPECT_EQ(
+      samples["gnmr_rpcs_total{code=\"INVALID_ARGUMENT\",method=\"Register\"}"],
+      1);
   EXPECT_EQ(samples["gnmr_rpcs_total{code=\"UNAUTHENTICATED\","
-                    "method=\"Admin.ListJobs\"}"], 1);
+                    "method=\"Admin.ListJobs\"}"],
+            1);
 }
 
 TEST(DaemonMetricsTest, SnapshotAgeAndStoreCountersAtScrapeTime) {
@@ -156,15 +164,18 @@ TEST(DaemonMetricsTest, SnapshotAgeAndStoreCountersAtScrapeTime) {
   m->ForJob("fresh");
   m->ForJob("never");
   const double now = std::chrono::duration<double>(
-      std::chrono::system_clock::now().time_since_epoch()).count();
-  m->SetStoreSources(
-      {[] { return StoreFigures{5, 2, 100, 3, 1}; },
-       [now](const std::string& job) -> std::optional<double> {
-         if (job == "fresh") return now - 30.0;
-         return std::nullopt;
-       }});
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  m->SetStoreSources({[] {
+                        return StoreFigures{5, 2, 100, 3, 1};
+                      },
+                      [now](const std::string& job) -> std::optional<double> {
+                        if (job == "fresh") return now - 30.0;
+                        return std::nullopt;
+                      }});
   auto samples = ParseSamples(HttpGet(m->port(), "/metrics").body);
-  EXPECT_NEAR(samples["gnmr_snapshot_age_seconds{job_id=\"fresh\"}"], 30.0, 5.0);
+  EXPECT_NEAR(samples["gnmr_snapshot_age_seconds{job_id=\"fresh\"}"], 30.0,
+              5.0);
   EXPECT_GE(samples["gnmr_snapshot_age_seconds{job_id=\"never\"}"], 0.0);
   EXPECT_LT(samples["gnmr_snapshot_age_seconds{job_id=\"never\"}"], 5.0);
   EXPECT_EQ(samples["gnmr_snapshot_writes_total"], 5);
@@ -192,7 +203,8 @@ TEST(DaemonMetricsTest, PromtoolAcceptsTheOutput) {
   ASSERT_NE(p, nullptr);
   std::string out;
   char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;)
+    out.append(buf, n);
   const int rc = ::pclose(p);
   EXPECT_EQ(rc, 0) << out;
 }

@@ -84,12 +84,14 @@ TEST(JobMetricsTest, DecisionFiguresMatchTheController) {
                     "trigger=\"gnmr\"}"],
             static_cast<double>(s.admissions_by_trigger[1]));
   EXPECT_EQ(samples["gnmr_denials_total" + j], static_cast<double>(s.denials));
-  EXPECT_EQ(samples["gnmr_releases_total" + j], static_cast<double>(s.releases));
+  EXPECT_EQ(samples["gnmr_releases_total" + j],
+            static_cast<double>(s.releases));
   EXPECT_EQ(samples["gnmr_unit_steps_total" + j],
             static_cast<double>(s.unit_steps_observed));
   EXPECT_EQ(samples["gnmr_unit_steps_in_recovery_total" + j],
             static_cast<double>(s.unit_steps_in_force));
-  EXPECT_DOUBLE_EQ(samples["gnmr_recovery_fraction" + j], s.recovery_fraction());
+  EXPECT_DOUBLE_EQ(samples["gnmr_recovery_fraction" + j],
+                   s.recovery_fraction());
   EXPECT_EQ(samples["gnmr_decisions_total" + j], 60);
   EXPECT_EQ(samples["gnmr_last_step" + j], 59);
   EXPECT_EQ(samples["gnmr_units" + j], 20);
@@ -100,9 +102,11 @@ TEST(JobMetricsTest, DecisionFiguresMatchTheController) {
   EXPECT_EQ(samples["gnmr_incomplete_unit_steps_total" + j], 18);
   EXPECT_EQ(samples["gnmr_decision_latency_seconds_count" + j], 60);
   EXPECT_EQ(samples["gnmr_decision_latency_seconds_bucket{job_id=\"j\","
-                    "le=\"0.0025\"}"], 60);
+                    "le=\"0.0025\"}"],
+            60);
   EXPECT_EQ(samples["gnmr_decision_latency_seconds_bucket{job_id=\"j\","
-                    "le=\"0.001\"}"], 0);
+                    "le=\"0.001\"}"],
+            0);
   EXPECT_EQ(samples["gnmr_aggregation_seconds_count" + j], 60);
 }
 
@@ -137,7 +141,8 @@ TEST(JobMetricsTest, ReportsRanksAndClientFigures) {
   EXPECT_DOUBLE_EQ(samples["gnmr_client_overhead_ratio" + r1], 0.03);
   EXPECT_EQ(samples["gnmr_client_dropped_reports_total" + r1], 8);
   EXPECT_EQ(samples["gnmr_client_missed_decisions_total" + r1], 2);
-  EXPECT_EQ(samples.count("gnmr_client_overhead_ratio{job_id=\"j\",rank=\"2\"}"), 1u);
+  EXPECT_EQ(
+      samples.count("gnmr_client_overhead_ratio{job_id=\"j\",rank=\"2\"}"), 1u);
 }
 
 TEST(JobMetricsTest, UnitSeriesStayBounded) {
@@ -181,7 +186,9 @@ TEST(JobMetricsTest, UpdateUnitsExportsRecoveryAndTopK) {
   EXPECT_EQ(CountSeries(samples, "gnmr_unit_gnmr{"), 5u);
   for (const char* u : {"u5", "u6", "u999", "u998", "u997"}) {
     EXPECT_EQ(samples.count(std::string("gnmr_unit_gnmr{job_id=\"j\",unit=\"") +
-                            u + "\"}"), 1u) << u;
+                            u + "\"}"),
+              1u)
+        << u;
   }
   // Units that leave the set lose their series.
   units[5].in_recovery = false;
@@ -223,8 +230,8 @@ TEST(JobMetricsTest, ConcurrentUpdatesScrapesAndJobChurn) {
       JobMetrics* jm = m->ForJob("shared");
       std::vector<UnitFigures> units;
       for (int i = 0; i < 50; ++i) {
-        units.push_back({"u" + std::to_string(i), 1.0 * ((i * 7 + t) % 50), 1, 1,
-                         i == t});
+        units.push_back(
+            {"u" + std::to_string(i), 1.0 * ((i * 7 + t) % 50), 1, 1, i == t});
       }
       v1::ClientOverhead o;
       for (int i = 0; i < 300; ++i) {
@@ -251,7 +258,8 @@ TEST(JobMetricsTest, ConcurrentUpdatesScrapesAndJobChurn) {
 
 TEST(SelectExportedUnitsTest, InRecoveryPlusTopKDeterministic) {
   const std::vector<double> g = {1, 5, 5, NAN, 3, 9, 0};
-  const std::vector<bool> rec = {false, false, false, true, false, false, false};
+  const std::vector<bool> rec = {false, false, false, true,
+                                 false, false, false};
   auto sel = SelectExportedUnits(
       g.size(), [&](size_t i) { return g[i]; },
       [&](size_t i) { return rec[i]; }, 3);

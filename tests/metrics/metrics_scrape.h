@@ -43,7 +43,8 @@ inline HttpResponse HttpGet(int port, const std::string& path) {
   }
   std::string raw;
   char buf[65536];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) raw.append(buf, n);
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
+    raw.append(buf, n);
   ::close(fd);
   // "HTTP/1.1 200 OK\r\n...\r\n\r\nbody"
   const size_t sp = raw.find(' ');

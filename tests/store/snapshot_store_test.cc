@@ -63,7 +63,8 @@ TEST(SnapshotFormatTest, RoundTripAndEveryTruncationIsDataLoss) {
     std::string flipped = *bytes;
     flipped[i] = static_cast<char>(flipped[i] ^ 0x10);
     EXPECT_EQ(DecodeSnapshotFrame(flipped, "x").status().code(),
-              StatusCode::kDataLoss) << i;
+              StatusCode::kDataLoss)
+        << i;
   }
   EXPECT_EQ(DecodeSnapshotFrame(*bytes + "x", "x").status().code(),
             StatusCode::kDataLoss);
@@ -172,12 +173,27 @@ TEST(SnapshotStoreTest, HostileJobIdsStayInsideStateDir) {
   ScratchDir root;
   const std::string state_dir = root / "state";
   SnapshotStore store(state_dir);
-  const std::vector<std::string> ids = {
-      "../../etc", "..", ".", "/etc/passwd", "a/b", "", "%", "%2E", "~x",
-      ".hidden", std::string(5000, 'x'), std::string(300, '/'),
-      "\xc3\xbcnic\xc3\xb8" "de-\xf0\x9f\x92\xa5", std::string("nul\0byte", 8),
-      "\x01\xff\xfe", "job:1.2_3-4", std::string(199, 'y'),
-      std::string(200, 'y'), std::string(201, 'y'), std::string(80, '.')};
+  const std::vector<std::string> ids = {"../../etc",
+                                        "..",
+                                        ".",
+                                        "/etc/passwd",
+                                        "a/b",
+                                        "",
+                                        "%",
+                                        "%2E",
+                                        "~x",
+                                        ".hidden",
+                                        std::string(5000, 'x'),
+                                        std::string(300, '/'),
+                                        "\xc3\xbcnic\xc3\xb8"
+                                        "de-\xf0\x9f\x92\xa5",
+                                        std::string("nul\0byte", 8),
+                                        "\x01\xff\xfe",
+                                        "job:1.2_3-4",
+                                        std::string(199, 'y'),
+                                        std::string(200, 'y'),
+                                        std::string(201, 'y'),
+                                        std::string(80, '.')};
   for (size_t i = 0; i < ids.size(); ++i) {
     const std::string name = EscapeJobId(ids[i]);
     EXPECT_EQ(name.find('/'), std::string::npos) << i;

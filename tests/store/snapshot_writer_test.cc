@@ -54,7 +54,7 @@ TEST(SnapshotWriterTest, StopWritesPendingAndRefusesLaterSubmits) {
     writer.Stop();
     EXPECT_FALSE(writer.Submit("j", StateWithSequence(99), ""));
     EXPECT_TRUE(writer.Flush().ok());  // nothing outstanding: returns
-    writer.Stop();                      // idempotent
+    writer.Stop();                     // idempotent
   }
   // Latest wins: the last submission is what is on disk.
   EXPECT_EQ(store.Load("j")->state.sequence(), 50u);
