@@ -64,14 +64,7 @@ class Origin {
 // "actions[0]", "actions[0].pattern"), to place its errors.
 using KeyMarks = std::map<std::string, YAML::Mark>;
 
-std::string Describe(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Scalar: return "'" + n.Scalar() + "'";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a mapping";
-    default: return "nothing";
-  }
-}
+std::string Describe(const YAML::Node& n) { return DescribeYamlNode(n); }
 
 bool ParseInt32(std::string_view s, int32_t* out) {
   if (!s.empty() && s[0] == '+') s.remove_prefix(1);
@@ -276,6 +269,15 @@ Status ApplyMapping(const Origin& o, const YAML::Node& root,
 
 }  // namespace
 
+std::string DescribeYamlNode(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar: return "'" + n.Scalar() + "'";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    default: return "nothing";
+  }
+}
+
 const std::vector<std::string>& ControllerConfigKeys() {
   static const std::vector<std::string> kKeys = {
       "warmup",     "ema_decay", "tau", "tau_delta", "gnmr_floor",
@@ -289,10 +291,23 @@ StatusOr<ControllerConfig> ParseControllerConfigYaml(
     const ControllerConfig& base) {
   const Origin origin(source, /*has_lines=*/true);
   try {
-    const YAML::Node root = YAML::Load(std::string(text));
+    return ParseControllerConfigNode(YAML::Load(std::string(text)), source,
+                                     base);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(origin.Prefix(e.mark) + "invalid YAML: " + e.msg);
+  } catch (const std::exception& e) {
+    return Internal(source + ": " + e.what());
+  }
+}
+
+StatusOr<ControllerConfig> ParseControllerConfigNode(
+    const YAML::Node& node, const std::string& source,
+    const ControllerConfig& base) {
+  const Origin origin(source, /*has_lines=*/true);
+  try {
     ControllerConfig c = base;
     KeyMarks marks;
-    Status s = ApplyMapping(origin, root, &c, &marks);
+    Status s = ApplyMapping(origin, node, &c, &marks);
     if (!s.ok()) return s;
     s = ValidateAt(origin, c, marks);
     if (!s.ok()) return s;

@@ -21,6 +21,10 @@
 #include "common/status.h"
 #include "daemon/controller/config.h"
 
+namespace YAML {
+class Node;  // yaml-cpp; include <yaml-cpp/yaml.h> to call the Node entry
+}  // namespace YAML
+
 namespace gnmr {
 
 // Parses YAML `text` on top of `base`: keys absent from the text keep base's
@@ -30,6 +34,17 @@ namespace gnmr {
 StatusOr<ControllerConfig> ParseControllerConfigYaml(
     std::string_view text, const std::string& source,
     const ControllerConfig& base = ControllerConfig());
+
+// The same for an already parsed node, e.g. the `controller:` block of
+// gnmrd's own config file: errors carry `source` and the node's lines in
+// that file. A null node means all of `base`.
+StatusOr<ControllerConfig> ParseControllerConfigNode(
+    const YAML::Node& node, const std::string& source,
+    const ControllerConfig& base = ControllerConfig());
+
+// How error messages name a YAML value: "'text'", "a list", "a mapping"
+// or "nothing".
+std::string DescribeYamlNode(const YAML::Node& node);
 
 // Reads and parses a YAML config file (see ParseControllerConfigYaml).
 StatusOr<ControllerConfig> LoadControllerConfigFile(

@@ -1,0 +1,128 @@
+#include "daemon/daemon_config/config_keys.h"
+
+#include <limits>
+
+#include "daemon/daemon_config/config_file.h"
+#include "daemon/daemon_config/config_values.h"
+
+namespace gnmr {
+namespace daemon_config {
+namespace {
+
+template <typename Field>
+std::function<Setter(DaemonConfig*)> Uint(uint64_t lo, uint64_t hi,
+                                          Field DaemonConfig::*field) {
+  return [=](DaemonConfig* c) -> Setter {
+    return [=](const std::string& t) {
+      uint64_t n = 0;
+      Status s = ParseUint(t, lo, hi, &n);
+      if (s.ok()) c->*field = static_cast<Field>(n);
+      return s;
+    };
+  };
+}
+
+// A path, made absolute against the current directory.
+std::function<Setter(DaemonConfig*)> PathIn(
+    std::string* (*field)(DaemonConfig*)) {
+  return [=](DaemonConfig* c) -> Setter {
+    return [=](const std::string& t) {
+      if (t.empty()) return InvalidArgument("must not be empty");
+      *field(c) = AbsolutePath(t);
+      return Status::Ok();
+    };
+  };
+}
+
+// A string that `check` accepts as it is.
+std::function<Setter(DaemonConfig*)> Checked(Status (*check)(std::string_view),
+                                             std::string DaemonConfig::*field) {
+  return [=](DaemonConfig* c) -> Setter {
+    return [=](const std::string& t) {
+      Status s = check(t);
+      if (s.ok()) c->*field = t;
+      return s;
+    };
+  };
+}
+
+std::vector<ScalarKey> MakeKeys() {
+  constexpr uint64_t kMaxGrpcMessage = std::numeric_limits<int32_t>::max();
+  return {
+      {"unix_socket_mode", nullptr, "", "",
+       [](DaemonConfig* c) -> Setter {
+         return [c](const std::string& t) {
+           return ParseFileMode(t, &c->unix_socket_mode);
+         };
+       }},
+      {"metrics.listen", "metrics", "ADDR",
+       "ip:port of /metrics, or off (default 127.0.0.1:9464)",
+       [](DaemonConfig* c) -> Setter {
+         return [c](const std::string& t) {
+           return ParseMetricsAddress(t, &c->metrics_listen);
+         };
+       }},
+      {"metrics.top_k_units", nullptr, "", "",
+       Uint(0, 10000, &DaemonConfig::metrics_top_k_units)},
+      {"state_dir", "state-dir", "DIR",
+       "snapshots and event logs (default /var/lib/gnmr)",
+       PathIn([](DaemonConfig* c) { return &c->state_dir; })},
+      {"snapshot_every_steps", "snapshot-every", "N",
+       "snapshot each job every N steps (default 50)",
+       Uint(1, 1000000, &DaemonConfig::snapshot_every_steps)},
+      {"step_deadline_ms", "step-deadline-ms", "MS",
+       "close a step this long after its first report\n(default 2000)",
+       Uint(1, 3600000, &DaemonConfig::step_deadline_ms)},
+      {"max_message_bytes", nullptr, "", "",
+       [=](DaemonConfig* c) -> Setter {
+         return [=](const std::string& t) {
+           uint64_t n = 0;
+           Status s = ParseByteSize(t, 4096, kMaxGrpcMessage, &n);
+           if (s.ok()) c->max_message_bytes = static_cast<uint32_t>(n);
+           return s;
+         };
+       }},
+      {"max_jobs", nullptr, "", "", Uint(1, 1000000, &DaemonConfig::max_jobs)},
+      {"max_ranks_per_job", nullptr, "", "",
+       Uint(1, 65536, &DaemonConfig::max_ranks_per_job)},
+      {"max_units_per_job", nullptr, "", "",
+       Uint(1, 1u << 24, &DaemonConfig::max_units_per_job)},
+      {"allow_unregistered_jobs", nullptr, "", "",
+       [](DaemonConfig* c) -> Setter {
+         return [c](const std::string& t) {
+           return ParseBool(t, &c->allow_unregistered_jobs);
+         };
+       }},
+      {"admin_token", nullptr, "", "",
+       Checked(&CheckToken, &DaemonConfig::admin_token)},
+      {"admin_token_file", "admin-token-file", "FILE",
+       "file holding the token for Admin mutations",
+       PathIn([](DaemonConfig* c) { return &c->admin_token_file; })},
+      {"tls.cert", nullptr, "", "",
+       PathIn([](DaemonConfig* c) { return &c->tls.cert_file; })},
+      {"tls.key", nullptr, "", "",
+       PathIn([](DaemonConfig* c) { return &c->tls.key_file; })},
+      {"tls.client_ca", nullptr, "", "",
+       PathIn([](DaemonConfig* c) { return &c->tls.client_ca_file; })},
+      {"log_level", "log-level", "LEVEL",
+       "trace|debug|info|warn|error|critical|off\n(default info)",
+       Checked(&CheckLogLevel, &DaemonConfig::log_level)},
+  };
+}
+
+}  // namespace
+
+const std::vector<ScalarKey>& ScalarKeys() {
+  static const std::vector<ScalarKey> kKeys = MakeKeys();
+  return kKeys;
+}
+
+const ScalarKey* FindScalarKey(const std::string& key) {
+  for (const ScalarKey& k : ScalarKeys()) {
+    if (key == k.key) return &k;
+  }
+  return nullptr;
+}
+
+}  // namespace daemon_config
+}  // namespace gnmr

@@ -1,0 +1,247 @@
+#include "daemon/daemon_config/daemon_config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "daemon/config/controller_config_yaml.h"
+#include "daemon/daemon_config/command_line.h"
+#include "daemon/daemon_config/config_file.h"
+#include "daemon/daemon_config/config_values.h"
+
+#ifndef GNMR_VERSION
+#define GNMR_VERSION "unknown"
+#endif
+
+namespace gnmr {
+namespace {
+
+using daemon_config::CheckToken;
+using daemon_config::IsLoopbackAddress;
+
+bool IsAbsolute(const std::optional<std::string>& path) {
+  return path && !path->empty() && (*path)[0] == '/';
+}
+
+// "<where>: <key>: <problem>", or "--flag: <problem>" for a flag.
+Status AtKey(const DaemonConfig& c, const std::string& key,
+             const std::string& problem) {
+  auto it = c.origin.find(key);
+  if (it == c.origin.end()) return InvalidArgument(key + ": " + problem);
+  if (it->second.compare(0, 2, "--") == 0) {
+    return InvalidArgument(it->second + ": " + problem);
+  }
+  return InvalidArgument(it->second + ": " + key + ": " + problem);
+}
+
+Status CheckReadableFile(const DaemonConfig& c, const std::string& key,
+                         const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || ::access(path.c_str(), R_OK) != 0) {
+    return AtKey(c, key, path + ": " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) return AtKey(c, key, path + ": not a file");
+  return Status::Ok();
+}
+
+Status ReadAdminToken(DaemonConfig* c, std::vector<std::string>* warnings) {
+  const std::string& path = c->admin_token_file;
+  if (path.empty()) return Status::Ok();
+  if (!c->admin_token.empty()) {
+    return AtKey(*c, "admin_token_file",
+                 "admin_token is also set (at " + c->origin["admin_token"] +
+                     "); keep one of them");
+  }
+  Status s = CheckReadableFile(*c, "admin_token_file", path);
+  if (!s.ok()) return s;
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' ||
+                            token.back() == ' ' || token.back() == '\t')) {
+    token.pop_back();
+  }
+  s = CheckToken(token);
+  if (!s.ok()) return AtKey(*c, "admin_token_file", path + ": " + s.message());
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
+    warnings->push_back("admin token file " + path +
+                        " is readable by other users (chmod 600 it)");
+  }
+  c->admin_token = std::move(token);
+  return Status::Ok();
+}
+
+Status CheckTls(const DaemonConfig& c, std::vector<std::string>* warnings) {
+  const DaemonTls& t = c.tls;
+  if (t.cert_file.empty() && t.key_file.empty() && t.client_ca_file.empty()) {
+    return Status::Ok();
+  }
+  if (t.cert_file.empty()) {
+    return AtKey(c, t.key_file.empty() ? "tls.client_ca" : "tls.key",
+                 "needs tls.cert as well");
+  }
+  if (t.key_file.empty()) return AtKey(c, "tls.cert", "needs tls.key as well");
+  for (const auto& [key, path] :
+       {std::pair<const char*, const std::string*>{"tls.cert", &t.cert_file},
+        {"tls.key", &t.key_file},
+        {"tls.client_ca", &t.client_ca_file}}) {
+    if (path->empty()) continue;
+    Status s = CheckReadableFile(c, key, *path);
+    if (!s.ok()) return s;
+  }
+  bool tcp = false;
+  for (const std::string& l : c.listen)
+    tcp = tcp || l.compare(0, 5, "unix:") != 0;
+  if (!tcp) {
+    warnings->push_back(
+        "tls is configured but every listen address is a "
+        "Unix socket: TLS applies to TCP listeners only");
+  }
+  return Status::Ok();
+}
+
+// Cross-key checks and the values that need the file system.
+Status Finish(DaemonConfig* c, const Environment& env,
+              std::vector<std::string>* warnings) {
+  if (c->listen.empty()) {
+    c->listen.push_back(DefaultListen(env));
+    c->origin["listen"] = "default";
+  }
+  if (c->state_dir.empty()) {
+    c->state_dir = DefaultStateDir(env);
+    c->origin["state_dir"] = "default";
+  }
+  Status s = ReadAdminToken(c, warnings);
+  if (s.ok()) s = CheckTls(*c, warnings);
+  if (!s.ok()) return s;
+  if (!c->metrics_listen.empty() && !IsLoopbackAddress(c->metrics_listen)) {
+    warnings->push_back("metrics endpoint " + c->metrics_listen +
+                        " is reachable from other machines");
+  }
+  if (!c->allow_unregistered_jobs && c->job_tokens.empty()) {
+    warnings->push_back(
+        "allow_unregistered_jobs is false and job_tokens is "
+        "empty: no job can register");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Environment SystemEnvironment() {
+  Environment env;
+  env.getenv = [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+  env.writable_dir = [](const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+           ::access(path.c_str(), W_OK | X_OK) == 0;
+  };
+  env.uid = static_cast<uint32_t>(::getuid());
+  return env;
+}
+
+std::string DefaultListen(const Environment& env) {
+  if (env.writable_dir("/run/gnmr")) return "unix:/run/gnmr/gnmrd.sock";
+  const std::optional<std::string> runtime = env.getenv("XDG_RUNTIME_DIR");
+  if (IsAbsolute(runtime) && runtime->size() <= 90 &&
+      env.writable_dir(*runtime)) {
+    return "unix:" + *runtime + "/gnmrd.sock";
+  }
+  return "unix:/tmp/gnmrd-" + std::to_string(env.uid) + ".sock";
+}
+
+std::string DefaultStateDir(const Environment& env) {
+  if (env.writable_dir("/var/lib/gnmr") || env.writable_dir("/var/lib")) {
+    return "/var/lib/gnmr";
+  }
+  const std::optional<std::string> state = env.getenv("XDG_STATE_HOME");
+  if (IsAbsolute(state)) return *state + "/gnmr";
+  const std::optional<std::string> home = env.getenv("HOME");
+  if (IsAbsolute(home)) return *home + "/.local/state/gnmr";
+  return "/tmp/gnmr-" + std::to_string(env.uid) + "/state";
+}
+
+StatusOr<LoadedConfig> LoadDaemonConfig(int argc, const char* const* argv,
+                                        const Environment& env) {
+  StatusOr<daemon_config::CommandLine> flags =
+      daemon_config::ParseCommandLine(argc, argv);
+  if (!flags.ok()) return flags.status();
+  LoadedConfig out;
+  out.show_help = flags->help;
+  out.show_version = flags->version;
+  if (out.show_help || out.show_version) return out;
+  if (!flags->config_file.empty()) {
+    Status s = daemon_config::ApplyConfigFile(flags->config_file, &out.config);
+    if (!s.ok()) return s;
+  }
+  Status s = daemon_config::ApplyCommandLine(*flags, &out.config);
+  if (s.ok()) s = Finish(&out.config, env, &out.warnings);
+  if (!s.ok()) return s;
+  return out;
+}
+
+std::string DaemonHelpText(const std::string& program) {
+  return daemon_config::CommandLineHelp(program);
+}
+
+std::string DaemonVersionText() { return std::string("gnmrd ") + GNMR_VERSION; }
+
+std::string DescribeConfig(const DaemonConfig& c) {
+  std::string out;
+  auto line = [&](const std::string& key, const std::string& value) {
+    auto it = c.origin.find(key);
+    out += key + ": " + value + " (" +
+           (it == c.origin.end() ? "default" : it->second) + ")\n";
+  };
+  std::string listen;
+  for (const std::string& l : c.listen)
+    listen += (listen.empty() ? "" : ", ") + l;
+  char mode[8];
+  std::snprintf(mode, sizeof(mode), "0%03o", c.unix_socket_mode);
+  std::string jobs;
+  for (const auto& [job, token] : c.job_tokens) {
+    jobs += (jobs.empty() ? "" : ", ") + job;
+  }
+  line("listen", listen);
+  line("unix_socket_mode", mode);
+  line("metrics.listen", c.metrics_listen.empty() ? "off" : c.metrics_listen);
+  line("metrics.top_k_units", std::to_string(c.metrics_top_k_units));
+  line("state_dir", c.state_dir);
+  line("snapshot_every_steps", std::to_string(c.snapshot_every_steps));
+  line("step_deadline_ms", std::to_string(c.step_deadline_ms));
+  line("max_message_bytes", std::to_string(c.max_message_bytes));
+  line("max_jobs", std::to_string(c.max_jobs));
+  line("max_ranks_per_job", std::to_string(c.max_ranks_per_job));
+  line("max_units_per_job", std::to_string(c.max_units_per_job));
+  line("job_tokens", jobs.empty() ? "none" : jobs + " (tokens not shown)");
+  line("allow_unregistered_jobs", c.allow_unregistered_jobs ? "true" : "false");
+  line("admin_token", c.admin_token.empty() ? "unset" : "set (not shown)");
+  line("admin_token_file",
+       c.admin_token_file.empty() ? "unset" : c.admin_token_file);
+  line("tls.cert", c.tls.cert_file.empty() ? "unset" : c.tls.cert_file);
+  line("tls.key", c.tls.key_file.empty() ? "unset" : c.tls.key_file);
+  line("tls.client_ca",
+       c.tls.client_ca_file.empty() ? "unset" : c.tls.client_ca_file);
+  line("log_level", c.log_level);
+  std::string controller = ControllerConfigToYaml(c.controller);
+  for (size_t i = 0; (i = controller.find('\n', i)) != std::string::npos &&
+                     i + 1 < controller.size();
+       i += 3) {
+    controller.replace(i, 1, "\n  ");
+  }
+  out += "controller:\n  " + controller;
+  return out;
+}
+
+}  // namespace gnmr

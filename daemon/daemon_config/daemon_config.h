@@ -1,0 +1,106 @@
+// DaemonConfig: everything gnmrd is configured with, from its YAML file
+// (deploy/gnmrd.example.yaml documents every key) and command-line flags.
+//
+//   StatusOr<LoadedConfig> loaded = LoadDaemonConfig(argc, argv);
+//   if (!loaded.ok()) { print loaded.status().message(); exit 2; }
+//   if (loaded->show_help) { print DaemonHelpText("gnmrd"); exit 0; }
+//   for (auto& w : loaded->warnings) spdlog::warn(w);
+//
+// Precedence: defaults < config file (--config) < flags. Every error is one
+// line naming where the bad value came from ("gnmrd.yaml:12: ..." or
+// "--listen: ..."), returned as InvalidArgument (NotFound for a missing
+// file); nothing is exited or printed here.
+//
+// Defaults that depend on the machine, resolved only when nothing sets them:
+// - listen: unix:/run/gnmr/gnmrd.sock if /run/gnmr is a writable directory
+//   (systemd RuntimeDirectory=gnmr), else unix:$XDG_RUNTIME_DIR/gnmrd.sock
+//   if that is set, else unix:/tmp/gnmrd-<uid>.sock. Clients look in the
+//   same places.
+// - state_dir: /var/lib/gnmr if it (or, to create it, /var/lib) is
+//   writable, else $XDG_STATE_HOME/gnmr, else $HOME/.local/state/gnmr,
+//   else /tmp/gnmr-<uid>/state.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/controller/config.h"
+
+namespace gnmr {
+
+struct DaemonTls {
+  std::string cert_file;       // PEM certificate chain; empty: plaintext
+  std::string key_file;        // PEM private key (required with cert_file)
+  std::string client_ca_file;  // set: mutual TLS, client certs required
+  bool enabled() const { return !cert_file.empty(); }
+};
+
+struct DaemonConfig {
+  // "unix:/abs/path" and/or "host:port" (IPv4, [IPv6] or a name; port 0
+  // picks a free one). Empty after loading means nothing was set: the
+  // machine default above is filled in by LoadDaemonConfig.
+  std::vector<std::string> listen;
+  uint32_t unix_socket_mode = 0660;
+  std::string metrics_listen = "127.0.0.1:9464";  // "" : no /metrics
+  size_t metrics_top_k_units = 10;
+  std::string state_dir;
+  uint32_t snapshot_every_steps = 50;
+  uint32_t step_deadline_ms = 2000;
+  uint32_t max_message_bytes = 64u << 20;
+  uint32_t max_jobs = 1024;
+  uint32_t max_ranks_per_job = 65536;
+  uint32_t max_units_per_job = 1u << 20;
+  // Configured job tokens; unknown jobs bind their token on first
+  // registration (trust on first use) when allow_unregistered_jobs.
+  std::map<std::string, std::string> job_tokens;
+  bool allow_unregistered_jobs = true;
+  // Admin mutations need this token; empty: allowed only over the Unix
+  // socket. admin_token_file (if set) is read into admin_token on load.
+  std::string admin_token;
+  std::string admin_token_file;
+  DaemonTls tls;
+  std::string log_level = "info";  // trace debug info warn error critical off
+  ControllerConfig controller;     // for jobs that register without one
+
+  // Where each key got its value: "gnmrd.yaml:12", "--listen", "default".
+  std::map<std::string, std::string> origin;
+};
+
+// The machine, as the defaults see it; tests substitute their own.
+struct Environment {
+  std::function<std::optional<std::string>(const std::string&)> getenv;
+  std::function<bool(const std::string&)> writable_dir;
+  uint32_t uid = 0;
+};
+Environment SystemEnvironment();
+
+std::string DefaultListen(const Environment& env);
+std::string DefaultStateDir(const Environment& env);
+
+struct LoadedConfig {
+  DaemonConfig config;
+  bool show_help = false;     // --help: print DaemonHelpText, exit 0
+  bool show_version = false;  // --version: print DaemonVersionText, exit 0
+  std::vector<std::string> warnings;  // worth a log line, not fatal
+};
+
+// Parses flags (argv[0] is the program), reads --config, applies the
+// flags, fills machine defaults, reads the admin token file and checks the
+// result. With --help or --version nothing else is read.
+StatusOr<LoadedConfig> LoadDaemonConfig(
+    int argc, const char* const* argv,
+    const Environment& env = SystemEnvironment());
+
+std::string DaemonHelpText(const std::string& program);
+std::string DaemonVersionText();
+
+// The effective config, one "key: value (origin)" line per key, tokens
+// redacted: for the startup log.
+std::string DescribeConfig(const DaemonConfig& config);
+
+}  // namespace gnmr
