@@ -1,0 +1,293 @@
+// daemon_load: drives a real gnmrd with many simulated ranks over loopback
+// and prints a table: steps/s sustained, unit statistics/s, decision latency
+// percentiles and the daemon's peak RSS.
+//
+// Each simulated rank is one Session stream (gRPC callback API, so 256
+// ranks need no 256 threads). All ranks register the same U units (data-
+// parallel replicas: the daemon averages them), then the driver sends step
+// t from every rank and records when the decision for t arrives at each.
+// Latency of a step = last decision arrival - last report sent; it
+// includes both directions of loopback transfer, so it is an upper bound of
+// the daemon's own "last report in -> decision out" time.
+//
+// Usage: daemon_load --gnmrd PATH [--ranks 64] [--units 1024] [--steps 500]
+//                    [--rate 50] [--window 8]
+//        daemon_load --target unix:/path ...   (an already running gnmrd)
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gnmr/v1/gnmr.grpc.pb.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string gnmrd;
+  std::string target;
+  int ranks = 64;
+  int units = 1024;
+  int steps = 500;
+  double rate = 50;  // steps/s; 0 = as fast as the window allows
+  int window = 8;    // max steps in flight
+};
+
+// Per-step bookkeeping shared by all ranks.
+struct StepLog {
+  explicit StepLog(int steps) : sent(steps), last_arrival(steps), arrivals(steps) {
+    for (auto& a : arrivals) a.store(0);
+  }
+  std::vector<Clock::time_point> sent;
+  std::vector<Clock::time_point> last_arrival;
+  std::vector<std::atomic<int>> arrivals;
+  std::mutex mu;
+  std::condition_variable cv;
+  int complete = 0;  // steps whose decision reached every rank
+};
+
+class Rank : public grpc::ClientBidiReactor<gnmr::v1::ClientMessage, gnmr::v1::ServerMessage> {
+ public:
+  Rank(gnmr::v1::Gnmr::Stub* stub, const std::string& job, uint32_t rank, uint64_t session,
+       std::vector<uint32_t> ids, StepLog* log, int ranks)
+      : ids_(std::move(ids)), log_(log), ranks_(ranks) {
+    stub->async()->Session(&ctx_, this);
+    gnmr::v1::ClientMessage hello;
+    hello.mutable_hello()->set_job_id(job);
+    hello.mutable_hello()->set_rank(rank);
+    hello.mutable_hello()->set_session_id(session);
+    Enqueue(std::move(hello));
+    StartRead(&in_);
+    StartCall();
+  }
+
+  void SendStep(int64_t step) {
+    gnmr::v1::ClientMessage m;
+    gnmr::v1::StepStats* s = m.mutable_stats();
+    s->set_step(step);
+    s->mutable_unit_id()->Add(ids_.begin(), ids_.end());
+    s->mutable_sumsq()->Reserve(static_cast<int>(ids_.size()));
+    for (size_t i = 0; i < ids_.size(); ++i) {
+      double v = 1.0 + 0.01 * static_cast<double>((step * 7 + i) % 13);
+      if (step > 60 && (step + i) % 997 == 0) v *= 400.0;  // occasional spike
+      s->add_sumsq(v);
+    }
+    Enqueue(std::move(m));
+  }
+
+  void Close() { ctx_.TryCancel(); }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.pop_front();
+    if (ok && !queue_.empty()) StartWrite(&queue_.front());
+    else writing_ = false;
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    const int64_t step = in_.decision().observed_step();
+    if (step >= 0 && step < static_cast<int64_t>(log_->sent.size())) {
+      const auto now = Clock::now();
+      if (log_->arrivals[step].fetch_add(1) + 1 == ranks_) {
+        std::lock_guard<std::mutex> lock(log_->mu);
+        log_->last_arrival[step] = now;
+        log_->complete++;
+        log_->cv.notify_all();
+      }
+    }
+    StartRead(&in_);
+  }
+  void OnDone(const grpc::Status&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  void Enqueue(gnmr::v1::ClientMessage m) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(m));
+    if (!writing_ && started_) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    } else if (!started_) {
+      started_ = true;
+      writing_ = true;
+      StartWrite(&queue_.front());
+    }
+  }
+
+  grpc::ClientContext ctx_;
+  std::vector<uint32_t> ids_;
+  StepLog* log_;
+  int ranks_;
+  gnmr::v1::ServerMessage in_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<gnmr::v1::ClientMessage> queue_;
+  bool writing_ = false, started_ = false, done_ = false;
+};
+
+long PeakRssKb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  return v[i];
+}
+
+int Usage(const char* msg) {
+  std::fprintf(stderr,
+               "daemon_load: %s\nusage: daemon_load (--gnmrd PATH | --target T) [--ranks N] "
+               "[--units N] [--steps N] [--rate STEPS_PER_S] [--window N]\n",
+               msg);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    if (a == "--help" || a == "-h") return Usage("load generator for gnmrd"), 0;
+    if (!(v = next())) return Usage(("missing value for " + a).c_str());
+    if (a == "--gnmrd") o.gnmrd = v;
+    else if (a == "--target") o.target = v;
+    else if (a == "--ranks") o.ranks = std::atoi(v);
+    else if (a == "--units") o.units = std::atoi(v);
+    else if (a == "--steps") o.steps = std::atoi(v);
+    else if (a == "--rate") o.rate = std::atof(v);
+    else if (a == "--window") o.window = std::atoi(v);
+    else return Usage(("unknown option " + a).c_str());
+  }
+  if (o.gnmrd.empty() == o.target.empty()) return Usage("give exactly one of --gnmrd, --target");
+  if (o.ranks < 1 || o.units < 1 || o.steps < 1 || o.window < 1) return Usage("bad sizes");
+
+  pid_t child = -1;
+  std::string state_dir;
+  if (!o.gnmrd.empty()) {
+    char tmpl[] = "/tmp/gnmr-load-XXXXXX";
+    state_dir = mkdtemp(tmpl);
+    o.target = "unix:" + state_dir + "/gnmrd.sock";
+    child = fork();
+    if (child == 0) {
+      execl(o.gnmrd.c_str(), o.gnmrd.c_str(), "--listen", o.target.c_str(), "--state-dir",
+            state_dir.c_str(), "--metrics", "off", "--log-level", "warn", nullptr);
+      std::perror("exec gnmrd");
+      _exit(127);
+    }
+  }
+  auto channel = grpc::CreateChannel(o.target, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+    std::fprintf(stderr, "daemon_load: cannot reach gnmrd at %s\n", o.target.c_str());
+    if (child > 0) kill(child, SIGKILL);
+    return 1;
+  }
+  auto stub = gnmr::v1::Gnmr::NewStub(channel);
+
+  StepLog log(o.steps);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  const std::string job = "load";
+  for (int r = 0; r < o.ranks; ++r) {
+    gnmr::v1::RegisterRequest req;
+    req.set_job_id(job);
+    req.set_rank(static_cast<uint32_t>(r));
+    req.set_world_size(static_cast<uint32_t>(o.ranks));
+    req.set_client_version("daemon_load");
+    for (int u = 0; u < o.units; ++u) {
+      auto* s = req.add_units();
+      s->set_name("layers." + std::to_string(u / 8) + ".unit" + std::to_string(u % 8));
+      s->set_numel(1 << 20);
+      s->set_dtype(gnmr::v1::DTYPE_BF16);
+      s->set_shard_count(1);
+    }
+    grpc::ClientContext ctx;
+    gnmr::v1::RegisterResponse resp;
+    grpc::Status st = stub->Register(&ctx, req, &resp);
+    if (!st.ok()) {
+      std::fprintf(stderr, "daemon_load: Register: %s\n", st.error_message().c_str());
+      if (child > 0) kill(child, SIGKILL);
+      return 1;
+    }
+    ranks.push_back(std::make_unique<Rank>(
+        stub.get(), job, static_cast<uint32_t>(r), resp.session_id(),
+        std::vector<uint32_t>(resp.unit_ids().begin(), resp.unit_ids().end()), &log, o.ranks));
+  }
+
+  const auto start = Clock::now();
+  const auto period = o.rate > 0 ? std::chrono::duration<double>(1.0 / o.rate)
+                                 : std::chrono::duration<double>(0);
+  for (int t = 0; t < o.steps; ++t) {
+    if (o.rate > 0) {
+      std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(period * t));
+    }
+    {
+      std::unique_lock<std::mutex> lock(log.mu);
+      log.cv.wait(lock, [&] { return t - log.complete < o.window; });
+    }
+    for (auto& r : ranks) r->SendStep(t);
+    log.sent[t] = Clock::now();
+    if (t % 100 == 99) std::fprintf(stderr, "  ... %d steps sent\n", t + 1);
+  }
+  {
+    std::unique_lock<std::mutex> lock(log.mu);
+    if (!log.cv.wait_for(lock, std::chrono::seconds(30), [&] { return log.complete == o.steps; })) {
+      std::fprintf(stderr, "daemon_load: only %d of %d steps decided\n", log.complete, o.steps);
+    }
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> lat;
+  for (int t = 0; t < o.steps; ++t) {
+    if (log.arrivals[t].load() == o.ranks) {
+      lat.push_back(std::chrono::duration<double>(log.last_arrival[t] - log.sent[t]).count() * 1e3);
+    }
+  }
+  const long rss = child > 0 ? PeakRssKb(child) : -1;
+  for (auto& r : ranks) r->Close();
+  for (auto& r : ranks) r->Wait();
+  if (child > 0) {
+    kill(child, SIGTERM);
+    int status = 0;
+    waitpid(child, &status, 0);
+  }
+  const double steps_per_s = static_cast<double>(lat.size()) / elapsed;
+  std::printf("| ranks | units | steps decided | steps/s | unit stats/s | latency p50 | p99 | max | gnmrd peak RSS |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  std::printf("| %d | %d | %zu/%d | %.1f | %.2f M | %.2f ms | %.2f ms | %.2f ms | %s |\n", o.ranks,
+              o.units, lat.size(), o.steps, steps_per_s,
+              steps_per_s * o.ranks * o.units / 1e6, Percentile(lat, 0.5), Percentile(lat, 0.99),
+              Percentile(lat, 1.0), rss > 0 ? (std::to_string(rss / 1024) + " MB").c_str() : "n/a");
+  if (!state_dir.empty()) std::system(("rm -rf " + state_dir).c_str());
+  return lat.size() == static_cast<size_t>(o.steps) ? 0 : 1;
+}
