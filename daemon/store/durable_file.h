@@ -32,9 +32,9 @@ Status MakeDirs(const std::string& path, mode_t mode = 0750);
 
 // Replaces `path` by `bytes` atomically and durably (see above). If
 // `previous` is not empty and `path` exists, the old contents remain
-// available as `previous`.
+// available as `previous`. Owner-only by default: snapshots hold job tokens.
 Status ReplaceFileDurably(const std::string& path, std::string_view bytes,
-                          const std::string& previous = "", mode_t mode = 0640);
+                          const std::string& previous = "", mode_t mode = 0600);
 
 // Reads a whole file. NotFound if it does not exist; ResourceExhausted if
 // it is larger than `max_bytes`.

@@ -29,23 +29,33 @@ EventLog::EventLog(std::string state_dir, EventLogOptions options)
 EventLog::~EventLog() { Stop(); }
 
 bool EventLog::Append(const std::string& job_id, v1::Event event) {
-  if (event.time_unix() == 0) event.set_time_unix(UnixNowSeconds());
-  bool buffered = false;
+  return Append(job_id, std::vector<v1::Event>{std::move(event)}) == 1;
+}
+
+size_t EventLog::Append(const std::string& job_id,
+                        std::vector<v1::Event> events) {
+  const double now = UnixNowSeconds();
+  for (v1::Event& e : events) {
+    if (e.time_unix() == 0) e.set_time_unix(now);
+  }
+  size_t buffered = 0;
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++counters_.appended;
-    if (!stopping_ && buffer_.size() < options_.max_buffered) {
-      buffer_.push_back({job_id, event});
-      ++buffered_seq_;
-      buffered = true;
-      wake = buffer_.size() >= options_.max_buffered / 2;
-    } else {
-      ++counters_.dropped;
-    }
     std::deque<v1::Event>& ring = rings_[job_id];
-    ring.push_back(std::move(event));
-    while (ring.size() > options_.ring_capacity) ring.pop_front();
+    for (v1::Event& e : events) {
+      ++counters_.appended;
+      if (!stopping_ && buffer_.size() < options_.max_buffered) {
+        buffer_.push_back({job_id, e});
+        ++buffered_seq_;
+        ++buffered;
+      } else {
+        ++counters_.dropped;
+      }
+      ring.push_back(std::move(e));
+      if (ring.size() > options_.ring_capacity) ring.pop_front();
+    }
+    wake = buffer_.size() >= options_.max_buffered / 2;
   }
   if (wake) work_cv_.notify_one();
   return buffered;

@@ -62,6 +62,9 @@ class EventLog {
   // false if it could not be buffered for the file (buffer full or
   // stopped); it is in the ring regardless.
   bool Append(const std::string& job_id, v1::Event event);
+  // The same for several events of one job, in order, under one lock.
+  // Returns how many were buffered for the file.
+  size_t Append(const std::string& job_id, std::vector<v1::Event> events);
 
   // The newest `limit` (0: kDefaultListLimit) events of the job with
   // observed_step >= since_step, oldest first. Empty for an unknown job.

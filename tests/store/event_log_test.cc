@@ -150,6 +150,22 @@ TEST(EventLogTest, WritesOneValidJsonLinePerEvent) {
   EXPECT_EQ(c.dropped, 0u);
 }
 
+TEST(EventLogTest, BatchAppendKeepsOrderUnderOneLock) {
+  ScratchDir dir;
+  EventLog log(dir.path(), WithRing(3));
+  std::vector<v1::Event> batch;
+  for (int i = 0; i < 5; ++i) batch.push_back(MakeEvent(i));
+  EXPECT_EQ(log.Append("j", batch), 5u);
+  const std::vector<v1::Event> ring = log.List("j", 0, 0);
+  ASSERT_EQ(ring.size(), 3u);
+  EXPECT_EQ(ring.front().observed_step(), 2);
+  ASSERT_TRUE(log.Flush().ok());
+  const std::vector<std::string> lines =
+      Lines(ReadFileOrEmpty(EventsPath(dir, "j")));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(ParseEventJsonLine(lines[4])->observed_step(), 4);
+}
+
 TEST(EventLogTest, RingIsBoundedAndListFilters) {
   ScratchDir dir;
   EventLog log(dir.path(), WithRing(100));

@@ -83,7 +83,10 @@ TEST(SnapshotStoreTest, SaveLoadRoundTrip) {
   EXPECT_EQ(got->job_meta, "meta-bytes");
   EXPECT_FALSE(got->from_previous);
   EXPECT_GT(got->saved_unix_ms, 1600000000000);
-  EXPECT_TRUE(fs::exists(dir / "jobs/job/snapshot.pb"));
+  // Owner-only: the job metadata holds the job's token.
+  struct stat st;
+  ASSERT_EQ(::stat((dir / "jobs/job/snapshot.pb").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 TEST(SnapshotStoreTest, ReplacementKeepsPreviousGeneration) {
