@@ -48,8 +48,10 @@ StatusOr<std::unique_ptr<Job>> Job::Create(std::string job_id, uint32_t world_si
                                            JobOptions options, JobListener* listener) {
   StatusOr<Controller> c = Controller::Create(config);
   if (!c.ok()) return c.status();
-  return std::unique_ptr<Job>(new Job(std::move(job_id), world_size, std::move(token),
-                                      std::move(c).value(), options, listener));
+  std::unique_ptr<Job> job(new Job(std::move(job_id), world_size, std::move(token),
+                                   std::move(c).value(), options, listener));
+  if (listener) listener->OnJobStarted(job->id_, world_size, job->controller_);
+  return job;
 }
 
 Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller controller,
@@ -87,6 +89,7 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
   }
   job->aggregator_.SetLastClosed(std::max<int64_t>(meta.last_closed_step(),
                                                    job->controller_.last_step().value_or(-1)));
+  if (listener) listener->OnJobStarted(job->id_, job->world_size_, job->controller_);
   return job;
 }
 

@@ -114,6 +114,7 @@ Status Job::SetConfig(const ControllerConfig& config) {
                  " tau=" + std::to_string(config.tau));
     listener_->OnEvents(id_, {e});
   }
+  if (listener_) listener_->OnControllerChanged(id_, controller_);
   RequestSnapshot();
   return Status::Ok();
 }
@@ -132,6 +133,7 @@ Status Job::ReleaseUnit(const std::string& unit) {
     e.set_time_unix(UnixNow());
     listener_->OnEvents(id_, {e});
   }
+  if (listener_) listener_->OnControllerChanged(id_, controller_);
   RequestSnapshot();
   return Status::Ok();
 }
@@ -177,6 +179,7 @@ Status Job::ImportState(const v1::ControllerState& state) {
     e.set_detail("units=" + std::to_string(controller_.num_units()));
     listener_->OnEvents(id_, {e});
   }
+  if (listener_) listener_->OnControllerChanged(id_, controller_);
   RequestSnapshot();
   return Status::Ok();
 }

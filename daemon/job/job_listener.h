@@ -26,6 +26,9 @@ class JobListener {
  public:
   virtual ~JobListener() = default;
 
+  // A job was created or restored (not under its lock: it is not shared yet).
+  virtual void OnJobStarted(const std::string& job_id, uint32_t world_size,
+                            const Controller& controller) = 0;
   virtual void OnReport(const std::string& job_id, uint32_t rank, size_t bytes,
                         const v1::ClientOverhead& overhead) = 0;
   virtual void OnLateReport(const std::string& job_id, uint32_t rank) = 0;
@@ -36,6 +39,8 @@ class JobListener {
                           const StepTiming& timing) = 0;
   virtual void OnEvents(const std::string& job_id,
                         const std::vector<v1::Event>& events) = 0;
+  // The controller changed outside a decision (config, release, import).
+  virtual void OnControllerChanged(const std::string& job_id, const Controller& controller) = 0;
   virtual void OnAckMismatch(const std::string& job_id, uint32_t rank) = 0;
   virtual void OnSessions(const std::string& job_id, uint32_t connected) = 0;
   // A snapshot should be written (asynchronously; latest wins).

@@ -15,6 +15,7 @@ AdminService::AdminService(JobRegistry* registry, ServerStats* stats, AdminConte
       started_(std::chrono::steady_clock::now()) {}
 
 grpc::ServerUnaryReactor* AdminService::Reply(grpc::CallbackServerContext* ctx,
+                                              const char* method,
                                               const std::function<Status()>& body) {
   Status s;
   try {
@@ -23,6 +24,7 @@ grpc::ServerUnaryReactor* AdminService::Reply(grpc::CallbackServerContext* ctx,
     s = Internal(std::string("internal error: ") + e.what());
   }
   if (!s.ok()) stats_->bad_requests++;
+  stats_->Record(method, s);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpc(s));
   return reactor;
@@ -47,7 +49,7 @@ Status AdminService::CheckAdmin(grpc::CallbackServerContext* ctx) const {
 grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* ctx,
                                                   const v1::GetStatusRequest*,
                                                   v1::GetStatusResponse* resp) {
-  return Reply(ctx, [&] {
+  return Reply(ctx, "Admin.GetStatus", [&] {
     resp->set_version(context_.version);
     resp->set_uptime_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
@@ -62,7 +64,7 @@ grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* AdminService::ListJobs(grpc::CallbackServerContext* ctx,
                                                  const v1::ListJobsRequest*,
                                                  v1::ListJobsResponse* resp) {
-  return Reply(ctx, [&] {
+  return Reply(ctx, "Admin.ListJobs", [&] {
     const auto now = Job::Clock::now();
     for (const auto& job : registry_->All()) *resp->add_jobs() = job->Info(now);
     return Status::Ok();
@@ -72,7 +74,7 @@ grpc::ServerUnaryReactor* AdminService::ListJobs(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* AdminService::ListUnits(grpc::CallbackServerContext* ctx,
                                                   const v1::ListUnitsRequest* req,
                                                   v1::ListUnitsResponse* resp) {
-  return Reply(ctx, [&] {
+  return Reply(ctx, "Admin.ListUnits", [&] {
     StatusOr<std::shared_ptr<Job>> job = registry_->Find(req->job_id());
     if (!job.ok()) return job.status();
     for (v1::UnitInfo& u : (*job)->Units(req->top())) *resp->add_units() = std::move(u);
@@ -83,7 +85,7 @@ grpc::ServerUnaryReactor* AdminService::ListUnits(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* AdminService::ListEvents(grpc::CallbackServerContext* ctx,
                                                    const v1::ListEventsRequest* req,
                                                    v1::ListEventsResponse* resp) {
-  return Reply(ctx, [&] {
+  return Reply(ctx, "Admin.ListEvents", [&] {
     StatusOr<std::shared_ptr<Job>> job = registry_->Find(req->job_id());
     if (!job.ok()) return job.status();
     if (!context_.events) return Status::Ok();
@@ -98,7 +100,7 @@ grpc::ServerUnaryReactor* AdminService::ListEvents(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* AdminService::GetConfig(grpc::CallbackServerContext* ctx,
                                                   const v1::GetConfigRequest* req,
                                                   v1::GetConfigResponse* resp) {
-  return Reply(ctx, [&] {
+  return Reply(ctx, "Admin.GetConfig", [&] {
     StatusOr<std::shared_ptr<Job>> job = registry_->Find(req->job_id());
     if (!job.ok()) return job.status();
     ConfigToProto((*job)->config(), resp->mutable_config());
@@ -110,7 +112,7 @@ grpc::ServerUnaryReactor* AdminService::GetConfig(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* AdminService::SetConfig(grpc::CallbackServerContext* ctx,
                                                   const v1::SetConfigRequest* req,
                                                   v1::SetConfigResponse* resp) {
-  return Reply(ctx, [&] {
+  return Reply(ctx, "Admin.SetConfig", [&] {
     Status s = CheckAdmin(ctx);
     if (!s.ok()) return s;
     StatusOr<std::shared_ptr<Job>> job = registry_->Find(req->job_id());
@@ -128,7 +130,7 @@ grpc::ServerUnaryReactor* AdminService::SetConfig(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* AdminService::ReleaseUnit(grpc::CallbackServerContext* ctx,
                                                     const v1::ReleaseUnitRequest* req,
                                                     v1::ReleaseUnitResponse*) {
-  return Reply(ctx, [&] {
+  return Reply(ctx, "Admin.ReleaseUnit", [&] {
     Status s = CheckAdmin(ctx);
     if (!s.ok()) return s;
     StatusOr<std::shared_ptr<Job>> job = registry_->Find(req->job_id());
@@ -142,7 +144,7 @@ grpc::ServerUnaryReactor* AdminService::ReleaseUnit(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* AdminService::ExportState(grpc::CallbackServerContext* ctx,
                                                     const v1::ExportStateRequest* req,
                                                     v1::ExportStateResponse* resp) {
-  return Reply(ctx, [&] {
+  return Reply(ctx, "Admin.ExportState", [&] {
     StatusOr<std::shared_ptr<Job>> job = registry_->Find(req->job_id());
     if (!job.ok()) return job.status();
     *resp->mutable_state() = (*job)->ExportState();
@@ -153,7 +155,7 @@ grpc::ServerUnaryReactor* AdminService::ExportState(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* AdminService::ImportState(grpc::CallbackServerContext* ctx,
                                                     const v1::ImportStateRequest* req,
                                                     v1::ImportStateResponse*) {
-  return Reply(ctx, [&] {
+  return Reply(ctx, "Admin.ImportState", [&] {
     Status s = CheckAdmin(ctx);
     if (!s.ok()) return s;
     StatusOr<std::shared_ptr<Job>> job = registry_->Find(req->job_id());

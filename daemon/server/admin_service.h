@@ -58,7 +58,7 @@ class AdminService final : public v1::Admin::CallbackService {
 
  private:
   // Runs `body` (exceptions become INTERNAL) and finishes the call.
-  grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx,
+  grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const char* method,
                                   const std::function<Status()>& body);
   Status CheckAdmin(grpc::CallbackServerContext* ctx) const;
 

@@ -43,11 +43,16 @@ bool IsUnix(const std::string& addr) { return addr.rfind("unix:", 0) == 0; }
 }  // namespace
 
 StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListener* listener,
-                                                AdminContext admin) {
+                                                AdminContext admin,
+                                                std::vector<std::unique_ptr<Job>> restored) {
   if (options.listen.empty()) return InvalidArgument("nothing to listen on");
   std::unique_ptr<Daemon> d(new Daemon());
   d->options_ = options;
   d->registry_ = std::make_unique<JobRegistry>(options.registry, listener);
+  for (std::unique_ptr<Job>& job : restored) {
+    Status s = d->registry_->Adopt(std::move(job));
+    if (!s.ok()) return s;
+  }
   admin.listen = options.listen;
   d->gnmr_service_ = std::make_unique<GnmrService>(d->registry_.get(), &d->stats_, options.limits);
   d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), &d->stats_, admin);

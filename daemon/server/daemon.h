@@ -43,8 +43,10 @@ class Daemon {
  public:
   // Builds and starts the server. `listener` (may be null) receives the
   // jobs' side effects; `admin` supplies version, admin token and events.
-  static StatusOr<std::unique_ptr<Daemon>> Start(DaemonOptions options, JobListener* listener,
-                                                 AdminContext admin);
+  // `restored` jobs (from the store) are adopted before the server listens.
+  static StatusOr<std::unique_ptr<Daemon>> Start(
+      DaemonOptions options, JobListener* listener, AdminContext admin,
+      std::vector<std::unique_ptr<Job>> restored = {});
   ~Daemon();
 
   // Stops accepting, ends streams (waiting up to `grace`), stops the ticker.

@@ -43,6 +43,7 @@ grpc::ServerUnaryReactor* GnmrService::Register(grpc::CallbackServerContext* ctx
     spdlog::warn("Register job={} rank={}: {}", req->job_id().substr(0, 128), req->rank(),
                  s.ToString());
   }
+  stats_->Record("Register", s);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpc(s));
   return reactor;

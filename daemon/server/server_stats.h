@@ -4,6 +4,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <string_view>
+
+#include "common/status.h"
 
 namespace gnmr {
 
@@ -13,6 +17,13 @@ struct ServerStats {
   std::atomic<uint64_t> decisions_sent{0};
   std::atomic<uint64_t> decisions_dropped{0};  // slow rank: queue overflow
   std::atomic<uint64_t> bad_requests{0};
+  // Called once per finished RPC with its short method name ("Register",
+  // "Session", "Admin.ListJobs"); set before the server starts.
+  std::function<void(std::string_view method, StatusCode code)> record_rpc;
+
+  void Record(std::string_view method, const Status& s) {
+    if (record_rpc) record_rpc(method, s.code());
+  }
 };
 
 }  // namespace gnmr

@@ -158,6 +158,8 @@ void SessionReactor::OnWriteDone(bool ok) {
 void SessionReactor::OnCancel() { sink_->Close(Status(StatusCode::kCancelled, "cancelled")); }
 
 void SessionReactor::OnDone() {
+  stats_->Record("Session", Status(static_cast<StatusCode>(sink_->finish_status_.error_code()),
+                                   ""));
   sink_->Detach();
   if (job_) job_->Detach(rank_, session_id_);
   stats_->sessions_open--;

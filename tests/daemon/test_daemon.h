@@ -17,6 +17,7 @@ namespace gnmr::testing {
 
 class RecordingListener : public JobListener {
  public:
+  void OnJobStarted(const std::string&, uint32_t, const Controller&) override { jobs_started++; }
   void OnReport(const std::string&, uint32_t, size_t, const v1::ClientOverhead&) override {
     reports++;
   }
@@ -32,6 +33,7 @@ class RecordingListener : public JobListener {
     for (const auto& e : events) this->events[job].push_back(e);
   }
   void OnAckMismatch(const std::string&, uint32_t) override { ack_mismatches++; }
+  void OnControllerChanged(const std::string&, const Controller&) override {}
   void OnSessions(const std::string&, uint32_t) override {}
   void OnSnapshot(const std::string& job, const v1::ControllerState& state,
                   const v1::JobMeta& meta) override {
@@ -44,7 +46,7 @@ class RecordingListener : public JobListener {
     return events[job];
   }
 
-  std::atomic<uint64_t> reports{0}, late{0}, decisions{0}, incomplete{0}, by_deadline{0},
+  std::atomic<uint64_t> jobs_started{0}, reports{0}, late{0}, decisions{0}, incomplete{0}, by_deadline{0},
       ack_mismatches{0}, snapshot_count{0};
   std::mutex mu;
   std::map<std::string, std::vector<v1::Event>> events;

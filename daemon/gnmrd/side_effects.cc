@@ -1,0 +1,59 @@
+#include "daemon/gnmrd/side_effects.h"
+
+namespace gnmr {
+
+void DaemonSideEffects::OnJobStarted(const std::string& job_id, uint32_t world_size,
+                                     const Controller& controller) {
+  if (events_) events_->ReloadTail(job_id);  // before the job's first Append
+  if (!metrics_) return;
+  metrics::JobMetrics* jm = metrics_->ForJob(job_id);
+  jm->SetWorldSize(world_size);
+  jm->Refresh(controller);
+}
+
+void DaemonSideEffects::OnReport(const std::string& job_id, uint32_t rank, size_t bytes,
+                                 const v1::ClientOverhead& overhead) {
+  if (metrics_) metrics_->ForJob(job_id)->OnReport(rank, bytes, overhead);
+}
+
+void DaemonSideEffects::OnLateReport(const std::string& job_id, uint32_t) {
+  if (metrics_) metrics_->ForJob(job_id)->OnLateReport();
+}
+
+void DaemonSideEffects::OnDecision(const std::string& job_id,
+                                   const StepAggregator::ClosedStep& step,
+                                   const Decision& decision, const Controller& controller,
+                                   const StepTiming& timing) {
+  if (!metrics_) return;
+  metrics::StepFigures f;
+  f.incomplete_units = step.incomplete_units;
+  f.by_deadline = step.by_deadline;
+  f.aggregation_seconds = timing.aggregation_seconds;
+  f.decision_seconds = timing.decision_seconds;
+  metrics_->ForJob(job_id)->OnDecision(decision, controller, f);
+}
+
+void DaemonSideEffects::OnEvents(const std::string& job_id,
+                                 const std::vector<v1::Event>& events) {
+  if (events_) events_->Append(job_id, events);
+}
+
+void DaemonSideEffects::OnControllerChanged(const std::string& job_id,
+                                            const Controller& controller) {
+  if (metrics_) metrics_->ForJob(job_id)->Refresh(controller);
+}
+
+void DaemonSideEffects::OnAckMismatch(const std::string& job_id, uint32_t) {
+  if (metrics_) metrics_->ForJob(job_id)->OnAckMismatch();
+}
+
+void DaemonSideEffects::OnSessions(const std::string& job_id, uint32_t connected) {
+  if (metrics_) metrics_->ForJob(job_id)->SetRanksConnected(connected);
+}
+
+void DaemonSideEffects::OnSnapshot(const std::string& job_id, const v1::ControllerState& state,
+                                   const v1::JobMeta& meta) {
+  if (snapshots_) snapshots_->Submit(job_id, state, meta.SerializeAsString());
+}
+
+}  // namespace gnmr

@@ -1,0 +1,46 @@
+// DaemonSideEffects: gnmrd's JobListener. Routes each job's side effects to
+// the store (snapshots, event log) and the metrics exporter.
+//
+// Called under the job's lock: every target here is non-blocking (the store
+// writers are background threads; metrics are atomics and short mutexes).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "daemon/job/job_listener.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/store/event_log.h"
+#include "daemon/store/snapshot_writer.h"
+
+namespace gnmr {
+
+class DaemonSideEffects final : public JobListener {
+ public:
+  // Any pointer may be null: that side effect is off.
+  DaemonSideEffects(store::SnapshotWriter* snapshots, store::EventLog* events,
+                    metrics::DaemonMetrics* metrics)
+      : snapshots_(snapshots), events_(events), metrics_(metrics) {}
+
+  void OnJobStarted(const std::string& job_id, uint32_t world_size,
+                    const Controller& controller) override;
+  void OnReport(const std::string& job_id, uint32_t rank, size_t bytes,
+                const v1::ClientOverhead& overhead) override;
+  void OnLateReport(const std::string& job_id, uint32_t rank) override;
+  void OnDecision(const std::string& job_id, const StepAggregator::ClosedStep& step,
+                  const Decision& decision, const Controller& controller,
+                  const StepTiming& timing) override;
+  void OnEvents(const std::string& job_id, const std::vector<v1::Event>& events) override;
+  void OnControllerChanged(const std::string& job_id, const Controller& controller) override;
+  void OnAckMismatch(const std::string& job_id, uint32_t rank) override;
+  void OnSessions(const std::string& job_id, uint32_t connected) override;
+  void OnSnapshot(const std::string& job_id, const v1::ControllerState& state,
+                  const v1::JobMeta& meta) override;
+
+ private:
+  store::SnapshotWriter* const snapshots_;
+  store::EventLog* const events_;
+  metrics::DaemonMetrics* const metrics_;
+};
+
+}  // namespace gnmr
