@@ -1,10 +1,8 @@
 // CPU statistics: checks, ISA dispatch, tensor and unit combination.
 //
-// Full work items go to the vectorized kernel of the best ISA (see
-// item_kernels.h) in chunks, and their partials enter the streaming item
-// tree (stats_order.h step 5). A partial last item is copied into a
-// zero-padded buffer first: the padding adds +0.0 (exact) and is subtracted
-// from the zero count. Nothing here allocates.
+// Work items go to the vectorized kernel of the best ISA (see
+// item_kernels.h) in chunks of 64, and their partials enter the streaming
+// item tree (stats_order.h step 5). Nothing here allocates.
 #include "kernels/cpu/cpu_stats.h"
 
 #include <cstring>
@@ -28,25 +26,15 @@ struct TensorResult {
 
 TensorResult TensorStats(ItemsFn items_fn, const TensorRef& ref) {
   const unsigned char* data = static_cast<const unsigned char*>(ref.data);
-  const uint64_t item_bytes = kItemElems * DTypeSize(ref.dtype);
+  constexpr uint64_t kChunk = kChunkItems * kItemElems;
   TensorResult t;
   stats_order::ItemTree tree;
   double partials[kChunkItems];
-  const uint64_t full = ref.numel / kItemElems;
-  for (uint64_t k = 0; k < full; k += kChunkItems) {
-    const uint64_t n = full - k < kChunkItems ? full - k : kChunkItems;
-    items_fn(ref.dtype, data + k * item_bytes, n, partials, &t.counters);
-    for (uint64_t i = 0; i < n; ++i) tree.Push(partials[i]);
-  }
-  const uint64_t rest = ref.numel - full * kItemElems;
-  if (rest > 0) {
-    alignas(64) unsigned char pad[kItemElems * 4];
-    const uint64_t rest_bytes = rest * DTypeSize(ref.dtype);
-    std::memcpy(pad, data + full * item_bytes, rest_bytes);
-    std::memset(pad + rest_bytes, 0, item_bytes - rest_bytes);
-    items_fn(ref.dtype, pad, 1, partials, &t.counters);
-    tree.Push(partials[0]);
-    t.counters.zeros -= kItemElems - rest;
+  for (uint64_t first = 0; first < ref.numel; first += kChunk) {
+    const uint64_t n = ref.numel - first < kChunk ? ref.numel - first : kChunk;
+    const uint64_t items = items_fn(ref.dtype, data + first * DTypeSize(ref.dtype), n,
+                                    partials, &t.counters);
+    for (uint64_t i = 0; i < items; ++i) tree.Push(partials[i]);
   }
   t.sum = tree.Finish();
   return t;

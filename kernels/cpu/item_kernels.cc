@@ -57,17 +57,24 @@ inline double Decode(uint32_t a) {
   return d;
 }
 
-// Steps 1-4 of stats_order.h for the full work item at `p`.
+// Steps 1-4 of stats_order.h for the work item of `n` <= 4096 elements at
+// `p`. Missing elements of a partial item would add +0.0 to a non-negative
+// lane, which changes nothing, so they are simply not visited.
 template <typename F>
-double ItemPartial(const unsigned char* p, uint32_t* amax_bits, ItemCounters* c) {
+double ItemPartial(const unsigned char* p, uint32_t n, uint32_t* amax_bits,
+                   ItemCounters* c) {
   using Bits = typename F::Bits;
   constexpr uint32_t kLanes = stats_order::kLanes;
   alignas(64) double lane[kLanes];
   for (uint32_t j = 0; j < kLanes; ++j) lane[j] = 0.0;
   uint32_t amax = 0, zeros = 0, nonfinite = 0, nans = 0;
-  for (uint32_t r = 0; r < stats_order::kRowsPerItem; ++r) {
+  const uint32_t rows = (n + kLanes - 1) / kLanes;
+  for (uint32_t r = 0; r < rows; ++r) {
     const unsigned char* row = p + static_cast<uint64_t>(r) * kLanes * sizeof(Bits);
-    for (uint32_t j = 0; j < kLanes; ++j) {
+    const uint32_t width = r + 1 < rows ? kLanes : n - r * kLanes;
+    // Fixed trip count for full rows, so the vectorizer sees 256.
+    const uint32_t end = width == kLanes ? kLanes : width;
+    for (uint32_t j = 0; j < end; ++j) {
       Bits b;
       std::memcpy(&b, row + j * sizeof(Bits), sizeof b);
       const uint32_t a = b & F::kAbsMask;
@@ -92,26 +99,29 @@ double ItemPartial(const unsigned char* p, uint32_t* amax_bits, ItemCounters* c)
 }
 
 template <typename F>
-void ItemsOf(const unsigned char* data, uint64_t items, double* partials,
-             ItemCounters* c) {
-  constexpr uint64_t kItemBytes = stats_order::kItemElems * sizeof(typename F::Bits);
+uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials,
+                 ItemCounters* c) {
+  constexpr uint64_t kItem = stats_order::kItemElems;
   uint32_t amax_bits = 0;
-  for (uint64_t k = 0; k < items; ++k) {
-    partials[k] = ItemPartial<F>(data + k * kItemBytes, &amax_bits, c);
+  uint64_t k = 0;
+  for (uint64_t first = 0; first < numel; first += kItem, ++k) {
+    const uint32_t n = static_cast<uint32_t>(numel - first < kItem ? numel - first : kItem);
+    partials[k] = ItemPartial<F>(data + first * sizeof(typename F::Bits), n, &amax_bits, c);
   }
   const double amax = Decode<F>(amax_bits);
   c->amax = c->amax > amax ? c->amax : amax;
+  return k;
 }
 
 }  // namespace
 
-void Items(DType dtype, const unsigned char* data, uint64_t items,
-           double* partials, ItemCounters* c) {
+uint64_t Items(DType dtype, const unsigned char* data, uint64_t numel,
+               double* partials, ItemCounters* c) {
   switch (dtype) {
-    case DType::kFp32: ItemsOf<Fp32>(data, items, partials, c); break;
-    case DType::kBf16: ItemsOf<Bf16>(data, items, partials, c); break;
-    case DType::kFp16: ItemsOf<Fp16>(data, items, partials, c); break;
-    default: break;  // checked by the caller
+    case DType::kFp32: return ItemsOf<Fp32>(data, numel, partials, c);
+    case DType::kBf16: return ItemsOf<Bf16>(data, numel, partials, c);
+    case DType::kFp16: return ItemsOf<Fp16>(data, numel, partials, c);
+    default: return 0;  // checked by the caller
   }
 }
 

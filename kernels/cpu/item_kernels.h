@@ -23,20 +23,22 @@ struct ItemCounters {
   uint64_t nans = 0;
 };
 
-// Processes `items` full work items (4096 elements each, stats_order.h) of
-// a fp32/bf16/fp16 tensor starting at `data` (any alignment): writes each
-// item's partial (steps 1-4) to partials[k] and folds the counters into `c`.
-using ItemsFn = void (*)(DType dtype, const unsigned char* data, uint64_t items,
-                         double* partials, ItemCounters* c);
+// Processes the `numel` elements of a fp32/bf16/fp16 tensor at `data` (any
+// alignment) as ceil(numel / 4096) work items (stats_order.h), the last one
+// possibly partial: writes item k's partial (steps 1-4) to partials[k],
+// folds the counters into `c` and returns the number of items. Callers
+// pass at most a few items at a time; `partials` must hold them all.
+using ItemsFn = uint64_t (*)(DType dtype, const unsigned char* data, uint64_t numel,
+                             double* partials, ItemCounters* c);
 
 namespace isa_baseline {
-void Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
+uint64_t Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
 }
 namespace isa_avx2 {
-void Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
+uint64_t Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
 }
 namespace isa_avx512 {
-void Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
+uint64_t Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
 }
 
 enum class Isa { kBaseline, kAvx2, kAvx512 };
