@@ -1,0 +1,183 @@
+// The GNMR client library, C++ API (SPEC section 6). Installed as
+// <gnmr/client.h>; link gnmr::gnmr_client (CMake) or `pkg-config gnmr`.
+//
+//   gnmr::ClientOptions o;
+//   o.target = "unix:/run/gnmr/gnmrd.sock";
+//   o.job_id = "llama-7b-run3"; o.rank = rank; o.world_size = world;
+//   auto client = gnmr::Client::Create(o).value();
+//   auto fc1 = client->AddUnit("layers.0.mlp.fc1", {{grad_ptr, numel}});
+//   client->Start();
+//   for (int64_t step = 0;; ++step) {
+//     backward();
+//     client->Observe(step);                 // statistics + enqueue, no network
+//     gnmr::Plan plan = client->PlanFor(step);
+//     for (const gnmr::PlanEntry& e : plan.entries) { ...promote/clip/skip... }
+//     client->Ack(plan);
+//     if (!plan.global_skip) optimizer_step();
+//   }
+//
+// Threading: Create/AddUnit/Start are called once, then Observe, PlanFor,
+// Ack and SetTensors from one training thread; Counters from any thread.
+// The training thread never waits on the network: a background thread
+// registers, streams reports, receives decisions and reconnects with capped
+// exponential backoff. If the daemon is absent, slow or restarting, plans
+// come back empty (fail-open). No function throws.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/controller/config.h"
+#include "gnmr/tensor.h"
+
+namespace gnmr {
+
+struct ClientOptions {
+  std::string target;        // "unix:/path/gnmrd.sock" or "host:port"
+  std::string job_id;        // 1..128 of [A-Za-z0-9._:-]
+  uint32_t rank = 0;         // < world_size
+  uint32_t world_size = 1;
+  std::string token;         // job token, sent as x-gnmr-token metadata
+  // How long PlanFor(step) may wait for the decision that applies at `step`
+  // when it has not arrived yet. 0 (default) never waits; with lag 0 set it
+  // to the longest stall the job accepts (e.g. 100 ms). Never waits while
+  // disconnected.
+  std::chrono::milliseconds decision_wait{0};
+  // Reports waiting for the network; beyond this the oldest is dropped.
+  size_t max_queued_reports = 64;
+  // Reconnect backoff: initial, doubled per failure, capped.
+  std::chrono::milliseconds backoff_initial{50};
+  std::chrono::milliseconds backoff_max{1000};
+  // Controller config for a job the daemon does not know yet (ignored by
+  // the daemon for an existing job).
+  std::optional<ControllerConfig> config;
+};
+
+// A unit, numbered 0, 1, ... in AddUnit order.
+using UnitHandle = uint32_t;
+
+// One unit in recovery at the plan's step.
+struct PlanEntry {
+  UnitHandle unit = 0;
+  Action action = Action::kPromote;
+  // Treatment of this step's gradient when first_step (lag-0 promote).
+  EntryTreatment entry = EntryTreatment::kNone;
+  // step == since: skip, reset_state and the entry treatment apply only on
+  // the first step in force; promote and clip on every step in force.
+  bool first_step = false;
+  int64_t since = 0;  // first step in force
+  int64_t until = 0;  // first step no longer in force
+  double ref_norm = 0.0;
+  double clip_min_scale = 0.0;
+  // This rank's estimate of the unit's gradient norm at the plan's step,
+  // from Observe(step): sqrt(local sumsq * shard_count) (exact for a
+  // replicated unit; assumes evenly spread energy for a sharded one). NaN
+  // if Observe(step) was not called.
+  double norm = 0.0;
+  // ClipScale(ref_norm, norm, clip_min_scale): the factor for clip.
+  double scale = 1.0;
+};
+
+// The actions in force at one step.
+struct Plan {
+  int64_t step = -1;
+  bool has_decision = false;  // false: no decision known (fail-open: no action)
+  int64_t observed_step = -1;
+  int64_t apply_step = -1;
+  uint64_t sequence = 0;
+  uint64_t digest = 0;
+  // Skip the whole optimizer step (set only when the decision applies at
+  // exactly this step: a non-finite gradient was observed).
+  bool global_skip = false;
+  std::vector<PlanEntry> entries;  // unit order
+
+  // Whether `unit` is in recovery at this step (nullptr if not).
+  const PlanEntry* Find(UnitHandle unit) const;
+};
+
+// clamp(ref_norm / norm, min_scale, 1); 1 if norm is 0 or ref_norm is not
+// a number, min_scale if norm is NaN or infinite.
+double ClipScale(double ref_norm, double norm, double min_scale);
+
+struct ClientCounters {
+  uint64_t reports_enqueued = 0;
+  uint64_t reports_sent = 0;
+  uint64_t reports_dropped = 0;   // queue full (drop-oldest) or stale on reconnect
+  uint64_t acks_sent = 0;
+  uint64_t acks_dropped = 0;
+  uint64_t decisions_received = 0;  // valid, stored
+  uint64_t decisions_rejected = 0;  // failed validation
+  uint64_t missed_decisions = 0;    // PlanFor found no decision when one was due
+  uint64_t registrations = 0;       // successful Register + Session
+  uint64_t reconnects = 0;          // registrations after the first
+  uint64_t connect_failures = 0;    // failed attempts and broken streams
+  bool connected = false;
+  int64_t last_decided_step = -1;   // observed step of the newest decision
+  double stats_seconds = 0.0;       // total time Observe spent on statistics
+  std::string last_error;           // newest background error, "" if none
+};
+
+class Client {
+ public:
+  // InvalidArgument for an unusable option (empty target or job id, rank >=
+  // world_size, zero queue). Starts nothing.
+  static StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
+  ~Client();  // Stop()
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Registers a unit made of `tensors` (host memory for now; fp32, bf16 or
+  // fp16), holding shard `shard_index` of `shard_count`. Only before
+  // Start(). The unit's dtype on the wire is its first tensor's.
+  StatusOr<UnitHandle> AddUnit(const std::string& name,
+                               const std::vector<TensorRef>& tensors,
+                               uint32_t shard_index = 0, uint32_t shard_count = 1);
+
+  // Points a unit at new memory (frameworks reallocate gradients). The
+  // total numel must stay the registered one. Any time, training thread.
+  Status SetTensors(UnitHandle unit, const std::vector<TensorRef>& tensors);
+  Status SetTensors(UnitHandle unit, const TensorRef* tensors, size_t count);
+
+  // Starts the background thread. FailedPrecondition without units or when
+  // already started.
+  Status Start();
+
+  // Computes this step's statistics of every unit on the calling thread and
+  // queues the report. `step` must increase from call to call.
+  Status Observe(int64_t step);
+
+  // The actions in force at `step` (see ClientOptions::decision_wait).
+  Plan PlanFor(int64_t step);
+  void PlanFor(int64_t step, Plan* out);  // reuses out's storage
+
+  // Tells the daemon which decision was applied at plan.step. No-op for a
+  // plan without decision.
+  Status Ack(const Plan& plan);
+
+  // Waits until every queued report and ack is written, or the timeout, or
+  // the client is disconnected. True if the queue is empty.
+  bool Flush(std::chrono::milliseconds timeout);
+
+  // Stops the background thread promptly (cancels the RPCs in flight);
+  // queued reports are discarded. Observe/PlanFor keep working, fail-open.
+  void Stop();
+
+  ClientCounters Counters() const;
+  size_t num_units() const;
+  const std::string& unit_name(UnitHandle unit) const;
+  const ClientOptions& options() const;
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gnmr

@@ -1,0 +1,166 @@
+/* The GNMR client library, C API (SPEC section 6), for FFI (ctypes, cffi,
+ * Rust, Julia...). Installed as <gnmr/gnmr_c.h>.
+ *
+ * Conventions: functions return an int error code, GNMR_OK (0) on success,
+ * else one of the GNMR_E* codes (the gRPC canonical codes); the message of
+ * the calling thread's last error is gnmr_last_error(). Nothing blocks on
+ * the network except gnmr_plan_for (bounded by decision_wait_ms) and
+ * gnmr_flush (bounded by its timeout). Semantics are those of
+ * gnmr::Client in <gnmr/client.h>.
+ *
+ *   gnmr_options o;
+ *   gnmr_options_init(&o);
+ *   o.target = "unix:/run/gnmr/gnmrd.sock"; o.job_id = "run3";
+ *   o.rank = 0; o.world_size = 8;
+ *   gnmr_client* c;
+ *   if (gnmr_client_create(&o, &c) != GNMR_OK) puts(gnmr_last_error());
+ *   gnmr_tensor t = {grad, numel, GNMR_DTYPE_FP32};
+ *   uint32_t unit;
+ *   gnmr_add_unit(c, "layers.0.mlp.fc1", &t, 1, 0, 1, &unit);
+ *   gnmr_start(c);
+ *   gnmr_plan* plan = gnmr_plan_new();
+ *   ... per step: gnmr_observe(c, step); gnmr_plan_for(c, step, plan);
+ *       read gnmr_plan_info / gnmr_plan_entry; gnmr_ack(c, plan);
+ *   gnmr_plan_free(plan);
+ *   gnmr_client_destroy(c);
+ */
+#ifndef GNMR_GNMR_C_H_
+#define GNMR_GNMR_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  GNMR_OK = 0,
+  GNMR_ECANCELLED = 1,
+  GNMR_EUNKNOWN = 2,
+  GNMR_EINVALID_ARGUMENT = 3,
+  GNMR_EDEADLINE_EXCEEDED = 4,
+  GNMR_ENOT_FOUND = 5,
+  GNMR_EALREADY_EXISTS = 6,
+  GNMR_EPERMISSION_DENIED = 7,
+  GNMR_ERESOURCE_EXHAUSTED = 8,
+  GNMR_EFAILED_PRECONDITION = 9,
+  GNMR_EABORTED = 10,
+  GNMR_EOUT_OF_RANGE = 11,
+  GNMR_EUNIMPLEMENTED = 12,
+  GNMR_EINTERNAL = 13,
+  GNMR_EUNAVAILABLE = 14,
+  GNMR_EDATA_LOSS = 15,
+  GNMR_EUNAUTHENTICATED = 16
+};
+
+/* Element formats (values as gnmr.v1.DType). */
+enum {
+  GNMR_DTYPE_FP32 = 1,
+  GNMR_DTYPE_BF16 = 2,
+  GNMR_DTYPE_FP16 = 3,
+  GNMR_DTYPE_FP8_E4M3FN = 4,
+  GNMR_DTYPE_FP8_E5M2 = 5
+};
+
+/* Actions and entry treatments (values as gnmr.v1.Action / EntryTreatment). */
+enum { GNMR_ACTION_PROMOTE = 0, GNMR_ACTION_CLIP = 1, GNMR_ACTION_SKIP = 2, GNMR_ACTION_RESET_STATE = 3 };
+enum { GNMR_ENTRY_NONE = 0, GNMR_ENTRY_CLIP = 1, GNMR_ENTRY_SKIP = 2 };
+
+typedef struct gnmr_client gnmr_client;
+typedef struct gnmr_plan gnmr_plan;
+
+typedef struct gnmr_options {
+  uint32_t struct_size; /* sizeof(gnmr_options); set by gnmr_options_init */
+  const char* target;   /* "unix:/path" or "host:port" */
+  const char* job_id;
+  uint32_t rank;
+  uint32_t world_size;
+  const char* token;    /* may be NULL */
+  int32_t decision_wait_ms;     /* default 0 */
+  uint32_t max_queued_reports;  /* default 64 */
+  int32_t backoff_initial_ms;   /* default 50 */
+  int32_t backoff_max_ms;       /* default 1000 */
+} gnmr_options;
+
+typedef struct gnmr_tensor {
+  const void* data; /* host memory, any alignment */
+  uint64_t numel;
+  int32_t dtype;    /* GNMR_DTYPE_* */
+} gnmr_tensor;
+
+typedef struct gnmr_plan_info {
+  int64_t step;
+  int32_t has_decision;
+  int32_t global_skip;
+  int64_t observed_step;
+  int64_t apply_step;
+  uint64_t sequence;
+  uint64_t digest;
+  uint32_t num_entries;
+} gnmr_plan_info;
+
+typedef struct gnmr_plan_entry {
+  uint32_t unit;
+  int32_t action;      /* GNMR_ACTION_* */
+  int32_t entry;       /* GNMR_ENTRY_* */
+  int32_t first_step;  /* 1 if step == since */
+  int64_t since;
+  int64_t until;
+  double ref_norm;
+  double clip_min_scale;
+  double norm;   /* NaN if unknown */
+  double scale;  /* clip factor */
+} gnmr_plan_entry;
+
+typedef struct gnmr_counters {
+  uint64_t reports_enqueued;
+  uint64_t reports_sent;
+  uint64_t reports_dropped;
+  uint64_t acks_sent;
+  uint64_t acks_dropped;
+  uint64_t decisions_received;
+  uint64_t decisions_rejected;
+  uint64_t missed_decisions;
+  uint64_t registrations;
+  uint64_t reconnects;
+  uint64_t connect_failures;
+  int32_t connected;
+  int64_t last_decided_step;
+  double stats_seconds;
+} gnmr_counters;
+
+/* The message of this thread's last failed call ("" if none). Valid until
+ * the thread's next gnmr_* call. */
+const char* gnmr_last_error(void);
+
+void gnmr_options_init(gnmr_options* options);
+
+int gnmr_client_create(const gnmr_options* options, gnmr_client** out);
+/* Stops the background thread and frees the client; NULL is a no-op. */
+void gnmr_client_destroy(gnmr_client* client);
+
+int gnmr_add_unit(gnmr_client* client, const char* name, const gnmr_tensor* tensors,
+                  size_t count, uint32_t shard_index, uint32_t shard_count,
+                  uint32_t* unit_out);
+int gnmr_set_tensors(gnmr_client* client, uint32_t unit, const gnmr_tensor* tensors,
+                     size_t count);
+int gnmr_start(gnmr_client* client);
+int gnmr_observe(gnmr_client* client, int64_t step);
+/* Fills `plan` (from gnmr_plan_new) with the actions in force at `step`. */
+int gnmr_plan_for(gnmr_client* client, int64_t step, gnmr_plan* plan);
+int gnmr_ack(gnmr_client* client, const gnmr_plan* plan);
+/* 1 if every queued report was written within timeout_ms, else 0. */
+int gnmr_flush(gnmr_client* client, int32_t timeout_ms);
+int gnmr_get_counters(const gnmr_client* client, gnmr_counters* out);
+
+gnmr_plan* gnmr_plan_new(void);
+void gnmr_plan_free(gnmr_plan* plan);
+int gnmr_plan_info_get(const gnmr_plan* plan, gnmr_plan_info* out);
+int gnmr_plan_entry_get(const gnmr_plan* plan, uint32_t index, gnmr_plan_entry* out);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* GNMR_GNMR_C_H_ */

@@ -1,0 +1,47 @@
+# Installs the client library as a CMake package and a pkg-config file:
+#   find_package(gnmr CONFIG REQUIRED)
+#   target_link_libraries(trainer PRIVATE gnmr::gnmr_client)
+# or
+#   c++ trainer.cc $(pkg-config --cflags --libs gnmr)
+#
+# The libraries are static, so the ones gnmr_client links are exported and
+# installed with it (controller, wire protocol, statistics, common).
+# Installed headers: <gnmr/client.h>, <gnmr/gnmr_c.h>, <gnmr/tensor.h>,
+# plus the two project headers client.h includes (common/status.h,
+# daemon/controller/config.h) under include/gnmr/, which is also an include
+# directory of the package.
+include(CMakePackageConfigHelpers)
+set(GNMR_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/gnmr)
+set(GNMR_PKG_LIBS gnmr_client gnmr_controller gnmr_wire_proto gnmr_proto gnmr_cpu_stats
+    gnmr_common)
+
+install(TARGETS ${GNMR_PKG_LIBS}
+  EXPORT gnmrTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(EXPORT gnmrTargets NAMESPACE gnmr:: DESTINATION ${GNMR_INSTALL_CMAKEDIR})
+
+install(FILES include/gnmr/client.h include/gnmr/gnmr_c.h
+              ${PROJECT_SOURCE_DIR}/kernels/include/gnmr/tensor.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gnmr)
+install(FILES ${PROJECT_SOURCE_DIR}/common/status.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gnmr/common)
+install(FILES ${PROJECT_SOURCE_DIR}/daemon/controller/config.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gnmr/daemon/controller)
+
+configure_package_config_file(gnmrConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/gnmrConfig.cmake
+  INSTALL_DESTINATION ${GNMR_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/gnmrConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gnmrConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/gnmrConfigVersion.cmake
+        DESTINATION ${GNMR_INSTALL_CMAKEDIR})
+
+# pkg-config: static archives in dependency order, then their dependencies.
+list(TRANSFORM GNMR_PKG_LIBS PREPEND "-l" OUTPUT_VARIABLE GNMR_PC_LIBS)
+list(JOIN GNMR_PC_LIBS " " GNMR_PC_LIBS)
+file(RELATIVE_PATH GNMR_PC_UP /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
+configure_file(gnmr.pc.in ${CMAKE_CURRENT_BINARY_DIR}/gnmr.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gnmr.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

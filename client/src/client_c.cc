@@ -1,0 +1,242 @@
+// The C API: thin wrappers over gnmr::Client that turn Status into int
+// codes plus a thread-local message, and catch everything.
+#include "gnmr/gnmr_c.h"
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gnmr/client.h"
+
+struct gnmr_client {
+  std::unique_ptr<gnmr::Client> client;
+  std::vector<gnmr::TensorRef> scratch;  // reused by set_tensors
+};
+
+struct gnmr_plan {
+  gnmr::Plan plan;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+int Fail(gnmr::StatusCode code, const std::string& message) {
+  g_last_error = message;
+  return static_cast<int>(code);
+}
+
+int Report(const gnmr::Status& s) {
+  if (s.ok()) return GNMR_OK;
+  return Fail(s.code(), s.message());
+}
+
+// Runs `f` (returning an int code) with every exception turned into
+// GNMR_EINTERNAL.
+template <typename F>
+int Call(F&& f) {
+  try {
+    g_last_error.clear();
+    return f();
+  } catch (const std::exception& e) {
+    return Fail(gnmr::StatusCode::kInternal, e.what());
+  } catch (...) {
+    return Fail(gnmr::StatusCode::kInternal, "unknown exception");
+  }
+}
+
+int Null(const char* what) {
+  return Fail(gnmr::StatusCode::kInvalidArgument, std::string(what) + " is NULL");
+}
+
+void ToRefs(const gnmr_tensor* t, size_t n, std::vector<gnmr::TensorRef>* out) {
+  out->resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    gnmr::TensorRef& r = (*out)[i];
+    r = gnmr::TensorRef();
+    r.data = t[i].data;
+    r.numel = t[i].numel;
+    r.dtype = static_cast<gnmr::DType>(t[i].dtype);
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* gnmr_last_error(void) { return g_last_error.c_str(); }
+
+void gnmr_options_init(gnmr_options* o) {
+  if (o == nullptr) return;
+  *o = gnmr_options();
+  o->struct_size = sizeof(gnmr_options);
+  o->world_size = 1;
+  o->max_queued_reports = 64;
+  o->backoff_initial_ms = 50;
+  o->backoff_max_ms = 1000;
+}
+
+int gnmr_client_create(const gnmr_options* o, gnmr_client** out) {
+  return Call([&]() -> int {
+    if (o == nullptr) return Null("options");
+    if (out == nullptr) return Null("out");
+    *out = nullptr;
+    if (o->struct_size != sizeof(gnmr_options)) {
+      return Fail(gnmr::StatusCode::kInvalidArgument,
+                  "options.struct_size mismatch: call gnmr_options_init");
+    }
+    gnmr::ClientOptions co;
+    co.target = o->target ? o->target : "";
+    co.job_id = o->job_id ? o->job_id : "";
+    co.rank = o->rank;
+    co.world_size = o->world_size;
+    co.token = o->token ? o->token : "";
+    co.decision_wait = std::chrono::milliseconds(o->decision_wait_ms);
+    co.max_queued_reports = o->max_queued_reports;
+    co.backoff_initial = std::chrono::milliseconds(o->backoff_initial_ms);
+    co.backoff_max = std::chrono::milliseconds(o->backoff_max_ms);
+    gnmr::StatusOr<std::unique_ptr<gnmr::Client>> c = gnmr::Client::Create(std::move(co));
+    if (!c.ok()) return Report(c.status());
+    *out = new gnmr_client{std::move(c).value(), {}};
+    return GNMR_OK;
+  });
+}
+
+void gnmr_client_destroy(gnmr_client* c) {
+  Call([&]() -> int {
+    delete c;
+    return GNMR_OK;
+  });
+}
+
+int gnmr_add_unit(gnmr_client* c, const char* name, const gnmr_tensor* tensors, size_t count,
+                  uint32_t shard_index, uint32_t shard_count, uint32_t* unit_out) {
+  return Call([&]() -> int {
+    if (c == nullptr) return Null("client");
+    if (name == nullptr) return Null("name");
+    if (tensors == nullptr && count > 0) return Null("tensors");
+    std::vector<gnmr::TensorRef> refs;
+    ToRefs(tensors, count, &refs);
+    gnmr::StatusOr<gnmr::UnitHandle> h = c->client->AddUnit(name, refs, shard_index, shard_count);
+    if (!h.ok()) return Report(h.status());
+    if (unit_out != nullptr) *unit_out = *h;
+    return GNMR_OK;
+  });
+}
+
+int gnmr_set_tensors(gnmr_client* c, uint32_t unit, const gnmr_tensor* tensors, size_t count) {
+  return Call([&]() -> int {
+    if (c == nullptr) return Null("client");
+    if (tensors == nullptr && count > 0) return Null("tensors");
+    ToRefs(tensors, count, &c->scratch);
+    return Report(c->client->SetTensors(unit, c->scratch.data(), c->scratch.size()));
+  });
+}
+
+int gnmr_start(gnmr_client* c) {
+  return Call([&]() -> int { return c == nullptr ? Null("client") : Report(c->client->Start()); });
+}
+
+int gnmr_observe(gnmr_client* c, int64_t step) {
+  return Call([&]() -> int { return c == nullptr ? Null("client") : Report(c->client->Observe(step)); });
+}
+
+int gnmr_plan_for(gnmr_client* c, int64_t step, gnmr_plan* plan) {
+  return Call([&]() -> int {
+    if (c == nullptr) return Null("client");
+    if (plan == nullptr) return Null("plan");
+    c->client->PlanFor(step, &plan->plan);
+    return GNMR_OK;
+  });
+}
+
+int gnmr_ack(gnmr_client* c, const gnmr_plan* plan) {
+  return Call([&]() -> int {
+    if (c == nullptr) return Null("client");
+    if (plan == nullptr) return Null("plan");
+    return Report(c->client->Ack(plan->plan));
+  });
+}
+
+int gnmr_flush(gnmr_client* c, int32_t timeout_ms) {
+  return Call([&]() -> int {
+    if (c == nullptr) return 0;
+    return c->client->Flush(std::chrono::milliseconds(timeout_ms)) ? 1 : 0;
+  });
+}
+
+int gnmr_get_counters(const gnmr_client* c, gnmr_counters* out) {
+  return Call([&]() -> int {
+    if (c == nullptr) return Null("client");
+    if (out == nullptr) return Null("out");
+    const gnmr::ClientCounters k = c->client->Counters();
+    out->reports_enqueued = k.reports_enqueued;
+    out->reports_sent = k.reports_sent;
+    out->reports_dropped = k.reports_dropped;
+    out->acks_sent = k.acks_sent;
+    out->acks_dropped = k.acks_dropped;
+    out->decisions_received = k.decisions_received;
+    out->decisions_rejected = k.decisions_rejected;
+    out->missed_decisions = k.missed_decisions;
+    out->registrations = k.registrations;
+    out->reconnects = k.reconnects;
+    out->connect_failures = k.connect_failures;
+    out->connected = k.connected ? 1 : 0;
+    out->last_decided_step = k.last_decided_step;
+    out->stats_seconds = k.stats_seconds;
+    return GNMR_OK;
+  });
+}
+
+gnmr_plan* gnmr_plan_new(void) {
+  try {
+    return new gnmr_plan();
+  } catch (...) {
+    g_last_error = "out of memory";
+    return nullptr;
+  }
+}
+
+void gnmr_plan_free(gnmr_plan* plan) { delete plan; }
+
+int gnmr_plan_info_get(const gnmr_plan* plan, gnmr_plan_info* out) {
+  return Call([&]() -> int {
+  if (plan == nullptr) return Null("plan");
+  if (out == nullptr) return Null("out");
+  const gnmr::Plan& p = plan->plan;
+  out->step = p.step;
+  out->has_decision = p.has_decision ? 1 : 0;
+  out->global_skip = p.global_skip ? 1 : 0;
+  out->observed_step = p.observed_step;
+  out->apply_step = p.apply_step;
+  out->sequence = p.sequence;
+  out->digest = p.digest;
+  out->num_entries = static_cast<uint32_t>(p.entries.size());
+  return GNMR_OK;
+  });
+}
+
+int gnmr_plan_entry_get(const gnmr_plan* plan, uint32_t index, gnmr_plan_entry* out) {
+  return Call([&]() -> int {
+  if (plan == nullptr) return Null("plan");
+  if (out == nullptr) return Null("out");
+  if (index >= plan->plan.entries.size()) {
+    return Fail(gnmr::StatusCode::kOutOfRange, "entry index out of range");
+  }
+  const gnmr::PlanEntry& e = plan->plan.entries[index];
+  out->unit = e.unit;
+  out->action = static_cast<int32_t>(e.action);
+  out->entry = static_cast<int32_t>(e.entry);
+  out->first_step = e.first_step ? 1 : 0;
+  out->since = e.since;
+  out->until = e.until;
+  out->ref_norm = e.ref_norm;
+  out->clip_min_scale = e.clip_min_scale;
+  out->norm = e.norm;
+  out->scale = e.scale;
+  return GNMR_OK;
+  });
+}
+
+}  // extern "C"

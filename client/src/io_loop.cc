@@ -1,0 +1,291 @@
+#include "client/src/io_loop.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <exception>
+#include <string>
+#include <utility>
+
+namespace gnmr {
+namespace {
+
+constexpr auto kIdleWait = std::chrono::milliseconds(100);
+
+std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& o) {
+  grpc::ChannelArguments args;
+  // The channel reconnects on its own schedule; make it ours, so a daemon
+  // that comes back is noticed within backoff_max.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(o.backoff_initial.count()));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(o.backoff_initial.count()));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(o.backoff_max.count()));
+  // No subchannel (and backoff state) shared with other clients.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetMaxSendMessageSize(-1);
+  return grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace
+
+Status FromGrpc(const grpc::Status& s, const char* what) {
+  if (s.ok()) return Status::Ok();
+  return Status(static_cast<StatusCode>(s.error_code()),
+                std::string(what) + ": " + s.error_message());
+}
+
+IoLoop::IoLoop(const ClientOptions& options, v1::RegisterRequest request, Outbox* outbox,
+               SharedState* shared)
+    : options_(options), request_(std::move(request)), outbox_(outbox), shared_(shared) {}
+
+IoLoop::~IoLoop() { Stop(); }
+
+void IoLoop::Start() {
+  channel_ = MakeChannel(options_);
+  stub_ = v1::Gnmr::NewStub(channel_);
+  thread_ = std::thread([this] {
+    try {
+      Run();
+    } catch (...) {
+      // Run catches per attempt; this is the last line of defence.
+      SetConnected(false);
+    }
+  });
+}
+
+void IoLoop::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    stop_.store(true, std::memory_order_release);
+    if (call_ != nullptr) call_->TryCancel();
+  }
+  stop_cv_.notify_all();
+  outbox_->Wake();
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->stopping = true;
+  }
+  shared_->decision_cv.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void IoLoop::Run() {
+  std::chrono::milliseconds backoff = options_.backoff_initial;
+  while (!Stopping()) {
+    bool established = false;
+    Status s;
+    try {
+      s = Attempt(&established);
+    } catch (const std::exception& e) {
+      s = Internal(std::string("client I/O thread: ") + e.what());
+    } catch (...) {
+      s = Internal("client I/O thread: unknown exception");
+    }
+    SetConnected(false);
+    if (Stopping()) break;
+    shared_->connect_failures.fetch_add(1, std::memory_order_relaxed);
+    RecordError(s);
+    if (established) backoff = options_.backoff_initial;
+    // A Register that waited for the channel until its deadline has already
+    // been paced by the channel's own reconnect backoff.
+    if (!established && s.code() == StatusCode::kDeadlineExceeded) {
+      SleepFor(options_.backoff_initial);
+      continue;
+    }
+    SleepFor(backoff);
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+}
+
+Status IoLoop::Attempt(bool* established) {
+  v1::RegisterResponse resp;
+  Status s = Register(&resp);
+  if (!s.ok()) return s;
+  if (resp.unit_ids_size() != request_.units_size()) {
+    return Internal("Register returned " + std::to_string(resp.unit_ids_size()) +
+                    " unit ids for " + std::to_string(request_.units_size()) + " units");
+  }
+  unit_ids_.assign(resp.unit_ids().begin(), resp.unit_ids().end());
+  validator_.Reset(unit_ids_);
+  // Steps the job has decided already would only be late at the daemon.
+  outbox_->DropUpTo(resp.last_step());
+  return RunSession(resp, established);
+}
+
+void IoLoop::PrepareContext(grpc::ClientContext* ctx) const {
+  if (!options_.token.empty()) ctx->AddMetadata("x-gnmr-token", options_.token);
+}
+
+Status IoLoop::Register(v1::RegisterResponse* resp) {
+  grpc::ClientContext ctx;
+  PrepareContext(&ctx);
+  ctx.set_wait_for_ready(true);
+  const auto window = std::max(options_.backoff_max, std::chrono::milliseconds(1000));
+  ctx.set_deadline(std::chrono::system_clock::now() + window);
+  if (!Track(&ctx)) return Status(StatusCode::kCancelled, "stopping");
+  const grpc::Status st = stub_->Register(&ctx, request_, resp);
+  Untrack();
+  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return Status(StatusCode::kDeadlineExceeded,
+                  "Register: no daemon answered at " + options_.target + " within " +
+                      std::to_string(window.count()) + " ms");
+  }
+  return FromGrpc(st, "Register");
+}
+
+Status IoLoop::RunSession(const v1::RegisterResponse& resp, bool* established) {
+  grpc::ClientContext ctx;
+  PrepareContext(&ctx);
+  if (!Track(&ctx)) return Status(StatusCode::kCancelled, "stopping");
+  std::unique_ptr<Stream> stream = stub_->Session(&ctx);
+  v1::ClientMessage hello;
+  hello.mutable_hello()->set_job_id(options_.job_id);
+  hello.mutable_hello()->set_rank(options_.rank);
+  hello.mutable_hello()->set_session_id(resp.session_id());
+  if (!stream->Write(hello)) {
+    Untrack();
+    return FromGrpc(stream->Finish(), "Session");
+  }
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->lag = resp.lag();
+  }
+  SetConnected(true);
+  *established = true;
+  const uint64_t n = shared_->registrations.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (n > 1) shared_->reconnects.fetch_add(1, std::memory_order_relaxed);
+  spdlog::info("gnmr client: job {} rank {} connected to {} ({} units, lag {}, last step {})",
+               options_.job_id, options_.rank, options_.target, unit_ids_.size(), resp.lag(),
+               resp.last_step());
+
+  std::atomic<bool> broken{false};
+  std::thread reader([&] { ReadDecisions(stream.get(), &broken); });
+  Status result = Pump(stream.get(), broken);
+  SetConnected(false);
+  ctx.TryCancel();
+  reader.join();
+  Untrack();
+  const Status finish = FromGrpc(stream->Finish(), "Session");
+  // The daemon's status says more than our own cancellation.
+  if (result.code() == StatusCode::kUnavailable && !finish.ok()) result = finish;
+  return result;
+}
+
+Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken) {
+  v1::ClientMessage ack_msg;
+  for (;;) {
+    if (Stopping()) return Status(StatusCode::kCancelled, "stopping");
+    if (broken.load(std::memory_order_acquire)) {
+      return Status(StatusCode::kUnavailable, "Session: stream ended by the daemon");
+    }
+    AckItem a;
+    while (outbox_->PopAck(&a)) {
+      v1::Ack* ack = ack_msg.mutable_ack();
+      ack->set_step(a.step);
+      ack->set_sequence(a.sequence);
+      ack->set_digest(a.digest);
+      const bool ok = stream->Write(ack_msg);
+      // Counted before the outbox lets Flush() return.
+      if (ok) shared_->acks_sent.fetch_add(1, std::memory_order_relaxed);
+      outbox_->AckDone();
+      if (!ok) return Status(StatusCode::kUnavailable, "Session: write failed");
+    }
+    if (Report* r = outbox_->PopReport()) {
+      FillStats(*r);
+      const bool ok = stream->Write(out_);
+      if (ok) shared_->reports_sent.fetch_add(1, std::memory_order_relaxed);
+      outbox_->Release(r, ok);
+      if (!ok) return Status(StatusCode::kUnavailable, "Session: write failed");
+      continue;
+    }
+    outbox_->Wait(kIdleWait);
+  }
+}
+
+void IoLoop::FillStats(const Report& r) {
+  v1::StepStats* s = out_.mutable_stats();
+  s->set_step(r.step);
+  s->clear_unit_id();
+  s->mutable_unit_id()->Add(unit_ids_.begin(), unit_ids_.end());
+  s->clear_sumsq();
+  s->mutable_sumsq()->Add(r.sumsq.begin(), r.sumsq.end());
+  s->clear_amax();
+  s->mutable_amax()->Add(r.amax.begin(), r.amax.end());
+  s->clear_nonfinite();
+  s->mutable_nonfinite()->Add(r.nonfinite.begin(), r.nonfinite.end());
+  s->clear_zeros();
+  s->mutable_zeros()->Add(r.zeros.begin(), r.zeros.end());
+  v1::ClientOverhead* o = s->mutable_overhead();
+  o->set_stats_seconds(r.stats_seconds);
+  o->set_overhead_ratio(r.overhead_ratio);
+  o->set_dropped_reports(r.dropped_reports);
+  o->set_missed_decisions(r.missed_decisions);
+}
+
+void IoLoop::ReadDecisions(Stream* stream, std::atomic<bool>* broken) {
+  try {
+    v1::ServerMessage msg;
+    while (stream->Read(&msg)) {
+      if (msg.has_decision()) Accept(msg.decision());
+    }
+  } catch (...) {
+    // Ends the session like a read error; Pump notices `broken`.
+  }
+  broken->store(true, std::memory_order_release);
+  outbox_->Wake();
+}
+
+void IoLoop::Accept(const v1::Decision& d) {
+  StatusOr<CachedDecision> c = validator_.Validate(d);
+  if (!c.ok()) {
+    shared_->decisions_rejected.fetch_add(1, std::memory_order_relaxed);
+    RecordError(c.status());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->lag = static_cast<int32_t>(std::min<int64_t>(c->apply_step - c->observed_step, 1000));
+    shared_->cache.Insert(std::move(c).value());
+  }
+  shared_->decisions_received.fetch_add(1, std::memory_order_relaxed);
+  shared_->decision_cv.notify_all();
+}
+
+bool IoLoop::Track(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> lock(call_mu_);
+  if (Stopping()) return false;
+  call_ = ctx;
+  return true;
+}
+
+void IoLoop::Untrack() {
+  std::lock_guard<std::mutex> lock(call_mu_);
+  call_ = nullptr;
+}
+
+void IoLoop::SleepFor(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(call_mu_);
+  stop_cv_.wait_for(lock, d, [this] { return Stopping(); });
+}
+
+void IoLoop::SetConnected(bool up) {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    if (shared_->connected == up) return;
+    shared_->connected = up;
+    shared_->session_first_step = -1;
+    shared_->connected_flag.store(up, std::memory_order_relaxed);
+  }
+  shared_->decision_cv.notify_all();  // PlanFor never waits while disconnected
+}
+
+void IoLoop::RecordError(const Status& s) {
+  if (s.ok()) return;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->last_error = s.ToString();
+  }
+  log_.Warn("job " + options_.job_id + " rank " + std::to_string(options_.rank) + ": " +
+            s.ToString());
+}
+
+}  // namespace gnmr

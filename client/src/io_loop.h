@@ -1,0 +1,95 @@
+// IoLoop: the client's background thread (SPEC section 6). It registers,
+// opens the Session stream, writes the reports and acks the training thread
+// queued in the Outbox, and hands the decisions it reads, once validated, to
+// the shared decision cache. On any error it logs (rate-limited), counts,
+// backs off (capped exponential) and starts over with a new Register.
+//
+// Design notes
+// - gRPC sync API: this thread writes; a reader thread per session blocks in
+//   Read. Every RPC in flight is registered in `call_` so Stop() can
+//   TryCancel it: shutdown never waits for the network.
+// - Register uses wait_for_ready with a short deadline and the channel's
+//   own reconnect backoff is set to ours, so a returning daemon is reached
+//   within about backoff_max (the SPEC asks for 2 s).
+// - Nothing escapes: both thread bodies catch everything, since an
+//   exception leaving a std::thread would terminate the trainer.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "client/src/decision_cache.h"
+#include "client/src/log_limiter.h"
+#include "client/src/outbox.h"
+#include "client/src/shared_state.h"
+#include "common/status.h"
+#include "gnmr/client.h"
+#include "gnmr/v1/gnmr.grpc.pb.h"
+
+namespace gnmr {
+
+class IoLoop {
+ public:
+  IoLoop(const ClientOptions& options, v1::RegisterRequest request, Outbox* outbox,
+         SharedState* shared);
+  ~IoLoop();  // Stop()
+  IoLoop(const IoLoop&) = delete;
+  IoLoop& operator=(const IoLoop&) = delete;
+
+  void Start();
+  void Stop();
+
+ private:
+  using Stream = grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>;
+
+  void Run();
+  // One Register + Session; returns why it ended. `established`: the
+  // stream came up (resets the backoff).
+  Status Attempt(bool* established);
+  Status Register(v1::RegisterResponse* resp);
+  Status RunSession(const v1::RegisterResponse& resp, bool* established);
+  Status Pump(Stream* stream, const std::atomic<bool>& broken);
+  void ReadDecisions(Stream* stream, std::atomic<bool>* broken);
+  void Accept(const v1::Decision& d);
+
+  void FillStats(const Report& r);
+  void PrepareContext(grpc::ClientContext* ctx) const;
+  bool Track(grpc::ClientContext* ctx);  // false when stopping
+  void Untrack();
+  bool Stopping() const { return stop_.load(std::memory_order_acquire); }
+  void SleepFor(std::chrono::milliseconds d);
+  void SetConnected(bool up);
+  void RecordError(const Status& s);
+
+  const ClientOptions options_;
+  const v1::RegisterRequest request_;
+  Outbox* const outbox_;
+  SharedState* const shared_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Gnmr::Stub> stub_;
+
+  // Session state: set before the reader thread starts, then read-only
+  // (unit_ids_) or owned by the reader (validator_).
+  std::vector<uint32_t> unit_ids_;
+  DecisionValidator validator_;
+  v1::ClientMessage out_;  // reused for every write
+  LogLimiter log_{std::chrono::seconds(5)};
+
+  std::atomic<bool> stop_{false};
+  std::mutex call_mu_;
+  std::condition_variable stop_cv_;     // wakes backoff sleeps
+  grpc::ClientContext* call_ = nullptr;  // the RPC in flight, guarded by call_mu_
+  std::thread thread_;
+};
+
+// grpc::Status -> Status with `what` prefixed to the message.
+Status FromGrpc(const grpc::Status& s, const char* what);
+
+}  // namespace gnmr

@@ -1,0 +1,116 @@
+// Outbox: what the training thread hands to the I/O thread — step reports
+// and acks — in bounded queues that drop their oldest entry when full.
+//
+// Design notes
+// - Reports are preallocated slots (one column per statistic, one row per
+//   unit), so the training thread never allocates: it Acquires a free slot,
+//   fills it without holding the lock, and Publishes it. Capacity + 2 slots
+//   exist: `capacity` queued, one being filled, one being sent, so Acquire
+//   always finds one.
+// - The queues are fixed rings (no allocation after construction).
+// - The I/O thread waits in Wait() until work arrives or Wake() is called
+//   (stop, broken stream).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace gnmr {
+
+struct Report {
+  int64_t step = 0;
+  std::vector<double> sumsq;
+  std::vector<double> amax;
+  std::vector<uint64_t> nonfinite;
+  std::vector<uint64_t> zeros;
+  double stats_seconds = 0.0;
+  double overhead_ratio = 0.0;
+  uint64_t dropped_reports = 0;
+  uint64_t missed_decisions = 0;
+};
+
+struct AckItem {
+  int64_t step = 0;
+  uint64_t sequence = 0;
+  uint64_t digest = 0;
+};
+
+// A fixed-capacity FIFO.
+template <typename T>
+class Ring {
+ public:
+  explicit Ring(size_t capacity) : items_(capacity) {}
+  bool empty() const { return size_ == 0; }
+  bool full() const { return size_ == items_.size(); }
+  size_t size() const { return size_; }
+  const T& front() const { return items_[head_]; }
+  void push_back(const T& v) { items_[(head_ + size_++) % items_.size()] = v; }
+  void pop_front() {
+    head_ = (head_ + 1) % items_.size();
+    --size_;
+  }
+
+ private:
+  std::vector<T> items_;
+  size_t head_ = 0;
+  size_t size_ = 0;
+};
+
+class Outbox {
+ public:
+  Outbox(size_t report_capacity, size_t units, size_t ack_capacity = 256);
+
+  // Training thread.
+  Report* Acquire();
+  void Abandon(Report* r);  // give back an acquired slot unpublished
+  // Queues `r`, dropping the oldest queued report if full; stamps
+  // r->dropped_reports with the cumulative drop count.
+  void Publish(Report* r);
+  void PushAck(const AckItem& a);  // may drop the oldest queued ack
+
+  // I/O thread. Pop* return false / null when empty; a popped report goes
+  // back with Release once written (sent) or lost with its stream (counted
+  // as dropped); a popped ack is finished with AckDone. Until then they
+  // count as in flight (WaitEmpty waits for them).
+  bool PopAck(AckItem* out);
+  void AckDone();
+  Report* PopReport();
+  void Release(Report* r, bool sent);
+  // Drops queued reports with step <= `step` (the daemon has decided them
+  // already); they count as dropped. Returns how many.
+  size_t DropUpTo(int64_t step);
+  // Drops everything queued (stop).
+  void Clear();
+
+  // Blocks until something is queued, Wake() is called, or `timeout`.
+  void Wait(std::chrono::milliseconds timeout);
+  void Wake();
+
+  // Until nothing is queued nor being sent, or the timeout; true if empty.
+  bool WaitEmpty(std::chrono::milliseconds timeout);
+
+  uint64_t reports_dropped() const;
+  uint64_t acks_dropped() const;
+  size_t queued_reports() const;
+
+ private:
+  bool HasWorkLocked() const { return !reports_.empty() || !acks_.empty(); }
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;        // work or wake, for the I/O thread
+  std::condition_variable empty_cv_;  // for WaitEmpty
+  std::vector<Report> slots_;
+  std::vector<Report*> free_;
+  Ring<Report*> reports_;
+  Ring<AckItem> acks_;
+  size_t in_flight_ = 0;
+  bool woken_ = false;
+  uint64_t reports_dropped_ = 0;
+  uint64_t acks_dropped_ = 0;
+};
+
+}  // namespace gnmr

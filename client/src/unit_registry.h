@@ -1,0 +1,49 @@
+// The units a client registers: names, tensors, sharding; checked the way
+// the daemon will check them, so mistakes surface in AddUnit, not as a
+// Register failure in the background.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "common/status.h"
+#include "gnmr/client.h"
+#include "gnmr/v1/gnmr.pb.h"
+
+namespace gnmr {
+
+// 1..128 bytes of [A-Za-z0-9._:-].
+Status CheckJobId(const std::string& id);
+// 1..256 bytes of printable ASCII.
+Status CheckUnitName(const std::string& name);
+
+class UnitRegistry {
+ public:
+  struct Unit {
+    std::string name;
+    std::vector<TensorRef> tensors;
+    uint64_t numel = 0;
+    DType dtype = DType::kFp32;
+    uint32_t shard_index = 0;
+    uint32_t shard_count = 1;
+  };
+
+  StatusOr<UnitHandle> Add(const std::string& name, const std::vector<TensorRef>& tensors,
+                           uint32_t shard_index, uint32_t shard_count);
+  // Same total numel as registered; reuses the unit's storage.
+  Status SetTensors(UnitHandle unit, const TensorRef* tensors, size_t count);
+
+  size_t size() const { return units_.size(); }
+  const Unit& unit(UnitHandle h) const { return units_[h]; }
+  const std::string& name(UnitHandle h) const;
+  void FillSpecs(v1::RegisterRequest* req) const;
+
+ private:
+  std::vector<Unit> units_;
+  std::unordered_set<std::string> names_;
+};
+
+}  // namespace gnmr

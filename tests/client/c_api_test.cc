@@ -1,0 +1,87 @@
+// C API smoke test: options, error codes and messages, the whole per-step
+// call sequence against an absent daemon, plan accessors, counters.
+#include <unistd.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gnmr/gnmr_c.h"
+
+namespace {
+
+TEST(CApi, ErrorsCarryCodeAndMessage) {
+  gnmr_client* c = reinterpret_cast<gnmr_client*>(0x1);
+  EXPECT_EQ(gnmr_client_create(nullptr, &c), GNMR_EINVALID_ARGUMENT);
+  EXPECT_NE(std::string(gnmr_last_error()), "");
+  gnmr_options o;
+  gnmr_options_init(&o);
+  o.job_id = "capi";
+  EXPECT_EQ(gnmr_client_create(&o, &c), GNMR_EINVALID_ARGUMENT);  // no target
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(std::string(gnmr_last_error()).find("target"), std::string::npos);
+  o.struct_size = 3;
+  o.target = "unix:/nonexistent";
+  EXPECT_EQ(gnmr_client_create(&o, &c), GNMR_EINVALID_ARGUMENT);
+  EXPECT_EQ(gnmr_observe(nullptr, 0), GNMR_EINVALID_ARGUMENT);
+  gnmr_client_destroy(nullptr);
+}
+
+TEST(CApi, FullStepSequenceFailsOpen) {
+  const std::string target = "unix:/tmp/gnmr_capi_" + std::to_string(getpid()) + ".sock";
+  gnmr_options o;
+  gnmr_options_init(&o);
+  o.target = target.c_str();
+  o.job_id = "capi";
+  o.rank = 1;
+  o.world_size = 2;
+  o.token = "secret";
+  gnmr_client* c = nullptr;
+  ASSERT_EQ(gnmr_client_create(&o, &c), GNMR_OK) << gnmr_last_error();
+
+  std::vector<float> g(5000, 0.25f);
+  std::vector<uint16_t> h(3000, 0x3c00);  // bf16 1.875 / fp16 1.0
+  gnmr_tensor t[2] = {{g.data(), g.size(), GNMR_DTYPE_FP32}, {h.data(), h.size(), GNMR_DTYPE_FP16}};
+  uint32_t unit = 99;
+  ASSERT_EQ(gnmr_add_unit(c, "layers.0.attn.qkv", t, 2, 1, 2, &unit), GNMR_OK) << gnmr_last_error();
+  EXPECT_EQ(unit, 0u);
+  EXPECT_EQ(gnmr_add_unit(c, "layers.0.attn.qkv", t, 1, 0, 1, &unit), GNMR_EALREADY_EXISTS);
+  gnmr_tensor fp8 = {h.data(), h.size(), GNMR_DTYPE_FP8_E5M2};
+  EXPECT_EQ(gnmr_add_unit(c, "fp8", &fp8, 1, 0, 1, &unit), GNMR_EUNIMPLEMENTED);
+  EXPECT_EQ(gnmr_observe(c, 0), GNMR_EFAILED_PRECONDITION);
+  ASSERT_EQ(gnmr_start(c), GNMR_OK);
+
+  gnmr_plan* plan = gnmr_plan_new();
+  ASSERT_NE(plan, nullptr);
+  for (int64_t step = 0; step < 10; ++step) {
+    ASSERT_EQ(gnmr_observe(c, step), GNMR_OK) << gnmr_last_error();
+    ASSERT_EQ(gnmr_plan_for(c, step, plan), GNMR_OK);
+    gnmr_plan_info info;
+    ASSERT_EQ(gnmr_plan_info_get(plan, &info), GNMR_OK);
+    EXPECT_EQ(info.step, step);
+    EXPECT_EQ(info.has_decision, 0);
+    EXPECT_EQ(info.num_entries, 0u);
+    ASSERT_EQ(gnmr_ack(c, plan), GNMR_OK);
+  }
+  gnmr_plan_entry e;
+  EXPECT_EQ(gnmr_plan_entry_get(plan, 0, &e), GNMR_EOUT_OF_RANGE);
+  EXPECT_EQ(gnmr_observe(c, 3), GNMR_EINVALID_ARGUMENT);
+  EXPECT_NE(std::string(gnmr_last_error()).find("increase"), std::string::npos);
+
+  gnmr_tensor moved[2] = {{g.data(), g.size(), GNMR_DTYPE_FP32}, {h.data(), h.size(), GNMR_DTYPE_BF16}};
+  EXPECT_EQ(gnmr_set_tensors(c, 0, moved, 2), GNMR_OK);
+  EXPECT_EQ(gnmr_set_tensors(c, 0, moved, 1), GNMR_EINVALID_ARGUMENT);  // numel changes
+
+  gnmr_counters k;
+  ASSERT_EQ(gnmr_get_counters(c, &k), GNMR_OK);
+  EXPECT_EQ(k.reports_enqueued, 10u);
+  EXPECT_EQ(k.connected, 0);
+  EXPECT_EQ(k.missed_decisions, 0u);
+  EXPECT_EQ(gnmr_flush(c, 10), 0);
+  gnmr_plan_free(plan);
+  gnmr_client_destroy(c);
+}
+
+}  // namespace

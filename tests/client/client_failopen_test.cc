@@ -1,0 +1,147 @@
+// Fail-open: with no daemon at the target the training thread never waits,
+// plans are empty and the client counts what it should. Also the API's
+// argument checks.
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gnmr/client.h"
+
+namespace gnmr {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ClientOptions NoDaemon() {
+  ClientOptions o;
+  o.target = "unix:/tmp/gnmr_no_daemon_" + std::to_string(getpid()) + ".sock";
+  o.job_id = "failopen";
+  o.decision_wait = std::chrono::milliseconds(500);  // must not be used
+  o.max_queued_reports = 4;
+  return o;
+}
+
+TEST(ClientFailOpen, NeverWaitsAndReturnsEmptyPlans) {
+  std::vector<float> grad(10000, 0.5f);
+  auto c = Client::Create(NoDaemon());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Client& client = **c;
+  TensorRef t;
+  t.data = grad.data();
+  t.numel = grad.size();
+  ASSERT_TRUE(client.AddUnit("layers.0.mlp.fc1", {t}).ok());
+  ASSERT_TRUE(client.Start().ok());
+  const Clock::time_point t0 = Clock::now();
+  for (int64_t step = 0; step < 50; ++step) {
+    ASSERT_TRUE(client.Observe(step).ok());
+    Plan p = client.PlanFor(step);
+    EXPECT_FALSE(p.has_decision);
+    EXPECT_TRUE(p.entries.empty());
+    EXPECT_FALSE(p.global_skip);
+    EXPECT_TRUE(client.Ack(p).ok());
+  }
+  // 50 steps with decision_wait 500 ms: any wait would show.
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(400));
+  const ClientCounters k = client.Counters();
+  EXPECT_FALSE(k.connected);
+  EXPECT_EQ(k.reports_enqueued, 50u);
+  EXPECT_EQ(k.reports_sent, 0u);
+  EXPECT_EQ(k.reports_dropped, 46u);  // queue of 4, drop-oldest
+  EXPECT_EQ(k.missed_decisions, 0u);  // nothing was due while disconnected
+  EXPECT_EQ(k.decisions_received, 0u);
+  EXPECT_GT(k.stats_seconds, 0.0);
+  EXPECT_FALSE(client.Flush(std::chrono::milliseconds(50)));
+}
+
+TEST(ClientFailOpen, CountsFailedAttemptsAndStopsPromptly) {
+  ClientOptions o = NoDaemon();
+  o.backoff_initial = std::chrono::milliseconds(10);
+  o.backoff_max = std::chrono::milliseconds(20);
+  auto c = Client::Create(o);
+  ASSERT_TRUE(c.ok());
+  float x = 1.0f;
+  TensorRef t;
+  t.data = &x;
+  t.numel = 1;
+  ASSERT_TRUE((*c)->AddUnit("u", {t}).ok());
+  ASSERT_TRUE((*c)->Start().ok());
+  // Register waits for the channel up to 1 s per attempt.
+  for (int i = 0; i < 300 && (*c)->Counters().connect_failures == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const ClientCounters k = (*c)->Counters();
+  EXPECT_GE(k.connect_failures, 1u);
+  EXPECT_NE(k.last_error, "");
+  const Clock::time_point t0 = Clock::now();
+  (*c)->Stop();  // cancels the Register in flight
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(500));
+  EXPECT_TRUE((*c)->Observe(1).ok());  // still fail-open after Stop
+  EXPECT_FALSE((*c)->PlanFor(1).has_decision);
+}
+
+TEST(ClientApi, ChecksOptions) {
+  ClientOptions o = NoDaemon();
+  o.target = "";
+  EXPECT_EQ(Client::Create(o).status().code(), StatusCode::kInvalidArgument);
+  o = NoDaemon();
+  o.job_id = "bad job";
+  EXPECT_EQ(Client::Create(o).status().code(), StatusCode::kInvalidArgument);
+  o = NoDaemon();
+  o.rank = 2;
+  o.world_size = 2;
+  EXPECT_EQ(Client::Create(o).status().code(), StatusCode::kInvalidArgument);
+  o = NoDaemon();
+  o.max_queued_reports = 0;
+  EXPECT_EQ(Client::Create(o).status().code(), StatusCode::kInvalidArgument);
+  o = NoDaemon();
+  o.config = ControllerConfig();
+  o.config->max_o = -1;
+  EXPECT_EQ(Client::Create(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ClientApi, ChecksUnitsTensorsAndSteps) {
+  auto c = Client::Create(NoDaemon());
+  ASSERT_TRUE(c.ok());
+  Client& client = **c;
+  std::vector<float> a(100), b(100);
+  TensorRef t;
+  t.data = a.data();
+  t.numel = a.size();
+  EXPECT_EQ(client.Observe(0).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(client.Start().code(), StatusCode::kFailedPrecondition);  // no units
+  EXPECT_EQ(client.AddUnit("", {t}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client.AddUnit("u", {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client.AddUnit("u", {t}, 2, 2).status().code(), StatusCode::kInvalidArgument);
+  TensorRef fp8 = t;
+  fp8.dtype = DType::kFp8E4M3;
+  EXPECT_EQ(client.AddUnit("u", {fp8}).status().code(), StatusCode::kUnimplemented);
+  auto u = client.AddUnit("u", {t}, 1, 2);
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(*u, 0u);
+  EXPECT_EQ(client.AddUnit("u", {t}).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(client.unit_name(0), "u");
+
+  TensorRef moved = t;
+  moved.data = b.data();
+  EXPECT_TRUE(client.SetTensors(0, {moved}).ok());
+  TensorRef shorter = moved;
+  shorter.numel = 99;
+  EXPECT_EQ(client.SetTensors(0, {shorter}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client.SetTensors(5, {moved}).code(), StatusCode::kInvalidArgument);
+
+  ASSERT_TRUE(client.Start().ok());
+  EXPECT_EQ(client.Start().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(client.AddUnit("v", {t}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(client.Observe(3).ok());
+  EXPECT_EQ(client.Observe(3).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client.Observe(2).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(client.Observe(4).ok());
+}
+
+}  // namespace
+}  // namespace gnmr
