@@ -1,7 +1,9 @@
 // gnmrctl subcommands. main.cc dispatches on the first argument through
-// kCommands; each group lives in its own file (replay_cmd.cc; the daemon's
-// admin commands — status, jobs, units, events, release, config get/set,
-// export/import — will follow the same shape).
+// kCommands; each group lives in its own file: replay_cmd.cc (offline
+// replay), and the daemon's admin commands, which share admin_client.h
+// (connection flags, errors) and table.h (output): overview_cmd.cc (status,
+// jobs), units_cmd.cc (units, release), events_cmd.cc, config_cmd.cc
+// (config get/set), state_cmd.cc (export, import).
 #pragma once
 
 #include <string>
@@ -27,6 +29,14 @@ struct Command {
 };
 
 int ReplayCommand(int argc, char** argv);
+int StatusCommand(int argc, char** argv);
+int JobsCommand(int argc, char** argv);
+int UnitsCommand(int argc, char** argv);
+int ReleaseCommand(int argc, char** argv);
+int EventsCommand(int argc, char** argv);
+int ConfigCommand(int argc, char** argv);
+int ExportCommand(int argc, char** argv);
+int ImportCommand(int argc, char** argv);
 
 }  // namespace cli
 }  // namespace gnmr

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/defaults.h"
 #include "tools/gnmrctl/commands.h"
 
 namespace gnmr {
@@ -16,6 +17,14 @@ void PrintError(const std::string& message) {
 namespace {
 
 const Command kCommands[] = {
+    {"status", "the daemon: version, uptime, jobs, sessions, addresses", &StatusCommand},
+    {"jobs", "jobs and their ranks: steps, recovery budget, admissions", &JobsCommand},
+    {"units", "a job's units: GNMR, Delta-GNMR, norm, mu, state", &UnitsCommand},
+    {"events", "a job's admissions, releases, denials, config changes", &EventsCommand},
+    {"release", "end a unit's recovery now (admin)", &ReleaseCommand},
+    {"config", "get or set a job's controller config (set: admin)", &ConfigCommand},
+    {"export", "write a job's controller state to a file", &ExportCommand},
+    {"import", "load a job's controller state from a file (admin)", &ImportCommand},
     {"replay", "replay a recorded trace through the controller offline",
      &ReplayCommand},
 };
@@ -33,7 +42,12 @@ void PrintHelp(std::FILE* f) {
                "  -h, --help   show this help (`gnmrctl COMMAND --help` for "
                "a command)\n"
                "  --version    print the version\n\n"
-               "exit codes: 0 success, 1 failure, 2 bad arguments or input\n");
+               "The daemon commands connect to --target T (default: $GNMR_TARGET,\n"
+               "else %s); mutations need the admin token\n"
+               "(--admin-token or $GNMR_ADMIN_TOKEN).\n\n"
+               "exit codes: 0 success, 1 failure (e.g. daemon unreachable), 2 bad\n"
+               "arguments or input\n",
+               kDefaultTarget);
 }
 
 }  // namespace

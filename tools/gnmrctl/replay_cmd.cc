@@ -13,6 +13,7 @@
 #include "daemon/replay/replay.h"
 #include "tools/gnmrctl/commands.h"
 #include "tools/gnmrctl/flags.h"
+#include "tools/gnmrctl/output_file.h"
 
 namespace gnmr {
 namespace cli {
@@ -91,50 +92,6 @@ int ExitCodeFor(const Status& s) {
   }
 }
 
-// The output file: written under a temporary name and renamed on success,
-// so a failed replay never leaves a truncated DECISIONS.jsonl behind.
-class Output {
- public:
-  ~Output() {
-    if (file_ != nullptr && file_ != stdout) {
-      std::fclose(file_);
-      std::remove(tmp_.c_str());
-    }
-  }
-  Status Open(const std::string& path) {
-    if (path.empty() || path == "-") {
-      file_ = stdout;
-      name_ = "<stdout>";
-      return Status::Ok();
-    }
-    path_ = name_ = path;
-    tmp_ = path + ".tmp";
-    file_ = std::fopen(tmp_.c_str(), "wb");
-    if (file_ == nullptr) {
-      return NotFound(path + ": cannot open for writing: " +
-                      std::strerror(errno));
-    }
-    return Status::Ok();
-  }
-  Status Commit() {
-    if (file_ == stdout) return Status::Ok();
-    const bool failed = std::fclose(file_) != 0;
-    file_ = nullptr;
-    if (failed || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      Status s = DataLoss(path_ + ": cannot write: " + std::strerror(errno));
-      std::remove(tmp_.c_str());
-      return s;
-    }
-    return Status::Ok();
-  }
-  std::FILE* file() const { return file_; }
-  const std::string& name() const { return name_; }
-
- private:
-  std::FILE* file_ = nullptr;
-  std::string path_, tmp_, name_;
-};
-
 }  // namespace
 
 int ReplayCommand(int argc, char** argv) {
@@ -192,7 +149,7 @@ int ReplayCommand(int argc, char** argv) {
     PrintError(s.message());
     return ExitCodeFor(s);
   }
-  Output output;
+  OutputFile output;
   s = output.Open(out_path);
   if (!s.ok()) {
     PrintError(s.message());

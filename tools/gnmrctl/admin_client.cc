@@ -1,0 +1,199 @@
+#include "tools/gnmrctl/admin_client.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/defaults.h"
+#include "tools/gnmrctl/commands.h"
+
+namespace gnmr {
+namespace cli {
+namespace {
+
+StatusOr<std::string> ReadSmallFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return InvalidArgument("--" + flag + " " + path + ": cannot read: " + std::strerror(errno));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+bool IsUnixTarget(const std::string& target) { return target.rfind("unix:", 0) == 0; }
+
+}  // namespace
+
+void AddAdminFlags(FlagParser* flags, AdminOptions* o) {
+  flags->AddString("target", "T",
+                   "gnmrd address: unix:/path or host:port (default:\n"
+                   "$GNMR_TARGET, else unix:/run/gnmr/gnmrd.sock)",
+                   &o->target);
+  flags->AddString("admin-token", "TOKEN",
+                   "admin token for mutations (default: $GNMR_ADMIN_TOKEN)",
+                   &o->admin_token);
+  flags->AddString("admin-token-file", "FILE", "read the admin token from FILE",
+                   &o->admin_token_file);
+  flags->AddString("timeout", "S", "deadline of each call in seconds (default 5)",
+                   &o->timeout);
+  flags->AddBool("json", "machine-readable output (protobuf JSON)", &o->json);
+  flags->AddString("tls-ca", "FILE",
+                   "TLS to a TCP target, trusting this CA (PEM); the\n"
+                   "Unix socket is always plaintext",
+                   &o->tls_ca);
+  flags->AddString("tls-cert", "FILE", "client certificate for mutual TLS (PEM)",
+                   &o->tls_cert);
+  flags->AddString("tls-key", "FILE", "client private key for mutual TLS (PEM)", &o->tls_key);
+  flags->AddString("tls-server-name", "NAME",
+                   "expect this name in the server certificate\n"
+                   "(default: the target's host)",
+                   &o->tls_server_name);
+}
+
+int UsageError(const std::string& command, const std::string& problem) {
+  PrintError(command + ": " + problem + " (see gnmrctl " + command + " --help)");
+  return kExitUsage;
+}
+
+StatusOr<int64_t> ParseIntFlag(const std::string& flag, const std::string& text, int64_t min,
+                               int64_t max) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max) {
+    return InvalidArgument("--" + flag + " '" + text + "': expected an integer in [" +
+                           std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+  return static_cast<int64_t>(v);
+}
+
+void PrintJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) {
+    json = "{}";  // cannot happen for our messages
+  }
+  std::printf("%s\n", json.c_str());
+}
+
+Status AdminClient::Init(const AdminOptions& o) {
+  target_ = !o.target.empty() ? o.target : EnvOr(kTargetEnv, kDefaultTarget);
+  char* end = nullptr;
+  timeout_seconds_ = std::strtod(o.timeout.c_str(), &end);
+  if (o.timeout.empty() || *end != '\0' || !(timeout_seconds_ > 0) ||
+      timeout_seconds_ > 86400) {
+    return InvalidArgument("--timeout '" + o.timeout + "': expected seconds in (0, 86400]");
+  }
+  if (!o.admin_token.empty() && !o.admin_token_file.empty()) {
+    return InvalidArgument("give --admin-token or --admin-token-file, not both");
+  }
+  if (!o.admin_token_file.empty()) {
+    StatusOr<std::string> token = ReadSmallFile("admin-token-file", o.admin_token_file);
+    if (!token.ok()) return token.status();
+    admin_token_ = *token;
+    while (!admin_token_.empty() && std::strchr(" \t\r\n", admin_token_.back()) != nullptr) {
+      admin_token_.pop_back();
+    }
+    if (admin_token_.empty()) {
+      return InvalidArgument("--admin-token-file " + o.admin_token_file + " is empty");
+    }
+  } else {
+    admin_token_ = !o.admin_token.empty() ? o.admin_token : EnvOr(kAdminTokenEnv, "");
+  }
+
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);  // a large job's exported state
+  if (o.tls_ca.empty() && (!o.tls_cert.empty() || !o.tls_key.empty() ||
+                           !o.tls_server_name.empty())) {
+    return InvalidArgument("--tls-cert, --tls-key and --tls-server-name need --tls-ca");
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return InvalidArgument("--tls-cert and --tls-key go together");
+  }
+  if (!o.tls_ca.empty() && !IsUnixTarget(target_)) {
+    grpc::SslCredentialsOptions ssl;
+    StatusOr<std::string> ca = ReadSmallFile("tls-ca", o.tls_ca);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    if (!o.tls_cert.empty()) {
+      StatusOr<std::string> cert = ReadSmallFile("tls-cert", o.tls_cert);
+      if (!cert.ok()) return cert.status();
+      StatusOr<std::string> key = ReadSmallFile("tls-key", o.tls_key);
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
+    creds = grpc::SslCredentials(ssl);
+    if (!o.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(o.tls_server_name);
+    }
+  }
+  channel_ = grpc::CreateCustomChannel(target_, creds, args);
+  stub_ = v1::Admin::NewStub(channel_);
+  return Status::Ok();
+}
+
+std::unique_ptr<grpc::ClientContext> AdminClient::Context(bool mutation) const {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::microseconds(std::llround(timeout_seconds_ * 1e6)));
+  if (mutation && !admin_token_.empty()) ctx->AddMetadata(kAdminTokenMetadata, admin_token_);
+  return ctx;
+}
+
+int AdminClient::Fail(const grpc::Status& status) const {
+  // UNAVAILABLE is how gRPC reports a connection that failed; a deadline
+  // that passed before the channel ever connected means the same.
+  const bool unreachable =
+      status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+       channel_->GetState(false) != GRPC_CHANNEL_READY);
+  if (unreachable) {
+    PrintError("cannot reach gnmrd at " + target_ + ": " + status.error_message());
+  } else {
+    PrintError(std::string(StatusCodeName(static_cast<StatusCode>(status.error_code()))) +
+               ": " + status.error_message());
+  }
+  return kExitFailure;
+}
+
+AdminCommand::AdminCommand(std::string name, std::string usage, std::string description)
+    : name_(std::move(name)), flags_(std::move(usage), std::move(description)) {}
+
+void AdminCommand::AddJobFlag() {
+  flags_.AddString("job", "J", "the job id (required)", &job_);
+  needs_job_ = true;
+}
+
+std::optional<int> AdminCommand::Start(int argc, char** argv) {
+  AddAdminFlags(&flags_, &options_);
+  const Status parsed = flags_.Parse(argc, argv);
+  if (flags_.help_requested()) {
+    std::fputs(flags_.Help().c_str(), stdout);
+    return kExitOk;
+  }
+  if (!parsed.ok()) return Usage(parsed.message());
+  if (needs_job_ && job_.empty()) return Usage("--job is required");
+  const Status s = client_.Init(options_);
+  if (!s.ok()) return Usage(s.message());
+  return std::nullopt;
+}
+
+}  // namespace cli
+}  // namespace gnmr
