@@ -1,0 +1,86 @@
+// gnmrctl against a TLS and a mutual-TLS daemon, with a throwaway CA made
+// by the openssl command (skipped where it is missing).
+#include "tests/gnmrctl/ctl_harness.h"
+
+namespace gnmr::testing {
+namespace {
+
+class CtlTlsTest : public CtlTest {
+ protected:
+  void SetUp() override {
+    CtlTest::SetUp();
+    if (std::system("command -v openssl >/dev/null 2>&1") != 0) {
+      GTEST_SKIP() << "no openssl command to make certificates";
+    }
+  }
+
+  // A CA, a server certificate for localhost/127.0.0.1 and a client
+  // certificate, in the test's directory.
+  void MakeCertificates() {
+    const std::string d = "cd '" + dir_ + "' && ";
+    const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    const std::string quiet = " >/dev/null 2>&1";
+    Write("ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
+    ASSERT_EQ(std::system((d + "openssl req -x509" + ec +
+                           " -keyout ca.key -out ca.pem -days 2 -subj /CN=gnmr-test-ca" + quiet)
+                              .c_str()),
+              0);
+    for (const std::string who : {"server", "client"}) {
+      ASSERT_EQ(std::system((d + "openssl req" + ec + " -keyout " + who + ".key -out " + who +
+                             ".csr -subj /CN=" + (who == "server" ? "localhost" : "gnmrctl") +
+                             quiet + " && openssl x509 -req -in " + who +
+                             ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out " +
+                             who + ".pem -extfile ext" + quiet)
+                                .c_str()),
+                0)
+          << who;
+    }
+  }
+
+  // Starts an empty daemon on TCP only, speaking TLS (mutual with `mtls`).
+  void StartTls(bool mtls) {
+    MakeCertificates();
+    DaemonOptions opts;
+    opts.listen = {"127.0.0.1:0"};
+    opts.tls.cert_file = Path("server.pem");
+    opts.tls.key_file = Path("server.key");
+    if (mtls) opts.tls.client_ca_file = Path("ca.pem");
+    Start(opts);
+  }
+};
+
+TEST_F(CtlTlsTest, TlsNeedsTheCa) {
+  StartTls(/*mtls=*/false);
+  const std::string ca = Path("ca.pem");
+  CtlResult r = Run({"status", "--target", tcp_, "--tls-ca", ca});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_NE(r.out.find("version:    test-1.2"), std::string::npos) << r.out;
+  r = Run({"status", "--target", "localhost:" + tcp_.substr(tcp_.rfind(':') + 1), "--tls-ca",
+           ca});
+  EXPECT_EQ(r.code, 0) << Show(r);
+  // Plaintext to a TLS port, or a certificate for another name: no
+  // connection.
+  r = Run({"status", "--target", tcp_, "--timeout", "2"});
+  EXPECT_EQ(r.code, 1) << Show(r);
+  EXPECT_EQ(r.err.rfind("gnmrctl: cannot reach gnmrd at " + tcp_, 0), 0u) << r.err;
+  r = Run({"status", "--target", tcp_, "--tls-ca", ca, "--tls-server-name", "other.example"});
+  EXPECT_EQ(r.code, 1) << Show(r);
+  EXPECT_EQ(r.err.rfind("gnmrctl: cannot reach gnmrd at " + tcp_, 0), 0u) << r.err;
+}
+
+TEST_F(CtlTlsTest, MutualTlsNeedsTheClientCertificate) {
+  StartTls(/*mtls=*/true);
+  const std::vector<std::string> tls = {"--target", tcp_, "--tls-ca", Path("ca.pem")};
+  std::vector<std::string> args = {"jobs"};
+  args.insert(args.end(), tls.begin(), tls.end());
+  CtlResult r = Run(args);
+  EXPECT_EQ(r.code, 1) << Show(r);
+  EXPECT_EQ(r.err.rfind("gnmrctl: cannot reach gnmrd at " + tcp_, 0), 0u) << r.err;
+  args.insert(args.end(), {"--tls-cert", Path("client.pem"), "--tls-key", Path("client.key")});
+  r = Run(args);
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_EQ(r.out, "no jobs\n");
+}
+
+}  // namespace
+}  // namespace gnmr::testing

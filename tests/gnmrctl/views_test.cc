@@ -1,0 +1,236 @@
+// gnmrctl's read-only views against a live in-process daemon: status,
+// jobs, units, events (tables and --json), over TCP and the Unix socket.
+#include <google/protobuf/util/json_util.h>
+
+#include "tests/gnmrctl/ctl_harness.h"
+
+namespace gnmr::testing {
+namespace {
+
+template <typename M>
+M ParseJson(const std::string& line) {
+  M m;
+  const auto s = google::protobuf::util::JsonStringToMessage(line, &m);
+  EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << line;
+  return m;
+}
+
+TEST_F(CtlTest, StatusShowsTheDaemon) {
+  Start();
+  DriveSpike();
+  CtlResult r = Run({"status", "--target", unix_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(LinesWith(r.out, "version:").at(0), "version:    test-1.2") << r.out;
+  EXPECT_EQ(Fields(LinesWith(r.out, "jobs:").at(0)), (std::vector<std::string>{"jobs:", "1"}));
+  EXPECT_EQ(Fields(LinesWith(r.out, "sessions:").at(0)),
+            (std::vector<std::string>{"sessions:", "1"}));
+  EXPECT_NE(LinesWith(r.out, "listen:").at(0).find("unix:" + socket_), std::string::npos);
+  EXPECT_NE(r.out.find("state dir:  /var/lib/gnmr-test"), std::string::npos) << r.out;
+
+  r = Run({"status", "--json"}, {{"GNMR_TARGET", tcp_}});  // the target from the environment
+  ASSERT_EQ(r.code, 0) << Show(r);
+  const auto status = ParseJson<v1::GetStatusResponse>(r.out);
+  EXPECT_EQ(status.version(), "test-1.2");
+  EXPECT_EQ(status.jobs(), 1u);
+  EXPECT_GT(status.uptime_seconds(), 0.0);
+}
+
+TEST_F(CtlTest, JobsTableRanksAndJson) {
+  Start();
+  DriveSpike();
+  CtlResult r = Run({"jobs", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  ASSERT_EQ(LinesWith(r.out, "JOB").size(), 1u) << r.out;
+  EXPECT_EQ(Fields(LinesWith(r.out, "JOB")[0]),
+            (std::vector<std::string>{"JOB", "WORLD", "RANKS", "UNITS", "LAST", "STEP",
+                                      "RECOVERY", "ADMITTED", "DENIED", "RECOVERY%"}));
+  // j: world 1, 1/1 ranks connected, 4 units, step 10, 1 of max_o 1 in
+  // recovery, 1 admission, 1 denial; recovery fraction 0 (not yet in force).
+  const std::vector<std::string> row = Fields(r.out.substr(r.out.find('\n') + 1));
+  EXPECT_EQ(row, (std::vector<std::string>{"j", "1", "1/1", "4", "10", "1/1", "1", "1",
+                                           "0.00%"}))
+      << r.out;
+  EXPECT_TRUE(LinesWith(r.out, "raw-test").empty());  // no ranks without --ranks
+
+  r = Run({"jobs", "--ranks", "--target", unix_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  const auto ranks = LinesWith(r.out, "raw-test");
+  ASSERT_EQ(ranks.size(), 1u) << r.out;
+  const auto f = Fields(ranks[0]);
+  ASSERT_EQ(f.size(), 7u) << ranks[0];  // rank, connected, step, lag, seen, "ago", client
+  EXPECT_EQ(f[0], "0");
+  EXPECT_EQ(f[1], "yes");
+  EXPECT_EQ(f[2], "10");
+  EXPECT_EQ(f[3], "0");
+  EXPECT_EQ(ranks[0].rfind("    ", 0), 0u);  // indented below its job
+
+  r = Run({"jobs", "--json", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  const auto jobs = ParseJson<v1::ListJobsResponse>(r.out);
+  ASSERT_EQ(jobs.jobs_size(), 1);
+  EXPECT_EQ(jobs.jobs(0).job_id(), "j");
+  EXPECT_EQ(jobs.jobs(0).in_recovery(), 1u);
+  EXPECT_EQ(jobs.jobs(0).denials(), 1u);
+  ASSERT_EQ(jobs.jobs(0).ranks_size(), 1);
+  EXPECT_TRUE(jobs.jobs(0).ranks(0).connected());
+  EXPECT_NE(r.out.find("\"job_id\":\"j\""), std::string::npos);  // proto field names
+
+  r = Run({"jobs", "--job", "nope", "--target", tcp_});
+  EXPECT_EQ(r.code, 1) << Show(r);
+  EXPECT_EQ(r.err, "gnmrctl: NOT_FOUND: no job 'nope'\n");
+}
+
+TEST_F(CtlTest, UnitsTopAndStateFilter) {
+  Start();
+  DriveSpike();
+  CtlResult r = Run({"units", "--job", "j", "--top", "2", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  std::istringstream lines(r.out);
+  std::string header, first, second, extra;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  EXPECT_FALSE(std::getline(lines, extra)) << r.out;  // exactly two units
+  EXPECT_EQ(Fields(header),
+            (std::vector<std::string>{"UNIT", "STATE", "GNMR", "DELTA", "NORM", "MU", "ACTION",
+                                      "SINCE", "UNTIL", "LAST", "STEP"}));
+  // Highest GNMR first: the admitted unit (norm 20 over mu 1, Delta 20 - 1),
+  // then the denied one (10); since = apply step 11, until = 11 + 5. The
+  // spike entered the mean capped at tau * mu: mu = 0.9 * 1 + 0.1 * 2.5.
+  EXPECT_EQ(Fields(first), (std::vector<std::string>{"layers.1.mlp", "recovery", "20", "19",
+                                                     "20", "1.15", "promote", "11", "16", "10"}));
+  EXPECT_EQ(Fields(second), (std::vector<std::string>{"layers.1.attn", "active", "10", "9", "10",
+                                                      "1.15", "promote", "-", "-", "10"}));
+  // Columns are aligned: every GNMR cell ends where the header's does.
+  EXPECT_EQ(header.find("GNMR") + 4, first.find(" 20 ") + 3) << r.out;
+
+  r = Run({"units", "--job", "j", "--state", "recovery", "--target", unix_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_EQ(LinesWith(r.out, "layers.").size(), 1u) << r.out;
+  EXPECT_EQ(LinesWith(r.out, "layers.1.mlp").size(), 1u) << r.out;
+
+  r = Run({"units", "--job", "j", "--state", "active", "--top", "1", "--json", "--target",
+           tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  const auto units = ParseJson<v1::ListUnitsResponse>(r.out);
+  ASSERT_EQ(units.units_size(), 1);
+  EXPECT_EQ(units.units(0).name(), "layers.1.attn");  // top GNMR among the active ones
+
+  r = Run({"units", "--job", "j", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_EQ(LinesWith(r.out, "layers.").size(), 4u) << r.out;
+  EXPECT_LT(r.out.find("layers.0.attn"), r.out.find("layers.1.mlp"));  // id order
+}
+
+TEST_F(CtlTest, EventsOneLineEachAndJsonLines) {
+  Start();
+  DriveSpike();
+  CtlResult r = Run({"events", "--job", "j", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  const auto admissions = LinesWith(r.out, "admission");
+  ASSERT_EQ(admissions.size(), 1u) << r.out;
+  auto f = Fields(admissions[0]);
+  // TIME STEP KIND UNIT ACTION TRIGGER GNMR DELTA UNTIL DETAIL
+  ASSERT_EQ(f.size(), 10u) << admissions[0];
+  EXPECT_EQ(f[1], "10");
+  EXPECT_EQ(f[3], "layers.1.mlp");
+  EXPECT_EQ(f[4], "promote");
+  EXPECT_EQ(f[5], "gnmr");
+  EXPECT_EQ(f[6], "20");
+  EXPECT_EQ(f[8], "16");
+  const auto denials = LinesWith(r.out, "denial");
+  ASSERT_EQ(denials.size(), 1u) << r.out;
+  EXPECT_NE(denials[0].find("layers.1.attn"), std::string::npos);
+  EXPECT_NE(denials[0].find("max_o reached"), std::string::npos);
+
+  r = Run({"events", "--job", "j", "--json", "--limit", "1", "--target", unix_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  ASSERT_EQ(LinesWith(r.out, "{").size(), 1u) << r.out;  // the newest one
+  const auto event = ParseJson<v1::Event>(r.out);
+  EXPECT_EQ(event.kind(), "denial");
+  EXPECT_EQ(event.observed_step(), 10);
+
+  r = Run({"events", "--job", "j", "--since", "11", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_EQ(r.out, "no events\n");
+}
+
+TEST_F(CtlTest, FollowPrintsNewEventsOnceUntilInterrupted) {
+  Start();
+  DriveSpike();
+  const std::string out = Path("follow.out"), err = Path("follow.err");
+  const pid_t pid = Spawn({"events", "--job", "j", "--follow", "--json", "--target", tcp_}, out,
+                          err);
+  auto wait_for = [&](const std::string& needle) {
+    for (int i = 0; i < 500 && ReadAll(out).find(needle) == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return ReadAll(out).find(needle) != std::string::npos;
+  };
+  ASSERT_TRUE(wait_for("\"denial\"")) << ReadAll(out) << ReadAll(err);
+  // New events at the same step and at later steps show up, once each.
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("x-gnmr-admin-token", admin_token_);
+  v1::ReleaseUnitRequest rel;
+  rel.set_job_id("j");
+  rel.set_unit("layers.1.mlp");
+  v1::ReleaseUnitResponse rel_resp;
+  ASSERT_TRUE(Admin()->ReleaseUnit(&ctx, rel, &rel_resp).ok());
+  ASSERT_TRUE(wait_for("admin_release")) << ReadAll(out);
+  EXPECT_EQ(Step(rank_.get(), 11, {1.0, 1.0, 100.0, 1.0}).admitted_size(), 1);  // layers.1.attn
+  ASSERT_TRUE(wait_for("\"observed_step\":\"11\"")) << ReadAll(out);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // one more poll
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  EXPECT_EQ(Wait(pid), 0) << ReadAll(err);
+  const std::string text = ReadAll(out);
+  EXPECT_EQ(LinesWith(text, "\"denial\"").size(), 1u) << text;
+  EXPECT_EQ(LinesWith(text, "admin_release").size(), 1u) << text;
+  EXPECT_EQ(LinesWith(text, "\"admission\"").size(), 2u) << text;
+  std::vector<std::string> lines = LinesWith(text, "{");
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(std::unique(lines.begin(), lines.end()), lines.end()) << text;  // no repeats
+}
+
+TEST_F(CtlTest, NonFiniteStatisticsShowAsNan) {
+  Start();
+  RawRank rank(Channel(), "n", 0, 1);
+  const v1::ControllerConfig cfg = FastConfig();
+  ASSERT_TRUE(rank.Register({{"a"}, {"b"}}, nullptr, &cfg).ok());
+  rank.Open();
+  for (int64_t step = 0; step <= 6; ++step) {
+    Step(&rank, step, {1.0, step == 6 ? std::nan("") : 1.0});
+  }
+  CtlResult r = Run({"units", "--job", "n", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  const auto b = Fields(LinesWith(r.out, "b ").at(0));
+  ASSERT_EQ(b.size(), 10u) << r.out;
+  EXPECT_EQ(b[1], "recovery");
+  EXPECT_EQ(b[4], "nan") << r.out;  // NORM
+  EXPECT_EQ(LinesWith(r.out, "nan").size(), 1u) << r.out;
+  r = Run({"events", "--job", "n", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_EQ(LinesWith(r.out, "nonfinite").size(), 1u) << r.out;
+}
+
+TEST_F(CtlTest, EveryCommandHasHelp) {
+  Start();
+  for (const std::string cmd : {"status", "jobs", "units", "events", "release", "config get",
+                                "config set", "export", "import"}) {
+    std::vector<std::string> args = Fields(cmd);
+    args.push_back("--help");
+    const CtlResult r = Run(args);
+    EXPECT_EQ(r.code, 0) << cmd << "\n" << Show(r);
+    EXPECT_EQ(r.out.rfind("usage: gnmrctl " + cmd, 0), 0u) << r.out;
+    EXPECT_NE(r.out.find("--target T"), std::string::npos) << cmd;
+  }
+  const CtlResult r = Run({"--help"});
+  ASSERT_EQ(r.code, 0);
+  for (const char* cmd : {"status", "jobs", "units", "events", "release", "config", "export",
+                          "import", "replay"}) {
+    EXPECT_NE(r.out.find(std::string("  ") + cmd + " "), std::string::npos) << cmd;
+  }
+}
+
+}  // namespace
+}  // namespace gnmr::testing
