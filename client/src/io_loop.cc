@@ -190,8 +190,14 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken) {
       if (!ok) return Status(StatusCode::kUnavailable, "Session: write failed");
     }
     if (Report* r = outbox_->PopReport()) {
-      FillStats(*r);
-      const bool ok = stream->Write(out_);
+      bool ok = false;
+      try {
+        FillStats(*r);
+        ok = stream->Write(out_);
+      } catch (...) {
+        outbox_->Release(r, false);  // never leak a slot
+        throw;
+      }
       if (ok) shared_->reports_sent.fetch_add(1, std::memory_order_relaxed);
       outbox_->Release(r, ok);
       if (!ok) return Status(StatusCode::kUnavailable, "Session: write failed");
