@@ -118,7 +118,11 @@ void Daemon::TickLoop() {
 void Daemon::Shutdown(std::chrono::milliseconds grace) {
   if (shut_down_) return;
   shut_down_ = true;
-  // Ends open streams (reactors get OnCancel) after the grace period.
+  // Streams end with UNAVAILABLE so clients reconnect (to this daemon's
+  // successor); the server then waits for in-flight RPCs up to `grace`.
+  for (const std::shared_ptr<Job>& job : registry_->All()) {
+    job->CloseSessions(Status(StatusCode::kUnavailable, "gnmrd is shutting down"));
+  }
   server_->Shutdown(std::chrono::system_clock::now() + grace);
   {
     std::lock_guard<std::mutex> lock(tick_mu_);

@@ -20,6 +20,7 @@ std::string TokenFromMetadata(const grpc::CallbackServerContext* ctx, const char
 
 void SessionSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
   SessionReactor* reactor = nullptr;
+  const v1::ServerMessage* next = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (reactor_ == nullptr || finish_requested_ || finished_) return;
@@ -34,14 +35,19 @@ void SessionSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
     writing_ = true;
     reactor = reactor_;
     reactor->in_flight_ = std::move(msg);
+    next = reactor->in_flight_.get();
   }
   // Only the thread that set writing_ starts a write, and the reactor cannot
   // be finished (hence deleted) while writing_ is set.
-  reactor->StartWrite(reactor->in_flight_.get());
+  reactor->StartWrite(next);
 }
 
 void SessionSink::WriteDone() {
+  // What to do next is decided under the lock and acted on outside it; the
+  // writing_ flag stays set while a next write is chosen, so SendDecision
+  // on another thread only queues.
   SessionReactor* reactor;
+  const v1::ServerMessage* next = nullptr;
   bool finish = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -50,6 +56,7 @@ void SessionSink::WriteDone() {
     if (!queue_.empty() && !finish_requested_) {
       reactor->in_flight_ = std::move(queue_.front());
       queue_.pop_front();
+      next = reactor->in_flight_.get();
     } else {
       writing_ = false;
       reactor->in_flight_.reset();
@@ -61,8 +68,8 @@ void SessionSink::WriteDone() {
   }
   if (finish) {
     reactor->Finish(finish_status_);
-  } else if (reactor->in_flight_) {
-    reactor->StartWrite(reactor->in_flight_.get());
+  } else if (next != nullptr) {
+    reactor->StartWrite(next);
   }
 }
 

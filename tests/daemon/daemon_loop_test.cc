@@ -159,3 +159,25 @@ TEST_F(DaemonTest, AcksAreCheckedAgainstTheSentDigest) {
 
 }  // namespace
 }  // namespace gnmr::testing
+
+namespace gnmr::testing {
+namespace {
+
+TEST_F(DaemonTest, ShutdownEndsStreamsPromptlyWithUnavailable) {
+  StartDaemon();
+  RawRank open(Unix(), "j", 0, 2), closed(Tcp(), "j", 1, 2);
+  ASSERT_TRUE(open.Register({{"x"}}).ok());
+  ASSERT_TRUE(closed.Register({{"x"}}).ok());
+  open.Open();
+  closed.Open();
+  ASSERT_TRUE(open.SendStats(0, {1.0}));
+  closed.Close();
+  const auto t0 = std::chrono::steady_clock::now();
+  daemon_->Shutdown(std::chrono::milliseconds(3000));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 1.0);
+  EXPECT_EQ(open.WaitEnd().error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+}  // namespace
+}  // namespace gnmr::testing
