@@ -14,7 +14,10 @@
 //                    [--rate 50] [--window 8]
 //        daemon_load --target unix:/path ...   (an already running gnmrd)
 #include <grpcpp/grpcpp.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -148,6 +151,66 @@ class Rank : public grpc::ClientBidiReactor<gnmr::v1::ClientMessage, gnmr::v1::S
   bool writing_ = false, started_ = false, done_ = false;
 };
 
+// A free loopback TCP port (bound and released; fine for a benchmark).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// GET /metrics from 127.0.0.1:port; "" on failure.
+std::string Scrape(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (write(fd, req.data(), req.size()) < 0) {
+    close(fd);
+    return "";
+  }
+  std::string out;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+// Quantile q of a Prometheus histogram in `text`, as the upper bound of the
+// bucket holding it (what histogram_quantile would interpolate within).
+double HistogramBound(const std::string& text, const std::string& name, double q) {
+  std::vector<std::pair<double, double>> buckets;  // le, cumulative count
+  size_t pos = 0;
+  const std::string prefix = name + "_bucket{";
+  while ((pos = text.find(prefix, pos)) != std::string::npos) {
+    const size_t le = text.find("le=\"", pos);
+    const size_t end = text.find('\n', pos);
+    if (le == std::string::npos || le > end) break;
+    const std::string bound = text.substr(le + 4, text.find('"', le + 4) - le - 4);
+    const double count = std::atof(text.c_str() + text.rfind(' ', end) + 1);
+    buckets.emplace_back(bound == "+Inf" ? 1e300 : std::atof(bound.c_str()), count);
+    pos = end;
+  }
+  if (buckets.empty() || buckets.back().second <= 0) return -1;
+  const double want = q * buckets.back().second;
+  for (const auto& [le, c] : buckets) {
+    if (c >= want) return le;
+  }
+  return -1;
+}
+
 long PeakRssKb(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -196,14 +259,17 @@ int main(int argc, char** argv) {
 
   pid_t child = -1;
   std::string state_dir;
+  int metrics_port = 0;
   if (!o.gnmrd.empty()) {
     char tmpl[] = "/tmp/gnmr-load-XXXXXX";
     state_dir = mkdtemp(tmpl);
     o.target = "unix:" + state_dir + "/gnmrd.sock";
+    metrics_port = FreePort();
+    const std::string metrics = "127.0.0.1:" + std::to_string(metrics_port);
     child = fork();
     if (child == 0) {
       execl(o.gnmrd.c_str(), o.gnmrd.c_str(), "--listen", o.target.c_str(), "--state-dir",
-            state_dir.c_str(), "--metrics", "off", "--log-level", "warn", nullptr);
+            state_dir.c_str(), "--metrics", metrics.c_str(), "--log-level", "warn", nullptr);
       std::perror("exec gnmrd");
       _exit(127);
     }
@@ -274,6 +340,9 @@ int main(int argc, char** argv) {
     }
   }
   const long rss = child > 0 ? PeakRssKb(child) : -1;
+  const std::string scraped = metrics_port > 0 ? Scrape(metrics_port) : "";
+  const double server_p50 = HistogramBound(scraped, "gnmr_decision_latency_seconds", 0.5);
+  const double server_p99 = HistogramBound(scraped, "gnmr_decision_latency_seconds", 0.99);
   for (auto& r : ranks) r->Close();
   for (auto& r : ranks) r->Wait();
   if (child > 0) {
@@ -288,6 +357,11 @@ int main(int argc, char** argv) {
               o.units, lat.size(), o.steps, steps_per_s,
               steps_per_s * o.ranks * o.units / 1e6, Percentile(lat, 0.5), Percentile(lat, 0.99),
               Percentile(lat, 1.0), rss > 0 ? (std::to_string(rss / 1024) + " MB").c_str() : "n/a");
+  if (server_p99 > 0) {
+    std::printf("\ngnmrd's own decision latency (last report in -> decision out, histogram "
+                "bucket bounds): p50 <= %.2f ms, p99 <= %.2f ms\n",
+                server_p50 * 1e3, server_p99 * 1e3);
+  }
   if (!state_dir.empty()) std::system(("rm -rf " + state_dir).c_str());
   return lat.size() == static_cast<size_t>(o.steps) ? 0 : 1;
 }
