@@ -285,8 +285,10 @@ void Job::EmitEvents(const Decision& d) {
       }
     }
     e.set_trigger(static_cast<v1::Trigger>(a.trigger));
-    e.set_gnmr(a.gnmr);
-    e.set_delta(a.delta);
+    // A non-finite sample is not evaluated: no GNMR or Delta exists for it.
+    const bool evaluated = a.trigger != Trigger::kNonFinite;
+    e.set_gnmr(evaluated ? a.gnmr : std::nan(""));
+    e.set_delta(evaluated ? a.delta : std::nan(""));
     e.set_norm(a.norm);
     e.set_mu(a.mu);
     if (a.nonfinite) e.set_detail("nonfinite=" + std::to_string(a.nonfinite));

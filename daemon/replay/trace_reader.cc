@@ -1,3 +1,4 @@
+#include <cmath>
 #include "daemon/replay/trace_reader.h"
 
 #include <sys/stat.h>
@@ -217,7 +218,8 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
         break;
       case kSumsq:
         ok = ParseNumber(f, &row->sample.sumsq);
-        if (ok && row->sample.sumsq < 0.0) {
+        // NaN and +/-Inf are signals (non-finite); a negative number is not.
+        if (ok && std::isfinite(row->sample.sumsq) && row->sample.sumsq < 0.0) {
           return Error(line_no_, "column 'sumsq': " + Quoted(f) +
                                      " is negative (a sum of squares is >= "
                                      "0, nan or inf)");

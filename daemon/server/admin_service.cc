@@ -14,6 +14,11 @@ AdminService::AdminService(JobRegistry* registry, ServerStats* stats, AdminConte
       context_(std::move(context)),
       started_(std::chrono::steady_clock::now()) {}
 
+void AdminService::SetListen(std::vector<std::string> bound) {
+  std::lock_guard<std::mutex> lock(listen_mu_);
+  context_.listen = std::move(bound);
+}
+
 grpc::ServerUnaryReactor* AdminService::Reply(grpc::CallbackServerContext* ctx,
                                               const char* method,
                                               const std::function<Status()>& body) {
@@ -55,7 +60,10 @@ grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* c
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
     resp->set_jobs(static_cast<uint32_t>(registry_->All().size()));
     resp->set_sessions(static_cast<uint32_t>(std::max<int64_t>(0, stats_->sessions_open.load())));
-    for (const std::string& l : context_.listen) resp->add_listen(l);
+    {
+      std::lock_guard<std::mutex> lock(listen_mu_);
+      for (const std::string& l : context_.listen) resp->add_listen(l);
+    }
     resp->set_state_dir(context_.state_dir);
     return Status::Ok();
   });

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct AdminContext {
 class AdminService final : public v1::Admin::CallbackService {
  public:
   AdminService(JobRegistry* registry, ServerStats* stats, AdminContext context);
+
+  // The addresses actually bound (known only once the server started).
+  void SetListen(std::vector<std::string> bound);
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext*, const v1::GetStatusRequest*,
                                       v1::GetStatusResponse*) override;
@@ -64,7 +68,8 @@ class AdminService final : public v1::Admin::CallbackService {
 
   JobRegistry* const registry_;
   ServerStats* const stats_;
-  const AdminContext context_;
+  AdminContext context_;  // listen: guarded by listen_mu_
+  mutable std::mutex listen_mu_;
   const std::chrono::steady_clock::time_point started_;
 };
 

@@ -96,6 +96,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
       d->bound_.push_back(addr.substr(0, addr.rfind(':') + 1) + std::to_string(ports[i]));
     }
   }
+  d->admin_service_->SetListen(d->bound_);
   d->ticker_ = std::thread([raw = d.get()] { raw->TickLoop(); });
   return d;
 }

@@ -1,5 +1,7 @@
 #include "tools/gnmrctl/admin_client.h"
 
+#include "common/default_target.h"
+
 #include <google/protobuf/util/json_util.h>
 
 #include <cerrno>
@@ -92,7 +94,7 @@ void PrintJson(const google::protobuf::Message& message) {
 }
 
 Status AdminClient::Init(const AdminOptions& o) {
-  target_ = !o.target.empty() ? o.target : EnvOr(kTargetEnv, kDefaultTarget);
+  target_ = !o.target.empty() ? o.target : DefaultTarget();  // $GNMR_TARGET first
   char* end = nullptr;
   timeout_seconds_ = std::strtod(o.timeout.c_str(), &end);
   if (o.timeout.empty() || *end != '\0' || !(timeout_seconds_ > 0) ||

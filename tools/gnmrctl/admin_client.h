@@ -22,7 +22,7 @@ namespace gnmr {
 namespace cli {
 
 struct AdminOptions {
-  std::string target;            // empty: $GNMR_TARGET, else kDefaultTarget
+  std::string target;            // empty: DefaultTarget() ($GNMR_TARGET, else gnmrd's socket)
   std::string admin_token;       // empty: --admin-token-file, else $GNMR_ADMIN_TOKEN
   std::string admin_token_file;
   std::string timeout = "5";     // seconds, the deadline of each RPC
