@@ -121,6 +121,8 @@ TEST_F(BadRequestTest, StreamMessagesAreValidated) {
   {
     auto probe = OpenRank();
     ASSERT_TRUE(probe->SendStats(5, {1.0, 1.0}));
+    v1::Decision d;  // processed (a cancel could otherwise overtake it)
+    ASSERT_TRUE(probe->WaitDecision(5, &d));
     probe->Close();
   }
   const int64_t before = LastStep("j");
