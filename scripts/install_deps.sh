@@ -13,6 +13,7 @@ packages=(
   libspdlog-dev prometheus-cpp-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3
+  prometheus  # promtool + server for tests/observability
 )
 
 missing=()

@@ -25,6 +25,7 @@ DaemonMetrics::DaemonMetrics(MetricsOptions options)
     : options_(std::move(options)),
       registry_(std::make_shared<prometheus::Registry>()),
       store_collector_(std::make_shared<StoreCollector>()),
+      process_collector_(std::make_shared<ProcessCollector>()),
       families_(*registry_) {
   families_.build_info.Add({{"version", options_.version}}).Set(1);
   families_.start_time.Add({}).Set(UnixNowSeconds());
@@ -51,6 +52,7 @@ StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(
   }
   m->exposer_->RegisterCollectable(m->registry_);
   m->exposer_->RegisterCollectable(m->store_collector_);
+  m->exposer_->RegisterCollectable(m->process_collector_);
   const std::vector<int> ports = m->exposer_->GetListeningPorts();
   if (!ports.empty()) m->port_ = ports.front();
   return m;
@@ -106,6 +108,9 @@ void DaemonMetrics::SetStoreSources(StoreSources sources) {
 std::string DaemonMetrics::Render() const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
   for (prometheus::MetricFamily& f : store_collector_->Collect()) {
+    families.push_back(std::move(f));
+  }
+  for (prometheus::MetricFamily& f : process_collector_->Collect()) {
     families.push_back(std::move(f));
   }
   return prometheus::TextSerializer().Serialize(families);

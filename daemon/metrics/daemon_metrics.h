@@ -30,6 +30,7 @@
 #include "common/status.h"
 #include "daemon/metrics/job_metrics.h"
 #include "daemon/metrics/metric_families.h"
+#include "daemon/metrics/process_collector.h"
 #include "daemon/metrics/store_collector.h"
 
 namespace gnmr {
@@ -80,6 +81,7 @@ class DaemonMetrics {
   const MetricsOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<StoreCollector> store_collector_;
+  std::shared_ptr<ProcessCollector> process_collector_;
   MetricFamilies families_;
 
   mutable std::mutex mu_;

@@ -37,6 +37,9 @@
 //   gnmr_snapshot_age_seconds{job_id}, gnmr_snapshot_writes_total,
 //   gnmr_snapshot_failures_total, gnmr_events_written_total,
 //   gnmr_events_dropped_total, gnmr_event_write_failures_total
+// Process figures at scrape time (process_collector.h):
+//   gnmr_process_resident_memory_bytes, gnmr_process_virtual_memory_bytes,
+//   gnmr_process_open_fds
 #pragma once
 
 #include <prometheus/counter.h>
