@@ -13,6 +13,7 @@ packages=(
   libspdlog-dev prometheus-cpp-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3
+  yamllint python3-yaml  # tests/deploy: YAML lint and manifest checks
   prometheus  # promtool + server for tests/observability
 )
 

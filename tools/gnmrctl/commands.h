@@ -3,7 +3,7 @@
 // replay), and the daemon's admin commands, which share admin_client.h
 // (connection flags, errors) and table.h (output): overview_cmd.cc (status,
 // jobs), units_cmd.cc (units, release), events_cmd.cc, config_cmd.cc
-// (config get/set), state_cmd.cc (export, import).
+// (config get/set), state_cmd.cc (export, import), top_cmd.cc (live view).
 #pragma once
 
 #include <string>
@@ -34,6 +34,7 @@ int JobsCommand(int argc, char** argv);
 int UnitsCommand(int argc, char** argv);
 int ReleaseCommand(int argc, char** argv);
 int EventsCommand(int argc, char** argv);
+int TopCommand(int argc, char** argv);
 int ConfigCommand(int argc, char** argv);
 int ExportCommand(int argc, char** argv);
 int ImportCommand(int argc, char** argv);

@@ -21,6 +21,7 @@ const Command kCommands[] = {
     {"jobs", "jobs and their ranks: steps, recovery budget, admissions", &JobsCommand},
     {"units", "a job's units: GNMR, Delta-GNMR, norm, mu, state", &UnitsCommand},
     {"events", "a job's admissions, releases, denials, config changes", &EventsCommand},
+    {"top", "a live view of one job: budget, recovery, top units, ranks", &TopCommand},
     {"release", "end a unit's recovery now (admin)", &ReleaseCommand},
     {"config", "get or set a job's controller config (set: admin)", &ConfigCommand},
     {"export", "write a job's controller state to a file", &ExportCommand},
