@@ -12,7 +12,9 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc
   libspdlog-dev prometheus-cpp-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev python3
+  pybind11-dev python3 python3-dev
+  # tests/python: CPU PyTorch (with a fast BLAS) and pytest
+  python3-torch libopenblas0-pthread python3-pytest
   yamllint python3-yaml  # tests/deploy: YAML lint and manifest checks
   prometheus  # promtool + server for tests/observability
 )

@@ -1,0 +1,84 @@
+"""GNMR client library for Python (SPEC section 6).
+
+The C++ client (``gnmr::Client``) as ``gnmr.Client``; the PyTorch adapter is
+``gnmr.torch.Monitor``. Quick use without torch::
+
+    import gnmr
+    opts = gnmr.ClientOptions(target="unix:/run/gnmr/gnmrd.sock", job_id="run3",
+                              rank=0, world_size=1)
+    client = gnmr.Client(opts, config={"lag": 1, "max_o": 4})
+    u = client.add_unit("fc1", [gnmr.TensorRef(ptr, numel, "fp32")])
+    client.start()
+    client.observe(step)                 # statistics + enqueue; no network
+    plan = client.plan_for(step)         # actions in force at `step`
+    client.ack(plan)
+
+Errors: a bad argument raises ``ValueError``; other failures ``gnmr.Error``
+(a ``RuntimeError``; ``gnmr.UnavailableError`` when the daemon cannot be
+reached by ``export_state``/``import_state``). The background thread never
+raises: its problems show in ``client.counters()`` (fail-open: without a
+daemon, plans are empty).
+"""
+from __future__ import annotations
+
+from gnmr._gnmr import (  # noqa: F401  (re-exports)
+    Action,
+    Client,
+    ClientOptions,
+    Counters,
+    EntryTreatment,
+    Error,
+    Plan,
+    PlanEntry,
+    TensorRef,
+    UnavailableError,
+    clip_scale,
+    default_config,
+    validate_config,
+)
+
+__all__ = [
+    "Action",
+    "Client",
+    "ClientOptions",
+    "Counters",
+    "EntryTreatment",
+    "Error",
+    "Plan",
+    "PlanEntry",
+    "TensorRef",
+    "UnavailableError",
+    "clip_scale",
+    "default_config",
+    "tensor_ref",
+    "validate_config",
+]
+
+_TORCH_DTYPES = {
+    "torch.float32": "fp32",
+    "torch.bfloat16": "bf16",
+    "torch.float16": "fp16",
+    "torch.float8_e4m3fn": "fp8_e4m3fn",
+    "torch.float8_e5m2": "fp8_e5m2",
+}
+
+
+def tensor_ref(tensor, scale_inv: float = 1.0) -> TensorRef:
+    """A TensorRef viewing a torch tensor's memory (no copy).
+
+    The tensor must be contiguous, of a supported dtype (fp32, bf16, fp16,
+    fp8), and stay alive while the client may read it (until the next
+    ``set_tensors`` of its unit). CPU tensors only for now: CUDA tensors are
+    passed with their device ordinal and refused by the client until the GPU
+    statistics path lands.
+    """
+    dtype = _TORCH_DTYPES.get(str(tensor.dtype))
+    if dtype is None:
+        raise ValueError(
+            f"unsupported tensor dtype {tensor.dtype} (supported: float32, bfloat16, "
+            "float16, float8_e4m3fn, float8_e5m2)")
+    if not tensor.is_contiguous():
+        raise ValueError("tensor must be contiguous (its memory is read as one flat array)")
+    device = tensor.device
+    ordinal = -1 if device.type == "cpu" else (device.index if device.index is not None else 0)
+    return TensorRef(tensor.data_ptr(), tensor.numel(), dtype, ordinal, scale_inv)

@@ -1,0 +1,413 @@
+"""PyTorch adapter: ``gnmr.torch.Monitor`` (SPEC sections 3 and 6).
+
+A Monitor attaches to an ``nn.Module``: every module chosen by ``unit_filter``
+(default: every ``nn.Linear``) is one GNMR unit, named as in
+``named_modules()``. A unit's gradient is the ``.grad`` of its parameters
+(weight and bias of a Linear: several tensors of one unit; with a custom
+filter, a module's parameters recursively, except those an earlier unit in
+``named_modules()`` order already owns). Per step::
+
+    loss.backward()
+    monitor.after_backward(step)          # refresh .grad pointers, observe
+    monitor.apply(step, optimizer)        # plan in force, then optimizer.step()
+    optimizer.zero_grad()
+
+``apply`` carries out the plan in force at ``step``:
+
+- ``promote``: the unit switches to its high-fidelity path through
+  ``promote_callback(name, module, promoted)`` (default: sets
+  ``module.gnmr_promoted``); called when a unit enters and when it leaves
+  recovery, and in force from the next forward pass. Call
+  ``before_forward(step)`` at the start of a step to switch before that
+  step's forward pass (useful with lag >= 1; a no-op with lag 0). With lag 0
+  the promoted step's own gradient gets the entry treatment (clip or skip).
+- ``clip``: the unit's ``.grad`` tensors are multiplied by the plan's scale,
+  clamp(mu / norm, clip_min_scale, 1), on every step in force.
+- ``skip``: the unit's ``.grad`` tensors are set to ``None`` on the first step
+  in force, so the optimizer leaves its parameters (and moments) untouched.
+- ``reset_state``: the unit's parameters' optimizer state is cleared on the
+  first step in force (Adam & co. re-initialise it at the next step).
+- ``global_skip`` (a non-finite gradient): ``optimizer.step()`` is not called.
+
+Then the plan is acknowledged. Gradients that are ``None`` at
+``after_backward`` contribute nothing: they are observed as zeros (a shared
+zero buffer, no allocation per step), so a unit whose gradients are all
+``None`` is inactive for the controller (SPEC: sumsq == 0).
+
+Fail-open: without a daemon, plans are empty and training runs unchanged.
+Errors of the client during a step are warned about and counted
+(``monitor.errors``) instead of raised, unless ``strict=True``.
+
+Data parallelism (``torch.distributed``): every rank builds a Monitor on the
+same model (rank and world size default to the process group's); gradients
+are identical after the all-reduce, so every rank observes the same
+statistics and, with a ``decision_wait_ms`` long enough for decisions to
+arrive, applies the identical plan (compare ``AppliedPlan.digest``).
+
+Checkpoints: ``state_dict()`` holds the daemon's controller state of the job
+(Admin ExportState) as bytes, or ``None`` with a warning when the daemon
+cannot be reached (fail-open). ``load_state_dict()`` imports it (Admin
+ImportState; needs admin rights: allowed over a Unix socket when the daemon
+has no admin token, else pass ``admin_token``); only rank 0 imports, then
+all ranks meet at a barrier. Call it before training resumes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from typing import Any, Callable, Dict, List, Optional
+
+import torch as _torch
+
+from gnmr import _gnmr
+from gnmr import tensor_ref as _tensor_ref
+
+__all__ = ["Monitor", "AppliedPlan", "default_promote_callback", "linear_filter"]
+
+STATE_FORMAT = 1
+_ZERO_CHUNK = 1 << 20  # elements of the shared zero buffer for None grads
+
+
+def linear_filter(name: str, module: _torch.nn.Module) -> bool:
+    """The default unit filter: every nn.Linear."""
+    return isinstance(module, _torch.nn.Linear)
+
+
+def default_promote_callback(name: str, module: _torch.nn.Module, promoted: bool) -> None:
+    """Sets ``module.gnmr_promoted``; a low-precision module reads it in forward."""
+    module.gnmr_promoted = promoted
+
+
+@dataclasses.dataclass
+class AppliedPlan:
+    """What ``Monitor.apply`` did at one step (unit names)."""
+
+    step: int
+    has_decision: bool = False
+    digest: int = 0
+    global_skip: bool = False
+    optimizer_stepped: bool = False
+    promoted: List[str] = dataclasses.field(default_factory=list)  # in force at this step
+    newly_promoted: List[str] = dataclasses.field(default_factory=list)
+    demoted: List[str] = dataclasses.field(default_factory=list)
+    clipped: Dict[str, float] = dataclasses.field(default_factory=dict)  # name -> scale
+    skipped: List[str] = dataclasses.field(default_factory=list)
+    reset: List[str] = dataclasses.field(default_factory=list)
+    plan: Optional[_gnmr.Plan] = None
+
+
+class _Unit:
+    __slots__ = ("name", "module", "params", "handle")
+
+    def __init__(self, name: str, module: _torch.nn.Module, params: List[_torch.nn.Parameter]):
+        self.name = name
+        self.module = module
+        self.params = params
+        self.handle = -1
+
+
+class Monitor:
+    """GNMR for one rank of a PyTorch training job; see the module docstring.
+
+    Args:
+      model: the module to watch (pass the inner module of a DDP wrapper so
+        unit names carry no ``module.`` prefix).
+      target: gnmrd address, ``unix:/path/gnmrd.sock`` or ``host:port``.
+      job_id: the job (the same on every rank).
+      rank, world_size: default to torch.distributed's when initialised, else 0/1.
+      config: controller config for a job the daemon does not know yet, a dict
+        of SPEC keys (see ``gnmr.validate_config``); ValueError if invalid.
+      unit_filter: ``(name, module) -> bool``; default every nn.Linear.
+      promote_callback: ``(name, module, promoted) -> None``.
+      decision_wait_ms: how long ``apply`` may wait for the decision of the
+        step (default 100 ms with lag 0, else 0).
+      strict: raise client errors instead of warning.
+    """
+
+    def __init__(self, model: _torch.nn.Module, *, target: str, job_id: str,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 token: str = "", admin_token: str = "",
+                 config: Optional[Dict[str, Any]] = None,
+                 unit_filter: Callable[[str, _torch.nn.Module], bool] = linear_filter,
+                 promote_callback: Callable[[str, _torch.nn.Module, bool], None] =
+                 default_promote_callback,
+                 decision_wait_ms: Optional[float] = None,
+                 max_queued_reports: int = 64,
+                 state_timeout_ms: float = 5000.0,
+                 strict: bool = False,
+                 start: bool = True):
+        dist = _torch.distributed
+        dist_on = dist.is_available() and dist.is_initialized()
+        if rank is None:
+            rank = dist.get_rank() if dist_on else 0
+        if world_size is None:
+            world_size = dist.get_world_size() if dist_on else 1
+        self._config = _gnmr.validate_config(config) if config is not None else None
+        self._lag = int((self._config or _gnmr.default_config())["lag"])
+        if decision_wait_ms is None:
+            decision_wait_ms = 100.0 if self._lag == 0 else 0.0
+        self._promote_callback = promote_callback
+        self._strict = strict
+        self._state_timeout_ms = float(state_timeout_ms)
+        self.errors = 0
+        self._last_warning = ""
+
+        self._units: List[_Unit] = []
+        claimed = set()
+        for name, module in model.named_modules():
+            if not unit_filter(name, module):
+                continue
+            params = [p for p in module.parameters()
+                      if p.requires_grad and id(p) not in claimed]
+            if not params:
+                continue
+            claimed.update(id(p) for p in params)
+            self._units.append(_Unit(name or "<root>", module, params))
+        if not self._units:
+            raise ValueError("gnmr.torch.Monitor: no unit matches the filter "
+                             "(no module with trainable parameters)")
+
+        self.options = _gnmr.ClientOptions(
+            target=target, job_id=job_id, rank=rank, world_size=world_size, token=token,
+            decision_wait_ms=float(decision_wait_ms), max_queued_reports=max_queued_reports,
+            admin_token=admin_token)
+        self.client = _gnmr.Client(self.options, self._config)
+        for u in self._units:
+            refs = [_tensor_ref(p.detach()) for p in u.params]
+            u.handle = self.client.add_unit(u.name, refs)
+        self._zeros: Optional[_torch.Tensor] = None
+        self._promoted = set()  # unit indices currently promoted
+        self._last_observed: Optional[int] = None
+        self._started = False
+        if start:
+            self.start()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        if not self._started:
+            self.client.start()
+            self._started = True
+
+    def close(self) -> None:
+        """Stops the background thread (queued reports are discarded)."""
+        self.client.stop()
+
+    def __enter__(self) -> "Monitor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def unit_names(self) -> List[str]:
+        return [u.name for u in self._units]
+
+    def unit_module(self, name: str) -> _torch.nn.Module:
+        for u in self._units:
+            if u.name == name:
+                return u.module
+        raise KeyError(name)
+
+    def counters(self) -> _gnmr.Counters:
+        return self.client.counters()
+
+    def wait_connected(self, timeout_s: float = 5.0) -> bool:
+        """Waits until this rank is registered with the daemon."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.client.counters().connected:
+                return True
+            time.sleep(0.01)
+        return self.client.counters().connected
+
+    # ------------------------------------------------------------ per step
+
+    def _fail(self, what: str, e: Exception) -> None:
+        if self._strict:
+            raise e
+        self.errors += 1
+        msg = f"gnmr.torch: {what}: {e}"
+        if msg != self._last_warning:  # one warning per distinct problem in a row
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
+            self._last_warning = msg
+
+    def _zero_refs(self, numel: int) -> List[_gnmr.TensorRef]:
+        if self._zeros is None:
+            self._zeros = _torch.zeros(_ZERO_CHUNK, dtype=_torch.float32)
+        refs = []
+        ptr = self._zeros.data_ptr()
+        while numel > 0:
+            n = min(numel, _ZERO_CHUNK)
+            refs.append(_gnmr.TensorRef(ptr, n, "fp32"))
+            numel -= n
+        return refs
+
+    def after_backward(self, step: int) -> None:
+        """Points every unit at its current ``.grad`` tensors and observes
+        the step (statistics on this thread; the report is queued)."""
+        try:
+            keep = []
+            for u in self._units:
+                refs = []
+                for p in u.params:
+                    g = p.grad
+                    if g is None:
+                        refs.extend(self._zero_refs(p.numel()))
+                        continue
+                    if g.is_sparse:
+                        raise ValueError(f"unit '{u.name}': sparse gradients are not supported")
+                    g = g.detach()
+                    if not g.is_contiguous():
+                        g = g.contiguous()  # a copy, kept alive below
+                    keep.append(g)
+                    refs.append(_tensor_ref(g))
+                self.client.set_tensors(u.handle, refs)
+            self.client.observe(step)  # reads the grads now; `keep` held them alive
+            self._last_observed = step
+        except (_gnmr.Error, ValueError) as e:
+            self._fail(f"observe step {step}", e)
+
+    def _plan(self, step: int) -> Optional[_gnmr.Plan]:
+        try:
+            plan = self.client.plan_for(step)
+        except (_gnmr.Error, ValueError) as e:
+            self._fail(f"plan for step {step}", e)
+            return None
+        if plan.has_decision:
+            self._lag = plan.apply_step - plan.observed_step
+        return plan
+
+    def _set_promotions(self, plan: Optional[_gnmr.Plan], applied: Optional[AppliedPlan]) -> None:
+        want = set()
+        if plan is not None:
+            want = {e.unit for e in plan.entries if e.action == _gnmr.Action.PROMOTE}
+        for i in sorted(want - self._promoted):
+            u = self._units[i]
+            self._promote_callback(u.name, u.module, True)
+            if applied is not None:
+                applied.newly_promoted.append(u.name)
+        for i in sorted(self._promoted - want):
+            u = self._units[i]
+            self._promote_callback(u.name, u.module, False)
+            if applied is not None:
+                applied.demoted.append(u.name)
+        self._promoted = want
+        if applied is not None:
+            applied.promoted = [self._units[i].name for i in sorted(want)]
+
+    def before_forward(self, step: int) -> None:
+        """Switches promoted units before the forward pass of ``step``
+        (lag >= 1: the plan of ``step`` is already decided). No-op with lag 0."""
+        if self._lag == 0:
+            return
+        self._set_promotions(self._plan(step), None)
+
+    def apply(self, step: int, optimizer: Optional[_torch.optim.Optimizer] = None, *,
+              step_optimizer: bool = True) -> AppliedPlan:
+        """Carries out the plan in force at ``step`` on the gradients and
+        calls ``optimizer.step()`` unless the plan says ``global_skip`` (or
+        ``step_optimizer`` is False); acks the plan. Returns what was done."""
+        applied = AppliedPlan(step=step)
+        plan = self._plan(step)
+        if plan is not None:
+            applied.plan = plan
+            applied.has_decision = plan.has_decision
+            applied.digest = plan.digest
+            applied.global_skip = plan.global_skip
+            self._set_promotions(plan, applied)
+            A, E = _gnmr.Action, _gnmr.EntryTreatment
+            for e in plan.entries:
+                u = self._units[e.unit]
+                first = e.first_step
+                clip = e.action == A.CLIP or (e.action == A.PROMOTE and first and e.entry == E.CLIP)
+                skip = first and (e.action == A.SKIP or
+                                  (e.action == A.PROMOTE and e.entry == E.SKIP))
+                if clip:
+                    scale = float(e.scale)
+                    if scale != 1.0:
+                        with _torch.no_grad():
+                            for p in u.params:
+                                if p.grad is not None:
+                                    p.grad.mul_(scale)
+                    applied.clipped[u.name] = scale
+                if skip:
+                    for p in u.params:
+                        p.grad = None
+                    applied.skipped.append(u.name)
+                if e.action == A.RESET_STATE and first:
+                    if optimizer is not None:
+                        for p in u.params:
+                            optimizer.state.pop(p, None)
+                    applied.reset.append(u.name)
+            try:
+                self.client.ack(plan)
+            except (_gnmr.Error, ValueError) as e:
+                self._fail(f"ack step {step}", e)
+        if optimizer is not None and step_optimizer and not applied.global_skip:
+            optimizer.step()
+            applied.optimizer_stepped = True
+        return applied
+
+    # ------------------------------------------------------------ checkpoints
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The controller state for a training checkpoint (after the daemon
+        has decided the last observed step, waiting at most
+        ``state_timeout_ms``); ``controller_state`` is ``None`` (with a
+        warning) when the daemon cannot be reached."""
+        state = None
+        try:
+            self._wait_decided()
+            state = self.client.export_state(self._state_timeout_ms)
+        except (_gnmr.Error, ValueError) as e:
+            warnings.warn(f"gnmr.torch: controller state not saved: {e}", RuntimeWarning,
+                          stacklevel=2)
+        return {"format": STATE_FORMAT, "job_id": self.options.job_id,
+                "units": self.unit_names, "controller_state": state}
+
+    def _wait_decided(self) -> None:
+        """Waits (bounded, only while connected) until the daemon has decided
+        the last observed step, so an exported state includes it."""
+        if self._last_observed is None:
+            return
+        deadline = time.monotonic() + self._state_timeout_ms / 1000.0
+        self.client.flush(self._state_timeout_ms)
+        while time.monotonic() < deadline:
+            k = self.client.counters()
+            if not k.connected or k.last_decided_step >= self._last_observed:
+                return
+            time.sleep(0.005)
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> bool:
+        """Restores the controller state saved by ``state_dict()``. Rank 0
+        imports it once registered (waits up to ``state_timeout_ms``); every
+        rank then meets at a barrier when torch.distributed is initialised.
+        Returns whether this rank imported. Fail-open: a daemon that cannot
+        be reached gives a warning (raised with ``strict=True``); a malformed
+        ``state_dict`` raises ValueError."""
+        if not isinstance(state_dict, dict) or state_dict.get("format") != STATE_FORMAT:
+            raise ValueError("gnmr.torch: not a Monitor state_dict (format "
+                             f"{STATE_FORMAT} expected)")
+        units = list(state_dict.get("units", []))
+        if units != self.unit_names:
+            raise ValueError("gnmr.torch: the checkpoint's units differ from this model's "
+                             f"({len(units)} vs {len(self._units)} units)")
+        state = state_dict.get("controller_state")
+        imported = False
+        if state is not None and self.options.rank == 0:
+            try:
+                if not self.wait_connected(self._state_timeout_ms / 1000.0):
+                    raise _gnmr.UnavailableError("UNAVAILABLE: not registered with gnmrd")
+                self.client.import_state(bytes(state), self._state_timeout_ms)
+                imported = True
+            except _gnmr.Error as e:
+                if self._strict:
+                    raise
+                warnings.warn(f"gnmr.torch: controller state not restored: {e}",
+                              RuntimeWarning, stacklevel=2)
+        dist = _torch.distributed
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            dist.barrier()
+        return imported

@@ -1,0 +1,506 @@
+// _gnmr: the GNMR client library for Python (SPEC section 6). The Python
+// package gnmr re-exports it; gnmr.torch builds the PyTorch adapter on it.
+//
+// Errors: a bad argument raises ValueError, anything else gnmr.Error (a
+// RuntimeError) whose message starts with the status code name; an
+// unreachable daemon in export/import raises gnmr.UnavailableError. The
+// background thread never raises: its problems show in counters().
+// Blocking calls (observe, plan_for with a decision_wait, flush, export and
+// import) release the GIL.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/controller/config.h"
+#include "gnmr/client.h"
+#include "gnmr/tensor.h"
+#include "python/src/state_rpc.h"
+
+namespace py = pybind11;
+
+namespace gnmr::python {
+namespace {
+
+class GnmrError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class UnavailableError : public GnmrError {
+ public:
+  using GnmrError::GnmrError;
+};
+
+[[noreturn]] void Raise(const Status& s) {
+  const std::string msg = std::string(StatusCodeName(s.code())) + ": " + s.message();
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+      throw py::value_error(s.message());
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      throw UnavailableError(msg);
+    default:
+      throw GnmrError(msg);
+  }
+}
+
+void Check(const Status& s) {
+  if (!s.ok()) Raise(s);
+}
+
+// ------------------------------------------------------------- config dict
+
+const char* const kConfigKeys[] = {"warmup",     "ema_decay", "tau",        "tau_delta",
+                                   "gnmr_floor", "short_window", "max_o", "lock_steps",
+                                   "lag",        "entry",     "clip_min_scale", "actions"};
+
+std::string KeyList() {
+  std::string s;
+  for (const char* k : kConfigKeys) s += (s.empty() ? "" : ", ") + std::string(k);
+  return s;
+}
+
+double AsDouble(const py::handle& v, const std::string& key) {
+  if (py::isinstance<py::bool_>(v) ||
+      !(py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v))) {
+    throw py::value_error("config key '" + key + "' must be a number, got " +
+                          std::string(py::str(py::type::of(v).attr("__name__"))));
+  }
+  return v.cast<double>();
+}
+
+int32_t AsInt(const py::handle& v, const std::string& key) {
+  if (py::isinstance<py::bool_>(v) || !py::isinstance<py::int_>(v)) {
+    throw py::value_error("config key '" + key + "' must be an integer, got " +
+                          std::string(py::str(py::type::of(v).attr("__name__"))));
+  }
+  const long long x = v.cast<long long>();
+  if (x < INT32_MIN || x > INT32_MAX) {
+    throw py::value_error("config key '" + key + "' is out of range: " + std::to_string(x));
+  }
+  return static_cast<int32_t>(x);
+}
+
+std::string AsStr(const py::handle& v, const std::string& key) {
+  if (!py::isinstance<py::str>(v)) {
+    throw py::value_error("config key '" + key + "' must be a string");
+  }
+  return v.cast<std::string>();
+}
+
+ControllerConfig ConfigFromDict(const py::dict& d) {
+  ControllerConfig c;
+  for (auto item : d) {
+    if (!py::isinstance<py::str>(item.first)) {
+      throw py::value_error("config keys must be strings");
+    }
+    const std::string key = item.first.cast<std::string>();
+    const py::handle v = item.second;
+    if (key == "warmup") c.warmup = AsInt(v, key);
+    else if (key == "ema_decay") c.ema_decay = AsDouble(v, key);
+    else if (key == "tau") c.tau = AsDouble(v, key);
+    else if (key == "tau_delta") c.tau_delta = AsDouble(v, key);
+    else if (key == "gnmr_floor") c.gnmr_floor = AsDouble(v, key);
+    else if (key == "short_window") c.short_window = AsInt(v, key);
+    else if (key == "max_o") c.max_o = AsInt(v, key);
+    else if (key == "lock_steps") c.lock_steps = AsInt(v, key);
+    else if (key == "lag") c.lag = AsInt(v, key);
+    else if (key == "clip_min_scale") c.clip_min_scale = AsDouble(v, key);
+    else if (key == "entry") {
+      const std::string s = AsStr(v, key);
+      if (!ParseEntryTreatment(s, &c.entry)) {
+        throw py::value_error("config key 'entry' must be one of none, clip, skip; got '" + s +
+                              "'");
+      }
+    } else if (key == "actions") {
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) {
+        throw py::value_error(
+            "config key 'actions' must be a list of {pattern, action[, clip_min_scale]}");
+      }
+      size_t i = 0;
+      for (py::handle r : v) {
+        const std::string k = "actions[" + std::to_string(i++) + "]";
+        if (!py::isinstance<py::dict>(r)) {
+          throw py::value_error("config key '" + k + "' must be a dict");
+        }
+        ActionRule rule;
+        bool has_pattern = false;
+        for (auto f : r.cast<py::dict>()) {
+          const std::string fk = py::str(f.first);
+          if (fk == "pattern") {
+            rule.pattern = AsStr(f.second, k + ".pattern");
+            has_pattern = true;
+          } else if (fk == "action") {
+            const std::string a = AsStr(f.second, k + ".action");
+            if (!ParseAction(a, &rule.action)) {
+              throw py::value_error("config key '" + k +
+                                    ".action' must be one of promote, clip, skip, "
+                                    "reset_state; got '" + a + "'");
+            }
+          } else if (fk == "clip_min_scale") {
+            if (!f.second.is_none()) rule.clip_min_scale = AsDouble(f.second, k + ".clip_min_scale");
+          } else {
+            throw py::value_error("config key '" + k + "' has unknown field '" + fk +
+                                  "' (known: pattern, action, clip_min_scale)");
+          }
+        }
+        if (!has_pattern) throw py::value_error("config key '" + k + "' needs a 'pattern'");
+        c.actions.push_back(rule);
+      }
+    } else {
+      throw py::value_error("unknown config key '" + key + "' (known: " + KeyList() + ")");
+    }
+  }
+  Status s = c.Validate();
+  if (!s.ok()) throw py::value_error(s.message());
+  return c;
+}
+
+py::dict ConfigToDict(const ControllerConfig& c) {
+  py::dict d;
+  d["warmup"] = c.warmup;
+  d["ema_decay"] = c.ema_decay;
+  d["tau"] = c.tau;
+  d["tau_delta"] = c.tau_delta;
+  d["gnmr_floor"] = c.gnmr_floor;
+  d["short_window"] = c.short_window;
+  d["max_o"] = c.max_o;
+  d["lock_steps"] = c.lock_steps;
+  d["lag"] = c.lag;
+  d["entry"] = EntryTreatmentName(c.entry);
+  d["clip_min_scale"] = c.clip_min_scale;
+  py::list rules;
+  for (const ActionRule& r : c.actions) {
+    py::dict rd;
+    rd["pattern"] = r.pattern;
+    rd["action"] = ActionName(r.action);
+    if (r.clip_min_scale >= 0.0) rd["clip_min_scale"] = r.clip_min_scale;
+    rules.append(rd);
+  }
+  d["actions"] = rules;
+  return d;
+}
+
+// ----------------------------------------------------------------- tensors
+
+DType ParseDType(const std::string& s) {
+  if (s == "fp32" || s == "float32" || s == "torch.float32") return DType::kFp32;
+  if (s == "bf16" || s == "bfloat16" || s == "torch.bfloat16") return DType::kBf16;
+  if (s == "fp16" || s == "float16" || s == "torch.float16") return DType::kFp16;
+  if (s == "fp8_e4m3fn" || s == "float8_e4m3fn" || s == "torch.float8_e4m3fn") {
+    return DType::kFp8E4M3;
+  }
+  if (s == "fp8_e5m2" || s == "float8_e5m2" || s == "torch.float8_e5m2") return DType::kFp8E5M2;
+  throw py::value_error("unsupported dtype '" + s +
+                        "' (supported: fp32, bf16, fp16, fp8_e4m3fn, fp8_e5m2)");
+}
+
+TensorRef MakeRef(uint64_t data_ptr, uint64_t numel, const std::string& dtype, int32_t device,
+                  float scale_inv) {
+  if (data_ptr == 0 && numel > 0) throw py::value_error("tensor data_ptr is 0 but numel > 0");
+  TensorRef t;
+  t.data = reinterpret_cast<const void*>(static_cast<uintptr_t>(data_ptr));
+  t.numel = numel;
+  t.dtype = ParseDType(dtype);
+  t.device = device;
+  t.scale_inv = scale_inv;
+  return t;
+}
+
+// ------------------------------------------------------------------ client
+
+struct PyOptions {
+  std::string target;
+  std::string job_id;
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  std::string token;
+  double decision_wait_ms = 0;
+  size_t max_queued_reports = 64;
+  double backoff_initial_ms = 50;
+  double backoff_max_ms = 1000;
+  std::string admin_token;  // for import_state only
+};
+
+std::chrono::milliseconds Ms(double v, const char* what) {
+  if (!(v >= 0) || v > 3.6e6) {
+    throw py::value_error(std::string(what) + " must be in [0, 3600000] ms");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(v));
+}
+
+class PyClient {
+ public:
+  PyClient(const PyOptions& o, const py::object& config) : opts_(o) {
+    ClientOptions c;
+    c.target = o.target;
+    c.job_id = o.job_id;
+    c.rank = o.rank;
+    c.world_size = o.world_size;
+    c.token = o.token;
+    c.decision_wait = Ms(o.decision_wait_ms, "decision_wait_ms");
+    c.max_queued_reports = o.max_queued_reports;
+    c.backoff_initial = Ms(o.backoff_initial_ms, "backoff_initial_ms");
+    c.backoff_max = Ms(o.backoff_max_ms, "backoff_max_ms");
+    if (!config.is_none()) {
+      if (!py::isinstance<py::dict>(config)) throw py::value_error("config must be a dict or None");
+      c.config = ConfigFromDict(config.cast<py::dict>());
+    }
+    StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(c));
+    if (!client.ok()) Raise(client.status());
+    client_ = std::move(client).value();
+  }
+
+  UnitHandle AddUnit(const std::string& name, const std::vector<TensorRef>& tensors,
+                     uint32_t shard_index, uint32_t shard_count) {
+    StatusOr<UnitHandle> h = client_->AddUnit(name, tensors, shard_index, shard_count);
+    if (!h.ok()) Raise(h.status());
+    return *h;
+  }
+
+  void SetTensors(UnitHandle unit, const std::vector<TensorRef>& tensors) {
+    Check(client_->SetTensors(unit, tensors));
+  }
+
+  void Start() { Check(client_->Start()); }
+
+  void Observe(int64_t step) {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = client_->Observe(step);
+    }
+    Check(s);
+  }
+
+  Plan PlanFor(int64_t step) {
+    py::gil_scoped_release release;
+    return client_->PlanFor(step);
+  }
+
+  void Ack(const Plan& plan) { Check(client_->Ack(plan)); }
+
+  bool Flush(double timeout_ms) {
+    const auto t = Ms(timeout_ms, "timeout_ms");
+    py::gil_scoped_release release;
+    return client_->Flush(t);
+  }
+
+  void Stop() {
+    py::gil_scoped_release release;
+    client_->Stop();
+  }
+
+  py::bytes ExportState(double timeout_ms) {
+    const auto t = Ms(timeout_ms, "timeout_ms");
+    StatusOr<std::string> s = [&] {
+      py::gil_scoped_release release;
+      return python::ExportState(opts_.target, opts_.job_id, t);
+    }();
+    if (!s.ok()) Raise(s.status());
+    return py::bytes(*s);
+  }
+
+  void ImportState(const std::string& state, double timeout_ms, const py::object& admin_token) {
+    const auto t = Ms(timeout_ms, "timeout_ms");
+    const std::string token =
+        admin_token.is_none() ? opts_.admin_token : admin_token.cast<std::string>();
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = python::ImportState(opts_.target, opts_.job_id, state, token, t);
+    }
+    Check(s);
+  }
+
+  Client& client() { return *client_; }
+  const PyOptions& options() const { return opts_; }
+
+ private:
+  PyOptions opts_;
+  std::unique_ptr<Client> client_;
+};
+
+std::string PlanRepr(const Plan& p) {
+  std::string s = "Plan(step=" + std::to_string(p.step) +
+                  ", has_decision=" + (p.has_decision ? "True" : "False") +
+                  ", global_skip=" + (p.global_skip ? "True" : "False") + ", entries=[";
+  for (size_t i = 0; i < p.entries.size(); ++i) {
+    const PlanEntry& e = p.entries[i];
+    s += (i ? ", " : "") + std::string("(") + std::to_string(e.unit) + ", " +
+         ActionName(e.action) + ", " + std::to_string(e.since) + ".." + std::to_string(e.until) +
+         ")";
+  }
+  return s + "])";
+}
+
+}  // namespace
+}  // namespace gnmr::python
+
+PYBIND11_MODULE(_gnmr, m) {
+  using namespace gnmr;
+  using namespace gnmr::python;
+  m.doc() = "GNMR client library (C++), see the gnmr package";
+
+  // Translators run newest first: the subclass is registered after its base.
+  auto& error = py::register_exception<GnmrError>(m, "Error", PyExc_RuntimeError);
+  py::register_exception<UnavailableError>(m, "UnavailableError", error.ptr());
+
+  py::enum_<Action>(m, "Action")
+      .value("PROMOTE", Action::kPromote)
+      .value("CLIP", Action::kClip)
+      .value("SKIP", Action::kSkip)
+      .value("RESET_STATE", Action::kResetState);
+  py::enum_<EntryTreatment>(m, "EntryTreatment")
+      .value("NONE", EntryTreatment::kNone)
+      .value("CLIP", EntryTreatment::kClip)
+      .value("SKIP", EntryTreatment::kSkip);
+
+  py::class_<TensorRef>(m, "TensorRef",
+                        "A non-owning view of host memory: the caller keeps it alive.")
+      .def(py::init(&MakeRef), py::arg("data_ptr"), py::arg("numel"), py::arg("dtype") = "fp32",
+           py::arg("device") = -1, py::arg("scale_inv") = 1.0f)
+      .def_property_readonly("data_ptr",
+                             [](const TensorRef& t) { return reinterpret_cast<uintptr_t>(t.data); })
+      .def_readonly("numel", &TensorRef::numel)
+      .def_property_readonly("dtype", [](const TensorRef& t) { return DTypeName(t.dtype); })
+      .def_readonly("device", &TensorRef::device)
+      .def_readonly("scale_inv", &TensorRef::scale_inv);
+
+  py::class_<PyOptions>(m, "ClientOptions")
+      .def(py::init([](std::string target, std::string job_id, uint32_t rank, uint32_t world_size,
+                       std::string token, double decision_wait_ms, size_t max_queued_reports,
+                       double backoff_initial_ms, double backoff_max_ms, std::string admin_token) {
+             PyOptions o;
+             o.target = std::move(target);
+             o.job_id = std::move(job_id);
+             o.rank = rank;
+             o.world_size = world_size;
+             o.token = std::move(token);
+             o.decision_wait_ms = decision_wait_ms;
+             o.max_queued_reports = max_queued_reports;
+             o.backoff_initial_ms = backoff_initial_ms;
+             o.backoff_max_ms = backoff_max_ms;
+             o.admin_token = std::move(admin_token);
+             return o;
+           }),
+           py::kw_only(), py::arg("target"), py::arg("job_id"), py::arg("rank") = 0,
+           py::arg("world_size") = 1, py::arg("token") = "", py::arg("decision_wait_ms") = 0.0,
+           py::arg("max_queued_reports") = 64, py::arg("backoff_initial_ms") = 50.0,
+           py::arg("backoff_max_ms") = 1000.0, py::arg("admin_token") = "")
+      .def_readwrite("target", &PyOptions::target)
+      .def_readwrite("job_id", &PyOptions::job_id)
+      .def_readwrite("rank", &PyOptions::rank)
+      .def_readwrite("world_size", &PyOptions::world_size)
+      .def_readwrite("token", &PyOptions::token)
+      .def_readwrite("decision_wait_ms", &PyOptions::decision_wait_ms)
+      .def_readwrite("max_queued_reports", &PyOptions::max_queued_reports)
+      .def_readwrite("backoff_initial_ms", &PyOptions::backoff_initial_ms)
+      .def_readwrite("backoff_max_ms", &PyOptions::backoff_max_ms)
+      .def_readwrite("admin_token", &PyOptions::admin_token);
+
+  py::class_<PlanEntry>(m, "PlanEntry")
+      .def_readonly("unit", &PlanEntry::unit)
+      .def_readonly("action", &PlanEntry::action)
+      .def_readonly("entry", &PlanEntry::entry)
+      .def_readonly("first_step", &PlanEntry::first_step)
+      .def_readonly("since", &PlanEntry::since)
+      .def_readonly("until", &PlanEntry::until)
+      .def_readonly("ref_norm", &PlanEntry::ref_norm)
+      .def_readonly("clip_min_scale", &PlanEntry::clip_min_scale)
+      .def_readonly("norm", &PlanEntry::norm)
+      .def_readonly("scale", &PlanEntry::scale)
+      .def("__repr__", [](const PlanEntry& e) {
+        return "PlanEntry(unit=" + std::to_string(e.unit) + ", action=" + ActionName(e.action) +
+               ", since=" + std::to_string(e.since) + ", until=" + std::to_string(e.until) +
+               ", first_step=" + (e.first_step ? "True" : "False") +
+               ", scale=" + std::to_string(e.scale) + ")";
+      });
+
+  py::class_<Plan>(m, "Plan")
+      .def_readonly("step", &Plan::step)
+      .def_readonly("has_decision", &Plan::has_decision)
+      .def_readonly("observed_step", &Plan::observed_step)
+      .def_readonly("apply_step", &Plan::apply_step)
+      .def_readonly("sequence", &Plan::sequence)
+      .def_readonly("digest", &Plan::digest)
+      .def_readonly("global_skip", &Plan::global_skip)
+      .def_readonly("entries", &Plan::entries)
+      .def("find", [](const Plan& p, UnitHandle u) -> py::object {
+        const PlanEntry* e = p.Find(u);
+        return e ? py::cast(*e) : py::none();
+      }, py::arg("unit"))
+      .def("__repr__", &PlanRepr);
+
+  py::class_<ClientCounters>(m, "Counters")
+      .def_readonly("reports_enqueued", &ClientCounters::reports_enqueued)
+      .def_readonly("reports_sent", &ClientCounters::reports_sent)
+      .def_readonly("reports_dropped", &ClientCounters::reports_dropped)
+      .def_readonly("acks_sent", &ClientCounters::acks_sent)
+      .def_readonly("acks_dropped", &ClientCounters::acks_dropped)
+      .def_readonly("decisions_received", &ClientCounters::decisions_received)
+      .def_readonly("decisions_rejected", &ClientCounters::decisions_rejected)
+      .def_readonly("missed_decisions", &ClientCounters::missed_decisions)
+      .def_readonly("registrations", &ClientCounters::registrations)
+      .def_readonly("reconnects", &ClientCounters::reconnects)
+      .def_readonly("connect_failures", &ClientCounters::connect_failures)
+      .def_readonly("connected", &ClientCounters::connected)
+      .def_readonly("last_decided_step", &ClientCounters::last_decided_step)
+      .def_readonly("stats_seconds", &ClientCounters::stats_seconds)
+      .def_readonly("last_error", &ClientCounters::last_error)
+      .def("as_dict", [](const ClientCounters& c) {
+        py::dict d;
+        d["reports_enqueued"] = c.reports_enqueued;
+        d["reports_sent"] = c.reports_sent;
+        d["reports_dropped"] = c.reports_dropped;
+        d["acks_sent"] = c.acks_sent;
+        d["acks_dropped"] = c.acks_dropped;
+        d["decisions_received"] = c.decisions_received;
+        d["decisions_rejected"] = c.decisions_rejected;
+        d["missed_decisions"] = c.missed_decisions;
+        d["registrations"] = c.registrations;
+        d["reconnects"] = c.reconnects;
+        d["connect_failures"] = c.connect_failures;
+        d["connected"] = c.connected;
+        d["last_decided_step"] = c.last_decided_step;
+        d["stats_seconds"] = c.stats_seconds;
+        d["last_error"] = c.last_error;
+        return d;
+      });
+
+  py::class_<PyClient>(m, "Client")
+      .def(py::init<const PyOptions&, const py::object&>(), py::arg("options"),
+           py::arg("config") = py::none())
+      .def("add_unit", &PyClient::AddUnit, py::arg("name"), py::arg("tensors"),
+           py::arg("shard_index") = 0, py::arg("shard_count") = 1)
+      .def("set_tensors", &PyClient::SetTensors, py::arg("unit"), py::arg("tensors"))
+      .def("start", &PyClient::Start)
+      .def("observe", &PyClient::Observe, py::arg("step"))
+      .def("plan_for", &PyClient::PlanFor, py::arg("step"))
+      .def("ack", &PyClient::Ack, py::arg("plan"))
+      .def("flush", &PyClient::Flush, py::arg("timeout_ms") = 1000.0)
+      .def("stop", &PyClient::Stop)
+      .def("counters", [](const PyClient& c) {
+        return const_cast<PyClient&>(c).client().Counters();
+      })
+      .def_property_readonly("num_units", [](PyClient& c) { return c.client().num_units(); })
+      .def("unit_name", [](PyClient& c, UnitHandle u) {
+        if (u >= c.client().num_units()) throw py::index_error("no unit " + std::to_string(u));
+        return c.client().unit_name(u);
+      }, py::arg("unit"))
+      .def_property_readonly("options", &PyClient::options)
+      .def("export_state", &PyClient::ExportState, py::arg("timeout_ms") = 5000.0)
+      .def("import_state", &PyClient::ImportState, py::arg("state"),
+           py::arg("timeout_ms") = 5000.0, py::arg("admin_token") = py::none());
+
+  m.def("validate_config", [](const py::dict& d) { return ConfigToDict(ConfigFromDict(d)); },
+        py::arg("config"),
+        "The config with defaults filled in; ValueError naming the first bad key.");
+  m.def("default_config", [] { return ConfigToDict(ControllerConfig{}); });
+  m.def("clip_scale", &ClipScale, py::arg("ref_norm"), py::arg("norm"), py::arg("min_scale"));
+}

@@ -1,0 +1,88 @@
+"""Fixtures for the Python tests: the real gnmrd binary (path in $GNMRD) on a
+private Unix socket and state directory, and a small deterministic model."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import gnmr  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+class Gnmrd:
+    """gnmrd as a child process (like tests/daemon/gnmrd_process.h)."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="gnmrd-py-")
+        self.target = f"unix:{self.dir}/gnmrd.sock"
+        self.proc = None
+
+    def start(self) -> None:
+        binary = os.environ["GNMRD"]
+        self.log = open(os.path.join(self.dir, "gnmrd.log"), "wb")
+        self.proc = subprocess.Popen(
+            [binary, "--listen", self.target, "--state-dir", os.path.join(self.dir, "state"),
+             "--metrics", "off", "--log-level", "warn"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        # Ready when an RPC is answered: NOT_FOUND for an unknown job.
+        probe = gnmr.Client(gnmr.ClientOptions(target=self.target, job_id="ready-probe"))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                probe.export_state(200)
+            except gnmr.UnavailableError:
+                time.sleep(0.02)
+                continue
+            except gnmr.Error:
+                return
+        raise RuntimeError("gnmrd did not start: " + self.read_log())
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def read_log(self) -> str:
+        with open(os.path.join(self.dir, "gnmrd.log"), "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def gnmrd():
+    d = Gnmrd()
+    d.start()
+    yield d
+    d.cleanup()
+
+
+@pytest.fixture
+def gnmrd_factory():
+    made = []
+
+    def make() -> Gnmrd:
+        d = Gnmrd()
+        d.start()
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        d.cleanup()

@@ -1,0 +1,155 @@
+"""gnmr.torch.Monitor on CPU PyTorch with the real gnmrd: actions applied as
+planned (exact arithmetic), lag 0 and lag 1, a NaN skips the step, None
+grads, and the daemon absent."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import gnmr
+import gnmr.torch as gt
+from gnmr_testlib import UNITS, make, train
+
+SPIKES = {8: ("a", 50.0), 14: ("b", 50.0), 20: ("c", 50.0), 26: ("d", 50.0)}
+
+
+def config(lag):
+    return {"warmup": 5, "lock_steps": 4, "max_o": 4, "lag": lag, "entry": "clip",
+            "actions": [{"pattern": "a", "action": "clip", "clip_min_scale": 0.001},
+                        {"pattern": "b", "action": "skip"},
+                        {"pattern": "c", "action": "reset_state"}]}  # d: promote
+
+
+def check_step(r, model, lag):
+    """Every entry of the plan was carried out exactly; nothing else changed."""
+    plan = r.applied.plan
+    assert plan is not None
+    by_unit = {UNITS[e.unit]: e for e in plan.entries}
+    for name in UNITS:
+        e = by_unit.get(name)
+        gb, ga = r.grads_before[name], r.grads_after[name]
+        promoted = name in r.applied.promoted
+        if e is None:
+            assert all(torch.equal(x, y) for x, y in zip(gb, ga)), (r.step, name)
+            assert not promoted
+            continue
+        A = gnmr.Action
+        clip = e.action == A.CLIP or (e.action == A.PROMOTE and e.first_step and
+                                      e.entry == gnmr.EntryTreatment.CLIP)
+        skip = e.first_step and (e.action == A.SKIP or (
+            e.action == A.PROMOTE and e.entry == gnmr.EntryTreatment.SKIP))
+        if clip:
+            assert r.applied.clipped[name] == e.scale
+            assert e.scale == gnmr.clip_scale(e.ref_norm, e.norm, e.clip_min_scale)
+            assert all(torch.equal(x * e.scale, y) for x, y in zip(gb, ga)), (r.step, name)
+        elif skip:
+            assert all(y is None for y in ga) and name in r.applied.skipped
+            assert all(torch.equal(x, y) for x, y in
+                       zip(r.params_before[name], r.params_after[name]))
+        else:
+            assert all(torch.equal(x, y) for x, y in zip(gb, ga)), (r.step, name)
+        if e.action == A.RESET_STATE and e.first_step:
+            assert name in r.applied.reset
+            assert r.opt_steps[name] == 1.0  # state cleared, then one fresh Adam step
+        assert promoted == (e.action == A.PROMOTE)
+        assert e.since <= r.step < e.until
+
+
+@pytest.mark.parametrize("lag", [0, 1])
+def test_actions_applied_as_planned(gnmrd, lag):
+    model, opt = make(seed=1, opt="adam")
+    calls = []
+
+    def promote_cb(name, module, promoted):
+        calls.append((name, promoted))
+        gt.default_promote_callback(name, module, promoted)
+
+    mon = gt.Monitor(model, target=gnmrd.target, job_id=f"act{lag}", config=config(lag),
+                     decision_wait_ms=3000, promote_callback=promote_cb, strict=True)
+    assert mon.unit_names == UNITS
+    assert mon.wait_connected(10)
+    recs = train(model, opt, mon, range(34), spikes=SPIKES)
+    for r in recs:
+        if r.step >= 1 or lag == 0:
+            assert r.applied.has_decision, r.step
+        check_step(r, model, lag)
+    # Each spiked unit was admitted with its decision in force from spike + lag.
+    for spike, (name, _) in SPIKES.items():
+        r = recs[spike + lag]
+        e = r.applied.plan.find(UNITS.index(name))
+        assert e is not None and e.since == spike + lag and e.first_step, (name, r.applied)
+        assert e.until == spike + lag + 4
+    # Lag 0 treats the spiking gradient itself: the clip unit's and the promoted
+    # unit's (entry clip) spike steps are scaled down.
+    if lag == 0:
+        assert recs[8].applied.clipped["a"] < 0.1
+        assert recs[26].applied.clipped["d"] == 0.1  # clamped at the default clip_min_scale
+    assert recs[14 + lag].applied.skipped == ["b"]
+    assert "c" in recs[20 + lag].applied.reset
+    assert ("d", True) in calls and ("d", False) in calls  # promoted, then demoted
+    mon.client.flush(2000)
+    k = mon.counters()
+    assert k.acks_sent >= 30 and k.decisions_rejected == 0 and mon.errors == 0
+    mon.close()
+
+
+def test_nan_skips_optimizer_step(gnmrd):
+    model, opt = make(seed=2)
+    mon = gt.Monitor(model, target=gnmrd.target, job_id="nan", config=config(0),
+                     decision_wait_ms=3000, strict=True)
+    assert mon.wait_connected(10)
+    recs = train(model, opt, mon, range(12), nans={9: "b"})
+    for r in recs:
+        check_step(r, model, 0)
+        if r.step == 9:
+            assert r.applied.global_skip and not r.applied.optimizer_stepped
+            for name in UNITS:
+                assert all(torch.equal(x, y) for x, y in
+                           zip(r.params_before[name], r.params_after[name]))
+        else:
+            assert not r.applied.global_skip and r.applied.optimizer_stepped
+    mon.close()
+
+
+def test_none_grads_are_zero(gnmrd):
+    model, opt = make(seed=3)
+    for p in model.c.parameters():
+        p.requires_grad_(False)  # frozen: not a unit
+    mon = gt.Monitor(model, target=gnmrd.target, job_id="none", config=config(1),
+                     decision_wait_ms=3000, strict=True)
+    assert mon.unit_names == ["a", "b", "d"]
+    for step in range(3):
+        opt.zero_grad(set_to_none=True)
+        mon.after_backward(step)  # every grad None: observed as zeros (inactive)
+        applied = mon.apply(step, opt)
+        assert applied.clipped == {} and applied.skipped == []
+    mon.close()
+
+
+def test_daemon_absent_training_unchanged():
+    ref_model, ref_opt = make(seed=4)
+    train(ref_model, ref_opt, None, range(20), spikes=SPIKES, record=False)
+
+    model, opt = make(seed=4)
+    mon = gt.Monitor(model, target="unix:/nonexistent-gnmr/gnmrd.sock", job_id="absent",
+                     config=config(0), decision_wait_ms=3000)
+    import time
+    t0 = time.monotonic()
+    recs = train(model, opt, mon, range(20), spikes=SPIKES, record=False)
+    assert time.monotonic() - t0 < 10  # never waits while disconnected
+    for r in recs:
+        a = r.applied
+        assert not a.has_decision and a.optimizer_stepped
+        assert not (a.clipped or a.skipped or a.reset or a.promoted or a.global_skip)
+    for p, q in zip(ref_model.parameters(), model.parameters()):
+        assert torch.equal(p, q)
+    with pytest.warns(RuntimeWarning, match="not saved"):
+        sd = mon.state_dict()
+    assert sd["controller_state"] is None and sd["units"] == UNITS
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mon.load_state_dict(sd) is False  # nothing to restore
+    assert mon.errors == 0
+    mon.close()
