@@ -159,6 +159,7 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new stream"));
   rs.sink = std::move(sink);
   rs.last_seen = Clock::now();
+  if (last_decision_) rs.sink->SendDecision(last_decision_);
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
   return Status::Ok();
 }
@@ -243,6 +244,7 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
   pd->set_digest(d.digest);
   pd->set_config_version(d.config_version);
   std::shared_ptr<const v1::ServerMessage> shared = std::move(msg);
+  last_decision_ = shared;
   for (auto& [rank, rs] : sessions_) {
     if (rs.sink) rs.sink->SendDecision(shared);
   }

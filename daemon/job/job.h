@@ -82,7 +82,8 @@ class Job {
   // (see request_validation.h); this checks it against the job.
   StatusOr<RegisterResult> Register(const v1::RegisterRequest& request);
 
-  // Binds a Session stream to the rank's current session id.
+  // Binds a Session stream to the rank's current session id and sends it
+  // the newest decision, if any.
   Status Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionSink> sink);
   void Detach(uint32_t rank, uint64_t session_id);
 
@@ -142,6 +143,9 @@ class Job {
   std::unordered_map<uint32_t, RankSession> sessions_;
   std::mt19937_64 session_ids_;
   std::deque<std::pair<uint64_t, uint64_t>> sent_digests_;  // sequence, digest
+  // The newest decision, sent to a stream as soon as it attaches so a
+  // (re)connecting rank knows the set in force before its next step.
+  std::shared_ptr<const v1::ServerMessage> last_decision_;
   uint64_t steps_since_snapshot_ = 0;
 };
 

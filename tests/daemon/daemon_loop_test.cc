@@ -103,6 +103,10 @@ TEST_F(DaemonTest, ReRegisteringReplacesTheOldSession) {
   ASSERT_TRUE(second.Register({{"x"}}).ok());
   EXPECT_EQ(first.WaitEnd().error_code(), grpc::StatusCode::ABORTED);
   second.Open();
+  // The new stream gets the newest decision at once, before any report.
+  v1::Decision current;
+  ASSERT_TRUE(second.WaitDecision(0, &current));
+  EXPECT_EQ(current.digest(), d.digest());
   // The new session may resume from an earlier step (restarted trainer).
   ASSERT_TRUE(second.SendStats(1, {1.0}));
   ASSERT_TRUE(second.WaitDecision(1, &d));
