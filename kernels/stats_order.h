@@ -29,13 +29,24 @@
 //    +0.0 never changes a sum. Aligned blocks of 2^b partials are exact
 //    subtrees, so a GPU can reduce them block by block. The tensor's sum is
 //    T(0, m), or +0.0 when m == 0.
+// 5a. fp8 scale. For fp8 (e4m3fn, e5m2) steps 1-5 use the stored values
+//    decoded unscaled (their squares have at most 8 significant bits, so
+//    every partial is as exact as for the other dtypes). With
+//    s = |(double)scale_inv| (s * s is exact: 48 bits), the tensor's sum
+//    is T(0, m) * (s * s), one rounding, and its amax is
+//    amax_unscaled * s (exact: 4 x 24 bits). Zeros are stored zeros and
+//    non-finite elements are stored NaN/Inf patterns, whatever the scale.
+//    scale_inv must be finite (the CPU path rejects NaN/Inf); other dtypes
+//    ignore it. (Scaling each element instead would round x * scale_inv
+//    squared, and would cost a multiply per element.)
 // 6. Unit. The unit's sumsq is ((0.0 + t0) + t1) + ... over its tensors in
 //    the order they were given.
 //
 // amax, nonfinite and zeros are order-independent: amax is the maximum of
 // |x| over finite elements, compared as integers on the bit pattern with
-// the sign bit cleared (exponent-all-ones patterns are excluded), converted
-// to double at the end.
+// the sign bit cleared (exponent-all-ones patterns are excluded; for
+// e4m3fn, which has no Inf, only S.1111.111 = NaN), converted to double at
+// the end.
 #pragma once
 
 #include <cstdint>

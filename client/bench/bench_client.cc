@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -99,23 +100,38 @@ void BM_ObservePlanFor_Connected(benchmark::State& state) {
 }
 BENCHMARK(BM_ObservePlanFor_Connected)->Arg(1024)->Iterations(20000);
 
-std::vector<unsigned char>& Buffer() {
-  static std::vector<unsigned char> buf = [] {
-    std::vector<unsigned char> b(64u << 20);
-    std::mt19937 rng(1);
-    std::normal_distribution<float> dist(0.0f, 0.01f);
-    for (size_t i = 0; i + 4 <= b.size(); i += 4) {
-      const float f = dist(rng);
-      std::memcpy(&b[i], &f, 4);
+// 64 MiB of N(0, 0.01) gradients in `dtype` (denormal: N(0, 1e-39) for
+// fp32/bf16, mostly subnormal), larger than the caches.
+const std::vector<unsigned char>& Buffer(DType dtype, bool denormal) {
+  static std::vector<unsigned char> bufs[16];
+  std::vector<unsigned char>& b = bufs[static_cast<int>(dtype) * 2 + (denormal ? 1 : 0)];
+  if (!b.empty()) return b;
+  b.resize(64u << 20);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, denormal ? 1e-39f : 0.01f);
+  const size_t size = DTypeSize(dtype);
+  for (size_t i = 0; i + size <= b.size(); i += size) {
+    const float f = dist(rng);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if (dtype == DType::kFp32) {
+      std::memcpy(&b[i], &u, 4);
+    } else if (dtype == DType::kBf16) {
+      const uint16_t h = static_cast<uint16_t>(u >> 16);  // truncation is fine here
+      std::memcpy(&b[i], &h, 2);
+    } else if (dtype == DType::kFp16) {
+      const uint16_t h = static_cast<uint16_t>(0x2000 + (u & 0x8fff));  // small normals
+      std::memcpy(&b[i], &h, 2);
+    } else {
+      b[i] = static_cast<unsigned char>(0x20 + (u & 0x9f));  // fp8, no NaN/Inf
     }
-    return b;
-  }();
-  return buf;
+  }
+  return b;
 }
 
-void BM_CpuStats(benchmark::State& state) {
+void CpuStats(benchmark::State& state, bool denormal) {
   const DType dtype = static_cast<DType>(state.range(0));
-  std::vector<unsigned char>& buf = Buffer();
+  const std::vector<unsigned char>& buf = Buffer(dtype, denormal);
   TensorRef t;
   t.data = buf.data();
   t.numel = buf.size() / DTypeSize(dtype);
@@ -128,14 +144,21 @@ void BM_CpuStats(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * buf.size()));
   state.SetLabel(std::string(DTypeName(dtype)) + " " + cpu::IsaName(cpu::SelectedIsa()));
 }
+void BM_CpuStats(benchmark::State& state) { CpuStats(state, false); }
+void BM_CpuStatsDenormal(benchmark::State& state) { CpuStats(state, true); }
 BENCHMARK(BM_CpuStats)
     ->Arg(static_cast<int>(DType::kFp32))
     ->Arg(static_cast<int>(DType::kBf16))
     ->Arg(static_cast<int>(DType::kFp16))
+    ->Arg(static_cast<int>(DType::kFp8E4M3))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CpuStatsDenormal)
+    ->Arg(static_cast<int>(DType::kFp32))
+    ->Arg(static_cast<int>(DType::kBf16))
     ->Unit(benchmark::kMillisecond);
 
 void BM_MemoryRead(benchmark::State& state) {
-  std::vector<unsigned char>& buf = Buffer();
+  const std::vector<unsigned char>& buf = Buffer(DType::kFp32, false);
   const size_t words = buf.size() / 8;
   for (auto _ : state) {
     uint64_t acc = 0;

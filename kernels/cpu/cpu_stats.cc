@@ -5,6 +5,7 @@
 // item tree (stats_order.h step 5). Nothing here allocates.
 #include "kernels/cpu/cpu_stats.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -18,6 +19,8 @@ namespace {
 using stats_order::kItemElems;
 
 constexpr uint64_t kChunkItems = 64;
+
+bool IsFp8(DType d) { return d == DType::kFp8E4M3 || d == DType::kFp8E5M2; }
 
 struct TensorResult {
   double sum = 0.0;  // finite elements only
@@ -37,6 +40,11 @@ TensorResult TensorStats(ItemsFn items_fn, const TensorRef& ref) {
     for (uint64_t i = 0; i < items; ++i) tree.Push(partials[i]);
   }
   t.sum = tree.Finish();
+  if (IsFp8(ref.dtype)) {  // stats_order.h step 5a
+    const double s = std::fabs(static_cast<double>(ref.scale_inv));
+    t.sum = t.sum * (s * s);
+    t.counters.amax = t.counters.amax * s;
+  }
   return t;
 }
 
@@ -140,9 +148,11 @@ Status CheckTensors(const TensorRef* tensors, size_t count) {
         break;
       case DType::kFp8E4M3:
       case DType::kFp8E5M2:
-        return error(StatusCode::kUnimplemented, i,
-                     std::string(DTypeName(t.dtype)) +
-                         " statistics are not implemented on the CPU yet");
+        if (!std::isfinite(t.scale_inv)) {
+          return error(StatusCode::kInvalidArgument, i,
+                       std::string(DTypeName(t.dtype)) + " scale_inv is not finite");
+        }
+        break;
       default:
         return error(StatusCode::kInvalidArgument, i,
                      "unknown dtype " + std::to_string(static_cast<int>(t.dtype)));

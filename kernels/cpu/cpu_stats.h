@@ -13,8 +13,9 @@
 namespace gnmr::cpu {
 
 // OK if the CPU path can compute statistics of these tensors: host memory,
-// fp32/bf16/fp16 (fp8 is Unimplemented for now), data non-null when
-// numel > 0. InvalidArgument otherwise, naming the tensor.
+// any DType, data non-null when numel > 0, a finite scale_inv for fp8
+// (stats_order.h step 5a). InvalidArgument otherwise, naming the tensor;
+// Unimplemented for device tensors.
 Status CheckTensors(const TensorRef* tensors, size_t count);
 
 // Statistics of one unit made of `count` tensors, in tensor order. Checks

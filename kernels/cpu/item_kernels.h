@@ -23,7 +23,7 @@ struct ItemCounters {
   uint64_t nans = 0;
 };
 
-// Processes the `numel` elements of a fp32/bf16/fp16 tensor at `data` (any
+// Processes the `numel` elements of a tensor of any DType (fp8 unscaled) at `data` (any
 // alignment) as ceil(numel / 4096) work items (stats_order.h), the last one
 // possibly partial: writes item k's partial (steps 1-4) to partials[k],
 // folds the counters into `c` and returns the number of items. Callers

@@ -23,6 +23,31 @@ double Fp16Value(uint16_t h) {
   return sign * std::ldexp(static_cast<double>(1024 + m), e - 25);
 }
 
+// Stored fp8 value, unscaled, by the textbook formula.
+double Fp8Value(uint8_t b, bool e4m3) {
+  const int mant_bits = e4m3 ? 3 : 2;
+  const int bias = e4m3 ? 7 : 15;
+  const int e = (b & 0x7f) >> mant_bits;
+  const int m = b & ((1 << mant_bits) - 1);
+  const double sign = (b & 0x80) ? -1.0 : 1.0;
+  if (e4m3 && (b & 0x7f) == 0x7f) return std::numeric_limits<double>::quiet_NaN();
+  if (!e4m3 && e == 31) {
+    return m == 0 ? sign * std::numeric_limits<double>::infinity()
+                  : std::numeric_limits<double>::quiet_NaN();
+  }
+  if (e == 0) return sign * std::ldexp(static_cast<double>(m), 1 - bias - mant_bits);
+  return sign * std::ldexp(static_cast<double>((1 << mant_bits) + m), e - bias - mant_bits);
+}
+
+bool IsFp8(DType d) { return d == DType::kFp8E4M3 || d == DType::kFp8E5M2; }
+
+// Element i before the fp8 scale (the value itself for other dtypes).
+double UnscaledValue(const TensorRef& t, uint64_t i) {
+  if (!IsFp8(t.dtype)) return ElementValue(t, i);
+  const uint8_t b = static_cast<const unsigned char*>(t.data)[i];
+  return Fp8Value(b, t.dtype == DType::kFp8E4M3);
+}
+
 // T(lo, c) of stats_order.h step 5, recursively.
 double ItemTreeSum(const std::vector<double>& p, size_t lo, size_t c) {
   if (c == 1) return p[lo];
@@ -42,7 +67,7 @@ double CanonicalTensorSum(const TensorRef& t) {
       lanes[j] = 0.0;
       for (int r = 0; r < 16; ++r) {
         const uint64_t i = k * kItem + static_cast<uint64_t>(r) * kLaneCount + j;
-        double x = i < t.numel ? ElementValue(t, i) : 0.0;
+        double x = i < t.numel ? UnscaledValue(t, i) : 0.0;
         if (!std::isfinite(x)) x = 0.0;
         lanes[j] = lanes[j] + x * x;
       }
@@ -52,7 +77,10 @@ double CanonicalTensorSum(const TensorRef& t) {
     }
     partials.push_back(lanes[0]);
   }
-  return ItemTreeSum(partials, 0, partials.size());
+  const double sum = ItemTreeSum(partials, 0, partials.size());
+  if (!IsFp8(t.dtype)) return sum;
+  const double scale = std::fabs(static_cast<double>(t.scale_inv));  // step 5a
+  return sum * (scale * scale);
 }
 
 }  // namespace
@@ -78,6 +106,9 @@ double ElementValue(const TensorRef& t, uint64_t i) {
       std::memcpy(&h, base + 2 * i, 2);
       return Fp16Value(h);
     }
+    case DType::kFp8E4M3:
+    case DType::kFp8E5M2:
+      return UnscaledValue(t, i) * static_cast<double>(t.scale_inv);
     default:
       return std::numeric_limits<double>::quiet_NaN();
   }
@@ -113,7 +144,7 @@ ReferenceStats ComputeReferenceStats(const TensorRef* tensors, size_t count) {
         const long double lx = x;
         r.sumsq_finite += lx * lx;
         r.amax = std::fmax(r.amax, std::fabs(x));
-        if (x == 0.0) ++r.zeros;
+        if (UnscaledValue(t, i) == 0.0) ++r.zeros;  // stored zeros (fp8 too)
       }
     }
     r.numel += t.numel;

@@ -48,8 +48,8 @@ TEST(CApi, FullStepSequenceFailsOpen) {
   ASSERT_EQ(gnmr_add_unit(c, "layers.0.attn.qkv", t, 2, 1, 2, &unit), GNMR_OK) << gnmr_last_error();
   EXPECT_EQ(unit, 0u);
   EXPECT_EQ(gnmr_add_unit(c, "layers.0.attn.qkv", t, 1, 0, 1, &unit), GNMR_EALREADY_EXISTS);
-  gnmr_tensor fp8 = {h.data(), h.size(), GNMR_DTYPE_FP8_E5M2};
-  EXPECT_EQ(gnmr_add_unit(c, "fp8", &fp8, 1, 0, 1, &unit), GNMR_EUNIMPLEMENTED);
+  gnmr_tensor bad = {h.data(), h.size(), 99};  // fp8 is supported now; 99 is no dtype
+  EXPECT_EQ(gnmr_add_unit(c, "bad", &bad, 1, 0, 1, &unit), GNMR_EINVALID_ARGUMENT);
   EXPECT_EQ(gnmr_observe(c, 0), GNMR_EFAILED_PRECONDITION);
   ASSERT_EQ(gnmr_start(c), GNMR_OK);
 

@@ -2,6 +2,7 @@
 // with optional special values, stored as raw bytes at any byte offset.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -41,6 +42,38 @@ inline uint16_t ToFp16(float f) {
          static_cast<uint16_t>(static_cast<int>(m) - 1024);
 }
 
+// Stored fp8 value (unscaled) of a bit pattern; NaN for NaN, +-Inf (e5m2).
+inline double Fp8ToDouble(uint8_t b, bool e4m3) {
+  const int mant = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int e = (b & 0x7f) >> mant, m = b & ((1 << mant) - 1);
+  const double sign = (b & 0x80) ? -1.0 : 1.0;
+  if (e4m3 ? (b & 0x7f) == 0x7f : e == 31) {
+    return !e4m3 && m == 0 ? sign * INFINITY : NAN;
+  }
+  return sign * (e == 0 ? std::ldexp(m, 1 - bias - mant)
+                        : std::ldexp((1 << mant) + m, e - bias - mant));
+}
+
+inline std::vector<double> Fp8Table(bool e4m3) {
+  std::vector<double> v;
+  for (int b = 0; b <= (e4m3 ? 0x7e : 0x7b); ++b) v.push_back(Fp8ToDouble(static_cast<uint8_t>(b), e4m3));
+  return v;
+}
+
+// Nearest fp8 pattern (saturating to the largest finite; test data only).
+inline uint8_t ToFp8(float f, bool e4m3) {
+  if (std::isnan(f)) return e4m3 ? 0x7f : 0x7e;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const double a = std::fabs(static_cast<double>(f));
+  static const std::vector<double> values[2] = {Fp8Table(false), Fp8Table(true)};
+  const std::vector<double>& v = values[e4m3 ? 1 : 0];  // increasing
+  size_t hi = static_cast<size_t>(std::lower_bound(v.begin(), v.end(), a) - v.begin());
+  if (hi == v.size()) hi = v.size() - 1;  // saturate
+  const uint8_t best = static_cast<uint8_t>(
+      hi > 0 && a - v[hi - 1] <= v[hi] - a ? hi - 1 : hi);
+  return sign | best;
+}
+
 // A tensor's bytes placed `offset` bytes into an owned buffer, so tests can
 // exercise unaligned starts.
 class TestTensor {
@@ -53,6 +86,8 @@ class TestTensor {
     unsigned char* p = bytes_.data() + offset_ + i * DTypeSize(dtype_);
     if (dtype_ == DType::kFp32) {
       std::memcpy(p, &v, 4);
+    } else if (DTypeSize(dtype_) == 1) {
+      *p = ToFp8(v, dtype_ == DType::kFp8E4M3);
     } else {
       const uint16_t h = dtype_ == DType::kBf16 ? ToBf16(v) : ToFp16(v);
       std::memcpy(p, &h, 2);
@@ -68,9 +103,11 @@ class TestTensor {
     std::normal_distribution<float> dist(0.0f, scale);
     for (uint64_t i = 0; i < numel_; ++i) Set(i, dist(rng));
   }
+  void set_scale_inv(float s) { scale_inv_ = s; }
   // The same tensor at another byte offset.
   TestTensor Moved(size_t offset) const {
     TestTensor t(dtype_, numel_, offset);
+    t.scale_inv_ = scale_inv_;
     std::memcpy(t.bytes_.data() + offset, bytes_.data() + offset_,
                 numel_ * DTypeSize(dtype_));
     return t;
@@ -80,6 +117,7 @@ class TestTensor {
     r.data = numel_ == 0 ? nullptr : bytes_.data() + offset_;
     r.numel = numel_;
     r.dtype = dtype_;
+    r.scale_inv = scale_inv_;
     return r;
   }
 
@@ -87,6 +125,7 @@ class TestTensor {
   DType dtype_;
   uint64_t numel_;
   size_t offset_;
+  float scale_inv_ = 1.0f;
   std::vector<unsigned char> bytes_;
 };
 

@@ -132,8 +132,8 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Registers a unit made of `tensors` (host memory for now; fp32, bf16 or
-  // fp16), holding shard `shard_index` of `shard_count`. Only before
+  // Registers a unit made of `tensors` (host memory for now; any DType,
+  // fp8 with a finite scale_inv), holding shard `shard_index` of `shard_count`. Only before
   // Start(). The unit's dtype on the wire is its first tensor's.
   StatusOr<UnitHandle> AddUnit(const std::string& name,
                                const std::vector<TensorRef>& tensors,
