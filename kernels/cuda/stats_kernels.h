@@ -1,0 +1,65 @@
+// Device tables and kernel launchers of gnmr_cuda_stats (internal).
+// Plain structs shared by the host code (gpu_stats.cc) and the kernels
+// (stats_kernels.cu); see kernels/stats_order.h for the order.
+#pragma once
+
+#include <cstdint>
+
+#include "gnmr/tensor.h"
+
+namespace gnmr::cuda {
+
+struct DevTensor {
+  uint64_t numel;
+  uint64_t first_seg;  // index into the segment table
+  uint32_t n_segs;
+  uint32_t unit;
+  float scale_inv;
+  uint32_t dtype;      // gnmr::DType
+};
+// A work item: 4096 elements (the last of a tensor may be partial).
+struct DevItem {
+  uint64_t offset;  // first element
+  uint32_t tensor;
+  uint32_t n;       // elements, 1..4096
+};
+// A segment: an aligned block of up to kSegItems items of one tensor, an
+// exact subtree of the tensor's item tree (stats_order.h step 5).
+constexpr uint32_t kSegItems = 4096;
+struct DevSeg {
+  uint64_t first_item;
+  uint32_t n_items;
+  uint32_t pad;
+};
+struct DevUnit {
+  uint32_t first_tensor;
+  uint32_t n_tensors;
+};
+struct ItemOut {
+  double partial;
+  uint32_t amax, zeros, nonfinite, nans;
+};
+struct SegOut {
+  double sum;
+  uint32_t amax, pad;
+  uint64_t zeros, nonfinite, nans;
+};
+
+struct Tables {
+  const DevTensor* tensors;
+  const unsigned char* const* ptrs;  // one per tensor
+  const DevItem* items;
+  const DevSeg* segs;
+  const DevUnit* units;
+  ItemOut* item_out;
+  SegOut* seg_out;
+  UnitStats* unit_out;
+  uint64_t n_items, n_segs;
+  uint32_t n_units;
+};
+
+// Each returns the cudaError_t of its launch as int (0 = success).
+int LaunchStats(const Tables& t, void* stream);
+int LaunchApply(const Tables& t, const float* unit_scale, void* stream);
+
+}  // namespace gnmr::cuda
