@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -123,6 +124,13 @@ void Daemon::Shutdown(std::chrono::milliseconds grace) {
   // successor); the server then waits for in-flight RPCs up to `grace`.
   for (const std::shared_ptr<Job>& job : registry_->All()) {
     job->CloseSessions(Status(StatusCode::kUnavailable, "gnmrd is shutting down"));
+  }
+  // Let those streams finish (status delivered) before the server tears
+  // its transports down; bounded by the grace period.
+  const auto streams_deadline = std::chrono::steady_clock::now() +
+                                std::min<std::chrono::milliseconds>(grace, std::chrono::seconds(1));
+  while (stats_.sessions_open.load() > 0 && std::chrono::steady_clock::now() < streams_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   server_->Shutdown(std::chrono::system_clock::now() + grace);
   {

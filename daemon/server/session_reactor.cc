@@ -60,10 +60,7 @@ void SessionSink::WriteDone() {
     } else {
       writing_ = false;
       reactor->in_flight_.reset();
-      if (finish_requested_ && !finished_) {
-        finished_ = true;
-        finish = true;
-      }
+      finish = TakeFinishLocked();
     }
   }
   if (finish) {
@@ -71,6 +68,12 @@ void SessionSink::WriteDone() {
   } else if (next != nullptr) {
     reactor->StartWrite(next);
   }
+}
+
+bool SessionSink::TakeFinishLocked() {
+  if (!finish_requested_ || finished_ || writing_ || rearming_) return false;
+  finished_ = true;
+  return true;
 }
 
 void SessionSink::Close(const Status& why) {
@@ -81,8 +84,25 @@ void SessionSink::Close(const Status& why) {
     finish_requested_ = true;
     finish_status_ = ToGrpc(why);
     queue_.clear();
-    if (writing_) return;  // WriteDone finishes
-    finished_ = true;
+    if (!TakeFinishLocked()) return;  // WriteDone or EndRearm finishes
+    reactor = reactor_;
+  }
+  reactor->Finish(finish_status_);
+}
+
+bool SessionSink::BeginRearm() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reactor_ == nullptr || finish_requested_ || finished_) return false;
+  rearming_ = true;
+  return true;
+}
+
+void SessionSink::EndRearm() {
+  SessionReactor* reactor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rearming_ = false;
+    if (!TakeFinishLocked()) return;
     reactor = reactor_;
   }
   reactor->Finish(finish_status_);
@@ -154,7 +174,9 @@ void SessionReactor::OnReadDone(bool ok) {
     sink_->Close(s);
     return;
   }
+  if (!sink_->BeginRearm()) return;  // closing: no read after Finish
   StartRead(&in_);
+  sink_->EndRearm();
 }
 
 void SessionReactor::OnWriteDone(bool ok) {

@@ -46,11 +46,19 @@ class SessionSink final : public DecisionSink {
   void WriteDone();
   // Reactor is going away.
   void Detach();
+  // Brackets re-arming the read after a message: false if the stream is
+  // closing (do not read again). Finish is never started in between, since
+  // StartRead after Finish is not allowed.
+  bool BeginRearm();
+  void EndRearm();
+  // True (and marks finished) if a requested Finish can start now.
+  bool TakeFinishLocked();
 
   std::mutex mu_;
   SessionReactor* reactor_;  // null once the reactor is done
   std::deque<std::shared_ptr<const v1::ServerMessage>> queue_;
   bool writing_ = false;
+  bool rearming_ = false;
   bool finish_requested_ = false;
   bool finished_ = false;
   grpc::Status finish_status_;
