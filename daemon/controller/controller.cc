@@ -104,7 +104,6 @@ double Controller::WindowMean(uint32_t id) const {
 }
 
 void Controller::ResizeWindows(int32_t new_size) {
-  const int32_t old_size = config_.short_window;
   std::vector<double> values(units_.size() * static_cast<size_t>(new_size),
                              0.0);
   for (uint32_t id = 0; id < units_.size(); ++id) {
@@ -117,7 +116,6 @@ void Controller::ResizeWindows(int32_t new_size) {
     window_fill_[id] = static_cast<int32_t>(keep);
     window_next_[id] = new_size == 0 ? 0 : static_cast<int32_t>(keep) % new_size;
   }
-  (void)old_size;
   window_values_ = std::move(values);
 }
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <utility>
 
+#include "common/secret.h"
+#include "common/wall_clock.h"
 #include "daemon/controller/state_codec.h"
 
 namespace gnmr {
@@ -12,23 +14,6 @@ namespace {
 
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
-}
-
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// Constant-time comparison: the token check must not leak a prefix length.
-bool SameSecret(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
 }
 
 void FillEntry(const RecoveryEntry& e, v1::RecoveryEntry* out) {
@@ -268,7 +253,7 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
 void Job::EmitEvents(const Decision& d) {
   if (!listener_ || (!d.HasChanges())) return;
   std::vector<v1::Event> events;
-  const double now = UnixNow();
+  const double now = UnixNowSeconds();
   auto base = [&](const char* kind, uint32_t unit) {
     v1::Event e;
     e.set_observed_step(d.observed_step);

@@ -2,18 +2,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/wall_clock.h"
 #include "daemon/controller/state_codec.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {
-namespace {
-
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 v1::JobInfo Job::Info(Clock::time_point now) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -107,7 +100,7 @@ Status Job::SetConfig(const ControllerConfig& config) {
     v1::Event e;
     e.set_observed_step(controller_.last_step().value_or(-1));
     e.set_kind("config_change");
-    e.set_time_unix(UnixNow());
+    e.set_time_unix(UnixNowSeconds());
     e.set_detail("config_version=" + std::to_string(controller_.config_version()) +
                  " max_o=" + std::to_string(config.max_o) + " lag=" + std::to_string(config.lag) +
                  " lock_steps=" + std::to_string(config.lock_steps) +
@@ -130,7 +123,7 @@ Status Job::ReleaseUnit(const std::string& unit) {
     e.set_observed_step(controller_.last_step().value_or(-1));
     e.set_kind("admin_release");
     e.set_unit(unit);
-    e.set_time_unix(UnixNow());
+    e.set_time_unix(UnixNowSeconds());
     listener_->OnEvents(id_, {e});
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
@@ -175,7 +168,7 @@ Status Job::ImportState(const v1::ControllerState& state) {
     v1::Event e;
     e.set_observed_step(controller_.last_step().value_or(-1));
     e.set_kind("import");
-    e.set_time_unix(UnixNow());
+    e.set_time_unix(UnixNowSeconds());
     e.set_detail("units=" + std::to_string(controller_.num_units()));
     listener_->OnEvents(id_, {e});
   }

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/secret.h"
 #include "daemon/controller/state_codec.h"
 #include "daemon/server/request_validation.h"
 #include "daemon/server/session_reactor.h"
@@ -42,12 +43,9 @@ Status AdminService::CheckAdmin(grpc::CallbackServerContext* ctx) const {
                   "admin mutations over TCP need an admin token configured on the daemon");
   }
   const std::string token = TokenFromMetadata(ctx, "x-gnmr-admin-token");
-  // Length-independent comparison.
-  unsigned char diff = token.size() == context_.admin_token.size() ? 0 : 1;
-  for (size_t i = 0; i < token.size() && i < context_.admin_token.size(); ++i) {
-    diff |= static_cast<unsigned char>(token[i] ^ context_.admin_token[i]);
+  if (!SameSecret(token, context_.admin_token)) {
+    return Status(StatusCode::kUnauthenticated, "wrong or missing admin token");
   }
-  if (diff != 0) return Status(StatusCode::kUnauthenticated, "wrong or missing admin token");
   return Status::Ok();
 }
 

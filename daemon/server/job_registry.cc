@@ -1,5 +1,6 @@
 #include "daemon/server/job_registry.h"
 
+#include "common/secret.h"
 #include "daemon/controller/state_codec.h"
 
 namespace gnmr {
@@ -14,7 +15,7 @@ Status JobRegistry::CheckToken(const std::string& job_id, const Job* job,
   }
   auto configured = options_.job_tokens.find(job_id);
   if (configured != options_.job_tokens.end()) {
-    if (configured->second != token) {
+    if (!SameSecret(configured->second, token)) {
       return Status(StatusCode::kUnauthenticated, "wrong or missing token for job '" + job_id + "'");
     }
     return Status::Ok();
