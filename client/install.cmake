@@ -14,6 +14,18 @@ include(CMakePackageConfigHelpers)
 set(GNMR_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/gnmr)
 set(GNMR_PKG_LIBS gnmr_client gnmr_controller gnmr_wire_proto gnmr_proto gnmr_cpu_stats
     gnmr_common)
+# With CUDA the client links the GPU statistics path and the CUDA runtime
+# (and CUPTI when found); the package then needs the toolkit too.
+set(GNMR_PC_EXTRA "")
+set(GNMR_PKG_CUDA OFF)
+if(GNMR_HAVE_CUDA)
+  list(INSERT GNMR_PKG_LIBS 1 gnmr_cuda_stats)
+  set(GNMR_PKG_CUDA ON)
+  set(GNMR_PC_EXTRA "-L${CUDAToolkit_LIBRARY_DIR} -lcudart")
+  if(GNMR_HAVE_CUPTI)
+    string(APPEND GNMR_PC_EXTRA " -lcupti")
+  endif()
+endif()
 
 install(TARGETS ${GNMR_PKG_LIBS}
   EXPORT gnmrTargets
@@ -41,6 +53,7 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gnmrConfig.cmake
 # pkg-config: static archives in dependency order, then their dependencies.
 list(TRANSFORM GNMR_PKG_LIBS PREPEND "-l" OUTPUT_VARIABLE GNMR_PC_LIBS)
 list(JOIN GNMR_PC_LIBS " " GNMR_PC_LIBS)
+string(APPEND GNMR_PC_LIBS " ${GNMR_PC_EXTRA}")
 file(RELATIVE_PATH GNMR_PC_UP /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
 configure_file(gnmr.pc.in ${CMAKE_CURRENT_BINARY_DIR}/gnmr.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gnmr.pc

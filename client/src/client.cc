@@ -6,13 +6,21 @@
 // disconnected). Neither touches the network nor allocates in steady state.
 // Every public method runs inside Guard(), so not even std::bad_alloc
 // crosses the API.
+//
+// Device units (tensors on a CUDA device) go through GpuPath: Observe fills
+// the host units' columns, launches the device units on the caller's stream
+// and parks the report slot; it is published when the launch completes
+// (polled by the I/O thread and by the next Observe). A client with only
+// host units never creates a GpuPath and behaves as before.
 #include "gnmr/client.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <thread>
 #include <utility>
 
+#include "client/src/gpu_path.h"
 #include "client/src/io_loop.h"
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
@@ -83,7 +91,12 @@ class Client::Impl {
   UnitRegistry units;
   SharedState shared;
   std::unique_ptr<Outbox> outbox;
+  // Created by the first device unit; destroyed before the outbox it parks
+  // report slots of, after the I/O thread that drains it.
+  std::unique_ptr<GpuPath> gpu;
   std::unique_ptr<IoLoop> io;
+  std::vector<UnitHandle> host_units;  // from Start
+  bool any_device = false;
   bool started = false;
   bool stopped = false;
 
@@ -96,6 +109,8 @@ class Client::Impl {
   std::atomic<uint64_t> reports_enqueued{0};
   std::atomic<uint64_t> missed{0};
   std::atomic<int64_t> stats_nanos{0};
+  std::atomic<double> host_ratio{0.0};  // newest host-path overhead ratio
+  std::atomic<int64_t> host_ratio_step{-1};
 
   v1::RegisterRequest BuildRegister() const {
     v1::RegisterRequest req;
@@ -130,8 +145,29 @@ StatusOr<UnitHandle> Client::AddUnit(const std::string& name,
                                      uint32_t shard_index, uint32_t shard_count) {
   UnitHandle h = 0;
   Status s = Guard([&] {
-    if (impl_->started) return FailedPrecondition("AddUnit after Start");
-    StatusOr<UnitHandle> r = impl_->units.Add(name, tensors, shard_index, shard_count);
+    Impl& m = *impl_;
+    if (m.started) return FailedPrecondition("AddUnit after Start");
+    StatusOr<int32_t> device = UnitDevice(tensors.data(), tensors.size());
+    if (device.ok() && *device != kHostDevice) {
+      if (m.gpu && m.gpu->device() != *device) {
+        return InvalidArgument("unit '" + name + "': on CUDA device " + std::to_string(*device) +
+                               ", but this client's device units are on CUDA device " +
+                               std::to_string(m.gpu->device()) +
+                               " (one device per client; host units may be mixed in)");
+      }
+      if (!m.gpu) {
+        StatusOr<std::unique_ptr<GpuPath>> g = GpuPath::Create(*device);
+        if (!g.ok()) {
+          return Status(g.status().code(),
+                        "unit '" + name + "': its tensors are on CUDA device " +
+                            std::to_string(*device) +
+                            " but GPU statistics are unavailable (" + g.status().message() +
+                            "); register host tensors instead, host units are unaffected");
+        }
+        m.gpu = std::move(g).value();
+      }
+    }
+    StatusOr<UnitHandle> r = m.units.Add(name, tensors, shard_index, shard_count);
     if (!r.ok()) return r.status();
     h = *r;
     return Status::Ok();
@@ -145,7 +181,16 @@ Status Client::SetTensors(UnitHandle unit, const std::vector<TensorRef>& tensors
 }
 
 Status Client::SetTensors(UnitHandle unit, const TensorRef* tensors, size_t count) {
-  return Guard([&] { return impl_->units.SetTensors(unit, tensors, count); });
+  return Guard([&] {
+    Impl& m = *impl_;
+    Status s = m.units.SetTensors(unit, tensors, count);
+    if (!s.ok()) return s;
+    // Before Start the registry is the source of the GPU tables.
+    if (m.started && m.gpu && m.units.unit(unit).device != kHostDevice) {
+      m.gpu->SetPointers(unit, tensors, count);
+    }
+    return Status::Ok();
+  });
 }
 
 Status Client::Start() {
@@ -153,16 +198,41 @@ Status Client::Start() {
     Impl& m = *impl_;
     if (m.started) return FailedPrecondition("Start called twice");
     if (m.units.size() == 0) return FailedPrecondition("Start without units");
-    m.outbox = std::make_unique<Outbox>(m.options.max_queued_reports, m.units.size());
+    std::vector<UnitHandle> device_units;
+    std::vector<std::vector<TensorRef>> device_tensors;
+    std::vector<uint32_t> shard_count;
+    m.host_units.clear();
+    for (size_t i = 0; i < m.units.size(); ++i) {
+      const UnitRegistry::Unit& u = m.units.unit(static_cast<UnitHandle>(i));
+      shard_count.push_back(u.shard_count);
+      if (u.device == kHostDevice) {
+        m.host_units.push_back(static_cast<UnitHandle>(i));
+      } else {
+        device_units.push_back(static_cast<UnitHandle>(i));
+        device_tensors.push_back(u.tensors);
+      }
+    }
+    m.any_device = !device_units.empty();
+    m.outbox = std::make_unique<Outbox>(
+        m.options.max_queued_reports, m.units.size(), 256,
+        m.any_device ? static_cast<size_t>(DeviceStatsBackend::kMaxPending) : 0);
+    if (m.any_device) {
+      Status g = m.gpu->Start(device_units, device_tensors, shard_count,
+                              m.options.profile_gpu_overhead, m.outbox.get());
+      if (!g.ok()) return g;
+    }
     m.norms.assign(m.units.size(), std::numeric_limits<double>::quiet_NaN());
-    m.io = std::make_unique<IoLoop>(m.options, m.BuildRegister(), m.outbox.get(), &m.shared);
+    m.io = std::make_unique<IoLoop>(m.options, m.BuildRegister(), m.outbox.get(), &m.shared,
+                                    m.any_device ? m.gpu.get() : nullptr);
     m.io->Start();
     m.started = true;
     return Status::Ok();
   });
 }
 
-Status Client::Observe(int64_t step) {
+Status Client::Observe(int64_t step) { return Observe(step, nullptr); }
+
+Status Client::Observe(int64_t step, void* stream) {
   return Guard([&] {
     Impl& m = *impl_;
     if (!m.started) return FailedPrecondition("Observe before Start");
@@ -170,10 +240,12 @@ Status Client::Observe(int64_t step) {
       return InvalidArgument("Observe(" + std::to_string(step) + "): steps must increase (last " +
                              std::to_string(m.last_observed) + ")");
     }
+    // Results of earlier launches first (frees their slots; cheap queries).
+    if (m.any_device) m.gpu->Drain(false);
     Report* r = m.outbox->Acquire();
     const Clock::time_point t0 = Clock::now();
-    for (size_t i = 0; i < m.units.size(); ++i) {
-      const UnitRegistry::Unit& u = m.units.unit(static_cast<UnitHandle>(i));
+    for (UnitHandle i : m.host_units) {
+      const UnitRegistry::Unit& u = m.units.unit(i);
       UnitStats st;
       Status s = cpu::ComputeStats(u.tensors.data(), u.tensors.size(), &st);
       if (!s.ok()) {  // cannot happen: tensors are checked when set
@@ -186,20 +258,45 @@ Status Client::Observe(int64_t step) {
       r->zeros[i] = st.zeros;
       m.norms[i] = std::sqrt(st.sumsq * u.shard_count);
     }
+    r->step = step;
+    r->missed_decisions = m.missed.load(std::memory_order_relaxed);
+    r->stats_gpu_seconds = 0.0;
+    r->overhead_source = static_cast<int>(OverheadSource::kHostWall);
+    r->overhead_step = step;
+    if (m.any_device && !m.stopped) {
+      // Device units: the launch's columns and overhead come with its
+      // results; the host time spent here is the enqueue.
+      Status g = m.gpu->Launch(stream, step, r);  // parks or gives back r
+      const Clock::time_point t1 = Clock::now();
+      m.stats_nanos.fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
+          std::memory_order_relaxed);
+      r->stats_seconds = std::chrono::duration<double>(t1 - t0).count();
+      if (!g.ok()) return g;  // this step goes unreported; nothing else changes
+      m.last_observed = step;
+      m.last_observe_time = t0;
+      m.norms_step = step;
+      m.reports_enqueued.fetch_add(1, std::memory_order_relaxed);
+      std::lock_guard<std::mutex> lock(m.shared.mu);
+      if (m.shared.connected && m.shared.session_first_step < 0) {
+        m.shared.session_first_step = step;
+      }
+      return Status::Ok();
+    }
     const Clock::time_point t1 = Clock::now();
     const double stats_seconds = std::chrono::duration<double>(t1 - t0).count();
     const double step_seconds =
         m.last_observed >= 0 ? std::chrono::duration<double>(t0 - m.last_observe_time).count()
                              : 0.0;
-    r->step = step;
     r->stats_seconds = stats_seconds;
     r->overhead_ratio = step_seconds > 0.0 ? stats_seconds / step_seconds : 0.0;
-    r->missed_decisions = m.missed.load(std::memory_order_relaxed);
     m.last_observed = step;
     m.last_observe_time = t0;
     m.norms_step = step;
     m.stats_nanos.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
                             std::memory_order_relaxed);
+    m.host_ratio.store(r->overhead_ratio, std::memory_order_relaxed);
+    m.host_ratio_step.store(step, std::memory_order_relaxed);
     if (m.stopped) {
       m.outbox->Abandon(r);
       return Status::Ok();
@@ -238,9 +335,19 @@ void Client::PlanFor(int64_t step, Plan* out) {
     sh.cache.Fill(step, out);
     lock.unlock();
     const bool known = m.norms_step == step;
+    if (m.any_device && !out->entries.empty()) m.gpu->Drain(false);
     for (PlanEntry& e : out->entries) {
-      e.norm = known ? m.norms[e.unit] : std::numeric_limits<double>::quiet_NaN();
-      e.scale = known ? ClipScale(e.ref_norm, e.norm, e.clip_min_scale) : 1.0;
+      double norm = std::numeric_limits<double>::quiet_NaN();
+      bool have = false;
+      if (m.any_device && e.unit < m.units.size() &&
+          m.units.unit(e.unit).device != kHostDevice) {
+        have = m.gpu->NormAt(step, e.unit, &norm);
+      } else if (known && e.unit < m.norms.size()) {
+        norm = m.norms[e.unit];
+        have = true;
+      }
+      e.norm = have ? norm : std::numeric_limits<double>::quiet_NaN();
+      e.scale = have ? ClipScale(e.ref_norm, e.norm, e.clip_min_scale) : 1.0;
     }
     return Status::Ok();
   });
@@ -271,6 +378,15 @@ bool Client::Flush(std::chrono::milliseconds timeout) {
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     const auto slice = std::min(left, std::chrono::milliseconds(20));
+    if (m.any_device) {
+      // Reports still waiting for their GPU results count as queued.
+      m.gpu->Drain(false);
+      if (m.gpu->pending() > 0) {
+        if (Clock::now() >= deadline || m.stopped) return false;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        continue;
+      }
+    }
     if (m.outbox->WaitEmpty(std::max(slice, std::chrono::milliseconds(0)))) return true;
     if (Clock::now() >= deadline || m.stopped ||
         !m.shared.connected_flag.load(std::memory_order_relaxed)) {
@@ -284,6 +400,7 @@ void Client::Stop() {
   if (!m.started || m.stopped) return;
   m.stopped = true;
   m.io->Stop();
+  if (m.gpu) m.gpu->Stop();
   m.outbox->Clear();
 }
 
@@ -303,6 +420,19 @@ ClientCounters Client::Counters() const {
   c.reconnects = sh.reconnects.load();
   c.connect_failures = sh.connect_failures.load();
   c.stats_seconds = static_cast<double>(m.stats_nanos.load()) * 1e-9;
+  if (m.any_device) {
+    c.stats_gpu_seconds = m.gpu->stats_gpu_seconds();
+    c.overhead_source = OverheadSource::kUnavailable;
+    c.overhead_ratio = 0.0;
+    c.overhead_step = -1;
+    if (m.gpu->LastOverhead(&c.overhead_ratio, &c.overhead_step)) {
+      c.overhead_source = OverheadSource::kCupti;
+    }
+  } else {
+    c.overhead_source = OverheadSource::kHostWall;
+    c.overhead_ratio = m.host_ratio.load();
+    c.overhead_step = m.host_ratio_step.load();
+  }
   std::lock_guard<std::mutex> lock(sh.mu);
   c.connected = sh.connected;
   c.last_decided_step = sh.cache.NewestObserved();

@@ -2,6 +2,7 @@
 // codes plus a thread-local message, and catch everything.
 #include "gnmr/gnmr_c.h"
 
+#include <cstddef>
 #include <exception>
 #include <memory>
 #include <string>
@@ -58,6 +59,10 @@ void ToRefs(const gnmr_tensor* t, size_t n, std::vector<gnmr::TensorRef>* out) {
     r.data = t[i].data;
     r.numel = t[i].numel;
     r.dtype = static_cast<gnmr::DType>(t[i].dtype);
+    // location: 0 host, k + 1 CUDA device k (zero-initialised = host).
+    // A negative location maps below -1: AddUnit rejects it.
+    r.device = t[i].location == 0 ? gnmr::kHostDevice : t[i].location - 1;
+    r.scale_inv = t[i].scale_inv == 0.0f ? 1.0f : t[i].scale_inv;
   }
 }
 
@@ -82,7 +87,9 @@ int gnmr_client_create(const gnmr_options* o, gnmr_client** out) {
     if (o == nullptr) return Null("options");
     if (out == nullptr) return Null("out");
     *out = nullptr;
-    if (o->struct_size != sizeof(gnmr_options)) {
+    // 0.1 callers pass the size without profile_gpu_overhead.
+    constexpr size_t kV01Size = offsetof(gnmr_options, profile_gpu_overhead);
+    if (o->struct_size != sizeof(gnmr_options) && o->struct_size != kV01Size) {
       return Fail(gnmr::StatusCode::kInvalidArgument,
                   "options.struct_size mismatch: call gnmr_options_init");
     }
@@ -96,6 +103,7 @@ int gnmr_client_create(const gnmr_options* o, gnmr_client** out) {
     co.max_queued_reports = o->max_queued_reports;
     co.backoff_initial = std::chrono::milliseconds(o->backoff_initial_ms);
     co.backoff_max = std::chrono::milliseconds(o->backoff_max_ms);
+    if (o->struct_size >= sizeof(gnmr_options)) co.profile_gpu_overhead = o->profile_gpu_overhead != 0;
     gnmr::StatusOr<std::unique_ptr<gnmr::Client>> c = gnmr::Client::Create(std::move(co));
     if (!c.ok()) return Report(c.status());
     *out = new gnmr_client{std::move(c).value(), {}};
@@ -142,6 +150,12 @@ int gnmr_observe(gnmr_client* c, int64_t step) {
   return Call([&]() -> int { return c == nullptr ? Null("client") : Report(c->client->Observe(step)); });
 }
 
+int gnmr_observe_on_stream(gnmr_client* c, int64_t step, void* stream) {
+  return Call([&]() -> int {
+    return c == nullptr ? Null("client") : Report(c->client->Observe(step, stream));
+  });
+}
+
 int gnmr_plan_for(gnmr_client* c, int64_t step, gnmr_plan* plan) {
   return Call([&]() -> int {
     if (c == nullptr) return Null("client");
@@ -185,6 +199,10 @@ int gnmr_get_counters(const gnmr_client* c, gnmr_counters* out) {
     out->connected = k.connected ? 1 : 0;
     out->last_decided_step = k.last_decided_step;
     out->stats_seconds = k.stats_seconds;
+    out->stats_gpu_seconds = k.stats_gpu_seconds;
+    out->overhead_source = static_cast<int32_t>(k.overhead_source);
+    out->overhead_ratio = k.overhead_ratio;
+    out->overhead_step = k.overhead_step;
     return GNMR_OK;
   });
 }

@@ -11,6 +11,7 @@ namespace gnmr {
 namespace {
 
 constexpr auto kIdleWait = std::chrono::milliseconds(100);
+constexpr auto kGpuPollInterval = std::chrono::microseconds(200);
 
 std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& o) {
   grpc::ChannelArguments args;
@@ -34,8 +35,9 @@ Status FromGrpc(const grpc::Status& s, const char* what) {
 }
 
 IoLoop::IoLoop(const ClientOptions& options, v1::RegisterRequest request, Outbox* outbox,
-               SharedState* shared)
-    : options_(options), request_(std::move(request)), outbox_(outbox), shared_(shared) {}
+               SharedState* shared, GpuPath* gpu)
+    : options_(options), request_(std::move(request)), outbox_(outbox), shared_(shared),
+      gpu_(gpu) {}
 
 IoLoop::~IoLoop() { Stop(); }
 
@@ -189,6 +191,7 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken) {
       outbox_->AckDone();
       if (!ok) return Status(StatusCode::kUnavailable, "Session: write failed");
     }
+    if (gpu_ != nullptr) gpu_->Drain(true);  // completed launches -> queued reports
     if (Report* r = outbox_->PopReport()) {
       bool ok = false;
       try {
@@ -203,7 +206,11 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken) {
       if (!ok) return Status(StatusCode::kUnavailable, "Session: write failed");
       continue;
     }
-    outbox_->Wait(kIdleWait);
+    if (gpu_ != nullptr && gpu_->pending() > 0) {
+      outbox_->Wait(kGpuPollInterval);
+    } else {
+      outbox_->Wait(kIdleWait);
+    }
   }
 }
 
@@ -223,6 +230,9 @@ void IoLoop::FillStats(const Report& r) {
   v1::ClientOverhead* o = s->mutable_overhead();
   o->set_stats_seconds(r.stats_seconds);
   o->set_overhead_ratio(r.overhead_ratio);
+  o->set_stats_gpu_seconds(r.stats_gpu_seconds);
+  o->set_overhead_source(static_cast<v1::OverheadSource>(r.overhead_source));
+  o->set_overhead_step(r.overhead_step);
   o->set_dropped_reports(r.dropped_reports);
   o->set_missed_decisions(r.missed_decisions);
 }

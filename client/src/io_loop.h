@@ -13,6 +13,9 @@
 //   within about backoff_max (the SPEC asks for 2 s).
 // - Nothing escapes: both thread bodies catch everything, since an
 //   exception leaving a std::thread would terminate the trainer.
+// - GPU statistics (gpu_ non-null): while reports wait for their launch to
+//   complete, the pump polls every kGpuPollInterval instead of sleeping
+//   kIdleWait, so a report leaves within about that of its GPU results.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "client/src/decision_cache.h"
+#include "client/src/gpu_path.h"
 #include "client/src/log_limiter.h"
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
@@ -38,7 +42,7 @@ namespace gnmr {
 class IoLoop {
  public:
   IoLoop(const ClientOptions& options, v1::RegisterRequest request, Outbox* outbox,
-         SharedState* shared);
+         SharedState* shared, GpuPath* gpu = nullptr);
   ~IoLoop();  // Stop()
   IoLoop(const IoLoop&) = delete;
   IoLoop& operator=(const IoLoop&) = delete;
@@ -72,6 +76,7 @@ class IoLoop {
   const v1::RegisterRequest request_;
   Outbox* const outbox_;
   SharedState* const shared_;
+  GpuPath* const gpu_;  // null without device units
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Gnmr::Stub> stub_;
 

@@ -2,8 +2,8 @@
 
 namespace gnmr {
 
-Outbox::Outbox(size_t report_capacity, size_t units, size_t ack_capacity)
-    : slots_(report_capacity + 2), reports_(report_capacity), acks_(ack_capacity) {
+Outbox::Outbox(size_t report_capacity, size_t units, size_t ack_capacity, size_t parked)
+    : slots_(report_capacity + 2 + parked), reports_(report_capacity), acks_(ack_capacity) {
   free_.reserve(slots_.size());
   for (Report& r : slots_) {
     r.sumsq.resize(units);
@@ -24,6 +24,12 @@ Report* Outbox::Acquire() {
 void Outbox::Abandon(Report* r) {
   std::lock_guard<std::mutex> lock(mu_);
   free_.push_back(r);
+}
+
+void Outbox::Drop(Report* r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(r);
+  ++reports_dropped_;
 }
 
 void Outbox::Publish(Report* r) {
@@ -109,7 +115,7 @@ void Outbox::Clear() {
   if (in_flight_ == 0) empty_cv_.notify_all();
 }
 
-void Outbox::Wait(std::chrono::milliseconds timeout) {
+void Outbox::Wait(std::chrono::microseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, timeout, [this] { return HasWorkLocked() || woken_; });
   woken_ = false;

@@ -4,9 +4,10 @@
 // Design notes
 // - Reports are preallocated slots (one column per statistic, one row per
 //   unit), so the training thread never allocates: it Acquires a free slot,
-//   fills it without holding the lock, and Publishes it. Capacity + 2 slots
-//   exist: `capacity` queued, one being filled, one being sent, so Acquire
-//   always finds one.
+//   fills it without holding the lock, and Publishes it. Capacity + 2 +
+//   `parked` slots exist: `capacity` queued, one being filled, one being
+//   sent, `parked` waiting for GPU results (GpuPath), so Acquire always
+//   finds one.
 // - The queues are fixed rings (no allocation after construction).
 // - The I/O thread waits in Wait() until work arrives or Wake() is called
 //   (stop, broken stream).
@@ -29,6 +30,9 @@ struct Report {
   std::vector<uint64_t> zeros;
   double stats_seconds = 0.0;
   double overhead_ratio = 0.0;
+  double stats_gpu_seconds = 0.0;  // GPU path: CUDA-event time of the launch
+  int overhead_source = 1;         // gnmr.v1.OverheadSource (1: host wall clock)
+  int64_t overhead_step = -1;      // CUPTI: the step overhead_ratio measures
   uint64_t dropped_reports = 0;
   uint64_t missed_decisions = 0;
 };
@@ -62,11 +66,12 @@ class Ring {
 
 class Outbox {
  public:
-  Outbox(size_t report_capacity, size_t units, size_t ack_capacity = 256);
+  Outbox(size_t report_capacity, size_t units, size_t ack_capacity = 256, size_t parked = 0);
 
   // Training thread.
   Report* Acquire();
   void Abandon(Report* r);  // give back an acquired slot unpublished
+  void Drop(Report* r);     // the same, counted as a dropped report
   // Queues `r`, dropping the oldest queued report if full; stamps
   // r->dropped_reports with the cumulative drop count.
   void Publish(Report* r);
@@ -87,7 +92,7 @@ class Outbox {
   void Clear();
 
   // Blocks until something is queued, Wake() is called, or `timeout`.
-  void Wait(std::chrono::milliseconds timeout);
+  void Wait(std::chrono::microseconds timeout);
   void Wake();
 
   // Until nothing is queued nor being sent, or the timeout; true if empty.

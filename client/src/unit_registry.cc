@@ -1,9 +1,15 @@
 #include "client/src/unit_registry.h"
 
+#include <cmath>
+
 #include "kernels/cpu/cpu_stats.h"
 
 namespace gnmr {
 namespace {
+
+std::string DeviceName(int32_t device) {
+  return device == kHostDevice ? std::string("the host") : "CUDA device " + std::to_string(device);
+}
 
 uint64_t TotalNumel(const TensorRef* tensors, size_t count) {
   uint64_t n = 0;
@@ -11,7 +17,46 @@ uint64_t TotalNumel(const TensorRef* tensors, size_t count) {
   return n;
 }
 
+// Device tensors are checked without reading them (the GPU path does).
+Status CheckDeviceTensors(const TensorRef* tensors, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const TensorRef& t = tensors[i];
+    const std::string name = "tensor " + std::to_string(i);
+    if (DTypeSize(t.dtype) == 0) {
+      return InvalidArgument(name + ": unknown dtype " + std::to_string(static_cast<int>(t.dtype)));
+    }
+    if ((t.dtype == DType::kFp8E4M3 || t.dtype == DType::kFp8E5M2) && !std::isfinite(t.scale_inv)) {
+      return InvalidArgument(name + ": " + DTypeName(t.dtype) + " scale_inv is not finite");
+    }
+    if (t.numel > 0 && t.data == nullptr) return InvalidArgument(name + ": data is null");
+  }
+  return Status::Ok();
+}
+
+Status CheckTensorsOn(int32_t device, const TensorRef* tensors, size_t count) {
+  return device == kHostDevice ? cpu::CheckTensors(tensors, count)
+                               : CheckDeviceTensors(tensors, count);
+}
+
 }  // namespace
+
+StatusOr<int32_t> UnitDevice(const TensorRef* tensors, size_t count) {
+  if (count == 0) return kHostDevice;
+  const int32_t d = tensors[0].device;
+  for (size_t i = 0; i < count; ++i) {
+    if (tensors[i].device < kHostDevice) {
+      return InvalidArgument("tensor " + std::to_string(i) + ": device " +
+                             std::to_string(tensors[i].device) +
+                             " is neither host (-1) nor a CUDA ordinal");
+    }
+    if (tensors[i].device != d) {
+      return InvalidArgument("tensors on different devices (" + std::to_string(d) + " and " +
+                             std::to_string(tensors[i].device) +
+                             "): a unit's tensors must all be on the host or on one CUDA device");
+    }
+  }
+  return d;
+}
 
 Status CheckJobId(const std::string& id) {
   if (id.empty() || id.size() > 128) return InvalidArgument("job id must be 1..128 bytes");
@@ -40,7 +85,9 @@ StatusOr<UnitHandle> UnitRegistry::Add(const std::string& name,
   if (!s.ok()) return s;
   if (names_.count(name)) return Status(StatusCode::kAlreadyExists, "unit '" + name + "' exists");
   if (tensors.empty()) return InvalidArgument("unit '" + name + "' has no tensors");
-  s = cpu::CheckTensors(tensors.data(), tensors.size());
+  StatusOr<int32_t> device = UnitDevice(tensors.data(), tensors.size());
+  if (!device.ok()) return Status(device.status().code(), "unit '" + name + "': " + device.status().message());
+  s = CheckTensorsOn(*device, tensors.data(), tensors.size());
   if (!s.ok()) return Status(s.code(), "unit '" + name + "': " + s.message());
   if (shard_count < 1 || shard_index >= shard_count) {
     return InvalidArgument("unit '" + name + "': need shard_index < shard_count");
@@ -52,6 +99,7 @@ StatusOr<UnitHandle> UnitRegistry::Add(const std::string& name,
   u.dtype = tensors.front().dtype;
   u.shard_index = shard_index;
   u.shard_count = shard_count;
+  u.device = *device;
   units_.push_back(std::move(u));
   names_.insert(name);
   return static_cast<UnitHandle>(units_.size() - 1);
@@ -61,8 +109,35 @@ Status UnitRegistry::SetTensors(UnitHandle unit, const TensorRef* tensors, size_
   if (unit >= units_.size()) return InvalidArgument("unknown unit " + std::to_string(unit));
   Unit& u = units_[unit];
   if (count == 0) return InvalidArgument("unit '" + u.name + "': no tensors");
-  Status s = cpu::CheckTensors(tensors, count);
+  if (tensors == nullptr) return InvalidArgument("unit '" + u.name + "': tensor list is null");
+  StatusOr<int32_t> device = UnitDevice(tensors, count);
+  if (!device.ok()) {
+    return Status(device.status().code(), "unit '" + u.name + "': " + device.status().message());
+  }
+  if (*device != u.device) {
+    return InvalidArgument("unit '" + u.name + "': registered on " + DeviceName(u.device) +
+                           ", new tensors on " + DeviceName(*device) +
+                           " (a unit cannot move between host and devices)");
+  }
+  Status s = CheckTensorsOn(u.device, tensors, count);
   if (!s.ok()) return Status(s.code(), "unit '" + u.name + "': " + s.message());
+  if (u.device != kHostDevice) {
+    // The GPU tables hold one entry per tensor: only pointers may change.
+    if (count != u.tensors.size()) {
+      return InvalidArgument("unit '" + u.name + "': " + std::to_string(count) +
+                             " tensors, registered with " + std::to_string(u.tensors.size()) +
+                             " (device units keep their layout)");
+    }
+    for (size_t i = 0; i < count; ++i) {
+      const bool fp8 = tensors[i].dtype == DType::kFp8E4M3 || tensors[i].dtype == DType::kFp8E5M2;
+      if (tensors[i].dtype != u.tensors[i].dtype || tensors[i].numel != u.tensors[i].numel ||
+          (fp8 && tensors[i].scale_inv != u.tensors[i].scale_inv)) {
+        return InvalidArgument("unit '" + u.name + "': tensor " + std::to_string(i) +
+                               " changed dtype, numel or scale_inv (device units: only data "
+                               "pointers may change)");
+      }
+    }
+  }
   const uint64_t numel = TotalNumel(tensors, count);
   if (numel != u.numel) {
     return InvalidArgument("unit '" + u.name + "': numel " + std::to_string(numel) +

@@ -19,6 +19,9 @@ namespace gnmr {
 Status CheckJobId(const std::string& id);
 // 1..256 bytes of printable ASCII.
 Status CheckUnitName(const std::string& name);
+// Where a unit's tensors live: kHostDevice, or the one CUDA device all of
+// them are on; InvalidArgument if they are spread over several places.
+StatusOr<int32_t> UnitDevice(const TensorRef* tensors, size_t count);
 
 class UnitRegistry {
  public:
@@ -29,11 +32,14 @@ class UnitRegistry {
     DType dtype = DType::kFp32;
     uint32_t shard_index = 0;
     uint32_t shard_count = 1;
+    int32_t device = kHostDevice;  // every tensor's: host, or one CUDA device
   };
 
   StatusOr<UnitHandle> Add(const std::string& name, const std::vector<TensorRef>& tensors,
                            uint32_t shard_index, uint32_t shard_count);
-  // Same total numel as registered; reuses the unit's storage.
+  // Same total numel as registered; reuses the unit's storage. A device
+  // unit stays on its device with the same tensor count, dtypes and numels
+  // (the GPU tables are built once).
   Status SetTensors(UnitHandle unit, const TensorRef* tensors, size_t count);
 
   size_t size() const { return units_.size(); }

@@ -1,5 +1,8 @@
 #include "daemon/metrics/job_metrics.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace gnmr {
 namespace metrics {
 namespace {
@@ -9,6 +12,25 @@ uint64_t Advance(uint64_t now, uint64_t* last) {
   const uint64_t delta = now >= *last ? now - *last : now;
   *last = now;
   return delta;
+}
+
+// The client's overhead ratio, if this report carries a usable one. The
+// figure is untrusted: a value that is not a finite fraction, or one the
+// client marks as not measured, leaves the gauge as it was; a share of the
+// step cannot exceed 1, so larger values are clamped.
+bool UsableOverheadRatio(const v1::ClientOverhead& o, double* ratio) {
+  switch (o.overhead_source()) {
+    case v1::OVERHEAD_SOURCE_UNSPECIFIED:  // 0.1 clients: host wall clock
+    case v1::OVERHEAD_SOURCE_HOST_WALL:
+    case v1::OVERHEAD_SOURCE_CUPTI:
+      break;
+    default:  // UNAVAILABLE, or a value this daemon does not know
+      return false;
+  }
+  const double r = o.overhead_ratio();
+  if (!std::isfinite(r) || r < 0.0) return false;
+  *ratio = std::min(r, 1.0);
+  return true;
 }
 
 }  // namespace
@@ -121,7 +143,8 @@ void JobMetrics::OnReport(uint32_t rank, size_t bytes,
   report_bytes_.Increment(static_cast<double>(bytes));
   std::lock_guard<std::mutex> lock(mu_);
   RankSeries& r = Rank(rank);
-  r.overhead_ratio->Set(overhead.overhead_ratio());
+  double ratio = 0.0;
+  if (UsableOverheadRatio(overhead, &ratio)) r.overhead_ratio->Set(ratio);
   r.dropped_reports->Increment(static_cast<double>(
       Advance(overhead.dropped_reports(), &r.last_dropped)));
   r.missed_decisions->Increment(static_cast<double>(

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -143,6 +145,37 @@ TEST(JobMetricsTest, ReportsRanksAndClientFigures) {
   EXPECT_EQ(samples["gnmr_client_missed_decisions_total" + r1], 2);
   EXPECT_EQ(
       samples.count("gnmr_client_overhead_ratio{job_id=\"j\",rank=\"2\"}"), 1u);
+}
+
+// The overhead figures are untrusted client input: NaN, negative or
+// "unavailable" ratios leave the gauge alone; a ratio above 1 is clamped.
+TEST(JobMetricsTest, OverheadRatioIsValidated) {
+  auto m = NoEndpoint(10);
+  JobMetrics* jm = m->ForJob("j");
+  const std::string r1 = "{job_id=\"j\",rank=\"1\"}";
+  v1::ClientOverhead o;
+  o.set_overhead_source(v1::OVERHEAD_SOURCE_CUPTI);
+  o.set_overhead_ratio(0.04);
+  o.set_stats_gpu_seconds(1e-4);
+  o.set_overhead_step(7);
+  jm->OnReport(1, 10, o);
+  EXPECT_DOUBLE_EQ(ParseSamples(m->Render())["gnmr_client_overhead_ratio" + r1], 0.04);
+  for (double bad : {std::nan(""), -0.5, std::numeric_limits<double>::infinity()}) {
+    o.set_overhead_ratio(bad);
+    jm->OnReport(1, 10, o);
+    EXPECT_DOUBLE_EQ(ParseSamples(m->Render())["gnmr_client_overhead_ratio" + r1], 0.04) << bad;
+  }
+  o.set_overhead_source(v1::OVERHEAD_SOURCE_UNAVAILABLE);
+  o.set_overhead_ratio(0.9);
+  jm->OnReport(1, 10, o);
+  EXPECT_DOUBLE_EQ(ParseSamples(m->Render())["gnmr_client_overhead_ratio" + r1], 0.04);
+  o.set_overhead_source(static_cast<v1::OverheadSource>(42));  // from a newer client
+  jm->OnReport(1, 10, o);
+  EXPECT_DOUBLE_EQ(ParseSamples(m->Render())["gnmr_client_overhead_ratio" + r1], 0.04);
+  o.set_overhead_source(v1::OVERHEAD_SOURCE_HOST_WALL);
+  o.set_overhead_ratio(7.0);
+  jm->OnReport(1, 10, o);
+  EXPECT_DOUBLE_EQ(ParseSamples(m->Render())["gnmr_client_overhead_ratio" + r1], 1.0);
 }
 
 TEST(JobMetricsTest, UnitSeriesStayBounded) {

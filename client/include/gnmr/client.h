@@ -10,6 +10,7 @@
 //   for (int64_t step = 0;; ++step) {
 //     backward();
 //     client->Observe(step);                 // statistics + enqueue, no network
+//     // GPU tensors: client->Observe(step, stream) launches on `stream`
 //     gnmr::Plan plan = client->PlanFor(step);
 //     for (const gnmr::PlanEntry& e : plan.entries) { ...promote/clip/skip... }
 //     client->Ack(plan);
@@ -57,6 +58,12 @@ struct ClientOptions {
   // Controller config for a job the daemon does not know yet (ignored by
   // the daemon for an existing job).
   std::optional<ControllerConfig> config;
+  // GPU units: measure the statistics kernels' share of all GPU kernel time
+  // per step with CUPTI activity records (overhead_ratio). Off by default:
+  // CUPTI has a cost and admits one user per process; if another tool owns
+  // it, or there is no driver, the client backs off quietly (logs once) and
+  // reports the ratio as unavailable.
+  bool profile_gpu_overhead = false;
 };
 
 // A unit, numbered 0, 1, ... in AddUnit order.
@@ -105,6 +112,13 @@ struct Plan {
 // a number, min_scale if norm is NaN or infinite.
 double ClipScale(double ref_norm, double norm, double min_scale);
 
+// How ClientCounters::overhead_ratio (and the reports') was measured.
+enum class OverheadSource : int {
+  kHostWall = 1,     // host statistics time / host time between Observe calls
+  kCupti = 2,        // GPU: statistics kernels / all kernels of overhead_step
+  kUnavailable = 3,  // GPU without CUPTI profiling: not measured
+};
+
 struct ClientCounters {
   uint64_t reports_enqueued = 0;
   uint64_t reports_sent = 0;
@@ -119,7 +133,15 @@ struct ClientCounters {
   uint64_t connect_failures = 0;    // failed attempts and broken streams
   bool connected = false;
   int64_t last_decided_step = -1;   // observed step of the newest decision
-  double stats_seconds = 0.0;       // total time Observe spent on statistics
+  // Total host time Observe spent on statistics: computing them (host
+  // units) plus enqueueing the GPU launch (device units; not GPU time).
+  double stats_seconds = 0.0;
+  // Total GPU time of the statistics launches (CUDA events around each
+  // launch), counted when the I/O thread reads the results.
+  double stats_gpu_seconds = 0.0;
+  OverheadSource overhead_source = OverheadSource::kHostWall;
+  double overhead_ratio = 0.0;   // newest; meaningless when kUnavailable
+  int64_t overhead_step = -1;    // the step it measures (-1: none yet)
   std::string last_error;           // newest background error, "" if none
 };
 
@@ -132,15 +154,25 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Registers a unit made of `tensors` (host memory for now; any DType,
-  // fp8 with a finite scale_inv), holding shard `shard_index` of `shard_count`. Only before
+  // Registers a unit made of `tensors` (any DType, fp8 with a finite
+  // scale_inv), holding shard `shard_index` of `shard_count`. Only before
   // Start(). The unit's dtype on the wire is its first tensor's.
+  //
+  // Where: a unit's tensors are all host memory (device == kHostDevice;
+  // statistics on the CPU in Observe) or all on one CUDA device (statistics
+  // by the GPU path on the stream given to Observe). Every device unit of a
+  // client must be on the same device. Without a usable GPU (no driver, no
+  // device, or a library built without CUDA) a device unit is refused with
+  // Unavailable and a message saying why; host units keep working.
   StatusOr<UnitHandle> AddUnit(const std::string& name,
                                const std::vector<TensorRef>& tensors,
                                uint32_t shard_index = 0, uint32_t shard_count = 1);
 
   // Points a unit at new memory (frameworks reallocate gradients). The
-  // total numel must stay the registered one. Any time, training thread.
+  // total numel must stay the registered one; a device unit stays on its
+  // device with the same tensors (count, dtype, numel, fp8 scale_inv): only
+  // the pointers change, uploaded by the next Observe on its stream. Any
+  // time, training thread.
   Status SetTensors(UnitHandle unit, const std::vector<TensorRef>& tensors);
   Status SetTensors(UnitHandle unit, const TensorRef* tensors, size_t count);
 
@@ -148,11 +180,21 @@ class Client {
   // already started.
   Status Start();
 
-  // Computes this step's statistics of every unit on the calling thread and
-  // queues the report. `step` must increase from call to call.
+  // Computes this step's statistics of every unit and queues the report.
+  // `step` must increase from call to call. Host units are computed on the
+  // calling thread. Device units are launched on `stream` (a cudaStream_t;
+  // Observe(step) uses the legacy default stream) after the work already
+  // queued there, without host synchronisation: the report is sent by the
+  // I/O thread once the launch completes (with host units, it waits for
+  // both). Not on a stream being captured into a CUDA graph
+  // (FailedPrecondition). An error leaves this step unreported, nothing else.
   Status Observe(int64_t step);
+  Status Observe(int64_t step, void* stream);
 
   // The actions in force at `step` (see ClientOptions::decision_wait).
+  // PlanEntry::norm of a device unit is known once its GPU results for
+  // `step` have been read (always, when the plan's decision observed
+  // `step`, as with lag 0); until then it is NaN and scale is 1.
   Plan PlanFor(int64_t step);
   void PlanFor(int64_t step, Plan* out);  // reuses out's storage
 

@@ -14,15 +14,26 @@
  *   o.rank = 0; o.world_size = 8;
  *   gnmr_client* c;
  *   if (gnmr_client_create(&o, &c) != GNMR_OK) puts(gnmr_last_error());
- *   gnmr_tensor t = {grad, numel, GNMR_DTYPE_FP32};
+ *   gnmr_tensor t = {grad, numel, GNMR_DTYPE_FP32};  (host memory)
+ *   gnmr_tensor d = {dgrad, numel, GNMR_DTYPE_BF16, GNMR_LOCATION_CUDA(0)};
  *   uint32_t unit;
  *   gnmr_add_unit(c, "layers.0.mlp.fc1", &t, 1, 0, 1, &unit);
  *   gnmr_start(c);
  *   gnmr_plan* plan = gnmr_plan_new();
- *   ... per step: gnmr_observe(c, step); gnmr_plan_for(c, step, plan);
+ *   ... per step: gnmr_observe(c, step) (or gnmr_observe_on_stream(c, step,
+ *       stream) with device tensors); gnmr_plan_for(c, step, plan);
  *       read gnmr_plan_info / gnmr_plan_entry; gnmr_ack(c, plan);
  *   gnmr_plan_free(plan);
  *   gnmr_client_destroy(c);
+ *
+ * ABI (0.2): gnmr_tensor gained `location` and `scale_inv`, gnmr_counters
+ * gained the GPU/overhead fields, gnmr_options gained
+ * `profile_gpu_overhead`. Both new gnmr_tensor fields read zero as the 0.1
+ * meaning (host memory, scale_inv 1), so zero-initialised and brace-
+ * initialised structs keep working after a recompile; but arrays of
+ * gnmr_tensor and gnmr_counters changed size, so code built against the 0.1
+ * header must be recompiled (FFI bindings: add the fields). gnmr_options
+ * stays compatible: its struct_size tells the library which fields exist.
  */
 #ifndef GNMR_GNMR_C_H_
 #define GNMR_GNMR_C_H_
@@ -81,12 +92,24 @@ typedef struct gnmr_options {
   uint32_t max_queued_reports;  /* default 64 */
   int32_t backoff_initial_ms;   /* default 50 */
   int32_t backoff_max_ms;       /* default 1000 */
+  /* 0.2: 1 = measure the GPU statistics kernels' share of all kernel time
+   * with CUPTI (ClientOptions::profile_gpu_overhead); default 0. */
+  int32_t profile_gpu_overhead;
 } gnmr_options;
 
+/* gnmr_tensor.location: where the memory is. */
+#define GNMR_LOCATION_HOST 0
+#define GNMR_LOCATION_CUDA(ordinal) ((int32_t)(ordinal) + 1)
+
 typedef struct gnmr_tensor {
-  const void* data; /* host memory, any alignment */
+  const void* data;  /* any alignment; memory as `location` says */
   uint64_t numel;
-  int32_t dtype;    /* GNMR_DTYPE_* */
+  int32_t dtype;     /* GNMR_DTYPE_* */
+  /* 0.2: GNMR_LOCATION_HOST (0) or GNMR_LOCATION_CUDA(k) = k + 1 (zero
+   * means host, so 0.1-style initialisers keep their meaning). */
+  int32_t location;
+  /* 0.2, fp8 only: the real value is stored * scale_inv; 0 reads as 1. */
+  float scale_inv;
 } gnmr_tensor;
 
 typedef struct gnmr_plan_info {
@@ -127,8 +150,16 @@ typedef struct gnmr_counters {
   uint64_t connect_failures;
   int32_t connected;
   int64_t last_decided_step;
-  double stats_seconds;
+  double stats_seconds;      /* host time: statistics, GPU launch enqueue */
+  /* 0.2 */
+  double stats_gpu_seconds;  /* GPU time of the statistics launches */
+  int32_t overhead_source;   /* GNMR_OVERHEAD_* */
+  double overhead_ratio;     /* newest; ignore when UNAVAILABLE */
+  int64_t overhead_step;     /* the step it measures, -1 if none */
 } gnmr_counters;
+
+/* gnmr_counters.overhead_source (values as gnmr.v1.OverheadSource). */
+enum { GNMR_OVERHEAD_HOST_WALL = 1, GNMR_OVERHEAD_CUPTI = 2, GNMR_OVERHEAD_UNAVAILABLE = 3 };
 
 /* The message of this thread's last failed call ("" if none). Valid until
  * the thread's next gnmr_* call. */
@@ -147,6 +178,9 @@ int gnmr_set_tensors(gnmr_client* client, uint32_t unit, const gnmr_tensor* tens
                      size_t count);
 int gnmr_start(gnmr_client* client);
 int gnmr_observe(gnmr_client* client, int64_t step);
+/* Observe with device units launched on `stream` (a cudaStream_t; NULL: the
+ * legacy default stream). Returns without waiting for the GPU. */
+int gnmr_observe_on_stream(gnmr_client* client, int64_t step, void* stream);
 /* Fills `plan` (from gnmr_plan_new) with the actions in force at `step`. */
 int gnmr_plan_for(gnmr_client* client, int64_t step, gnmr_plan* plan);
 int gnmr_ack(gnmr_client* client, const gnmr_plan* plan);

@@ -1,0 +1,248 @@
+#include "client/src/gpu_path.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <utility>
+
+namespace gnmr {
+namespace {
+
+// gnmr.v1.OverheadSource values (the wire enum; kept as ints in Report).
+constexpr int kSourceCupti = 2;
+constexpr int kSourceUnavailable = 3;
+
+std::mutex g_factory_mu;
+DeviceBackendFactory g_backend_factory;
+ActivityProfilerFactory g_profiler_factory;
+
+}  // namespace
+
+void SetDeviceBackendFactoryForTesting(DeviceBackendFactory factory) {
+  std::lock_guard<std::mutex> lock(g_factory_mu);
+  g_backend_factory = std::move(factory);
+}
+
+StatusOr<std::unique_ptr<DeviceStatsBackend>> CreateDeviceStatsBackend(int device) {
+  DeviceBackendFactory f;
+  {
+    std::lock_guard<std::mutex> lock(g_factory_mu);
+    f = g_backend_factory;
+  }
+  return f ? f(device) : CreateCudaStatsBackend(device);
+}
+
+void SetActivityProfilerFactoryForTesting(ActivityProfilerFactory factory) {
+  std::lock_guard<std::mutex> lock(g_factory_mu);
+  g_profiler_factory = std::move(factory);
+}
+
+StatusOr<std::unique_ptr<ActivityProfiler>> CreateActivityProfiler() {
+  ActivityProfilerFactory f;
+  {
+    std::lock_guard<std::mutex> lock(g_factory_mu);
+    f = g_profiler_factory;
+  }
+  return f ? f() : CreateCuptiProfiler();
+}
+
+StatusOr<std::unique_ptr<GpuPath>> GpuPath::Create(int device) {
+  StatusOr<std::unique_ptr<DeviceStatsBackend>> b = CreateDeviceStatsBackend(device);
+  if (!b.ok()) return b.status();
+  if (*b == nullptr) return Status(StatusCode::kUnavailable, "no GPU statistics backend");
+  return std::unique_ptr<GpuPath>(new GpuPath(device, std::move(b).value()));
+}
+
+GpuPath::GpuPath(int device, std::unique_ptr<DeviceStatsBackend> backend)
+    : device_(device), backend_(std::move(backend)) {}
+
+GpuPath::~GpuPath() { Stop(); }
+
+Status GpuPath::Start(const std::vector<UnitHandle>& units,
+                      const std::vector<std::vector<TensorRef>>& tensors,
+                      const std::vector<uint32_t>& shard_count, bool profile, Outbox* outbox) {
+  std::lock_guard<std::mutex> lock(mu_);
+  outbox_ = outbox;
+  shard_count_ = shard_count;
+  index_.assign(shard_count.size(), -1);
+  handles_ = units;
+  first_ptr_.clear();
+  pointers_.clear();
+  for (size_t d = 0; d < units.size(); ++d) {
+    index_[units[d]] = static_cast<int>(d);
+    first_ptr_.push_back(pointers_.size());
+    for (const TensorRef& t : tensors[d]) pointers_.push_back(t.data);
+  }
+  norms_.assign(units.size(), std::nan(""));
+  Status s = backend_->SetTable(tensors);
+  if (!s.ok()) return Status(s.code(), "GPU statistics tables: " + s.message());
+  if (profile) {
+    StatusOr<std::unique_ptr<ActivityProfiler>> p = CreateActivityProfiler();
+    Status ps = p.ok() ? (*p)->Start() : p.status();
+    if (ps.ok()) {
+      profiler_ = std::move(p).value();
+    } else {
+      // Quiet back-off: training goes on, the ratio is reported unavailable.
+      spdlog::warn("gnmr client: GPU overhead profiling off ({}); overhead_ratio unavailable",
+                   ps.message());
+    }
+  }
+  return Status::Ok();
+}
+
+void GpuPath::SetPointers(UnitHandle unit, const TensorRef* tensors, size_t count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (unit >= index_.size() || index_[unit] < 0) return;
+  const size_t first = first_ptr_[static_cast<size_t>(index_[unit])];
+  for (size_t i = 0; i < count && first + i < pointers_.size(); ++i) {
+    pointers_[first + i] = tensors[i].data;
+  }
+  dirty_ = true;
+}
+
+Status GpuPath::Launch(void* stream, int64_t step, Report* r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) {
+    outbox_->Abandon(r);
+    return Status::Ok();  // stopped: fail-open, nothing to report
+  }
+  if (dirty_) {
+    Status s = backend_->RefreshPointers(pointers_);
+    if (!s.ok()) {
+      outbox_->Abandon(r);
+      return Status(s.code(), "GPU statistics: pointer refresh: " + s.message());
+    }
+    dirty_ = false;
+  }
+  if (profiler_) profiler_->BeginStatsLaunch(step);
+  Status s = backend_->Launch(stream, step);
+  if (profiler_) profiler_->EndStatsLaunch();
+  if (!s.ok()) {
+    outbox_->Abandon(r);
+    return Status(s.code(), "GPU statistics: " + s.message());
+  }
+  if (parked_.size() == static_cast<size_t>(DeviceStatsBackend::kMaxPending)) {
+    // The backend has just overwritten the oldest unread result.
+    outbox_->Drop(parked_.front().report);
+    parked_.pop_front();
+  }
+  parked_.push_back(Parked{step, r});
+  ++uncollected_launches_;
+  return Status::Ok();
+}
+
+void GpuPath::Drain(bool collect) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return;
+  int64_t step = -1;
+  double gpu_seconds = -1.0;
+  // Records first, so reports published now carry the newest ratio. Only
+  // after launches: each collection flushes CUPTI's buffers.
+  if (collect && profiler_ && uncollected_launches_ > 0) {
+    uncollected_launches_ = 0;
+    CollectLocked();
+  }
+  while (backend_->Poll(&step, &stats_, &gpu_seconds)) {
+    ++launches_since_overhead_;
+    // Older parked reports lost their results (ring overwrite).
+    while (!parked_.empty() && parked_.front().step < step) {
+      outbox_->Drop(parked_.front().report);
+      parked_.pop_front();
+    }
+    if (parked_.empty() || parked_.front().step != step) continue;
+    const Parked p = parked_.front();
+    parked_.pop_front();
+    PublishLocked(p, gpu_seconds);
+  }
+}
+
+void GpuPath::CollectLocked() {
+  if (!profiler_) return;
+  kernel_scratch_.clear();
+  corr_scratch_.clear();
+  uint64_t dropped = 0;
+  profiler_->Collect(&kernel_scratch_, &corr_scratch_, &dropped);
+  accountant_.Add(kernel_scratch_, corr_scratch_);
+  accountant_.AddDropped(dropped);
+  StepOverhead o;
+  while (accountant_.Next(&o)) {
+    launches_since_overhead_ = 0;
+    if (!o.valid) continue;
+    have_overhead_ = true;
+    last_ratio_ = o.ratio;
+    last_overhead_step_ = o.step;
+  }
+  if (launches_since_overhead_ > kBackoffLaunches) {
+    // Launches complete but no statistics kernel is ever attributed (the
+    // records are not ours, or another tool took CUPTI over): stop paying
+    // for the profiler.
+    spdlog::warn("gnmr client: no GPU overhead measured for {} launches; CUPTI profiling off, "
+                 "overhead_ratio unavailable",
+                 kBackoffLaunches);
+    profiler_->Stop();
+    profiler_.reset();
+    have_overhead_ = false;
+  }
+}
+
+void GpuPath::PublishLocked(const Parked& p, double gpu_seconds) {
+  Report* r = p.report;
+  for (size_t d = 0; d < handles_.size() && d < stats_.size(); ++d) {
+    const UnitHandle u = handles_[d];
+    const UnitStats& st = stats_[d];
+    r->sumsq[u] = st.sumsq;
+    r->amax[u] = st.amax;
+    r->nonfinite[u] = st.nonfinite;
+    r->zeros[u] = st.zeros;
+    norms_[d] = std::sqrt(st.sumsq * shard_count_[u]);
+  }
+  norms_step_ = p.step;
+  if (gpu_seconds >= 0.0) {
+    r->stats_gpu_seconds = gpu_seconds;
+    gpu_nanos_.fetch_add(static_cast<int64_t>(gpu_seconds * 1e9), std::memory_order_relaxed);
+  }
+  if (profiler_ && have_overhead_) {
+    r->overhead_source = kSourceCupti;
+    r->overhead_ratio = last_ratio_;
+    r->overhead_step = last_overhead_step_;
+  } else {
+    r->overhead_source = kSourceUnavailable;
+    r->overhead_ratio = 0.0;
+    r->overhead_step = -1;
+  }
+  outbox_->Publish(r);
+}
+
+size_t GpuPath::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return parked_.size();
+}
+
+bool GpuPath::NormAt(int64_t step, UnitHandle unit, double* norm) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (step != norms_step_ || unit >= index_.size() || index_[unit] < 0) return false;
+  *norm = norms_[static_cast<size_t>(index_[unit])];
+  return true;
+}
+
+bool GpuPath::LastOverhead(double* ratio, int64_t* step) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!profiler_ || !have_overhead_) return false;
+  *ratio = last_ratio_;
+  *step = last_overhead_step_;
+  return true;
+}
+
+void GpuPath::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  if (profiler_) profiler_->Stop();
+  profiler_.reset();
+  for (const Parked& p : parked_) {
+    if (outbox_ != nullptr) outbox_->Abandon(p.report);
+  }
+  parked_.clear();
+}
+
+}  // namespace gnmr

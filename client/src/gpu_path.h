@@ -1,0 +1,112 @@
+// GpuPath: the device half of the client (SPEC sections 5 and 6). Units
+// whose tensors live on a CUDA device are computed by a DeviceStatsBackend
+// on the caller's stream; the report slot of that step waits here
+// ("parked", host units already filled in) until the I/O thread, or the
+// next Observe, finds the launch complete, copies the device columns in and
+// publishes the report. Nothing here waits for the GPU.
+//
+// Overhead: the backend times every launch with CUDA events
+// (stats_gpu_seconds). With ClientOptions::profile_gpu_overhead an
+// ActivityProfiler (CUPTI) also reports the statistics kernels' share of
+// all kernel time per step (OverheadAccountant). If the profiler cannot
+// start (another tool owns CUPTI, no driver) or its records stop making
+// sense (no statistics kernels seen for kBackoffLaunches launches), this
+// backs off: logs once, stops the profiler and reports the ratio as
+// unavailable.
+//
+// Threads: Launch/SetPointers on the training thread, Drain on either
+// thread; one mutex serialises every backend call (each is short and
+// non-blocking, except RefreshPointers, which waits for the previous
+// launch's pointer upload as GpuStats documents).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "client/src/activity_profiler.h"
+#include "client/src/device_backend.h"
+#include "client/src/outbox.h"
+#include "client/src/overhead_accountant.h"
+#include "gnmr/client.h"
+
+namespace gnmr {
+
+class GpuPath {
+ public:
+  // Profiler-less launches after which missing records mean "back off".
+  static constexpr uint64_t kBackoffLaunches = 32;
+
+  // Unavailable (with the reason) when the device cannot be used.
+  static StatusOr<std::unique_ptr<GpuPath>> Create(int device);
+  ~GpuPath();
+
+  int device() const { return device_; }
+
+  // Client::Start: `units` are the client handles of the device units,
+  // `tensors` theirs; `shard_count` per client unit (norms).
+  Status Start(const std::vector<UnitHandle>& units,
+               const std::vector<std::vector<TensorRef>>& tensors,
+               const std::vector<uint32_t>& shard_count, bool profile, Outbox* outbox);
+  // New pointers of client unit `unit` (layout already checked).
+  void SetPointers(UnitHandle unit, const TensorRef* tensors, size_t count);
+  // Launches on `stream` and parks `r` until the results are in; on error
+  // `r` is given back to the outbox. Training thread.
+  Status Launch(void* stream, int64_t step, Report* r);
+  // Publishes every completed parked report; `collect`: also read the
+  // profiler's records (I/O thread only: it flushes CUPTI buffers).
+  void Drain(bool collect);
+  size_t pending() const;
+  // This rank's norm of device unit `unit` at `step`, if its results are in.
+  bool NormAt(int64_t step, UnitHandle unit, double* norm) const;
+  // Stops the profiler; parked reports are given back. Further launches
+  // are refused (fail-open: the client keeps running).
+  void Stop();
+
+  double stats_gpu_seconds() const { return static_cast<double>(gpu_nanos_.load()) * 1e-9; }
+  // The newest measured overhead: false if none (not profiling, or
+  // nothing final yet).
+  bool LastOverhead(double* ratio, int64_t* step) const;
+
+ private:
+  struct Parked {
+    int64_t step = 0;
+    Report* report = nullptr;
+  };
+  explicit GpuPath(int device, std::unique_ptr<DeviceStatsBackend> backend);
+  void CollectLocked();
+  void PublishLocked(const Parked& p, double gpu_seconds);
+
+  const int device_;
+  std::unique_ptr<DeviceStatsBackend> backend_;
+  std::unique_ptr<ActivityProfiler> profiler_;  // null unless profiling
+  OverheadAccountant accountant_;
+  Outbox* outbox_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::vector<int> index_;                 // client unit -> device unit, -1 host
+  std::vector<UnitHandle> handles_;        // device unit -> client unit
+  std::vector<size_t> first_ptr_;          // device unit -> first pointer
+  std::vector<uint32_t> shard_count_;      // client unit
+  std::vector<const void*> pointers_;      // SetTable order
+  bool dirty_ = false;
+  bool stopped_ = false;
+  std::deque<Parked> parked_;
+  std::vector<UnitStats> stats_;           // Poll scratch
+  std::vector<double> norms_;              // device unit, at norms_step_
+  int64_t norms_step_ = -1;
+  uint64_t launches_since_overhead_ = 0;  // polled since a step was final
+  uint64_t uncollected_launches_ = 0;     // launched since the last Collect
+  bool have_overhead_ = false;
+  double last_ratio_ = 0.0;
+  int64_t last_overhead_step_ = -1;
+  std::vector<KernelActivity> kernel_scratch_;
+  std::vector<StatsCorrelation> corr_scratch_;
+
+  std::atomic<int64_t> gpu_nanos_{0};
+};
+
+}  // namespace gnmr
