@@ -1,8 +1,11 @@
 // One ISA build of the CPU statistics kernel (see item_kernels.h).
 //
-// Two paths per work item, bit-identical by construction:
+// On AVX-512 builds, full fp32/bf16/fp16 items first try the intrinsics
+// path of item_kernels_avx512.h (memory-bound, denormals included); the
+// items it refuses, fp8, and every item of the AVX2/SSE2 builds take the
+// two paths below. Two paths per work item, bit-identical by construction:
 //
-// - Fast path (full items, the common case). GCC vector extensions, so the
+// - Fast path (full items). GCC vector extensions, so the
 //   same source becomes AVX-512, AVX2 or SSE2 code. Each group of 16
 //   elements of a row is widened to an fp32 bit pattern without arithmetic
 //   (fp32 as is, bf16 by a 16-bit shift, fp16/fp8 by re-biasing the
@@ -35,6 +38,13 @@
 
 // The vector helpers are internal and inlined; their ABI never matters.
 #pragma GCC diagnostic ignored "-Wpsabi"
+
+// fp32/bf16/fp16 items get a dedicated path where AVX-512 (BW, DQ) is
+// available (item_kernels_avx512.h).
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+#define GNMR_CPU_AVX512_ITEMS 1
+#include "kernels/cpu/item_kernels_avx512.h"
+#endif
 
 namespace gnmr::cpu::GNMR_CPU_ISA {
 namespace {
@@ -257,11 +267,20 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials,
   uint32_t amax_bits = 0;
   u32x16 amax_vec = u32x16{};
   uint64_t fast_zeros = 0;
+#ifdef GNMR_CPU_AVX512_ITEMS
+  constexpr bool kAvx512Item = sizeof(typename F::Bits) >= 2;  // not fp8
+  __m512i amax_w = _mm512_setzero_si512();
+#endif
   uint64_t k = 0;
   for (uint64_t first = 0; first < numel; first += kItem, ++k) {
     const unsigned char* p = data + first * sizeof(typename F::Bits);
     const uint32_t n = static_cast<uint32_t>(numel - first < kItem ? numel - first : kItem);
     if (n == kItem) {
+#ifdef GNMR_CPU_AVX512_ITEMS
+      if constexpr (kAvx512Item) {
+        if (avx512::Item<F>(p, &partials[k], &amax_w, &fast_zeros)) continue;
+      }
+#endif
       // A failed attempt re-reads the item from L1 (8-16 KiB), not memory.
       if (FastItem<F, false>(p, &partials[k], &amax_vec, &fast_zeros)) continue;
       if (F::kFp32Range && FastItem<F, true>(p, &partials[k], &amax_vec, &fast_zeros)) continue;
@@ -269,6 +288,12 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials,
     partials[k] = SlowItem<F>(p, n, &amax_bits, c);
   }
   for (int i = 0; i < 16; ++i) amax_bits = amax_bits > amax_vec[i] ? amax_bits : amax_vec[i];
+#ifdef GNMR_CPU_AVX512_ITEMS
+  if constexpr (kAvx512Item) {
+    const uint32_t m = avx512::MaxPattern<typename F::Bits>(amax_w);
+    amax_bits = amax_bits > m ? amax_bits : m;
+  }
+#endif
   c->zeros += fast_zeros;
   const double amax = Decode<F>(amax_bits);
   c->amax = c->amax > amax ? c->amax : amax;
