@@ -1,0 +1,156 @@
+// The client's real GPU path against the real gnmrd (skips without a CUDA
+// device): device units observed on a stream reach the daemon bit-identical
+// to the same data on the CPU path (norm and history mean of every unit, per
+// step), including after SetTensors moved a unit to new device memory, and
+// the CUDA-event GPU time is counted.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "gnmr/client.h"
+#include "gnmr/gpu_stats.h"
+#include "tests/daemon/gnmrd_process.h"
+
+namespace gnmr {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::GnmrdProcess;
+
+bool HaveGpu() {
+  int n = 0;
+  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  cudaGetLastError();
+  return ok;
+}
+
+std::map<std::string, std::pair<double, double>> Units(GnmrdProcess* d, const std::string& job) {
+  auto admin = v1::Admin::NewStub(d->Channel());
+  grpc::ClientContext ctx;
+  v1::ListUnitsRequest req;
+  req.set_job_id(job);
+  v1::ListUnitsResponse resp;
+  std::map<std::string, std::pair<double, double>> out;
+  if (!admin->ListUnits(&ctx, req, &resp).ok()) return out;
+  for (const v1::UnitInfo& u : resp.units()) out[u.name()] = {u.norm(), u.mu()};
+  return out;
+}
+
+void Fill(std::vector<float>* v, int64_t step, int unit) {
+  for (size_t i = 0; i < v->size(); ++i) {
+    (*v)[i] = 1e-3f * static_cast<float>((i * 31 + static_cast<size_t>(unit) * 7 +
+                                          static_cast<size_t>(step) * 11) % 997) -
+              0.4f;
+  }
+}
+
+TEST(ClientGpuTest, StreamObserveMatchesCpuThroughGnmrd) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  GnmrdProcess gnmrd;
+  ASSERT_TRUE(gnmrd.Start());
+  constexpr int kUnits = 3;
+  const size_t sizes[kUnits] = {1 << 20, 4097, 300000};
+  std::vector<std::vector<float>> host(kUnits);
+  std::vector<float*> dev(kUnits), dev2(kUnits);
+  for (int u = 0; u < kUnits; ++u) {
+    host[u].resize(sizes[u]);
+    ASSERT_EQ(cudaMalloc(&dev[u], sizes[u] * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dev2[u], sizes[u] * 4), cudaSuccess);
+  }
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  auto make = [&](const std::string& job) {
+    ClientOptions o;
+    o.target = gnmrd.target();
+    o.job_id = job;
+    ControllerConfig c;
+    c.warmup = 3;
+    o.config = c;
+    return std::move(Client::Create(o)).value();
+  };
+  auto cpu = make("cpu");
+  auto gpu = make("gpu");
+  for (int u = 0; u < kUnits; ++u) {
+    TensorRef h{host[u].data(), sizes[u], DType::kFp32, kHostDevice, 1.0f};
+    TensorRef d{dev[u], sizes[u], DType::kFp32, 0, 1.0f};
+    ASSERT_TRUE(cpu->AddUnit("u" + std::to_string(u), {h}).ok());
+    ASSERT_TRUE(gpu->AddUnit("u" + std::to_string(u), {d}).ok());
+  }
+  ASSERT_TRUE(cpu->Start().ok());
+  ASSERT_TRUE(gpu->Start().ok());
+  for (int64_t step = 0; step < 10; ++step) {
+    const bool moved = step >= 5;  // from step 5 the grads live elsewhere
+    for (int u = 0; u < kUnits; ++u) {
+      Fill(&host[u], step, u);
+      float* target = moved ? dev2[u] : dev[u];
+      ASSERT_EQ(cudaMemcpyAsync(target, host[u].data(), sizes[u] * 4, cudaMemcpyHostToDevice,
+                                stream),
+                cudaSuccess);
+      if (step == 5) {
+        TensorRef d{target, sizes[u], DType::kFp32, 0, 1.0f};
+        ASSERT_TRUE(gpu->SetTensors(static_cast<UnitHandle>(u), {d}).ok());
+      }
+    }
+    ASSERT_TRUE(gpu->Observe(step, stream).ok());
+    ASSERT_TRUE(cpu->Observe(step).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // host buffers reused next step
+    ASSERT_TRUE(gpu->Flush(std::chrono::seconds(10)));
+    ASSERT_TRUE(cpu->Flush(std::chrono::seconds(10)));
+    // Both jobs decided this step: the daemon holds the same statistics.
+    const Clock::time_point end = Clock::now() + std::chrono::seconds(10);
+    std::map<std::string, std::pair<double, double>> a, b;
+    do {
+      a = Units(&gnmrd, "cpu");
+      b = Units(&gnmrd, "gpu");
+    } while ((a != b || a.size() != kUnits) && Clock::now() < end &&
+             (std::this_thread::sleep_for(std::chrono::milliseconds(5)), true));
+    ASSERT_EQ(a, b) << "step " << step;
+  }
+  const ClientCounters k = gpu->Counters();
+  EXPECT_EQ(k.reports_sent, 10u);
+  EXPECT_GT(k.stats_gpu_seconds, 0.0);
+  EXPECT_EQ(k.overhead_source, OverheadSource::kUnavailable);
+  cudaStreamDestroy(stream);
+  for (int u = 0; u < kUnits; ++u) {
+    cudaFree(dev[u]);
+    cudaFree(dev2[u]);
+  }
+}
+
+TEST(ClientGpuTest, CuptiOverheadOrBackOff) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  GnmrdProcess gnmrd;
+  ASSERT_TRUE(gnmrd.Start());
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 1 << 22), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d, 0, 1 << 22), cudaSuccess);
+  ClientOptions o;
+  o.target = gnmrd.target();
+  o.job_id = "prof";
+  o.profile_gpu_overhead = true;
+  auto c = std::move(Client::Create(o)).value();
+  ASSERT_TRUE(c->AddUnit("u", {TensorRef{d, 1 << 20, DType::kFp32, 0, 1.0f}}).ok());
+  ASSERT_TRUE(c->Start().ok());
+  for (int64_t step = 0; step < 12; ++step) {
+    ASSERT_EQ(cudaMemset(d, step & 1, 1 << 22), cudaSuccess);  // "training" work
+    ASSERT_TRUE(c->Observe(step).ok());
+    ASSERT_TRUE(c->Flush(std::chrono::seconds(10)));
+  }
+  const ClientCounters k = c->Counters();
+  if (k.overhead_source == OverheadSource::kCupti) {
+    EXPECT_GT(k.overhead_ratio, 0.0);
+    EXPECT_LE(k.overhead_ratio, 1.0);
+    EXPECT_GE(k.overhead_step, 1);
+  } else {
+    EXPECT_EQ(k.overhead_source, OverheadSource::kUnavailable);  // CUPTI owned elsewhere
+  }
+  c.reset();
+  cudaFree(d);
+}
+
+}  // namespace
+}  // namespace gnmr
