@@ -17,6 +17,8 @@ packages=(
   python3-torch libopenblas0-pthread python3-pytest
   yamllint python3-yaml  # tests/deploy: YAML lint and manifest checks
   prometheus  # promtool + server for tests/observability
+  # experiments/ (the evaluation): the text corpus and the plots
+  fortunes python3-matplotlib
 )
 
 missing=()

@@ -1,0 +1,266 @@
+"""What each arm does around a training step.
+
+Every arm sees the same model, batches and fault schedule of a seed. The
+training loop (train.py) calls, per step t::
+
+    arm.before_forward(t)        # promotions in force for this forward pass
+    ... forward, backward (and the DP all-reduce) ...
+    step_optimizer = arm.after_backward(t)   # treat gradients
+
+and then reads ``arm.in_force`` (units on their high-fidelity path or whose
+gradient was treated at t) and ``arm.admissions`` ((unit, observed step)).
+
+Arms: ``NoControl`` (HF and LC), ``GnmrArm`` (the real client + gnmrd through
+gnmr.torch.Monitor), ``OracleArm`` (lag 0 / lag 1, promotes exactly the
+faulty unit-steps), ``RandomArm`` (random promotions at a given unit-step
+budget), ``GlobalClipArm`` (clip_grad_norm_ at a tuned threshold) and
+``ZClipArm`` (z-score adaptive clipping of the total norm, after ZClip).
+"""
+from __future__ import annotations
+
+import math
+import random
+from typing import Dict, List, Optional, Set, Tuple
+
+import torch
+
+from . import faults as F
+
+# Shared with the controller's defaults so the oracle's entry clip matches.
+EMA_DECAY = 0.98
+WARMUP = 50
+
+
+class Arm:
+    low_cost = True
+    replaces_base_clip = False  # the clipping arms replace the recipe's clip
+
+    def __init__(self) -> None:
+        self.in_force: Set[int] = set()
+        self.admissions: List[Tuple[int, int]] = []
+
+    def setup(self, model, optimizer, schedule, seed: int, steps: int) -> None:
+        self.model, self.optimizer, self.schedule = model, optimizer, schedule
+        self.units = model.units()
+        self.seed, self.steps = seed, steps
+
+    def before_forward(self, step: int) -> None:
+        pass
+
+    def after_backward(self, step: int) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+    def extra(self) -> Dict:
+        return {}
+
+    def _promote(self, want: Set[int]) -> None:
+        for i, u in enumerate(self.units):
+            u.gnmr_promoted = i in want
+
+
+class NoControl(Arm):
+    def __init__(self, low_cost: bool) -> None:
+        super().__init__()
+        self.low_cost = low_cost
+
+
+def unit_norms(units) -> List[float]:
+    out = []
+    for u in units:
+        s = 0.0
+        for p in u.parameters():
+            if p.grad is not None:
+                s += float(p.grad.double().pow(2).sum())
+        out.append(math.sqrt(s))
+    return out
+
+
+class OracleArm(Arm):
+    """Knows the schedule. Lag 1: a fault found at its first step t runs on
+    the high-fidelity path from t + 1 to its end (t itself is lost). Lag 0:
+    in addition the unit's gradient of step t is clipped to its historical
+    mean (the controller's entry clip: clamp(mu / norm, clip_min_scale, 1), mu an EMA
+    kept as the controller keeps it)."""
+
+    def __init__(self, lag: int, tau: float = 2.5, clip_min_scale: float = 0.01) -> None:
+        super().__init__()
+        self.lag, self.tau, self.clip_min_scale = lag, tau, clip_min_scale
+
+    def setup(self, *a, **k) -> None:
+        super().setup(*a, **k)
+        self.mu = [0.0] * len(self.units)
+        self.samples = [0] * len(self.units)
+        self.promoted_until: Dict[int, int] = {}  # unit -> last step promoted
+
+    def before_forward(self, step: int) -> None:
+        self._promote({u for u, last in self.promoted_until.items() if step <= last})
+        self.in_force = {u for u, last in self.promoted_until.items() if step <= last}
+
+    def after_backward(self, step: int) -> bool:
+        norms = unit_norms(self.units)
+        onsets = [e for e in self.schedule if e.first == step and e.unit not in self.in_force]
+        for e in onsets:
+            self.admissions.append((e.unit, step))
+            if e.last > step:
+                self.promoted_until[e.unit] = e.last
+            if self.lag == 0:
+                self.in_force.add(e.unit)
+                mu = self.mu[e.unit]
+                if norms[e.unit] > 0 and self.samples[e.unit] > 0:
+                    scale = min(1.0, max(self.clip_min_scale, mu / norms[e.unit]))
+                    with torch.no_grad():
+                        for p in self.units[e.unit].parameters():
+                            if p.grad is not None:
+                                p.grad.mul_(scale)
+        for i, n in enumerate(norms):  # the controller's history rule
+            if n <= 0 or not math.isfinite(n):
+                continue
+            if self.samples[i] < WARMUP:
+                self.mu[i] = (self.mu[i] * self.samples[i] + n) / (self.samples[i] + 1)
+            else:
+                self.mu[i] = EMA_DECAY * self.mu[i] + (1 - EMA_DECAY) * min(n, self.tau * self.mu[i])
+            self.samples[i] += 1
+        return True
+
+
+class RandomArm(Arm):
+    """Promotes random units for ``lock`` steps at random times (from the
+    controller's warmup on) until ``budget`` unit-steps are spent."""
+
+    def __init__(self, budget: int, lock: int) -> None:
+        super().__init__()
+        self.budget, self.lock = budget, lock
+
+    def setup(self, *a, **k) -> None:
+        super().setup(*a, **k)
+        rng = random.Random(f"gnmr-eval-random/{self.seed}")
+        self.windows = []
+        left = self.budget
+        while left > 0:
+            length = min(self.lock, left)
+            unit = rng.randrange(len(self.units))
+            first = rng.randrange(WARMUP, self.steps - length + 1)
+            self.windows.append((unit, first, first + length - 1))
+            self.admissions.append((unit, first - 1))
+            left -= length
+
+    def before_forward(self, step: int) -> None:
+        self.in_force = {u for (u, a, b) in self.windows if a <= step <= b}
+        self._promote(self.in_force)
+
+
+class GlobalClipArm(Arm):
+    replaces_base_clip = True
+
+    def __init__(self, max_norm: float) -> None:
+        super().__init__()
+        self.max_norm = max_norm
+        self.clipped = 0
+
+    def after_backward(self, step: int) -> bool:
+        n = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_norm)
+        self.clipped += int(float(n) > self.max_norm)
+        return True
+
+    def extra(self) -> Dict:
+        return {"clipped_steps": self.clipped}
+
+
+class ZClipArm(Arm):
+    """ZClip-style: EMA mean and variance of the total gradient norm; a norm
+    whose z-score exceeds ``z`` is clipped to mean + z * std, and the clipped
+    value enters the statistics. No clipping in the first ``warmup`` steps."""
+
+    replaces_base_clip = True
+
+    def __init__(self, z: float, alpha: float = 0.97, warmup: int = 25) -> None:
+        super().__init__()
+        self.z, self.alpha, self.warmup = z, alpha, warmup
+        self.mean = None
+        self.var = 0.0
+        self.seen = 0
+        self.clipped = 0
+
+    def after_backward(self, step: int) -> bool:
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        g = float(torch.norm(torch.stack([p.grad.norm() for p in params])))
+        if not math.isfinite(g):
+            return False
+        if self.seen >= self.warmup and self.mean is not None:
+            std = math.sqrt(max(self.var, 1e-24))
+            if (g - self.mean) / std > self.z:
+                target = self.mean + self.z * std
+                with torch.no_grad():
+                    for p in params:
+                        p.grad.mul_(target / g)
+                g = target
+                self.clipped += 1
+        if self.mean is None:
+            self.mean = g
+        else:
+            d = g - self.mean
+            self.mean += (1 - self.alpha) * d
+            self.var = self.alpha * (self.var + (1 - self.alpha) * d * d)
+        self.seen += 1
+        return True
+
+    def extra(self) -> Dict:
+        return {"clipped_steps": self.clipped}
+
+
+class GnmrArm(Arm):
+    """The real stack: gnmr.torch.Monitor -> client library -> gnmrd."""
+
+    def __init__(self, target: str, job_id: str, config: Dict, *, rank: int = 0,
+                 world_size: int = 1, decision_wait_ms: float = 10000.0,
+                 enabled_steps: Optional[Set[int]] = None) -> None:
+        super().__init__()
+        self.target, self.job_id, self.config = target, job_id, dict(config)
+        self.rank, self.world_size = rank, world_size
+        self.decision_wait_ms = decision_wait_ms
+        self.lag = int(config.get("lag", 1))
+        self.digests: List[Tuple[int, int]] = []
+        self.without_decision = 0
+
+    def setup(self, *a, **k) -> None:
+        super().setup(*a, **k)
+        import gnmr.torch as gt
+        from .fp8 import LowPrecisionLinear
+        self.monitor = gt.Monitor(
+            self.model, target=self.target, job_id=self.job_id, rank=self.rank,
+            world_size=self.world_size, config=self.config,
+            unit_filter=lambda n, m: isinstance(m, LowPrecisionLinear),
+            decision_wait_ms=self.decision_wait_ms, strict=True)
+        if not self.monitor.wait_connected(30):
+            raise RuntimeError(f"gnmrd at {self.target} did not accept job {self.job_id}")
+        self.index = {n: i for i, n in enumerate(self.monitor.unit_names)}
+        self.prev: Set[int] = set()
+
+    def before_forward(self, step: int) -> None:
+        self.monitor.before_forward(step)
+
+    def after_backward(self, step: int) -> bool:
+        self.monitor.after_backward(step)
+        applied = self.monitor.apply(step, None, step_optimizer=False)
+        if step > 0 and not applied.has_decision:
+            self.without_decision += 1
+        self.digests.append((step, applied.digest))
+        now = {self.index[n] for n in applied.promoted}
+        for u in sorted(now - self.prev):
+            self.admissions.append((u, step - self.lag))
+        self.prev = now
+        self.in_force = now
+        return not applied.global_skip
+
+    def close(self) -> None:
+        self.counters = self.monitor.counters().as_dict()
+        self.monitor.close()
+
+    def extra(self) -> Dict:
+        return {"steps_without_decision": self.without_decision,
+                "reports_dropped": self.counters.get("reports_dropped"),
+                "missed_decisions": self.counters.get("missed_decisions"),
+                "digests": self.digests}

@@ -1,0 +1,88 @@
+"""FP8 E4M3 fake quantization and the low-cost / high-fidelity Linear unit.
+
+The low-cost path quantizes a Linear's input activations to FP8 E4M3
+(per-tensor current scaling: scale = 448 / amax(x)), dequantizes them with
+scale_inv = 1 / scale and multiplies by the fp32 weight; gradients pass the
+quantizer straight through (STE). The high-fidelity path is plain fp32.
+
+Faults live in the quantizer, so promotion to the high-fidelity path really
+removes them (SPEC section 10):
+
+- amplifying: scale and scale_inv out of step, scale_inv = k / scale, so the
+  dequantized input is k times too large (k = 16);
+- attenuating: a stale amax k times too small, so every value above
+  amax / k saturates at the format's maximum (the input shrinks).
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+E4M3_MAX = 448.0
+E4M3_MIN_EXP = -6   # smallest normal exponent; below it, subnormals of step 2^-9
+E4M3_MANT_BITS = 3
+
+
+def round_to_e4m3(v: torch.Tensor) -> torch.Tensor:
+    """Rounds fp32 values to the nearest E4M3 value (ties to even),
+    saturating at +-448.
+
+    Normal range: round the fp32 significand to 3 bits on the bit pattern
+    (add half an ulp minus one plus the kept lsb, then truncate). Below
+    2^-6 (E4M3 subnormals, a fixed step of 2^-9): round(v * 512) / 512, both
+    exact scalings by powers of two.
+    """
+    v = v.clamp(-E4M3_MAX, E4M3_MAX)
+    bits = v.view(torch.int32)
+    drop = 23 - E4M3_MANT_BITS
+    lsb = (bits >> drop) & 1
+    normal = ((bits + ((1 << (drop - 1)) - 1) + lsb) & ~((1 << drop) - 1)).view(torch.float32)
+    step = 2.0 ** (E4M3_MIN_EXP - E4M3_MANT_BITS)
+    sub = torch.round(v * (1.0 / step)) * step
+    return torch.where(v.abs() < 2.0 ** E4M3_MIN_EXP, sub, normal)
+
+
+def _round_to_e4m3_reference(v: torch.Tensor) -> torch.Tensor:
+    """The same rounding through frexp (slower; the tests compare the two)."""
+    v = v.clamp(-E4M3_MAX, E4M3_MAX)
+    _, e = torch.frexp(v)  # v = m * 2^e, 0.5 <= |m| < 1: the exponent of v is e - 1
+    exp = torch.clamp(e - 1, min=E4M3_MIN_EXP) - E4M3_MANT_BITS
+    quantum = torch.ldexp(torch.ones_like(v), exp)
+    return torch.round(v / quantum) * quantum  # v / quantum is exact (power of two)
+
+
+def fake_quant_e4m3(x: torch.Tensor, fault: Optional[Tuple[str, float]] = None) -> torch.Tensor:
+    """The dequantized FP8 image of ``x`` (no gradient), with an optional fault."""
+    amax = x.abs().max().clamp(min=1e-30)
+    if fault is not None and fault[0] == "att":
+        amax = amax / fault[1]  # stale, too small: saturates
+    scale = E4M3_MAX / amax
+    scale_inv = amax / E4M3_MAX
+    if fault is not None and fault[0] == "amp":
+        scale_inv = scale_inv * fault[1]
+    return round_to_e4m3(x * scale) * scale_inv
+
+
+class LowPrecisionLinear(torch.nn.Linear):
+    """A Linear with a low-cost (FP8 input) and a high-fidelity (fp32) path.
+
+    ``gnmr_promoted`` (set by gnmr.torch.Monitor's default promote callback,
+    or by the oracle / random arms) selects the high-fidelity path;
+    ``low_cost`` False makes the whole model high-fidelity (the HF arm and
+    validation); ``fault`` is set by the fault schedule for the current step.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gnmr_promoted = False
+        self.low_cost = True
+        self.fault: Optional[Tuple[str, float]] = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.low_cost and not self.gnmr_promoted:
+            with torch.no_grad():
+                delta = fake_quant_e4m3(x.detach(), self.fault) - x.detach()
+            x = x + delta  # value of the quantized input, gradient of the identity
+        return F.linear(x, self.weight, self.bias)

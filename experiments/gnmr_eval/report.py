@@ -1,0 +1,185 @@
+"""Tables (Markdown) and plots (PNG) of an evaluation's results."""
+from __future__ import annotations
+
+import math
+import os
+from typing import Dict, List
+
+from . import metrics as M
+from . import plan as P
+
+
+class Table:
+    def __init__(self, results: Dict[str, Dict], seeds: List[int]) -> None:
+        self.r, self.seeds = results, seeds
+
+    def get(self, label: str, faults: str, seed: int):
+        return self.r.get(P.name(label, faults, seed))
+
+    def per_seed(self, label: str, faults: str):
+        return [(s, self.get(label, faults, s)) for s in self.seeds
+                if self.get(label, faults, s) is not None]
+
+    def row(self, label: str, faults: str = "amp") -> Dict[str, str]:
+        runs = self.per_seed(label, faults)
+        if not runs:
+            return {}
+        hf = {s: self.get("HF", "amp", s) for s, _ in runs}
+        lc = {s: self.get("LC", faults, s) for s, _ in runs}
+        clean = {s: self.get("LC-clean", "none", s) for s, _ in runs}
+        rec = [M.recovery(x) for _, x in runs]
+        adm = [M.admissions(x) for _, x in runs]
+        n_adm, tp, events, det = (sum(a[i] for a in adm) for i in range(4))
+        gaps = [M.gap_closed(x, lc[s], hf[s]) for s, x in runs if lc[s] and hf[s]]
+        fgaps = [M.gap_closed(x, lc[s], clean[s]) for s, x in runs if lc[s] and clean[s]]
+        return {
+            "arm": label, "faults": faults, "n": str(len(runs)),
+            "val": M.fmt_ci([x["val_loss"] for _, x in runs], 4),
+            "gap": M.fmt_ci(gaps, pct=True) if faults != "none" else "–",
+            "fgap": M.fmt_ci(fgaps, pct=True) if faults != "none" else "–",
+            "spikes": f"{sum(M.spike_steps(x, hf[s]) for s, x in runs) / len(runs):.1f}",
+            "rec": f"{100 * sum(a[0] for a in rec) / len(rec):.2f}%",
+            "rec_split": (f"{100 * sum(a[1] for a in rec) / len(rec):.2f} / "
+                          f"{100 * sum(a[2] for a in rec) / len(rec):.2f}"),
+            "adm": f"{n_adm / len(runs):.1f}",
+            "prec": f"{tp / n_adm:.2f}" if n_adm else "–",
+            "recall": f"{det / events:.2f}" if events else "–",
+            "ms": f"{sum(M.step_ms(x) for _, x in runs) / len(runs):.1f}",
+            "_gaps": gaps, "_rec": sum(a[0] for a in rec) / len(rec),
+        }
+
+    def markdown(self, rows: List[Dict[str, str]]) -> str:
+        head = ("| arm | faults | seeds | val loss (fp32 path) | gap closed | fault gap closed | "
+                "spike steps | recovery | faulty / false-pos. (%) | admissions | precision | "
+                "recall | ms/step |\n|" + " --- |" * 13 + "\n")
+        body = "".join(
+            f"| {r['arm']} | {r['faults']} | {r['n']} | {r['val']} | {r['gap']} | {r['fgap']} | "
+            f"{r['spikes']} | {r['rec']} | {r['rec_split']} | {r['adm']} | {r['prec']} | "
+            f"{r['recall']} | {r['ms']} |\n" for r in rows if r)
+        return head + body
+
+
+def main_rows(t: Table) -> List[Dict[str, str]]:
+    labels = ["HF", "LC", "LC-clean"]
+    labels += [P.gnmr_label(lag, o, k) for lag in (0, 1) for o in P.MAX_O for k in P.LOCKS]
+    labels += [P.headline_label() + "-DP2", "Oracle-L0", "Oracle-L1", "Random", "GlobalClip",
+               "ZClip"]
+    rows = []
+    for lb in labels:
+        rows.append(t.row(lb, "none" if lb == "LC-clean" else "amp"))
+    return rows
+
+
+def side_rows(t: Table) -> List[Dict[str, str]]:
+    hl = P.headline_label()
+    return [t.row(hl, "none"), t.row("LC", "att"), t.row(hl, "att"), t.row("Oracle-L0", "att")]
+
+
+def plot_loss_diff(t: Table, path: str, arms: List[str]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for label in arms:
+        faults = "none" if label == "LC-clean" else "amp"
+        runs = t.per_seed(label, faults)
+        if not runs:
+            continue
+        diffs = []
+        for s, x in runs:
+            hf = t.get("HF", "amp", s)
+            diffs.append([a - b for a, b in zip(x["train_loss"], hf["train_loss"])])
+        mean = [sum(col) / len(col) for col in zip(*diffs)]
+        ax.plot(M.moving_average(mean, 10), label=label, lw=1.2)
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss − HF (nats, mean over seeds, 10-step average)")
+    ax.set_title("Loss difference to high fidelity (amplifying faults)")
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_timeline(t: Table, path: str, seed: int, labels: List[str]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+    runs = [(lb, t.get(lb, "amp", seed)) for lb in labels if t.get(lb, "amp", seed)]
+    if not runs:
+        return
+    fig, axes = plt.subplots(len(runs), 1, figsize=(11, 2.4 * len(runs)), sharex=True)
+    axes = axes if len(runs) > 1 else [axes]
+    for ax, (label, x) in zip(axes, runs):
+        nu, ns = len(x["units"]), x["steps"]
+        grid = [[0.0] * ns for _ in range(nu)]
+        for step, us in enumerate(x["in_force"]):
+            for u in us:
+                grid[u][step] = 1.0
+        ax.imshow(grid, aspect="auto", cmap="Blues", vmin=0, vmax=1.4, interpolation="nearest")
+        for e in x["schedule"]:
+            ax.add_patch(Rectangle((e["first"] - 0.5, e["unit"] - 0.5), e["last"] - e["first"] + 1,
+                                   1, fill=False, edgecolor="red", lw=1.2))
+        for u, st in x["admissions"]:
+            ax.plot(st, u, marker="|", color="black", ms=7)
+        ax.set_yticks(range(nu))
+        ax.set_yticklabels(x["units"], fontsize=6)
+        ax.set_title(f"{label}, seed {seed}: blue = in recovery, red box = fault, "
+                     "| = admission (observed step)", fontsize=9)
+    axes[-1].set_xlabel("step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def overhead_rows(results: Dict[str, Dict], seed: int) -> List[str]:
+    lines = []
+    for lag in (1, 0):
+        x = results.get(P.name(f"Overhead-L{lag}", "none", seed))
+        if not x:
+            continue
+        on, off = M.step_ms(x, True), M.step_ms(x, False)
+        lines.append(f"| lag {lag} | {off:.2f} | {on:.2f} | {100 * (on / off - 1):+.1f}% |")
+    return lines
+
+
+def fmt_float(v: float) -> str:
+    return "nan" if math.isnan(v) else f"{v:.3f}"
+
+
+def write_outputs(out_dir: str, results, seeds, chosen, corpus_desc, median_norm,
+                  elapsed_s: float, img_dir: str) -> str:
+    """Writes the tables (Markdown) and plots; returns the Markdown."""
+    t = Table(results, seeds)
+    os.makedirs(img_dir, exist_ok=True)
+    plot_loss_diff(t, os.path.join(img_dir, "eval_loss_diff.png"),
+                   ["LC", "LC-clean", P.headline_label(), P.gnmr_label(1, 2, 20), "Oracle-L0",
+                    "Oracle-L1", "Random", "GlobalClip", "ZClip"])
+    plot_timeline(t, os.path.join(img_dir, "eval_timeline.png"), seeds[0],
+                  [P.headline_label(), P.gnmr_label(1, 2, 20), "Oracle-L0"])
+    md = [f"Corpus: {corpus_desc}.", "",
+          f"Evaluation seeds {seeds}; wall time of the whole command {elapsed_s / 60:.1f} min.", "",
+          "Chosen on the tuning seeds:", ""]
+    for lag in (0, 1):
+        c = chosen[f"lag{lag}"]
+        md.append(f"- GNMR lag {lag}: tau {c['tau']:g}, tau_delta {c['tau_delta']:g} "
+                  "(tuning table: recovery ok, mean gap closed, tau, tau_delta: "
+                  + "; ".join(f"{ok}, {fmt_float(g)}, {a:g}, {b:g}" for ok, g, a, b in c["table"])
+                  + ")")
+    md.append(f"- global clip: {chosen['gclip']['multiple']:g} x median HF gradient norm "
+              f"({median_norm:.3f}) (tuning: " + "; ".join(
+                  f"{m:g}: {fmt_float(g)}" for g, m in chosen["gclip"]["table"]) + ")")
+    md.append(f"- ZClip: z = {chosen['zclip']['z']:g} (tuning: " + "; ".join(
+        f"{z:g}: {fmt_float(g)}" for g, z in chosen["zclip"]["table"]) + ")")
+    md += ["", "### Amplifying faults (x16 scale/scale_inv mismatch)", "",
+           t.markdown(main_rows(t)), "",
+           "### Clean runs and attenuating faults (stale amax, x1/16)", "",
+           t.markdown(side_rows(t)), "",
+           "### Monitor overhead (clean LC run, monitor on in every other block of 10 steps)",
+           "", "| mode | ms/step without | ms/step with | overhead |", "| --- | --- | --- | --- |"]
+    md += overhead_rows(results, seeds[0])
+    text = "\n".join(md) + "\n"
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write(text)
+    return text

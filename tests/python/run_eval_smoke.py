@@ -1,0 +1,63 @@
+"""ctest entry: the evaluation's one command in its --smoke form (90 steps,
+one seed, a reduced grid) through the real gnmrd, then checks of what it
+wrote. Exit 77 (skip) without torch or matplotlib."""
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def main() -> int:
+    for mod in ("torch", "matplotlib", "gnmr._gnmr"):
+        try:
+            __import__(mod)
+        except ImportError as e:
+            print(f"SKIP: cannot import {mod} ({e})", flush=True)
+            return 77
+    out = tempfile.mkdtemp(prefix="gnmr-eval-smoke-")
+    cmd = [sys.executable, os.path.join(ROOT, "experiments", "run_eval.py"), "--smoke",
+           "--out", out, "--gnmrd", os.environ["GNMRD"],
+           "--pythonpath", os.environ["GNMR_PYTHONPATH"]]
+    print(" ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    runs = {os.path.basename(p)[:-5]: json.load(open(p))
+            for p in glob.glob(os.path.join(out, "runs", "*.json"))}
+    problems = []
+    for name, r in runs.items():
+        if not math.isfinite(r["val_loss"]):
+            problems.append(f"{name}: validation loss {r['val_loss']}")
+        if r["arm"] == "gnmr" and r["extra"]["steps_without_decision"] and "Overhead" not in name:
+            problems.append(f"{name}: {r['extra']['steps_without_decision']} steps without decision")
+        if r["faults"] == "amp" and not r["schedule"]:
+            problems.append(f"{name}: no faults scheduled")
+    dp = runs.get("GNMR-L0-o2-k20-DP2__amp__s1")
+    if dp is None or not dp["dp_identical"]:
+        problems.append("2 DP ranks: missing or different plans")
+    oracle = runs.get("Oracle-L0__amp__s1")
+    if oracle is None or len(oracle["admissions"]) != len(oracle["schedule"]):
+        problems.append("lag-0 oracle: one admission per fault expected")
+    hf, lc = runs.get("HF__amp__s1"), runs.get("LC__amp__s1")
+    if hf is None or lc is None or hf["val_loss"] == lc["val_loss"]:
+        problems.append("HF and LC runs missing or identical")
+    for f in ("results.md", "chosen.json", "img/eval_loss_diff.png", "img/eval_timeline.png"):
+        if not os.path.exists(os.path.join(out, f)):
+            problems.append(f"{f} not written")
+    expected = 24
+    if len(runs) != expected:
+        problems.append(f"{len(runs)} runs, {expected} expected")
+    for p in problems:
+        print("FAIL:", p)
+    if not problems:
+        print(f"eval smoke: {len(runs)} runs checked", flush=True)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
