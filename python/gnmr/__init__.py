@@ -68,9 +68,11 @@ def tensor_ref(tensor, scale_inv: float = 1.0) -> TensorRef:
 
     The tensor must be contiguous, of a supported dtype (fp32, bf16, fp16,
     fp8), and stay alive while the client may read it (until the next
-    ``set_tensors`` of its unit). CPU tensors only for now: CUDA tensors are
-    passed with their device ordinal and refused by the client until the GPU
-    statistics path lands.
+    ``set_tensors`` of its unit). CUDA tensors carry their device ordinal: the
+    client computes their statistics with its GPU kernels (one device per
+    client; observe with ``client.observe(step, stream)``); without a GPU,
+    driver or CUDA build, ``add_unit`` refuses them with ``gnmr.Error`` and
+    host units keep working.
     """
     dtype = _TORCH_DTYPES.get(str(tensor.dtype))
     if dtype is None:

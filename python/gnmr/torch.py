@@ -34,6 +34,11 @@ Then the plan is acknowledged. Gradients that are ``None`` at
 zero buffer, no allocation per step), so a unit whose gradients are all
 ``None`` is inactive for the controller (SPEC: sumsq == 0).
 
+CUDA: units whose parameters live on a CUDA device are observed by the
+client's GPU kernels on the current stream (no host synchronisation; one
+device per Monitor); ``counters()`` then reports ``stats_gpu_seconds``.
+Without a usable GPU the Monitor refuses CUDA units at construction.
+
 Fail-open: without a daemon, plans are empty and training runs unchanged.
 Errors of the client during a step are warned about and counted
 (``monitor.errors``) instead of raised, unless ``strict=True``.
@@ -176,7 +181,12 @@ class Monitor:
         for u in self._units:
             refs = [_tensor_ref(p.detach()) for p in u.params]
             u.handle = self.client.add_unit(u.name, refs)
-        self._zeros: Optional[_torch.Tensor] = None
+        self._zeros: Dict[_torch.device, _torch.Tensor] = {}  # per device, for None grads
+        devices = {p.device for u in self._units for p in u.params}
+        cuda = sorted({d for d in devices if d.type == "cuda"}, key=str)
+        # Device units are observed on the current CUDA stream (the one
+        # backward ran on), without a host synchronisation.
+        self._cuda_device = cuda[0] if cuda else None
         self._promoted = set()  # unit indices currently promoted
         self._last_observed: Optional[int] = None
         self._started = False
@@ -233,14 +243,17 @@ class Monitor:
             warnings.warn(msg, RuntimeWarning, stacklevel=3)
             self._last_warning = msg
 
-    def _zero_refs(self, numel: int) -> List[_gnmr.TensorRef]:
-        if self._zeros is None:
-            self._zeros = _torch.zeros(_ZERO_CHUNK, dtype=_torch.float32)
+    def _zero_refs(self, numel: int, device: _torch.device) -> List[_gnmr.TensorRef]:
+        zeros = self._zeros.get(device)
+        if zeros is None:
+            zeros = self._zeros[device] = _torch.zeros(_ZERO_CHUNK, dtype=_torch.float32,
+                                                       device=device)
         refs = []
-        ptr = self._zeros.data_ptr()
+        ordinal = -1 if device.type == "cpu" else device.index
+        ptr = zeros.data_ptr()
         while numel > 0:
             n = min(numel, _ZERO_CHUNK)
-            refs.append(_gnmr.TensorRef(ptr, n, "fp32"))
+            refs.append(_gnmr.TensorRef(ptr, n, "fp32", ordinal))
             numel -= n
         return refs
 
@@ -254,7 +267,7 @@ class Monitor:
                 for p in u.params:
                     g = p.grad
                     if g is None:
-                        refs.extend(self._zero_refs(p.numel()))
+                        refs.extend(self._zero_refs(p.numel(), p.device))
                         continue
                     if g.is_sparse:
                         raise ValueError(f"unit '{u.name}': sparse gradients are not supported")
@@ -264,7 +277,11 @@ class Monitor:
                     keep.append(g)
                     refs.append(_tensor_ref(g))
                 self.client.set_tensors(u.handle, refs)
-            self.client.observe(step)  # reads the grads now; `keep` held them alive
+            if self._cuda_device is None:
+                self.client.observe(step)  # reads the grads now; `keep` held them alive
+            else:  # launches on the stream; later work on it is ordered after the read
+                stream = _torch.cuda.current_stream(self._cuda_device).cuda_stream
+                self.client.observe(step, stream)
             self._last_observed = step
         except (_gnmr.Error, ValueError) as e:
             self._fail(f"observe step {step}", e)

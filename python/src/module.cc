@@ -214,6 +214,15 @@ TensorRef MakeRef(uint64_t data_ptr, uint64_t numel, const std::string& dtype, i
 
 // ------------------------------------------------------------------ client
 
+const char* OverheadSourceName(OverheadSource s) {
+  switch (s) {
+    case OverheadSource::kHostWall: return "host_wall";
+    case OverheadSource::kCupti: return "cupti";
+    case OverheadSource::kUnavailable: return "unavailable";
+  }
+  return "unknown";
+}
+
 struct PyOptions {
   std::string target;
   std::string job_id;
@@ -225,6 +234,7 @@ struct PyOptions {
   double backoff_initial_ms = 50;
   double backoff_max_ms = 1000;
   std::string admin_token;  // for import_state only
+  bool profile_gpu_overhead = false;
 };
 
 std::chrono::milliseconds Ms(double v, const char* what) {
@@ -247,6 +257,7 @@ class PyClient {
     c.max_queued_reports = o.max_queued_reports;
     c.backoff_initial = Ms(o.backoff_initial_ms, "backoff_initial_ms");
     c.backoff_max = Ms(o.backoff_max_ms, "backoff_max_ms");
+    c.profile_gpu_overhead = o.profile_gpu_overhead;
     if (!config.is_none()) {
       if (!py::isinstance<py::dict>(config)) throw py::value_error("config must be a dict or None");
       c.config = ConfigFromDict(config.cast<py::dict>());
@@ -269,11 +280,21 @@ class PyClient {
 
   void Start() { Check(client_->Start()); }
 
-  void Observe(int64_t step) {
+  // `stream`: a cudaStream_t as an integer (torch's Stream.cuda_stream) for
+  // clients with device units; None is the legacy default stream.
+  void Observe(int64_t step, const py::object& stream) {
+    void* s_ptr = nullptr;
+    if (!stream.is_none()) {
+      if (!py::isinstance<py::int_>(stream)) {
+        throw py::value_error("stream must be an int (a cudaStream_t, e.g. "
+                              "torch.cuda.current_stream().cuda_stream) or None");
+      }
+      s_ptr = reinterpret_cast<void*>(stream.cast<uintptr_t>());
+    }
     Status s;
     {
       py::gil_scoped_release release;
-      s = client_->Observe(step);
+      s = stream.is_none() ? client_->Observe(step) : client_->Observe(step, s_ptr);
     }
     Check(s);
   }
@@ -375,7 +396,8 @@ PYBIND11_MODULE(_gnmr, m) {
   py::class_<PyOptions>(m, "ClientOptions")
       .def(py::init([](std::string target, std::string job_id, uint32_t rank, uint32_t world_size,
                        std::string token, double decision_wait_ms, size_t max_queued_reports,
-                       double backoff_initial_ms, double backoff_max_ms, std::string admin_token) {
+                       double backoff_initial_ms, double backoff_max_ms, std::string admin_token,
+                       bool profile_gpu_overhead) {
              PyOptions o;
              o.target = std::move(target);
              o.job_id = std::move(job_id);
@@ -387,12 +409,14 @@ PYBIND11_MODULE(_gnmr, m) {
              o.backoff_initial_ms = backoff_initial_ms;
              o.backoff_max_ms = backoff_max_ms;
              o.admin_token = std::move(admin_token);
+             o.profile_gpu_overhead = profile_gpu_overhead;
              return o;
            }),
            py::kw_only(), py::arg("target"), py::arg("job_id"), py::arg("rank") = 0,
            py::arg("world_size") = 1, py::arg("token") = "", py::arg("decision_wait_ms") = 0.0,
            py::arg("max_queued_reports") = 64, py::arg("backoff_initial_ms") = 50.0,
-           py::arg("backoff_max_ms") = 1000.0, py::arg("admin_token") = "")
+           py::arg("backoff_max_ms") = 1000.0, py::arg("admin_token") = "",
+           py::arg("profile_gpu_overhead") = false)
       .def_readwrite("target", &PyOptions::target)
       .def_readwrite("job_id", &PyOptions::job_id)
       .def_readwrite("rank", &PyOptions::rank)
@@ -402,7 +426,8 @@ PYBIND11_MODULE(_gnmr, m) {
       .def_readwrite("max_queued_reports", &PyOptions::max_queued_reports)
       .def_readwrite("backoff_initial_ms", &PyOptions::backoff_initial_ms)
       .def_readwrite("backoff_max_ms", &PyOptions::backoff_max_ms)
-      .def_readwrite("admin_token", &PyOptions::admin_token);
+      .def_readwrite("admin_token", &PyOptions::admin_token)
+      .def_readwrite("profile_gpu_overhead", &PyOptions::profile_gpu_overhead);
 
   py::class_<PlanEntry>(m, "PlanEntry")
       .def_readonly("unit", &PlanEntry::unit)
@@ -452,6 +477,12 @@ PYBIND11_MODULE(_gnmr, m) {
       .def_readonly("connected", &ClientCounters::connected)
       .def_readonly("last_decided_step", &ClientCounters::last_decided_step)
       .def_readonly("stats_seconds", &ClientCounters::stats_seconds)
+      .def_readonly("stats_gpu_seconds", &ClientCounters::stats_gpu_seconds)
+      .def_property_readonly("overhead_source", [](const ClientCounters& c) {
+        return OverheadSourceName(c.overhead_source);
+      })
+      .def_readonly("overhead_ratio", &ClientCounters::overhead_ratio)
+      .def_readonly("overhead_step", &ClientCounters::overhead_step)
       .def_readonly("last_error", &ClientCounters::last_error)
       .def("as_dict", [](const ClientCounters& c) {
         py::dict d;
@@ -469,6 +500,10 @@ PYBIND11_MODULE(_gnmr, m) {
         d["connected"] = c.connected;
         d["last_decided_step"] = c.last_decided_step;
         d["stats_seconds"] = c.stats_seconds;
+        d["stats_gpu_seconds"] = c.stats_gpu_seconds;
+        d["overhead_source"] = OverheadSourceName(c.overhead_source);
+        d["overhead_ratio"] = c.overhead_ratio;
+        d["overhead_step"] = c.overhead_step;
         d["last_error"] = c.last_error;
         return d;
       });
@@ -480,7 +515,7 @@ PYBIND11_MODULE(_gnmr, m) {
            py::arg("shard_index") = 0, py::arg("shard_count") = 1)
       .def("set_tensors", &PyClient::SetTensors, py::arg("unit"), py::arg("tensors"))
       .def("start", &PyClient::Start)
-      .def("observe", &PyClient::Observe, py::arg("step"))
+      .def("observe", &PyClient::Observe, py::arg("step"), py::arg("stream") = py::none())
       .def("plan_for", &PyClient::PlanFor, py::arg("step"))
       .def("ack", &PyClient::Ack, py::arg("plan"))
       .def("flush", &PyClient::Flush, py::arg("timeout_ms") = 1000.0)

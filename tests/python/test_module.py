@@ -100,3 +100,28 @@ def test_client_decides_against_gnmrd(gnmrd):
     with pytest.raises(ValueError, match="ControllerState"):
         c.import_state(b"\xff\xff\xff")
     c.stop()
+
+
+def test_device_units_without_a_gpu_are_refused_and_host_units_keep_working(gnmrd):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: tests/python/test_torch_cuda.py covers it")
+    c = gnmr.Client(gnmr.ClientOptions(target=gnmrd.target, job_id="dev", decision_wait_ms=2000),
+                    {"warmup": 3})
+    g = torch.ones(16)
+    with pytest.raises(gnmr.Error, match="unit 'gpu'"):
+        c.add_unit("gpu", [gnmr.TensorRef(g.data_ptr(), 16, "fp32", 0)])
+    u = c.add_unit("host", [gnmr.tensor_ref(g)])
+    assert c.num_units == 1 and c.unit_name(u) == "host"
+    c.start()
+    deadline = time.monotonic() + 10
+    while not c.counters().connected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(ValueError, match="stream"):
+        c.observe(0, "not a stream")
+    for step in range(3):
+        c.observe(step, None)  # None: no CUDA stream, the host path
+        assert c.plan_for(step).has_decision or step == 0
+    k = c.counters()
+    assert k.reports_enqueued == 3 and k.overhead_source == "host_wall"
+    assert set(k.as_dict()) >= {"stats_gpu_seconds", "overhead_ratio", "overhead_step"}
+    c.stop()
