@@ -17,10 +17,14 @@ rc=0
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 {
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGNMR_CUDA=ON &&
-    cmake --build "$BUILD" -j "$(nproc)" --target kernels_gpu_stats_test gpu_stats_bench
+    cmake --build "$BUILD" -j "$(nproc)" --target kernels_gpu_stats_test gpu_stats_bench \
+      client_gpu_test client_gpu_path_test client_cupti_test gnmrd
 } > "$OUT/build.log" 2>&1 || { echo "build failed: $OUT/build.log"; exit 1; }
-(cd "$BUILD" && ctest -R Gpu --output-on-failure) > "$OUT/ctest.txt" 2>&1 || rc=1
+(cd "$BUILD" && ctest -R "Gpu|gpu|cupti|Cupti" --output-on-failure) > "$OUT/ctest.txt" 2>&1 || rc=1
 "$BUILD/tests/kernels/kernels_gpu_stats_test" > "$OUT/gpu_stats_test.txt" 2>&1 || rc=1
+# The client on the GPU against the real gnmrd (stream observe == CPU path,
+# pointer refresh) and CUPTI overhead_ratio or its back-off.
+"$BUILD/tests/client/client_gpu_test" > "$OUT/client_gpu_test.txt" 2>&1 || rc=1
 "$BUILD/bench/gpu_stats_bench" --sizes-gb="$SIZES_GB" --csv="$OUT/gpu_stats_bench.csv" \
   > "$OUT/gpu_stats_bench.txt" 2>&1 || rc=1
 if python3 -c "import torch; assert torch.cuda.is_available()" > /dev/null 2>&1; then
