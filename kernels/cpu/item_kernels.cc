@@ -1,7 +1,7 @@
 // One ISA build of the CPU statistics kernel (see item_kernels.h).
 //
 // On AVX-512 builds, full fp32/bf16/fp16 items first try the intrinsics
-// path of item_kernels_avx512.h (memory-bound, denormals included); the
+// path of item_kernels_avx512.h (one pass over memory, denormals included); the
 // items it refuses, fp8, and every item of the AVX2/SSE2 builds take the
 // two paths below. Two paths per work item, bit-identical by construction:
 //
@@ -270,6 +270,7 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials,
 #ifdef GNMR_CPU_AVX512_ITEMS
   constexpr bool kAvx512Item = sizeof(typename F::Bits) >= 2;  // not fp8
   __m512i amax_w = _mm512_setzero_si512();
+  bool sub_hint = false;  // see avx512::Item
 #endif
   uint64_t k = 0;
   for (uint64_t first = 0; first < numel; first += kItem, ++k) {
@@ -278,7 +279,7 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials,
     if (n == kItem) {
 #ifdef GNMR_CPU_AVX512_ITEMS
       if constexpr (kAvx512Item) {
-        if (avx512::Item<F>(p, &partials[k], &amax_w, &fast_zeros)) continue;
+        if (avx512::Item<F>(p, &partials[k], &amax_w, &fast_zeros, &sub_hint)) continue;
       }
 #endif
       // A failed attempt re-reads the item from L1 (8-16 KiB), not memory.

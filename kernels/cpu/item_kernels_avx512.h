@@ -7,19 +7,25 @@
 // its 256 lane accumulators live in memory; bf16/fp16 were compute-bound at
 // about a third of the streaming-read bandwidth. Here, per full item:
 //
-// - Pass 1 streams the item (8 or 16 KiB) once, on raw bit patterns:
-//   magnitude max, (minimum nonzero magnitude) - 1, zero count. It decides
-//   whether the item qualifies before anything is committed.
-// - Pass 2 re-reads the item from L1, converts to double exactly and adds
-//   x * x into the canonical lane (stats_order.h step 3) with one fused
-//   multiply-add: x * x is exact in fp64 (at most 48 significant bits, far
-//   from the fp64 range limits), so fma(x, x, lane) rounds once, exactly
-//   like lane + x * x. Lanes are blocked by 128 (16 register accumulators);
-//   the adds inside a lane still go in row order 0..15, all that step 3
-//   fixes. Pass 2 also prefetches 16 KiB ahead (bf16: two items, fp32:
-//   one; see SumItem): without it the
-//   hardware prefetcher left bf16 at ~70% of the streaming read (the
-//   compute-only pass 2 has no demand misses to train it), with it ~95%.
+// - One pass over memory per item (SumItem<M, true>): each 32-element
+//   chunk is loaded once (the second load of it hits L1) and folded into
+//   the scan figures (magnitude max, zero count, count of exponent-0
+//   patterns; integer instructions on raw bit patterns) and, in the same
+//   loop, converted to double and added as x * x into its canonical lane
+//   (stats_order.h step 3) with one fused multiply-add: x * x is exact in
+//   fp64 (at most 48 significant bits, far from the fp64 range limits), so
+//   fma(x, x, lane) rounds once, exactly like lane + x * x. Lanes are
+//   blocked by 128 (16 register accumulators); the adds inside a lane
+//   still go in row order 0..15, all that step 3 fixes. The loop also
+//   prefetches 16 KiB ahead (kPrefetchAhead).
+// - Only after the item does Item() decide, from the integer scan alone,
+//   whether the item fits the mode it was summed in. If so the lanes are
+//   committed (lane tree as before); if not they are discarded: whatever a
+//   NaN, an Inf, or a subnormal flushed by DAZ did to them never reaches a
+//   result. An item of the other qualifying kind is re-summed from L1;
+//   anything else is refused (below). The two-pass predecessor (scan pass,
+//   then an L1 compute pass) left the memory idle during the compute pass:
+//   64-68% of the best streaming read for fp32/bf16.
 //
 // Which items qualify (the others go to the generic paths, exact too):
 // - Items of zeros and normals: the fp32 value (bf16: the pattern shifted;
@@ -33,9 +39,9 @@
 //   when nonzero), so each rounding scales exactly and the partial is
 //   ours * 2^(-2 e0), exactly.
 // Items with a NaN/Inf, items mixing subnormals and normals, and fp16 items
-// with a subnormal are refused. So no floating-point instruction here sees
-// a denormal input or produces a denormal result, and FTZ/DAZ cannot
-// change a result.
+// with a subnormal are refused. In every committed sum no floating-point
+// instruction saw a denormal input or produced a denormal result, so
+// FTZ/DAZ cannot change a result (a discarded sum may have seen anything).
 #pragma once
 
 #include <immintrin.h>
@@ -110,36 +116,96 @@ constexpr int Lane(int i, int k) {
   return 8 * i + k;
 }
 
-// Steps 3-4 of stats_order.h for a qualifying full item.
+// Figures of one item's bit patterns (order-independent, integer only):
+// mx = per-lane max magnitude pattern, zeros = elements with magnitude 0,
+// exp0 = elements with exponent field 0 (zeros and subnormals).
+struct ItemScan {
+  __m512i mx;
+  uint64_t zeros;
+  uint64_t exp0;
+};
+
+// Folds the 32 elements at `q` into the scan figures. Only integer
+// instructions on the raw patterns: the sign is ignored by masking in the
+// tests, and bf16/fp16 stay 16-bit lanes (vpmaxuw), so there is no widening
+// here; there is no per-element subtraction either, since subnormals are
+// detected as exp0 != zeros after the item.
 template <Mode M>
-double SumItem(const unsigned char* p) {
+__attribute__((always_inline)) inline void ScanChunk(const unsigned char* q, __m512i* mx,
+                                                     uint64_t* zeros, uint64_t* exp0) {
+  if constexpr (ElemBytes(M) == 4) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+    const __m512i exp = _mm512_set1_epi32(0x7f800000);
+    for (int i = 0; i < 2; ++i) {
+      const __m512i v = _mm512_loadu_si512(q + 64 * i);
+      *mx = _mm512_max_epu32(*mx, _mm512_and_si512(v, abs));
+      *zeros += static_cast<uint32_t>(__builtin_popcount(_mm512_testn_epi32_mask(v, abs)));
+      *exp0 += static_cast<uint32_t>(__builtin_popcount(_mm512_testn_epi32_mask(v, exp)));
+    }
+  } else {
+    const __m512i abs = _mm512_set1_epi16(0x7fff);
+    const __m512i exp = _mm512_set1_epi16(M == Mode::kFp16Normal ? 0x7c00 : 0x7f80);
+    const __m512i v = _mm512_loadu_si512(q);
+    *mx = _mm512_max_epu16(*mx, _mm512_and_si512(v, abs));
+    *zeros += static_cast<uint32_t>(__builtin_popcount(_mm512_testn_epi16_mask(v, abs)));
+    *exp0 += static_cast<uint32_t>(__builtin_popcount(_mm512_testn_epi16_mask(v, exp)));
+  }
+}
+
+// How far ahead the single pass prefetches (bytes; see SumItem).
+// 16 KiB: fp32 one item, bf16/fp16 two items ahead. Measured (loaded
+// machine, 3 reps each, two rounds) against 8, 24, 32 and 48 KiB and
+// against prefetcht1: 8 KiB was ~20% slower, prefetcht1 ~10-25% slower for
+// fp32, the longer distances no better than the noise.
+constexpr uintptr_t kPrefetchAhead = 16384;
+
+// Steps 3-4 of stats_order.h for a full item, in mode M. With kScan, this
+// is the single pass over memory: the same loop also folds every element
+// into *scan (ScanChunk) and prefetches kPrefetchAhead bytes ahead, and the
+// caller (Item) only keeps the partial if the scan shows the item
+// qualifies for M. Until then the lane values may be anything (a NaN, an
+// Inf, a subnormal flushed by DAZ, a rounded square in the wrong mode):
+// they are discarded, and floating-point exceptions are masked (as for the
+// generic path, which also converts the elements of items it refuses).
+// Without kScan it re-reads an item already in L1 in a mode known to fit.
+template <Mode M, bool kScan>
+double SumItem(const unsigned char* p, ItemScan* scan) {
   constexpr int kElem = ElemBytes(M);
   constexpr int kRowBytes = 256 * kElem;
   constexpr int kStepBytes = kRowBytes / 2;  // one row of one 128-lane block
+  __m512i mx = _mm512_setzero_si512();
+  uint64_t zeros = 0, exp0 = 0;
   __m512d acc[2][16];
   for (int b = 0; b < 2; ++b) {
     __m512d a[16];
     for (int v = 0; v < 16; ++v) a[v] = _mm512_setzero_pd();
     for (int r = 0; r < 16; ++r) {
       const unsigned char* row = p + r * kRowBytes + b * kStepBytes;
-      // The data 16 KiB ahead (bf16: the item two ahead, fp32: the next
-      // item), a 32nd of an item per step (prefetches never fault, and an
-      // integer address keeps pointer arithmetic inside the tensor). fp32
-      // used to fetch two items (32 KiB) ahead: with the current item that
-      // is the whole 48 KiB L1d, and it measured ~10% slower.
-      const uintptr_t next = reinterpret_cast<uintptr_t>(p) + 16384 + (b * 16 + r) * kStepBytes;
-      for (int l = 0; l < kStepBytes / 64; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T0);
+      if constexpr (kScan) {
+        // A 32nd of the bytes kPrefetchAhead ahead per step, linearly
+        // (prefetches never fault, and an integer address keeps pointer
+        // arithmetic inside the tensor). The demand order inside an item
+        // is block 0's half rows, then block 1's: all of it is in flight
+        // well before its use, so the hardware prefetcher's view of the
+        // strided demand order does not matter.
+        const uintptr_t next =
+            reinterpret_cast<uintptr_t>(p) + kPrefetchAhead + (b * 16 + r) * kStepBytes;
+        for (int l = 0; l < kStepBytes / 64; ++l) {
+          _mm_prefetch(reinterpret_cast<const char*>(next + 64 * l), _MM_HINT_T0);
+        }
       }
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
+        const unsigned char* q = row + 32 * kElem * c;
+        if constexpr (kScan) ScanChunk<M>(q, &mx, &zeros, &exp0);
         __m512d x[4];
-        Values32<M>(row + 32 * kElem * c, x);
+        Values32<M>(q, x);
         for (int i = 0; i < 4; ++i) a[4 * c + i] = _mm512_fmadd_pd(x[i], x[i], a[4 * c + i]);
       }
     }
     for (int v = 0; v < 16; ++v) acc[b][v] = a[v];
   }
+  if constexpr (kScan) *scan = ItemScan{mx, zeros, exp0};
   // Lane tree. Every 32-element chunk has the same layout, so s = 128
   // (block 1 onto block 0), 64 and 32 (chunk c + 2, c + 1) are vector adds
   // of the canonical pairs.
@@ -161,33 +227,6 @@ double SumItem(const unsigned char* p) {
   return l[0];
 }
 
-// Pass 1 over a full item of Bits (uint16_t or uint32_t) patterns: max
-// magnitude, min(magnitude - 1) (zeros wrap to all ones), zero count.
-template <typename Bits>
-void Scan(const unsigned char* p, __m512i* amax, __m512i* minm1, uint64_t* zeros) {
-  constexpr bool k16 = sizeof(Bits) == 2;
-  const __m512i abs = k16 ? _mm512_set1_epi16(0x7fff) : _mm512_set1_epi32(0x7fffffff);
-  const __m512i one = k16 ? _mm512_set1_epi16(1) : _mm512_set1_epi32(1);
-  __m512i mx = _mm512_setzero_si512();
-  __m512i mn = _mm512_set1_epi32(-1);
-  uint64_t z = 0;
-  for (uint32_t i = 0; i < 4096 * sizeof(Bits) / 64; ++i) {
-    const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + 64 * i), abs);
-    if constexpr (k16) {
-      mx = _mm512_max_epu16(mx, a);
-      mn = _mm512_min_epu16(mn, _mm512_sub_epi16(a, one));
-      z += static_cast<uint32_t>(__builtin_popcount(_mm512_testn_epi16_mask(a, a)));
-    } else {
-      mx = _mm512_max_epu32(mx, a);
-      mn = _mm512_min_epu32(mn, _mm512_sub_epi32(a, one));
-      z += static_cast<uint32_t>(__builtin_popcount(_mm512_testn_epi32_mask(a, a)));
-    }
-  }
-  *amax = mx;
-  *minm1 = mn;
-  *zeros = z;
-}
-
 // Whether any (unsigned) pattern in v is >= lim.
 template <typename Bits>
 bool AnyGe(__m512i v, uint32_t lim) {
@@ -197,40 +236,58 @@ bool AnyGe(__m512i v, uint32_t lim) {
     return _mm512_cmpge_epu32_mask(v, _mm512_set1_epi32(static_cast<int32_t>(lim))) != 0;
   }
 }
-template <typename Bits>
-bool AnyBelow(__m512i v, uint32_t lim) {
-  if constexpr (sizeof(Bits) == 2) {
-    return _mm512_cmplt_epu16_mask(v, _mm512_set1_epi16(static_cast<int16_t>(lim))) != 0;
-  } else {
-    return _mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(static_cast<int32_t>(lim))) != 0;
-  }
-}
 
 // One full item of format F (fp32, bf16 or fp16; see item_kernels.cc) at
-// `p` (any alignment). Returns false, changing nothing, if the item does
-// not qualify (see the top comment); else writes its partial and folds its
-// magnitude patterns into *amax_w (lanes of F's width) and its zeros into
-// *zeros.
+// `p` (any alignment). Returns false, changing nothing but *sub_hint, if
+// the item does not qualify (see the top comment); else writes its partial
+// and folds its magnitude patterns into *amax_w (lanes of F's width) and
+// its zeros into *zeros.
+//
+// One pass over memory: SumItem<mode, true> sums the item in the mode
+// *sub_hint predicts (the mode of the last item that took one; fp16 has
+// only kFp16Normal) and scans it at the same time. The partial is kept
+// only if the scan, integer-only and so immune to FTZ/DAZ, shows that the
+// item fits that mode; if it fits the other mode, that mode re-reads it
+// from L1 (once per change of kind: a tensor of subnormals, e.g. a
+// vanishing gradient, costs one pass per item too). Items that fit
+// neither (NaN/Inf, subnormals mixed with normals, fp16 subnormals) go
+// back to the caller's generic paths.
 template <typename F>
-bool Item(const unsigned char* p, double* partial, __m512i* amax_w, uint64_t* zeros) {
+bool Item(const unsigned char* p, double* partial, __m512i* amax_w, uint64_t* zeros,
+          bool* sub_hint) {
   using Bits = typename F::Bits;
   constexpr bool kFp16 = F::kBias == 15;
   constexpr bool k32 = sizeof(Bits) == 4;
-  constexpr uint32_t kMinNormal = 1u << F::kMantBits;
-  __m512i amax, minm1;
-  uint64_t z;
-  Scan<Bits>(p, &amax, &minm1, &z);
-  if (AnyGe<Bits>(amax, F::kNonfinite)) return false;  // NaN / Inf
-  if (!AnyBelow<Bits>(minm1, kMinNormal - 1)) {        // zeros and normals
-    *partial = SumItem<k32 ? Mode::kFp32Normal : kFp16 ? Mode::kFp16Normal
-                                                        : Mode::kBf16Normal>(p);
-  } else if (!kFp16 && !AnyGe<Bits>(amax, kMinNormal)) {  // zeros and subnormals
-    *partial = SumItem<k32 ? Mode::kFp32Sub : Mode::kBf16Sub>(p);
+  constexpr Mode kNormal = k32 ? Mode::kFp32Normal : kFp16 ? Mode::kFp16Normal
+                                                           : Mode::kBf16Normal;
+  constexpr Mode kSub = k32 ? Mode::kFp32Sub : Mode::kBf16Sub;  // unused for fp16
+  ItemScan s;
+  const bool guess_sub = !kFp16 && *sub_hint;
+  double part;
+  if (!kFp16 && guess_sub) {
+    part = SumItem<kSub, true>(p, &s);
   } else {
+    part = SumItem<kNormal, true>(p, &s);
+  }
+  // Zeros and normals: no exponent-0 pattern but the zeros, nothing >= Inf.
+  const bool fits_normal = s.exp0 == s.zeros && !AnyGe<Bits>(s.mx, F::kNonfinite);
+  // Zeros and subnormals: every magnitude below the smallest normal.
+  const bool fits_sub = !kFp16 && !AnyGe<Bits>(s.mx, 1u << F::kMantBits);
+  if (guess_sub ? fits_sub : fits_normal) {
+    // The guess was right (a zeros-only item fits both: keep the hint).
+  } else if (fits_normal) {
+    part = SumItem<kNormal, false>(p, nullptr);
+    *sub_hint = false;
+  } else if (!kFp16 && fits_sub) {
+    part = SumItem<kSub, false>(p, nullptr);
+    *sub_hint = true;
+  } else {
+    *sub_hint = false;
     return false;
   }
-  *amax_w = k32 ? _mm512_max_epu32(*amax_w, amax) : _mm512_max_epu16(*amax_w, amax);
-  *zeros += z;
+  *partial = part;
+  *amax_w = k32 ? _mm512_max_epu32(*amax_w, s.mx) : _mm512_max_epu16(*amax_w, s.mx);
+  *zeros += s.zeros;
   return true;
 }
 

@@ -191,5 +191,44 @@ TEST(CpuStatsItemKinds, UnalignedStartsAndAllIsas) {
 }
 
 
+// The AVX-512 path sums each item in the mode of the last item that took
+// one (normals or subnormals) while scanning it, and re-sums it from L1 if
+// the guess was wrong: runs of each kind, switches in both directions,
+// zeros-only items (fit both modes) and refused items after either guess.
+TEST(CpuStatsItemKinds, ModeSwitchesMatchCanonical) {
+  for (bool ftz_daz : {false, true}) {
+    SCOPED_TRACE(ftz_daz);
+    {
+      const ItemKind& n = kFp32Items[0];
+      const ItemKind& s = kFp32Items[4];
+      const ItemKind& z = kFp32Items[8];
+      const ItemKind seq[] = {s, s, n, n, s, z, s, z, n, z, z, s, kFp32Items[11], s,
+                              kFp32Items[6], s, kFp32Items[10], n, kFp32Items[7], s, n};
+      const TestTensor t = Build(DType::kFp32, seq, 0, 11, 0);
+      const TensorRef r = t.Ref();
+      ExpectSame(Fast(r, ftz_daz), cpu::CanonicalStatsNaive(&r, 1));
+    }
+    {
+      const ItemKind& n = kBf16Items[0];
+      const ItemKind& s = kBf16Items[4];
+      const ItemKind& z = kBf16Items[9];
+      const ItemKind seq[] = {s, s, n, n, s, z, s, z, n, z, z, s, kBf16Items[12], s,
+                              kBf16Items[6], s, kBf16Items[11], n, kBf16Items[8], s, n};
+      const TestTensor t = Build(DType::kBf16, seq, 0, 12, 0);
+      const TensorRef r = t.Ref();
+      ExpectSame(Fast(r, ftz_daz), cpu::CanonicalStatsNaive(&r, 1));
+    }
+    {  // finite only, so the sum is checked too
+      const ItemKind seq[] = {kBf16Items[4], kBf16Items[4], kBf16Items[0], kBf16Items[5],
+                              kBf16Items[9], kBf16Items[4], kBf16Items[1]};
+      const TestTensor t = Build(DType::kBf16, seq, 0, 13, 0);
+      const TensorRef r = t.Ref();
+      const UnitStats want = cpu::CanonicalStatsNaive(&r, 1);
+      ASSERT_GT(want.sumsq, 0.0);
+      ExpectSame(Fast(r, ftz_daz), want);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gnmr
