@@ -119,6 +119,10 @@ class Controller {
     return has_last_step_ ? std::optional<int64_t>(last_step_) : std::nullopt;
   }
   uint64_t sequence() const { return sequence_; }
+  // The apply step of the last decision.
+  std::optional<int64_t> last_apply() const {
+    return has_last_apply_ ? std::optional<int64_t>(last_apply_) : std::nullopt;
+  }
 
   // The unit's Delta-GNMR window, oldest first.
   std::vector<double> Window(uint32_t unit_id) const;

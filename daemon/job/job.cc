@@ -74,6 +74,7 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
   }
   job->aggregator_.SetLastClosed(std::max<int64_t>(meta.last_closed_step(),
                                                    job->controller_.last_step().value_or(-1)));
+  job->RebuildLastDecision();
   if (listener) listener->OnJobStarted(job->id_, job->world_size_, job->controller_);
   return job;
 }
@@ -210,6 +211,33 @@ void Job::DrainReady(Clock::time_point now) {
     const Clock::time_point t0 = Clock::now();
     if (!aggregator_.PopReady(now, &closed)) break;
     Decide(closed, Seconds(Clock::now() - t0));
+  }
+}
+
+// The decision of the controller's last observed step as a rank would have
+// received it: the set in force, its apply step and sequence, so a rank that
+// attaches after a restart or resumes from a checkpoint knows the plan of its
+// next step without waiting for a new decision. global_skip belonged to that
+// past step and is not repeated.
+void Job::RebuildLastDecision() {
+  const std::optional<int64_t> observed = controller_.last_step();
+  const std::optional<int64_t> apply = controller_.last_apply();
+  if (!observed || !apply || controller_.sequence() == 0) {
+    last_decision_.reset();
+    return;
+  }
+  auto msg = std::make_shared<v1::ServerMessage>();
+  v1::Decision* pd = msg->mutable_decision();
+  pd->set_observed_step(*observed);
+  pd->set_apply_step(*apply);
+  pd->set_sequence(controller_.sequence());
+  for (const RecoveryEntry& e : controller_.recovery()) FillEntry(e, pd->add_recovery());
+  pd->set_global_skip(false);
+  pd->set_digest(DigestOf(*apply, controller_.recovery(), false));
+  pd->set_config_version(controller_.config_version());
+  last_decision_ = std::move(msg);
+  for (auto& [rank, rs] : sessions_) {
+    if (rs.sink) rs.sink->SendDecision(last_decision_);
   }
 }
 

@@ -124,6 +124,9 @@ class Job {
 
   void DrainReady(Clock::time_point now);  // closes every ready step
   void Decide(const StepAggregator::ClosedStep& step, double aggregation_seconds);
+  // After the controller was replaced (restart from a snapshot, ImportState):
+  // the newest decision rebuilt from its state and sent to attached ranks.
+  void RebuildLastDecision();
   void EmitEvents(const Decision& d);
   void RequestSnapshot();
   v1::JobMeta MetaLocked() const;

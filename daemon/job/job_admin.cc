@@ -173,6 +173,7 @@ Status Job::ImportState(const v1::ControllerState& state) {
     listener_->OnEvents(id_, {e});
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
+  RebuildLastDecision();
   RequestSnapshot();
   return Status::Ok();
 }

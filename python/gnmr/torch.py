@@ -54,7 +54,8 @@ Checkpoints: ``state_dict()`` holds the daemon's controller state of the job
 cannot be reached (fail-open). ``load_state_dict()`` imports it (Admin
 ImportState; needs admin rights: allowed over a Unix socket when the daemon
 has no admin token, else pass ``admin_token``); only rank 0 imports, then
-all ranks meet at a barrier. Call it before training resumes.
+all ranks meet at a barrier and wait (bounded) for the restored decision, so
+the first resumed step already has its plan. Call it before training resumes.
 """
 from __future__ import annotations
 
@@ -103,13 +104,14 @@ class AppliedPlan:
 
 
 class _Unit:
-    __slots__ = ("name", "module", "params", "handle")
+    __slots__ = ("name", "module", "params", "handle", "last_key")
 
     def __init__(self, name: str, module: _torch.nn.Module, params: List[_torch.nn.Parameter]):
         self.name = name
         self.module = module
         self.params = params
         self.handle = -1
+        self.last_key = None  # the gradient pointers the client holds
 
 
 class Monitor:
@@ -263,6 +265,13 @@ class Monitor:
         try:
             keep = []
             for u in self._units:
+                # Most steps reuse the same gradient memory: only tell the
+                # client when a pointer changed (saves the per-tensor work).
+                key = tuple(None if p.grad is None else (p.grad.data_ptr(), p.grad.dtype)
+                            for p in u.params)
+                if key == u.last_key and all(p.grad is None or p.grad.is_contiguous()
+                                             for p in u.params):
+                    continue
                 refs = []
                 for p in u.params:
                     g = p.grad
@@ -277,6 +286,7 @@ class Monitor:
                     keep.append(g)
                     refs.append(_tensor_ref(g))
                 self.client.set_tensors(u.handle, refs)
+                u.last_key = key
             if self._cuda_device is None:
                 self.client.observe(step)  # reads the grads now; `keep` held them alive
             else:  # launches on the stream; later work on it is ordered after the read
@@ -382,7 +392,8 @@ class Monitor:
             warnings.warn(f"gnmr.torch: controller state not saved: {e}", RuntimeWarning,
                           stacklevel=2)
         return {"format": STATE_FORMAT, "job_id": self.options.job_id,
-                "units": self.unit_names, "controller_state": state}
+                "units": self.unit_names, "controller_state": state,
+                "last_observed_step": self._last_observed}
 
     def _wait_decided(self) -> None:
         """Waits (bounded, only while connected) until the daemon has decided
@@ -427,4 +438,19 @@ class Monitor:
         dist = _torch.distributed
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             dist.barrier()
+        if state is not None:
+            self._wait_restored_decision(state_dict.get("last_observed_step"))
         return imported
+
+    def _wait_restored_decision(self, last_step: Optional[int]) -> None:
+        """The daemon sends the imported state's newest decision to every
+        rank; waits (bounded, only while connected) until it is here, so the
+        first resumed step already has its plan."""
+        if last_step is None:
+            return
+        deadline = time.monotonic() + self._state_timeout_ms / 1000.0
+        while time.monotonic() < deadline:
+            k = self.client.counters()
+            if not k.connected or k.last_decided_step >= last_step:
+                return
+            time.sleep(0.002)

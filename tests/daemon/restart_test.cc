@@ -1,6 +1,7 @@
 // The real gnmrd binary: kill -9 mid-run and restart from the state dir. The
 // job is restored from its snapshot, ranks re-register with the same unit
-// ids, held locks survive and max_o is never exceeded across the restart.
+// ids, held locks survive and max_o is never exceeded across the restart;
+// after a restart the job's newest decision is rebuilt from its state.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -68,9 +69,11 @@ TEST(GnmrdRestart, KillNineRestoresJobLocksAndBudget) {
   }
   // c and d spike while a and b still hold the budget: both denied.
   run_steps(ranks, 12, 20, {{14, 2}, {15, 3}});
+  v1::Decision last;
   for (int64_t s = 12; s < 20; ++s) {
     v1::Decision d;
     ASSERT_TRUE(ranks[1]->WaitDecision(s, &d)) << s;
+    last = d;
     EXPECT_LE(d.recovery_size(), 2) << "max_o exceeded at step " << s;
     ASSERT_EQ(d.recovery_size(), 2);
     for (int k = 0; k < 2; ++k) {  // the held locks, unchanged
@@ -87,6 +90,17 @@ TEST(GnmrdRestart, KillNineRestoresJobLocksAndBudget) {
   grpc::Status st = again.Register(Units(), &resp);
   ASSERT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
   EXPECT_EQ(resp.last_step(), 19);
+  // The newest decision is rebuilt from the snapshot: a rank attaching after
+  // the restart gets it at once, before any new step is reported.
+  again.Open();
+  v1::Decision rebuilt;
+  ASSERT_TRUE(again.WaitDecision(19, &rebuilt));
+  EXPECT_EQ(rebuilt.observed_step(), 19);
+  EXPECT_EQ(rebuilt.apply_step(), last.apply_step());
+  EXPECT_EQ(rebuilt.sequence(), last.sequence());
+  EXPECT_EQ(rebuilt.digest(), last.digest());
+  EXPECT_EQ(rebuilt.recovery_size(), 2);
+  again.Close();
   // The old token is still bound to the restored job.
   RawRank intruder(gnmrd.Channel(), "job", 1, 2, "other");
   EXPECT_EQ(intruder.Register(Units()).error_code(), grpc::StatusCode::UNAUTHENTICATED);
