@@ -102,7 +102,7 @@ def main(argv=None) -> int:
                    "evaluation (2 DP ranks)")
         # Timed alone (jobs=1): the overhead ratio should not see the other run.
         runner.jobs = 1
-        runner.run(P.overhead_specs(seeds[0]), "overhead")
+        runner.run(P.overhead_specs(seeds[:3]), "overhead")
     finally:
         daemon.stop()
     text = report.write_outputs(args.out, runner.results, seeds, chosen, corpus.describe(),

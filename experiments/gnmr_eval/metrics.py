@@ -44,9 +44,32 @@ def admissions(r: Dict) -> Tuple[int, int, int, int]:
     adm = [tuple(a) for a in r["admissions"]]
     tp = sum(1 for a in adm if a in faulty)
     events = r["schedule"]
-    detected = sum(1 for e in events
-                   if any(u == e["unit"] and e["first"] <= t <= e["last"] for u, t in adm))
+    detected = sum(1 for e in events if _detected(e, adm, r["in_force"]))
     return len(adm), tp, len(events), detected
+
+
+def _detected(e: Dict, adm, in_force) -> bool:
+    """Admitted during the event, or already in recovery when it began (an
+    overlapping event at the same unit)."""
+    if any(u == e["unit"] and e["first"] <= t <= e["last"] for u, t in adm):
+        return True
+    return e["first"] < len(in_force) and e["unit"] in in_force[e["first"]]
+
+
+def false_positive_kinds(r: Dict) -> Tuple[int, int]:
+    """False-positive admissions split into (during another unit's fault,
+    with no fault active): co-triggered neighbours vs natural spikes."""
+    faulty = faulty_set(r)
+    active = {t for _, t in faulty}
+    during = natural = 0
+    for u, t in (tuple(a) for a in r["admissions"]):
+        if (u, t) in faulty:
+            continue
+        if t in active:
+            during += 1
+        else:
+            natural += 1
+    return during, natural
 
 
 def gap_closed(x: Dict, lc: Dict, hf: Dict) -> float:

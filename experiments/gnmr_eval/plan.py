@@ -132,14 +132,14 @@ def dp_specs(seeds: List[int], chosen: Dict) -> List[Dict]:
             for s in seeds]
 
 
-def overhead_specs(seed: int) -> List[Dict]:
-    """The monitor's cost: one clean LC run per lag in which the Monitor runs in
+def overhead_specs(seeds: List[int]) -> List[Dict]:
+    """The monitor's cost: clean LC runs (per seed and lag) in which the Monitor runs in
     every other block of 10 steps; thresholds so high nothing is admitted (a
     promoted unit takes the cheaper fp32 path and would skew the timing).
     Lag 1 as deployed (decision_wait 0); lag 0 waits for each decision."""
     out = []
-    for lag, wait in ((1, 0.0), (0, 1000.0)):
-        label = f"Overhead-L{lag}"
-        out.append(gnmr_spec(label, "none", seed, lag, 2, 20, 1e9, 1e9, alternate=10,
-                             decision_wait_ms=wait))
+    for seed in seeds:
+        for lag, wait in ((1, 0.0), (0, 1000.0)):
+            out.append(gnmr_spec(f"Overhead-L{lag}", "none", seed, lag, 2, 20, 1e9, 1e9,
+                                 alternate=10, decision_wait_ms=wait))
     return out

@@ -30,6 +30,7 @@ class Table:
         rec = [M.recovery(x) for _, x in runs]
         adm = [M.admissions(x) for _, x in runs]
         n_adm, tp, events, det = (sum(a[i] for a in adm) for i in range(4))
+        kinds = [M.false_positive_kinds(x) for _, x in runs]
         gaps = [M.gap_closed(x, lc[s], hf[s]) for s, x in runs if lc[s] and hf[s]]
         fgaps = [M.gap_closed(x, lc[s], clean[s]) for s, x in runs if lc[s] and clean[s]]
         return {
@@ -42,6 +43,8 @@ class Table:
             "rec_split": (f"{100 * sum(a[1] for a in rec) / len(rec):.2f} / "
                           f"{100 * sum(a[2] for a in rec) / len(rec):.2f}"),
             "adm": f"{n_adm / len(runs):.1f}",
+            "fpk": (f"{sum(k[0] for k in kinds) / len(runs):.1f} / "
+                    f"{sum(k[1] for k in kinds) / len(runs):.1f}"),
             "prec": f"{tp / n_adm:.2f}" if n_adm else "–",
             "recall": f"{det / events:.2f}" if events else "–",
             "ms": f"{sum(M.step_ms(x) for _, x in runs) / len(runs):.1f}",
@@ -50,11 +53,11 @@ class Table:
 
     def markdown(self, rows: List[Dict[str, str]]) -> str:
         head = ("| arm | faults | seeds | val loss (fp32 path) | gap closed | fault gap closed | "
-                "spike steps | recovery | faulty / false-pos. (%) | admissions | precision | "
-                "recall | ms/step |\n|" + " --- |" * 13 + "\n")
+                "spike steps | recovery | faulty / false-pos. (%) | admissions | false adm. "
+                "(in a fault / none) | precision | recall | ms/step |\n|" + " --- |" * 14 + "\n")
         body = "".join(
             f"| {r['arm']} | {r['faults']} | {r['n']} | {r['val']} | {r['gap']} | {r['fgap']} | "
-            f"{r['spikes']} | {r['rec']} | {r['rec_split']} | {r['adm']} | {r['prec']} | "
+            f"{r['spikes']} | {r['rec']} | {r['rec_split']} | {r['adm']} | {r['fpk']} | {r['prec']} | "
             f"{r['recall']} | {r['ms']} |\n" for r in rows if r)
         return head + body
 
@@ -133,14 +136,37 @@ def plot_timeline(t: Table, path: str, seed: int, labels: List[str]) -> None:
     plt.close(fig)
 
 
-def overhead_rows(results: Dict[str, Dict], seed: int) -> List[str]:
+def overhead_rows(results: Dict[str, Dict], seeds: List[int]) -> List[str]:
     lines = []
     for lag in (1, 0):
-        x = results.get(P.name(f"Overhead-L{lag}", "none", seed))
-        if not x:
-            continue
-        on, off = M.step_ms(x, True), M.step_ms(x, False)
-        lines.append(f"| lag {lag} | {off:.2f} | {on:.2f} | {100 * (on / off - 1):+.1f}% |")
+        ratios = []
+        for seed in seeds:
+            x = results.get(P.name(f"Overhead-L{lag}", "none", seed))
+            if not x:
+                continue
+            on, off = M.step_ms(x, True), M.step_ms(x, False)
+            ratios.append(on / off - 1)
+            lines.append(f"| lag {lag} | {seed} | {off:.2f} | {on:.2f} | {100 * (on / off - 1):+.1f}% |")
+        if ratios:
+            lines.append(f"| lag {lag} | mean | | | **{100 * sum(ratios) / len(ratios):+.1f}%** |")
+    return lines
+
+
+def paired_rows(t: Table) -> List[str]:
+    """X - Y in final validation loss per seed (same batches and faults),
+    mean and 95% interval: negative means X is better."""
+    pairs = []
+    for x in (P.headline_label(), P.gnmr_label(0, 4, 5)):
+        for y in ("LC", "Random", "GlobalClip", "ZClip", "Oracle-L0", P.gnmr_label(1, 2, 20)):
+            if x != y:
+                pairs.append((x, y))
+    lines = []
+    for x, y in pairs:
+        d = [t.get(x, "amp", s)["val_loss"] - t.get(y, "amp", s)["val_loss"] for s in t.seeds
+             if t.get(x, "amp", s) and t.get(y, "amp", s)]
+        if d:
+            wins = sum(1 for v in d if v < 0)
+            lines.append(f"| {x} | {y} | {M.fmt_ci(d, 4)} | {wins}/{len(d)} |")
     return lines
 
 
@@ -154,10 +180,12 @@ def write_outputs(out_dir: str, results, seeds, chosen, corpus_desc, median_norm
     t = Table(results, seeds)
     os.makedirs(img_dir, exist_ok=True)
     plot_loss_diff(t, os.path.join(img_dir, "eval_loss_diff.png"),
-                   ["LC", "LC-clean", P.headline_label(), P.gnmr_label(1, 2, 20), "Oracle-L0",
+                   ["LC", P.headline_label(), P.gnmr_label(0, 4, 5), P.gnmr_label(1, 2, 20),
+                    "Oracle-L0",
                     "Oracle-L1", "Random", "GlobalClip", "ZClip"])
     plot_timeline(t, os.path.join(img_dir, "eval_timeline.png"), seeds[0],
-                  [P.headline_label(), P.gnmr_label(1, 2, 20), "Oracle-L0"])
+                  [P.headline_label(), P.gnmr_label(0, 4, 5), P.gnmr_label(1, 2, 20),
+                   "Oracle-L0"])
     md = [f"Corpus: {corpus_desc}.", "",
           f"Evaluation seeds {seeds}; wall time of the whole command {elapsed_s / 60:.1f} min.", "",
           "Chosen on the tuning seeds:", ""]
@@ -176,9 +204,13 @@ def write_outputs(out_dir: str, results, seeds, chosen, corpus_desc, median_norm
            t.markdown(main_rows(t)), "",
            "### Clean runs and attenuating faults (stale amax, x1/16)", "",
            t.markdown(side_rows(t)), "",
+           "### Paired differences (same seed: same init, batches and faults)", "",
+           "| X | Y | val loss X − Y (mean ± 95%) | seeds where X is better |",
+           "| --- | --- | --- | --- |"] + paired_rows(t) + ["",
            "### Monitor overhead (clean LC run, monitor on in every other block of 10 steps)",
-           "", "| mode | ms/step without | ms/step with | overhead |", "| --- | --- | --- | --- |"]
-    md += overhead_rows(results, seeds[0])
+           "", "| mode | seed | ms/step without | ms/step with | overhead |",
+           "| --- | --- | --- | --- | --- |"]
+    md += overhead_rows(results, seeds[:3])
     text = "\n".join(md) + "\n"
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write(text)
