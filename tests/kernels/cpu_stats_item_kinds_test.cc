@@ -5,7 +5,7 @@
 // the qualifying boundaries, and items that must be refused (subnormals
 // mixed with normals, fp16 subnormals, NaN, Inf).
 // Every result is compared bit for bit with the literal canonical order, on
-// every ISA build, at unaligned starts and under FTZ/DAZ.
+// every ISA build, at unaligned starts and under each FTZ/DAZ combination.
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -110,13 +110,18 @@ TestTensor Build(DType dtype, const ItemKind (&kinds)[N], uint64_t tail, uint64_
   return t;
 }
 
-UnitStats Fast(const TensorRef& r, bool ftz_daz = false) {
+// MXCSR bits: flush-to-zero (15), denormals-are-zero (6).
+constexpr unsigned int kFtz = 0x8000u;
+constexpr unsigned int kDaz = 0x0040u;
+
+// ComputeStats with the MXCSR bits `csr` set (and FTZ/DAZ clear otherwise).
+UnitStats Fast(const TensorRef& r, unsigned int csr = 0) {
   UnitStats u;
 #if defined(__x86_64__)
   // Frameworks may set flush-to-zero / denormals-are-zero; the statistics
   // must not change.
   const unsigned int saved = _mm_getcsr();
-  if (ftz_daz) _mm_setcsr(saved | 0x8040u);
+  _mm_setcsr((saved & ~(kFtz | kDaz)) | csr);
 #endif
   const Status s = cpu::ComputeStats(&r, 1, &u);
 #if defined(__x86_64__)
@@ -129,37 +134,77 @@ UnitStats Fast(const TensorRef& r, bool ftz_daz = false) {
 // Each item kind alone (so neither a NaN item nor large values hide an
 // item's sum), then all kinds in one tensor with a partial last item.
 template <size_t N>
-void CheckKinds(DType dtype, const ItemKind (&kinds)[N], bool ftz_daz) {
+void CheckKinds(DType dtype, const ItemKind (&kinds)[N], unsigned int csr) {
   for (size_t i = 0; i < N; ++i) {
     SCOPED_TRACE(kinds[i].name);
     const ItemKind one[1] = {kinds[i]};
     for (uint64_t seed = 1; seed <= 3; ++seed) {
       const TestTensor t = Build(dtype, one, 0, seed * 31 + i, 0);
       const TensorRef r = t.Ref();
-      ExpectSame(Fast(r, ftz_daz), cpu::CanonicalStatsNaive(&r, 1));
+      ExpectSame(Fast(r, csr), cpu::CanonicalStatsNaive(&r, 1));
     }
   }
   for (uint64_t tail : {0u, 1u, 300u}) {
     SCOPED_TRACE(tail);
     const TestTensor t = Build(dtype, kinds, tail, tail + 7, 0);
     const TensorRef r = t.Ref();
-    ExpectSame(Fast(r, ftz_daz), cpu::CanonicalStatsNaive(&r, 1));
+    ExpectSame(Fast(r, csr), cpu::CanonicalStatsNaive(&r, 1));
   }
 }
 
 TEST(CpuStatsItemKinds, Fp32ItemKindsMatchCanonical) {
-  CheckKinds(DType::kFp32, kFp32Items, false);
+  CheckKinds(DType::kFp32, kFp32Items, 0);
 }
 TEST(CpuStatsItemKinds, Bf16ItemKindsMatchCanonical) {
-  CheckKinds(DType::kBf16, kBf16Items, false);
+  CheckKinds(DType::kBf16, kBf16Items, 0);
 }
 TEST(CpuStatsItemKinds, Fp16ItemKindsMatchCanonical) {
-  CheckKinds(DType::kFp16, kFp16Items, false);
+  CheckKinds(DType::kFp16, kFp16Items, 0);
 }
+// FTZ and DAZ alone and together.
 TEST(CpuStatsItemKinds, FtzDazDoNotChangeResults) {
-  CheckKinds(DType::kFp32, kFp32Items, true);
-  CheckKinds(DType::kBf16, kBf16Items, true);
-  CheckKinds(DType::kFp16, kFp16Items, true);
+  for (unsigned int csr : {kFtz | kDaz, kDaz, kFtz}) {
+    SCOPED_TRACE(csr);
+    CheckKinds(DType::kFp32, kFp32Items, csr);
+    CheckKinds(DType::kBf16, kBf16Items, csr);
+    CheckKinds(DType::kFp16, kFp16Items, csr);
+  }
+}
+
+// Subnormal-containing items (alone, mixed with normals, the smallest ones
+// whose squares are 2^-298 / 2^-266 / 2^-48, next to the largest finite
+// value), finite only so the sums are compared, under DAZ clear and set
+// with and without FTZ, bit-identical to the reference (and ready for a
+// kernel that reads MXCSR and skips the subnormal check when DAZ is clear).
+TEST(CpuStatsItemKinds, SubnormalItemsUnderDazClearAndSet) {
+  const ItemKind fp32[] = {kFp32Items[4], kFp32Items[5], kFp32Items[6], kFp32Items[7],
+                           {"smallest subnormals", 1, 4, 0},
+                           {"smallest subnormals + max finite", 1, 4, 0x7f7fffff},
+                           kFp32Items[0]};
+  const ItemKind bf16[] = {kBf16Items[4], kBf16Items[5], kBf16Items[6], kBf16Items[7],
+                           kBf16Items[8], {"smallest subnormals", 1, 2, 0},
+                           {"smallest subnormals + max finite", 1, 2, 0x7f7f},
+                           kBf16Items[0]};
+  const ItemKind fp16[] = {kFp16Items[4], kFp16Items[5], {"smallest subnormals", 1, 2, 0},
+                           {"smallest subnormals + max finite", 1, 2, 0x7bff},
+                           kFp16Items[0]};
+  const TestTensor ts = Build(DType::kFp32, fp32, 300, 21, 0);
+  const TestTensor tb = Build(DType::kBf16, bf16, 300, 22, 0);
+  const TestTensor tf = Build(DType::kFp16, fp16, 300, 23, 0);
+  for (const TestTensor* t : {&ts, &tb, &tf}) {
+    const TensorRef r = t->Ref();
+    const UnitStats want = cpu::CanonicalStatsNaive(&r, 1);
+    ASSERT_GT(want.sumsq, 0.0);
+    for (unsigned int csr : {0u, kFtz, kDaz, kFtz | kDaz}) {
+      SCOPED_TRACE(csr);
+      ExpectSame(Fast(r, csr), want);
+      ExpectSame(Fast(t->Moved(2).Ref(), csr), want);
+    }
+  }
+  CheckKinds(DType::kFp32, fp32, 0);
+  CheckKinds(DType::kFp32, fp32, kDaz);
+  CheckKinds(DType::kBf16, bf16, 0);
+  CheckKinds(DType::kBf16, bf16, kDaz);
 }
 
 // Finite kinds only, so the sums stay comparable: identical bits at any
@@ -196,7 +241,7 @@ TEST(CpuStatsItemKinds, UnalignedStartsAndAllIsas) {
 // the guess was wrong: runs of each kind, switches in both directions,
 // zeros-only items (fit both modes) and refused items after either guess.
 TEST(CpuStatsItemKinds, ModeSwitchesMatchCanonical) {
-  for (bool ftz_daz : {false, true}) {
+  for (unsigned int ftz_daz : {0u, kFtz | kDaz}) {
     SCOPED_TRACE(ftz_daz);
     {
       const ItemKind& n = kFp32Items[0];
