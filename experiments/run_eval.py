@@ -91,12 +91,17 @@ def main(argv=None) -> int:
 
         chosen = P.choose(runner.results, tune, gap, lambda x, s: M.recovery(x)[0])
         chosen["median_hf_grad_norm"] = median_norm
+        runner.run(P.group_tuning_specs(tune), "tuning (q/k/v as one unit)")
+        chosen[f"lag0-{P.GROUP}"] = P.choose_group(runner.results, tune, gap,
+                                                   lambda x: M.recovery(x)[0])
         with open(os.path.join(args.out, "chosen.json"), "w") as f:
             json.dump(chosen, f, indent=1)
         print(f"run_eval: chosen on tuning seeds {tune}: lag 0 tau {chosen['lag0']['tau']:g}, "
               f"lag 1 tau {chosen['lag1']['tau']:g}, global clip x{chosen['gclip']['multiple']:g}"
-              f", ZClip z {chosen['zclip']['z']:g}", flush=True)
+              f", ZClip z {chosen['zclip']['z']:g}, q/k/v units tau "
+              f"{chosen['lag0-' + P.GROUP]['tau']:g}", flush=True)
         runner.run(P.eval_specs(seeds, chosen, median_norm), "evaluation")
+        runner.run(P.group_eval_specs(seeds, chosen), "evaluation (q/k/v as one unit)")
         runner.run(P.random_specs(seeds, runner.results), "evaluation (random, equal budget)")
         runner.run(P.dp_specs(seeds[:1] if args.smoke else seeds, chosen),
                    "evaluation (2 DP ranks)")

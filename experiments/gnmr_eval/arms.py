@@ -211,13 +211,29 @@ class ZClipArm(Arm):
         return {"clipped_steps": self.clipped}
 
 
+def unit_group(kind: Optional[str]):
+    """``"qkv"``: q, k and v of each attention block form one unit (their
+    gradients move together: a fault at one raises the others); None: every
+    Linear is its own unit."""
+    if kind is None:
+        return None
+    if kind != "qkv":
+        raise ValueError(f"unknown unit grouping {kind!r}")
+
+    def group(name: str) -> str:
+        head, _, last = name.rpartition(".")
+        return f"{head}.qkv" if head.endswith("attn") and last in ("q", "k", "v") else name
+    return group
+
+
 class GnmrArm(Arm):
     """The real stack: gnmr.torch.Monitor -> client library -> gnmrd."""
 
     def __init__(self, target: str, job_id: str, config: Dict, *, rank: int = 0,
                  world_size: int = 1, decision_wait_ms: float = 10000.0,
-                 enabled_steps: Optional[Set[int]] = None) -> None:
+                 group: Optional[str] = None) -> None:
         super().__init__()
+        self.group = group
         self.target, self.job_id, self.config = target, job_id, dict(config)
         self.rank, self.world_size = rank, world_size
         self.decision_wait_ms = decision_wait_ms
@@ -229,15 +245,20 @@ class GnmrArm(Arm):
         super().setup(*a, **k)
         import gnmr.torch as gt
         from .fp8 import LowPrecisionLinear
+        group = unit_group(self.group)
         self.monitor = gt.Monitor(
             self.model, target=self.target, job_id=self.job_id, rank=self.rank,
             world_size=self.world_size, config=self.config,
-            unit_filter=lambda n, m: isinstance(m, LowPrecisionLinear),
+            unit_filter=lambda n, m: isinstance(m, LowPrecisionLinear), unit_group=group,
             decision_wait_ms=self.decision_wait_ms, strict=True)
         if not self.monitor.wait_connected(30):
             raise RuntimeError(f"gnmrd at {self.target} did not accept job {self.job_id}")
-        self.index = {n: i for i, n in enumerate(self.monitor.unit_names)}
-        self.prev: Set[int] = set()
+        # GNMR unit -> the Linears (fault sites) it covers: every figure is
+        # counted per Linear, so a grouped unit in recovery costs all of them.
+        self.members: Dict[str, List[int]] = {}
+        for i, n in enumerate(self.model.unit_names()):
+            self.members.setdefault(group(n) if group else n, []).append(i)
+        self.prev: Set[str] = set()
 
     def before_forward(self, step: int) -> None:
         self.monitor.before_forward(step)
@@ -248,11 +269,12 @@ class GnmrArm(Arm):
         if step > 0 and not applied.has_decision:
             self.without_decision += 1
         self.digests.append((step, applied.digest))
-        now = {self.index[n] for n in applied.promoted}
-        for u in sorted(now - self.prev):
-            self.admissions.append((u, step - self.lag))
+        now = set(applied.promoted)
+        for name in sorted(now - self.prev):
+            for u in self.members[name]:
+                self.admissions.append((u, step - self.lag))
         self.prev = now
-        self.in_force = now
+        self.in_force = {u for name in now for u in self.members[name]}
         return not applied.global_skip
 
     def close(self) -> None:

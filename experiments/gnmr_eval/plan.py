@@ -23,8 +23,8 @@ BASE_CONFIG = dict(warmup=50, clip_min_scale=0.01)
 RECOVERY_LIMIT = 0.05
 
 
-def gnmr_label(lag: int, max_o: int, lock: int) -> str:
-    return f"GNMR-L{lag}-o{max_o}-k{lock}"
+def gnmr_label(lag: int, max_o: int, lock: int, group: str = "") -> str:
+    return f"GNMR-L{lag}-o{max_o}-k{lock}" + (f"-{group}" if group else "")
 
 
 def name(label: str, faults: str, seed: int) -> str:
@@ -54,6 +54,38 @@ def tuning_specs(seeds: List[int]) -> List[Dict]:
         for z in ZCLIP_GRID:
             out.append(spec(f"tune-zclip{z:g}", "zclip", "amp", s, z=z))
     return out
+
+
+# The follow-up mechanism (added after the first evaluation, from its
+# analysis): q, k and v of each attention block as one GNMR unit. Its
+# thresholds are tuned on the tuning seeds like the others; its grid is lag 0.
+GROUP = "qkv"
+
+
+def group_tuning_specs(seeds: List[int]) -> List[Dict]:
+    return [gnmr_spec(f"tune-L0-tau{tau:g}-{GROUP}", "amp", s, 0, HEADLINE["max_o"],
+                      HEADLINE["lock_steps"], tau, td, group=GROUP)
+            for s in seeds for tau, td in TAU_GRID]
+
+
+def choose_group(results: Dict[str, Dict], seeds: List[int], gap_closed, recovery) -> Dict:
+    rows = []
+    for tau, td in TAU_GRID:
+        label = f"tune-L0-tau{tau:g}-{GROUP}"
+        runs = [(results[name(label, "amp", s)], s) for s in seeds]
+        rec = statistics.mean(recovery(x) for x, _ in runs)
+        gap = statistics.mean(gap_closed(x, s) for x, s in runs)
+        rows.append((rec <= RECOVERY_LIMIT, gap, tau, td))
+    ok = [r for r in rows if r[0]] or rows
+    best = max(ok, key=lambda r: r[1])
+    return {"tau": best[2], "tau_delta": best[3], "table": rows}
+
+
+def group_eval_specs(seeds: List[int], chosen: Dict) -> List[Dict]:
+    t = chosen[f"lag0-{GROUP}"]
+    return [gnmr_spec(gnmr_label(0, o, k, GROUP), "amp", s, 0, o, k, t["tau"], t["tau_delta"],
+                      group=GROUP)
+            for s in seeds for o in MAX_O for k in LOCKS]
 
 
 def gclip_tuning_specs(seeds: List[int], median_norm: float) -> List[Dict]:

@@ -65,6 +65,7 @@ class Table:
 def main_rows(t: Table) -> List[Dict[str, str]]:
     labels = ["HF", "LC", "LC-clean"]
     labels += [P.gnmr_label(lag, o, k) for lag in (0, 1) for o in P.MAX_O for k in P.LOCKS]
+    labels += [P.gnmr_label(0, o, k, P.GROUP) for o in P.MAX_O for k in P.LOCKS]
     labels += [P.headline_label() + "-DP2", "Oracle-L0", "Oracle-L1", "Random", "GlobalClip",
                "ZClip"]
     rows = []
@@ -168,6 +169,11 @@ def paired_rows(t: Table) -> List[str]:
         for y in ("LC", "Random", "GlobalClip", "ZClip", "Oracle-L0", P.gnmr_label(1, 2, 20)):
             if x != y:
                 pairs.append((x, y))
+    for o in P.MAX_O:
+        for k in P.LOCKS:
+            pairs.append((P.gnmr_label(0, o, k, P.GROUP), P.gnmr_label(0, o, k)))
+    for y in ("GlobalClip", "ZClip", "Oracle-L0"):
+        pairs.append((P.gnmr_label(0, 4, 5, P.GROUP), y))
     lines = []
     for x, y in pairs:
         d = [t.get(x, "amp", s)["val_loss"] - t.get(y, "amp", s)["val_loss"] for s in t.seeds
@@ -203,6 +209,11 @@ def write_outputs(out_dir: str, results, seeds, chosen, corpus_desc, median_norm
                   "(tuning table: recovery ok, mean gap closed, tau, tau_delta: "
                   + "; ".join(f"{ok}, {fmt_float(g)}, {a:g}, {b:g}" for ok, g, a, b in c["table"])
                   + ")")
+    g = chosen.get(f"lag0-{P.GROUP}")
+    if g:
+        md.append(f"- GNMR lag 0 with q/k/v as one unit: tau {g['tau']:g}, tau_delta "
+                  f"{g['tau_delta']:g} (tuning: " + "; ".join(
+                      f"{ok}, {fmt_float(v)}, {a:g}, {b:g}" for ok, v, a, b in g["table"]) + ")")
     md.append(f"- global clip: {chosen['gclip']['multiple']:g} x median HF gradient norm "
               f"({median_norm:.3f}) (tuning: " + "; ".join(
                   f"{m:g}: {fmt_float(g)}" for g, m in chosen["gclip"]["table"]) + ")")

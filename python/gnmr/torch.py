@@ -62,7 +62,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch as _torch
 
@@ -104,12 +104,12 @@ class AppliedPlan:
 
 
 class _Unit:
-    __slots__ = ("name", "module", "params", "handle", "last_key")
+    __slots__ = ("name", "modules", "params", "handle", "last_key")
 
-    def __init__(self, name: str, module: _torch.nn.Module, params: List[_torch.nn.Parameter]):
+    def __init__(self, name: str):
         self.name = name
-        self.module = module
-        self.params = params
+        self.modules: List[Tuple[str, _torch.nn.Module]] = []  # (module name, module)
+        self.params: List[_torch.nn.Parameter] = []
         self.handle = -1
         self.last_key = None  # the gradient pointers the client holds
 
@@ -126,7 +126,13 @@ class Monitor:
       config: controller config for a job the daemon does not know yet, a dict
         of SPEC keys (see ``gnmr.validate_config``); ValueError if invalid.
       unit_filter: ``(name, module) -> bool``; default every nn.Linear.
-      promote_callback: ``(name, module, promoted) -> None``.
+      unit_group: ``(name) -> str``, optional: the unit a selected module
+        belongs to; modules mapped to the same name form one unit (their
+        gradients are one norm, they are promoted together), e.g. q, k and v
+        of an attention block, whose gradients move together. Default: each
+        selected module is its own unit, named as in ``named_modules()``.
+      promote_callback: ``(name, module, promoted) -> None``, called for every
+        module of the unit (with the module's own name).
       decision_wait_ms: how long ``apply`` may wait for the decision of the
         step (default 100 ms with lag 0, else 0).
       strict: raise client errors instead of warning.
@@ -137,6 +143,7 @@ class Monitor:
                  token: str = "", admin_token: str = "",
                  config: Optional[Dict[str, Any]] = None,
                  unit_filter: Callable[[str, _torch.nn.Module], bool] = linear_filter,
+                 unit_group: Optional[Callable[[str], str]] = None,
                  promote_callback: Callable[[str, _torch.nn.Module, bool], None] =
                  default_promote_callback,
                  decision_wait_ms: Optional[float] = None,
@@ -161,6 +168,7 @@ class Monitor:
         self._last_warning = ""
 
         self._units: List[_Unit] = []
+        by_name: Dict[str, _Unit] = {}
         claimed = set()
         for name, module in model.named_modules():
             if not unit_filter(name, module):
@@ -170,7 +178,17 @@ class Monitor:
             if not params:
                 continue
             claimed.update(id(p) for p in params)
-            self._units.append(_Unit(name or "<root>", module, params))
+            name = name or "<root>"
+            unit_name = unit_group(name) if unit_group is not None else name
+            if not isinstance(unit_name, str) or not unit_name:
+                raise ValueError(f"gnmr.torch.Monitor: unit_group({name!r}) must return a "
+                                 "non-empty str")
+            u = by_name.get(unit_name)
+            if u is None:
+                u = by_name[unit_name] = _Unit(unit_name)
+                self._units.append(u)
+            u.modules.append((name, module))
+            u.params.extend(params)
         if not self._units:
             raise ValueError("gnmr.torch.Monitor: no unit matches the filter "
                              "(no module with trainable parameters)")
@@ -217,9 +235,13 @@ class Monitor:
         return [u.name for u in self._units]
 
     def unit_module(self, name: str) -> _torch.nn.Module:
+        """The (first) module of unit ``name``; see ``unit_modules``."""
+        return self.unit_modules(name)[0]
+
+    def unit_modules(self, name: str) -> List[_torch.nn.Module]:
         for u in self._units:
             if u.name == name:
-                return u.module
+                return [m for _, m in u.modules]
         raise KeyError(name)
 
     def counters(self) -> _gnmr.Counters:
@@ -312,12 +334,14 @@ class Monitor:
             want = {e.unit for e in plan.entries if e.action == _gnmr.Action.PROMOTE}
         for i in sorted(want - self._promoted):
             u = self._units[i]
-            self._promote_callback(u.name, u.module, True)
+            for module_name, module in u.modules:
+                self._promote_callback(module_name, module, True)
             if applied is not None:
                 applied.newly_promoted.append(u.name)
         for i in sorted(self._promoted - want):
             u = self._units[i]
-            self._promote_callback(u.name, u.module, False)
+            for module_name, module in u.modules:
+                self._promote_callback(module_name, module, False)
             if applied is not None:
                 applied.demoted.append(u.name)
         self._promoted = want

@@ -49,7 +49,8 @@ def main() -> int:
     for f in ("results.md", "chosen.json", "img/eval_loss_diff.png", "img/eval_timeline.png"):
         if not os.path.exists(os.path.join(out, f)):
             problems.append(f"{f} not written")
-    expected = 24  # 1 seed: tuning 7, evaluation 13, random 1, DP 1, overhead 2
+    expected = 26  # 1 seed: tuning 7 + 1 (q/k/v units), evaluation 13 + 1, random 1, DP 1,
+    #              overhead 2
     if len(runs) != expected:
         problems.append(f"{len(runs)} runs, {expected} expected")
     for p in problems:

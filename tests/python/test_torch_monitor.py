@@ -153,3 +153,32 @@ def test_daemon_absent_training_unchanged():
         assert mon.load_state_dict(sd) is False  # nothing to restore
     assert mon.errors == 0
     mon.close()
+
+
+def test_unit_group_makes_one_unit_of_several_modules(gnmrd):
+    """b and c as one unit "bc": one norm, promoted together; the callback
+    sees each module under its own name."""
+    model, opt = make(seed=4)
+    calls = []
+
+    def callback(name, module, promoted):
+        calls.append((name, promoted))
+        module.gnmr_promoted = promoted
+
+    mon = gt.Monitor(model, target=gnmrd.target, job_id="group",
+                     config={"warmup": 4, "lag": 1, "lock_steps": 3, "max_o": 1},
+                     unit_group=lambda n: "bc" if n in ("b", "c") else n,
+                     promote_callback=callback, decision_wait_ms=3000, strict=True)
+    assert mon.wait_connected(10)
+    assert mon.unit_names == ["a", "bc", "d"]
+    assert mon.unit_modules("bc") == [model.b, model.c]
+    recs = train(model, opt, mon, range(14), spikes={8: ("c", 50.0)}, record=False)
+    promoted = [r.applied.promoted for r in recs]
+    assert promoted[9] == ["bc"] and promoted[11] == ["bc"] and promoted[12] == []
+    assert ("b", True) in calls and ("c", True) in calls
+    assert ("b", False) in calls and ("c", False) in calls
+    assert not model.b.gnmr_promoted and not model.c.gnmr_promoted
+    with pytest.raises(ValueError, match="unit_group"):
+        gt.Monitor(model, target=gnmrd.target, job_id="group-bad", unit_group=lambda n: "",
+                   start=False)
+    mon.close()
