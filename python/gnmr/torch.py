@@ -68,10 +68,10 @@ import torch as _torch
 
 from gnmr import _gnmr
 from gnmr import tensor_ref as _tensor_ref
+from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-export)
 
 __all__ = ["Monitor", "AppliedPlan", "default_promote_callback", "linear_filter"]
 
-STATE_FORMAT = 1
 _ZERO_CHUNK = 1 << 20  # elements of the shared zero buffer for None grads
 
 
@@ -114,7 +114,7 @@ class _Unit:
         self.last_key = None  # the gradient pointers the client holds
 
 
-class Monitor:
+class Monitor(CheckpointMixin):
     """GNMR for one rank of a PyTorch training job; see the module docstring.
 
     Args:
@@ -400,81 +400,3 @@ class Monitor:
             optimizer.step()
             applied.optimizer_stepped = True
         return applied
-
-    # ------------------------------------------------------------ checkpoints
-
-    def state_dict(self) -> Dict[str, Any]:
-        """The controller state for a training checkpoint (after the daemon
-        has decided the last observed step, waiting at most
-        ``state_timeout_ms``); ``controller_state`` is ``None`` (with a
-        warning) when the daemon cannot be reached."""
-        state = None
-        try:
-            self._wait_decided()
-            state = self.client.export_state(self._state_timeout_ms)
-        except (_gnmr.Error, ValueError) as e:
-            warnings.warn(f"gnmr.torch: controller state not saved: {e}", RuntimeWarning,
-                          stacklevel=2)
-        return {"format": STATE_FORMAT, "job_id": self.options.job_id,
-                "units": self.unit_names, "controller_state": state,
-                "last_observed_step": self._last_observed}
-
-    def _wait_decided(self) -> None:
-        """Waits (bounded, only while connected) until the daemon has decided
-        the last observed step, so an exported state includes it."""
-        if self._last_observed is None:
-            return
-        deadline = time.monotonic() + self._state_timeout_ms / 1000.0
-        self.client.flush(self._state_timeout_ms)
-        while time.monotonic() < deadline:
-            k = self.client.counters()
-            if not k.connected or k.last_decided_step >= self._last_observed:
-                return
-            time.sleep(0.005)
-
-    def load_state_dict(self, state_dict: Dict[str, Any]) -> bool:
-        """Restores the controller state saved by ``state_dict()``. Rank 0
-        imports it once registered (waits up to ``state_timeout_ms``); every
-        rank then meets at a barrier when torch.distributed is initialised.
-        Returns whether this rank imported. Fail-open: a daemon that cannot
-        be reached gives a warning (raised with ``strict=True``); a malformed
-        ``state_dict`` raises ValueError."""
-        if not isinstance(state_dict, dict) or state_dict.get("format") != STATE_FORMAT:
-            raise ValueError("gnmr.torch: not a Monitor state_dict (format "
-                             f"{STATE_FORMAT} expected)")
-        units = list(state_dict.get("units", []))
-        if units != self.unit_names:
-            raise ValueError("gnmr.torch: the checkpoint's units differ from this model's "
-                             f"({len(units)} vs {len(self._units)} units)")
-        state = state_dict.get("controller_state")
-        imported = False
-        if state is not None and self.options.rank == 0:
-            try:
-                if not self.wait_connected(self._state_timeout_ms / 1000.0):
-                    raise _gnmr.UnavailableError("UNAVAILABLE: not registered with gnmrd")
-                self.client.import_state(bytes(state), self._state_timeout_ms)
-                imported = True
-            except _gnmr.Error as e:
-                if self._strict:
-                    raise
-                warnings.warn(f"gnmr.torch: controller state not restored: {e}",
-                              RuntimeWarning, stacklevel=2)
-        dist = _torch.distributed
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            dist.barrier()
-        if state is not None:
-            self._wait_restored_decision(state_dict.get("last_observed_step"))
-        return imported
-
-    def _wait_restored_decision(self, last_step: Optional[int]) -> None:
-        """The daemon sends the imported state's newest decision to every
-        rank; waits (bounded, only while connected) until it is here, so the
-        first resumed step already has its plan."""
-        if last_step is None:
-            return
-        deadline = time.monotonic() + self._state_timeout_ms / 1000.0
-        while time.monotonic() < deadline:
-            k = self.client.counters()
-            if not k.connected or k.last_decided_step >= last_step:
-                return
-            time.sleep(0.002)
