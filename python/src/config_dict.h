@@ -1,0 +1,19 @@
+// Controller configs as Python dicts for the _gnmr module: the SPEC keys
+// (daemon/controller/config.h) with clear ValueErrors naming the bad key.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include "daemon/controller/config.h"
+
+namespace gnmr::python {
+
+// A dict of SPEC keys (missing keys keep their defaults) -> a validated
+// config; py::value_error naming the key for an unknown key, a wrong type or
+// a config that does not validate.
+ControllerConfig ConfigFromDict(const pybind11::dict& d);
+
+// Every key, defaults included (actions as a list of dicts).
+pybind11::dict ConfigToDict(const ControllerConfig& c);
+
+}  // namespace gnmr::python
