@@ -20,17 +20,9 @@
 #include <thread>
 #include <utility>
 
-#include "client/src/gpu_path.h"
-#include "client/src/io_loop.h"
-#include "client/src/outbox.h"
-#include "client/src/shared_state.h"
-#include "client/src/unit_registry.h"
+#include "client/src/client_impl.h"
 #include "daemon/controller/state_codec.h"
 #include "kernels/cpu/cpu_stats.h"
-
-#ifndef GNMR_VERSION
-#define GNMR_VERSION "0.0.0"
-#endif
 
 namespace gnmr {
 namespace {
@@ -82,47 +74,6 @@ const PlanEntry* Plan::Find(UnitHandle unit) const {
   }
   return nullptr;
 }
-
-class Client::Impl {
- public:
-  explicit Impl(ClientOptions o) : options(std::move(o)) {}
-
-  const ClientOptions options;
-  UnitRegistry units;
-  SharedState shared;
-  std::unique_ptr<Outbox> outbox;
-  // Created by the first device unit; destroyed before the outbox it parks
-  // report slots of, after the I/O thread that drains it.
-  std::unique_ptr<GpuPath> gpu;
-  std::unique_ptr<IoLoop> io;
-  std::vector<UnitHandle> host_units;  // from Start
-  bool any_device = false;
-  bool started = false;
-  bool stopped = false;
-
-  // Training thread only.
-  int64_t last_observed = -1;
-  Clock::time_point last_observe_time;
-  std::vector<double> norms;  // per unit, at norms_step
-  int64_t norms_step = -1;
-
-  std::atomic<uint64_t> reports_enqueued{0};
-  std::atomic<uint64_t> missed{0};
-  std::atomic<int64_t> stats_nanos{0};
-  std::atomic<double> host_ratio{0.0};  // newest host-path overhead ratio
-  std::atomic<int64_t> host_ratio_step{-1};
-
-  v1::RegisterRequest BuildRegister() const {
-    v1::RegisterRequest req;
-    req.set_job_id(options.job_id);
-    req.set_rank(options.rank);
-    req.set_world_size(options.world_size);
-    req.set_client_version(std::string("gnmr-client/") + GNMR_VERSION);
-    units.FillSpecs(&req);
-    if (options.config) ConfigToProto(*options.config, req.mutable_config());
-    return req;
-  }
-};
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -403,49 +354,5 @@ void Client::Stop() {
   if (m.gpu) m.gpu->Stop();
   m.outbox->Clear();
 }
-
-ClientCounters Client::Counters() const {
-  const Impl& m = *impl_;
-  const SharedState& sh = m.shared;
-  ClientCounters c;
-  c.reports_enqueued = m.reports_enqueued.load();
-  c.reports_sent = sh.reports_sent.load();
-  c.reports_dropped = m.outbox ? m.outbox->reports_dropped() : 0;
-  c.acks_sent = sh.acks_sent.load();
-  c.acks_dropped = m.outbox ? m.outbox->acks_dropped() : 0;
-  c.decisions_received = sh.decisions_received.load();
-  c.decisions_rejected = sh.decisions_rejected.load();
-  c.missed_decisions = m.missed.load();
-  c.registrations = sh.registrations.load();
-  c.reconnects = sh.reconnects.load();
-  c.connect_failures = sh.connect_failures.load();
-  c.stats_seconds = static_cast<double>(m.stats_nanos.load()) * 1e-9;
-  if (m.any_device) {
-    c.stats_gpu_seconds = m.gpu->stats_gpu_seconds();
-    c.overhead_source = OverheadSource::kUnavailable;
-    c.overhead_ratio = 0.0;
-    c.overhead_step = -1;
-    if (m.gpu->LastOverhead(&c.overhead_ratio, &c.overhead_step)) {
-      c.overhead_source = OverheadSource::kCupti;
-    }
-  } else {
-    c.overhead_source = OverheadSource::kHostWall;
-    c.overhead_ratio = m.host_ratio.load();
-    c.overhead_step = m.host_ratio_step.load();
-  }
-  std::lock_guard<std::mutex> lock(sh.mu);
-  c.connected = sh.connected;
-  c.last_decided_step = sh.cache.NewestObserved();
-  c.last_error = sh.last_error;
-  return c;
-}
-
-size_t Client::num_units() const { return impl_->units.size(); }
-
-const std::string& Client::unit_name(UnitHandle unit) const {
-  return impl_->units.name(unit);
-}
-
-const ClientOptions& Client::options() const { return impl_->options; }
 
 }  // namespace gnmr

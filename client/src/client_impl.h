@@ -1,0 +1,68 @@
+// Client::Impl: the state behind gnmr::Client, shared by client.cc (the
+// lifecycle and the per-step calls) and client_counters.cc (the read-only
+// views). Internal to the client library.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/src/gpu_path.h"
+#include "client/src/io_loop.h"
+#include "client/src/outbox.h"
+#include "client/src/shared_state.h"
+#include "client/src/unit_registry.h"
+#include "daemon/controller/state_codec.h"
+#include "gnmr/client.h"
+
+#ifndef GNMR_VERSION
+#define GNMR_VERSION "0.0.0"
+#endif
+
+namespace gnmr {
+
+class Client::Impl {
+ public:
+  explicit Impl(ClientOptions o) : options(std::move(o)) {}
+
+  const ClientOptions options;
+  UnitRegistry units;
+  SharedState shared;
+  std::unique_ptr<Outbox> outbox;
+  // Created by the first device unit; destroyed before the outbox it parks
+  // report slots of, after the I/O thread that drains it.
+  std::unique_ptr<GpuPath> gpu;
+  std::unique_ptr<IoLoop> io;
+  std::vector<UnitHandle> host_units;  // from Start
+  bool any_device = false;
+  bool started = false;
+  bool stopped = false;
+
+  // Training thread only.
+  int64_t last_observed = -1;
+  std::chrono::steady_clock::time_point last_observe_time;
+  std::vector<double> norms;  // per unit, at norms_step
+  int64_t norms_step = -1;
+
+  std::atomic<uint64_t> reports_enqueued{0};
+  std::atomic<uint64_t> missed{0};
+  std::atomic<int64_t> stats_nanos{0};
+  std::atomic<double> host_ratio{0.0};  // newest host-path overhead ratio
+  std::atomic<int64_t> host_ratio_step{-1};
+
+  v1::RegisterRequest BuildRegister() const {
+    v1::RegisterRequest req;
+    req.set_job_id(options.job_id);
+    req.set_rank(options.rank);
+    req.set_world_size(options.world_size);
+    req.set_client_version(std::string("gnmr-client/") + GNMR_VERSION);
+    units.FillSpecs(&req);
+    if (options.config) ConfigToProto(*options.config, req.mutable_config());
+    return req;
+  }
+};
+
+}  // namespace gnmr
