@@ -49,10 +49,7 @@ def gnmr_trace(seed: int, kind: str, tau: float):
         row = []
         for i, v in enumerate(A.unit_norms(units)):
             row.append(v / mu[i] if n[i] >= A.WARMUP else math.nan)
-            if n[i] < A.WARMUP:
-                mu[i] = (mu[i] * n[i] + v) / (n[i] + 1)
-            else:
-                mu[i] = A.EMA_DECAY * mu[i] + (1 - A.EMA_DECAY) * min(v, tau * mu[i])
+            mu[i] = A.update_mean(mu[i], n[i], v, tau)
             n[i] += 1
         trace.append(row)
         opt.step()

@@ -220,40 +220,40 @@ void gnmr_plan_free(gnmr_plan* plan) { delete plan; }
 
 int gnmr_plan_info_get(const gnmr_plan* plan, gnmr_plan_info* out) {
   return Call([&]() -> int {
-  if (plan == nullptr) return Null("plan");
-  if (out == nullptr) return Null("out");
-  const gnmr::Plan& p = plan->plan;
-  out->step = p.step;
-  out->has_decision = p.has_decision ? 1 : 0;
-  out->global_skip = p.global_skip ? 1 : 0;
-  out->observed_step = p.observed_step;
-  out->apply_step = p.apply_step;
-  out->sequence = p.sequence;
-  out->digest = p.digest;
-  out->num_entries = static_cast<uint32_t>(p.entries.size());
-  return GNMR_OK;
+    if (plan == nullptr) return Null("plan");
+    if (out == nullptr) return Null("out");
+    const gnmr::Plan& p = plan->plan;
+    out->step = p.step;
+    out->has_decision = p.has_decision ? 1 : 0;
+    out->global_skip = p.global_skip ? 1 : 0;
+    out->observed_step = p.observed_step;
+    out->apply_step = p.apply_step;
+    out->sequence = p.sequence;
+    out->digest = p.digest;
+    out->num_entries = static_cast<uint32_t>(p.entries.size());
+    return GNMR_OK;
   });
 }
 
 int gnmr_plan_entry_get(const gnmr_plan* plan, uint32_t index, gnmr_plan_entry* out) {
   return Call([&]() -> int {
-  if (plan == nullptr) return Null("plan");
-  if (out == nullptr) return Null("out");
-  if (index >= plan->plan.entries.size()) {
-    return Fail(gnmr::StatusCode::kOutOfRange, "entry index out of range");
-  }
-  const gnmr::PlanEntry& e = plan->plan.entries[index];
-  out->unit = e.unit;
-  out->action = static_cast<int32_t>(e.action);
-  out->entry = static_cast<int32_t>(e.entry);
-  out->first_step = e.first_step ? 1 : 0;
-  out->since = e.since;
-  out->until = e.until;
-  out->ref_norm = e.ref_norm;
-  out->clip_min_scale = e.clip_min_scale;
-  out->norm = e.norm;
-  out->scale = e.scale;
-  return GNMR_OK;
+    if (plan == nullptr) return Null("plan");
+    if (out == nullptr) return Null("out");
+    if (index >= plan->plan.entries.size()) {
+      return Fail(gnmr::StatusCode::kOutOfRange, "entry index out of range");
+    }
+    const gnmr::PlanEntry& e = plan->plan.entries[index];
+    out->unit = e.unit;
+    out->action = static_cast<int32_t>(e.action);
+    out->entry = static_cast<int32_t>(e.entry);
+    out->first_step = e.first_step ? 1 : 0;
+    out->since = e.since;
+    out->until = e.until;
+    out->ref_norm = e.ref_norm;
+    out->clip_min_scale = e.clip_min_scale;
+    out->norm = e.norm;
+    out->scale = e.scale;
+    return GNMR_OK;
   });
 }
 

@@ -26,6 +26,22 @@ void FillEntry(const RecoveryEntry& e, v1::RecoveryEntry* out) {
   out->set_ref_norm(e.ref_norm);
 }
 
+// The wire form of a decision, shared (immutable) by every rank's queue.
+std::shared_ptr<const v1::ServerMessage> DecisionMessage(const Decision& d) {
+  auto msg = std::make_shared<v1::ServerMessage>();
+  v1::Decision* pd = msg->mutable_decision();
+  pd->set_observed_step(d.observed_step);
+  pd->set_apply_step(d.apply_step);
+  pd->set_sequence(d.sequence);
+  for (const RecoveryEntry& e : d.recovery) FillEntry(e, pd->add_recovery());
+  for (const Admission& a : d.admitted) pd->add_admitted(a.unit_id);
+  for (uint32_t u : d.released) pd->add_released(u);
+  pd->set_global_skip(d.global_skip);
+  pd->set_digest(d.digest);
+  pd->set_config_version(d.config_version);
+  return msg;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Job>> Job::Create(std::string job_id, uint32_t world_size,
@@ -226,16 +242,18 @@ void Job::RebuildLastDecision() {
     last_decision_.reset();
     return;
   }
-  auto msg = std::make_shared<v1::ServerMessage>();
-  v1::Decision* pd = msg->mutable_decision();
-  pd->set_observed_step(*observed);
-  pd->set_apply_step(*apply);
-  pd->set_sequence(controller_.sequence());
-  for (const RecoveryEntry& e : controller_.recovery()) FillEntry(e, pd->add_recovery());
-  pd->set_global_skip(false);
-  pd->set_digest(DigestOf(*apply, controller_.recovery(), false));
-  pd->set_config_version(controller_.config_version());
-  last_decision_ = std::move(msg);
+  Decision d;
+  d.observed_step = *observed;
+  d.apply_step = *apply;
+  d.sequence = controller_.sequence();
+  d.config_version = controller_.config_version();
+  d.recovery = controller_.recovery();
+  d.digest = DigestOf(d.apply_step, d.recovery, /*global_skip=*/false);
+  Publish(DecisionMessage(d));
+}
+
+void Job::Publish(std::shared_ptr<const v1::ServerMessage> decision) {
+  last_decision_ = std::move(decision);
   for (auto& [rank, rs] : sessions_) {
     if (rs.sink) rs.sink->SendDecision(last_decision_);
   }
@@ -245,22 +263,7 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
   Decision d;
   Status s = controller_.Observe(step.step, step.samples, &d);
   if (!s.ok()) return;  // cannot happen: the aggregator validated the input
-  auto msg = std::make_shared<v1::ServerMessage>();
-  v1::Decision* pd = msg->mutable_decision();
-  pd->set_observed_step(d.observed_step);
-  pd->set_apply_step(d.apply_step);
-  pd->set_sequence(d.sequence);
-  for (const RecoveryEntry& e : d.recovery) FillEntry(e, pd->add_recovery());
-  for (const Admission& a : d.admitted) pd->add_admitted(a.unit_id);
-  for (uint32_t u : d.released) pd->add_released(u);
-  pd->set_global_skip(d.global_skip);
-  pd->set_digest(d.digest);
-  pd->set_config_version(d.config_version);
-  std::shared_ptr<const v1::ServerMessage> shared = std::move(msg);
-  last_decision_ = shared;
-  for (auto& [rank, rs] : sessions_) {
-    if (rs.sink) rs.sink->SendDecision(shared);
-  }
+  Publish(DecisionMessage(d));
   sent_digests_.emplace_back(d.sequence, d.digest);
   while (sent_digests_.size() > options_.events_kept_for_acks) sent_digests_.pop_front();
 

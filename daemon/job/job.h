@@ -127,6 +127,8 @@ class Job {
   // After the controller was replaced (restart from a snapshot, ImportState):
   // the newest decision rebuilt from its state and sent to attached ranks.
   void RebuildLastDecision();
+  // Makes `decision` the job's newest and queues it to every attached rank.
+  void Publish(std::shared_ptr<const v1::ServerMessage> decision);
   void EmitEvents(const Decision& d);
   void RequestSnapshot();
   v1::JobMeta MetaLocked() const;

@@ -24,7 +24,6 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import torch
 
-from . import faults as F
 
 # Shared with the controller's defaults so the oracle's entry clip matches.
 EMA_DECAY = 0.98
@@ -65,6 +64,14 @@ class NoControl(Arm):
     def __init__(self, low_cost: bool) -> None:
         super().__init__()
         self.low_cost = low_cost
+
+
+def update_mean(mu: float, samples: int, norm: float, tau: float) -> float:
+    """The controller's historical mean after one more valid sample: a plain
+    average over the first WARMUP samples, then an EMA of min(norm, tau * mu)."""
+    if samples < WARMUP:
+        return (mu * samples + norm) / (samples + 1)
+    return EMA_DECAY * mu + (1 - EMA_DECAY) * min(norm, tau * mu)
 
 
 def unit_norms(units) -> List[float]:
@@ -118,10 +125,7 @@ class OracleArm(Arm):
         for i, n in enumerate(norms):  # the controller's history rule
             if n <= 0 or not math.isfinite(n):
                 continue
-            if self.samples[i] < WARMUP:
-                self.mu[i] = (self.mu[i] * self.samples[i] + n) / (self.samples[i] + 1)
-            else:
-                self.mu[i] = EMA_DECAY * self.mu[i] + (1 - EMA_DECAY) * min(n, self.tau * self.mu[i])
+            self.mu[i] = update_mean(self.mu[i], self.samples[i], n, self.tau)
             self.samples[i] += 1
         return True
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Tuple
 
 EVENTS = 8
 FIRST_STEP = 60
@@ -59,19 +59,3 @@ def faults_at(schedule: List[FaultEvent], step: int) -> Dict[int, Tuple[str, flo
         if e.first <= step <= e.last:
             active[e.unit] = (e.kind, e.factor)
     return active
-
-
-def faulty_unit_steps(schedule: List[FaultEvent]) -> Set[Tuple[int, int]]:
-    return {(e.unit, s) for e in schedule for s in e.steps()}
-
-
-def fault_onsets(schedule: List[FaultEvent]) -> Dict[Tuple[int, int], FaultEvent]:
-    """(unit, first step) -> event, for the oracles."""
-    return {(e.unit, e.first): e for e in schedule}
-
-
-def event_for(schedule: List[FaultEvent], unit: int, step: int) -> Optional[FaultEvent]:
-    for e in schedule:
-        if e.unit == unit and e.first <= step <= e.last:
-            return e
-    return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import torch
 
