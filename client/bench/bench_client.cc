@@ -15,10 +15,6 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(_M_X64)
-#include <immintrin.h>
-#endif
-
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -30,6 +26,7 @@
 
 #include "daemon/server/daemon.h"
 #include "gnmr/client.h"
+#include "bench/stats_throughput.h"
 #include "kernels/cpu/cpu_stats.h"
 
 namespace gnmr {
@@ -107,30 +104,11 @@ BENCHMARK(BM_ObservePlanFor_Connected)->Arg(1024)->Iterations(20000);
 
 // 64 MiB of N(0, 0.01) gradients in `dtype` (denormal: N(0, 1e-39) for
 // fp32/bf16, mostly subnormal), larger than the caches.
+// 64 MiB (larger than the 32 MiB L3 of the tuning machine) per input kind.
 const std::vector<unsigned char>& Buffer(DType dtype, bool denormal) {
   static std::vector<unsigned char> bufs[16];
   std::vector<unsigned char>& b = bufs[static_cast<int>(dtype) * 2 + (denormal ? 1 : 0)];
-  if (!b.empty()) return b;
-  b.resize(64u << 20);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> dist(0.0f, denormal ? 1e-39f : 0.01f);
-  const size_t size = DTypeSize(dtype);
-  for (size_t i = 0; i + size <= b.size(); i += size) {
-    const float f = dist(rng);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if (dtype == DType::kFp32) {
-      std::memcpy(&b[i], &u, 4);
-    } else if (dtype == DType::kBf16) {
-      const uint16_t h = static_cast<uint16_t>(u >> 16);  // truncation is fine here
-      std::memcpy(&b[i], &h, 2);
-    } else if (dtype == DType::kFp16) {
-      const uint16_t h = static_cast<uint16_t>(0x2000 + (u & 0x8fff));  // small normals
-      std::memcpy(&b[i], &h, 2);
-    } else {
-      b[i] = static_cast<unsigned char>(0x20 + (u & 0x9f));  // fp8, no NaN/Inf
-    }
-  }
+  if (b.empty()) b = bench::GradientBuffer(dtype, denormal, 64u << 20);
   return b;
 }
 
@@ -162,85 +140,12 @@ BENCHMARK(BM_CpuStatsDenormal)
     ->Arg(static_cast<int>(DType::kBf16))
     ->Unit(benchmark::kMillisecond);
 
-// The streaming-read baseline: the best single-core read of the same
-// 64 MiB buffer we can write. BM_MemoryRead/<isa>/<prefetch bytes ahead>:
-// 64-byte-aligned vector loads (AVX-512: 4 x 64 B per step; AVX2: 8 x 32 B),
-// folded into 4 independent integer-add accumulators (cheap, and the loads
-// cannot be dropped: the sum goes to DoNotOptimize), with a software
-// prefetch (T0) of every line `prefetch` bytes ahead (0: none, hardware
-// prefetcher only). Same run-time ISA dispatch as the kernels
-// (cpu::IsaAvailable); a variant the CPU lacks is skipped. The fastest
-// variant is the reference for BM_CpuStats. BM_MemoryReadScalar is the
-// former baseline, a plain scalar 8-byte loop.
-#if defined(__x86_64__) || defined(_M_X64)
-template <int kPrefetch>
-__attribute__((target("avx512f"))) uint64_t ReadAvx512(const unsigned char* p, size_t n) {
-  uint64_t head = 0;
-  while ((reinterpret_cast<uintptr_t>(p) & 63) != 0 && n > 0) head += *p++, --n;
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  const unsigned char* end = p + (n & ~size_t{255});
-  for (; p < end; p += 256) {
-    if (kPrefetch > 0) {
-      // Prefetches never fault; an integer address avoids forming a pointer
-      // past the buffer.
-      const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kPrefetch;
-      for (int l = 0; l < 4; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
-      }
-    }
-    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p));
-    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + 64));
-    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + 128));
-    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + 192));
-  }
-  n &= 255;
-  for (size_t i = 0; i < n; ++i) head += p[i];
-  const __m512i s = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
-  alignas(64) uint64_t lanes[8];  // (not _mm512_reduce_add_epi64: GCC 12 warns in it)
-  _mm512_store_si512(lanes, s);
-  for (uint64_t l : lanes) head += l;
-  return head;
-}
-
-template <int kPrefetch>
-__attribute__((target("avx2"))) uint64_t ReadAvx2(const unsigned char* p, size_t n) {
-  uint64_t head = 0;
-  while ((reinterpret_cast<uintptr_t>(p) & 63) != 0 && n > 0) head += *p++, --n;
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  const unsigned char* end = p + (n & ~size_t{255});
-  for (; p < end; p += 256) {
-    if (kPrefetch > 0) {
-      const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kPrefetch;
-      for (int l = 0; l < 4; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
-      }
-    }
-    const __m256i* v = reinterpret_cast<const __m256i*>(p);
-    a0 = _mm256_add_epi64(a0, _mm256_add_epi64(_mm256_load_si256(v + 0), _mm256_load_si256(v + 1)));
-    a1 = _mm256_add_epi64(a1, _mm256_add_epi64(_mm256_load_si256(v + 2), _mm256_load_si256(v + 3)));
-    a2 = _mm256_add_epi64(a2, _mm256_add_epi64(_mm256_load_si256(v + 4), _mm256_load_si256(v + 5)));
-    a3 = _mm256_add_epi64(a3, _mm256_add_epi64(_mm256_load_si256(v + 6), _mm256_load_si256(v + 7)));
-  }
-  n &= 255;
-  for (size_t i = 0; i < n; ++i) head += p[i];
-  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
-  return head + lanes[0] + lanes[1] + lanes[2] + lanes[3];
-}
-#endif
-
-using ReadFn = uint64_t (*)(const unsigned char*, size_t);
-
-template <int kPrefetch>
-ReadFn ReadFor(cpu::Isa isa) {
-#if defined(__x86_64__) || defined(_M_X64)
-  if (isa == cpu::Isa::kAvx512) return &ReadAvx512<kPrefetch>;
-  if (isa == cpu::Isa::kAvx2) return &ReadAvx2<kPrefetch>;
-#endif
-  (void)isa;
-  return nullptr;
-}
+// The streaming-read baseline (bench/stats_throughput.h):
+// BM_MemoryRead/<isa>/<prefetch bytes ahead> over the same 64 MiB; the
+// fastest variant is the reference for BM_CpuStats. BM_MemoryReadScalar is
+// the former baseline, a plain scalar 8-byte loop. (bench/cpu_stats_vs_read
+// measures the same ratio rep by rep, which cancels drift between runs.)
+using bench::ReadFn;
 
 void MemoryRead(benchmark::State& state, cpu::Isa isa, int prefetch, ReadFn fn) {
   const std::vector<unsigned char>& buf = Buffer(DType::kFp32, false);  // touched
@@ -254,36 +159,20 @@ void MemoryRead(benchmark::State& state, cpu::Isa isa, int prefetch, ReadFn fn) 
   state.SetLabel(std::string(cpu::IsaName(isa)) + " prefetch " + std::to_string(prefetch));
 }
 
-template <int kPrefetch>
-void RegisterMemoryRead(cpu::Isa isa) {
-  const std::string name = std::string("BM_MemoryRead/") + cpu::IsaName(isa) + "/" +
-                           std::to_string(kPrefetch);
-  benchmark::RegisterBenchmark(name.c_str(), [isa](benchmark::State& state) {
-    MemoryRead(state, isa, kPrefetch, ReadFor<kPrefetch>(isa));
-  })->Unit(benchmark::kMillisecond);
-}
-
 [[maybe_unused]] const bool kMemoryReadRegistered = [] {
-  for (cpu::Isa isa : {cpu::Isa::kAvx512, cpu::Isa::kAvx2}) {
-    RegisterMemoryRead<0>(isa);
-    RegisterMemoryRead<1024>(isa);
-    RegisterMemoryRead<4096>(isa);
-    RegisterMemoryRead<8192>(isa);
-    RegisterMemoryRead<16384>(isa);
+  for (const bench::ReadVariant& v : bench::ReadVariants()) {
+    const std::string name = "BM_MemoryRead/" + v.name;
+    benchmark::RegisterBenchmark(name.c_str(), [v](benchmark::State& state) {
+      MemoryRead(state, v.isa, v.prefetch, v.fn);
+    })->Unit(benchmark::kMillisecond);
   }
   return true;
 }();
 
 void BM_MemoryReadScalar(benchmark::State& state) {
   const std::vector<unsigned char>& buf = Buffer(DType::kFp32, false);
-  const size_t words = buf.size() / 8;
   for (auto _ : state) {
-    uint64_t acc = 0;
-    for (size_t i = 0; i < words; ++i) {
-      uint64_t w;
-      std::memcpy(&w, &buf[i * 8], 8);
-      acc += w;
-    }
+    uint64_t acc = bench::ReadScalar(buf.data(), buf.size());
     benchmark::DoNotOptimize(acc);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * buf.size()));

@@ -271,6 +271,9 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials,
   constexpr bool kAvx512Item = sizeof(typename F::Bits) >= 2;  // not fp8
   __m512i amax_w = _mm512_setzero_si512();
   bool sub_hint = false;  // see avx512::Item
+  // DAZ (MXCSR bit 6) clear: the lean single pass (avx512::Item). Read once
+  // per call: a caller cannot change it while we run on its thread.
+  const bool daz_clear = (_mm_getcsr() & 0x40u) == 0;
 #endif
   uint64_t k = 0;
   for (uint64_t first = 0; first < numel; first += kItem, ++k) {
@@ -279,7 +282,7 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials,
     if (n == kItem) {
 #ifdef GNMR_CPU_AVX512_ITEMS
       if constexpr (kAvx512Item) {
-        if (avx512::Item<F>(p, &partials[k], &amax_w, &fast_zeros, &sub_hint)) continue;
+        if (avx512::Item<F>(p, &partials[k], &amax_w, &fast_zeros, &sub_hint, daz_clear)) continue;
       }
 #endif
       // A failed attempt re-reads the item from L1 (8-16 KiB), not memory.

@@ -7,7 +7,7 @@
 // its 256 lane accumulators live in memory; bf16/fp16 were compute-bound at
 // about a third of the streaming-read bandwidth. Here, per full item:
 //
-// - One pass over memory per item (SumItem<M, true>): each 32-element
+// - One pass over memory per item (SumItem<M, kFull/kLean>): each 32-element
 //   chunk is loaded once (the second load of it hits L1) and folded into
 //   the scan figures (magnitude max, least nonzero magnitude, zero count;
 //   integer instructions on raw bit patterns, see ItemScan) and, in the same
@@ -160,6 +160,33 @@ __attribute__((always_inline)) inline void ScanChunk(const unsigned char* q, Ite
   }
 }
 
+// The lean scan, for a caller whose MXCSR.DAZ is clear (see Item): then
+// cvtps2pd converts fp32/bf16 subnormals exactly and vcvtph2ps turns fp16
+// subnormals into normal floats, and every square of a nonzero element is
+// at least 2^-298, a normal double, so FTZ cannot touch a sum either: any
+// finite item sums correctly in the normal mode, and the scan only needs
+// the magnitude maximum and the zeros. u = pattern + pattern (the sign
+// shifted out, 2a): mx = max u, zeros where u == 0. fp32: four vector
+// instructions per 64 bytes (zeros as nz = sum of min(u, 1)); bf16/fp16:
+// three plus one mask popcount (the full scan: six and five).
+template <Mode M>
+__attribute__((always_inline)) inline void ScanChunkLean(const unsigned char* q, ItemScan* s) {
+  if constexpr (ElemBytes(M) == 4) {
+    const __m512i one = _mm512_set1_epi32(1);
+    for (int i = 0; i < 2; ++i) {
+      const __m512i x = _mm512_loadu_si512(q + 64 * i);
+      const __m512i u = _mm512_add_epi32(x, x);
+      s->mx = _mm512_max_epu32(s->mx, u);
+      s->nz = _mm512_add_epi32(s->nz, _mm512_min_epu32(u, one));
+    }
+  } else {
+    const __m512i x = _mm512_loadu_si512(q);
+    const __m512i u = _mm512_add_epi16(x, x);
+    s->mx = _mm512_max_epu16(s->mx, u);
+    s->zeros += static_cast<uint32_t>(__builtin_popcount(_mm512_testn_epi16_mask(u, u)));
+  }
+}
+
 // How far ahead the single pass prefetches (bytes; see SumItem).
 // 16 KiB: fp32 one item, bf16/fp16 two items ahead. Measured (loaded
 // machine, 3 reps each, two rounds) against 8, 24, 32 and 48 KiB and
@@ -167,21 +194,28 @@ __attribute__((always_inline)) inline void ScanChunk(const unsigned char* q, Ite
 // fp32, the longer distances no better than the noise.
 constexpr uintptr_t kPrefetchAhead = 16384;
 
-// Steps 3-4 of stats_order.h for a full item, in mode M. With kScan, this
+// Which scan SumItem folds into its pass: none (a re-read from L1), the
+// full one (ScanChunk) or the lean one (ScanChunkLean, DAZ clear only).
+enum class ScanKind { kNone, kFull, kLean };
+
+// Steps 3-4 of stats_order.h for a full item, in mode M. With a scan, this
 // is the single pass over memory: the same loop also folds every element
-// into *scan (ScanChunk) and prefetches kPrefetchAhead bytes ahead, and the
+// into *scan (ScanChunk or ScanChunkLean) and prefetches kPrefetchAhead
+// bytes ahead, and the
 // caller (Item) only keeps the partial if the scan shows the item
 // qualifies for M. Until then the lane values may be anything (a NaN, an
 // Inf, a subnormal flushed by DAZ, a rounded square in the wrong mode):
 // they are discarded, and floating-point exceptions are masked (as for the
 // generic path, which also converts the elements of items it refuses).
-// Without kScan it re-reads an item already in L1 in a mode known to fit.
-template <Mode M, bool kScan>
+// Without a scan it re-reads an item already in L1 in a mode known to fit.
+template <Mode M, ScanKind K>
 double SumItem(const unsigned char* p, ItemScan* scan) {
+  constexpr bool kScan = K != ScanKind::kNone;
   constexpr int kElem = ElemBytes(M);
   constexpr int kRowBytes = 256 * kElem;
   constexpr int kStepBytes = kRowBytes / 2;  // one row of one 128-lane block
-  ItemScan sc{ElemBytes(M) == 4 ? _mm512_setzero_si512() : _mm512_set1_epi16(-1),
+  ItemScan sc{ElemBytes(M) == 4 || K == ScanKind::kLean ? _mm512_setzero_si512()
+                                                       : _mm512_set1_epi16(-1),
               _mm512_set1_epi32(-1), _mm512_setzero_si512(), 0};
   __m512d acc[2][16];
   for (int b = 0; b < 2; ++b) {
@@ -205,7 +239,8 @@ double SumItem(const unsigned char* p, ItemScan* scan) {
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         const unsigned char* q = row + 32 * kElem * c;
-        if constexpr (kScan) ScanChunk<M>(q, &sc);
+        if constexpr (K == ScanKind::kFull) ScanChunk<M>(q, &sc);
+        if constexpr (K == ScanKind::kLean) ScanChunkLean<M>(q, &sc);
         __m512d x[4];
         Values32<M>(q, x);
         for (int i = 0; i < 4; ++i) a[4 * c + i] = _mm512_fmadd_pd(x[i], x[i], a[4 * c + i]);
@@ -214,7 +249,9 @@ double SumItem(const unsigned char* p, ItemScan* scan) {
     for (int v = 0; v < 16; ++v) acc[b][v] = a[v];
   }
   if constexpr (kScan) {
-    if constexpr (ElemBytes(M) == 2) sc.mx = _mm512_add_epi16(sc.mx, _mm512_set1_epi16(1));
+    if constexpr (ElemBytes(M) == 2 && K == ScanKind::kFull) {
+      sc.mx = _mm512_add_epi16(sc.mx, _mm512_set1_epi16(1));
+    }
     *scan = sc;
   }
   // Lane tree. Every 32-element chunk has the same layout, so s = 128
@@ -277,7 +314,11 @@ uint64_t NonzeroCount(__m512i nz) {
 // and folds its magnitude patterns into *amax_w (lanes of F's width) and
 // its zeros into *zeros.
 //
-// One pass over memory: SumItem<mode, true> sums the item in the mode
+// With daz_clear (the caller read MXCSR.DAZ == 0), every finite item is
+// summed in the normal mode with the lean scan (ScanChunkLean): one pass,
+// no mode guess, and only items with a NaN/Inf go back to the caller.
+//
+// Otherwise (DAZ set), one pass over memory: SumItem<mode, kFull> sums the item in the mode
 // *sub_hint predicts (the mode of the last item that took one; fp16 has
 // only kFp16Normal) and scans it at the same time. The partial is kept
 // only if the scan, integer-only and so immune to FTZ/DAZ, shows that the
@@ -288,7 +329,7 @@ uint64_t NonzeroCount(__m512i nz) {
 // back to the caller's generic paths.
 template <typename F>
 bool Item(const unsigned char* p, double* partial, __m512i* amax_w, uint64_t* zeros,
-          bool* sub_hint) {
+          bool* sub_hint, bool daz_clear) {
   using Bits = typename F::Bits;
   constexpr bool kFp16 = F::kBias == 15;
   constexpr bool k32 = sizeof(Bits) == 4;
@@ -296,12 +337,25 @@ bool Item(const unsigned char* p, double* partial, __m512i* amax_w, uint64_t* ze
                                                            : Mode::kBf16Normal;
   constexpr Mode kSub = k32 ? Mode::kFp32Sub : Mode::kBf16Sub;  // unused for fp16
   ItemScan s;
+  if (daz_clear) {
+    const double lean = SumItem<kNormal, ScanKind::kLean>(p, &s);
+    if (AnyGe<Bits>(s.mx, 2 * F::kNonfinite)) return false;  // NaN/Inf: s.mx is 2a
+    *partial = lean;
+    if constexpr (k32) {
+      *amax_w = _mm512_max_epu32(*amax_w, _mm512_srli_epi32(s.mx, 1));
+      *zeros += kItemElems - NonzeroCount<Bits>(s.nz);
+    } else {
+      *amax_w = _mm512_max_epu16(*amax_w, _mm512_srli_epi16(s.mx, 1));
+      *zeros += s.zeros;
+    }
+    return true;
+  }
   const bool guess_sub = !kFp16 && *sub_hint;
   double part;
   if (!kFp16 && guess_sub) {
-    part = SumItem<kSub, true>(p, &s);
+    part = SumItem<kSub, ScanKind::kFull>(p, &s);
   } else {
-    part = SumItem<kNormal, true>(p, &s);
+    part = SumItem<kNormal, ScanKind::kFull>(p, &s);
   }
   // Zeros and normals: no nonzero magnitude below the smallest normal
   // (mn, see ItemScan), nothing >= Inf.
@@ -312,10 +366,10 @@ bool Item(const unsigned char* p, double* partial, __m512i* amax_w, uint64_t* ze
   if (guess_sub ? fits_sub : fits_normal) {
     // The guess was right (a zeros-only item fits both: keep the hint).
   } else if (fits_normal) {
-    part = SumItem<kNormal, false>(p, nullptr);
+    part = SumItem<kNormal, ScanKind::kNone>(p, nullptr);
     *sub_hint = false;
   } else if (!kFp16 && fits_sub) {
-    part = SumItem<kSub, false>(p, nullptr);
+    part = SumItem<kSub, ScanKind::kNone>(p, nullptr);
     *sub_hint = true;
   } else {
     *sub_hint = false;

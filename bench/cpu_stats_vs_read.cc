@@ -1,0 +1,186 @@
+// cpu_stats_vs_read: the CPU statistics throughput as a ratio to the best
+// single-core streaming read of the same bytes (issue 4's target: >= 80%
+// for fp32 and bf16 inputs larger than the caches), measured so that the
+// ratio survives a noisy machine.
+//
+// Why not just BM_CpuStats / BM_MemoryRead (client/bench): Google Benchmark
+// runs each benchmark for a while, one after the other, so the ratio of two
+// of them also carries whatever the memory bandwidth of a shared VM did in
+// between (we saw the same read vary 44-55 GB/s within a minute). Here:
+// 1. calibration: every read variant (bench/stats_throughput.h) is timed,
+//    interleaved, `--calib` times; the fastest median is the baseline;
+// 2. per input, `--reps` rounds of read, kernel, read on the same buffer,
+//    back to back; each round's ratio is the kernel's rate over the mean
+//    rate of the two reads around it. The table shows the medians and the
+//    25th-75th percentile of the ratios.
+// Single thread, buffers larger than the caches by default (--mib).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/stats_throughput.h"
+#include "kernels/cpu/cpu_stats.h"
+
+namespace gnmr {
+namespace {
+
+struct Options {
+  size_t mib = 64;
+  int reps = 41;
+  int calib = 7;
+  double target = 0.80;
+};
+
+void Usage(FILE* f) {
+  std::fprintf(f,
+               "usage: cpu_stats_vs_read [--mib N] [--reps N] [--calib N]\n"
+               "  Ratio of the CPU statistics throughput (kernels/cpu, one thread) to the\n"
+               "  best single-core streaming read of the same buffer, rep by rep.\n"
+               "  --mib N    buffer size per input in MiB (default 64; use more than the L3)\n"
+               "  --reps N   read/kernel/read rounds per input (default 41)\n"
+               "  --calib N  rounds to pick the fastest read variant (default 7)\n");
+}
+
+bool ParsePositive(const char* s, long max, long* out) {
+  char* end = nullptr;
+  const long v = std::strtol(s, &end, 10);
+  if (end == s || *end != '\0' || v <= 0 || v > max) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      Usage(stdout);
+      std::exit(0);
+    }
+    long v = 0;
+    const bool has_value = i + 1 < argc;
+    if (a == "--mib" && has_value && ParsePositive(argv[++i], 16384, &v)) {
+      o->mib = static_cast<size_t>(v);
+    } else if (a == "--reps" && has_value && ParsePositive(argv[++i], 100000, &v)) {
+      o->reps = static_cast<int>(v);
+    } else if (a == "--calib" && has_value && ParsePositive(argv[++i], 100000, &v)) {
+      o->calib = static_cast<int>(v);
+    } else {
+      std::fprintf(stderr, "cpu_stats_vs_read: bad argument '%s'\n", argv[i]);
+      Usage(stderr);
+      return false;
+    }
+  }
+  return true;
+}
+
+template <typename Fn>
+double Seconds(Fn&& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+volatile uint64_t g_sink;  // keeps every read's sum alive
+
+struct Input {
+  const char* name;
+  DType dtype;
+  bool denormal;
+  bool has_target;  // the issue's 80% applies (fp32, bf16)
+};
+
+}  // namespace
+}  // namespace gnmr
+
+int main(int argc, char** argv) {
+  using namespace gnmr;
+  Options opt;
+  if (!ParseArgs(argc, argv, &opt)) return 2;
+  const size_t bytes = opt.mib << 20;
+
+  std::vector<bench::ReadVariant> reads;
+  for (const bench::ReadVariant& v : bench::ReadVariants()) {
+    if (cpu::IsaAvailable(v.isa)) reads.push_back(v);
+  }
+  reads.push_back({"scalar/0", cpu::Isa::kBaseline, 0, &bench::ReadScalar});
+
+  std::fprintf(stderr, "preparing %zu MiB buffers...\n", opt.mib);
+  const Input inputs[] = {
+      {"fp32", DType::kFp32, false, true},
+      {"bf16", DType::kBf16, false, true},
+      {"fp16", DType::kFp16, false, false},
+      {"fp32, almost all subnormal", DType::kFp32, true, false},
+      {"bf16, almost all subnormal", DType::kBf16, true, false},
+  };
+  std::vector<std::vector<unsigned char>> bufs;
+  for (const Input& in : inputs) bufs.push_back(bench::GradientBuffer(in.dtype, in.denormal, bytes));
+
+  // 1. The fastest read variant (on the first buffer; all are the same size).
+  const unsigned char* b0 = bufs[0].data();
+  std::vector<std::vector<double>> calib(reads.size());
+  for (const bench::ReadVariant& v : reads) g_sink = v.fn(b0, bytes);  // page in, warm the TLB
+  for (int r = 0; r < opt.calib; ++r) {
+    for (size_t i = 0; i < reads.size(); ++i) {
+      calib[i].push_back(static_cast<double>(bytes) / Seconds([&] { g_sink = reads[i].fn(b0, bytes); }));
+    }
+  }
+  size_t best = 0;
+  std::printf("read variants (median of %d, interleaved):\n", opt.calib);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const double gbs = Quantile(calib[i], 0.5) / 1e9;
+    std::printf("  %-14s %6.1f GB/s\n", reads[i].name.c_str(), gbs);
+    if (reads[i].fn != &bench::ReadScalar && Quantile(calib[i], 0.5) > Quantile(calib[best], 0.5)) {
+      best = i;
+    }
+  }
+  const bench::ReadFn read = reads[best].fn;
+  std::printf("baseline: %s\n\n", reads[best].name.c_str());
+
+  // 2. read / kernel / read rounds per input.
+  std::printf("| input (%zu MiB, %s) | statistics | best read | ratio (p25-p75) | target |\n",
+              opt.mib, cpu::IsaName(cpu::SelectedIsa()));
+  std::printf("| --- | --- | --- | --- | --- |\n");
+  bool all_pass = true;
+  for (size_t k = 0; k < std::size(inputs); ++k) {
+    const Input& in = inputs[k];
+    const unsigned char* p = bufs[k].data();
+    TensorRef t;
+    t.data = p;
+    t.numel = bytes / DTypeSize(in.dtype);
+    t.dtype = in.dtype;
+    UnitStats u;
+    cpu::ComputeStats(&t, 1, &u);  // page in
+    std::vector<double> kernel_rate, read_rate, ratio;
+    double prev_read = static_cast<double>(bytes) / Seconds([&] { g_sink = read(p, bytes); });
+    for (int r = 0; r < opt.reps; ++r) {
+      const double s = Seconds([&] { cpu::ComputeStats(&t, 1, &u); });
+      g_sink = static_cast<uint64_t>(u.zeros);
+      const double next_read = static_cast<double>(bytes) / Seconds([&] { g_sink = read(p, bytes); });
+      const double kr = static_cast<double>(bytes) / s;
+      kernel_rate.push_back(kr);
+      read_rate.push_back(next_read);
+      ratio.push_back(kr / (0.5 * (prev_read + next_read)));
+      prev_read = next_read;
+    }
+    const double med = Quantile(ratio, 0.5);
+    const bool pass = med >= opt.target;
+    if (in.has_target) all_pass = all_pass && pass;
+    std::printf("| %s | %.1f GB/s | %.1f GB/s | **%.0f%%** (%.0f-%.0f%%) | %s |\n", in.name,
+                Quantile(kernel_rate, 0.5) / 1e9, Quantile(read_rate, 0.5) / 1e9, 100 * med,
+                100 * Quantile(ratio, 0.25), 100 * Quantile(ratio, 0.75),
+                in.has_target ? (pass ? "80%: pass" : "80%: FAIL") : "-");
+    std::fflush(stdout);
+  }
+  std::printf("\nfp32 and bf16 at >= %.0f%% of the best read: %s\n", 100 * opt.target,
+              all_pass ? "pass" : "FAIL");
+  return 0;
+}
