@@ -19,7 +19,8 @@
 //   still go in row order 0..15, all that step 3 fixes. The loop also
 //   prefetches 16 KiB ahead (kPrefetchAhead).
 // - Only after the item does Item() decide, from the integer scan alone,
-//   whether the item fits the mode it was summed in. If so the lanes are
+//   whether the item fits the mode it was summed in (DAZ set; with DAZ
+//   clear, only whether it has a NaN/Inf). If so the lanes are
 //   committed (lane tree as before); if not they are discarded: whatever a
 //   NaN, an Inf, or a subnormal flushed by DAZ did to them never reaches a
 //   result. An item of the other qualifying kind is re-summed from L1;
@@ -27,8 +28,15 @@
 //   then an L1 compute pass) left the memory idle during the compute pass:
 //   64-68% of the best streaming read for fp32/bf16.
 //
-// Which items qualify (the others go to the generic paths, exact too):
-// - Items of zeros and normals: the fp32 value (bf16: the pattern shifted;
+// Which items qualify (the others go to the generic paths, exact too).
+// When the caller's MXCSR.DAZ is clear (the usual case; ItemsOf reads it
+// once per call): every item without NaN/Inf, summed in the normal mode
+// with the lean scan (max magnitude and zeros only, ScanChunkLean). With
+// DAZ clear cvtps2pd converts fp32/bf16 subnormals exactly and vcvtph2ps
+// turns fp16 subnormals into normal floats, and a nonzero square is at
+// least 2^-298, a normal double, so neither a denormal input nor FTZ can
+// change a sum. When DAZ is set (a trainer may set it), the full scan and:
+// - Items of zeros and normals: the fp32 value (bf16: the pattern widened;
 //   fp16: vcvtph2ps, exact on normals) is a normal fp32, so cvtps2pd is
 //   exact.
 // - fp32 / bf16 items of zeros and subnormals only: x = m * 2^-e0 with an
@@ -38,15 +46,29 @@
 //   times 2^(-2 e0), and all of them are normal fp64 numbers (>= 2^-298
 //   when nonzero), so each rounding scales exactly and the partial is
 //   ours * 2^(-2 e0), exactly.
-// Items with a NaN/Inf, items mixing subnormals and normals, and fp16 items
-// with a subnormal are refused. In every committed sum no floating-point
-// instruction saw a denormal input or produced a denormal result, so
-// FTZ/DAZ cannot change a result (a discarded sum may have seen anything).
+//   Items with a NaN/Inf, items mixing subnormals and normals, and fp16
+//   items with a subnormal are refused. In every committed sum no
+//   floating-point instruction saw a denormal input or produced a denormal
+//   result, so FTZ/DAZ cannot change a result (a discarded sum may have
+//   seen anything).
+//
+// Measured on the Zen 5 tuning machine (bench/cpu_stats_vs_read, docs/
+// perf.md): bf16 is bound by the conversions (vcvtps2pd zmm runs about 1.2
+// per cycle there, 4 per 64 bytes of bf16), so every other vector op in
+// the loop costs throughput: the lean scan (3 ops per 64 B instead of 5),
+// unpack widening (off the conversion ports; shifts compete with them) and
+// the vector lane tree (LastLanes) took bf16 in L2 from ~45 to ~48 GB/s.
+// Keep the block loop as a loop: unrolling it into two calls (block 1's
+// accumulators in registers) was faster in cache but cost fp32 ~12% from
+// memory, reproducibly, for reasons we could not pin down without PMU.
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
+
+#include "kernels/cpu/item_lanes_avx512.h"
+#include "kernels/cpu/item_scan_avx512.h"
 
 // GCC 12 warns about the deliberately undefined upper halves inside its own
 // AVX-512 intrinsic headers (a false positive, GCC PR 105593).
@@ -56,136 +78,6 @@
 namespace gnmr::cpu::GNMR_CPU_ISA {
 namespace {
 namespace avx512 {
-
-enum class Mode { kFp32Normal, kFp32Sub, kBf16Normal, kBf16Sub, kFp16Normal };
-
-constexpr int ElemBytes(Mode m) {
-  return m == Mode::kFp32Normal || m == Mode::kFp32Sub ? 4 : 2;
-}
-
-// The values of 32 consecutive elements at `q` (the integers m of the top
-// comment in the Sub modes) as four vectors of 8 doubles, exact. Lane of
-// element k of x[i]: Lane<M>(i, k) (bf16 even and odd elements come out
-// separately: one AND, one shift, no shuffle). fp16 converts 8 at a time
-// (ymm): measured ~20% faster than 16 at a time plus an extract.
-template <Mode M>
-__attribute__((always_inline)) inline void Values32(const unsigned char* q, __m512d x[4]) {
-  if constexpr (M == Mode::kFp32Normal || M == Mode::kFp32Sub) {
-    for (int i = 0; i < 4; ++i) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * i));
-      if constexpr (M == Mode::kFp32Normal) {
-        x[i] = _mm512_cvtps_pd(_mm256_castsi256_ps(v));
-      } else {
-        x[i] = _mm512_cvtepi32_pd(_mm256_and_si256(v, _mm256_set1_epi32(0x7fffffff)));
-      }
-    }
-    return;
-  }
-  if constexpr (M == Mode::kFp16Normal) {
-    for (int i = 0; i < 4; ++i) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * i));
-      x[i] = _mm512_cvtps_pd(_mm256_cvtph_ps(v));
-    }
-    return;
-  }
-  // bf16: 16 elements per 256-bit load, widened on 32-bit lanes (a bf16
-  // pattern is the top half of its fp32 pattern): even elements by a
-  // shift, odd ones by an AND; 8 floats -> 8 doubles with no extract.
-  // Measured no faster (L2-resident, Zen 5): zmm widening plus extracts,
-  // masked 16-bit loads instead of the shift/AND, and doubles built by
-  // integer shifts times 2^896 (vmulpd instead of vcvtps2pd).
-  for (int h = 0; h < 2; ++h) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * h));
-    if constexpr (M == Mode::kBf16Normal) {
-      x[2 * h] = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
-      x[2 * h + 1] =
-          _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(-65536))));
-    } else {
-      const __m256i m = _mm256_set1_epi32(0x7fff);
-      x[2 * h] = _mm512_cvtepi32_pd(_mm256_and_si256(v, m));
-      x[2 * h + 1] = _mm512_cvtepi32_pd(_mm256_and_si256(_mm256_srli_epi32(v, 16), m));
-    }
-  }
-}
-
-// Lane (0..31 inside a 32-element chunk) of element k of Values32's x[i].
-template <Mode M>
-constexpr int Lane(int i, int k) {
-  if constexpr (M == Mode::kBf16Normal || M == Mode::kBf16Sub) {
-    return (i >> 1) * 16 + 2 * k + (i & 1);  // x[2h]: even elements, x[2h + 1]: odd
-  }
-  return 8 * i + k;
-}
-
-// Figures of one item's bit patterns (order-independent, integer only),
-// per lane of the format's width, with a = the pattern without its sign
-// and t = a - 1 (wrapping, so a zero becomes all-ones and never lowers a
-// minimum): mx = max a, mn = min t (the least nonzero magnitude - 1: a
-// subnormal is present iff mn < smallest normal pattern - 1), and the
-// zero count, as nz = sum of min(a, 1) per 32-bit lane (<= 256; zeros =
-// 4096 - total) for fp32, as `zeros` for bf16/fp16.
-struct ItemScan {
-  __m512i mx;
-  __m512i mn;
-  __m512i nz;
-  uint64_t zeros;  // 16-bit formats (their nz stays 0)
-};
-
-// Folds the 32 elements at `q` into the scan figures (measured on the
-// Zen 5 tuning machine, L2-resident 512 KiB: the previous scan, max plus
-// two tests, two mask moves and two popcounts per 64 bytes, ran fp32 at
-// 63 GB/s, this one at 76; bf16/fp16 ~41-42 -> 42-43, where the lane
-// conversions dominate). fp32: six vector integer instructions per 64
-// bytes, no mask registers. bf16/fp16: t is negative (signed) exactly for
-// zeros, so the signed max of t is mx - 1 (fixed after the item) and its
-// sign bits (vpmovw2m, one popcount) count the zeros: five vector
-// instructions per 64 bytes.
-template <Mode M>
-__attribute__((always_inline)) inline void ScanChunk(const unsigned char* q, ItemScan* s) {
-  if constexpr (ElemBytes(M) == 4) {
-    const __m512i abs = _mm512_set1_epi32(0x7fffffff);
-    const __m512i one = _mm512_set1_epi32(1);
-    for (int i = 0; i < 2; ++i) {
-      const __m512i a = _mm512_and_si512(_mm512_loadu_si512(q + 64 * i), abs);
-      s->mx = _mm512_max_epu32(s->mx, a);
-      s->mn = _mm512_min_epu32(s->mn, _mm512_sub_epi32(a, one));
-      s->nz = _mm512_add_epi32(s->nz, _mm512_min_epu32(a, one));
-    }
-  } else {
-    const __m512i t = _mm512_sub_epi16(
-        _mm512_and_si512(_mm512_loadu_si512(q), _mm512_set1_epi16(0x7fff)), _mm512_set1_epi16(1));
-    s->mx = _mm512_max_epi16(s->mx, t);
-    s->mn = _mm512_min_epu16(s->mn, t);
-    s->zeros += static_cast<uint32_t>(__builtin_popcount(_mm512_movepi16_mask(t)));
-  }
-}
-
-// The lean scan, for a caller whose MXCSR.DAZ is clear (see Item): then
-// cvtps2pd converts fp32/bf16 subnormals exactly and vcvtph2ps turns fp16
-// subnormals into normal floats, and every square of a nonzero element is
-// at least 2^-298, a normal double, so FTZ cannot touch a sum either: any
-// finite item sums correctly in the normal mode, and the scan only needs
-// the magnitude maximum and the zeros. u = pattern + pattern (the sign
-// shifted out, 2a): mx = max u, zeros where u == 0. fp32: four vector
-// instructions per 64 bytes (zeros as nz = sum of min(u, 1)); bf16/fp16:
-// three plus one mask popcount (the full scan: six and five).
-template <Mode M>
-__attribute__((always_inline)) inline void ScanChunkLean(const unsigned char* q, ItemScan* s) {
-  if constexpr (ElemBytes(M) == 4) {
-    const __m512i one = _mm512_set1_epi32(1);
-    for (int i = 0; i < 2; ++i) {
-      const __m512i x = _mm512_loadu_si512(q + 64 * i);
-      const __m512i u = _mm512_add_epi32(x, x);
-      s->mx = _mm512_max_epu32(s->mx, u);
-      s->nz = _mm512_add_epi32(s->nz, _mm512_min_epu32(u, one));
-    }
-  } else {
-    const __m512i x = _mm512_loadu_si512(q);
-    const __m512i u = _mm512_add_epi16(x, x);
-    s->mx = _mm512_max_epu16(s->mx, u);
-    s->zeros += static_cast<uint32_t>(__builtin_popcount(_mm512_testn_epi16_mask(u, u)));
-  }
-}
 
 // How far ahead the single pass prefetches (bytes; see SumItem).
 // 16 KiB: fp32 one item, bf16/fp16 two items ahead. Measured (loaded
@@ -261,51 +153,10 @@ double SumItem(const unsigned char* p, ItemScan* scan) {
   for (int v = 0; v < 16; ++v) t[v] = _mm512_add_pd(acc[0][v], acc[1][v]);
   for (int v = 0; v < 8; ++v) t[v] = _mm512_add_pd(t[v], t[v + 8]);
   for (int v = 0; v < 4; ++v) t[v] = _mm512_add_pd(t[v], t[v + 4]);
-  double tmp[4][8];
-  double l[32];
-  for (int i = 0; i < 4; ++i) _mm512_storeu_pd(tmp[i], t[i]);
-  for (int i = 0; i < 4; ++i) {
-    for (int k = 0; k < 8; ++k) l[Lane<M>(i, k)] = tmp[i][k];
-  }
-  for (int s = 16; s >= 1; s /= 2) {
-    for (int j = 0; j < s; ++j) l[j] += l[j + s];
-  }
-  if constexpr (M == Mode::kBf16Sub) return l[0] * 0x1p-266;
-  if constexpr (M == Mode::kFp32Sub) return l[0] * 0x1p-298;
-  return l[0];
-}
-
-// Whether any (unsigned) pattern in v is >= lim.
-template <typename Bits>
-bool AnyGe(__m512i v, uint32_t lim) {
-  if constexpr (sizeof(Bits) == 2) {
-    return _mm512_cmpge_epu16_mask(v, _mm512_set1_epi16(static_cast<int16_t>(lim))) != 0;
-  } else {
-    return _mm512_cmpge_epu32_mask(v, _mm512_set1_epi32(static_cast<int32_t>(lim))) != 0;
-  }
-}
-
-// Whether any (unsigned) pattern in v is < lim.
-template <typename Bits>
-bool AnyLt(__m512i v, uint32_t lim) {
-  if constexpr (sizeof(Bits) == 2) {
-    return _mm512_cmplt_epu16_mask(v, _mm512_set1_epi16(static_cast<int16_t>(lim))) != 0;
-  } else {
-    return _mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(static_cast<int32_t>(lim))) != 0;
-  }
-}
-
-constexpr uint64_t kItemElems = 4096;
-
-// Sum of the per-lane counts in nz (lanes of Bits' width).
-template <typename Bits>
-uint64_t NonzeroCount(__m512i nz) {
-  if constexpr (sizeof(Bits) == 2) {
-    // Widen the 16-bit counts (<= 128) by adding the halves of each pair.
-    nz = _mm512_add_epi32(_mm512_and_si512(nz, _mm512_set1_epi32(0xffff)),
-                          _mm512_srli_epi32(nz, 16));
-  }
-  return static_cast<uint64_t>(_mm512_reduce_add_epi32(nz));
+  const double l0 = LastLanes<M>(t);
+  if constexpr (M == Mode::kBf16Sub) return l0 * 0x1p-266;
+  if constexpr (M == Mode::kFp32Sub) return l0 * 0x1p-298;
+  return l0;
 }
 
 // One full item of format F (fp32, bf16 or fp16; see item_kernels.cc) at
