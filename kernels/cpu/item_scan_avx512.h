@@ -11,11 +11,6 @@
 
 #include "kernels/cpu/item_lanes_avx512.h"
 
-// GCC 12 warns about the deliberately undefined upper halves inside its own
-// AVX-512 intrinsic headers (a false positive, GCC PR 105593).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 namespace gnmr::cpu::GNMR_CPU_ISA {
 namespace {
 namespace avx512 {
