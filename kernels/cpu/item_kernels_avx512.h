@@ -58,9 +58,7 @@
 // the loop costs throughput: the lean scan (3 ops per 64 B instead of 5),
 // unpack widening (off the conversion ports; shifts compete with them) and
 // the vector lane tree (LastLanes) took bf16 in L2 from ~45 to ~48 GB/s.
-// Keep the block loop as a loop: unrolling it into two calls (block 1's
-// accumulators in registers) was faster in cache but cost fp32 ~12% from
-// memory, reproducibly, for reasons we could not pin down without PMU.
+// (The block structure of SumItem differs for fp32: see there.)
 #pragma once
 
 #include <immintrin.h>
@@ -104,9 +102,8 @@ double SumItem(const unsigned char* p, ItemScan* scan) {
   ItemScan sc{ElemBytes(M) == 4 || K == ScanKind::kLean ? _mm512_setzero_si512()
                                                        : _mm512_set1_epi16(-1),
               _mm512_set1_epi32(-1), _mm512_setzero_si512(), 0};
-  __m512d acc[2][16];
-  for (int b = 0; b < 2; ++b) {
-    __m512d a[16];
+  // One 128-lane block of the item: its 16 half rows into a[16].
+  const auto block = [&](int b, __m512d a[16]) __attribute__((always_inline)) {
     for (int v = 0; v < 16; ++v) a[v] = _mm512_setzero_pd();
     for (int r = 0; r < 16; ++r) {
       const unsigned char* row = p + r * kRowBytes + b * kStepBytes;
@@ -133,7 +130,25 @@ double SumItem(const unsigned char* p, ItemScan* scan) {
         for (int i = 0; i < 4; ++i) a[4 * c + i] = _mm512_fmadd_pd(x[i], x[i], a[4 * c + i]);
       }
     }
-    for (int v = 0; v < 16; ++v) acc[b][v] = a[v];
+  };
+  // Block 0's accumulators wait in memory while block 1 runs. 16-bit
+  // formats: two inlined calls, block 1 stays in registers (bf16 +4% in
+  // cache). fp32 keeps the loop with both blocks stored: the two-call form
+  // was as fast in cache but ~12% slower from memory, reproducibly (we
+  // could not find out why without performance counters).
+  __m512d acc0[16];
+  __m512d acc1[16];
+  if constexpr (ElemBytes(M) == 2) {
+    block(0, acc0);
+    block(1, acc1);
+  } else {
+    __m512d stored[2][16];
+    for (int b = 0; b < 2; ++b) {
+      __m512d a[16];
+      block(b, a);
+      for (int v = 0; v < 16; ++v) stored[b][v] = a[v];
+    }
+    for (int v = 0; v < 16; ++v) acc0[v] = stored[0][v], acc1[v] = stored[1][v];
   }
   if constexpr (kScan) {
     if constexpr (ElemBytes(M) == 2 && K == ScanKind::kFull) {
@@ -145,7 +160,7 @@ double SumItem(const unsigned char* p, ItemScan* scan) {
   // (block 1 onto block 0), 64 and 32 (chunk c + 2, c + 1) are vector adds
   // of the canonical pairs.
   __m512d t[16];
-  for (int v = 0; v < 16; ++v) t[v] = _mm512_add_pd(acc[0][v], acc[1][v]);
+  for (int v = 0; v < 16; ++v) t[v] = _mm512_add_pd(acc0[v], acc1[v]);
   for (int v = 0; v < 8; ++v) t[v] = _mm512_add_pd(t[v], t[v + 8]);
   for (int v = 0; v < 4; ++v) t[v] = _mm512_add_pd(t[v], t[v + 4]);
   const double l0 = LastLanes<M>(t);
