@@ -35,17 +35,20 @@ struct Options {
   int reps = 41;
   int calib = 7;
   double target = 0.80;
+  bool daz = false;  // run the kernels with MXCSR FTZ + DAZ set
 };
 
 void Usage(FILE* f) {
   std::fprintf(f,
-               "usage: cpu_stats_vs_read [--mib N | --kib N] [--reps N] [--calib N]\n"
+               "usage: cpu_stats_vs_read [--mib N | --kib N] [--reps N] [--calib N] [--daz]\n"
                "  Ratio of the CPU statistics throughput (kernels/cpu, one thread) to the\n"
                "  best single-core streaming read of the same buffer, rep by rep.\n"
                "  --mib N    buffer size per input in MiB (default 64; use more than the L3)\n"
                "  --kib N    buffer size in KiB instead (e.g. 256: in-cache compute rate)\n"
                "  --reps N   read/kernel/read rounds per input (default 41)\n"
-               "  --calib N  rounds to pick the fastest read variant (default 7)\n");
+               "  --calib N  rounds to pick the fastest read variant (default 7)\n"
+               "  --daz      set MXCSR FTZ and DAZ first, as torch.set_flush_denormal(True)\n"
+               "             does (the kernels then take their DAZ-proof path)\n");
 }
 
 bool ParsePositive(const char* s, long max, long* out) {
@@ -62,6 +65,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     if (a == "--help" || a == "-h") {
       Usage(stdout);
       std::exit(0);
+    }
+    if (a == "--daz") {
+      o->daz = true;
+      continue;
     }
     long v = 0;
     const bool has_value = i + 1 < argc;
@@ -170,9 +177,13 @@ int main(int argc, char** argv) {
   const bench::ReadFn read = reads[best].fn;
   std::printf("baseline: %s\n\n", reads[best].name.c_str());
 
-  // 2. read / kernel / read rounds per input.
-  std::printf("| input (%zu KiB, %s) | statistics | best read | ratio (p25-p75) | target |\n",
-              opt.kib, cpu::IsaName(cpu::SelectedIsa()));
+  // 2. read / kernel / read rounds per input (the reads are integer-only,
+  // so MXCSR cannot change them).
+#if defined(__x86_64__) || defined(_M_X64)
+  if (opt.daz) _mm_setcsr(_mm_getcsr() | 0x8040u);  // FTZ (bit 15) + DAZ (bit 6)
+#endif
+  std::printf("| input (%zu KiB, %s%s) | statistics | best read | ratio (p25-p75) | target |\n",
+              opt.kib, cpu::IsaName(cpu::SelectedIsa()), opt.daz ? ", FTZ+DAZ" : "");
   std::printf("| --- | --- | --- | --- | --- |\n");
   bool all_pass = true;
   for (size_t k = 0; k < std::size(inputs); ++k) {
