@@ -205,11 +205,17 @@ def job_dashboard():
     P.append(panel(L, "timeseries", "Client overhead ratio",
                    "Per rank: time spent computing GNMR statistics / step time.",
                    [(f"max by (rank) (gnmr_client_overhead_ratio{{{J}}})", "rank {{rank}}")], w=8, unit="percentunit"))
+    P.append(panel(L, "timeseries", "Client statistics time",
+                   "Per rank: seconds of GNMR statistics per second, on the GPU (CUDA events; 0 on the CPU path) "
+                   "and on the host (time in Observe; GPU path: enqueueing only).",
+                   [(f"sum by (rank) (rate(gnmr_client_stats_gpu_seconds_total{{{J}}}[{RI}]))", "GPU rank {{rank}}"),
+                    (f"sum by (rank) (rate(gnmr_client_stats_seconds_total{{{J}}}[{RI}]))", "host rank {{rank}}")],
+                   w=8, unit="s"))
     P.append(panel(L, "timeseries", "Client drops and ack mismatches",
                    "Reports the client dropped, decisions it missed, and acks whose digest did not match.",
                    rates(J, [("gnmr_client_dropped_reports_total", "dropped reports/s"), ("gnmr_client_missed_decisions_total", "missed decisions/s"), ("gnmr_ack_mismatches_total", "ack mismatches/s")]), w=8, unit="ops"))
     P.append(panel(L, "timeseries", "Report traffic", "StepStats reports and bytes received from the job's ranks.",
-                   rates(J, [("gnmr_reports_total", "reports/s"), ("gnmr_report_bytes_total", "bytes/s")]), w=12,
+                   rates(J, [("gnmr_reports_total", "reports/s"), ("gnmr_report_bytes_total", "bytes/s")]), w=8,
                    extra={"fieldConfig": {"defaults": {}, "overrides": [
                        {"matcher": {"id": "byName", "options": "bytes/s"},
                         "properties": [{"id": "unit", "value": "Bps"}, {"id": "custom.axisPlacement", "value": "right"}]}]}}))

@@ -33,6 +33,14 @@ bool UsableOverheadRatio(const v1::ClientOverhead& o, double* ratio) {
   return true;
 }
 
+// A client-reported duration of one step, if usable: untrusted, so only a
+// finite value in [0, 1 h] counts (one report cannot claim more).
+bool UsableSeconds(double seconds) {
+  constexpr double kMaxSecondsPerReport = 3600.0;
+  return std::isfinite(seconds) && seconds >= 0.0 &&
+         seconds <= kMaxSecondsPerReport;
+}
+
 }  // namespace
 
 JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id,
@@ -105,6 +113,8 @@ JobMetrics::~JobMetrics() {
     f_->client_overhead_ratio.Remove(r.overhead_ratio);
     f_->client_dropped_reports.Remove(r.dropped_reports);
     f_->client_missed_decisions.Remove(r.missed_decisions);
+    f_->client_stats_seconds.Remove(r.stats_seconds);
+    f_->client_stats_gpu_seconds.Remove(r.stats_gpu_seconds);
   }
 }
 
@@ -127,7 +137,9 @@ JobMetrics::RankSeries& JobMetrics::Rank(uint32_t rank) {
   labels["rank"] = std::to_string(rank);
   RankSeries r{&f_->client_overhead_ratio.Add(labels),
                &f_->client_dropped_reports.Add(labels),
-               &f_->client_missed_decisions.Add(labels)};
+               &f_->client_missed_decisions.Add(labels),
+               &f_->client_stats_seconds.Add(labels),
+               &f_->client_stats_gpu_seconds.Add(labels)};
   return ranks_.emplace(rank, r).first->second;
 }
 
@@ -149,6 +161,12 @@ void JobMetrics::OnReport(uint32_t rank, size_t bytes,
       Advance(overhead.dropped_reports(), &r.last_dropped)));
   r.missed_decisions->Increment(static_cast<double>(
       Advance(overhead.missed_decisions(), &r.last_missed)));
+  if (UsableSeconds(overhead.stats_seconds())) {
+    r.stats_seconds->Increment(overhead.stats_seconds());
+  }
+  if (UsableSeconds(overhead.stats_gpu_seconds())) {
+    r.stats_gpu_seconds->Increment(overhead.stats_gpu_seconds());
+  }
 }
 
 void JobMetrics::OnLateReport() { late_reports_.Increment(); }

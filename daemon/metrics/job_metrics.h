@@ -16,7 +16,9 @@
 // by the difference since the previous decision; when decisions were missed
 // (a restored or imported controller) the next one only re-bases, so a
 // restart never shows up as a burst. Client figures are cumulative per rank
-// and handled the same way (a client restart re-bases).
+// and handled the same way (a client restart re-bases). The client's
+// statistics times are per report and summed; a time that is not finite,
+// negative or above an hour is ignored.
 //
 // Per-unit series are refreshed when the recovery set changes and at most
 // every `unit_refresh` otherwise (0: every decision), since choosing the top
@@ -80,6 +82,8 @@ class JobMetrics {
     prometheus::Gauge* overhead_ratio;
     prometheus::Counter* dropped_reports;
     prometheus::Counter* missed_decisions;
+    prometheus::Counter* stats_seconds;
+    prometheus::Counter* stats_gpu_seconds;
     uint64_t last_dropped = 0;
     uint64_t last_missed = 0;
   };

@@ -92,6 +92,12 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
       client_missed_decisions(
           Counter(r, "gnmr_client_missed_decisions_total",
                   "Steps for which the client had no decision, per rank.")),
+      client_stats_seconds(Counter(
+          r, "gnmr_client_stats_seconds_total",
+          "Client-reported host time spent in Observe, per rank.")),
+      client_stats_gpu_seconds(Counter(
+          r, "gnmr_client_stats_gpu_seconds_total",
+          "Client-reported GPU time of the statistics launches, per rank.")),
       unit_gnmr(Gauge(r, "gnmr_unit_gnmr",
                       "Last GNMR of a unit (units in recovery and top K).")),
       unit_norm(Gauge(r, "gnmr_unit_norm",

@@ -30,6 +30,8 @@
 // Per job and rank {job_id,rank}:
 //   gnmr_client_overhead_ratio                   stats time / step time
 //   gnmr_client_dropped_reports_total, gnmr_client_missed_decisions_total
+//   gnmr_client_stats_seconds_total              host time in Observe
+//   gnmr_client_stats_gpu_seconds_total          GPU time of the statistics
 // Per job and unit {job_id,unit}, only units in recovery and the top K by
 // GNMR (unit_series.h):
 //   gnmr_unit_gnmr, gnmr_unit_norm, gnmr_unit_mu, gnmr_unit_in_recovery
@@ -92,6 +94,8 @@ struct MetricFamilies {
   GaugeFamily& client_overhead_ratio;
   CounterFamily& client_dropped_reports;
   CounterFamily& client_missed_decisions;
+  CounterFamily& client_stats_seconds;
+  CounterFamily& client_stats_gpu_seconds;
 
   GaugeFamily& unit_gnmr;
   GaugeFamily& unit_norm;

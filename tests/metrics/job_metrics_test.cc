@@ -178,6 +178,68 @@ TEST(JobMetricsTest, OverheadRatioIsValidated) {
   EXPECT_DOUBLE_EQ(ParseSamples(m->Render())["gnmr_client_overhead_ratio" + r1], 1.0);
 }
 
+// Statistics times are per report: each rank's counters sum its reports.
+TEST(JobMetricsTest, ClientStatsSecondsSumPerRank) {
+  auto m = NoEndpoint(10);
+  JobMetrics* jm = m->ForJob("j");
+  const std::string r0 = "{job_id=\"j\",rank=\"0\"}";
+  const std::string r3 = "{job_id=\"j\",rank=\"3\"}";
+  v1::ClientOverhead o;
+  for (double s : {0.25, 0.5, 1.0}) {  // exact in binary: sums compare exactly
+    o.set_stats_seconds(s);
+    o.set_stats_gpu_seconds(s / 4);
+    jm->OnReport(0, 10, o);
+  }
+  o.set_stats_seconds(2.0);
+  o.set_stats_gpu_seconds(0.0);  // the CPU path reports no GPU time
+  jm->OnReport(3, 10, o);
+  jm->OnReport(3, 10, o);
+  auto samples = ParseSamples(m->Render());
+  EXPECT_EQ(samples["gnmr_client_stats_seconds_total" + r0], 1.75);
+  EXPECT_EQ(samples["gnmr_client_stats_gpu_seconds_total" + r0], 0.4375);
+  EXPECT_EQ(samples["gnmr_client_stats_seconds_total" + r3], 4.0);
+  EXPECT_EQ(samples.count("gnmr_client_stats_gpu_seconds_total" + r3), 1u);
+  EXPECT_EQ(samples["gnmr_client_stats_gpu_seconds_total" + r3], 0.0);
+  m->RemoveJob("j");  // the job's rank series go with it
+  samples = ParseSamples(m->Render());
+  EXPECT_EQ(CountSeries(samples, "gnmr_client_stats_seconds_total{"), 0u);
+  EXPECT_EQ(CountSeries(samples, "gnmr_client_stats_gpu_seconds_total{"), 0u);
+}
+
+// Untrusted too: a time that is NaN, infinite, negative or above an hour
+// is ignored; the other field of the same report still counts.
+TEST(JobMetricsTest, ClientStatsSecondsAreValidated) {
+  auto m = NoEndpoint(10);
+  JobMetrics* jm = m->ForJob("j");
+  const std::string r1 = "{job_id=\"j\",rank=\"1\"}";
+  const std::string host = "gnmr_client_stats_seconds_total" + r1;
+  const std::string gpu = "gnmr_client_stats_gpu_seconds_total" + r1;
+  const double inf = std::numeric_limits<double>::infinity();
+  double want_host = 0.0;
+  double want_gpu = 0.0;
+  for (double bad : {std::nan(""), inf, -inf, -0.5, 3600.5, 1e300}) {
+    v1::ClientOverhead o;
+    o.set_stats_seconds(bad);
+    o.set_stats_gpu_seconds(0.125);
+    jm->OnReport(1, 10, o);
+    want_gpu += 0.125;
+    o.set_stats_seconds(0.5);
+    o.set_stats_gpu_seconds(bad);
+    jm->OnReport(1, 10, o);
+    want_host += 0.5;
+    auto samples = ParseSamples(m->Render());
+    EXPECT_EQ(samples[host], want_host) << bad;
+    EXPECT_EQ(samples[gpu], want_gpu) << bad;
+  }
+  v1::ClientOverhead o;
+  o.set_stats_seconds(3600.0);  // the bound itself counts
+  o.set_stats_gpu_seconds(3600.0);
+  jm->OnReport(1, 10, o);
+  auto samples = ParseSamples(m->Render());
+  EXPECT_EQ(samples[host], want_host + 3600.0);
+  EXPECT_EQ(samples[gpu], want_gpu + 3600.0);
+}
+
 TEST(JobMetricsTest, UnitSeriesStayBounded) {
   constexpr size_t kTopK = 5;
   constexpr int kMaxO = 3;
