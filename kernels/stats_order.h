@@ -37,7 +37,10 @@
 //    amax_unscaled * s (exact: 4 x 24 bits). Zeros are stored zeros and
 //    non-finite elements are stored NaN/Inf patterns, whatever the scale.
 //    scale_inv must be finite (the CPU path rejects NaN/Inf); other dtypes
-//    ignore it. (Scaling each element instead would round x * scale_inv
+//    ignore it. A scale read at computation time (TensorRef::scale_inv_ptr)
+//    that is not finite leaves the tensor's values undefined: the unit's
+//    sumsq is the canonical NaN (as for a NaN element) and the tensor adds
+//    nothing to amax; zeros and nonfinite still count its stored patterns. (Scaling each element instead would round x * scale_inv
 //    squared, and would cost a multiply per element.)
 // 6. Unit. The unit's sumsq is ((0.0 + t0) + t1) + ... over its tensors in
 //    the order they were given.

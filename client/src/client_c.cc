@@ -63,6 +63,7 @@ void ToRefs(const gnmr_tensor* t, size_t n, std::vector<gnmr::TensorRef>* out) {
     // A negative location maps below -1: AddUnit rejects it.
     r.device = t[i].location == 0 ? gnmr::kHostDevice : t[i].location - 1;
     r.scale_inv = t[i].scale_inv == 0.0f ? 1.0f : t[i].scale_inv;
+    r.scale_inv_ptr = t[i].scale_inv_ptr;
   }
 }
 

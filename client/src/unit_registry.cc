@@ -25,7 +25,9 @@ Status CheckDeviceTensors(const TensorRef* tensors, size_t count) {
     if (DTypeSize(t.dtype) == 0) {
       return InvalidArgument(name + ": unknown dtype " + std::to_string(static_cast<int>(t.dtype)));
     }
-    if ((t.dtype == DType::kFp8E4M3 || t.dtype == DType::kFp8E5M2) && !std::isfinite(t.scale_inv)) {
+    // A scale_inv_ptr is checked by the GPU path (device-accessible memory).
+    if ((t.dtype == DType::kFp8E4M3 || t.dtype == DType::kFp8E5M2) && t.scale_inv_ptr == nullptr &&
+        !std::isfinite(t.scale_inv)) {
       return InvalidArgument(name + ": " + DTypeName(t.dtype) + " scale_inv is not finite");
     }
     if (t.numel > 0 && t.data == nullptr) return InvalidArgument(name + ": data is null");
@@ -131,10 +133,11 @@ Status UnitRegistry::SetTensors(UnitHandle unit, const TensorRef* tensors, size_
     for (size_t i = 0; i < count; ++i) {
       const bool fp8 = tensors[i].dtype == DType::kFp8E4M3 || tensors[i].dtype == DType::kFp8E5M2;
       if (tensors[i].dtype != u.tensors[i].dtype || tensors[i].numel != u.tensors[i].numel ||
-          (fp8 && tensors[i].scale_inv != u.tensors[i].scale_inv)) {
+          (fp8 && (tensors[i].scale_inv != u.tensors[i].scale_inv ||
+                   tensors[i].scale_inv_ptr != u.tensors[i].scale_inv_ptr))) {
         return InvalidArgument("unit '" + u.name + "': tensor " + std::to_string(i) +
-                               " changed dtype, numel or scale_inv (device units: only data "
-                               "pointers may change)");
+                               " changed dtype, numel, scale_inv or scale_inv_ptr (device units: "
+                               "only data pointers may change; a scale_inv_ptr's value may)");
       }
     }
   }

@@ -27,7 +27,8 @@ struct TensorResult {
   ItemCounters counters;
 };
 
-TensorResult TensorStats(ItemsFn items_fn, const TensorRef& ref) {
+// `scale_inv`: fp8 only, finite (the value Compute read for this call).
+TensorResult TensorStats(ItemsFn items_fn, const TensorRef& ref, float scale_inv) {
   const unsigned char* data = static_cast<const unsigned char*>(ref.data);
   constexpr uint64_t kChunk = kChunkItems * kItemElems;
   TensorResult t;
@@ -41,7 +42,7 @@ TensorResult TensorStats(ItemsFn items_fn, const TensorRef& ref) {
   }
   t.sum = tree.Finish();
   if (IsFp8(ref.dtype)) {  // stats_order.h step 5a
-    const double s = std::fabs(static_cast<double>(ref.scale_inv));
+    const double s = std::fabs(static_cast<double>(scale_inv));
     t.sum = t.sum * (s * s);
     t.counters.amax = t.counters.amax * s;
   }
@@ -54,18 +55,26 @@ Status Compute(ItemsFn items_fn, const TensorRef* tensors, size_t count,
   if (!s.ok()) return s;
   UnitStats u;
   uint64_t nans = 0;
+  bool undefined = false;  // an fp8 scale read through scale_inv_ptr was NaN/Inf
   for (size_t i = 0; i < count; ++i) {
     const TensorRef& ref = tensors[i];
     if (ref.numel == 0) continue;  // adds +0.0
-    const TensorResult t = TensorStats(items_fn, ref);
-    u.sumsq = u.sumsq + t.sum;
-    u.amax = u.amax > t.counters.amax ? u.amax : t.counters.amax;
+    float scale_inv = ref.scale_inv;
+    if (IsFp8(ref.dtype) && ref.scale_inv_ptr != nullptr) scale_inv = *ref.scale_inv_ptr;
+    const bool defined = !IsFp8(ref.dtype) || std::isfinite(scale_inv);
+    const TensorResult t = TensorStats(items_fn, ref, defined ? scale_inv : 1.0f);
+    if (defined) {
+      u.sumsq = u.sumsq + t.sum;
+      u.amax = u.amax > t.counters.amax ? u.amax : t.counters.amax;
+    } else {
+      undefined = true;  // stats_order.h step 5a
+    }
     u.nonfinite += t.counters.nonfinite;
     u.zeros += t.counters.zeros;
     u.numel += ref.numel;
     nans += t.counters.nans;
   }
-  if (nans > 0) {
+  if (nans > 0 || undefined) {
     std::memcpy(&u.sumsq, &stats_order::kCanonicalNanBits, sizeof u.sumsq);
   } else if (u.nonfinite > 0) {
     u.sumsq = std::numeric_limits<double>::infinity();
@@ -148,7 +157,11 @@ Status CheckTensors(const TensorRef* tensors, size_t count) {
         break;
       case DType::kFp8E4M3:
       case DType::kFp8E5M2:
-        if (!std::isfinite(t.scale_inv)) {
+        if (t.scale_inv_ptr != nullptr) {  // read (and judged) at each computation
+          if (reinterpret_cast<uintptr_t>(t.scale_inv_ptr) % alignof(float) != 0) {
+            return error(StatusCode::kInvalidArgument, i, "scale_inv_ptr is not 4-byte aligned");
+          }
+        } else if (!std::isfinite(t.scale_inv)) {
           return error(StatusCode::kInvalidArgument, i,
                        std::string(DTypeName(t.dtype)) + " scale_inv is not finite");
         }

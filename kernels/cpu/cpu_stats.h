@@ -13,8 +13,9 @@
 namespace gnmr::cpu {
 
 // OK if the CPU path can compute statistics of these tensors: host memory,
-// any DType, data non-null when numel > 0, a finite scale_inv for fp8
-// (stats_order.h step 5a). InvalidArgument otherwise, naming the tensor;
+// any DType, data non-null when numel > 0, for fp8 a finite scale_inv or an
+// aligned scale_inv_ptr (whose value is read by each computation; a NaN/Inf
+// there gives a NaN sumsq, stats_order.h step 5a). InvalidArgument otherwise, naming the tensor;
 // Unimplemented for device tensors.
 Status CheckTensors(const TensorRef* tensors, size_t count);
 

@@ -26,6 +26,34 @@ Status CudaError(cudaError_t e, const char* what) {
                 std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+// OK if the statistics kernels on `device` may read a float at `p`: device
+// or managed memory of that device, or pinned host memory (mapped into the
+// device's address space). Pageable host memory is refused: a kernel
+// reading it would fault and poison the trainer's CUDA context.
+Status CheckScalePointer(const float* p, int device) {
+  if (reinterpret_cast<uintptr_t>(p) % alignof(float) != 0) {
+    return InvalidArgument("scale_inv_ptr is not 4-byte aligned");
+  }
+  cudaPointerAttributes a{};
+  const cudaError_t e = cudaPointerGetAttributes(&a, p);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // not sticky; clear it for the caller
+    return InvalidArgument(std::string("scale_inv_ptr: ") + cudaGetErrorString(e));
+  }
+  switch (a.type) {
+    case cudaMemoryTypeHost:
+      if (a.devicePointer != nullptr) return Status::Ok();
+      return InvalidArgument("scale_inv_ptr is pinned host memory not mapped for the device");
+    case cudaMemoryTypeDevice:
+    case cudaMemoryTypeManaged:
+      if (a.device == device) return Status::Ok();
+      return InvalidArgument("scale_inv_ptr is memory of CUDA device " + std::to_string(a.device) +
+                             ", not " + std::to_string(device));
+    default:
+      return InvalidArgument("scale_inv_ptr is not device-accessible memory (pageable host?)");
+  }
+}
+
 // Device allocation freed on destruction.
 struct DevBuf {
   void* p = nullptr;
@@ -144,8 +172,11 @@ Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
       const std::string name =
           "unit " + std::to_string(u) + " tensor " + std::to_string(tensors.size());
       if (DTypeSize(t.dtype) == 0) return InvalidArgument(name + ": unknown dtype");
-      if ((t.dtype == DType::kFp8E4M3 || t.dtype == DType::kFp8E5M2) &&
-          !std::isfinite(t.scale_inv)) {
+      const bool fp8 = t.dtype == DType::kFp8E4M3 || t.dtype == DType::kFp8E5M2;
+      if (fp8 && t.scale_inv_ptr != nullptr) {
+        Status st = CheckScalePointer(t.scale_inv_ptr, m.device);
+        if (!st.ok()) return InvalidArgument(name + ": " + st.message());
+      } else if (fp8 && !std::isfinite(t.scale_inv)) {
         return InvalidArgument(name + ": fp8 scale_inv is not finite");
       }
       if (t.numel > 0 && t.data == nullptr) return InvalidArgument(name + ": data is null");
@@ -156,6 +187,7 @@ Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
       d.numel = t.numel;
       d.unit = static_cast<uint32_t>(u);
       d.scale_inv = t.scale_inv;
+      d.scale_inv_ptr = fp8 ? t.scale_inv_ptr : nullptr;
       d.dtype = static_cast<uint32_t>(t.dtype);
       d.first_seg = segs.size();
       const uint64_t first_item = items.size();

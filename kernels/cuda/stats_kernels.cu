@@ -170,6 +170,7 @@ __global__ void UnitKernel(Tables t) {
   const DevUnit un = t.units[u];
   UnitStats out{};
   uint64_t nans = 0;
+  bool undefined = false;  // an fp8 scale read through scale_inv_ptr was NaN/Inf
   for (uint32_t k = 0; k < un.n_tensors; ++k) {
     const DevTensor ten = t.tensors[un.first_tensor + k];
     if (ten.numel == 0) continue;
@@ -186,16 +187,24 @@ __global__ void UnitKernel(Tables t) {
     }
     double sum = tree.Finish();
     double amax = Decode(f, amax_bits);
+    bool defined = true;
     if (ten.dtype == 4 || ten.dtype == 5) {
-      const double sc = fabs(static_cast<double>(ten.scale_inv));
+      // Read now, on the stream: a graph replay sees this step's scale.
+      const float sv = ten.scale_inv_ptr != nullptr ? *ten.scale_inv_ptr : ten.scale_inv;
+      const double sc = fabs(static_cast<double>(sv));
+      defined = isfinite(sc);  // else stats_order.h step 5a: sumsq NaN
       sum = __dmul_rn(sum, __dmul_rn(sc, sc));
       amax = __dmul_rn(amax, sc);
     }
-    out.sumsq = __dadd_rn(out.sumsq, sum);
-    out.amax = out.amax > amax ? out.amax : amax;
+    if (defined) {
+      out.sumsq = __dadd_rn(out.sumsq, sum);
+      out.amax = out.amax > amax ? out.amax : amax;
+    } else {
+      undefined = true;
+    }
     out.numel += ten.numel;
   }
-  if (nans > 0) {
+  if (nans > 0 || undefined) {
     out.sumsq = __longlong_as_double(static_cast<long long>(kNanBits));
   } else if (out.nonfinite > 0) {
     out.sumsq = __longlong_as_double(0x7ff0000000000000ll);

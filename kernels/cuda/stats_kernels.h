@@ -12,6 +12,7 @@ namespace gnmr::cuda {
 struct DevTensor {
   uint64_t numel;
   uint64_t first_seg;  // index into the segment table
+  const float* scale_inv_ptr;  // fp8: read at run time if set (TensorRef)
   uint32_t n_segs;
   uint32_t unit;
   float scale_inv;

@@ -63,7 +63,7 @@ _TORCH_DTYPES = {
 }
 
 
-def tensor_ref(tensor, scale_inv: float = 1.0) -> TensorRef:
+def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None) -> TensorRef:
     """A TensorRef viewing a torch tensor's memory (no copy).
 
     The tensor must be contiguous, of a supported dtype (fp32, bf16, fp16,
@@ -73,6 +73,11 @@ def tensor_ref(tensor, scale_inv: float = 1.0) -> TensorRef:
     client; observe with ``client.observe(step, stream)``); without a GPU,
     driver or CUDA build, ``add_unit`` refuses them with ``gnmr.Error`` and
     host units keep working.
+
+    fp8 tensors: ``scale_inv`` is fixed; FP8 recipes that rescale every step
+    pass ``scale_inv_tensor`` instead, a float32 tensor on the same device
+    whose first element is read at every observe (on the GPU: by the kernel,
+    on the stream). It must stay alive while the unit is registered.
     """
     dtype = _TORCH_DTYPES.get(str(tensor.dtype))
     if dtype is None:
@@ -83,4 +88,14 @@ def tensor_ref(tensor, scale_inv: float = 1.0) -> TensorRef:
         raise ValueError("tensor must be contiguous (its memory is read as one flat array)")
     device = tensor.device
     ordinal = -1 if device.type == "cpu" else (device.index if device.index is not None else 0)
-    return TensorRef(tensor.data_ptr(), tensor.numel(), dtype, ordinal, scale_inv)
+    scale_ptr = 0
+    if scale_inv_tensor is not None:
+        if not dtype.startswith("fp8"):
+            raise ValueError("scale_inv_tensor applies to fp8 tensors only")
+        if str(scale_inv_tensor.dtype) != "torch.float32" or scale_inv_tensor.numel() < 1:
+            raise ValueError("scale_inv_tensor must be a float32 tensor with at least one element")
+        if scale_inv_tensor.device != tensor.device:
+            raise ValueError(
+                f"scale_inv_tensor is on {scale_inv_tensor.device}, the tensor on {tensor.device}")
+        scale_ptr = scale_inv_tensor.data_ptr()
+    return TensorRef(tensor.data_ptr(), tensor.numel(), dtype, ordinal, scale_inv, scale_ptr)

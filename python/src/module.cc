@@ -69,7 +69,7 @@ DType ParseDType(const std::string& s) {
 }
 
 TensorRef MakeRef(uint64_t data_ptr, uint64_t numel, const std::string& dtype, int32_t device,
-                  float scale_inv) {
+                  float scale_inv, uint64_t scale_inv_ptr) {
   if (data_ptr == 0 && numel > 0) throw py::value_error("tensor data_ptr is 0 but numel > 0");
   TensorRef t;
   t.data = reinterpret_cast<const void*>(static_cast<uintptr_t>(data_ptr));
@@ -77,6 +77,7 @@ TensorRef MakeRef(uint64_t data_ptr, uint64_t numel, const std::string& dtype, i
   t.dtype = ParseDType(dtype);
   t.device = device;
   t.scale_inv = scale_inv;
+  t.scale_inv_ptr = reinterpret_cast<const float*>(static_cast<uintptr_t>(scale_inv_ptr));
   return t;
 }
 
@@ -253,13 +254,16 @@ PYBIND11_MODULE(_gnmr, m) {
   py::class_<TensorRef>(m, "TensorRef",
                         "A non-owning view of host memory: the caller keeps it alive.")
       .def(py::init(&MakeRef), py::arg("data_ptr"), py::arg("numel"), py::arg("dtype") = "fp32",
-           py::arg("device") = -1, py::arg("scale_inv") = 1.0f)
+           py::arg("device") = -1, py::arg("scale_inv") = 1.0f, py::arg("scale_inv_ptr") = 0)
       .def_property_readonly("data_ptr",
                              [](const TensorRef& t) { return reinterpret_cast<uintptr_t>(t.data); })
       .def_readonly("numel", &TensorRef::numel)
       .def_property_readonly("dtype", [](const TensorRef& t) { return DTypeName(t.dtype); })
       .def_readonly("device", &TensorRef::device)
-      .def_readonly("scale_inv", &TensorRef::scale_inv);
+      .def_readonly("scale_inv", &TensorRef::scale_inv)
+      .def_property_readonly("scale_inv_ptr", [](const TensorRef& t) {
+        return reinterpret_cast<uintptr_t>(t.scale_inv_ptr);
+      });
 
   py::class_<PyOptions>(m, "ClientOptions")
       .def(py::init([](std::string target, std::string job_id, uint32_t rank, uint32_t world_size,

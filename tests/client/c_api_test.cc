@@ -50,6 +50,13 @@ TEST(CApi, FullStepSequenceFailsOpen) {
   EXPECT_EQ(gnmr_add_unit(c, "layers.0.attn.qkv", t, 1, 0, 1, &unit), GNMR_EALREADY_EXISTS);
   gnmr_tensor bad = {h.data(), h.size(), 99};  // fp8 is supported now; 99 is no dtype
   EXPECT_EQ(gnmr_add_unit(c, "bad", &bad, 1, 0, 1, &unit), GNMR_EINVALID_ARGUMENT);
+  // 0.2: scale_inv_ptr reaches the library (a misaligned one is named).
+  alignas(8) static const unsigned char scale_bytes[8] = {};
+  gnmr_tensor fp8 = {h.data(), h.size(), GNMR_DTYPE_FP8_E4M3FN, GNMR_LOCATION_HOST, 0.0f,
+                     reinterpret_cast<const float*>(scale_bytes + 1)};
+  EXPECT_EQ(gnmr_add_unit(c, "fp8", &fp8, 1, 0, 1, &unit), GNMR_EINVALID_ARGUMENT);
+  EXPECT_NE(std::string(gnmr_last_error()).find("scale_inv_ptr"), std::string::npos)
+      << gnmr_last_error();
   EXPECT_EQ(gnmr_observe(c, 0), GNMR_EFAILED_PRECONDITION);
   ASSERT_EQ(gnmr_start(c), GNMR_OK);
 

@@ -122,6 +122,9 @@ TEST(ClientApi, ChecksUnitsTensorsAndSteps) {
   fp8.dtype = DType::kFp8E4M3;
   fp8.scale_inv = std::numeric_limits<float>::quiet_NaN();  // fp8 needs a finite scale
   EXPECT_EQ(client.AddUnit("u", {fp8}).status().code(), StatusCode::kInvalidArgument);
+  alignas(8) unsigned char scale_bytes[8] = {};
+  fp8.scale_inv_ptr = reinterpret_cast<const float*>(scale_bytes + 2);  // read per step: aligned
+  EXPECT_EQ(client.AddUnit("u", {fp8}).status().code(), StatusCode::kInvalidArgument);
   auto u = client.AddUnit("u", {t}, 1, 2);
   ASSERT_TRUE(u.ok());
   EXPECT_EQ(*u, 0u);
@@ -135,6 +138,9 @@ TEST(ClientApi, ChecksUnitsTensorsAndSteps) {
   shorter.numel = 99;
   EXPECT_EQ(client.SetTensors(0, {shorter}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(client.SetTensors(5, {moved}).code(), StatusCode::kInvalidArgument);
+  float live_scale = 0.5f;
+  fp8.scale_inv_ptr = &live_scale;  // a live scale replaces the (NaN) static one
+  EXPECT_TRUE(client.AddUnit("fp8", {fp8}).ok());
 
   ASSERT_TRUE(client.Start().ok());
   EXPECT_EQ(client.Start().code(), StatusCode::kFailedPrecondition);
@@ -142,6 +148,7 @@ TEST(ClientApi, ChecksUnitsTensorsAndSteps) {
   EXPECT_TRUE(client.Observe(3).ok());
   EXPECT_EQ(client.Observe(3).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(client.Observe(2).code(), StatusCode::kInvalidArgument);
+  live_scale = std::numeric_limits<float>::infinity();  // data now, not a caller error
   EXPECT_TRUE(client.Observe(4).ok());
 }
 

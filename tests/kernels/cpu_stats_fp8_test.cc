@@ -98,6 +98,67 @@ TEST(Fp8, NonFiniteScaleIsRejected) {
   EXPECT_TRUE(cpu::ComputeStats(&t, 1, &u).ok());
 }
 
+// TensorRef::scale_inv_ptr: the scale is read at every computation (FP8
+// recipes rescale each step), replacing the static scale_inv.
+TEST(Fp8, ScaleInvPointerIsReadAtEachComputation) {
+  for (DType dtype : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    TestTensor t(dtype, 9000, 3);
+    t.FillNormal(11, 0.5f);
+    float live = 0.3f;
+    TensorRef by_ptr = t.Ref();
+    by_ptr.scale_inv = 99.0f;  // ignored when the pointer is set
+    by_ptr.scale_inv_ptr = &live;
+    for (float s : {0.3f, 2.5f, -0.125f, 0.0f}) {
+      live = s;
+      t.set_scale_inv(s);
+      ExpectSame(Stats({by_ptr}), Stats({t.Ref()}));
+    }
+  }
+}
+
+// A NaN/Inf scale read through the pointer is data, not a caller error:
+// the unit's sumsq becomes the canonical NaN and the tensor adds nothing to
+// amax; counts and numel still cover it (stats_order.h step 5a).
+TEST(Fp8, NonFiniteScaleThroughPointerMakesSumsqNaN) {
+  TestTensor fp8(DType::kFp8E4M3, 5000);
+  fp8.FillNormal(3, 4.0f);  // larger magnitudes than the fp32 tensor
+  fp8.SetBits(7, 0);
+  TestTensor fp32(DType::kFp32, 300);
+  fp32.FillNormal(4, 0.1f);
+  fp32.SetBits(0, 0);
+  const UnitStats only_fp32 = Stats({fp32.Ref()});
+  const UnitStats both_fp8 = Stats({fp8.Ref()});
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    TensorRef r = fp8.Ref();
+    r.scale_inv_ptr = &bad;
+    const UnitStats u = Stats({fp32.Ref(), r});
+    EXPECT_EQ(Bits(u.sumsq), stats_order::kCanonicalNanBits) << bad;
+    EXPECT_EQ(Bits(u.amax), Bits(only_fp32.amax)) << bad;
+    EXPECT_EQ(u.zeros, only_fp32.zeros + both_fp8.zeros);
+    EXPECT_EQ(u.nonfinite, 0u);
+    EXPECT_EQ(u.numel, 5300u);
+  }
+}
+
+TEST(Fp8, ScaleInvPointerChecks) {
+  uint8_t x[4] = {1, 2, 3, 4};
+  alignas(8) unsigned char raw[8] = {};
+  TensorRef t;
+  t.data = x;
+  t.numel = 4;
+  t.dtype = DType::kFp8E5M2;
+  t.scale_inv = std::numeric_limits<float>::quiet_NaN();  // unused with a pointer
+  float s = 1.0f;
+  t.scale_inv_ptr = &s;
+  UnitStats u;
+  EXPECT_TRUE(cpu::ComputeStats(&t, 1, &u).ok());
+  t.scale_inv_ptr = reinterpret_cast<const float*>(raw + 1);  // misaligned
+  EXPECT_EQ(cpu::ComputeStats(&t, 1, &u).code(), StatusCode::kInvalidArgument);
+  t.scale_inv_ptr = nullptr;  // back to the static (NaN) scale: rejected
+  EXPECT_EQ(cpu::ComputeStats(&t, 1, &u).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(Fp8, E4M3HasNaNButNoInf) {
   TestTensor t(DType::kFp8E4M3, 9000, 3);
   t.FillNormal(1, 1.0f);

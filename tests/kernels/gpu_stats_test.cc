@@ -17,6 +17,7 @@
 #include "gnmr/gpu_stats.h"
 #include "kernels/cpu/cpu_stats.h"
 #include "tests/client/stats_test_util.h"
+#include "tests/kernels/gpu_test_util.h"
 
 namespace gnmr {
 namespace {
@@ -24,67 +25,10 @@ namespace {
 using testing::Bits;
 using testing::TestTensor;
 
-bool GpuAvailable() {
-  int n = 0;  // unwritten when the driver is missing (error 35)
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
-
-// A host tensor mirrored into device memory at the same byte offset.
-struct DevTensor {
-  TestTensor host;
-  size_t offset;
-  void* buf = nullptr;
-  DevTensor(TestTensor h, size_t off) : host(std::move(h)), offset(off) {}
-  ~DevTensor() {
-    if (buf != nullptr) cudaFree(buf);
-  }
-  size_t bytes() const { return host.Ref().numel * DTypeSize(host.Ref().dtype); }
-  void Upload() {
-    if (buf == nullptr) {
-      ASSERT_EQ(cudaMalloc(&buf, offset + bytes() + 16), cudaSuccess);
-    }
-    if (bytes() > 0) {
-      ASSERT_EQ(cudaMemcpy(static_cast<char*>(buf) + offset, host.Ref().data, bytes(),
-                           cudaMemcpyHostToDevice),
-                cudaSuccess);
-    }
-  }
-  void Download(std::vector<unsigned char>* out) const {
-    out->resize(bytes());
-    if (bytes() > 0) {
-      ASSERT_EQ(cudaMemcpy(out->data(), static_cast<char*>(buf) + offset, bytes(),
-                           cudaMemcpyDeviceToHost),
-                cudaSuccess);
-    }
-  }
-  TensorRef Ref() const {
-    TensorRef r = host.Ref();
-    r.data = r.numel == 0 ? nullptr : static_cast<char*>(buf) + offset;
-    r.device = 0;
-    return r;
-  }
-};
-
-void ExpectSame(const UnitStats& cpu, const UnitStats& gpu, const std::string& what) {
-  EXPECT_EQ(Bits(cpu.sumsq), Bits(gpu.sumsq)) << what << " " << cpu.sumsq << " vs " << gpu.sumsq;
-  EXPECT_EQ(Bits(cpu.amax), Bits(gpu.amax)) << what;
-  EXPECT_EQ(cpu.nonfinite, gpu.nonfinite) << what;
-  EXPECT_EQ(cpu.zeros, gpu.zeros) << what;
-  EXPECT_EQ(cpu.numel, gpu.numel) << what;
-}
-
-std::vector<UnitStats> RunGpu(GpuStats* g, cudaStream_t s = nullptr) {
-  EXPECT_TRUE(g->Launch(s).ok());
-  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  int64_t step = -2;
-  std::vector<UnitStats> out;
-  EXPECT_TRUE(g->Poll(&step, &out));
-  return out;
-}
+using testing::DevTensor;
+using testing::ExpectSame;
+using testing::GpuAvailable;
+using testing::RunGpu;
 
 // Units of DevTensors compared unit by unit with the CPU path.
 void CheckUnits(const std::vector<std::vector<DevTensor*>>& units, const std::string& what) {

@@ -42,6 +42,27 @@ def test_tensor_ref_dtypes():
         gnmr.tensor_ref(torch.ones(4, 4).t())
 
 
+def test_fp8_scale_inv_pointer():
+    data = torch.full((64,), 0x38, dtype=torch.uint8)  # fp8 e4m3fn 1.0
+    scale = torch.tensor([0.5], dtype=torch.float32)
+    r = gnmr.TensorRef(data.data_ptr(), 64, "fp8_e4m3fn", -1, 1.0, scale.data_ptr())
+    assert r.scale_inv_ptr == scale.data_ptr()
+    assert gnmr.TensorRef(data.data_ptr(), 64, "fp8_e4m3fn").scale_inv_ptr == 0
+    with pytest.raises(ValueError, match="fp8 tensors only"):
+        gnmr.tensor_ref(torch.ones(3), scale_inv_tensor=scale)
+    # A live scale stands in for a (NaN) static one; observe reads it each step.
+    c = gnmr.Client(gnmr.ClientOptions(target="unix:/nonexistent/gnmrd.sock", job_id="j"))
+    nan_static = gnmr.TensorRef(data.data_ptr(), 64, "fp8_e4m3fn", -1, float("nan"))
+    with pytest.raises(ValueError, match="scale_inv is not finite"):
+        c.add_unit("static", [nan_static])
+    c.add_unit("live", [r])
+    c.start()
+    c.observe(0)
+    scale[0] = float("inf")  # data, not an error: the unit's sumsq becomes NaN
+    c.observe(1)
+    c.stop()
+
+
 def test_client_errors_are_exceptions():
     with pytest.raises(ValueError, match="target"):
         gnmr.Client(gnmr.ClientOptions(target="", job_id="j"))

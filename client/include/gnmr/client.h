@@ -155,8 +155,11 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Registers a unit made of `tensors` (any DType, fp8 with a finite
-  // scale_inv), holding shard `shard_index` of `shard_count`. Only before
-  // Start(). The unit's dtype on the wire is its first tensor's.
+  // scale_inv or a scale_inv_ptr read at every Observe: see TensorRef),
+  // holding shard `shard_index` of `shard_count`. Only before Start(). The
+  // unit's dtype on the wire is its first tensor's. A device scale_inv_ptr
+  // must be memory the device can read (device, managed or mapped pinned
+  // memory), else InvalidArgument.
   //
   // Where: a unit's tensors are all host memory (device == kHostDevice;
   // statistics on the CPU in Observe) or all on one CUDA device (statistics
@@ -170,7 +173,8 @@ class Client {
 
   // Points a unit at new memory (frameworks reallocate gradients). The
   // total numel must stay the registered one; a device unit stays on its
-  // device with the same tensors (count, dtype, numel, fp8 scale_inv): only
+  // device with the same tensors (count, dtype, numel, fp8 scale_inv and
+  // scale_inv_ptr; the value behind the pointer may change freely): only
   // the pointers change, uploaded by the next Observe on its stream. Any
   // time, training thread.
   Status SetTensors(UnitHandle unit, const std::vector<TensorRef>& tensors);

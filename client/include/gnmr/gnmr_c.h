@@ -26,10 +26,10 @@
  *   gnmr_plan_free(plan);
  *   gnmr_client_destroy(c);
  *
- * ABI (0.2): gnmr_tensor gained `location` and `scale_inv`, gnmr_counters
+ * ABI (0.2): gnmr_tensor gained `location`, `scale_inv` and `scale_inv_ptr`, gnmr_counters
  * gained the GPU/overhead fields, gnmr_options gained
- * `profile_gpu_overhead`. Both new gnmr_tensor fields read zero as the 0.1
- * meaning (host memory, scale_inv 1), so zero-initialised and brace-
+ * `profile_gpu_overhead`. The new gnmr_tensor fields read zero as the 0.1
+ * meaning (host memory, scale_inv 1, no pointer), so zero-initialised and brace-
  * initialised structs keep working after a recompile; but arrays of
  * gnmr_tensor and gnmr_counters changed size, so code built against the 0.1
  * header must be recompiled (FFI bindings: add the fields). gnmr_options
@@ -110,6 +110,12 @@ typedef struct gnmr_tensor {
   int32_t location;
   /* 0.2, fp8 only: the real value is stored * scale_inv; 0 reads as 1. */
   float scale_inv;
+  /* 0.2, fp8 only, optional (NULL: use scale_inv): where the current
+   * scale_inv lives, read at every Observe instead (device tensors: memory
+   * the CUDA device can read, e.g. the framework's scale_inv tensor, read
+   * by the kernel on the stream; host tensors: host memory). See
+   * gnmr::TensorRef::scale_inv_ptr. */
+  const float* scale_inv_ptr;
 } gnmr_tensor;
 
 typedef struct gnmr_plan_info {

@@ -55,6 +55,15 @@ struct TensorRef {
   int32_t device = kHostDevice;
   // fp8 only: the real value of an element is stored * scale_inv.
   float scale_inv = 1.0f;
+  // fp8 only, optional: where the current scale_inv lives, read at every
+  // computation instead of `scale_inv` (FP8 recipes rescale every step; for
+  // a device tensor this is device memory of its device, e.g. the
+  // framework's scale_inv tensor, read by the kernel on the stream, so
+  // graph replays see each step's value; for a host tensor, host memory
+  // read during Observe). Must stay valid while the unit is registered. A
+  // value that is not finite when read makes the unit's sumsq NaN
+  // (kernels/stats_order.h step 5a).
+  const float* scale_inv_ptr = nullptr;
 };
 
 // Statistics of one unit (all its tensors) at one step.

@@ -1,0 +1,80 @@
+// Test helpers for the GpuStats tests (tests/kernels/gpu_stats*_test.cc):
+// device detection, host tensors mirrored into device memory, bit-exact
+// comparison with the CPU path. CUDA runtime only (no driver API).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gnmr/gpu_stats.h"
+#include "tests/client/stats_test_util.h"
+
+namespace gnmr::testing {
+
+inline bool GpuAvailable() {
+  int n = 0;  // unwritten when the driver is missing (error 35)
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+}
+
+// A host tensor mirrored into device memory at the same byte offset.
+struct DevTensor {
+  TestTensor host;
+  size_t offset;
+  void* buf = nullptr;
+  DevTensor(TestTensor h, size_t off) : host(std::move(h)), offset(off) {}
+  ~DevTensor() {
+    if (buf != nullptr) cudaFree(buf);
+  }
+  size_t bytes() const { return host.Ref().numel * DTypeSize(host.Ref().dtype); }
+  void Upload() {
+    if (buf == nullptr) {
+      ASSERT_EQ(cudaMalloc(&buf, offset + bytes() + 16), cudaSuccess);
+    }
+    if (bytes() > 0) {
+      ASSERT_EQ(cudaMemcpy(static_cast<char*>(buf) + offset, host.Ref().data, bytes(),
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+    }
+  }
+  void Download(std::vector<unsigned char>* out) const {
+    out->resize(bytes());
+    if (bytes() > 0) {
+      ASSERT_EQ(cudaMemcpy(out->data(), static_cast<char*>(buf) + offset, bytes(),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    }
+  }
+  TensorRef Ref() const {
+    TensorRef r = host.Ref();
+    r.data = r.numel == 0 ? nullptr : static_cast<char*>(buf) + offset;
+    r.device = 0;
+    return r;
+  }
+};
+
+inline void ExpectSame(const UnitStats& cpu, const UnitStats& gpu, const std::string& what) {
+  EXPECT_EQ(Bits(cpu.sumsq), Bits(gpu.sumsq)) << what << " " << cpu.sumsq << " vs " << gpu.sumsq;
+  EXPECT_EQ(Bits(cpu.amax), Bits(gpu.amax)) << what;
+  EXPECT_EQ(cpu.nonfinite, gpu.nonfinite) << what;
+  EXPECT_EQ(cpu.zeros, gpu.zeros) << what;
+  EXPECT_EQ(cpu.numel, gpu.numel) << what;
+}
+
+inline std::vector<UnitStats> RunGpu(GpuStats* g, cudaStream_t s = nullptr) {
+  EXPECT_TRUE(g->Launch(s).ok());
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  int64_t step = -2;
+  std::vector<UnitStats> out;
+  EXPECT_TRUE(g->Poll(&step, &out));
+  return out;
+}
+
+}  // namespace gnmr::testing
