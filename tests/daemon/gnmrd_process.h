@@ -34,7 +34,11 @@ class GnmrdProcess {
 
   // Starts gnmrd and waits until it accepts connections.
   bool Start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {GNMRD_PATH, "--listen", target(), "--state-dir", state_dir(),
+    // $GNMRD_PATH overrides the build's gnmrd (tests carried to another
+    // machine, scripts/gpu_check.sh).
+    const char* env_path = std::getenv("GNMRD_PATH");
+    const std::string path = env_path != nullptr && *env_path != '\0' ? env_path : GNMRD_PATH;
+    std::vector<std::string> args = {path, "--listen", target(), "--state-dir", state_dir(),
                                      "--metrics", "off", "--log-level", "warn"};
     args.insert(args.end(), extra.begin(), extra.end());
     // Everything the child needs is built before fork: after fork in a

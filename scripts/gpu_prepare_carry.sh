@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Prepares .gpu-carry/ for scripts/gpu_check.sh on a lent GPU machine, which
+# has CUDA, CMake and PyTorch but none of the service dependencies (gRPC,
+# protobuf, spdlog, prometheus-cpp, yaml-cpp, GoogleTest) and no network:
+#   .gpu-carry/googletest   Debian's GoogleTest sources (the kernels-only
+#                           build compiles them there)
+#   .gpu-carry/bin          the client GPU tests and gnmrd, built here with
+#                           CUDA, stripped
+#   .gpu-carry/lib          the shared libraries they need that a CUDA image
+#                           may lack (everything but glibc, libstdc++, libgcc)
+# Run it here, then the device tool's `run` with carry [".gpu-carry"] and
+# the command `OUT=$OUT scripts/gpu_check.sh`. .gpu-carry is git-ignored.
+#
+#   scripts/gpu_prepare_carry.sh        # BUILD_DIR=build by default
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD_DIR:-build}
+CARRY=.gpu-carry
+case "${1:-}" in
+  -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
+[[ -d /usr/src/googletest ]] || { echo "no /usr/src/googletest (apt-get install libgtest-dev)"; exit 1; }
+echo "building the client GPU tests and gnmrd in $BUILD (CUDA on)..."
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGNMR_CUDA=ON > /dev/null
+cmake --build "$BUILD" --target client_gpu_test client_gpu_path_test client_cupti_test gnmrd
+rm -rf "$CARRY"
+mkdir -p "$CARRY/bin" "$CARRY/lib"
+cp -r /usr/src/googletest "$CARRY/googletest"
+for b in tests/client/client_gpu_test tests/client/client_gpu_path_test \
+         tests/client/client_cupti_test daemon/gnmrd/gnmrd; do
+  strip -o "$CARRY/bin/$(basename "$b")" "$BUILD/$b"
+done
+# Shared libraries, resolved here: all but the C library family and the
+# compiler runtime, which any x86-64 Linux image has (newer is fine).
+for b in "$CARRY"/bin/*; do
+  ldd "$b" | awk '$3 ~ /^\// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|libutil.so.*|ld-linux*|\
+    libstdc++.so.*|libgcc_s.so.*) ;;
+    *) cp -L "$lib" "$CARRY/lib/" ;;
+  esac
+done
+du -sh "$CARRY" "$CARRY"/*
+echo "ready: carry [\".gpu-carry\"] with command 'OUT=\$OUT scripts/gpu_check.sh'"
