@@ -8,6 +8,13 @@
 namespace gnmr::cpu {
 namespace {
 
+// The fp8 scale in force (TensorRef::scale_inv_ptr first). The reference
+// models finite scales only; the NaN rule of step 5a for a non-finite
+// scale read through the pointer is tested against the fast path directly.
+float ScaleInv(const TensorRef& t) {
+  return t.scale_inv_ptr != nullptr ? *t.scale_inv_ptr : t.scale_inv;
+}
+
 constexpr uint64_t kItem = 4096;
 constexpr int kLaneCount = 256;
 
@@ -79,7 +86,7 @@ double CanonicalTensorSum(const TensorRef& t) {
   }
   const double sum = ItemTreeSum(partials, 0, partials.size());
   if (!IsFp8(t.dtype)) return sum;
-  const double scale = std::fabs(static_cast<double>(t.scale_inv));  // step 5a
+  const double scale = std::fabs(static_cast<double>(ScaleInv(t)));  // step 5a
   return sum * (scale * scale);
 }
 
@@ -108,7 +115,7 @@ double ElementValue(const TensorRef& t, uint64_t i) {
     }
     case DType::kFp8E4M3:
     case DType::kFp8E5M2:
-      return UnscaledValue(t, i) * static_cast<double>(t.scale_inv);
+      return UnscaledValue(t, i) * static_cast<double>(ScaleInv(t));
     default:
       return std::numeric_limits<double>::quiet_NaN();
   }

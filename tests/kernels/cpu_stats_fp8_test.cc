@@ -112,6 +112,7 @@ TEST(Fp8, ScaleInvPointerIsReadAtEachComputation) {
       live = s;
       t.set_scale_inv(s);
       ExpectSame(Stats({by_ptr}), Stats({t.Ref()}));
+      ExpectSame(Stats({by_ptr}), cpu::CanonicalStatsNaive(&by_ptr, 1));
     }
   }
 }
