@@ -37,13 +37,27 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
+// Whether the options cannot make a meaningful run.
+bool BadOptions(const std::vector<double>& sizes_gb, int n_tensors, int iters) {
+  if (sizes_gb.empty() || n_tensors < 1 || iters < 1) return true;
+  for (double g : sizes_gb) {
+    if (!(g > 0.0)) return true;
+  }
+  return false;
+}
+
 int main(int argc, char** argv) {
   std::vector<double> sizes_gb = {1, 4, 16};
   int n_tensors = 300, iters = 20;
   std::string csv;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.rfind("--sizes-gb=", 0) == 0) {
+    if (a == "--help" || a == "-h") {
+      std::printf("usage: gpu_stats_bench [--sizes-gb=1,4,16] [--tensors=300] [--iters=20] "
+                  "[--csv=FILE]\n  GpuStats launch time vs device-to-device copy bandwidth "
+                  "(docs/perf.md)\n");
+      return 0;
+    } else if (a.rfind("--sizes-gb=", 0) == 0) {
       sizes_gb.clear();
       std::string v = a.substr(11);
       size_t p = 0;
@@ -63,6 +77,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
     }
+  }
+  if (BadOptions(sizes_gb, n_tensors, iters)) {
+    std::fprintf(stderr,
+                 "gpu_stats_bench: need sizes > 0 GB, --tensors >= 1 and --iters >= 1\n"
+                 "usage: gpu_stats_bench [--sizes-gb=1,4,16] [--tensors=300] [--iters=20] "
+                 "[--csv=FILE]\n");
+    return 2;
   }
   auto gs = gnmr::GpuStats::Create(0);
   if (!gs.ok()) {

@@ -13,6 +13,7 @@
 
 #include "client/src/device_backend.h"
 #include "gnmr/gpu_stats.h"
+#include "kernels/cuda/cuda_util.h"
 
 namespace gnmr {
 namespace {
@@ -34,7 +35,7 @@ class CudaStatsBackend : public DeviceStatsBackend {
   }
 
   ~CudaStatsBackend() override {
-    cudaSetDevice(gpu_->device());
+    cuda::DeviceGuard guard(gpu_->device());
     for (Pair& p : pairs_) {
       if (p.start != nullptr) cudaEventDestroy(p.start);
       if (p.end != nullptr) cudaEventDestroy(p.end);
@@ -62,7 +63,7 @@ class CudaStatsBackend : public DeviceStatsBackend {
           "Observe on a capturing stream: call it outside the CUDA graph (the client "
           "cannot follow graph replays)");
     }
-    cudaSetDevice(gpu_->device());
+    cuda::DeviceGuard guard(gpu_->device());  // the trainer keeps its current device
     if (count_ == kMaxPending) {  // GpuStats drops the oldest unread too
       head_ = (head_ + 1) % kMaxPending;
       --count_;
@@ -83,6 +84,9 @@ class CudaStatsBackend : public DeviceStatsBackend {
 
   bool Poll(int64_t* step, std::vector<UnitStats>* stats, double* gpu_seconds) override {
     if (count_ == 0) return false;
+    // The I/O thread polls while the trainer may capture a graph (global
+    // mode): relaxed, these queries do not invalidate that capture.
+    cuda::RelaxedCaptureMode relaxed;
     Pair& p = pairs_[head_];
     if (p.timed) {
       const cudaError_t q = cudaEventQuery(p.end);

@@ -22,6 +22,17 @@ constexpr uint64_t kChunkItems = 64;
 
 bool IsFp8(DType d) { return d == DType::kFp8E4M3 || d == DType::kFp8E5M2; }
 
+// float -> double without floating-point arithmetic on a subnormal input:
+// under DAZ a plain conversion would read a subnormal scale_inv as 0 (the
+// GPU path does not; stats_order.h step 1's rule, applied to the scale).
+double ExactDouble(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  if ((b & 0x7f800000u) != 0) return static_cast<double>(f);  // normal, Inf, NaN
+  const double m = static_cast<double>(static_cast<int32_t>(b & 0x7fffffu)) * 0x1p-149;
+  return (b >> 31) != 0 ? -m : m;
+}
+
 struct TensorResult {
   double sum = 0.0;  // finite elements only
   ItemCounters counters;
@@ -42,7 +53,7 @@ TensorResult TensorStats(ItemsFn items_fn, const TensorRef& ref, float scale_inv
   }
   t.sum = tree.Finish();
   if (IsFp8(ref.dtype)) {  // stats_order.h step 5a
-    const double s = std::fabs(static_cast<double>(scale_inv));
+    const double s = std::fabs(ExactDouble(scale_inv));
     t.sum = t.sum * (s * s);
     t.counters.amax = t.counters.amax * s;
   }

@@ -5,69 +5,27 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <mutex>
 #include <string>
 
+#include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/stats_kernels.h"
 #include "kernels/stats_order.h"
 
 namespace gnmr {
 namespace {
 
+using cuda::CudaError;
+using cuda::DevBuf;
+using cuda::DeviceGuard;
+using cuda::RelaxedCaptureMode;
 using cuda::DevItem;
 using cuda::DevSeg;
 using cuda::DevTensor;
 using cuda::DevUnit;
-
-Status CudaError(cudaError_t e, const char* what) {
-  return Status(StatusCode::kInternal,
-                std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-// OK if the statistics kernels on `device` may read a float at `p`: device
-// or managed memory of that device, or pinned host memory (mapped into the
-// device's address space). Pageable host memory is refused: a kernel
-// reading it would fault and poison the trainer's CUDA context.
-Status CheckScalePointer(const float* p, int device) {
-  if (reinterpret_cast<uintptr_t>(p) % alignof(float) != 0) {
-    return InvalidArgument("scale_inv_ptr is not 4-byte aligned");
-  }
-  cudaPointerAttributes a{};
-  const cudaError_t e = cudaPointerGetAttributes(&a, p);
-  if (e != cudaSuccess) {
-    cudaGetLastError();  // not sticky; clear it for the caller
-    return InvalidArgument(std::string("scale_inv_ptr: ") + cudaGetErrorString(e));
-  }
-  switch (a.type) {
-    case cudaMemoryTypeHost:
-      if (a.devicePointer != nullptr) return Status::Ok();
-      return InvalidArgument("scale_inv_ptr is pinned host memory not mapped for the device");
-    case cudaMemoryTypeDevice:
-    case cudaMemoryTypeManaged:
-      if (a.device == device) return Status::Ok();
-      return InvalidArgument("scale_inv_ptr is memory of CUDA device " + std::to_string(a.device) +
-                             ", not " + std::to_string(device));
-    default:
-      return InvalidArgument("scale_inv_ptr is not device-accessible memory (pageable host?)");
-  }
-}
-
-// Device allocation freed on destruction.
-struct DevBuf {
-  void* p = nullptr;
-  ~DevBuf() {
-    if (p != nullptr) cudaFree(p);
-  }
-  Status Alloc(size_t bytes) {
-    if (p != nullptr) cudaFree(p);
-    p = nullptr;
-    if (bytes == 0) return Status::Ok();
-    cudaError_t e = cudaMalloc(&p, bytes);
-    return e == cudaSuccess ? Status::Ok() : CudaError(e, "cudaMalloc");
-  }
-};
 
 }  // namespace
 
@@ -86,6 +44,10 @@ struct GpuStats::Impl {
   cudaEvent_t events[kRingSlots + 1] = {};
   cudaEvent_t apply_event = nullptr;
   bool apply_pending = false;
+  // False until a SetTable succeeds and while one runs (a failed one leaves
+  // no half-built tables for Launch, Poll, ApplyScale or RefreshPointers).
+  std::atomic<bool> ready{false};
+  std::vector<uint64_t> numel;  // per tensor, SetTable order
   std::mutex mu;  // ring bookkeeping (Launch vs Poll)
   int64_t slot_step[kRingSlots + 1] = {};
   bool replay_pending = false;
@@ -93,7 +55,7 @@ struct GpuStats::Impl {
   uint64_t next_poll = 0;    // oldest launch not yet polled
 
   ~Impl() {
-    cudaSetDevice(device);
+    DeviceGuard guard(device);
     for (cudaEvent_t e : events) {
       if (e != nullptr) cudaEventDestroy(e);
     }
@@ -139,11 +101,14 @@ StatusOr<std::unique_ptr<GpuStats>> GpuStats::Create(int device) {
                   "CUDA device " + std::to_string(device) + " out of range (" +
                       std::to_string(count) + " devices)");
   }
-  cudaError_t r = cudaSetDevice(device);
-  if (r != cudaSuccess) {
-    return Status(StatusCode::kUnavailable, std::string("cudaSetDevice: ") +
-                                                cudaGetErrorString(r));
+  DeviceGuard guard(device);
+  int now = -1;
+  if (cudaGetDevice(&now) != cudaSuccess || now != device) {
+    cudaGetLastError();
+    return Status(StatusCode::kUnavailable, "cannot make CUDA device " + std::to_string(device) +
+                                                " current");
   }
+  cudaError_t r = cudaSuccess;
   auto impl = std::make_unique<Impl>();
   impl->device = device;
   for (cudaEvent_t& ev : impl->events) {
@@ -157,8 +122,18 @@ StatusOr<std::unique_ptr<GpuStats>> GpuStats::Create(int device) {
 
 Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
   Impl& m = *impl_;
-  cudaSetDevice(m.device);
-  cudaError_t e = cudaDeviceSynchronize();  // nothing may use the old tables
+  DeviceGuard guard(m.device);
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.ready = false;  // until the new tables are complete
+    m.next_poll = m.next_launch;
+    m.replay_pending = false;
+  }
+  cudaError_t e;
+  {
+    RelaxedCaptureMode relaxed;
+    e = cudaDeviceSynchronize();  // nothing may use the old tables
+  }
   if (e != cudaSuccess) return CudaError(e, "cudaDeviceSynchronize");
   std::vector<DevTensor> tensors;
   std::vector<const void*> ptrs;
@@ -173,9 +148,11 @@ Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
           "unit " + std::to_string(u) + " tensor " + std::to_string(tensors.size());
       if (DTypeSize(t.dtype) == 0) return InvalidArgument(name + ": unknown dtype");
       const bool fp8 = t.dtype == DType::kFp8E4M3 || t.dtype == DType::kFp8E5M2;
+      const void* scale_dev = nullptr;
       if (fp8 && t.scale_inv_ptr != nullptr) {
-        Status st = CheckScalePointer(t.scale_inv_ptr, m.device);
-        if (!st.ok()) return InvalidArgument(name + ": " + st.message());
+        Status st = cuda::CheckDeviceReadable(t.scale_inv_ptr, m.device, alignof(float),
+                                              &scale_dev);
+        if (!st.ok()) return InvalidArgument(name + ": scale_inv_ptr: " + st.message());
       } else if (fp8 && !std::isfinite(t.scale_inv)) {
         return InvalidArgument(name + ": fp8 scale_inv is not finite");
       }
@@ -183,11 +160,16 @@ Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
       if (t.numel > 0 && t.device != m.device) {
         return InvalidArgument(name + ": not on CUDA device " + std::to_string(m.device));
       }
+      const void* data_dev = nullptr;
+      if (t.numel > 0) {
+        Status st = cuda::CheckDeviceReadable(t.data, m.device, 1, &data_dev);
+        if (!st.ok()) return InvalidArgument(name + ": data: " + st.message());
+      }
       DevTensor d{};
       d.numel = t.numel;
       d.unit = static_cast<uint32_t>(u);
       d.scale_inv = t.scale_inv;
-      d.scale_inv_ptr = fp8 ? t.scale_inv_ptr : nullptr;
+      d.scale_inv_ptr = static_cast<const float*>(scale_dev);
       d.dtype = static_cast<uint32_t>(t.dtype);
       d.first_seg = segs.size();
       const uint64_t first_item = items.size();
@@ -207,7 +189,7 @@ Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
       }
       d.n_segs = static_cast<uint32_t>(segs.size() - d.first_seg);
       tensors.push_back(d);
-      ptrs.push_back(t.data);
+      ptrs.push_back(data_dev);
     }
   }
   Status s;
@@ -257,19 +239,35 @@ Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
                           m.n_items,
                           m.n_segs,
                           static_cast<uint32_t>(m.n_units)};
+  m.numel.clear();
+  for (const DevTensor& d : tensors) m.numel.push_back(d.numel);
   std::lock_guard<std::mutex> lock(m.mu);
   m.next_poll = m.next_launch;
   m.replay_pending = false;
+  m.ready = true;
   return Status::Ok();
 }
 
 Status GpuStats::RefreshPointers(const std::vector<const void*>& pointers) {
   Impl& m = *impl_;
+  if (!m.ready) return FailedPrecondition("GpuStats::RefreshPointers without a valid table");
   if (pointers.size() != m.n_tensors) {
     return InvalidArgument("RefreshPointers: " + std::to_string(pointers.size()) +
                            " pointers for " + std::to_string(m.n_tensors) + " tensors");
   }
   if (m.ptr_host == nullptr) return Status::Ok();
+  DeviceGuard guard(m.device);
+  // Changed pointers are checked (and translated) before anything changes.
+  std::vector<const void*> dev(pointers.size());
+  for (size_t i = 0; i < pointers.size(); ++i) {
+    dev[i] = m.numel[i] == 0 ? nullptr : m.ptr_host[i];
+    if (m.numel[i] == 0 || pointers[i] == m.ptr_host[i]) continue;
+    Status st = cuda::CheckDeviceReadable(pointers[i], m.device, 1, &dev[i]);
+    if (!st.ok()) {
+      return InvalidArgument("RefreshPointers: tensor " + std::to_string(i) + ": " + st.message());
+    }
+  }
+  RelaxedCaptureMode relaxed;
   // The staging buffer may still feed the previous launch's upload (it is
   // normally long done: it is the first thing that launch enqueued).
   uint64_t launched;
@@ -280,13 +278,14 @@ Status GpuStats::RefreshPointers(const std::vector<const void*>& pointers) {
   if (launched > 0) cudaEventSynchronize(m.events[(launched - 1) % kRingSlots]);
   cudaEventSynchronize(m.events[Impl::kGraphSlot]);  // done at once if never replayed
   if (m.apply_pending) cudaEventSynchronize(m.apply_event);
-  std::memcpy(m.ptr_host, pointers.data(), pointers.size() * sizeof(void*));
+  std::memcpy(m.ptr_host, dev.data(), dev.size() * sizeof(void*));
   return Status::Ok();
 }
 
 Status GpuStats::Launch(void* stream, int64_t step) {
   Impl& m = *impl_;
-  if (m.ring == nullptr) return FailedPrecondition("GpuStats::Launch before SetTable");
+  if (!m.ready) return FailedPrecondition("GpuStats::Launch without a valid table (SetTable)");
+  DeviceGuard guard(m.device);  // a null stream is then this device's
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   cudaError_t pe = m.UploadPointers(st);
   if (pe != cudaSuccess) return CudaError(pe, "cudaMemcpyAsync");
@@ -294,19 +293,20 @@ Status GpuStats::Launch(void* stream, int64_t step) {
   if (err != 0) return CudaError(static_cast<cudaError_t>(err), "stats kernels");
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(st, &cs) != cudaSuccess) cs = cudaStreamCaptureStatusNone;
-  int slot;
-  if (cs == cudaStreamCaptureStatusActive) {
+  const bool captured = cs == cudaStreamCaptureStatusActive;
+  // The slot this launch fills. A full ring drops its oldest unread launch
+  // first (Poll never picks that slot again); the launch itself is
+  // committed (next_launch) only once its copy and event are enqueued, so a
+  // failure cannot leave Poll a slot with an old event and a new step.
+  int slot = Impl::kGraphSlot;
+  uint64_t seq = 0;
+  if (!captured) {
     std::lock_guard<std::mutex> lock(m.mu);
-    slot = Impl::kGraphSlot;
-    m.slot_step[slot] = step;
-  } else {
-    std::lock_guard<std::mutex> lock(m.mu);
-    const uint64_t seq = m.next_launch++;
-    if (m.next_launch - m.next_poll > static_cast<uint64_t>(kRingSlots)) {
-      m.next_poll = m.next_launch - kRingSlots;  // drop the oldest unread
+    seq = m.next_launch;
+    if (m.next_launch + 1 - m.next_poll > static_cast<uint64_t>(kRingSlots)) {
+      m.next_poll = m.next_launch + 1 - kRingSlots;  // drop the oldest unread
     }
     slot = static_cast<int>(seq % kRingSlots);
-    m.slot_step[slot] = step >= 0 ? step : static_cast<int64_t>(seq);
   }
   if (m.n_units > 0) {
     cudaError_t e = cudaMemcpyAsync(m.ring + slot * m.n_units, m.unit_out.p,
@@ -314,7 +314,15 @@ Status GpuStats::Launch(void* stream, int64_t step) {
     if (e != cudaSuccess) return CudaError(e, "cudaMemcpyAsync");
   }
   const cudaError_t e = Impl::Record(m.events[slot], st);
-  return e == cudaSuccess ? Status::Ok() : CudaError(e, "cudaEventRecord");
+  if (e != cudaSuccess) return CudaError(e, "cudaEventRecord");
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (captured) {
+    m.slot_step[slot] = step;
+  } else {
+    m.slot_step[slot] = step >= 0 ? step : static_cast<int64_t>(seq);
+    m.next_launch = seq + 1;
+  }
+  return Status::Ok();
 }
 
 void GpuStats::OnGraphReplay(int64_t step) {
@@ -327,6 +335,8 @@ void GpuStats::OnGraphReplay(int64_t step) {
 bool GpuStats::Poll(int64_t* slot_step, std::vector<UnitStats>* stats) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
+  if (!m.ready) return false;
+  RelaxedCaptureMode relaxed;  // Poll runs beside the trainer's captures
   int slot;
   if (m.next_poll != m.next_launch) {
     slot = static_cast<int>(m.next_poll % kRingSlots);
@@ -352,7 +362,7 @@ bool GpuStats::Poll(int64_t* slot_step, std::vector<UnitStats>* stats) {
 
 Status GpuStats::ApplyScale(const std::vector<float>& per_unit_scale, void* stream) {
   Impl& m = *impl_;
-  if (m.ring == nullptr) return FailedPrecondition("GpuStats::ApplyScale before SetTable");
+  if (!m.ready) return FailedPrecondition("GpuStats::ApplyScale without a valid table");
   if (per_unit_scale.size() != m.n_units) {
     return InvalidArgument("ApplyScale: " + std::to_string(per_unit_scale.size()) +
                            " scales for " + std::to_string(m.n_units) + " units");
@@ -363,9 +373,13 @@ Status GpuStats::ApplyScale(const std::vector<float>& per_unit_scale, void* stre
     any = any || s != 1.0f;
   }
   if (!any) return Status::Ok();
+  DeviceGuard guard(m.device);
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   // The pinned staging buffer may still feed the previous upload.
-  if (m.apply_pending) cudaEventSynchronize(m.apply_event);
+  if (m.apply_pending) {
+    RelaxedCaptureMode relaxed;
+    cudaEventSynchronize(m.apply_event);
+  }
   std::memcpy(m.scale_host, per_unit_scale.data(), m.n_units * sizeof(float));
   cudaError_t e = cudaMemcpyAsync(m.scales.p, m.scale_host, m.n_units * sizeof(float),
                                   cudaMemcpyHostToDevice, st);

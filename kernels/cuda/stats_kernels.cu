@@ -88,6 +88,24 @@ __device__ double LaneTree(double* sh, double v) {
   return r;
 }
 
+// Step 5 inside a segment (stats_order.h): the 256 aligned 16-item subtrees
+// in sh[0..256) combined as adjacent pairs, level by level: ((B0 + B1) +
+// (B2 + B3)) + ..., the item tree's own shape (LaneTree's s = 128..1 order
+// would add B0 + B128 first). Threads without items hold +0.0, the
+// padding, which never changes a sum. All threads call it.
+__device__ double PairTree(double* sh, double v) {
+  const uint32_t j = threadIdx.x;
+  sh[j] = v;
+  __syncthreads();
+  for (uint32_t s = 1; s < kLanes; s <<= 1) {
+    if (j % (2 * s) == 0) sh[j] = __dadd_rn(sh[j], sh[j + s]);
+    __syncthreads();
+  }
+  const double r = sh[0];
+  __syncthreads();
+  return r;
+}
+
 // Integer block reductions (order-independent): results valid in thread 0.
 __device__ void ReduceCounts(uint32_t* amax, uint32_t* c0, uint32_t* c1, uint32_t* c2) {
   __shared__ uint32_t w[4][kLanes / 32];
@@ -122,11 +140,21 @@ __global__ void __launch_bounds__(256) ItemKernel(Tables t) {
     const bool aligned = (reinterpret_cast<uintptr_t>(t.ptrs[it.tensor]) % f.size) == 0;
     double lane = 0.0;
     uint32_t amax = 0, zeros = 0, nonfin = 0, nans = 0;
+    // All 16 loads first, so each thread has them in flight at once (a load
+    // feeding the add of the same iteration left one in flight); then the
+    // lane's adds in row order 0..15 (step 3). Rows past the item's end are
+    // missing elements: +0.0 for the sum, and not counted.
+    uint32_t bits[kRows];
+#pragma unroll
     for (uint32_t r = 0; r < kRows; ++r) {
       const uint32_t i = r * kLanes + j;
-      if (i >= it.n) break;
-      const uint32_t a = LoadBits(base + static_cast<uint64_t>(i) * f.size, f.size, aligned) &
-                         f.abs_mask;
+      bits[r] = i < it.n ? LoadBits(base + static_cast<uint64_t>(i) * f.size, f.size, aligned)
+                         : 0u;
+    }
+#pragma unroll
+    for (uint32_t r = 0; r < kRows; ++r) {
+      if (r * kLanes + j >= it.n) continue;
+      const uint32_t a = bits[r] & f.abs_mask;
       const uint32_t fa = a < f.nonfin ? a : 0u;
       const double m = Decode(f, fa);
       lane = __dadd_rn(lane, __dmul_rn(m, m));
@@ -157,7 +185,7 @@ __global__ void __launch_bounds__(256) SegKernel(Tables t) {
       amax = max(amax, o.amax);
       zeros += o.zeros; nonfin += o.nonfinite; nans += o.nans;
     }
-    const double sum = LaneTree(sh, tree.Finish());
+    const double sum = PairTree(sh, tree.Finish());
     ReduceCounts(&amax, &zeros, &nonfin, &nans);
     if (j == 0) t.seg_out[s] = SegOut{sum, amax, 0, zeros, nonfin, nans};
   }
@@ -242,8 +270,12 @@ __device__ __forceinline__ uint32_t ScaleBits(uint32_t dtype, uint32_t b, float 
       const float p = __fmul_rn(__half2float(__half(h)), s);
       return __nv_cvt_float_to_fp8(p, __NV_SATFINITE, k);
     }
-    default:
+    default: {
+      // NaN stays that NaN, quieted (as the host's x * s does; the device's
+      // multiply would return its canonical NaN instead).
+      if ((b & 0x7fffffffu) > 0x7f800000u) return b | 0x00400000u;
       return __float_as_uint(__fmul_rn(__uint_as_float(b), s));
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // than 2^31 elements.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -168,6 +169,42 @@ TEST(StatsOrder, ItemTreeMatchesBothDefinitions) {
     ASSERT_EQ(Bits(PaddedPairs(p)), Bits(want)) << "m=" << m;
   }
   EXPECT_EQ(stats_order::ItemTree().Finish(), 0.0);
+}
+
+// The CUDA kernels' decomposition of step 5 (kernels/cuda/stats_kernels.cu):
+// segments of 4096 items, each 256 aligned 16-item subtrees (ItemTree per
+// thread) combined as adjacent pairs level by level (PairTree), segment sums
+// folded by an ItemTree. It must equal T(0, m). (The first version combined
+// the subtrees in the lane-tree order s = 128..1, which this catches.)
+double GpuSegmentedTree(const std::vector<double>& p) {
+  constexpr size_t kSeg = 4096, kPer = 16, kThreads = 256;
+  stats_order::ItemTree unit;
+  for (size_t first = 0; first < p.size(); first += kSeg) {
+    const size_t n = std::min(kSeg, p.size() - first);
+    std::vector<double> sh(kThreads, 0.0);
+    for (size_t j = 0; j < kThreads; ++j) {
+      stats_order::ItemTree t;
+      for (size_t i = j * kPer; i < (j + 1) * kPer && i < n; ++i) t.Push(p[first + i]);
+      sh[j] = t.Finish();
+    }
+    for (size_t s = 1; s < kThreads; s <<= 1) {
+      for (size_t j = 0; j < kThreads; j += 2 * s) sh[j] = sh[j] + sh[j + s];
+    }
+    unit.Push(sh[0]);
+  }
+  return unit.Finish();
+}
+
+TEST(StatsOrder, GpuSegmentDecompositionMatches) {
+  std::mt19937_64 rng(2);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (size_t m : {1, 2, 17, 255, 4095, 4096, 4097, 8193, 12289, 20480, 36865, 135167}) {
+    for (int rep = 0; rep < 3; ++rep) {
+      std::vector<double> p(m);
+      for (double& v : p) v = std::ldexp(u(rng), static_cast<int>(rng() % 80) - 40);
+      ASSERT_EQ(Bits(GpuSegmentedTree(p)), Bits(Tree(p, 0, m))) << "m=" << m;
+    }
+  }
 }
 
 // More than 2^31 elements: an untouched anonymous mapping reads as zeros, so

@@ -8,6 +8,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/cpu_stats.h"
 #include "kernels/cpu/reference_stats.h"
@@ -141,6 +144,23 @@ TEST(Fp8, NonFiniteScaleThroughPointerMakesSumsqNaN) {
     EXPECT_EQ(u.numel, 5300u);
   }
 }
+
+#if defined(__x86_64__)
+// A subnormal scale_inv is a value like any other, also for a caller with
+// DAZ set (a plain float -> double conversion would read it as 0).
+TEST(Fp8, SubnormalScaleUnderDaz) {
+  TestTensor t(DType::kFp8E4M3, 3000);
+  t.FillNormal(5, 1.0f);
+  t.set_scale_inv(1e-40f);  // subnormal float
+  const UnitStats plain = Stats({t.Ref()});
+  ASSERT_GT(plain.sumsq, 0.0);
+  const unsigned int saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040u);  // FTZ + DAZ
+  const UnitStats daz = Stats({t.Ref()});
+  _mm_setcsr(saved);
+  ExpectSame(daz, plain);
+}
+#endif
 
 TEST(Fp8, ScaleInvPointerChecks) {
   uint8_t x[4] = {1, 2, 3, 4};

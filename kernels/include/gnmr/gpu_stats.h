@@ -12,8 +12,18 @@
 //   I/O thread: gpu->Poll(&step, &stats);       // non-blocking
 //
 // Launch and ApplyScale enqueue on the caller's stream (a cudaStream_t
-// passed as void*; nullptr = the legacy default stream). One GpuStats is
-// used by one training thread at a time; Poll may run on another thread.
+// passed as void*; nullptr = the legacy default stream of the GpuStats'
+// device). One GpuStats is used by one training thread at a time; Poll may
+// run on another thread (it queries events in relaxed capture mode, so it
+// never invalidates a global-mode graph capture of the trainer). Every call
+// makes the GpuStats' device current for its duration and then gives the
+// calling thread its own current device back.
+//
+// Memory: every pointer handed over (tensor data, scale_inv_ptr) must be
+// readable by the device: device or managed memory of that device, or
+// mapped pinned host memory. Anything else is refused with InvalidArgument
+// up front (a kernel fault would be a sticky error in the trainer's CUDA
+// context). Needs sm_80 or newer (warp reductions).
 #pragma once
 
 #include <cstdint>
@@ -41,8 +51,12 @@ class GpuStats {
 
   // Builds the device tables: units[u] lists unit u's tensors in order.
   // Tensors must be device memory of this device (or numel 0), any dtype,
-  // any alignment; fp8 scale_inv must be finite. Synchronous (allocations,
-  // copies); call once at registration. Invalidates pending results.
+  // any alignment; fp8 scale_inv must be finite (or a scale_inv_ptr given).
+  // Synchronous (allocations, copies); call once at registration.
+  // Invalidates pending results, and graphs captured from earlier Launches
+  // (they point at the old tables: capture again). On error no table is
+  // left: Launch, ApplyScale and RefreshPointers return FailedPrecondition
+  // until a SetTable succeeds.
   Status SetTable(const std::vector<std::vector<TensorRef>>& units);
 
   // New data pointers, one per tensor in SetTable order (units flattened).
@@ -61,7 +75,11 @@ class GpuStats {
   // CUDA graphs: called while `stream` is capturing, it uses a dedicated
   // slot (recorded as an external event, so every replay refills it) and
   // queues nothing; after each cudaGraphLaunch call OnGraphReplay(step) so
-  // that Poll returns the replay's results.
+  // that Poll returns the replay's results. One slot: a replay's results
+  // must be polled before the next replay lands (a newer replay supersedes
+  // an unread one, and a Poll racing a replay's copy may see a mix of the
+  // two), and one capture should hold one Launch. The destructor and
+  // SetTable free what captured graphs point at.
   Status Launch(void* stream, int64_t step = -1);
   void OnGraphReplay(int64_t step);
 

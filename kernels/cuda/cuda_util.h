@@ -1,0 +1,110 @@
+// Host-side helpers of gnmr_cuda_stats and its CUDA users (internal; CUDA
+// runtime only). Why each exists:
+// - DeviceGuard: the library runs on the trainer's threads; it makes its
+//   device current for a call and gives the thread its own device back.
+// - RelaxedCaptureMode: event queries and synchronisations from a polling
+//   thread would invalidate a graph capture another thread of the trainer
+//   runs in global mode (PyTorch's default); in relaxed mode they do not.
+// - CheckDeviceReadable: a kernel reading memory the device cannot reach
+//   faults, and that error is sticky: it would kill the trainer's CUDA
+//   context. Pointers are checked once, when they are handed over.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace gnmr::cuda {
+
+inline Status CudaError(cudaError_t e, const char* what) {
+  return Status(StatusCode::kInternal, std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// Device allocation freed on destruction.
+struct DevBuf {
+  void* p = nullptr;
+  ~DevBuf() {
+    if (p != nullptr) cudaFree(p);
+  }
+  Status Alloc(size_t bytes) {
+    if (p != nullptr) cudaFree(p);
+    p = nullptr;
+    if (bytes == 0) return Status::Ok();
+    cudaError_t e = cudaMalloc(&p, bytes);
+    return e == cudaSuccess ? Status::Ok() : CudaError(e, "cudaMalloc");
+  }
+};
+
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      cudaGetLastError();
+      previous_ = -1;
+    }
+    if (previous_ != device) cudaSetDevice(device);
+  }
+  ~DeviceGuard() {
+    int now = -1;
+    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) {
+      cudaSetDevice(previous_);
+    }
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;  // the caller's, after entry
+};
+
+// OK if kernels on `device` may read `p` (aligned to `align` bytes): device
+// or managed memory of that device, or pinned host memory mapped for it.
+// Sets *device_ptr to the address the kernels must use (differs from p for
+// registered host memory on some systems). Pageable host memory is refused.
+inline Status CheckDeviceReadable(const void* p, int device, size_t align,
+                                  const void** device_ptr) {
+  if (p == nullptr) return InvalidArgument("null pointer");
+  if (reinterpret_cast<uintptr_t>(p) % align != 0) {
+    return InvalidArgument("pointer is not " + std::to_string(align) + "-byte aligned");
+  }
+  cudaPointerAttributes a{};
+  const cudaError_t e = cudaPointerGetAttributes(&a, p);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // not sticky; clear it for the caller
+    return InvalidArgument(std::string("pointer attributes: ") + cudaGetErrorString(e));
+  }
+  switch (a.type) {
+    case cudaMemoryTypeHost:
+      if (a.devicePointer == nullptr) {
+        return InvalidArgument("pinned host memory not mapped for the device");
+      }
+      *device_ptr = a.devicePointer;
+      return Status::Ok();
+    case cudaMemoryTypeDevice:
+    case cudaMemoryTypeManaged:
+      if (a.device != device) {
+        return InvalidArgument("memory of CUDA device " + std::to_string(a.device) + ", not " +
+                               std::to_string(device));
+      }
+      *device_ptr = a.devicePointer != nullptr ? a.devicePointer : p;
+      return Status::Ok();
+    default:
+      return InvalidArgument("not device-accessible memory (pageable host memory?)");
+  }
+}
+
+}  // namespace gnmr::cuda

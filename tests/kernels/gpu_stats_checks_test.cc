@@ -1,0 +1,98 @@
+// GpuStats refuses memory its kernels cannot read (a fault there would be a
+// sticky error in the trainer's CUDA context), and a failed SetTable or
+// RefreshPointers leaves nothing half-built behind. Without a CUDA device
+// every test skips.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "gnmr/gpu_stats.h"
+#include "kernels/cpu/cpu_stats.h"
+#include "tests/client/stats_test_util.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace gnmr {
+namespace {
+
+using testing::DevTensor;
+using testing::ExpectSame;
+using testing::GpuAvailable;
+using testing::RunGpu;
+using testing::TestTensor;
+
+TEST(GpuStatsChecksTest, FailedSetTableLeavesNoTable) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
+  DevTensor t(TestTensor(DType::kBf16, 9000), 0);
+  t.host.FillNormal(1, 1.0f);
+  t.Upload();
+  auto g = GpuStats::Create(0);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE((*g)->SetTable({{t.Ref()}}).ok());
+  ASSERT_EQ(RunGpu(g->get()).size(), 1u);
+
+  std::vector<uint16_t> pageable(9000, 0x3f80);  // host memory posing as device memory
+  TensorRef bad = t.Ref();
+  bad.data = pageable.data();
+  const Status st = (*g)->SetTable({{bad}});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_EQ((*g)->Launch(nullptr).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*g)->RefreshPointers({t.Ref().data}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*g)->ApplyScale({0.5f}, nullptr).code(), StatusCode::kFailedPrecondition);
+  int64_t step = 0;
+  std::vector<UnitStats> out;
+  EXPECT_FALSE((*g)->Poll(&step, &out));
+
+  ASSERT_TRUE((*g)->SetTable({{t.Ref()}}).ok());  // a good table works again
+  const std::vector<UnitStats> got = RunGpu(g->get());
+  ASSERT_EQ(got.size(), 1u);
+  UnitStats want;
+  TensorRef h = t.host.Ref();
+  ASSERT_TRUE(cpu::ComputeStats(&h, 1, &want).ok());
+  ExpectSame(want, got[0], "after a failed SetTable");
+}
+
+TEST(GpuStatsChecksTest, RefreshPointersRefusesUnreadableMemory) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
+  DevTensor t(TestTensor(DType::kFp32, 5000), 0);
+  t.host.FillNormal(2, 1.0f);
+  t.Upload();
+  auto g = GpuStats::Create(0);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE((*g)->SetTable({{t.Ref()}}).ok());
+  const std::vector<UnitStats> before = RunGpu(g->get());
+  ASSERT_EQ(before.size(), 1u);
+  std::vector<float> pageable(5000, 1.0f);
+  EXPECT_EQ((*g)->RefreshPointers({pageable.data()}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*g)->RefreshPointers({nullptr}).code(), StatusCode::kInvalidArgument);
+  // The old pointer is still in force.
+  const std::vector<UnitStats> after = RunGpu(g->get());
+  ASSERT_EQ(after.size(), 1u);
+  ExpectSame(before[0], after[0], "after refused refreshes");
+}
+
+// The library runs on the trainer's threads: it must leave the thread's
+// current device as it found it.
+TEST(GpuStatsChecksTest, KeepsTheCallersCurrentDevice) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
+  int n = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&n), cudaSuccess);
+  if (n < 2) GTEST_SKIP() << "needs two CUDA devices";
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  DevTensor t(TestTensor(DType::kFp32, 100), 0);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  t.Upload();  // on device 0
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  auto g = GpuStats::Create(0);
+  ASSERT_TRUE(g.ok());
+  int now = -1;
+  ASSERT_TRUE((*g)->SetTable({{t.Ref()}}).ok());
+  ASSERT_TRUE((*g)->Launch(nullptr).ok());
+  ASSERT_EQ(cudaGetDevice(&now), cudaSuccess);
+  EXPECT_EQ(now, 1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace gnmr
