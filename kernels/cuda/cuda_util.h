@@ -72,7 +72,9 @@ class RelaxedCaptureMode {
 };
 
 // OK if kernels on `device` may read `p` (aligned to `align` bytes): device
-// or managed memory of that device, or pinned host memory mapped for it.
+// or managed memory of that device (stream-ordered and virtual-memory
+// allocations report as device memory), pinned host memory mapped for it,
+// or pageable host memory where the device can read it (HMM, ATS).
 // Sets *device_ptr to the address the kernels must use (differs from p for
 // registered host memory on some systems). Pageable host memory is refused.
 inline Status CheckDeviceReadable(const void* p, int device, size_t align,
@@ -102,8 +104,21 @@ inline Status CheckDeviceReadable(const void* p, int device, size_t align,
       }
       *device_ptr = a.devicePointer != nullptr ? a.devicePointer : p;
       return Status::Ok();
-    default:
+    default: {
+      // Pageable host memory: readable only where the device reaches it
+      // (HMM or ATS: cudaDevAttrPageableMemoryAccess), e.g. Grace Hopper.
+      int pageable = 0;
+      if (cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device) !=
+          cudaSuccess) {
+        cudaGetLastError();
+        pageable = 0;
+      }
+      if (pageable == 1) {
+        *device_ptr = p;
+        return Status::Ok();
+      }
       return InvalidArgument("not device-accessible memory (pageable host memory?)");
+    }
   }
 }
 

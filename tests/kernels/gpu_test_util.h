@@ -77,4 +77,15 @@ inline std::vector<UnitStats> RunGpu(GpuStats* g, cudaStream_t s = nullptr) {
   return out;
 }
 
+// Whether device 0 reads pageable host memory (HMM or ATS): then such
+// memory is legitimately accepted, and the refusal tests check acceptance.
+inline bool PageableReadable() {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrPageableMemoryAccess, 0) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return v == 1;
+}
+
 }  // namespace gnmr::testing
