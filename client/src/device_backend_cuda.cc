@@ -24,6 +24,7 @@ class CudaStatsBackend : public DeviceStatsBackend {
     StatusOr<std::unique_ptr<GpuStats>> g = GpuStats::Create(device);
     if (!g.ok()) return g.status();
     std::unique_ptr<CudaStatsBackend> b(new CudaStatsBackend(std::move(g).value()));
+    cuda::DeviceGuard guard(device);  // the events belong to the device's context
     for (Pair& p : b->pairs_) {
       // Timing events (default flags), unlike GpuStats' completion events.
       if (cudaEventCreate(&p.start) != cudaSuccess || cudaEventCreate(&p.end) != cudaSuccess) {
@@ -52,6 +53,7 @@ class CudaStatsBackend : public DeviceStatsBackend {
   }
 
   Status Launch(void* stream, int64_t step) override {
+    cuda::DeviceGuard guard(gpu_->device());  // the trainer keeps its current context
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(st, &cs) != cudaSuccess) {
@@ -63,7 +65,6 @@ class CudaStatsBackend : public DeviceStatsBackend {
           "Observe on a capturing stream: call it outside the CUDA graph (the client "
           "cannot follow graph replays)");
     }
-    cuda::DeviceGuard guard(gpu_->device());  // the trainer keeps its current device
     if (count_ == kMaxPending) {  // GpuStats drops the oldest unread too
       head_ = (head_ + 1) % kMaxPending;
       --count_;

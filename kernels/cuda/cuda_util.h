@@ -1,7 +1,7 @@
 // Host-side helpers of gnmr_cuda_stats and its CUDA users (internal; CUDA
 // runtime only). Why each exists:
 // - DeviceGuard: the library runs on the trainer's threads; it makes its
-//   device current for a call and gives the thread its own device back.
+//   device current for a call and gives the thread its own context back.
 // - RelaxedCaptureMode: event queries and synchronisations from a polling
 //   thread would invalidate a graph capture another thread of the trainer
 //   runs in global mode (PyTorch's default); in relaxed mode they do not.
@@ -10,6 +10,7 @@
 //   context. Pointers are checked once, when they are handed over.
 #pragma once
 
+#include <cuda.h>  // driver types only (see ContextFns)
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -38,26 +39,74 @@ struct DevBuf {
   }
 };
 
+// cuCtxGetCurrent / cuCtxSetCurrent through cudart's entry-point lookup:
+// the library links cudart only, never libcuda. Null if unavailable.
+struct ContextFns {
+  CUresult (*get)(CUcontext*) = nullptr;
+  CUresult (*set)(CUcontext) = nullptr;
+};
+inline const ContextFns& DriverContextFns() {
+  static const ContextFns fns = [] {
+    ContextFns f;
+    void* get = nullptr;
+    void* set = nullptr;
+    cudaDriverEntryPointQueryResult q1{}, q2{};
+#if CUDART_VERSION >= 12050
+    auto lookup = [](const char* name, void** fn, cudaDriverEntryPointQueryResult* q) {
+      return cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, q);
+    };
+#else
+    auto lookup = [](const char* name, void** fn, cudaDriverEntryPointQueryResult* q) {
+      return cudaGetDriverEntryPoint(name, fn, cudaEnableDefault, q);
+    };
+#endif
+    if (lookup("cuCtxGetCurrent", &get, &q1) == cudaSuccess &&
+        lookup("cuCtxSetCurrent", &set, &q2) == cudaSuccess &&
+        q1 == cudaDriverEntryPointSuccess && q2 == cudaDriverEntryPointSuccess) {
+      f.get = reinterpret_cast<CUresult (*)(CUcontext*)>(get);
+      f.set = reinterpret_cast<CUresult (*)(CUcontext)>(set);
+    } else {
+      cudaGetLastError();
+    }
+    return f;
+  }();
+  return fns;
+}
+
+// Saves the thread's current context and restores exactly that one: a
+// thread without a context gets none back (restoring "device 0" would
+// create a context on GPU 0 in every rank), a green or non-primary
+// context is kept. Without the entry points, the device number.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) {
+    const ContextFns& f = DriverContextFns();
+    have_context_ = f.get != nullptr && f.get(&previous_context_) == CUDA_SUCCESS;
+    int now = -1;
+    if (cudaGetDevice(&now) != cudaSuccess) {
       cudaGetLastError();
-      previous_ = -1;
+      now = -1;
     }
-    if (previous_ != device) cudaSetDevice(device);
+    if (!have_context_) previous_device_ = now;
+    if (now != device || (have_context_ && previous_context_ == nullptr)) cudaSetDevice(device);
   }
   ~DeviceGuard() {
-    int now = -1;
-    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) {
-      cudaSetDevice(previous_);
+    if (have_context_) {
+      DriverContextFns().set(previous_context_);  // null unbinds: no new context
+    } else if (previous_device_ >= 0) {
+      int now = -1;
+      if (cudaGetDevice(&now) == cudaSuccess && now != previous_device_) {
+        cudaSetDevice(previous_device_);
+      }
     }
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
-  int previous_ = -1;
+  bool have_context_ = false;
+  CUcontext previous_context_ = nullptr;
+  int previous_device_ = -1;
 };
 
 class RelaxedCaptureMode {

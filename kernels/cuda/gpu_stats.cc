@@ -56,6 +56,11 @@ struct GpuStats::Impl {
 
   ~Impl() {
     DeviceGuard guard(device);
+    // The buffers are freed here, under the guard, not after this body.
+    for (DevBuf* b : {&tensors, &ptrs, &items, &segs, &units, &item_out, &seg_out, &unit_out,
+                      &scales}) {
+      b->Alloc(0);
+    }
     for (cudaEvent_t e : events) {
       if (e != nullptr) cudaEventDestroy(e);
     }
@@ -275,9 +280,14 @@ Status GpuStats::RefreshPointers(const std::vector<const void*>& pointers) {
     std::lock_guard<std::mutex> lock(m.mu);
     launched = m.next_launch;
   }
-  if (launched > 0) cudaEventSynchronize(m.events[(launched - 1) % kRingSlots]);
-  cudaEventSynchronize(m.events[Impl::kGraphSlot]);  // done at once if never replayed
-  if (m.apply_pending) cudaEventSynchronize(m.apply_event);
+  // (An error here is the stream's, reported by its owner: cleared so the
+  // next launch is not blamed for it.)
+  auto wait = [](cudaEvent_t ev) {
+    if (cudaEventSynchronize(ev) != cudaSuccess) cudaGetLastError();
+  };
+  if (launched > 0) wait(m.events[(launched - 1) % kRingSlots]);
+  wait(m.events[Impl::kGraphSlot]);  // done at once if never replayed
+  if (m.apply_pending) wait(m.apply_event);
   std::memcpy(m.ptr_host, dev.data(), dev.size() * sizeof(void*));
   return Status::Ok();
 }
@@ -378,7 +388,7 @@ Status GpuStats::ApplyScale(const std::vector<float>& per_unit_scale, void* stre
   // The pinned staging buffer may still feed the previous upload.
   if (m.apply_pending) {
     RelaxedCaptureMode relaxed;
-    cudaEventSynchronize(m.apply_event);
+    if (cudaEventSynchronize(m.apply_event) != cudaSuccess) cudaGetLastError();
   }
   std::memcpy(m.scale_host, per_unit_scale.data(), m.n_units * sizeof(float));
   cudaError_t e = cudaMemcpyAsync(m.scales.p, m.scale_host, m.n_units * sizeof(float),

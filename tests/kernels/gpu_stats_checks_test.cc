@@ -5,9 +5,11 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
 
 #include "gnmr/gpu_stats.h"
+#include "kernels/cuda/cuda_util.h"
 #include "kernels/cpu/cpu_stats.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -74,8 +76,9 @@ TEST(GpuStatsChecksTest, RefreshPointersRefusesUnreadableMemory) {
 }
 
 // What frameworks hand over must be accepted: stream-ordered allocations
-// (memory pools, the same virtual-memory mappings as PyTorch's expandable
-// segments), managed memory and mapped pinned memory.
+// (memory pools, built on the virtual-memory API; PyTorch's expandable
+// segments map memory with that API directly, not covered here), managed
+// memory and mapped pinned memory.
 TEST(GpuStatsChecksTest, AcceptsPoolManagedAndPinnedMemory) {
   if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
   TestTensor host(DType::kBf16, 20000);
@@ -136,6 +139,37 @@ TEST(GpuStatsChecksTest, KeepsTheCallersCurrentDevice) {
   EXPECT_EQ(now, 1);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// A thread without a CUDA context (the client's I/O thread, a Python
+// finalizer) must not be left with one: restoring "device 0" instead would
+// create a context on GPU 0 in every rank.
+TEST(GpuStatsChecksTest, LeavesAContextlessThreadWithoutContext) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
+  const cuda::ContextFns& f = cuda::DriverContextFns();
+  if (f.get == nullptr) GTEST_SKIP() << "no driver entry points";
+  DevTensor t(TestTensor(DType::kFp16, 7000), 0);
+  t.host.FillNormal(6, 1.0f);
+  t.Upload();
+  auto g = GpuStats::Create(0);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE((*g)->SetTable({{t.Ref()}}).ok());
+  std::thread([&] {
+    CUcontext before = reinterpret_cast<CUcontext>(1), after = reinterpret_cast<CUcontext>(1);
+    ASSERT_EQ(f.get(&before), CUDA_SUCCESS);
+    EXPECT_EQ(before, nullptr) << "a new thread starts without a context";
+    cudaStream_t s;
+    {
+      cuda::DeviceGuard guard(0);  // the caller's own stream, on its device
+      ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    }
+    ASSERT_TRUE((*g)->Launch(s).ok());
+    ASSERT_EQ(f.get(&after), CUDA_SUCCESS);
+    EXPECT_EQ(after, nullptr) << "Launch left a context bound";
+    cuda::DeviceGuard guard(0);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    cudaStreamDestroy(s);
+  }).join();
 }
 
 }  // namespace
