@@ -55,7 +55,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
     if (!s.ok()) return s;
   }
   admin.listen = options.listen;
-  d->gnmr_service_ = std::make_unique<GnmrService>(d->registry_.get(), &d->stats_, options.limits);
+  d->gnmr_service_ = std::make_unique<GnmrService>(d->registry_.get(), &d->stats_, options.limits,
+                                                   &d->live_sessions_);
   d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), &d->stats_, admin);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -122,9 +123,11 @@ void Daemon::Shutdown(std::chrono::milliseconds grace) {
   shut_down_ = true;
   // Streams end with UNAVAILABLE so clients reconnect (to this daemon's
   // successor); the server then waits for in-flight RPCs up to `grace`.
-  for (const std::shared_ptr<Job>& job : registry_->All()) {
-    job->CloseSessions(Status(StatusCode::kUnavailable, "gnmrd is shutting down"));
-  }
+  // Every stream, also those whose hello has not reached a job yet (they
+  // would hold the server for the whole grace period), and any new one.
+  const Status closing(StatusCode::kUnavailable, "gnmrd is shutting down");
+  live_sessions_.CloseAll(closing);
+  for (const std::shared_ptr<Job>& job : registry_->All()) job->CloseSessions(closing);
   // Let those streams finish (status delivered) before the server tears
   // its transports down; bounded by the grace period.
   const auto streams_deadline = std::chrono::steady_clock::now() +

@@ -64,6 +64,7 @@ class Daemon {
 
   DaemonOptions options_;
   ServerStats stats_;
+  LiveSessions live_sessions_;
   std::unique_ptr<JobRegistry> registry_;
   std::unique_ptr<GnmrService> gnmr_service_;
   std::unique_ptr<AdminService> admin_service_;

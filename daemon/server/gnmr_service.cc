@@ -51,7 +51,7 @@ grpc::ServerUnaryReactor* GnmrService::Register(grpc::CallbackServerContext* ctx
 
 grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage>* GnmrService::Session(
     grpc::CallbackServerContext* ctx) {
-  return new SessionReactor(ctx, registry_, stats_);
+  return new SessionReactor(ctx, registry_, stats_, live_);
 }
 
 }  // namespace gnmr

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "daemon/server/job_registry.h"
+#include "daemon/server/live_sessions.h"
 #include "daemon/server/request_validation.h"
 #include "daemon/server/server_stats.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
@@ -12,8 +13,10 @@ namespace gnmr {
 
 class GnmrService final : public v1::Gnmr::CallbackService {
  public:
-  GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits = {})
-      : registry_(registry), stats_(stats), limits_(limits) {}
+  // `live` (may be null): where Session streams are tracked for shutdown.
+  GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits = {},
+              LiveSessions* live = nullptr)
+      : registry_(registry), stats_(stats), limits_(limits), live_(live) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const v1::RegisterRequest* req,
@@ -28,6 +31,7 @@ class GnmrService final : public v1::Gnmr::CallbackService {
   JobRegistry* const registry_;
   ServerStats* const stats_;
   const RequestLimits limits_;
+  LiveSessions* const live_;
 };
 
 }  // namespace gnmr

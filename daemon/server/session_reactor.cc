@@ -117,11 +117,16 @@ void SessionSink::Detach() {
 // --------------------------------------------------------- SessionReactor
 
 SessionReactor::SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry,
-                               ServerStats* stats)
-    : ctx_(ctx), registry_(registry), stats_(stats) {
+                               ServerStats* stats, LiveSessions* live)
+    : ctx_(ctx), registry_(registry), stats_(stats), live_(live) {
   sink_ = std::make_shared<SessionSink>(this);
   stats_->sessions_open++;
   stats_->sessions_total++;
+  Status closing;
+  if (live_ != nullptr && !live_->Add(sink_, &closing)) {
+    sink_->Close(closing);  // the daemon is shutting down: no read at all
+    return;
+  }
   StartRead(&in_);
 }
 
@@ -190,6 +195,7 @@ void SessionReactor::OnDone() {
   stats_->Record("Session", Status(static_cast<StatusCode>(sink_->finish_status_.error_code()),
                                    ""));
   sink_->Detach();
+  if (live_ != nullptr) live_->Remove(sink_.get());
   if (job_) job_->Detach(rank_, session_id_);
   stats_->sessions_open--;
   delete this;

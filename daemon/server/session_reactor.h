@@ -24,6 +24,7 @@
 
 #include "daemon/job/job.h"
 #include "daemon/server/job_registry.h"
+#include "daemon/server/live_sessions.h"
 #include "daemon/server/server_stats.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
@@ -67,7 +68,9 @@ class SessionSink final : public DecisionSink {
 class SessionReactor final
     : public grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage> {
  public:
-  SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry, ServerStats* stats);
+  // `live` (may be null) tracks the stream for shutdown.
+  SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry, ServerStats* stats,
+                 LiveSessions* live = nullptr);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -82,6 +85,7 @@ class SessionReactor final
   grpc::CallbackServerContext* const ctx_;
   JobRegistry* const registry_;
   ServerStats* const stats_;
+  LiveSessions* const live_;
   std::shared_ptr<SessionSink> sink_;
   v1::ClientMessage in_;
   std::shared_ptr<Job> job_;

@@ -94,7 +94,7 @@ TEST(ClientGpuFallbackTest, CApiDeviceTensorsWithoutGpu) {
   gnmr_client* c = nullptr;
   ASSERT_EQ(gnmr_client_create(&o, &c), GNMR_OK);
   std::vector<float> g(16, 1.0f);
-  gnmr_tensor dev = {g.data(), g.size(), GNMR_DTYPE_FP32, GNMR_LOCATION_CUDA(0), 0.0f};
+  gnmr_tensor dev = {g.data(), g.size(), GNMR_DTYPE_FP32, GNMR_LOCATION_CUDA(0), 0.0f, nullptr};
   uint32_t unit = 99;
   EXPECT_EQ(gnmr_add_unit(c, "dev", &dev, 1, 0, 1, &unit), GNMR_EUNAVAILABLE);
   EXPECT_NE(std::string(gnmr_last_error()).find("CUDA device 0"), std::string::npos);

@@ -161,6 +161,28 @@ TEST_F(DaemonTest, AcksAreCheckedAgainstTheSentDigest) {
   EXPECT_EQ(listener_.ack_mismatches.load(), 1u);
 }
 
+// A stream whose hello has not reached a job (here: never sent) is not one
+// of any job's sessions; shutdown must end it too instead of waiting out
+// the grace period for it (it did, under load, with a hello in flight).
+TEST_F(DaemonTest, ShutdownEndsStreamsThatBelongToNoJobYet) {
+  StartDaemon();
+  RawRank silent(Unix(), "j", 0, 1);
+  silent.Open(0, /*hello=*/false);
+  // The server must have the stream before shutdown for this to test it.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (daemon_->stats().sessions_open.load() < 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(daemon_->stats().sessions_open.load(), 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  daemon_->Shutdown(std::chrono::milliseconds(10000));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 5.0);
+  const grpc::StatusCode code = silent.WaitEnd().error_code();
+  EXPECT_TRUE(code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::CANCELLED)
+      << code;
+}
+
 }  // namespace
 }  // namespace gnmr::testing
 

@@ -69,16 +69,19 @@ class RawRank {
     return s;
   }
 
-  // Opens the Session stream and sends the hello.
-  void Open(uint64_t session_override = 0) {
+  // Opens the Session stream and sends the hello (none with `hello` false:
+  // a stream that belongs to no job yet).
+  void Open(uint64_t session_override = 0, bool hello = true) {
     ctx_ = std::make_unique<grpc::ClientContext>();
     ctx_->AddMetadata("x-gnmr-token", token_);
     stream_ = stub_->Session(ctx_.get());
-    v1::ClientMessage hello;
-    hello.mutable_hello()->set_job_id(job_);
-    hello.mutable_hello()->set_rank(rank_);
-    hello.mutable_hello()->set_session_id(session_override ? session_override : session_id_);
-    stream_->Write(hello);
+    if (hello) {
+      v1::ClientMessage m;
+      m.mutable_hello()->set_job_id(job_);
+      m.mutable_hello()->set_rank(rank_);
+      m.mutable_hello()->set_session_id(session_override ? session_override : session_id_);
+      stream_->Write(m);
+    }
     reader_ = std::thread([this] {
       v1::ServerMessage m;
       while (stream_->Read(&m)) {
