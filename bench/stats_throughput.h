@@ -57,28 +57,45 @@ inline std::vector<unsigned char> GradientBuffer(DType dtype, bool denormal, siz
 using ReadFn = uint64_t (*)(const unsigned char*, size_t);
 
 #if defined(__x86_64__) || defined(_M_X64)
+// Bytes before the first 64-byte boundary, and after the last whole
+// 256-byte block: read byte by byte (the vector loops need aligned blocks).
+inline uint64_t AlignHead(const unsigned char** p, size_t* n) {
+  uint64_t sum = 0;
+  while ((reinterpret_cast<uintptr_t>(*p) & 63) != 0 && *n > 0) sum += *(*p)++, --*n;
+  return sum;
+}
+inline uint64_t Tail(const unsigned char* p, size_t n) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < (n & 255); ++i) sum += p[i];
+  return sum;
+}
+
+// A T0 prefetch of the four lines kPrefetch bytes past p (0: none).
+// Prefetches never fault; an integer address avoids forming a pointer past
+// the buffer.
+template <int kPrefetch>
+__attribute__((always_inline)) inline void PrefetchBlock(const unsigned char* p) {
+  if (kPrefetch > 0) {
+    const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kPrefetch;
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+    }
+  }
+}
+
 template <int kPrefetch>
 __attribute__((target("avx512f"))) uint64_t ReadAvx512(const unsigned char* p, size_t n) {
-  uint64_t head = 0;
-  while ((reinterpret_cast<uintptr_t>(p) & 63) != 0 && n > 0) head += *p++, --n;
+  uint64_t head = AlignHead(&p, &n);
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
   const unsigned char* end = p + (n & ~size_t{255});
   for (; p < end; p += 256) {
-    if (kPrefetch > 0) {
-      // Prefetches never fault; an integer address avoids forming a pointer
-      // past the buffer.
-      const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kPrefetch;
-      for (int l = 0; l < 4; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
-      }
-    }
+    PrefetchBlock<kPrefetch>(p);
     a0 = _mm512_add_epi64(a0, _mm512_load_si512(p));
     a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + 64));
     a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + 128));
     a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + 192));
   }
-  n &= 255;
-  for (size_t i = 0; i < n; ++i) head += p[i];
+  head += Tail(p, n);
   const __m512i s = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
   alignas(64) uint64_t lanes[8];  // (not _mm512_reduce_add_epi64: GCC 12 warns in it)
   _mm512_store_si512(lanes, s);
@@ -88,25 +105,18 @@ __attribute__((target("avx512f"))) uint64_t ReadAvx512(const unsigned char* p, s
 
 template <int kPrefetch>
 __attribute__((target("avx2"))) uint64_t ReadAvx2(const unsigned char* p, size_t n) {
-  uint64_t head = 0;
-  while ((reinterpret_cast<uintptr_t>(p) & 63) != 0 && n > 0) head += *p++, --n;
+  uint64_t head = AlignHead(&p, &n);
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   const unsigned char* end = p + (n & ~size_t{255});
   for (; p < end; p += 256) {
-    if (kPrefetch > 0) {
-      const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kPrefetch;
-      for (int l = 0; l < 4; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
-      }
-    }
+    PrefetchBlock<kPrefetch>(p);
     const __m256i* v = reinterpret_cast<const __m256i*>(p);
     a0 = _mm256_add_epi64(a0, _mm256_add_epi64(_mm256_load_si256(v + 0), _mm256_load_si256(v + 1)));
     a1 = _mm256_add_epi64(a1, _mm256_add_epi64(_mm256_load_si256(v + 2), _mm256_load_si256(v + 3)));
     a2 = _mm256_add_epi64(a2, _mm256_add_epi64(_mm256_load_si256(v + 4), _mm256_load_si256(v + 5)));
     a3 = _mm256_add_epi64(a3, _mm256_add_epi64(_mm256_load_si256(v + 6), _mm256_load_si256(v + 7)));
   }
-  n &= 255;
-  for (size_t i = 0; i < n; ++i) head += p[i];
+  head += Tail(p, n);
   const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
   alignas(32) uint64_t lanes[4];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);

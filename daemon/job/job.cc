@@ -359,13 +359,6 @@ void Job::RequestSnapshot() {
   listener_->OnSnapshot(id_, state, MetaLocked());
 }
 
-void Job::CloseSessions(const Status& why) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [rank, rs] : sessions_) {
-    if (rs.sink) rs.sink->Close(why);
-  }
-}
-
 void Job::SnapshotNow() {
   std::lock_guard<std::mutex> lock(mu_);
   RequestSnapshot();

@@ -106,8 +106,6 @@ class Job {
   Status ImportState(const v1::ControllerState& state);
   // Requests a snapshot now (shutdown).
   void SnapshotNow();
-  // Ends every rank's stream with `why` (shutdown).
-  void CloseSessions(const Status& why);
   uint32_t connected_sessions() const;
 
  private:

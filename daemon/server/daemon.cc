@@ -123,11 +123,10 @@ void Daemon::Shutdown(std::chrono::milliseconds grace) {
   shut_down_ = true;
   // Streams end with UNAVAILABLE so clients reconnect (to this daemon's
   // successor); the server then waits for in-flight RPCs up to `grace`.
-  // Every stream, also those whose hello has not reached a job yet (they
-  // would hold the server for the whole grace period), and any new one.
-  const Status closing(StatusCode::kUnavailable, "gnmrd is shutting down");
-  live_sessions_.CloseAll(closing);
-  for (const std::shared_ptr<Job>& job : registry_->All()) job->CloseSessions(closing);
+  // Every stream, attached to a job or not yet (a stream whose hello is in
+  // flight would hold the server for the whole grace period), and any new
+  // one.
+  live_sessions_.CloseAll(Status(StatusCode::kUnavailable, "gnmrd is shutting down"));
   // Let those streams finish (status delivered) before the server tears
   // its transports down; bounded by the grace period.
   const auto streams_deadline = std::chrono::steady_clock::now() +

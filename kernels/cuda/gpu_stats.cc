@@ -260,7 +260,6 @@ Status GpuStats::RefreshPointers(const std::vector<const void*>& pointers) {
     return InvalidArgument("RefreshPointers: " + std::to_string(pointers.size()) +
                            " pointers for " + std::to_string(m.n_tensors) + " tensors");
   }
-  if (m.ptr_host == nullptr) return Status::Ok();
   DeviceGuard guard(m.device);
   // Changed pointers are checked (and translated) before anything changes.
   std::vector<const void*> dev(pointers.size());

@@ -24,6 +24,7 @@
 #include "gnmr/gnmr_c.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 #include "tests/client/fake_gpu.h"
+#include "tests/client/unit_figures.h"
 
 namespace gnmr {
 namespace {
@@ -127,15 +128,8 @@ class ClientGpuPathTest : public ::testing::Test {
 
   // norm and mu per unit name, as the daemon sees job `job`.
   std::map<std::string, std::pair<double, double>> Units(const std::string& job) {
-    auto admin = v1::Admin::NewStub(grpc::CreateChannel(target(), grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    v1::ListUnitsRequest req;
-    req.set_job_id(job);
-    v1::ListUnitsResponse resp;
-    std::map<std::string, std::pair<double, double>> out;
-    if (!admin->ListUnits(&ctx, req, &resp).ok()) return out;
-    for (const v1::UnitInfo& u : resp.units()) out[u.name()] = {u.norm(), u.mu()};
-    return out;
+    return testing::UnitNormsAndMeans(
+        grpc::CreateChannel(target(), grpc::InsecureChannelCredentials()), job);
   }
 
   std::string path_;

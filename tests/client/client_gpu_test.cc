@@ -13,7 +13,9 @@
 
 #include "gnmr/client.h"
 #include "gnmr/gpu_stats.h"
+#include "tests/client/unit_figures.h"
 #include "tests/daemon/gnmrd_process.h"
+#include "tests/kernels/gpu_test_util.h"
 
 namespace gnmr {
 namespace {
@@ -21,23 +23,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using testing::GnmrdProcess;
 
-bool HaveGpu() {
-  int n = 0;
-  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-  cudaGetLastError();
-  return ok;
-}
+using testing::GpuAvailable;
 
 std::map<std::string, std::pair<double, double>> Units(GnmrdProcess* d, const std::string& job) {
-  auto admin = v1::Admin::NewStub(d->Channel());
-  grpc::ClientContext ctx;
-  v1::ListUnitsRequest req;
-  req.set_job_id(job);
-  v1::ListUnitsResponse resp;
-  std::map<std::string, std::pair<double, double>> out;
-  if (!admin->ListUnits(&ctx, req, &resp).ok()) return out;
-  for (const v1::UnitInfo& u : resp.units()) out[u.name()] = {u.norm(), u.mu()};
-  return out;
+  return testing::UnitNormsAndMeans(d->Channel(), job);
 }
 
 void Fill(std::vector<float>* v, int64_t step, int unit) {
@@ -49,7 +38,7 @@ void Fill(std::vector<float>* v, int64_t step, int unit) {
 }
 
 TEST(ClientGpuTest, StreamObserveMatchesCpuThroughGnmrd) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
   GnmrdProcess gnmrd;
   ASSERT_TRUE(gnmrd.Start());
   constexpr int kUnits = 3;
@@ -122,7 +111,7 @@ TEST(ClientGpuTest, StreamObserveMatchesCpuThroughGnmrd) {
 }
 
 TEST(ClientGpuTest, CuptiOverheadOrBackOff) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
   GnmrdProcess gnmrd;
   ASSERT_TRUE(gnmrd.Start());
   float* d = nullptr;
