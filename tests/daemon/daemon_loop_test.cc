@@ -80,6 +80,13 @@ TEST_F(DaemonTest, MissingRankTakesTheDeadlinePathAndLateReportsAreDropped) {
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_GE(waited, 0.29);  // the 300 ms deadline, not earlier
+  // The job sends the decision first and tells its listener after: wait
+  // for the listener (bounded; it counts incomplete units before
+  // by_deadline) before reading its counters.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (listener_.by_deadline.load() < 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_EQ(listener_.by_deadline.load(), 1u);
   EXPECT_EQ(listener_.incomplete.load(), 1u);  // "y" lacked shard 1
   // Rank 1's report of the closed step: counted as late, stream stays open.
