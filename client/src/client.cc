@@ -68,6 +68,29 @@ double ClipScale(double ref_norm, double norm, double min_scale) {
   return std::clamp(ref_norm / norm, min_scale, 1.0);
 }
 
+const char* MissReasonName(MissReason r) {
+  switch (r) {
+    case MissReason::kNone: return "none";
+    case MissReason::kNoDecisionYet: return "no_decision_yet";
+    case MissReason::kTimeout: return "timeout";
+    case MissReason::kDisconnected: return "disconnected";
+    case MissReason::kNotReceived: return "not_received";
+  }
+  return "unknown";
+}
+
+const char* ProblemKindName(ProblemKind k) {
+  switch (k) {
+    case ProblemKind::kUnauthenticated: return "unauthenticated";
+    case ProblemKind::kUnreachable: return "unreachable";
+    case ProblemKind::kRefused: return "refused";
+    case ProblemKind::kConfigDiffers: return "config_differs";
+    case ProblemKind::kBadDecision: return "bad_decision";
+    case ProblemKind::kStream: return "stream";
+  }
+  return "unknown";
+}
+
 const PlanEntry* Plan::Find(UnitHandle unit) const {
   for (const PlanEntry& e : entries) {
     if (e.unit == unit) return &e;
@@ -195,6 +218,7 @@ Status Client::Observe(int64_t step, void* stream) {
     if (m.any_device) m.gpu->Drain(false);
     Report* r = m.outbox->Acquire();
     const Clock::time_point t0 = Clock::now();
+    bool nonfinite = false;
     for (UnitHandle i : m.host_units) {
       const UnitRegistry::Unit& u = m.units.unit(i);
       UnitStats st;
@@ -208,6 +232,7 @@ Status Client::Observe(int64_t step, void* stream) {
       r->nonfinite[i] = st.nonfinite;
       r->zeros[i] = st.zeros;
       m.norms[i] = std::sqrt(st.sumsq * u.shard_count);
+      nonfinite = nonfinite || st.nonfinite > 0 || !std::isfinite(st.sumsq);
     }
     r->step = step;
     r->missed_decisions = m.missed.load(std::memory_order_relaxed);
@@ -227,11 +252,9 @@ Status Client::Observe(int64_t step, void* stream) {
       m.last_observed = step;
       m.last_observe_time = t0;
       m.norms_step = step;
+      m.host_nonfinite = nonfinite;
       m.reports_enqueued.fetch_add(1, std::memory_order_relaxed);
-      std::lock_guard<std::mutex> lock(m.shared.mu);
-      if (m.shared.connected && m.shared.session_first_step < 0) {
-        m.shared.session_first_step = step;
-      }
+      m.RecordObserved(step);
       return Status::Ok();
     }
     const Clock::time_point t1 = Clock::now();
@@ -244,6 +267,7 @@ Status Client::Observe(int64_t step, void* stream) {
     m.last_observed = step;
     m.last_observe_time = t0;
     m.norms_step = step;
+    m.host_nonfinite = nonfinite;
     m.stats_nanos.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
                             std::memory_order_relaxed);
     m.host_ratio.store(r->overhead_ratio, std::memory_order_relaxed);
@@ -254,10 +278,7 @@ Status Client::Observe(int64_t step, void* stream) {
     }
     m.outbox->Publish(r);
     m.reports_enqueued.fetch_add(1, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(m.shared.mu);
-    if (m.shared.connected && m.shared.session_first_step < 0) {
-      m.shared.session_first_step = step;
-    }
+    m.RecordObserved(step);
     return Status::Ok();
   });
 }
@@ -271,21 +292,12 @@ Plan Client::PlanFor(int64_t step) {
 void Client::PlanFor(int64_t step, Plan* out) {
   Status s = Guard([&] {
     Impl& m = *impl_;
-    SharedState& sh = m.shared;
-    std::unique_lock<std::mutex> lock(sh.mu);
-    if (!sh.cache.HasApply(step)) {
-      const bool due = sh.connected && sh.session_first_step >= 0 &&
-                       step - sh.lag >= sh.session_first_step;
-      if (due && m.options.decision_wait.count() > 0) {
-        sh.decision_cv.wait_for(lock, m.options.decision_wait, [&] {
-          return sh.stopping || !sh.connected || sh.cache.NewestApply() >= step;
-        });
-      }
-      if (due && !sh.cache.HasApply(step)) m.missed.fetch_add(1, std::memory_order_relaxed);
-    }
-    sh.cache.Fill(step, out);
-    lock.unlock();
+    m.FillPlanFromDecisions(step, out);
     const bool known = m.norms_step == step;
+    // The same-step guard: this rank's own statistics of `step`.
+    out->nonfinite_observed = known && m.NonfiniteAt(step);
+    out->skip_step = out->global_skip || out->nonfinite_observed;
+    if (out->skip_step) m.skipped_steps.fetch_add(1, std::memory_order_relaxed);
     if (m.any_device && !out->entries.empty()) m.gpu->Drain(false);
     for (PlanEntry& e : out->entries) {
       double norm = std::numeric_limits<double>::quiet_NaN();
@@ -302,9 +314,10 @@ void Client::PlanFor(int64_t step, Plan* out) {
     }
     return Status::Ok();
   });
-  if (!s.ok()) {  // fail-open
+  if (!s.ok()) {  // fail-open; the guard still holds if it can be read
     *out = Plan();
     out->step = step;
+    out->miss_reason = MissReason::kNotReceived;
   }
 }
 
@@ -312,18 +325,35 @@ Status Client::Ack(const Plan& plan) {
   return Guard([&] {
     Impl& m = *impl_;
     if (!m.started) return FailedPrecondition("Ack before Start");
-    if (!plan.has_decision || m.stopped) return Status::Ok();
+    if (m.stopped) return Status::Ok();
     AckItem a;
     a.step = plan.step;
     a.sequence = plan.sequence;
     a.digest = plan.digest;
+    a.has_decision = plan.has_decision;
+    a.generation = plan.generation;
+    a.skip_step = plan.skip_step;
     m.outbox->PushAck(a);
     return Status::Ok();
   });
 }
 
+namespace {
+bool FlushImpl(Client::Impl& m, std::chrono::milliseconds timeout);
+}  // namespace
+
 bool Client::Flush(std::chrono::milliseconds timeout) {
-  Impl& m = *impl_;
+  bool empty = false;
+  Status s = Guard([&] {
+    empty = FlushImpl(*impl_, timeout);
+    return Status::Ok();
+  });
+  return s.ok() && empty;
+}
+
+namespace {
+
+bool FlushImpl(Client::Impl& m, std::chrono::milliseconds timeout) {
   if (!m.started) return true;
   const Clock::time_point deadline = Clock::now() + timeout;
   for (;;) {
@@ -346,13 +376,45 @@ bool Client::Flush(std::chrono::milliseconds timeout) {
   }
 }
 
+}  // namespace
+
 void Client::Stop() {
-  Impl& m = *impl_;
-  if (!m.started || m.stopped) return;
-  m.stopped = true;
-  m.io->Stop();
-  if (m.gpu) m.gpu->Stop();
-  m.outbox->Clear();
+  (void)Guard([&] {
+    Impl& m = *impl_;
+    if (!m.started || m.stopped) return Status::Ok();
+    m.stopped = true;
+    m.io->Stop();
+    if (m.gpu) m.gpu->Stop();
+    m.outbox->Clear();
+    return Status::Ok();
+  });
+}
+
+Status Client::WaitConnected(std::chrono::milliseconds timeout) {
+  return Guard([&] {
+    Impl& m = *impl_;
+    if (!m.started) return FailedPrecondition("WaitConnected before Start");
+    SharedState& sh = m.shared;
+    std::unique_lock<std::mutex> lock(sh.mu);
+    sh.decision_cv.wait_for(lock, timeout, [&] {
+      return sh.connected || sh.stopping || sh.attempts_done > 0;
+    });
+    if (sh.connected) return Status::Ok();
+    if (sh.stopping) return Status(StatusCode::kCancelled, "client stopped");
+    if (sh.attempts_done > 0 && !sh.last_attempt.ok()) return sh.last_attempt;
+    return Status(StatusCode::kDeadlineExceeded,
+                  "not connected to " + m.options.target + " within " +
+                      std::to_string(timeout.count()) + " ms (still trying)");
+  });
+}
+
+std::vector<Problem> Client::TakeProblems() {
+  std::vector<Problem> out;
+  (void)Guard([&] {
+    out = impl_->shared.problems.Take();
+    return Status::Ok();
+  });
+  return out;
 }
 
 }  // namespace gnmr

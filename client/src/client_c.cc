@@ -78,6 +78,7 @@ void gnmr_options_init(gnmr_options* o) {
   *o = gnmr_options();
   o->struct_size = sizeof(gnmr_options);
   o->world_size = 1;
+  o->decision_wait_ms = 2000;
   o->max_queued_reports = 64;
   o->backoff_initial_ms = 50;
   o->backoff_max_ms = 1000;
@@ -204,7 +205,17 @@ int gnmr_get_counters(const gnmr_client* c, gnmr_counters* out) {
     out->overhead_source = static_cast<int32_t>(k.overhead_source);
     out->overhead_ratio = k.overhead_ratio;
     out->overhead_step = k.overhead_step;
+    out->decisions_stale = k.decisions_stale;
+    out->skipped_steps = k.skipped_steps;
+    out->generation = k.generation;
     return GNMR_OK;
+  });
+}
+
+int gnmr_wait_connected(gnmr_client* c, int32_t timeout_ms) {
+  return Call([&]() -> int {
+    if (c == nullptr) return Null("client");
+    return Report(c->client->WaitConnected(std::chrono::milliseconds(timeout_ms)));
   });
 }
 
@@ -232,6 +243,10 @@ int gnmr_plan_info_get(const gnmr_plan* plan, gnmr_plan_info* out) {
     out->sequence = p.sequence;
     out->digest = p.digest;
     out->num_entries = static_cast<uint32_t>(p.entries.size());
+    out->miss_reason = static_cast<int32_t>(p.miss_reason);
+    out->generation = p.generation;
+    out->nonfinite_observed = p.nonfinite_observed ? 1 : 0;
+    out->skip_step = p.skip_step ? 1 : 0;
     return GNMR_OK;
   });
 }

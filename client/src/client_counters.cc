@@ -4,9 +4,21 @@
 #include "client/src/client_impl.h"
 
 namespace gnmr {
+namespace {
+ClientCounters CountersImpl(const Client::Impl& m);
+}  // namespace
 
 ClientCounters Client::Counters() const {
-  const Impl& m = *impl_;
+  try {
+    return CountersImpl(*impl_);
+  } catch (...) {  // bad_alloc copying last_error: nothing crosses the API
+    return ClientCounters();
+  }
+}
+
+namespace {
+
+ClientCounters CountersImpl(const Client::Impl& m) {
   const SharedState& sh = m.shared;
   ClientCounters c;
   c.reports_enqueued = m.reports_enqueued.load();
@@ -16,7 +28,9 @@ ClientCounters Client::Counters() const {
   c.acks_dropped = m.outbox ? m.outbox->acks_dropped() : 0;
   c.decisions_received = sh.decisions_received.load();
   c.decisions_rejected = sh.decisions_rejected.load();
+  c.decisions_stale = sh.decisions_stale.load();
   c.missed_decisions = m.missed.load();
+  c.skipped_steps = m.skipped_steps.load();
   c.registrations = sh.registrations.load();
   c.reconnects = sh.reconnects.load();
   c.connect_failures = sh.connect_failures.load();
@@ -36,10 +50,14 @@ ClientCounters Client::Counters() const {
   }
   std::lock_guard<std::mutex> lock(sh.mu);
   c.connected = sh.connected;
-  c.last_decided_step = sh.cache.NewestObserved();
+  const CachedDecision* newest = sh.cache.Newest();
+  c.last_decided_step = newest ? newest->observed_step : -1;
+  c.generation = sh.cache.generation();
   c.last_error = sh.last_error;
   return c;
 }
+
+}  // namespace
 
 size_t Client::num_units() const { return impl_->units.size(); }
 

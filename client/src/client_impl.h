@@ -24,11 +24,17 @@
 
 namespace gnmr {
 
+// A random non-zero 64-bit id, different for every client (process).
+uint64_t NewInstanceId();
+
 class Client::Impl {
  public:
-  explicit Impl(ClientOptions o) : options(std::move(o)) {}
+  explicit Impl(ClientOptions o) : options(std::move(o)), instance(NewInstanceId()) {}
 
   const ClientOptions options;
+  // RegisterRequest.instance: this client's incarnation (docs/safety.md,
+  // "Generations").
+  const uint64_t instance;
   UnitRegistry units;
   SharedState shared;
   std::unique_ptr<Outbox> outbox;
@@ -46,12 +52,25 @@ class Client::Impl {
   std::chrono::steady_clock::time_point last_observe_time;
   std::vector<double> norms;  // per unit, at norms_step
   int64_t norms_step = -1;
+  bool host_nonfinite = false;  // a host unit had NaN/Inf at norms_step
 
   std::atomic<uint64_t> reports_enqueued{0};
   std::atomic<uint64_t> missed{0};
+  std::atomic<uint64_t> skipped_steps{0};
   std::atomic<int64_t> stats_nanos{0};
   std::atomic<double> host_ratio{0.0};  // newest host-path overhead ratio
   std::atomic<int64_t> host_ratio_step{-1};
+
+  // Training thread, after a successful Observe(step): a decision for it
+  // is now coming (client_plan.cc).
+  void RecordObserved(int64_t step);
+  // The decision part of PlanFor(step): waits as the plan-validity rule
+  // says, then fills `out` from the covering decision or says why there is
+  // none (docs/safety.md; client_plan.cc). Counts missed decisions.
+  void FillPlanFromDecisions(int64_t step, Plan* out);
+  // Same-step guard: whether any unit had a NaN/Inf at `step` (Observe
+  // called for it). Device units: waits for that launch's results.
+  bool NonfiniteAt(int64_t step);
 
   v1::RegisterRequest BuildRegister() const {
     v1::RegisterRequest req;
@@ -59,6 +78,7 @@ class Client::Impl {
     req.set_rank(options.rank);
     req.set_world_size(options.world_size);
     req.set_client_version(std::string("gnmr-client/") + GNMR_VERSION);
+    req.set_instance(instance);
     units.FillSpecs(&req);
     if (options.config) ConfigToProto(*options.config, req.mutable_config());
     return req;

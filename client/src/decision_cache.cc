@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 
 namespace gnmr {
@@ -19,15 +20,14 @@ void DecisionValidator::Reset(const std::vector<uint32_t>& daemon_ids) {
   for (size_t h = 0; h < daemon_ids.size(); ++h) {
     local_of_.emplace(daemon_ids[h], static_cast<UnitHandle>(h));
   }
-  has_sequence_ = false;
-  last_sequence_ = 0;
 }
 
 StatusOr<CachedDecision> DecisionValidator::Validate(const v1::Decision& d) {
   if (d.observed_step() < 0) return Bad(d, "negative observed step");
   if (d.apply_step() < d.observed_step()) return Bad(d, "apply step before observed step");
-  if (has_sequence_ && d.sequence() <= last_sequence_) {
-    return Bad(d, "sequence not increasing (last " + std::to_string(last_sequence_) + ")");
+  if (d.sequence() == 0) return Bad(d, "sequence 0");
+  if (d.next_lag() < 0 || d.next_lag() > ControllerConfig::kMaxLag) {
+    return Bad(d, "next_lag " + std::to_string(d.next_lag()) + " out of range");
   }
   auto known = [this](uint32_t id) { return local_of_.count(id) > 0; };
   for (uint32_t id : d.admitted()) {
@@ -37,6 +37,8 @@ StatusOr<CachedDecision> DecisionValidator::Validate(const v1::Decision& d) {
     if (!known(id)) return Bad(d, "releases unknown unit " + std::to_string(id));
   }
   CachedDecision out;
+  out.generation = d.generation();
+  out.next_lag = d.next_lag();
   out.observed_step = d.observed_step();
   out.apply_step = d.apply_step();
   out.sequence = d.sequence();
@@ -83,63 +85,77 @@ StatusOr<CachedDecision> DecisionValidator::Validate(const v1::Decision& d) {
   if (DigestOf(d.apply_step(), scratch_, d.global_skip()) != d.digest()) {
     return Bad(d, "digest does not match its recovery set");
   }
-  has_sequence_ = true;
-  last_sequence_ = d.sequence();
   return out;
 }
 
-void DecisionCache::Insert(CachedDecision d) {
-  newest_apply_ = std::max(newest_apply_, d.apply_step);
-  decisions_.push_back(std::move(d));
+bool DecisionCache::StartGeneration(uint64_t g, int32_t first_lag, uint64_t first_sequence) {
+  if (g < generation_) return false;
+  if (g == generation_) {
+    if (decisions_.empty()) first_lag_ = first_lag;
+    if (first_sequence != 0) first_sequence_ = first_sequence;
+    return false;
+  }
+  generation_ = g;
+  first_lag_ = first_lag;
+  first_sequence_ = first_sequence;
+  decisions_.clear();
+  return true;
+}
+
+DecisionCache::Insert DecisionCache::Add(CachedDecision d) {
+  if (d.generation < generation_) return Insert::kStale;
+  if (d.generation > generation_) {
+    // A decision that starts a generation (an import's rebuilt decision)
+    // is its first.
+    generation_ = d.generation;
+    first_lag_ = d.next_lag;
+    first_sequence_ = d.sequence;
+    decisions_.clear();
+  }
+  // Usually the newest: appended. Re-sent history and gaps filled late
+  // find their place by sequence.
+  auto it = decisions_.end();
+  while (it != decisions_.begin() && std::prev(it)->sequence >= d.sequence) --it;
+  if (it != decisions_.end() && it->sequence == d.sequence) {
+    return it->digest == d.digest && it->apply_step == d.apply_step ? Insert::kDuplicate
+                                                                      : Insert::kConflict;
+  }
+  if (it == decisions_.begin() && decisions_.size() >= kCapacity) {
+    return Insert::kDuplicate;  // older than everything held: of no use
+  }
+  decisions_.insert(it, std::move(d));
   if (decisions_.size() > kCapacity) decisions_.pop_front();
+  return Insert::kStored;
 }
 
-bool DecisionCache::HasApply(int64_t step) const {
-  for (auto it = decisions_.rbegin(); it != decisions_.rend(); ++it) {
-    if (it->apply_step == step) return true;
-  }
-  return false;
+const CachedDecision* DecisionCache::Newest() const {
+  return decisions_.empty() ? nullptr : &decisions_.back();
 }
 
-int64_t DecisionCache::NewestApply() const { return newest_apply_; }
-
-int64_t DecisionCache::NewestObserved() const {
-  return decisions_.empty() ? -1 : decisions_.back().observed_step;
+int32_t DecisionCache::NextLag() const {
+  return decisions_.empty() ? first_lag_ : decisions_.back().next_lag;
 }
 
-void DecisionCache::Fill(int64_t step, Plan* out) const {
-  out->step = step;
-  out->has_decision = false;
-  out->observed_step = -1;
-  out->apply_step = -1;
-  out->sequence = 0;
-  out->digest = 0;
-  out->global_skip = false;
-  out->entries.clear();
-  for (auto it = decisions_.rbegin(); it != decisions_.rend(); ++it) {
-    const CachedDecision& d = *it;
+const CachedDecision* DecisionCache::Covering(int64_t step) const {
+  if (decisions_.empty()) return nullptr;
+  if (decisions_.back().apply_step <= step) return &decisions_.back();
+  // Walk back to the decision whose successor is the first to apply after
+  // `step`; both must be held, with contiguous sequence numbers.
+  for (size_t i = decisions_.size() - 1; i-- > 0;) {
+    const CachedDecision& d = decisions_[i];
+    const CachedDecision& next = decisions_[i + 1];
     if (d.apply_step > step) continue;
-    out->has_decision = true;
-    out->observed_step = d.observed_step;
-    out->apply_step = d.apply_step;
-    out->sequence = d.sequence;
-    out->digest = d.digest;
-    out->global_skip = d.global_skip && d.apply_step == step;
-    for (const RecoveryEntry& e : d.entries) {
-      if (!e.InForceAt(step)) continue;
-      PlanEntry p;
-      p.unit = e.unit_id;
-      p.action = e.action;
-      p.entry = e.entry;
-      p.first_step = step == e.since;
-      p.since = e.since;
-      p.until = e.until;
-      p.ref_norm = e.ref_norm;
-      p.clip_min_scale = e.clip_min_scale;
-      out->entries.push_back(p);
-    }
-    return;
+    if (next.sequence != d.sequence + 1 || next.apply_step <= step) return nullptr;
+    return &d;
   }
+  return nullptr;
+}
+
+bool DecisionCache::MayMiss(int64_t step) const {
+  if (decisions_.empty()) return false;  // nothing of this generation seen
+  const CachedDecision& oldest = decisions_.front();
+  if (oldest.apply_step <= step) return true;  // held, but not the covering one
+  return first_sequence_ == 0 ? false : oldest.sequence > first_sequence_;
 }
 
 }  // namespace gnmr

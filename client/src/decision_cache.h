@@ -1,15 +1,18 @@
 // Decisions on the client side: validation of what the daemon sends, and
 // the cache PlanFor reads. No network, no threads: unit-testable alone.
 //
-// Design notes
-// - DecisionValidator belongs to one session (the unit id mapping comes
-//   from that session's RegisterResponse; sequence numbers must increase
-//   within it). A daemon restored from an older snapshot may restart its
-//   sequence lower, so the check restarts with each session.
-// - Decisions carry the full recovery set, so the cache only needs recent
-//   ones: PlanFor(step) uses the newest decision (in arrival order) whose
-//   apply_step <= step. Entries are translated to local unit handles and
-//   sorted by them.
+// Design notes (the rules are docs/safety.md, "Plan validity")
+// - DecisionValidator belongs to one session: the unit id mapping comes
+//   from that session's RegisterResponse. It checks a decision's content
+//   (units, steps, enums, digest); ordering is the cache's business.
+// - DecisionCache holds the decisions of one generation, ordered by their
+//   sequence number (contiguous within a generation). A newer generation
+//   voids everything held; an older one is stale and ignored. A decision
+//   covers the steps from its apply step up to its successor's; Covering()
+//   answers only when the rank holds enough to know it.
+// - Re-sent decisions (the daemon's history when a rank attaches again) are
+//   duplicates, not errors; the same sequence with another digest is a
+//   conflict (a bug or a second daemon), reported.
 #pragma once
 
 #include <cstddef>
@@ -26,10 +29,12 @@
 namespace gnmr {
 
 struct CachedDecision {
+  uint64_t generation = 0;
   int64_t observed_step = 0;
   int64_t apply_step = 0;
   uint64_t sequence = 0;
   uint64_t digest = 0;
+  int32_t next_lag = 1;
   bool global_skip = false;
   // unit_id holds the local UnitHandle (not the daemon's id); unit order.
   std::vector<RecoveryEntry> entries;
@@ -41,36 +46,51 @@ class DecisionValidator {
   void Reset(const std::vector<uint32_t>& daemon_ids);
 
   // InvalidArgument naming the first problem: unknown unit, since >= until,
-  // apply < observed, negative step, bad enum, unit twice, digest mismatch
-  // (recomputed with DigestOf), sequence not increasing.
+  // apply < observed, negative step, lag out of range, bad enum, unit
+  // twice, digest mismatch (recomputed with DigestOf).
   StatusOr<CachedDecision> Validate(const v1::Decision& d);
 
  private:
   std::unordered_map<uint32_t, UnitHandle> local_of_;
-  bool has_sequence_ = false;
-  uint64_t last_sequence_ = 0;
   std::vector<RecoveryEntry> scratch_;
 };
 
 class DecisionCache {
  public:
-  static constexpr size_t kCapacity = 64;
+  static constexpr size_t kCapacity = 128;
 
-  void Insert(CachedDecision d);
-  // Whether a decision applying exactly at `step` is stored.
-  bool HasApply(int64_t step) const;
-  // Largest apply_step stored, -1 if none.
-  int64_t NewestApply() const;
-  // Observed step of the newest decision, -1 if none.
-  int64_t NewestObserved() const;
-  // The plan at `step` from the newest decision with apply_step <= step;
-  // norm and scale are left for the caller. Reuses out->entries' storage.
-  void Fill(int64_t step, Plan* out) const;
+  enum class Insert { kStored, kDuplicate, kStale, kConflict };
+
+  // Learns of generation `g` (Register response, GenerationStart): if newer
+  // than the current one, drops every decision held and returns true.
+  // `first_lag` is the lag of the generation's first decision and
+  // `first_sequence` its sequence number (0: not known).
+  bool StartGeneration(uint64_t g, int32_t first_lag, uint64_t first_sequence = 0);
+  // Stores `d` (validated). Starts d.generation first if it is newer.
+  Insert Add(CachedDecision d);
+
+  uint64_t generation() const { return generation_; }
+  // The newest decision held (highest sequence), null if none.
+  const CachedDecision* Newest() const;
+  // The lag of the next decision: the newest's next_lag, else the
+  // generation's first lag.
+  int32_t NextLag() const;
+  // The decision covering `step` among those held, given that no decision
+  // after Newest() applies at or before `step` (the caller knows that):
+  // Newest() if it applies at or before `step`, else the held D with
+  // D.apply <= step < successor.apply (successor held). Null if none.
+  const CachedDecision* Covering(int64_t step) const;
+  // Whether a decision of this generation applying at or before `step` may
+  // exist that the rank does not hold (it holds none, and does not hold the
+  // generation's first decision either).
+  bool MayMiss(int64_t step) const;
   size_t size() const { return decisions_.size(); }
 
  private:
-  std::deque<CachedDecision> decisions_;  // arrival order
-  int64_t newest_apply_ = -1;
+  std::deque<CachedDecision> decisions_;  // sequence order
+  uint64_t generation_ = 0;
+  int32_t first_lag_ = 1;
+  uint64_t first_sequence_ = 0;  // 0: not known
 };
 
 }  // namespace gnmr

@@ -33,6 +33,9 @@ class DeviceStatsBackend {
   // Non-blocking: the oldest completed launch's statistics (SetTable unit
   // order) and the GPU time between its timing events (< 0: unknown).
   virtual bool Poll(int64_t* step, std::vector<UnitStats>* stats, double* gpu_seconds) = 0;
+  // Blocks until the oldest unread launch has completed (a host
+  // synchronisation; the same-step guard's one). No-op if none is pending.
+  virtual void WaitOldest() = 0;
 };
 
 // Unavailable without a usable CUDA device, or when built without CUDA.

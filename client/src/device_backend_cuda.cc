@@ -83,6 +83,14 @@ class CudaStatsBackend : public DeviceStatsBackend {
     return Status::Ok();
   }
 
+  void WaitOldest() override {
+    if (count_ == 0) return;
+    cuda::DeviceGuard guard(gpu_->device());
+    cuda::RelaxedCaptureMode relaxed;
+    Pair& p = pairs_[head_];
+    if (p.timed && cudaEventSynchronize(p.end) != cudaSuccess) cudaGetLastError();
+  }
+
   bool Poll(int64_t* step, std::vector<UnitStats>* stats, double* gpu_seconds) override {
     if (count_ == 0) return false;
     // The I/O thread polls while the trainer may capture a graph (global

@@ -187,6 +187,7 @@ void GpuPath::CollectLocked() {
 
 void GpuPath::PublishLocked(const Parked& p, double gpu_seconds) {
   Report* r = p.report;
+  nonfinite_ = false;
   for (size_t d = 0; d < handles_.size() && d < stats_.size(); ++d) {
     const UnitHandle u = handles_[d];
     const UnitStats& st = stats_[d];
@@ -195,6 +196,7 @@ void GpuPath::PublishLocked(const Parked& p, double gpu_seconds) {
     r->nonfinite[u] = st.nonfinite;
     r->zeros[u] = st.zeros;
     norms_[d] = std::sqrt(st.sumsq * shard_count_[u]);
+    nonfinite_ = nonfinite_ || st.nonfinite > 0 || !std::isfinite(st.sumsq);
   }
   norms_step_ = p.step;
   if (gpu_seconds >= 0.0) {
@@ -223,6 +225,26 @@ bool GpuPath::NormAt(int64_t step, UnitHandle unit, double* norm) const {
   if (step != norms_step_ || unit >= index_.size() || index_[unit] < 0) return false;
   *norm = norms_[static_cast<size_t>(index_[unit])];
   return true;
+}
+
+bool GpuPath::NonfiniteAt(int64_t step) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (norms_step_ == step) return nonfinite_;
+    if (stopped_ || norms_step_ > step) return false;
+    bool launched = false;
+    for (const Parked& p : parked_) launched = launched || p.step == step;
+    if (!launched) return false;
+    // Block until the oldest pending launch completes, then publish it.
+    backend_->WaitOldest();
+    const int64_t before = norms_step_;
+    lock.unlock();
+    Drain(false);
+    lock.lock();
+    if (norms_step_ == before && !parked_.empty() && parked_.front().step <= step) {
+      return false;  // the backend could not wait: give up rather than spin
+    }
+  }
 }
 
 bool GpuPath::LastOverhead(double* ratio, int64_t* step) const {

@@ -62,6 +62,11 @@ class GpuPath {
   size_t pending() const;
   // This rank's norm of device unit `unit` at `step`, if its results are in.
   bool NormAt(int64_t step, UnitHandle unit, double* norm) const;
+  // Same-step guard: whether a device unit had NaN/Inf at `step`. Waits for
+  // that launch to complete if it has not (one host synchronisation, as
+  // GradScaler's found_inf). False if `step` was not launched or its
+  // results were lost.
+  bool NonfiniteAt(int64_t step);
   // Stops the profiler; parked reports are given back. Further launches
   // are refused (fail-open: the client keeps running).
   void Stop();
@@ -98,6 +103,7 @@ class GpuPath {
   std::vector<UnitStats> stats_;           // Poll scratch
   std::vector<double> norms_;              // device unit, at norms_step_
   int64_t norms_step_ = -1;
+  bool nonfinite_ = false;                 // any device unit, at norms_step_
   uint64_t launches_since_overhead_ = 0;  // polled since a step was final
   uint64_t uncollected_launches_ = 0;     // launched since the last Collect
   bool have_overhead_ = false;

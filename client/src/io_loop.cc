@@ -7,6 +7,9 @@
 #include <string>
 #include <utility>
 
+#include "common/target_check.h"
+#include "daemon/controller/state_codec.h"
+
 namespace gnmr {
 namespace {
 
@@ -25,6 +28,42 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& o) {
   args.SetMaxSendMessageSize(-1);
   return grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
 }
+
+// What a failed attempt means for the user (ProblemKind), from its status.
+ProblemKind KindOf(const Status& s, bool registered) {
+  switch (s.code()) {
+    case StatusCode::kUnauthenticated:
+    case StatusCode::kPermissionDenied:
+      return ProblemKind::kUnauthenticated;
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      return registered ? ProblemKind::kStream : ProblemKind::kUnreachable;
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kNotFound:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kOutOfRange:
+      return registered ? ProblemKind::kStream : ProblemKind::kRefused;
+    default:
+      return ProblemKind::kStream;
+  }
+}
+
+// Unregisters the RPC in flight when a scope ends, however it ends.
+class TrackedCall {
+ public:
+  TrackedCall(IoLoop* loop, bool tracked) : loop_(loop), tracked_(tracked) {}
+  ~TrackedCall() {
+    if (tracked_) loop_->UntrackForScope();
+  }
+  TrackedCall(const TrackedCall&) = delete;
+  TrackedCall& operator=(const TrackedCall&) = delete;
+
+ private:
+  IoLoop* loop_;
+  bool tracked_;
+};
 
 }  // namespace
 
@@ -83,7 +122,17 @@ void IoLoop::Run() {
       s = Internal("client I/O thread: unknown exception");
     }
     SetConnected(false);
-    if (Stopping()) break;
+    const bool stopping = Stopping();
+    // Problems first: a WaitConnected woken below finds them.
+    if (!stopping && !s.ok()) shared_->problems.Record(KindOf(s, established), s.message());
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      ++shared_->attempts_done;
+      shared_->last_attempt = established ? Status::Ok() : s;
+      shared_->connecting = false;
+    }
+    shared_->decision_cv.notify_all();  // WaitConnected, PlanFor
+    if (stopping) break;
     shared_->connect_failures.fetch_add(1, std::memory_order_relaxed);
     RecordError(s);
     if (established) backoff = options_.backoff_initial;
@@ -108,6 +157,11 @@ Status IoLoop::Attempt(bool* established) {
   }
   unit_ids_.assign(resp.unit_ids().begin(), resp.unit_ids().end());
   validator_.Reset(unit_ids_);
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->StartGenerationLocked(resp.generation(), resp.lag(), 0);
+  }
+  CheckConfig(resp);
   // Steps the job has decided already would only be late at the daemon.
   outbox_->DropUpTo(resp.last_step());
   return RunSession(resp, established);
@@ -118,18 +172,43 @@ void IoLoop::PrepareContext(grpc::ClientContext* ctx) const {
 }
 
 Status IoLoop::Register(v1::RegisterResponse* resp) {
+  // A Unix socket that is not there cannot answer: fail at once, with the
+  // reason, instead of waiting out the deadline (the next attempt looks
+  // again, so a daemon that starts later is still found).
+  if (options_.target.rfind("unix:", 0) == 0) {
+    const std::string problem = TargetProblem(options_.target);
+    if (!problem.empty()) return Status(StatusCode::kUnavailable, "Register: " + problem);
+  }
   grpc::ClientContext ctx;
   PrepareContext(&ctx);
   ctx.set_wait_for_ready(true);
   const auto window = std::max(options_.backoff_max, std::chrono::milliseconds(1000));
   ctx.set_deadline(std::chrono::system_clock::now() + window);
   if (!Track(&ctx)) return Status(StatusCode::kCancelled, "stopping");
-  const grpc::Status st = stub_->Register(&ctx, request_, resp);
-  Untrack();
-  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return Status(StatusCode::kDeadlineExceeded,
-                  "Register: no daemon answered at " + options_.target + " within " +
-                      std::to_string(window.count()) + " ms");
+  grpc::Status st;
+  {
+    TrackedCall tracked(this, true);
+    st = stub_->Register(&ctx, request_, resp);
+  }
+  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+      st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    const std::string problem = TargetProblem(options_.target);
+    std::string msg = st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+                          ? "Register: no daemon answered at " + options_.target + " within " +
+                                std::to_string(window.count()) + " ms"
+                          : "Register: " + options_.target + " unavailable: " + st.error_message();
+    if (!problem.empty()) msg += " (" + problem + ")";
+    return Status(st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+                      ? StatusCode::kDeadlineExceeded
+                      : StatusCode::kUnavailable,
+                  msg);
+  }
+  if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    return Status(StatusCode::kUnauthenticated,
+                  "Register: job '" + options_.job_id + "' refused the token" +
+                      (options_.token.empty() ? " (none was given: set ClientOptions::token)"
+                                              : "") +
+                      ": " + st.error_message());
   }
   return FromGrpc(st, "Register");
 }
@@ -138,19 +217,14 @@ Status IoLoop::RunSession(const v1::RegisterResponse& resp, bool* established) {
   grpc::ClientContext ctx;
   PrepareContext(&ctx);
   if (!Track(&ctx)) return Status(StatusCode::kCancelled, "stopping");
+  // Unregisters ctx before it is destroyed, on every path out.
+  TrackedCall tracked(this, true);
   std::unique_ptr<Stream> stream = stub_->Session(&ctx);
   v1::ClientMessage hello;
   hello.mutable_hello()->set_job_id(options_.job_id);
   hello.mutable_hello()->set_rank(options_.rank);
   hello.mutable_hello()->set_session_id(resp.session_id());
-  if (!stream->Write(hello)) {
-    Untrack();
-    return FromGrpc(stream->Finish(), "Session");
-  }
-  {
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->lag = resp.lag();
-  }
+  if (!stream->Write(hello)) return FromGrpc(stream->Finish(), "Session");
   SetConnected(true);
   *established = true;
   const uint64_t n = shared_->registrations.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -161,11 +235,19 @@ Status IoLoop::RunSession(const v1::RegisterResponse& resp, bool* established) {
 
   std::atomic<bool> broken{false};
   std::thread reader([&] { ReadDecisions(stream.get(), &broken); });
-  Status result = Pump(stream.get(), broken);
+  Status result;
+  try {
+    result = Pump(stream.get(), broken);
+  } catch (const std::exception& e) {
+    result = Internal(std::string("client I/O thread: ") + e.what());
+  } catch (...) {
+    result = Internal("client I/O thread: unknown exception");
+  }
+  // The reader is joined on every path: a joinable std::thread destroyed
+  // by an exception would terminate the trainer.
   SetConnected(false);
   ctx.TryCancel();
   reader.join();
-  Untrack();
   const Status finish = FromGrpc(stream->Finish(), "Session");
   // The daemon's status says more than our own cancellation.
   if (result.code() == StatusCode::kUnavailable && !finish.ok()) result = finish;
@@ -185,6 +267,9 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken) {
       ack->set_step(a.step);
       ack->set_sequence(a.sequence);
       ack->set_digest(a.digest);
+      ack->set_has_decision(a.has_decision);
+      ack->set_generation(a.generation);
+      ack->set_skip_step(a.skip_step);
       const bool ok = stream->Write(ack_msg);
       // Counted before the outbox lets Flush() return.
       if (ok) shared_->acks_sent.fetch_add(1, std::memory_order_relaxed);
@@ -194,12 +279,18 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken) {
     if (gpu_ != nullptr) gpu_->Drain(true);  // completed launches -> queued reports
     if (Report* r = outbox_->PopReport()) {
       bool ok = false;
+      Status failed;
       try {
         FillStats(*r);
         ok = stream->Write(out_);
+      } catch (const std::exception& e) {
+        failed = Internal(std::string("writing a report: ") + e.what());
       } catch (...) {
+        failed = Internal("writing a report: unknown exception");
+      }
+      if (!failed.ok()) {
         outbox_->Release(r, false);  // never leak a slot
-        throw;
+        return failed;
       }
       if (ok) shared_->reports_sent.fetch_add(1, std::memory_order_relaxed);
       outbox_->Release(r, ok);
@@ -241,7 +332,11 @@ void IoLoop::ReadDecisions(Stream* stream, std::atomic<bool>* broken) {
   try {
     v1::ServerMessage msg;
     while (stream->Read(&msg)) {
-      if (msg.has_decision()) Accept(msg.decision());
+      if (msg.has_decision()) {
+        Accept(msg.decision());
+      } else if (msg.has_generation()) {
+        AcceptGeneration(msg.generation());
+      }
     }
   } catch (...) {
     // Ends the session like a read error; Pump notices `broken`.
@@ -255,15 +350,63 @@ void IoLoop::Accept(const v1::Decision& d) {
   if (!c.ok()) {
     shared_->decisions_rejected.fetch_add(1, std::memory_order_relaxed);
     RecordError(c.status());
+    shared_->problems.Record(ProblemKind::kBadDecision, c.status().message());
+    return;
+  }
+  DecisionCache::Insert result;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    result = shared_->AddDecisionLocked(std::move(c).value());
+    shared_->slow = false;  // the daemon speaks again
+  }
+  switch (result) {
+    case DecisionCache::Insert::kStored:
+      shared_->decisions_received.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case DecisionCache::Insert::kDuplicate:  // re-sent history: already held
+      break;
+    case DecisionCache::Insert::kStale:
+      shared_->decisions_stale.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case DecisionCache::Insert::kConflict: {
+      shared_->decisions_rejected.fetch_add(1, std::memory_order_relaxed);
+      const Status s = InvalidArgument(
+          "decision seq " + std::to_string(d.sequence()) + " of generation " +
+          std::to_string(d.generation()) + " differs from the one held with that sequence");
+      RecordError(s);
+      shared_->problems.Record(ProblemKind::kBadDecision, s.message());
+      break;
+    }
+  }
+  shared_->decision_cv.notify_all();
+}
+
+void IoLoop::AcceptGeneration(const v1::GenerationStart& g) {
+  if (g.next_lag() < 0 || g.next_lag() > ControllerConfig::kMaxLag) {
+    shared_->decisions_rejected.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->lag = static_cast<int32_t>(std::min<int64_t>(c->apply_step - c->observed_step, 1000));
-    shared_->cache.Insert(std::move(c).value());
+    shared_->StartGenerationLocked(g.generation(), g.next_lag(), g.first_sequence());
+    shared_->slow = false;
   }
-  shared_->decisions_received.fetch_add(1, std::memory_order_relaxed);
   shared_->decision_cv.notify_all();
+}
+
+void IoLoop::CheckConfig(const v1::RegisterResponse& resp) {
+  if (!options_.config) return;
+  StatusOr<ControllerConfig> job = ConfigFromProto(resp.config());
+  if (!job.ok()) return;
+  const std::vector<std::string> keys = DifferingKeys(*options_.config, *job);
+  if (keys.empty()) return;
+  std::string list;
+  for (const std::string& k : keys) list += (list.empty() ? "" : ", ") + k;
+  shared_->problems.Record(
+      ProblemKind::kConfigDiffers,
+      "job '" + options_.job_id + "' already runs with another config; the daemon's stands (an "
+      "operator may have changed it, see `gnmrctl config get`); it differs from this client's "
+      "in: " + list);
 }
 
 bool IoLoop::Track(grpc::ClientContext* ctx) {
@@ -272,6 +415,8 @@ bool IoLoop::Track(grpc::ClientContext* ctx) {
   call_ = ctx;
   return true;
 }
+
+void IoLoop::UntrackForScope() { Untrack(); }
 
 void IoLoop::Untrack() {
   std::lock_guard<std::mutex> lock(call_mu_);
@@ -288,7 +433,10 @@ void IoLoop::SetConnected(bool up) {
     std::lock_guard<std::mutex> lock(shared_->mu);
     if (shared_->connected == up) return;
     shared_->connected = up;
-    shared_->session_first_step = -1;
+    if (up) {
+      shared_->connecting = false;
+      shared_->slow = false;
+    }
     shared_->connected_flag.store(up, std::memory_order_relaxed);
   }
   shared_->decision_cv.notify_all();  // PlanFor never waits while disconnected

@@ -49,6 +49,8 @@ class IoLoop {
 
   void Start();
   void Stop();
+  // For the RAII guard of the RPC in flight (io_loop.cc).
+  void UntrackForScope();
 
  private:
   using Stream = grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>;
@@ -62,6 +64,10 @@ class IoLoop {
   Status Pump(Stream* stream, const std::atomic<bool>& broken);
   void ReadDecisions(Stream* stream, std::atomic<bool>* broken);
   void Accept(const v1::Decision& d);
+  void AcceptGeneration(const v1::GenerationStart& g);
+  // Warns (ProblemKind::kConfigDiffers) when the job's config is not the
+  // one this client asked for.
+  void CheckConfig(const v1::RegisterResponse& resp);
 
   void FillStats(const Report& r);
   void PrepareContext(grpc::ClientContext* ctx) const;

@@ -41,6 +41,9 @@ struct AckItem {
   int64_t step = 0;
   uint64_t sequence = 0;
   uint64_t digest = 0;
+  bool has_decision = false;
+  uint64_t generation = 0;
+  bool skip_step = false;
 };
 
 // A fixed-capacity FIFO.

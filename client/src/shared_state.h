@@ -1,41 +1,76 @@
 // State shared by the training thread (Client) and the I/O thread (IoLoop).
 //
-// One mutex guards the decision cache and the connection facts PlanFor
-// reads; counters are atomics so Counters() never contends with the hot
-// path more than a load.
+// One mutex guards the decision cache, the steps this rank observed and the
+// connection facts PlanFor reads; counters are atomics so Counters() never
+// contends with the hot path more than a load.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <string>
 
 #include "client/src/decision_cache.h"
+#include "client/src/problems.h"
 
 namespace gnmr {
 
 struct SharedState {
+  // Observed steps remembered for the plan-validity rule: far more than any
+  // lag (ControllerConfig::kMaxLag) needs.
+  static constexpr size_t kObservedKept = 4096;
+
   mutable std::mutex mu;
-  // Signalled on a new decision, a disconnect and on stop (PlanFor waits).
+  // Signalled on a new decision or generation, a (dis)connect, the end of
+  // the first connection attempt and on stop (PlanFor and WaitConnected
+  // wait on it).
   std::condition_variable decision_cv;
   DecisionCache cache;             // guarded by mu
+  // Steps this rank observed in the cache's generation, ascending: a
+  // decision for each is coming while the daemon is reachable.
+  std::deque<int64_t> observed;    // guarded by mu
+  bool has_generation = false;     // guarded by mu: a Register answered
   bool connected = false;          // guarded by mu: Session stream is up
+  // Until the first connection attempt ends, PlanFor may wait as if
+  // connected (a rank that starts training at once must not miss the
+  // decisions its peers get).
+  bool connecting = true;          // guarded by mu
+  // A wait for a due decision timed out: no more waiting until the daemon
+  // sends something (a hung daemon costs one decision_wait, not one per step).
+  bool slow = false;               // guarded by mu
   bool stopping = false;           // guarded by mu
-  int32_t lag = 1;                 // guarded by mu: apply - observed
-  // First step observed while the current session was up, -1 before: a
-  // decision is due at every step >= it + lag.
-  int64_t session_first_step = -1;  // guarded by mu
-  std::string last_error;           // guarded by mu
+  uint64_t attempts_done = 0;      // guarded by mu: finished connection attempts
+  Status last_attempt;             // guarded by mu: how the newest one ended
+  std::string last_error;          // guarded by mu
+
+  ProblemLog problems;             // its own lock
 
   std::atomic<bool> connected_flag{false};  // lock-free mirror of connected
   std::atomic<uint64_t> reports_sent{0};
   std::atomic<uint64_t> acks_sent{0};
   std::atomic<uint64_t> decisions_received{0};
   std::atomic<uint64_t> decisions_rejected{0};
+  std::atomic<uint64_t> decisions_stale{0};
   std::atomic<uint64_t> registrations{0};
   std::atomic<uint64_t> reconnects{0};
   std::atomic<uint64_t> connect_failures{0};
+
+  // Learns of generation `g` (with the lag of its first decision); a newer
+  // one voids the decisions held and the steps observed before it. The
+  // first generation a client learns of keeps its observed steps (they
+  // were observed in it). Call with mu held.
+  void StartGenerationLocked(uint64_t g, int32_t first_lag, uint64_t first_sequence) {
+    if (cache.StartGeneration(g, first_lag, first_sequence) && has_generation) observed.clear();
+    has_generation = true;
+  }
+  // Stores a validated decision; one of a newer generation starts it.
+  DecisionCache::Insert AddDecisionLocked(CachedDecision d) {
+    if (d.generation > cache.generation() && has_generation) observed.clear();
+    has_generation = true;
+    return cache.Add(std::move(d));
+  }
 };
 
 }  // namespace gnmr

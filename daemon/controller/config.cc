@@ -1,6 +1,8 @@
 #include "daemon/controller/config.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "common/glob.h"
 
@@ -128,6 +130,40 @@ bool ControllerConfig::operator==(const ControllerConfig& o) const {
          short_window == o.short_window && max_o == o.max_o &&
          lock_steps == o.lock_steps && lag == o.lag && entry == o.entry &&
          clip_min_scale == o.clip_min_scale && actions == o.actions;
+}
+
+namespace {
+
+std::string Show(double v) {
+  std::string s = std::to_string(v);
+  while (s.size() > 1 && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> DifferingKeys(const ControllerConfig& a, const ControllerConfig& b) {
+  std::vector<std::string> out;
+  auto num = [&](const char* key, double x, double y) {
+    if (x != y) out.push_back(std::string(key) + " (" + Show(x) + " vs " + Show(y) + ")");
+  };
+  num("warmup", a.warmup, b.warmup);
+  num("ema_decay", a.ema_decay, b.ema_decay);
+  num("tau", a.tau, b.tau);
+  num("tau_delta", a.tau_delta, b.tau_delta);
+  num("gnmr_floor", a.gnmr_floor, b.gnmr_floor);
+  num("short_window", a.short_window, b.short_window);
+  num("max_o", a.max_o, b.max_o);
+  num("lock_steps", a.lock_steps, b.lock_steps);
+  num("lag", a.lag, b.lag);
+  if (a.entry != b.entry) {
+    out.push_back(std::string("entry (") + EntryTreatmentName(a.entry) + " vs " +
+                  EntryTreatmentName(b.entry) + ")");
+  }
+  num("clip_min_scale", a.clip_min_scale, b.clip_min_scale);
+  if (a.actions != b.actions) out.push_back("actions");
+  return out;
 }
 
 ResolvedAction ResolveAction(const ControllerConfig& config,

@@ -80,6 +80,11 @@ struct ControllerConfig {
   bool operator!=(const ControllerConfig& o) const { return !(*this == o); }
 };
 
+// The keys whose values differ between `a` and `b`, in declaration order,
+// each as "key (a_value vs b_value)", e.g. "tau (2.5 vs 6)"; "actions" when
+// the rule lists differ.
+std::vector<std::string> DifferingKeys(const ControllerConfig& a, const ControllerConfig& b);
+
 // The action (and clip floor) a unit of this name gets under `config`.
 struct ResolvedAction {
   Action action = Action::kPromote;

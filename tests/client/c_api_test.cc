@@ -70,6 +70,8 @@ TEST(CApi, FullStepSequenceFailsOpen) {
     EXPECT_EQ(info.step, step);
     EXPECT_EQ(info.has_decision, 0);
     EXPECT_EQ(info.num_entries, 0u);
+    EXPECT_EQ(info.skip_step, 0);
+    EXPECT_EQ(info.miss_reason, step == 0 ? GNMR_MISS_NO_DECISION_YET : GNMR_MISS_DISCONNECTED);
     ASSERT_EQ(gnmr_ack(c, plan), GNMR_OK);
   }
   gnmr_plan_entry e;
@@ -85,8 +87,10 @@ TEST(CApi, FullStepSequenceFailsOpen) {
   ASSERT_EQ(gnmr_get_counters(c, &k), GNMR_OK);
   EXPECT_EQ(k.reports_enqueued, 10u);
   EXPECT_EQ(k.connected, 0);
-  EXPECT_EQ(k.missed_decisions, 0u);
+  EXPECT_EQ(k.missed_decisions, 9u);  // steps 1..9 were due, no daemon
   EXPECT_EQ(gnmr_flush(c, 10), 0);
+  EXPECT_EQ(gnmr_wait_connected(c, 2000), GNMR_EUNAVAILABLE);
+  EXPECT_NE(std::string(gnmr_last_error()).find("ENOENT"), std::string::npos) << gnmr_last_error();
   gnmr_plan_free(plan);
   gnmr_client_destroy(c);
 }

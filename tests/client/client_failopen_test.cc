@@ -44,16 +44,20 @@ TEST(ClientFailOpen, NeverWaitsAndReturnsEmptyPlans) {
     EXPECT_FALSE(p.has_decision);
     EXPECT_TRUE(p.entries.empty());
     EXPECT_FALSE(p.global_skip);
+    EXPECT_FALSE(p.skip_step);
+    // Step 0 precedes any decision (lag 1); later ones were due.
+    if (step > 0) EXPECT_EQ(p.miss_reason, MissReason::kDisconnected) << step;
     EXPECT_TRUE(client.Ack(p).ok());
   }
-  // 50 steps with decision_wait 500 ms: any wait would show.
+  // 50 steps with decision_wait 500 ms: any wait would show. (The missing
+  // socket fails the first connection attempt at once.)
   EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(400));
   const ClientCounters k = client.Counters();
   EXPECT_FALSE(k.connected);
   EXPECT_EQ(k.reports_enqueued, 50u);
   EXPECT_EQ(k.reports_sent, 0u);
   EXPECT_EQ(k.reports_dropped, 46u);  // queue of 4, drop-oldest
-  EXPECT_EQ(k.missed_decisions, 0u);  // nothing was due while disconnected
+  EXPECT_EQ(k.missed_decisions, 49u);  // every due decision, counted
   EXPECT_EQ(k.decisions_received, 0u);
   EXPECT_GT(k.stats_seconds, 0.0);
   EXPECT_FALSE(client.Flush(std::chrono::milliseconds(50)));
@@ -150,6 +154,66 @@ TEST(ClientApi, ChecksUnitsTensorsAndSteps) {
   EXPECT_EQ(client.Observe(2).code(), StatusCode::kInvalidArgument);
   live_scale = std::numeric_limits<float>::infinity();  // data now, not a caller error
   EXPECT_TRUE(client.Observe(4).ok());
+}
+
+}  // namespace
+}  // namespace gnmr
+
+namespace gnmr {
+namespace {
+
+// The same-step guard works without any daemon: a NaN at step t makes the
+// plan of t skip the optimizer step on this rank, at once (docs/safety.md).
+TEST(ClientFailOpen, SameStepGuardSkipsANonFiniteStepWithoutADaemon) {
+  std::vector<float> a(1000, 0.5f), b(1000, 0.25f);
+  auto c = Client::Create(NoDaemon());
+  ASSERT_TRUE(c.ok());
+  Client& client = **c;
+  TensorRef ta, tb;
+  ta.data = a.data();
+  ta.numel = a.size();
+  tb.data = b.data();
+  tb.numel = b.size();
+  ASSERT_TRUE(client.AddUnit("a", {ta}).ok());
+  ASSERT_TRUE(client.AddUnit("b", {tb}).ok());
+  ASSERT_TRUE(client.Start().ok());
+  for (int64_t step = 0; step < 6; ++step) {
+    b[17] = step == 3 ? std::numeric_limits<float>::quiet_NaN()
+                      : (step == 4 ? std::numeric_limits<float>::infinity() : 0.25f);
+    ASSERT_TRUE(client.Observe(step).ok());
+    const Plan p = client.PlanFor(step);
+    const bool bad = step == 3 || step == 4;
+    EXPECT_EQ(p.nonfinite_observed, bad) << step;
+    EXPECT_EQ(p.skip_step, bad) << step;
+    EXPECT_FALSE(p.global_skip) << step;  // no decision: the guard alone
+  }
+  EXPECT_EQ(client.Counters().skipped_steps, 2u);
+  // A step that was not observed has no statistics to guard with.
+  EXPECT_FALSE(client.PlanFor(7).skip_step);
+}
+
+TEST(ClientFailOpen, WaitConnectedAndProblemsNameAMissingSocket) {
+  ClientOptions o = NoDaemon();
+  auto c = Client::Create(o);
+  ASSERT_TRUE(c.ok());
+  float x = 1.0f;
+  TensorRef t;
+  t.data = &x;
+  t.numel = 1;
+  ASSERT_TRUE((*c)->AddUnit("u", {t}).ok());
+  EXPECT_EQ((*c)->WaitConnected(std::chrono::milliseconds(10)).code(),
+            StatusCode::kFailedPrecondition);  // before Start
+  ASSERT_TRUE((*c)->Start().ok());
+  const Status s = (*c)->WaitConnected(std::chrono::seconds(5));
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("ENOENT"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(o.target), std::string::npos) << s.message();
+  const std::vector<Problem> problems = (*c)->TakeProblems();
+  ASSERT_FALSE(problems.empty());
+  EXPECT_EQ(problems[0].kind, ProblemKind::kUnreachable);
+  EXPECT_GE(problems[0].count, 1u);
+  EXPECT_NE(problems[0].message.find("ENOENT"), std::string::npos);
+  EXPECT_STREQ(ProblemKindName(problems[0].kind), "unreachable");
 }
 
 }  // namespace

@@ -91,86 +91,117 @@ TEST(DecisionValidator, RejectsEveryKindOfBadDecision) {
   EXPECT_FALSE(rejected(Make(5, 6, 1, {{10, Action::kClip, 6, 26}})));
 }
 
-TEST(DecisionValidator, SequenceMustIncreaseWithinASession) {
+TEST(DecisionValidator, RejectsSequenceZeroAndLagOutOfRange) {
   DecisionValidator v = Validator();
-  ASSERT_TRUE(v.Validate(Make(1, 2, 7, {})).ok());
-  EXPECT_FALSE(v.Validate(Make(2, 3, 7, {})).ok());
-  EXPECT_FALSE(v.Validate(Make(2, 3, 6, {})).ok());
-  EXPECT_TRUE(v.Validate(Make(2, 3, 8, {})).ok());
-  // A daemon restored from an older snapshot restarts lower: new session.
-  v.Reset({10, 13, 11, 12});
-  EXPECT_TRUE(v.Validate(Make(3, 4, 2, {})).ok());
+  EXPECT_FALSE(v.Validate(Make(1, 2, 0, {})).ok());
+  v1::Decision d = Make(1, 2, 1, {});
+  d.set_next_lag(-1);
+  EXPECT_FALSE(v.Validate(d).ok());
+  d.set_next_lag(ControllerConfig::kMaxLag + 1);
+  EXPECT_FALSE(v.Validate(d).ok());
+  d.set_next_lag(3);
+  StatusOr<CachedDecision> c = v.Validate(d);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->next_lag, 3);
 }
 
 CachedDecision Cached(int64_t observed, int64_t apply, uint64_t seq, const std::vector<E>& set,
-                      bool global_skip = false) {
+                      bool global_skip = false, uint64_t generation = 1, int32_t next_lag = 1) {
   DecisionValidator v = Validator();
-  StatusOr<CachedDecision> c = v.Validate(Make(observed, apply, seq, set, global_skip));
+  v1::Decision d = Make(observed, apply, seq, set, global_skip);
+  d.set_generation(generation);
+  d.set_next_lag(next_lag);
+  StatusOr<CachedDecision> c = v.Validate(d);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return *c;
 }
 
-TEST(DecisionCache, EmptyCacheGivesEmptyPlan) {
+using Insert = DecisionCache::Insert;
+
+TEST(DecisionCache, EmptyCacheCoversNothing) {
   DecisionCache cache;
-  Plan p;
-  p.entries.resize(3);
-  cache.Fill(7, &p);
-  EXPECT_FALSE(p.has_decision);
-  EXPECT_TRUE(p.entries.empty());
-  EXPECT_EQ(p.step, 7);
-  EXPECT_EQ(cache.NewestApply(), -1);
-  EXPECT_FALSE(cache.HasApply(7));
+  EXPECT_EQ(cache.Newest(), nullptr);
+  EXPECT_EQ(cache.Covering(7), nullptr);
+  EXPECT_FALSE(cache.MayMiss(7));
+  cache.StartGeneration(3, 2, 10);
+  EXPECT_EQ(cache.generation(), 3u);
+  EXPECT_EQ(cache.NextLag(), 2);
 }
 
-TEST(DecisionCache, PlanUsesNewestDecisionAppliedAtOrBeforeStep) {
+TEST(DecisionCache, ADecisionCoversTheStepsUntilItsSuccessorApplies) {
   DecisionCache cache;
-  cache.Insert(Cached(10, 11, 1, {{10, Action::kPromote, 11, 15}}, /*global_skip=*/true));
-  cache.Insert(Cached(11, 12, 2, {{10, Action::kPromote, 11, 15}, {12, Action::kSkip, 12, 14}}));
-  Plan p;
-  cache.Fill(10, &p);  // before any apply step
-  EXPECT_FALSE(p.has_decision);
+  // A lag raised from 1 to 2 at seq 2: step 13 has no decision of its own
+  // and is covered by seq 2 (announced next_lag 2).
+  ASSERT_EQ(cache.Add(Cached(10, 11, 1, {{10, Action::kPromote, 11, 15}})), Insert::kStored);
+  ASSERT_EQ(cache.Add(Cached(11, 12, 2, {{10, Action::kPromote, 11, 15}}, false, 1, 2)),
+            Insert::kStored);
+  ASSERT_EQ(cache.Add(Cached(12, 14, 3, {})), Insert::kStored);
+  EXPECT_EQ(cache.Covering(10), nullptr);
+  EXPECT_EQ(cache.Covering(11)->sequence, 1u);
+  EXPECT_EQ(cache.Covering(12)->sequence, 2u);
+  EXPECT_EQ(cache.Covering(13)->sequence, 2u);
+  EXPECT_EQ(cache.Covering(14)->sequence, 3u);
+  EXPECT_EQ(cache.Covering(99)->sequence, 3u);  // the caller knows nothing newer is coming
+  EXPECT_EQ(cache.NextLag(), 1);
+  EXPECT_FALSE(cache.MayMiss(10));
+}
 
-  cache.Fill(11, &p);
-  ASSERT_TRUE(p.has_decision);
-  EXPECT_EQ(p.sequence, 1u);
-  EXPECT_TRUE(p.global_skip);  // applies exactly at 11
-  ASSERT_EQ(p.entries.size(), 1u);
-  EXPECT_TRUE(p.entries[0].first_step);
+TEST(DecisionCache, AGapInTheSequenceCoversNothing) {
+  DecisionCache cache;
+  cache.StartGeneration(1, 1, 1);
+  ASSERT_EQ(cache.Add(Cached(10, 11, 4, {})), Insert::kStored);
+  ASSERT_EQ(cache.Add(Cached(12, 13, 6, {})), Insert::kStored);  // seq 5 never came
+  EXPECT_EQ(cache.Covering(11), nullptr);  // seq 5 (apply 12) may cover 12, 11 unsure
+  EXPECT_EQ(cache.Covering(12), nullptr);
+  EXPECT_TRUE(cache.MayMiss(12));
+  EXPECT_EQ(cache.Covering(13)->sequence, 6u);
+  // Held decisions start after the generation's first (seq 1): earlier
+  // steps may have a decision this rank does not hold.
+  EXPECT_TRUE(cache.MayMiss(5));
+  // The missing one arrives late: it fills the gap.
+  ASSERT_EQ(cache.Add(Cached(11, 12, 5, {})), Insert::kStored);
+  EXPECT_EQ(cache.Covering(11)->sequence, 4u);
+  EXPECT_EQ(cache.Covering(12)->sequence, 5u);
+}
 
-  cache.Fill(12, &p);
-  EXPECT_EQ(p.sequence, 2u);
-  EXPECT_FALSE(p.global_skip);
-  ASSERT_EQ(p.entries.size(), 2u);
-  EXPECT_EQ(p.entries[0].unit, 0u);
-  EXPECT_FALSE(p.entries[0].first_step);
-  EXPECT_EQ(p.entries[1].unit, 3u);
-  EXPECT_TRUE(p.entries[1].first_step);
-  EXPECT_EQ(p.entries[1].action, Action::kSkip);
+TEST(DecisionCache, ResentDecisionsAreDuplicatesAndChangedOnesConflicts) {
+  DecisionCache cache;
+  ASSERT_EQ(cache.Add(Cached(10, 11, 1, {{10, Action::kClip, 11, 15}})), Insert::kStored);
+  EXPECT_EQ(cache.Add(Cached(10, 11, 1, {{10, Action::kClip, 11, 15}})), Insert::kDuplicate);
+  EXPECT_EQ(cache.Add(Cached(10, 11, 1, {{10, Action::kClip, 11, 16}})), Insert::kConflict);
+  EXPECT_EQ(cache.size(), 1u);
+}
 
-  // No newer decision: the set of seq 2 stays in force until its locks end.
-  cache.Fill(14, &p);
-  EXPECT_EQ(p.sequence, 2u);
-  ASSERT_EQ(p.entries.size(), 1u);
-  EXPECT_EQ(p.entries[0].unit, 0u);
-  cache.Fill(15, &p);
-  EXPECT_TRUE(p.has_decision);
-  EXPECT_TRUE(p.entries.empty());
-
-  EXPECT_TRUE(cache.HasApply(12));
-  EXPECT_FALSE(cache.HasApply(13));
-  EXPECT_EQ(cache.NewestApply(), 12);
-  EXPECT_EQ(cache.NewestObserved(), 11);
+TEST(DecisionCache, ANewerGenerationVoidsTheOlderOnesDecisions) {
+  DecisionCache cache;
+  ASSERT_EQ(cache.Add(Cached(100, 101, 50, {{10, Action::kClip, 101, 120}}, false, 1)),
+            Insert::kStored);
+  ASSERT_EQ(cache.Add(Cached(111, 112, 61, {}, false, 1)), Insert::kStored);
+  // An import: its rebuilt decision (lower sequence) starts generation 2.
+  ASSERT_EQ(cache.Add(Cached(100, 101, 50, {{10, Action::kClip, 101, 120}}, false, 2)),
+            Insert::kStored);
+  EXPECT_EQ(cache.generation(), 2u);
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.Newest()->sequence, 50u);
+  EXPECT_FALSE(cache.MayMiss(100));  // it is the generation's first
+  // The killed run's decisions are stale now.
+  EXPECT_EQ(cache.Add(Cached(111, 112, 61, {}, false, 1)), Insert::kStale);
+  EXPECT_EQ(cache.Newest()->observed_step, 100);
+  // A generation started without a decision voids everything too.
+  EXPECT_TRUE(cache.StartGeneration(3, 0, 51));
+  EXPECT_EQ(cache.Newest(), nullptr);
+  EXPECT_EQ(cache.NextLag(), 0);
+  EXPECT_FALSE(cache.StartGeneration(2, 1, 0));  // older: ignored
+  EXPECT_EQ(cache.generation(), 3u);
 }
 
 TEST(DecisionCache, KeepsABoundedHistory) {
   DecisionCache cache;
-  for (int64_t s = 0; s < 1000; ++s) cache.Insert(Cached(s, s + 1, s + 1, {}));
+  for (int64_t s = 0; s < 1000; ++s) cache.Add(Cached(s, s + 1, s + 1, {}));
   EXPECT_EQ(cache.size(), DecisionCache::kCapacity);
-  Plan p;
-  cache.Fill(5, &p);  // long gone
-  EXPECT_FALSE(p.has_decision);
-  cache.Fill(1000, &p);
-  EXPECT_EQ(p.apply_step, 1000);
+  EXPECT_EQ(cache.Covering(5), nullptr);  // long gone
+  EXPECT_EQ(cache.Covering(1000)->apply_step, 1000);
+  EXPECT_EQ(cache.Covering(999)->apply_step, 999);
 }
 
 TEST(ClipScale, Clamps) {

@@ -12,17 +12,23 @@
 //     client->Observe(step);                 // statistics + enqueue, no network
 //     // GPU tensors: client->Observe(step, stream) launches on `stream`
 //     gnmr::Plan plan = client->PlanFor(step);
+//     // Sharded units: all-reduce plan.nonfinite_observed (MAX) over the
+//     // ranks holding shards before deciding to skip (docs/safety.md).
 //     for (const gnmr::PlanEntry& e : plan.entries) { ...promote/clip/skip... }
 //     client->Ack(plan);
-//     if (!plan.global_skip) optimizer_step();
+//     if (!plan.skip_step) optimizer_step();
 //   }
 //
 // Threading: Create/AddUnit/Start are called once, then Observe, PlanFor,
-// Ack and SetTensors from one training thread; Counters from any thread.
-// The training thread never waits on the network: a background thread
-// registers, streams reports, receives decisions and reconnects with capped
-// exponential backoff. If the daemon is absent, slow or restarting, plans
-// come back empty (fail-open). No function throws.
+// Ack and SetTensors from one training thread; Counters, TakeProblems and
+// WaitConnected from any thread. The training thread never waits on the
+// network: a background thread registers, streams reports, receives
+// decisions and reconnects with capped exponential backoff. If the daemon
+// is absent or restarting, plans come back empty (fail-open) and say why
+// (Plan::miss_reason). No function throws.
+//
+// The safety rules this API keeps (same-step non-finite guard, one plan per
+// step on every rank, generations) are docs/safety.md.
 #pragma once
 
 #include <chrono>
@@ -45,11 +51,14 @@ struct ClientOptions {
   uint32_t rank = 0;         // < world_size
   uint32_t world_size = 1;
   std::string token;         // job token, sent as x-gnmr-token metadata
-  // How long PlanFor(step) may wait for the decision that applies at `step`
-  // when it has not arrived yet. 0 (default) never waits; with lag 0 set it
-  // to the longest stall the job accepts (e.g. 100 ms). Never waits while
-  // disconnected.
-  std::chrono::milliseconds decision_wait{0};
+  // How long PlanFor(step) may wait for a decision that covers `step` and
+  // has not arrived yet (docs/safety.md, "Plan validity"). At lag >= 1 the
+  // decision was sent a step earlier, so a connected rank in a healthy job
+  // does not wait at all; at lag 0 the wait is the daemon's round trip.
+  // Never waits while disconnected, nor again after a wait timed out until
+  // the daemon sends something. 0: never wait (ranks may then apply
+  // different plans: not recommended).
+  std::chrono::milliseconds decision_wait{2000};
   // Reports waiting for the network; beyond this the oldest is dropped.
   size_t max_queued_reports = 64;
   // Reconnect backoff: initial, doubled per failure, capped.
@@ -91,17 +100,39 @@ struct PlanEntry {
   double scale = 1.0;
 };
 
+// Why a plan has no decision (docs/safety.md). Every reason but kNone and
+// kNoDecisionYet counts as a missed decision (ClientCounters).
+enum class MissReason : int {
+  kNone = 0,           // the plan has its decision
+  kNoDecisionYet = 1,  // nothing can cover this step yet (the first steps of
+                       // a generation: no decision applies this early)
+  kTimeout = 2,        // due but not here within decision_wait (or the daemon
+                       // was found slow at an earlier step and sent nothing since)
+  kDisconnected = 3,   // due while no daemon was connected (fail-open)
+  kNotReceived = 4,    // made, but this rank does not hold it (it attached
+                       // after the daemon's recent history)
+};
+const char* MissReasonName(MissReason r);
+
 // The actions in force at one step.
 struct Plan {
   int64_t step = -1;
-  bool has_decision = false;  // false: no decision known (fail-open: no action)
+  // false: no decision covers this step on this rank; the plan is empty
+  // (no unit in recovery at `step`, fail-open) and miss_reason says why.
+  bool has_decision = false;
+  MissReason miss_reason = MissReason::kNoDecisionYet;
+  uint64_t generation = 0;
   int64_t observed_step = -1;
   int64_t apply_step = -1;
   uint64_t sequence = 0;
   uint64_t digest = 0;
-  // Skip the whole optimizer step (set only when the decision applies at
-  // exactly this step: a non-finite gradient was observed).
+  // The decision observed this very step (lag 0) and saw a non-finite
+  // gradient on some rank: skip the whole optimizer step.
   bool global_skip = false;
+  // Same-step guard: Observe(step) found a NaN/Inf in a unit of this rank.
+  bool nonfinite_observed = false;
+  // Skip the optimizer step of `step`: global_skip || nonfinite_observed.
+  bool skip_step = false;
   std::vector<PlanEntry> entries;  // unit order
 
   // Whether `unit` is in recovery at this step (nullptr if not).
@@ -126,8 +157,12 @@ struct ClientCounters {
   uint64_t acks_sent = 0;
   uint64_t acks_dropped = 0;
   uint64_t decisions_received = 0;  // valid, stored
-  uint64_t decisions_rejected = 0;  // failed validation
-  uint64_t missed_decisions = 0;    // PlanFor found no decision when one was due
+  uint64_t decisions_rejected = 0;  // failed validation (or conflicting)
+  uint64_t decisions_stale = 0;     // of an older generation: ignored
+  uint64_t missed_decisions = 0;    // plans without decision when one was due
+  uint64_t skipped_steps = 0;       // plans with skip_step (same-step guard
+                                    // or global_skip)
+  uint64_t generation = 0;          // the job generation this rank follows
   uint64_t registrations = 0;       // successful Register + Session
   uint64_t reconnects = 0;          // registrations after the first
   uint64_t connect_failures = 0;    // failed attempts and broken streams
@@ -143,6 +178,27 @@ struct ClientCounters {
   double overhead_ratio = 0.0;   // newest; meaningless when kUnavailable
   int64_t overhead_step = -1;    // the step it measures (-1: none yet)
   std::string last_error;           // newest background error, "" if none
+};
+
+// Something the client cannot fix by retrying: a client set up wrong, or a
+// daemon that refuses it. Fail-open keeps training going; these are meant to
+// be shown to the user (the Python adapter turns them into warnings).
+enum class ProblemKind : int {
+  kUnauthenticated = 1,  // the daemon refused the token
+  kUnreachable = 2,      // nothing answers at the target (ENOENT named)
+  kRefused = 3,          // the daemon refused the registration (different
+                         // unit set, world size, limits)
+  kConfigDiffers = 4,    // the job runs with another config than
+                         // ClientOptions::config (the daemon's stands)
+  kBadDecision = 5,      // a decision failed validation
+  kStream = 6,           // the session broke (daemon restart, network)
+};
+const char* ProblemKindName(ProblemKind k);
+
+struct Problem {
+  ProblemKind kind = ProblemKind::kStream;
+  std::string message;  // the newest of this kind
+  uint64_t count = 0;   // occurrences since the last TakeProblems
 };
 
 class Client {
@@ -202,9 +258,20 @@ class Client {
   Plan PlanFor(int64_t step);
   void PlanFor(int64_t step, Plan* out);  // reuses out's storage
 
-  // Tells the daemon which decision was applied at plan.step. No-op for a
-  // plan without decision.
+  // Tells the daemon what was applied at plan.step (also a plan without
+  // decision), so it can compare the ranks' plans step by step.
   Status Ack(const Plan& plan);
+
+  // Waits until this rank is registered with the daemon, its first
+  // connection attempt has failed, or `timeout`. OK when connected; else
+  // the reason (Unauthenticated, FailedPrecondition for a refused
+  // registration, Unavailable naming the target's problem, or
+  // DeadlineExceeded while still trying).
+  Status WaitConnected(std::chrono::milliseconds timeout);
+
+  // The problems seen since the last call, one entry per kind (ProblemKind
+  // order). Cheap when there are none.
+  std::vector<Problem> TakeProblems();
 
   // Waits until every queued report and ack is written, or the timeout, or
   // the client is disconnected. True if the queue is empty.

@@ -26,7 +26,11 @@
  *   gnmr_plan_free(plan);
  *   gnmr_client_destroy(c);
  *
- * ABI (0.2): gnmr_tensor gained `location`, `scale_inv` and `scale_inv_ptr`, gnmr_counters
+ * ABI (0.2, unreleased): gnmr_plan_info gained miss_reason, generation,
+ * nonfinite_observed and skip_step (the same-step guard: skip the
+ * optimizer step when skip_step is 1, docs/safety.md), gnmr_counters gained
+ * decisions_stale, skipped_steps and generation, and decision_wait_ms
+ * defaults to 2000; gnmr_wait_connected is new. gnmr_tensor gained `location`, `scale_inv` and `scale_inv_ptr`, gnmr_counters
  * gained the GPU/overhead fields, gnmr_options gained
  * `profile_gpu_overhead`. The new gnmr_tensor fields read zero as the 0.1
  * meaning (host memory, scale_inv 1, no pointer), so zero-initialised and brace-
@@ -88,7 +92,7 @@ typedef struct gnmr_options {
   uint32_t rank;
   uint32_t world_size;
   const char* token;    /* may be NULL */
-  int32_t decision_wait_ms;     /* default 0 */
+  int32_t decision_wait_ms;     /* default 2000 (docs/safety.md) */
   uint32_t max_queued_reports;  /* default 64 */
   int32_t backoff_initial_ms;   /* default 50 */
   int32_t backoff_max_ms;       /* default 1000 */
@@ -118,6 +122,15 @@ typedef struct gnmr_tensor {
   const float* scale_inv_ptr;
 } gnmr_tensor;
 
+/* gnmr_plan_info.miss_reason (gnmr::MissReason). */
+enum {
+  GNMR_MISS_NONE = 0,
+  GNMR_MISS_NO_DECISION_YET = 1,
+  GNMR_MISS_TIMEOUT = 2,
+  GNMR_MISS_DISCONNECTED = 3,
+  GNMR_MISS_NOT_RECEIVED = 4
+};
+
 typedef struct gnmr_plan_info {
   int64_t step;
   int32_t has_decision;
@@ -127,6 +140,11 @@ typedef struct gnmr_plan_info {
   uint64_t sequence;
   uint64_t digest;
   uint32_t num_entries;
+  /* 0.2 */
+  int32_t miss_reason;         /* GNMR_MISS_* */
+  uint64_t generation;
+  int32_t nonfinite_observed;  /* this rank saw NaN/Inf at `step` */
+  int32_t skip_step;           /* 1: do not step the optimizer at `step` */
 } gnmr_plan_info;
 
 typedef struct gnmr_plan_entry {
@@ -162,6 +180,9 @@ typedef struct gnmr_counters {
   int32_t overhead_source;   /* GNMR_OVERHEAD_* */
   double overhead_ratio;     /* newest; ignore when UNAVAILABLE */
   int64_t overhead_step;     /* the step it measures, -1 if none */
+  uint64_t decisions_stale;  /* of an older generation, ignored */
+  uint64_t skipped_steps;    /* plans with skip_step */
+  uint64_t generation;       /* the job generation followed */
 } gnmr_counters;
 
 /* gnmr_counters.overhead_source (values as gnmr.v1.OverheadSource). */
@@ -193,6 +214,12 @@ int gnmr_ack(gnmr_client* client, const gnmr_plan* plan);
 /* 1 if every queued report was written within timeout_ms, else 0. */
 int gnmr_flush(gnmr_client* client, int32_t timeout_ms);
 int gnmr_get_counters(const gnmr_client* client, gnmr_counters* out);
+/* GNMR_OK once registered with the daemon; else, after its first
+ * connection attempt failed or timeout_ms, the reason as an error code
+ * (GNMR_EUNAUTHENTICATED, GNMR_EUNAVAILABLE naming the target's problem,
+ * GNMR_EFAILED_PRECONDITION for a refused registration,
+ * GNMR_EDEADLINE_EXCEEDED while still trying) and gnmr_last_error(). */
+int gnmr_wait_connected(gnmr_client* client, int32_t timeout_ms);
 
 gnmr_plan* gnmr_plan_new(void);
 void gnmr_plan_free(gnmr_plan* plan);

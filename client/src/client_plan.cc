@@ -1,0 +1,146 @@
+// The plan-validity rule of PlanFor (docs/safety.md, "Plan validity"): which
+// decision covers a step, when to wait for one, and why a plan has none.
+//
+// Design notes
+// - Decisions of a generation are contiguous (sequence + 1) and arrive in
+//   order on one stream, and each announces the lag of its successor
+//   (next_lag). So a rank knows a decision covering step s is still coming
+//   exactly when it observed a step o after the newest decision it holds
+//   with max(o + next_lag, newest.apply) <= s: the job decides every step
+//   any rank reported. Otherwise the covering decision is one it holds (or
+//   none exists, or it was made before this rank attached).
+// - Waiting happens only while a decision is coming, the daemon is
+//   connected (or the first connection attempt is still running) and no
+//   earlier wait timed out since the daemon last sent something. A hung
+//   daemon costs one decision_wait, not one per step.
+// - Everything here runs under SharedState::mu, except the GPU wait of
+//   the same-step guard.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "client/src/client_impl.h"
+
+namespace gnmr {
+namespace {
+
+// The first step this rank observed after `after`, or nullopt.
+bool FirstObservedAfter(const std::deque<int64_t>& observed, int64_t after, int64_t* out) {
+  auto it = std::upper_bound(observed.begin(), observed.end(), after);
+  if (it == observed.end()) return false;
+  *out = *it;
+  return true;
+}
+
+// Whether a decision covering `step` is still to come (see the notes).
+bool Coming(const SharedState& sh, int64_t step) {
+  const CachedDecision* newest = sh.cache.Newest();
+  const int64_t after = newest ? newest->observed_step : std::numeric_limits<int64_t>::min();
+  int64_t o = 0;
+  if (!FirstObservedAfter(sh.observed, after, &o)) return false;
+  int64_t apply = o + sh.cache.NextLag();
+  if (newest) apply = std::max(apply, newest->apply_step);
+  return apply <= step;
+}
+
+void FillFrom(const CachedDecision& d, int64_t step, Plan* out) {
+  out->has_decision = true;
+  out->miss_reason = MissReason::kNone;
+  out->generation = d.generation;
+  out->observed_step = d.observed_step;
+  out->apply_step = d.apply_step;
+  out->sequence = d.sequence;
+  out->digest = d.digest;
+  // global_skip belongs to the observed step: it acts on the plan only when
+  // the decision observed this very step (lag 0); at lag >= 1 the same-step
+  // guard has already skipped that step.
+  out->global_skip = d.global_skip && d.observed_step == step;
+  for (const RecoveryEntry& e : d.entries) {
+    if (!e.InForceAt(step)) continue;
+    PlanEntry p;
+    p.unit = e.unit_id;
+    p.action = e.action;
+    p.entry = e.entry;
+    p.first_step = step == e.since;
+    p.since = e.since;
+    p.until = e.until;
+    p.ref_norm = e.ref_norm;
+    p.clip_min_scale = e.clip_min_scale;
+    out->entries.push_back(p);
+  }
+}
+
+void ClearPlan(int64_t step, Plan* out) {
+  out->step = step;
+  out->has_decision = false;
+  out->miss_reason = MissReason::kNoDecisionYet;
+  out->generation = 0;
+  out->observed_step = -1;
+  out->apply_step = -1;
+  out->sequence = 0;
+  out->digest = 0;
+  out->global_skip = false;
+  out->nonfinite_observed = false;
+  out->skip_step = false;
+  out->entries.clear();
+}
+
+}  // namespace
+
+void Client::Impl::RecordObserved(int64_t step) {
+  std::lock_guard<std::mutex> lock(shared.mu);
+  shared.observed.push_back(step);
+  if (shared.observed.size() > SharedState::kObservedKept) shared.observed.pop_front();
+}
+
+void Client::Impl::FillPlanFromDecisions(int64_t step, Plan* out) {
+  ClearPlan(step, out);
+  SharedState& sh = shared;
+  std::unique_lock<std::mutex> lock(sh.mu);
+  out->generation = sh.cache.generation();
+  if (Coming(sh, step)) {
+    auto reachable = [&] { return (sh.connected || sh.connecting) && !sh.stopping; };
+    if (reachable() && !sh.slow && options.decision_wait.count() > 0) {
+      const bool arrived = sh.decision_cv.wait_for(lock, options.decision_wait, [&] {
+        return !reachable() || !Coming(sh, step);
+      });
+      if (!arrived) sh.slow = true;  // no more waiting until the daemon speaks
+    }
+    if (Coming(sh, step)) {
+      out->miss_reason = reachable() ? MissReason::kTimeout : MissReason::kDisconnected;
+      out->generation = sh.cache.generation();
+      missed.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  if (const CachedDecision* d = sh.cache.Covering(step)) {
+    FillFrom(*d, step, out);
+    return;
+  }
+  out->generation = sh.cache.generation();
+  if (sh.cache.MayMiss(step)) {
+    out->miss_reason = MissReason::kNotReceived;
+    missed.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+bool Client::Impl::NonfiniteAt(int64_t step) {
+  if (host_nonfinite) return true;
+  if (!any_device || !gpu) return false;
+  return gpu->NonfiniteAt(step);
+}
+
+uint64_t NewInstanceId() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) {
+    id = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+         static_cast<uint64_t>(
+             std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  return id;
+}
+
+}  // namespace gnmr
