@@ -37,12 +37,14 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 
-echo "== 4 ranks x $STEPS steps (gnmr-synth; spikes at 120 and 150, a NaN at 170)"
+echo "== 4 ranks x $STEPS steps (gnmr-synth, started 100 ms apart; spikes at 120 and 150, a NaN at 170)"
 pids=()
 for rank in 0 1 2 3; do
+  # Ranks start 100 ms apart, as a real job's ranks do.
+  [ "$rank" -gt 0 ] && sleep 0.1
   "$SYNTH" --target "$target" --job demo --rank "$rank" --world-size 4 --steps "$STEPS" \
     --units 16 --spike 120:3:20 --spike 150:layers.2.mlp.fc2:50 --nan 170:1 \
-    --step-ms 5 --decision-wait-ms 200 --json > "$work/rank$rank.json" 2> "$work/rank$rank.log" &
+    --step-ms 5 --json > "$work/rank$rank.json" 2> "$work/rank$rank.log" &
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid"; done

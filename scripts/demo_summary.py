@@ -37,7 +37,7 @@ def main(argv):
         print(f"rank {r['rank']}: {r['steps']} steps, {r['decisions_received']} decisions, "
               f"{r['missed_decisions']} missed, {r['dropped_reports']} reports dropped, "
               f"{r['promoted_unit_steps']} promoted unit-steps, "
-              f"{r['global_skips']} global skips")
+              f"{r['global_skips']} skipped steps (non-finite)")
     same = "yes" if not differing else f"NO, differing at steps {differing[:10]}"
     print(f"identical decisions on every rank: {same} "
           f"({len(common)} steps applied by all ranks compared)")

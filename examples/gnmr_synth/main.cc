@@ -45,7 +45,7 @@ struct Totals {
 };
 
 void Apply(const Plan& plan, SyntheticModel* model, Totals* t) {
-  if (plan.global_skip) ++t->global_skips;
+  if (plan.skip_step) ++t->global_skips;  // a real trainer skips optimizer.step()
   for (const PlanEntry& e : plan.entries) {
     switch (e.action) {
       case Action::kPromote:

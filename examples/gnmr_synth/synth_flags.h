@@ -37,7 +37,7 @@ struct Flags {
   std::vector<Spike> spikes;
   std::vector<NanAt> nans;
   int64_t step_ms = 0;
-  int64_t decision_wait_ms = 0;
+  int64_t decision_wait_ms = 2000;
   std::string token;
   bool json = false;
   bool help = false;

@@ -63,11 +63,13 @@ class CheckpointMixin:
                              f"({len(units)} vs {len(self._units)} units)")
         state = state_dict.get("controller_state")
         imported = False
+        generation = 0  # the generation the import started (0: none)
         if state is not None and self.options.rank == 0:
             try:
-                if not self.wait_connected(self._state_timeout_ms / 1000.0):
-                    raise _gnmr.UnavailableError("UNAVAILABLE: not registered with gnmrd")
-                self.client.import_state(bytes(state), self._state_timeout_ms)
+                ok, reason = self.client.wait_connected(self._state_timeout_ms)
+                if not ok:
+                    raise _gnmr.UnavailableError(f"not registered with gnmrd: {reason}")
+                generation = int(self.client.import_state(bytes(state), self._state_timeout_ms))
                 imported = True
             except _gnmr.Error as e:
                 if self._strict:
@@ -76,20 +78,25 @@ class CheckpointMixin:
                               RuntimeWarning, stacklevel=2)
         dist = _torch.distributed
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            dist.barrier()
-        if state is not None:
-            self._wait_restored_decision(state_dict.get("last_observed_step"))
+            # Every rank waits for the same generation, rank 0's.
+            shared = [generation]
+            dist.broadcast_object_list(shared, src=0)
+            generation = int(shared[0])
+        if generation:
+            self._wait_restored_decision(generation, state_dict.get("last_observed_step"))
         return imported
 
-    def _wait_restored_decision(self, last_step: Optional[int]) -> None:
-        """The daemon sends the imported state's newest decision to every
-        rank; waits (bounded, only while connected) until it is here, so the
-        first resumed step already has its plan."""
-        if last_step is None:
-            return
+    def _wait_restored_decision(self, generation: int, last_step: Optional[int]) -> None:
+        """The import starts a generation whose first decision is the
+        imported state's newest; waits (bounded, only while connected) until
+        this rank holds it, so the first resumed step already has its plan
+        and no decision of the killed run can be applied."""
         deadline = time.monotonic() + self._state_timeout_ms / 1000.0
         while time.monotonic() < deadline:
             k = self.client.counters()
-            if not k.connected or k.last_decided_step >= last_step:
+            if not k.connected:
+                return
+            if k.generation >= generation and (last_step is None or
+                                               k.last_decided_step >= last_step):
                 return
             time.sleep(0.002)

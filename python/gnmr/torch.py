@@ -27,9 +27,17 @@ filter, a module's parameters recursively, except those an earlier unit in
   in force, so the optimizer leaves its parameters (and moments) untouched.
 - ``reset_state``: the unit's parameters' optimizer state is cleared on the
   first step in force (Adam & co. re-initialise it at the next step).
-- ``global_skip`` (a non-finite gradient): ``optimizer.step()`` is not called.
+- a non-finite gradient: ``optimizer.step()`` is not called. The same-step
+  guard does this at once, at every lag and with no daemon, as GradScaler
+  does with ``found_inf``: ``after_backward(step)`` computes every unit's
+  NaN/Inf count, and ``apply(step)`` skips the step when any is non-zero
+  (with sharded units, after all-reducing one flag over ``guard_group`` so
+  every rank agrees). The daemon's ``global_skip`` covers the same at lag 0.
 
-Then the plan is acknowledged. Gradients that are ``None`` at
+Then the plan is acknowledged (also a plan without decision: the daemon
+compares the ranks' plans step by step). A plan has no decision when none
+covers the step on this rank (``AppliedPlan.miss_reason`` says why); it is
+then empty on every rank (docs/safety.md, "Plan validity"). Gradients that are ``None`` at
 ``after_backward`` contribute nothing: they are observed as zeros (a shared
 zero buffer, no allocation per step), so a unit whose gradients are all
 ``None`` is inactive for the controller (SPEC: sumsq == 0).
@@ -39,28 +47,38 @@ client's GPU kernels on the current stream (no host synchronisation; one
 device per Monitor); ``counters()`` then reports ``stats_gpu_seconds``.
 Without a usable GPU the Monitor refuses CUDA units at construction.
 
-Fail-open: without a daemon, plans are empty and training runs unchanged.
-Errors of the client during a step are warned about and counted
-(``monitor.errors``) instead of raised, unless ``strict=True``.
+Fail-open: without a daemon, plans are empty and training runs unchanged
+(the same-step guard still works). Errors of the client during a step are
+warned about and counted (``monitor.errors``) instead of raised, unless
+``strict=True``. A client set up wrong is loud: a wrong token, a target
+that does not exist, a refused registration (another model under the same
+job id) or a config that differs from the job's are ``warnings`` (once per
+kind) and records of the ``gnmr`` logger; ``strict=True`` raises them (at
+construction: the Monitor waits for its first connection attempt).
 
 Data parallelism (``torch.distributed``): every rank builds a Monitor on the
 same model (rank and world size default to the process group's); gradients
 are identical after the all-reduce, so every rank observes the same
-statistics and, with a ``decision_wait_ms`` long enough for decisions to
-arrive, applies the identical plan (compare ``AppliedPlan.digest``).
+statistics and applies the identical plan (compare ``AppliedPlan.digest``):
+a decision covers exactly the steps it is made for, and the default
+``decision_wait_ms`` (2 s) is long enough that a connected rank never
+misses one. Tensor/pipeline-parallel or FSDP shards: ``unit_shard`` gives
+each unit's (shard_index, shard_count).
 
 Checkpoints: ``state_dict()`` holds the daemon's controller state of the job
 (Admin ExportState) as bytes, or ``None`` with a warning when the daemon
 cannot be reached (fail-open). ``load_state_dict()`` imports it (Admin
 ImportState; needs admin rights: allowed over a Unix socket when the daemon
-has no admin token, else pass ``admin_token``); only rank 0 imports, then
-all ranks meet at a barrier and wait (bounded) for the restored decision, so
-the first resumed step already has its plan. Call it before training resumes.
+has no admin token, else pass ``admin_token``); only rank 0 imports, which
+starts a new generation of the job (decisions of the killed run are never
+applied), then all ranks meet at a barrier and wait (bounded) for the
+restored decision, so the first resumed step already has its plan. Call it
+before training resumes; resuming under the same job id gives the plans of
+an uninterrupted run.
 """
 from __future__ import annotations
 
 import dataclasses
-import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -69,6 +87,7 @@ import torch as _torch
 from gnmr import _gnmr
 from gnmr import tensor_ref as _tensor_ref
 from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-export)
+from gnmr._problems import ProblemReporter
 
 __all__ = ["Monitor", "AppliedPlan", "default_promote_callback", "linear_filter"]
 
@@ -91,8 +110,11 @@ class AppliedPlan:
 
     step: int
     has_decision: bool = False
+    miss_reason: str = ""  # why there is no decision ("" when there is)
     digest: int = 0
-    global_skip: bool = False
+    global_skip: bool = False  # the decision of this very step saw a non-finite (lag 0)
+    nonfinite: bool = False  # the same-step guard: NaN/Inf at this step (any rank)
+    skip_step: bool = False  # the optimizer step was not taken (global_skip or nonfinite)
     optimizer_stepped: bool = False
     promoted: List[str] = dataclasses.field(default_factory=list)  # in force at this step
     newly_promoted: List[str] = dataclasses.field(default_factory=list)
@@ -104,10 +126,11 @@ class AppliedPlan:
 
 
 class _Unit:
-    __slots__ = ("name", "modules", "params", "handle", "last_key")
+    __slots__ = ("name", "modules", "params", "handle", "last_key", "shard")
 
     def __init__(self, name: str):
         self.name = name
+        self.shard = (0, 1)  # (shard_index, shard_count)
         self.modules: List[Tuple[str, _torch.nn.Module]] = []  # (module name, module)
         self.params: List[_torch.nn.Parameter] = []
         self.handle = -1
@@ -131,11 +154,19 @@ class Monitor(CheckpointMixin):
         gradients are one norm, they are promoted together), e.g. q, k and v
         of an attention block, whose gradients move together. Default: each
         selected module is its own unit, named as in ``named_modules()``.
+      unit_shard: ``(unit_name) -> (shard_index, shard_count)``, optional:
+        the unit's shard on this rank (tensor/pipeline parallel, FSDP); ranks
+        holding the same shard are data-parallel replicas. Default: every
+        unit is whole on every rank.
+      guard_group: the process group the same-step guard all-reduces its
+        flag over when any unit is sharded (default: the world).
       promote_callback: ``(name, module, promoted) -> None``, called for every
         module of the unit (with the module's own name).
-      decision_wait_ms: how long ``apply`` may wait for the decision of the
-        step (default 100 ms with lag 0, else 0).
-      strict: raise client errors instead of warning.
+      decision_wait_ms: how long ``apply`` may wait for a decision that is
+        coming (default 2000 ms; at lag >= 1 it is normally there already).
+      connect_timeout_s: how long the constructor (with ``start=True``) waits
+        for the first connection attempt (it returns as soon as it ends).
+      strict: raise client errors and set-up problems instead of warning.
     """
 
     def __init__(self, model: _torch.nn.Module, *, target: str, job_id: str,
@@ -144,11 +175,14 @@ class Monitor(CheckpointMixin):
                  config: Optional[Dict[str, Any]] = None,
                  unit_filter: Callable[[str, _torch.nn.Module], bool] = linear_filter,
                  unit_group: Optional[Callable[[str], str]] = None,
+                 unit_shard: Optional[Callable[[str], Tuple[int, int]]] = None,
+                 guard_group: Any = None,
                  promote_callback: Callable[[str, _torch.nn.Module, bool], None] =
                  default_promote_callback,
-                 decision_wait_ms: Optional[float] = None,
+                 decision_wait_ms: float = 2000.0,
                  max_queued_reports: int = 64,
                  state_timeout_ms: float = 5000.0,
+                 connect_timeout_s: float = 5.0,
                  strict: bool = False,
                  start: bool = True):
         dist = _torch.distributed
@@ -159,9 +193,10 @@ class Monitor(CheckpointMixin):
             world_size = dist.get_world_size() if dist_on else 1
         self._config = _gnmr.validate_config(config) if config is not None else None
         self._lag = int((self._config or _gnmr.default_config())["lag"])
-        if decision_wait_ms is None:
-            decision_wait_ms = 100.0 if self._lag == 0 else 0.0
         self._promote_callback = promote_callback
+        self._connect_timeout_s = float(connect_timeout_s)
+        self._guard_group = guard_group
+        self.last_connect_error = ""
         self._strict = strict
         self._state_timeout_ms = float(state_timeout_ms)
         self.errors = 0
@@ -190,17 +225,25 @@ class Monitor(CheckpointMixin):
             u.modules.append((name, module))
             u.params.extend(params)
         if not self._units:
-            raise ValueError("gnmr.torch.Monitor: no unit matches the filter "
-                             "(no module with trainable parameters)")
+            raise ValueError(
+                "gnmr.torch.Monitor: unit_filter selected no module with trainable parameters "
+                "(the default unit_filter selects torch.nn.Linear modules; for other layers "
+                "pass e.g. unit_filter=lambda name, m: isinstance(m, torch.nn.Conv1d))")
+        for u in self._units:
+            if unit_shard is not None:
+                index, count = unit_shard(u.name)
+                u.shard = (int(index), int(count))
+        self._sharded = any(u.shard[1] > 1 for u in self._units)
 
         self.options = _gnmr.ClientOptions(
             target=target, job_id=job_id, rank=rank, world_size=world_size, token=token,
             decision_wait_ms=float(decision_wait_ms), max_queued_reports=max_queued_reports,
             admin_token=admin_token)
         self.client = _gnmr.Client(self.options, self._config)
+        self._problems = ProblemReporter(self.client, strict)
         for u in self._units:
             refs = [_tensor_ref(p.detach()) for p in u.params]
-            u.handle = self.client.add_unit(u.name, refs)
+            u.handle = self.client.add_unit(u.name, refs, u.shard[0], u.shard[1])
         self._zeros: Dict[_torch.device, _torch.Tensor] = {}  # per device, for None grads
         devices = {p.device for u in self._units for p in u.params}
         cuda = sorted({d for d in devices if d.type == "cuda"}, key=str)
@@ -216,9 +259,18 @@ class Monitor(CheckpointMixin):
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        if not self._started:
-            self.client.start()
-            self._started = True
+        """Starts the background thread and waits (up to
+        ``connect_timeout_s``) for the outcome of the first connection
+        attempt, so set-up problems surface here (raised with strict)."""
+        if self._started:
+            return
+        self.client.start()
+        self._started = True
+        ok, reason = self.client.wait_connected(self._connect_timeout_s * 1000.0)
+        self.last_connect_error = reason
+        self._problems.report(at_start=True)
+        if not ok and self._strict:
+            raise _gnmr.Error(f"gnmr.torch: not connected to {self.options.target}: {reason}")
 
     def close(self) -> None:
         """Stops the background thread (queued reports are discarded)."""
@@ -248,15 +300,26 @@ class Monitor(CheckpointMixin):
         return self.client.counters()
 
     def wait_connected(self, timeout_s: float = 5.0) -> bool:
-        """Waits until this rank is registered with the daemon."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.client.counters().connected:
-                return True
-            time.sleep(0.01)
-        return self.client.counters().connected
+        """Waits until this rank is registered with the daemon, or its first
+        connection attempt failed, or the timeout. On False the reason is in
+        ``last_connect_error`` and in a warning."""
+        ok, reason = self.client.wait_connected(timeout_s * 1000.0)
+        self.last_connect_error = reason
+        if not ok:
+            warnings.warn(f"gnmr.torch: not connected to {self.options.target}: {reason}",
+                          RuntimeWarning, stacklevel=2)
+        return ok
 
     # ------------------------------------------------------------ per step
+
+    def _misuse(self, msg: str) -> None:
+        """A call out of order: raised with strict, else warned about."""
+        if self._strict:
+            raise RuntimeError(msg)
+        self.errors += 1
+        if msg != self._last_warning:
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
+            self._last_warning = msg
 
     def _fail(self, what: str, e: Exception) -> None:
         if self._strict:
@@ -317,6 +380,7 @@ class Monitor(CheckpointMixin):
             self._last_observed = step
         except (_gnmr.Error, ValueError) as e:
             self._fail(f"observe step {step}", e)
+        self._problems.report()
 
     def _plan(self, step: int) -> Optional[_gnmr.Plan]:
         try:
@@ -361,12 +425,18 @@ class Monitor(CheckpointMixin):
         calls ``optimizer.step()`` unless the plan says ``global_skip`` (or
         ``step_optimizer`` is False); acks the plan. Returns what was done."""
         applied = AppliedPlan(step=step)
+        if self._last_observed != step:
+            self._misuse(f"gnmr.torch: apply({step}) before after_backward({step}): this step "
+                         "has no statistics, so nothing protects it from a non-finite gradient")
         plan = self._plan(step)
         if plan is not None:
             applied.plan = plan
             applied.has_decision = plan.has_decision
+            applied.miss_reason = "" if plan.has_decision else plan.miss_reason.name.lower()
             applied.digest = plan.digest
             applied.global_skip = plan.global_skip
+            applied.nonfinite = self._agree_nonfinite(plan.nonfinite_observed)
+            applied.skip_step = applied.global_skip or applied.nonfinite
             self._set_promotions(plan, applied)
             A, E = _gnmr.Action, _gnmr.EntryTreatment
             for e in plan.entries:
@@ -396,7 +466,19 @@ class Monitor(CheckpointMixin):
                 self.client.ack(plan)
             except (_gnmr.Error, ValueError) as e:
                 self._fail(f"ack step {step}", e)
-        if optimizer is not None and step_optimizer and not applied.global_skip:
+        if optimizer is not None and step_optimizer and not applied.skip_step:
             optimizer.step()
             applied.optimizer_stepped = True
         return applied
+
+    def _agree_nonfinite(self, local: bool) -> bool:
+        """The same-step guard's flag, agreed by every rank holding shards of
+        a sharded unit (one all-reduce, MAX), as Megatron does for found_inf;
+        replicas of whole units see identical gradients and need none."""
+        dist = _torch.distributed
+        if not (self._sharded and dist.is_available() and dist.is_initialized()):
+            return local
+        flag = _torch.tensor([1.0 if local else 0.0],
+                             device=self._cuda_device or _torch.device("cpu"))
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._guard_group)
+        return bool(flag.item() > 0)

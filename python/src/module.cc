@@ -98,7 +98,7 @@ struct PyOptions {
   uint32_t rank = 0;
   uint32_t world_size = 1;
   std::string token;
-  double decision_wait_ms = 0;
+  double decision_wait_ms = 2000;
   size_t max_queued_reports = 64;
   double backoff_initial_ms = 50;
   double backoff_max_ms = 1000;
@@ -175,6 +175,27 @@ class PyClient {
 
   void Ack(const Plan& plan) { Check(client_->Ack(plan)); }
 
+  // (ok, reason): reason is "" when connected, else why not (the status
+  // text: code name and message).
+  py::tuple WaitConnected(double timeout_ms) {
+    const auto t = Ms(timeout_ms, "timeout_ms");
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = client_->WaitConnected(t);
+    }
+    if (s.ok()) return py::make_tuple(true, "");
+    return py::make_tuple(false, std::string(StatusCodeName(s.code())) + ": " + s.message());
+  }
+
+  py::list TakeProblems() {
+    py::list out;
+    for (const Problem& p : client_->TakeProblems()) {
+      out.append(py::make_tuple(ProblemKindName(p.kind), p.message, p.count));
+    }
+    return out;
+  }
+
   bool Flush(double timeout_ms) {
     const auto t = Ms(timeout_ms, "timeout_ms");
     py::gil_scoped_release release;
@@ -196,16 +217,18 @@ class PyClient {
     return py::bytes(*s);
   }
 
-  void ImportState(const std::string& state, double timeout_ms, const py::object& admin_token) {
+  // Returns the generation the import started (docs/safety.md).
+  uint64_t ImportState(const std::string& state, double timeout_ms,
+                       const py::object& admin_token) {
     const auto t = Ms(timeout_ms, "timeout_ms");
     const std::string token =
         admin_token.is_none() ? opts_.admin_token : admin_token.cast<std::string>();
-    Status s;
-    {
+    StatusOr<uint64_t> g = [&] {
       py::gil_scoped_release release;
-      s = python::ImportState(opts_.target, opts_.job_id, state, token, t);
-    }
-    Check(s);
+      return python::ImportState(opts_.target, opts_.job_id, state, token, t);
+    }();
+    if (!g.ok()) Raise(g.status());
+    return *g;
   }
 
   Client& client() { return *client_; }
@@ -219,7 +242,9 @@ class PyClient {
 std::string PlanRepr(const Plan& p) {
   std::string s = "Plan(step=" + std::to_string(p.step) +
                   ", has_decision=" + (p.has_decision ? "True" : "False") +
-                  ", global_skip=" + (p.global_skip ? "True" : "False") + ", entries=[";
+                  (p.has_decision ? std::string()
+                                  : std::string(", miss_reason=") + MissReasonName(p.miss_reason)) +
+                  ", skip_step=" + (p.skip_step ? "True" : "False") + ", entries=[";
   for (size_t i = 0; i < p.entries.size(); ++i) {
     const PlanEntry& e = p.entries[i];
     s += (i ? ", " : "") + std::string("(") + std::to_string(e.unit) + ", " +
@@ -246,6 +271,12 @@ PYBIND11_MODULE(_gnmr, m) {
       .value("CLIP", Action::kClip)
       .value("SKIP", Action::kSkip)
       .value("RESET_STATE", Action::kResetState);
+  py::enum_<MissReason>(m, "MissReason")
+      .value("NONE", MissReason::kNone)
+      .value("NO_DECISION_YET", MissReason::kNoDecisionYet)
+      .value("TIMEOUT", MissReason::kTimeout)
+      .value("DISCONNECTED", MissReason::kDisconnected)
+      .value("NOT_RECEIVED", MissReason::kNotReceived);
   py::enum_<EntryTreatment>(m, "EntryTreatment")
       .value("NONE", EntryTreatment::kNone)
       .value("CLIP", EntryTreatment::kClip)
@@ -285,7 +316,7 @@ PYBIND11_MODULE(_gnmr, m) {
              return o;
            }),
            py::kw_only(), py::arg("target"), py::arg("job_id"), py::arg("rank") = 0,
-           py::arg("world_size") = 1, py::arg("token") = "", py::arg("decision_wait_ms") = 0.0,
+           py::arg("world_size") = 1, py::arg("token") = "", py::arg("decision_wait_ms") = 2000.0,
            py::arg("max_queued_reports") = 64, py::arg("backoff_initial_ms") = 50.0,
            py::arg("backoff_max_ms") = 1000.0, py::arg("admin_token") = "",
            py::arg("profile_gpu_overhead") = false)
@@ -322,6 +353,10 @@ PYBIND11_MODULE(_gnmr, m) {
   py::class_<Plan>(m, "Plan")
       .def_readonly("step", &Plan::step)
       .def_readonly("has_decision", &Plan::has_decision)
+      .def_readonly("miss_reason", &Plan::miss_reason)
+      .def_readonly("generation", &Plan::generation)
+      .def_readonly("nonfinite_observed", &Plan::nonfinite_observed)
+      .def_readonly("skip_step", &Plan::skip_step)
       .def_readonly("observed_step", &Plan::observed_step)
       .def_readonly("apply_step", &Plan::apply_step)
       .def_readonly("sequence", &Plan::sequence)
@@ -342,7 +377,10 @@ PYBIND11_MODULE(_gnmr, m) {
       .def_readonly("acks_dropped", &ClientCounters::acks_dropped)
       .def_readonly("decisions_received", &ClientCounters::decisions_received)
       .def_readonly("decisions_rejected", &ClientCounters::decisions_rejected)
+      .def_readonly("decisions_stale", &ClientCounters::decisions_stale)
       .def_readonly("missed_decisions", &ClientCounters::missed_decisions)
+      .def_readonly("skipped_steps", &ClientCounters::skipped_steps)
+      .def_readonly("generation", &ClientCounters::generation)
       .def_readonly("registrations", &ClientCounters::registrations)
       .def_readonly("reconnects", &ClientCounters::reconnects)
       .def_readonly("connect_failures", &ClientCounters::connect_failures)
@@ -365,7 +403,10 @@ PYBIND11_MODULE(_gnmr, m) {
         d["acks_dropped"] = c.acks_dropped;
         d["decisions_received"] = c.decisions_received;
         d["decisions_rejected"] = c.decisions_rejected;
+        d["decisions_stale"] = c.decisions_stale;
         d["missed_decisions"] = c.missed_decisions;
+        d["skipped_steps"] = c.skipped_steps;
+        d["generation"] = c.generation;
         d["registrations"] = c.registrations;
         d["reconnects"] = c.reconnects;
         d["connect_failures"] = c.connect_failures;
@@ -391,6 +432,12 @@ PYBIND11_MODULE(_gnmr, m) {
       .def("plan_for", &PyClient::PlanFor, py::arg("step"))
       .def("ack", &PyClient::Ack, py::arg("plan"))
       .def("flush", &PyClient::Flush, py::arg("timeout_ms") = 1000.0)
+      .def("wait_connected", &PyClient::WaitConnected, py::arg("timeout_ms") = 5000.0,
+           "(connected, reason): waits until registered, the first connection attempt "
+           "failed, or the timeout")
+      .def("take_problems", &PyClient::TakeProblems,
+           "[(kind, message, count)] seen since the last call: client set-up problems "
+           "and daemon refusals (see gnmr::ProblemKind)")
       .def("stop", &PyClient::Stop)
       .def("counters", [](const PyClient& c) {
         return const_cast<PyClient&>(c).client().Counters();

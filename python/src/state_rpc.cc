@@ -42,9 +42,9 @@ StatusOr<std::string> ExportState(const std::string& target, const std::string& 
   return out;
 }
 
-Status ImportState(const std::string& target, const std::string& job_id,
-                   const std::string& state, const std::string& admin_token,
-                   std::chrono::milliseconds timeout) {
+StatusOr<uint64_t> ImportState(const std::string& target, const std::string& job_id,
+                               const std::string& state, const std::string& admin_token,
+                               std::chrono::milliseconds timeout) {
   if (target.empty()) return InvalidArgument("ImportState: empty target");
   v1::ImportStateRequest req;
   req.set_job_id(job_id);
@@ -58,7 +58,7 @@ Status ImportState(const std::string& target, const std::string& job_id,
   v1::ImportStateResponse resp;
   grpc::Status s = stub->ImportState(&ctx, req, &resp);
   if (!s.ok()) return FromGrpc("Admin.ImportState", s);
-  return Status::Ok();
+  return resp.generation();
 }
 
 }  // namespace gnmr::python

@@ -17,7 +17,7 @@ StatusOr<std::string> ExportState(const std::string& target, const std::string& 
 
 // Replaces the job's controller state. Needs admin rights: allowed over a
 // Unix socket when the daemon has no admin token, else `admin_token`.
-Status ImportState(const std::string& target, const std::string& job_id,
+StatusOr<uint64_t> ImportState(const std::string& target, const std::string& job_id,
                    const std::string& state, const std::string& admin_token,
                    std::chrono::milliseconds timeout);
 

@@ -21,18 +21,23 @@ torch.set_num_threads(1)
 class Gnmrd:
     """gnmrd as a child process (like tests/daemon/gnmrd_process.h)."""
 
-    def __init__(self) -> None:
+    def __init__(self, config_yaml: str = "") -> None:
         self.dir = tempfile.mkdtemp(prefix="gnmrd-py-")
         self.target = f"unix:{self.dir}/gnmrd.sock"
         self.proc = None
+        self.config_yaml = config_yaml
 
     def start(self) -> None:
         binary = os.environ["GNMRD"]
-        self.log = open(os.path.join(self.dir, "gnmrd.log"), "wb")
-        self.proc = subprocess.Popen(
-            [binary, "--listen", self.target, "--state-dir", os.path.join(self.dir, "state"),
-             "--metrics", "off", "--log-level", "warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+        self.log = open(os.path.join(self.dir, "gnmrd.log"), "ab")
+        args = [binary, "--listen", self.target, "--state-dir", os.path.join(self.dir, "state"),
+                "--metrics", "off", "--log-level", "warn"]
+        if self.config_yaml:
+            path = os.path.join(self.dir, "gnmrd.yaml")
+            with open(path, "w") as f:
+                f.write(self.config_yaml)
+            args[1:1] = ["--config", path]
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         # Ready when an RPC is answered: NOT_FOUND for an unknown job.
         probe = gnmr.Client(gnmr.ClientOptions(target=self.target, job_id="ready-probe"))
         deadline = time.monotonic() + 10
@@ -45,6 +50,13 @@ class Gnmrd:
             except gnmr.Error:
                 return
         raise RuntimeError("gnmrd did not start: " + self.read_log())
+
+    def kill(self) -> None:
+        """kill -9: no shutdown, no final snapshot."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -77,8 +89,8 @@ def gnmrd():
 def gnmrd_factory():
     made = []
 
-    def make() -> Gnmrd:
-        d = Gnmrd()
+    def make(config_yaml: str = "") -> Gnmrd:
+        d = Gnmrd(config_yaml)
         d.start()
         made.append(d)
         return d
