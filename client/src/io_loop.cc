@@ -29,6 +29,18 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& o) {
   return grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
 }
 
+std::mutex g_hook_mu;
+std::function<void()> g_report_write_hook;
+
+void RunReportWriteHook() {
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(g_hook_mu);
+    hook = g_report_write_hook;
+  }
+  if (hook) hook();
+}
+
 // What a failed attempt means for the user (ProblemKind), from its status.
 ProblemKind KindOf(const Status& s, bool registered) {
   switch (s.code()) {
@@ -66,6 +78,11 @@ class TrackedCall {
 };
 
 }  // namespace
+
+void SetReportWriteHookForTesting(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(g_hook_mu);
+  g_report_write_hook = std::move(hook);
+}
 
 Status FromGrpc(const grpc::Status& s, const char* what) {
   if (s.ok()) return Status::Ok();
@@ -281,6 +298,7 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken) {
       bool ok = false;
       Status failed;
       try {
+        RunReportWriteHook();
         FillStats(*r);
         ok = stream->Write(out_);
       } catch (const std::exception& e) {

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -99,6 +100,10 @@ class IoLoop {
   grpc::ClientContext* call_ = nullptr;  // the RPC in flight, guarded by call_mu_
   std::thread thread_;
 };
+
+// Tests: called by the I/O thread before it writes each report, so a test
+// can make that path throw (an empty function removes it).
+void SetReportWriteHookForTesting(std::function<void()> hook);
 
 // grpc::Status -> Status with `what` prefixed to the message.
 Status FromGrpc(const grpc::Status& s, const char* what);

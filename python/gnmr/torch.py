@@ -88,6 +88,8 @@ from gnmr import _gnmr
 from gnmr import tensor_ref as _tensor_ref
 from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-export)
 from gnmr._problems import ProblemReporter
+from gnmr._actions import carry_out
+from gnmr._units import collect_units
 
 __all__ = ["Monitor", "AppliedPlan", "default_promote_callback", "linear_filter"]
 
@@ -123,18 +125,6 @@ class AppliedPlan:
     skipped: List[str] = dataclasses.field(default_factory=list)
     reset: List[str] = dataclasses.field(default_factory=list)
     plan: Optional[_gnmr.Plan] = None
-
-
-class _Unit:
-    __slots__ = ("name", "modules", "params", "handle", "last_key", "shard")
-
-    def __init__(self, name: str):
-        self.name = name
-        self.shard = (0, 1)  # (shard_index, shard_count)
-        self.modules: List[Tuple[str, _torch.nn.Module]] = []  # (module name, module)
-        self.params: List[_torch.nn.Parameter] = []
-        self.handle = -1
-        self.last_key = None  # the gradient pointers the client holds
 
 
 class Monitor(CheckpointMixin):
@@ -202,37 +192,7 @@ class Monitor(CheckpointMixin):
         self.errors = 0
         self._last_warning = ""
 
-        self._units: List[_Unit] = []
-        by_name: Dict[str, _Unit] = {}
-        claimed = set()
-        for name, module in model.named_modules():
-            if not unit_filter(name, module):
-                continue
-            params = [p for p in module.parameters()
-                      if p.requires_grad and id(p) not in claimed]
-            if not params:
-                continue
-            claimed.update(id(p) for p in params)
-            name = name or "<root>"
-            unit_name = unit_group(name) if unit_group is not None else name
-            if not isinstance(unit_name, str) or not unit_name:
-                raise ValueError(f"gnmr.torch.Monitor: unit_group({name!r}) must return a "
-                                 "non-empty str")
-            u = by_name.get(unit_name)
-            if u is None:
-                u = by_name[unit_name] = _Unit(unit_name)
-                self._units.append(u)
-            u.modules.append((name, module))
-            u.params.extend(params)
-        if not self._units:
-            raise ValueError(
-                "gnmr.torch.Monitor: unit_filter selected no module with trainable parameters "
-                "(the default unit_filter selects torch.nn.Linear modules; for other layers "
-                "pass e.g. unit_filter=lambda name, m: isinstance(m, torch.nn.Conv1d))")
-        for u in self._units:
-            if unit_shard is not None:
-                index, count = unit_shard(u.name)
-                u.shard = (int(index), int(count))
+        self._units = collect_units(model, unit_filter, unit_group, unit_shard)
         self._sharded = any(u.shard[1] > 1 for u in self._units)
 
         self.options = _gnmr.ClientOptions(
@@ -438,32 +398,9 @@ class Monitor(CheckpointMixin):
             applied.nonfinite = self._agree_nonfinite(plan.nonfinite_observed)
             applied.skip_step = applied.global_skip or applied.nonfinite
             self._set_promotions(plan, applied)
-            A, E = _gnmr.Action, _gnmr.EntryTreatment
-            for e in plan.entries:
-                u = self._units[e.unit]
-                first = e.first_step
-                clip = e.action == A.CLIP or (e.action == A.PROMOTE and first and e.entry == E.CLIP)
-                skip = first and (e.action == A.SKIP or
-                                  (e.action == A.PROMOTE and e.entry == E.SKIP))
-                if clip:
-                    scale = float(e.scale)
-                    if scale != 1.0:
-                        with _torch.no_grad():
-                            for p in u.params:
-                                if p.grad is not None:
-                                    p.grad.mul_(scale)
-                    applied.clipped[u.name] = scale
-                if skip:
-                    for p in u.params:
-                        p.grad = None
-                    applied.skipped.append(u.name)
-                if e.action == A.RESET_STATE and first:
-                    if optimizer is not None:
-                        for p in u.params:
-                            optimizer.state.pop(p, None)
-                    applied.reset.append(u.name)
+            carry_out(plan, self._units, optimizer, applied)
             try:
-                self.client.ack(plan)
+                self.client.ack(plan, skip_step=applied.skip_step)
             except (_gnmr.Error, ValueError) as e:
                 self._fail(f"ack step {step}", e)
         if optimizer is not None and step_optimizer and not applied.skip_step:

@@ -430,7 +430,12 @@ PYBIND11_MODULE(_gnmr, m) {
       .def("start", &PyClient::Start)
       .def("observe", &PyClient::Observe, py::arg("step"), py::arg("stream") = py::none())
       .def("plan_for", &PyClient::PlanFor, py::arg("step"))
-      .def("ack", &PyClient::Ack, py::arg("plan"))
+      .def("ack", [](PyClient& c, Plan plan, const py::object& skip_step) {
+        // The trainer may have agreed on another skip than this rank's own
+        // (the guard's flag all-reduced over sharded units): ack what it did.
+        if (!skip_step.is_none()) plan.skip_step = skip_step.cast<bool>();
+        c.Ack(plan);
+      }, py::arg("plan"), py::arg("skip_step") = py::none())
       .def("flush", &PyClient::Flush, py::arg("timeout_ms") = 1000.0)
       .def("wait_connected", &PyClient::WaitConnected, py::arg("timeout_ms") = 5000.0,
            "(connected, reason): waits until registered, the first connection attempt "

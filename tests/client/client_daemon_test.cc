@@ -4,16 +4,19 @@
 // is counted, never fatal.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "client/src/io_loop.h"
 #include "daemon/server/daemon.h"
 #include "gnmr/client.h"
 
@@ -240,6 +243,39 @@ TEST_F(ClientDaemonTest, WrongTokenIsCountedNotFatal) {
   ranks_.clear();
   Rank* good = AddRank(0, 1, 1, std::chrono::seconds(1), "right");
   EXPECT_TRUE(WaitConnected(good->client.get(), std::chrono::seconds(5)));
+}
+
+}  // namespace
+}  // namespace gnmr
+
+namespace gnmr {
+namespace {
+
+// An exception on the I/O thread's write path (bad_alloc, a gRPC bug) used
+// to propagate out of the session with its reader thread still joinable:
+// std::terminate inside the trainer, and the RPC pointer Stop() cancels
+// left dangling. Now the session ends, the client reconnects, and Stop() is
+// clean.
+TEST_F(ClientDaemonTest, AnExceptionOnTheIoThreadEndsTheSessionNotTheTrainer) {
+  StartDaemon();
+  std::atomic<int> thrown{0};
+  SetReportWriteHookForTesting([&] {
+    if (thrown.fetch_add(1) < 2) throw std::runtime_error("injected write failure");
+  });
+  Rank* r = AddRank(0, 1, /*lag=*/1, std::chrono::milliseconds(0));
+  ASSERT_TRUE(r->client->WaitConnected(std::chrono::seconds(5)).ok());
+  for (int64_t step = 0; step < 40; ++step) {
+    r->Fill(step, 0, 1.0f);
+    ASSERT_TRUE(r->client->Observe(step).ok());
+    r->client->Ack(r->client->PlanFor(step));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(thrown.load(), 2);
+  const ClientCounters k = r->client->Counters();
+  EXPECT_GE(k.registrations, 2u);  // the session ended, the client came back
+  EXPECT_NE(k.last_error.find("injected write failure"), std::string::npos) << k.last_error;
+  r->client->Stop();
+  SetReportWriteHookForTesting(nullptr);
 }
 
 }  // namespace
