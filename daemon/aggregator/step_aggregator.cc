@@ -72,6 +72,12 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s,
   return Status::Ok();
 }
 
+void StepAggregator::StartOver(int64_t last_closed) {
+  open_.clear();
+  last_step_of_rank_.clear();
+  last_closed_ = last_closed;
+}
+
 bool StepAggregator::Complete(int64_t step) const {
   for (uint32_t r : topology_->Ranks()) {
     if (last_step_of_rank(r) < step) return false;

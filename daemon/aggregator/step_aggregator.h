@@ -74,6 +74,13 @@ class StepAggregator {
 
   // Sets the last closed step (after a restore): older reports are late.
   void SetLastClosed(int64_t step) { last_closed_ = step; }
+
+  // The job starts a new timeline of steps (a new generation: an imported
+  // state, or a restarted trainer): drops every open step and each rank's
+  // step history, and sets the last closed step to `last_closed` (the
+  // imported controller's last step, or -1 when any step may come), which
+  // may be earlier than before. Resumed steps after it are accepted again.
+  void StartOver(int64_t last_closed);
   int64_t last_closed() const { return last_closed_; }
   int64_t last_step_of_rank(uint32_t rank) const;
   size_t open_steps() const { return open_.size(); }

@@ -52,6 +52,21 @@ StatusOr<uint32_t> Controller::AddUnit(const std::string& name) {
   return id;
 }
 
+Status Controller::CheckNewUnits(const std::vector<std::string>& names) const {
+  std::unordered_map<std::string, bool> listed;
+  for (const std::string& name : names) {
+    if (name.empty()) return InvalidArgument("unit name is empty");
+    if (ids_by_name_.count(name) || !listed.emplace(name, true).second) {
+      return Status(StatusCode::kAlreadyExists,
+                    "unit '" + name + "' is already registered");
+    }
+  }
+  if (names.size() > std::numeric_limits<uint32_t>::max() - units_.size()) {
+    return Status(StatusCode::kResourceExhausted, "too many units");
+  }
+  return Status::Ok();
+}
+
 std::optional<uint32_t> Controller::FindUnit(const std::string& name) const {
   auto it = ids_by_name_.find(name);
   if (it == ids_by_name_.end()) return std::nullopt;
@@ -223,10 +238,12 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
 
   has_last_step_ = true;
   last_step_ = step;
-  int64_t apply = step + config_.lag;
+  int64_t apply = step + next_lag();
   if (has_last_apply_) apply = std::max(apply, last_apply_);
   has_last_apply_ = true;
   last_apply_ = apply;
+  has_next_lag_ = true;  // announced by this decision, used by the next
+  next_lag_ = config_.lag;
 
   // Units already in recovery that are in force at this observed step.
   uint64_t in_force_now = 0;
@@ -299,6 +316,8 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
   d.recovery = recovery_;
   d.digest = DigestOf(apply, d.recovery, d.global_skip);
   d.sequence = ++sequence_;
+  d.next_lag = next_lag_;
+  last_global_skip_ = d.global_skip;
 
   ++stats_.steps_observed;
   stats_.unit_steps_observed += count;
@@ -311,6 +330,13 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
 Status Controller::SetConfig(const ControllerConfig& config) {
   Status s = config.Validate();
   if (!s.ok()) return s;
+  // The next decision keeps the lag in force until now (a decision, or the
+  // daemon's GenerationStart, may have announced it); the new lag is
+  // announced by that decision and used from the one after.
+  if (!has_next_lag_) {
+    has_next_lag_ = true;
+    next_lag_ = config_.lag;
+  }
   if (config.short_window != config_.short_window) {
     ResizeWindows(config.short_window);
   }
@@ -318,6 +344,13 @@ Status Controller::SetConfig(const ControllerConfig& config) {
   for (UnitState& u : units_) u.resolved = ResolveAction(config_, u.name);
   ++config_version_;
   return Status::Ok();
+}
+
+void Controller::Rewind() {
+  has_last_step_ = false;
+  last_step_ = 0;
+  has_last_apply_ = false;
+  last_apply_ = 0;
 }
 
 Status Controller::Release(uint32_t unit_id) {

@@ -11,9 +11,16 @@
 //   fewer than max_o units are in recovery. A unit counts against max_o from
 //   admission to release, the lag before its lock takes force included, and
 //   locks are never pre-empted or shortened by the controller itself.
-// - The apply step never goes backwards, even when `lag` is lowered at run
-//   time: apply = max(t + lag, previous apply). Together with the rule above
-//   this keeps "units in force at any step <= max_o" under config changes.
+// - Each decision announces `next_lag`, the lag its successor uses (the
+//   config's lag when the decision is made), and the successor's apply step
+//   is max(t + announced lag, previous apply). So a lag change takes effect
+//   one decision after it is announced (a trainer rank can tell which
+//   decision will cover a step: docs/safety.md), and the apply step never
+//   goes backwards, even when `lag` is lowered at run time. Together with the
+//   rule above this keeps "units in force at any step <= max_o" under config
+//   changes. With a constant lag, apply = t + lag exactly.
+// - Rewind() starts the step sequence over (a trainer restarted from an
+//   earlier step without importing state) and keeps everything else.
 // - Not thread-safe: the daemon serialises calls per job.
 // - State is plain data (see controller_state.h); SaveState/RestoreState
 //   round-trip it and a restored controller continues bit-identically.
@@ -85,8 +92,14 @@ class Controller {
   size_t num_units() const { return units_.size(); }
   const UnitState& unit(uint32_t id) const { return units_[id]; }
 
-  // Observes step `step` (strictly greater than every step before) with any
-  // subset of the units, each at most once, and writes the decision for it.
+  // Checks that AddUnit would accept every name (none empty, registered or
+  // listed twice; capacity): lets a caller validate before changing its own
+  // state, so AddUnit of these names cannot fail after it.
+  Status CheckNewUnits(const std::vector<std::string>& names) const;
+
+  // Observes step `step` (strictly greater than every step observed since
+  // creation or the last Rewind) with any subset of the units, each at most
+  // once, and writes the decision for it.
   // On error nothing changes: unknown unit (NotFound), repeated unit, step not
   // increasing or a negative finite sumsq (InvalidArgument). NaN and +/-Inf
   // are signals: the unit triggers `nonfinite`.
@@ -108,6 +121,17 @@ class Controller {
   // next decision lists it as released. NotFound if it is not in recovery.
   Status Release(uint32_t unit_id);
 
+  // The trainer restarted from an earlier step without importing this
+  // controller's state (a crash-restart from a checkpoint under the same
+  // job id): forgets the last observed step and the last apply step, so the
+  // next observed step may be any step, also one observed before, and its
+  // apply step is that step + next_lag() even if earlier than the last one.
+  // Keeps everything else: unit history and windows, the recovery set with
+  // its locks (a held lock still ends at its `until` and counts against
+  // max_o until released, so the budget holds on the resumed steps too),
+  // next_lag, counters and the sequence (which keeps increasing).
+  void Rewind();
+
   // The recovery set as of the last decision, unit id order.
   const std::vector<RecoveryEntry>& recovery() const { return recovery_; }
   bool InRecovery(uint32_t unit_id) const;
@@ -123,6 +147,11 @@ class Controller {
   std::optional<int64_t> last_apply() const {
     return has_last_apply_ ? std::optional<int64_t>(last_apply_) : std::nullopt;
   }
+  // The last decision's global_skip (false before any decision).
+  bool last_global_skip() const { return last_global_skip_; }
+  // The lag the next decision uses: announced by the last decision (its
+  // next_lag), or the config's lag when none has announced one yet.
+  int32_t next_lag() const { return has_next_lag_ ? next_lag_ : config_.lag; }
 
   // The unit's Delta-GNMR window, oldest first.
   std::vector<double> Window(uint32_t unit_id) const;
@@ -161,6 +190,11 @@ class Controller {
   int64_t last_step_ = 0;
   bool has_last_apply_ = false;
   int64_t last_apply_ = 0;
+  bool last_global_skip_ = false;
+  // The lag of the next decision, once announced (a decision, or a config
+  // change after which the lag before it stays in force for one decision).
+  bool has_next_lag_ = false;
+  int32_t next_lag_ = 0;
   uint64_t sequence_ = 0;
   ControllerStats stats_;
 

@@ -69,6 +69,11 @@ struct Decision {
   std::vector<Denial> denied;           // in priority order
   bool global_skip = false;  // a non-finite gradient was observed
   uint64_t digest = 0;       // DigestOf(apply_step, recovery, global_skip)
+  // The lag the next decision uses: its apply step is max(its observed step
+  // + next_lag, this apply_step). The config's lag as of this decision, so a
+  // lag change takes effect one decision after it is announced
+  // (docs/safety.md, "Plan validity"). Not part of the digest.
+  int32_t next_lag = 0;
 
   // True if it admits, releases or denies anything (or asks a global skip).
   bool HasChanges() const {

@@ -100,6 +100,9 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
   out->set_has_last_apply(c.has_last_apply_);
   out->set_last_apply(c.last_apply_);
   out->set_sequence(c.sequence_);
+  out->set_last_global_skip(c.last_global_skip_);
+  out->set_has_next_lag(c.has_next_lag_);
+  out->set_next_lag(c.next_lag_);
   const ControllerStats& s = c.stats_;
   v1::ControllerCounters* k = out->mutable_counters();
   k->set_steps_observed(s.steps_observed);
@@ -177,6 +180,16 @@ StatusOr<Controller> ControllerStateCodec::Restore(
   c.has_last_apply_ = in.has_last_apply();
   c.last_apply_ = in.last_apply();
   c.sequence_ = in.sequence();
+  c.last_global_skip_ = in.last_global_skip();
+  // A state written before next_lag existed has none: config.lag is next.
+  if (in.has_next_lag()) {
+    if (in.next_lag() < 0 || in.next_lag() > ControllerConfig::kMaxLag) {
+      return DataLoss("controller state: next_lag " + std::to_string(in.next_lag()) +
+                      " out of range");
+    }
+    c.has_next_lag_ = true;
+    c.next_lag_ = in.next_lag();
+  }
   const v1::ControllerCounters& k = in.counters();
   ControllerStats& s = c.stats_;
   s.steps_observed = k.steps_observed();

@@ -43,8 +43,12 @@ void DaemonSideEffects::OnControllerChanged(const std::string& job_id,
   if (metrics_) metrics_->ForJob(job_id)->Refresh(controller);
 }
 
-void DaemonSideEffects::OnAckMismatch(const std::string& job_id, uint32_t) {
-  if (metrics_) metrics_->ForJob(job_id)->OnAckMismatch();
+void DaemonSideEffects::OnAckMismatch(const std::string& job_id, const AckMismatch&) {
+  if (metrics_) metrics_->ForJob(job_id)->OnAckMismatch();  // the event: OnEvents
+}
+
+void DaemonSideEffects::OnDecisionFailed(const std::string& job_id) {
+  if (metrics_) metrics_->ForJob(job_id)->OnDecisionFailed();
 }
 
 void DaemonSideEffects::OnSessions(const std::string& job_id, uint32_t connected) {

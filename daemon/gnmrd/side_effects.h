@@ -32,7 +32,8 @@ class DaemonSideEffects final : public JobListener {
                   const StepTiming& timing) override;
   void OnEvents(const std::string& job_id, const std::vector<v1::Event>& events) override;
   void OnControllerChanged(const std::string& job_id, const Controller& controller) override;
-  void OnAckMismatch(const std::string& job_id, uint32_t rank) override;
+  void OnAckMismatch(const std::string& job_id, const AckMismatch& mismatch) override;
+  void OnDecisionFailed(const std::string& job_id) override;
   void OnSessions(const std::string& job_id, uint32_t connected) override;
   void OnSnapshot(const std::string& job_id, const v1::ControllerState& state,
                   const v1::JobMeta& meta) override;

@@ -1,45 +1,21 @@
 #include "daemon/job/job.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <utility>
 
 #include "common/secret.h"
-#include "common/wall_clock.h"
 #include "daemon/controller/state_codec.h"
+#include "daemon/job/decision_message.h"
+#include "daemon/job/unit_set_diff.h"
 
 namespace gnmr {
 namespace {
 
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
-}
-
-void FillEntry(const RecoveryEntry& e, v1::RecoveryEntry* out) {
-  out->set_unit_id(e.unit_id);
-  out->set_action(static_cast<v1::Action>(e.action));
-  out->set_entry(static_cast<v1::EntryTreatment>(e.entry));
-  out->set_since(e.since);
-  out->set_until(e.until);
-  out->set_clip_min_scale(e.clip_min_scale);
-  out->set_ref_norm(e.ref_norm);
-}
-
-// The wire form of a decision, shared (immutable) by every rank's queue.
-std::shared_ptr<const v1::ServerMessage> DecisionMessage(const Decision& d) {
-  auto msg = std::make_shared<v1::ServerMessage>();
-  v1::Decision* pd = msg->mutable_decision();
-  pd->set_observed_step(d.observed_step);
-  pd->set_apply_step(d.apply_step);
-  pd->set_sequence(d.sequence);
-  for (const RecoveryEntry& e : d.recovery) FillEntry(e, pd->add_recovery());
-  for (const Admission& a : d.admitted) pd->add_admitted(a.unit_id);
-  for (uint32_t u : d.released) pd->add_released(u);
-  pd->set_global_skip(d.global_skip);
-  pd->set_digest(d.digest);
-  pd->set_config_version(d.config_version);
-  return msg;
 }
 
 }  // namespace
@@ -65,7 +41,9 @@ Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller 
       topology_(JobTopology::Limits{static_cast<uint32_t>(options.max_units), 4096}),
       controller_(std::move(controller)),
       aggregator_(&topology_, options.aggregation),
-      session_ids_(std::random_device{}()) {}
+      session_ids_(std::random_device{}()),
+      generation_start_(GenerationStartMessage(generation_, controller_.next_lag())),
+      acks_(options.steps_kept_for_acks) {}
 
 StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
                                             const v1::JobMeta& meta, JobOptions options,
@@ -88,10 +66,16 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
         u.name(), u.shard_count(), {u.shard_numel().begin(), u.shard_numel().end()});
     if (!s.ok()) return s;
   }
-  job->aggregator_.SetLastClosed(std::max<int64_t>(meta.last_closed_step(),
-                                                   job->controller_.last_step().value_or(-1)));
-  job->RebuildLastDecision();
   if (listener) listener->OnJobStarted(job->id_, job->world_size_, job->controller_);
+  // A new generation: decisions sent before the restart (some perhaps after
+  // this snapshot) are void. Snapshotted at once, so a second crash cannot
+  // start the same number again.
+  {
+    std::lock_guard<std::mutex> lock(job->mu_);
+    job->generation_ = meta.generation();
+    job->aggregator_.SetLastClosed(meta.last_closed_step());
+    job->StartGeneration(GenerationCause::kRestore, "the daemon restored the job from its snapshot");
+  }
   return job;
 }
 
@@ -109,14 +93,40 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   for (const v1::UnitSpec& u : req.units()) {
     specs.push_back({u.name(), u.numel(), u.shard_index(), u.shard_count()});
   }
-  RegisterResult result;
-  std::vector<std::string> new_units;
-  // Validate against the controller's capacity before touching anything.
-  Status s = topology_.RegisterRank(req.rank(), specs, &result.unit_ids, &new_units);
+  // Validate everything before changing anything: an error changes nothing,
+  // so the layout and the controller never disagree (their unit ids must
+  // match: a report names units by id).
+  Status s = topology_.ValidateSpecs(specs);
   if (!s.ok()) return s;
-  for (const std::string& name : new_units) {
-    StatusOr<uint32_t> id = controller_.AddUnit(name);
-    if (!id.ok()) return Internal("controller rejected unit '" + name + "': " + id.status().message());
+  if (topology_.HasRank(req.rank())) {
+    const std::vector<RankUnitSpec> before = topology_.SpecsOfRank(req.rank());
+    const std::string diff = DescribeUnitSetChange(before, specs);
+    if (!diff.empty()) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "job '" + id_ + "' rank " + std::to_string(req.rank()) + " registered " +
+                        std::to_string(before.size()) +
+                        " units before; this registration differs: " + diff +
+                        ". A different model needs a new job id");
+    }
+  }
+  std::vector<std::string> new_units;
+  s = topology_.CheckRank(specs, &new_units);
+  if (!s.ok()) return s;
+  s = controller_.CheckNewUnits(new_units);
+  if (!s.ok() || topology_.num_units() != controller_.num_units()) {
+    // Cannot happen while both change together; refuse rather than diverge.
+    spdlog::error("job {}: layout ({} units) and controller ({} units) disagree: {}", id_,
+                  topology_.num_units(), controller_.num_units(), s.ToString());
+    return Internal("job '" + id_ + "': unit layout and controller disagree (a daemon bug)");
+  }
+
+  RegisterResult result;
+  std::vector<std::string> created;
+  s = topology_.RegisterRank(req.rank(), specs, &result.unit_ids, &created);
+  if (!s.ok()) return s;  // validated above: cannot fail
+  for (const std::string& name : created) {
+    StatusOr<uint32_t> id = controller_.AddUnit(name);  // checked above: cannot fail
+    if (!id.ok()) spdlog::error("job {}: unit '{}': {}", id_, name, id.status().ToString());
   }
 
   RankSession& rs = sessions_[req.rank()];
@@ -129,12 +139,21 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   rs.last_seen = Clock::now();
   rs.seen = true;
   aggregator_.ResetRank(req.rank());
-  if (!new_units.empty()) RequestSnapshot();  // the layout changed
+  const bool new_generation = NewIncarnation(rs, req.instance());
+  if (req.instance() != 0) rs.instance = req.instance();
+  if (new_generation) {
+    StartGeneration(GenerationCause::kIncarnation,
+                    "rank " + std::to_string(req.rank()) + " registered as a new incarnation");
+  } else if (!new_units.empty()) {
+    RequestSnapshot();  // the layout changed
+  }
+  if (req.instance() != 0) rs.instance_generation = generation_;
 
   result.session_id = rs.session_id;
   result.config = controller_.config();
   result.config_version = controller_.config_version();
   result.last_step = controller_.last_step().value_or(-1);
+  result.generation = generation_;
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
   return result;
 }
@@ -161,7 +180,10 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new stream"));
   rs.sink = std::move(sink);
   rs.last_seen = Clock::now();
-  if (last_decision_) rs.sink->SendDecision(last_decision_);
+  // The generation, then its recent decisions in order: a rank attaching
+  // late finds the decision that covers each recent step.
+  rs.sink->SendDecision(generation_start_);
+  for (const auto& msg : history_) rs.sink->SendDecision(msg);
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
   return Status::Ok();
 }
@@ -207,13 +229,31 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   std::lock_guard<std::mutex> lock(mu_);
   Status s = CheckSession(rank, session_id);
   if (!s.ok()) return s;
-  for (const auto& [seq, digest] : sent_digests_) {
-    if (seq == ack.sequence()) {
-      if (digest != ack.digest() && listener_) listener_->OnAckMismatch(id_, rank);
-      return Status::Ok();
+  // An ack of a void generation is not compared (see "Acks" in job.h);
+  // generation 0 is an old client that does not say.
+  if (ack.generation() != 0 && ack.generation() < generation_) return Status::Ok();
+  AckMismatch m;
+  bool mismatch = acks_.Add(rank, ack, &m);
+  if (!mismatch && ack.has_decision() && ack.generation() == generation_) {
+    for (const auto& [seq, digest] : sent_digests_) {
+      if (seq == ack.sequence()) {
+        if (digest != ack.digest() && acks_.MarkMismatched(ack.step())) {
+          mismatch = true;
+          m.step = ack.step();
+          m.other = AckRecord::From(rank, ack);
+          m.against_sent = true;
+          m.sent_digest = digest;
+        }
+        break;
+      }
     }
   }
-  return Status::Ok();  // too old to check: not the rank's fault
+  if (!mismatch) return Status::Ok();
+  const std::string detail = m.Describe();
+  spdlog::warn("job {}: ranks applied different plans at {}", id_, detail);
+  if (listener_) listener_->OnAckMismatch(id_, m);
+  EmitEvent("ack_mismatch", m.step, detail);
+  return Status::Ok();
 }
 
 void Job::Tick(Clock::time_point now) {
@@ -230,42 +270,14 @@ void Job::DrainReady(Clock::time_point now) {
   }
 }
 
-// The decision of the controller's last observed step as a rank would have
-// received it: the set in force, its apply step and sequence, so a rank that
-// attaches after a restart or resumes from a checkpoint knows the plan of its
-// next step without waiting for a new decision. global_skip belonged to that
-// past step and is not repeated.
-void Job::RebuildLastDecision() {
-  const std::optional<int64_t> observed = controller_.last_step();
-  const std::optional<int64_t> apply = controller_.last_apply();
-  if (!observed || !apply || controller_.sequence() == 0) {
-    last_decision_.reset();
-    return;
-  }
-  Decision d;
-  d.observed_step = *observed;
-  d.apply_step = *apply;
-  d.sequence = controller_.sequence();
-  d.config_version = controller_.config_version();
-  d.recovery = controller_.recovery();
-  d.digest = DigestOf(d.apply_step, d.recovery, /*global_skip=*/false);
-  Publish(DecisionMessage(d));
-}
-
-void Job::Publish(std::shared_ptr<const v1::ServerMessage> decision) {
-  last_decision_ = std::move(decision);
-  for (auto& [rank, rs] : sessions_) {
-    if (rs.sink) rs.sink->SendDecision(last_decision_);
-  }
-}
-
 void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seconds) {
   Decision d;
   Status s = controller_.Observe(step.step, step.samples, &d);
-  if (!s.ok()) return;  // cannot happen: the aggregator validated the input
-  Publish(DecisionMessage(d));
-  sent_digests_.emplace_back(d.sequence, d.digest);
-  while (sent_digests_.size() > options_.events_kept_for_acks) sent_digests_.pop_front();
+  if (!s.ok()) {  // cannot happen: the aggregator validated the input
+    DecisionFailed(step.step, s);
+    return;
+  }
+  Publish(DecisionMessage(d, generation_));
 
   const Clock::time_point done = Clock::now();
   StepTiming timing;
@@ -281,61 +293,6 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
   }
 }
 
-void Job::EmitEvents(const Decision& d) {
-  if (!listener_ || (!d.HasChanges())) return;
-  std::vector<v1::Event> events;
-  const double now = UnixNowSeconds();
-  auto base = [&](const char* kind, uint32_t unit) {
-    v1::Event e;
-    e.set_observed_step(d.observed_step);
-    e.set_apply_step(d.apply_step);
-    e.set_kind(kind);
-    e.set_unit(controller_.unit(unit).name);
-    e.set_time_unix(now);
-    return e;
-  };
-  for (const Admission& a : d.admitted) {
-    v1::Event e = base("admission", a.unit_id);
-    for (const RecoveryEntry& r : d.recovery) {
-      if (r.unit_id == a.unit_id) {
-        e.set_action(static_cast<v1::Action>(r.action));
-        e.set_until(r.until);
-      }
-    }
-    e.set_trigger(static_cast<v1::Trigger>(a.trigger));
-    // A non-finite sample is not evaluated: no GNMR or Delta exists for it.
-    const bool evaluated = a.trigger != Trigger::kNonFinite;
-    e.set_gnmr(evaluated ? a.gnmr : std::nan(""));
-    e.set_delta(evaluated ? a.delta : std::nan(""));
-    e.set_norm(a.norm);
-    e.set_mu(a.mu);
-    if (a.nonfinite) e.set_detail("nonfinite=" + std::to_string(a.nonfinite));
-    events.push_back(std::move(e));
-  }
-  for (uint32_t u : d.released) events.push_back(base("release", u));
-  for (const Denial& x : d.denied) {
-    v1::Event e = base("denial", x.unit_id);
-    e.set_trigger(static_cast<v1::Trigger>(x.trigger));
-    const UnitState& st = controller_.unit(x.unit_id);
-    e.set_gnmr(st.last_gnmr);
-    e.set_delta(st.last_delta);
-    e.set_norm(st.last_norm);
-    e.set_mu(st.mu);
-    e.set_detail("max_o reached");
-    events.push_back(std::move(e));
-  }
-  if (d.global_skip) {
-    v1::Event e;
-    e.set_observed_step(d.observed_step);
-    e.set_apply_step(d.apply_step);
-    e.set_kind("global_skip");
-    e.set_time_unix(now);
-    e.set_detail("non-finite gradient observed");
-    events.push_back(std::move(e));
-  }
-  listener_->OnEvents(id_, events);
-}
-
 v1::JobMeta Job::MetaLocked() const {
   v1::JobMeta meta;
   meta.set_job_id(id_);
@@ -348,6 +305,7 @@ v1::JobMeta Job::MetaLocked() const {
     for (uint64_t n : u.shard_numel) l->add_shard_numel(n);
   }
   meta.set_last_closed_step(aggregator_.last_closed());
+  meta.set_generation(generation_);
   return meta;
 }
 

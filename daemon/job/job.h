@@ -8,10 +8,41 @@
 // - A decision is built once as a ServerMessage and the same immutable
 //   object is queued to every connected rank: all ranks receive identical
 //   bytes for a step.
-// - Every request is validated before anything changes; errors come back as
-//   Status with the precise code the server answers with.
+// - Every request is validated before anything changes (Register and
+//   ImportState are all-or-nothing); errors come back as Status with the
+//   precise code the server answers with.
 // - Snapshots are requested whenever the recovery set changes (so max_o and
-//   locks survive a kill -9) and every `snapshot_every_steps` steps.
+//   locks survive a kill -9), when a generation starts, and every
+//   `snapshot_every_steps` steps.
+//
+// Generations (docs/safety.md, rule 3). A job's generation changes when its
+// controller state is replaced or its trainer restarts:
+// - ImportState, and Restore (daemon start: the snapshot's generation + 1,
+//   snapshotted at once so a second crash cannot reuse the number): the
+//   steps start over after the imported state's last step, and the state's
+//   last decision, rebuilt, is the generation's first decision;
+// - a new incarnation: every client has a random `instance`. A rank that
+//   registers with a new one while its previous instance belongs to the
+//   current generation starts a new generation; a rank whose previous
+//   instance belongs to an older one (its incarnation was superseded) or
+//   that has none joins the current generation. An instance belongs to the
+//   generation it last registered in, and moves to an imported generation
+//   when its stream is attached at the import (it lives on in it). On a new
+//   incarnation the job rewinds: the aggregator and the controller forget
+//   the last step (Controller::Rewind), so a resumed trainer's steps are
+//   accepted again; history and locks stay. Instance 0 (an old client)
+//   never starts a generation.
+// Every generation starts with a GenerationStart on every attached stream,
+// followed (import, restore) by the rebuilt decision. The job keeps the
+// current generation's recent decisions; a stream that attaches gets the
+// GenerationStart and then all of them, in order, so a late rank finds the
+// decision that covers each recent step.
+//
+// Acks (AckBook): every rank acks every planned step; the job compares them
+// per step (and an acked decision with the digest it sent) and reports one
+// mismatch per step. Acks of an older generation are not compared: their
+// plan belonged to a void generation (an old incarnation still shutting
+// down, or a rank that has not yet heard of the new one).
 #pragma once
 
 #include <chrono>
@@ -27,6 +58,7 @@
 #include "common/status.h"
 #include "daemon/aggregator/step_aggregator.h"
 #include "daemon/controller/controller.h"
+#include "daemon/job/ack_book.h"
 #include "daemon/job/job_listener.h"
 #include "daemon/job/topology.h"
 #include "gnmr/v1/gnmr.pb.h"
@@ -38,6 +70,7 @@ namespace gnmr {
 class DecisionSink {
  public:
   virtual ~DecisionSink() = default;
+  // Queues a ServerMessage (a Decision or a GenerationStart).
   virtual void SendDecision(std::shared_ptr<const v1::ServerMessage> msg) = 0;
   // Ends the stream with `why` (e.g. ABORTED: replaced by a new session).
   virtual void Close(const Status& why) = 0;
@@ -47,7 +80,13 @@ struct JobOptions {
   StepAggregator::Options aggregation;
   uint32_t snapshot_every_steps = 50;
   size_t max_units = 1u << 20;
-  size_t events_kept_for_acks = 1024;
+  // Steps whose acks are compared (and decisions whose digests are checked).
+  size_t steps_kept_for_acks = 1024;
+  // Recent decisions of the current generation, sent to a stream when it
+  // attaches: at most this many, and at most this many bytes (the newest
+  // one always).
+  size_t decisions_kept = 64;
+  size_t decision_history_bytes = 4u << 20;
 };
 
 struct RegisterResult {
@@ -56,6 +95,7 @@ struct RegisterResult {
   ControllerConfig config;
   uint64_t config_version = 0;
   int64_t last_step = -1;
+  uint64_t generation = 0;
 };
 
 class Job {
@@ -79,17 +119,22 @@ class Job {
 
   // Registers (or re-registers) a rank; the rank's previous session, if any,
   // is closed with ABORTED. The request is assumed syntactically validated
-  // (see request_validation.h); this checks it against the job.
+  // (see request_validation.h); this checks it against the job and changes
+  // nothing when it fails. A rank that registered before (since this daemon
+  // started) must name the same units: FAILED_PRECONDITION naming the
+  // difference otherwise. May start a generation (new incarnation, above).
   StatusOr<RegisterResult> Register(const v1::RegisterRequest& request);
 
   // Binds a Session stream to the rank's current session id and sends it
-  // the newest decision, if any.
+  // the current GenerationStart and the generation's recent decisions.
   Status Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionSink> sink);
   void Detach(uint32_t rank, uint64_t session_id);
 
   // A StepStats from a rank's stream. Late reports are counted, not errors.
   Status OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& stats,
                  size_t bytes, Clock::time_point now);
+  // A rank's ack of a planned step: compared with the other ranks' acks of
+  // the step and with the decision the job sent (see "Acks" above).
   Status OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack);
 
   // Closes steps whose deadline has passed.
@@ -103,7 +148,12 @@ class Job {
   Status SetConfig(const ControllerConfig& config);
   Status ReleaseUnit(const std::string& unit);
   v1::ControllerState ExportState() const;
-  Status ImportState(const v1::ControllerState& state);
+  // Replaces the controller state (all-or-nothing) and starts a generation;
+  // `generation` (may be null) receives its number.
+  Status ImportState(const v1::ControllerState& state, uint64_t* generation = nullptr);
+  uint64_t generation() const;
+  // Closed steps the controller refused (a bug: see Decide).
+  uint64_t decision_failures() const;
   // Requests a snapshot now (shutdown).
   void SnapshotNow();
   uint32_t connected_sessions() const;
@@ -115,18 +165,37 @@ class Job {
     std::string client_version;
     Clock::time_point last_seen;
     bool seen = false;
+    // The rank's client instance (0: not stated) and the generation it
+    // belongs to (see "Generations" above).
+    uint64_t instance = 0;
+    uint64_t instance_generation = 0;
   };
+
+  enum class GenerationCause { kImport, kRestore, kIncarnation };
 
   Job(std::string job_id, uint32_t world_size, std::string token, Controller controller,
       JobOptions options, JobListener* listener);
 
   void DrainReady(Clock::time_point now);  // closes every ready step
   void Decide(const StepAggregator::ClosedStep& step, double aggregation_seconds);
-  // After the controller was replaced (restart from a snapshot, ImportState):
-  // the newest decision rebuilt from its state and sent to attached ranks.
+  // The "cannot happen" branch of Decide: logged, counted, an event.
+  void DecisionFailed(int64_t step, const Status& why);
+
+  // ---- generations (job_generation.cc)
+  // Starts generation_ + 1 for `cause` (see "Generations" above): resets
+  // the steps, announces it to every attached stream, rebuilds the last
+  // decision (import, restore), writes an event and requests a snapshot.
+  void StartGeneration(GenerationCause cause, const std::string& detail);
+  // Records `rank`'s client instance; true if it starts a new generation.
+  bool NewIncarnation(RankSession& rs, uint64_t instance) const;
+  // After the controller was replaced: its last decision, rebuilt from its
+  // state (the same digest as the original), published.
   void RebuildLastDecision();
-  // Makes `decision` the job's newest and queues it to every attached rank.
+  // Appends `decision` to the history and queues it to every attached rank.
   void Publish(std::shared_ptr<const v1::ServerMessage> decision);
+  void SendToAttached(const std::shared_ptr<const v1::ServerMessage>& msg);
+  void EmitEvent(const char* kind, int64_t step, std::string detail);
+
   void EmitEvents(const Decision& d);
   void RequestSnapshot();
   v1::JobMeta MetaLocked() const;
@@ -145,11 +214,23 @@ class Job {
   StepAggregator aggregator_;
   std::unordered_map<uint32_t, RankSession> sessions_;
   std::mt19937_64 session_ids_;
+
+  uint64_t generation_ = 1;
+  // Sent first to every stream that attaches, and to every attached one
+  // when the generation starts.
+  std::shared_ptr<const v1::ServerMessage> generation_start_;
+  // The current generation's recent decisions, oldest first (bounded by
+  // decisions_kept and decision_history_bytes).
+  std::deque<std::shared_ptr<const v1::ServerMessage>> history_;
+  size_t history_bytes_ = 0;
+  // The current generation's decisions whose acks are checked.
   std::deque<std::pair<uint64_t, uint64_t>> sent_digests_;  // sequence, digest
-  // The newest decision, sent to a stream as soon as it attaches so a
-  // (re)connecting rank knows the set in force before its next step.
-  std::shared_ptr<const v1::ServerMessage> last_decision_;
+  AckBook acks_;
+
   uint64_t steps_since_snapshot_ = 0;
+  uint64_t decision_failures_ = 0;
+  Clock::time_point last_failure_log_{};
+  uint64_t failures_not_logged_ = 0;
 };
 
 }  // namespace gnmr

@@ -138,7 +138,7 @@ v1::ControllerState Job::ExportState() const {
   return state;
 }
 
-Status Job::ImportState(const v1::ControllerState& state) {
+Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) {
   std::lock_guard<std::mutex> lock(mu_);
   StatusOr<Controller> c = ControllerStateCodec::Restore(state);
   if (!c.ok()) return Status(StatusCode::kInvalidArgument, c.status().message());
@@ -157,13 +157,21 @@ Status Job::ImportState(const v1::ControllerState& state) {
                         std::to_string(id) + ", the job has '" + topology_.unit(id).name + "'");
     }
   }
+  // The added units go into a copy of the layout: a failure half-way (too
+  // many units) must leave the layout as it was, never ahead of the
+  // controller (every later step would then fail to decide).
+  JobTopology layout = topology_;
   for (uint32_t id = static_cast<uint32_t>(n); id < c->num_units(); ++id) {
-    Status s = topology_.RestoreUnit(c->unit(id).name, 1, {0});
-    if (!s.ok()) return s;
+    Status s = layout.RestoreUnit(c->unit(id).name, 1, {0});
+    if (!s.ok()) {
+      const StatusCode code =
+          s.code() == StatusCode::kDataLoss ? StatusCode::kInvalidArgument : s.code();
+      return Status(code, "imported state cannot be added to job '" + id_ + "': " + s.message());
+    }
   }
+  // Nothing below fails.
+  topology_ = std::move(layout);
   controller_ = std::move(c).value();
-  aggregator_.SetLastClosed(std::max(aggregator_.last_closed(),
-                                     controller_.last_step().value_or(-1)));
   if (listener_) {
     v1::Event e;
     e.set_observed_step(controller_.last_step().value_or(-1));
@@ -173,8 +181,8 @@ Status Job::ImportState(const v1::ControllerState& state) {
     listener_->OnEvents(id_, {e});
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
-  RebuildLastDecision();
-  RequestSnapshot();
+  StartGeneration(GenerationCause::kImport, "controller state imported");
+  if (generation) *generation = generation_;
   return Status::Ok();
 }
 

@@ -12,6 +12,7 @@
 
 #include "daemon/aggregator/step_aggregator.h"
 #include "daemon/controller/controller.h"
+#include "daemon/job/ack_book.h"
 #include "gnmr/v1/gnmr.pb.h"
 #include "gnmr/v1/job_state.pb.h"
 
@@ -41,7 +42,13 @@ class JobListener {
                         const std::vector<v1::Event>& events) = 0;
   // The controller changed outside a decision (config, release, import).
   virtual void OnControllerChanged(const std::string& job_id, const Controller& controller) = 0;
-  virtual void OnAckMismatch(const std::string& job_id, uint32_t rank) = 0;
+  // Two ranks (or a rank and the daemon) disagree on the plan of a step;
+  // once per step. The job also writes it as an `ack_mismatch` event.
+  virtual void OnAckMismatch(const std::string& job_id, const AckMismatch& mismatch) = 0;
+  // A closed step could not be decided (the controller refused its input:
+  // a bug, never the peer's fault). The job also logs it and writes a
+  // `decision_failed` event.
+  virtual void OnDecisionFailed(const std::string& job_id) = 0;
   virtual void OnSessions(const std::string& job_id, uint32_t connected) = 0;
   // A snapshot should be written (asynchronously; latest wins).
   virtual void OnSnapshot(const std::string& job_id,

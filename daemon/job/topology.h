@@ -41,18 +41,30 @@ class JobTopology {
   JobTopology() = default;
   explicit JobTopology(Limits limits) : limits_(limits) {}
 
+  // The checks of one rank's unit list on its own (InvalidArgument): empty or
+  // duplicate names, shard count above the limit, shard index out of range.
+  Status ValidateSpecs(const std::vector<RankUnitSpec>& units) const;
+
+  // Every check RegisterRank makes, changing nothing: ValidateSpecs, then
+  // against the layout (FailedPrecondition): a shard count different from
+  // the one the unit was first registered with, a numel for a shard
+  // different from the one registered for it before (0 = not stated:
+  // never differs); then capacity (ResourceExhausted). `new_units` (may be
+  // null) receives the names RegisterRank would create, in order.
+  Status CheckRank(const std::vector<RankUnitSpec>& units,
+                   std::vector<std::string>* new_units) const;
+
   // Registers `units` for `rank`, replacing what that rank registered before.
   // Units are created on first sight (`new_units` receives their names, in
   // order, so the caller can add them to the controller with the same ids).
-  // Errors (InvalidArgument / FailedPrecondition) change nothing: empty or
-  // duplicate names, shard index out of range, shard count different from
-  // the one the unit was first registered with, too many units.
+  // Errors (those of CheckRank) change nothing.
   Status RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>& units,
                       std::vector<uint32_t>* unit_ids,
                       std::vector<std::string>* new_units);
 
   // Recreates a unit from a snapshot (ids follow call order). Ranks are not
-  // restored: they register again after a daemon restart.
+  // restored: they register again after a daemon restart. ResourceExhausted
+  // past max_units, DataLoss for an invalid layout; nothing changes then.
   Status RestoreUnit(const std::string& name, uint32_t shard_count,
                      const std::vector<uint64_t>& shard_numel);
 
@@ -69,6 +81,9 @@ class JobTopology {
   std::vector<uint32_t> Ranks() const;  // ascending
   // Units registered by `rank`, in its registration order.
   std::vector<uint32_t> UnitsOfRank(uint32_t rank) const;
+  // What `rank` registered, in its registration order (numel: the one known
+  // for its shard); empty if it has not registered.
+  std::vector<RankUnitSpec> SpecsOfRank(uint32_t rank) const;
 
  private:
   struct RankEntry {

@@ -71,6 +71,7 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id,
       decision_latency_(f->decision_latency.Add(labels_, LatencyBuckets())),
       aggregation_time_(f->aggregation_time.Add(labels_, LatencyBuckets())),
       ack_mismatches_(f->ack_mismatches.Add(labels_)),
+      decision_failures_(f->decision_failures.Add(labels_)),
       unit_series_(f, job_id_) {
   // Every real (action, trigger) pair exists from the start, so rate()
   // sees a zero before the first admission.
@@ -104,6 +105,7 @@ JobMetrics::~JobMetrics() {
   f_->decision_latency.Remove(&decision_latency_);
   f_->aggregation_time.Remove(&aggregation_time_);
   f_->ack_mismatches.Remove(&ack_mismatches_);
+  f_->decision_failures.Remove(&decision_failures_);
   for (auto& by_trigger : admissions_) {
     for (prometheus::Counter* c : by_trigger) {
       if (c != nullptr) f_->admissions.Remove(c);
@@ -172,6 +174,8 @@ void JobMetrics::OnReport(uint32_t rank, size_t bytes,
 void JobMetrics::OnLateReport() { late_reports_.Increment(); }
 
 void JobMetrics::OnAckMismatch() { ack_mismatches_.Increment(); }
+
+void JobMetrics::OnDecisionFailed() { decision_failures_.Increment(); }
 
 void JobMetrics::OnDecision(const Decision& d, const Controller& c,
                             const StepFigures& step) {

@@ -7,7 +7,9 @@
 //   SetRanksConnected   a Session stream opened or closed
 //   OnReport            a StepStats report arrived (with client figures)
 //   OnLateReport        a report for a closed step was dropped
-//   OnAckMismatch       a rank acked a digest other than the one sent
+//   OnAckMismatch       ranks acked different plans for a step (once per
+//                       step), or a decision with another digest than sent
+//   OnDecisionFailed    a closed step could not be decided
 //   OnDecision          a step was decided
 //   Refresh             the controller changed outside a decision (restore,
 //                       import, SetConfig, admin release)
@@ -66,6 +68,7 @@ class JobMetrics {
                 const v1::ClientOverhead& overhead);
   void OnLateReport();
   void OnAckMismatch();
+  void OnDecisionFailed();
   void OnDecision(const Decision& decision, const Controller& controller,
                   const StepFigures& step);
   void Refresh(const Controller& controller);
@@ -122,6 +125,7 @@ class JobMetrics {
   prometheus::Histogram& decision_latency_;
   prometheus::Histogram& aggregation_time_;
   prometheus::Counter& ack_mismatches_;
+  prometheus::Counter& decision_failures_;
   prometheus::Counter* admissions_[4][4] = {};  // [action][trigger]
   std::map<uint32_t, RankSeries> ranks_;
   UnitSeries unit_series_;

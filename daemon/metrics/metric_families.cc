@@ -80,9 +80,13 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
       aggregation_time(
           Histogram(r, "gnmr_aggregation_seconds",
                     "Time to combine the ranks' reports of a step.")),
-      ack_mismatches(
-          Counter(r, "gnmr_ack_mismatches_total",
-                  "Acks whose decision digest differs from the one sent.")),
+      ack_mismatches(Counter(
+          r, "gnmr_ack_mismatches_total",
+          "Steps whose acks differ between ranks (generation, decision, "
+          "digest, skip) or from the decision sent; once per step.")),
+      decision_failures(Counter(
+          r, "gnmr_decision_failures_total",
+          "Closed steps the controller could not decide (a daemon bug).")),
       client_overhead_ratio(
           Gauge(r, "gnmr_client_overhead_ratio",
                 "Client-reported statistics time / step time, per rank.")),

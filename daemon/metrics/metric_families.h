@@ -26,7 +26,8 @@
 //   gnmr_recovery_fraction                       their ratio (lifetime)
 //   gnmr_decision_latency_seconds                last report in -> decision out
 //   gnmr_aggregation_seconds                     combining the ranks' reports
-//   gnmr_ack_mismatches_total
+//   gnmr_ack_mismatches_total                    steps the ranks planned differently
+//   gnmr_decision_failures_total                 closed steps not decided (a bug)
 // Per job and rank {job_id,rank}:
 //   gnmr_client_overhead_ratio                   stats time / step time
 //   gnmr_client_dropped_reports_total, gnmr_client_missed_decisions_total
@@ -90,6 +91,7 @@ struct MetricFamilies {
   HistogramFamily& decision_latency;
   HistogramFamily& aggregation_time;
   CounterFamily& ack_mismatches;
+  CounterFamily& decision_failures;
 
   GaugeFamily& client_overhead_ratio;
   CounterFamily& client_dropped_reports;

@@ -160,14 +160,19 @@ grpc::ServerUnaryReactor* AdminService::ExportState(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* AdminService::ImportState(grpc::CallbackServerContext* ctx,
                                                     const v1::ImportStateRequest* req,
-                                                    v1::ImportStateResponse*) {
+                                                    v1::ImportStateResponse* resp) {
   return Reply(ctx, "Admin.ImportState", [&] {
     Status s = CheckAdmin(ctx);
     if (!s.ok()) return s;
     StatusOr<std::shared_ptr<Job>> job = registry_->Find(req->job_id());
     if (!job.ok()) return job.status();
-    s = (*job)->ImportState(req->state());
-    if (s.ok()) spdlog::info("job {}: controller state imported", req->job_id());
+    uint64_t generation = 0;
+    s = (*job)->ImportState(req->state(), &generation);
+    if (s.ok()) {
+      resp->set_generation(generation);
+      spdlog::info("job {}: controller state imported (generation {})", req->job_id(),
+                   generation);
+    }
     return s;
   });
 }

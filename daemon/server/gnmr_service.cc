@@ -23,8 +23,10 @@ Status GnmrService::DoRegister(grpc::CallbackServerContext* ctx, const v1::Regis
   resp->set_session_id(r->session_id);
   resp->set_last_step(r->last_step);
   resp->set_config_version(r->config_version);
-  spdlog::info("job {} rank {}/{} registered {} units (client {})", req.job_id(), req.rank(),
-               req.world_size(), req.units_size(), req.client_version());
+  resp->set_generation(r->generation);
+  spdlog::info("job {} rank {}/{} registered {} units (client {}, generation {})", req.job_id(),
+               req.rank(), req.world_size(), req.units_size(), req.client_version(),
+               r->generation);
   return Status::Ok();
 }
 

@@ -1,8 +1,10 @@
 // Randomized property tests over thousands of generated runs: many units,
-// spikes, NaNs, inactive units, step gaps, tiny and huge budgets, and run-time
-// config changes. The invariants are those of SPEC section 3.
+// spikes, NaNs, inactive units, step gaps, tiny and huge budgets, run-time
+// config changes and rewinds (a trainer restarting from an earlier step).
+// The invariants are those of SPEC section 3.
 #include <map>
 #include <random>
+#include <set>
 
 #include "daemon/controller/state_codec.h"
 #include "tests/controller/controller_test_util.h"
@@ -17,6 +19,8 @@ struct RunSpec {
   std::vector<std::pair<int64_t, std::vector<UnitSample>>> steps;
   // Config replacements before step index k (same max_o: see below).
   std::map<size_t, ControllerConfig> config_changes;
+  // Controller::Rewind() before step index k (whose step goes backwards).
+  std::set<size_t> rewinds;
 };
 
 RunSpec Generate(uint64_t seed) {
@@ -80,6 +84,27 @@ RunSpec Generate(uint64_t seed) {
   return r;
 }
 
+// Adds 1-3 rewinds to a generated run: at each, the step numbers jump back
+// by 0-40 (not below 0) and go on with the run's own gaps from there.
+void AddRewinds(RunSpec& r, uint64_t seed) {
+  std::mt19937_64 rng(seed * 7919 + 1);
+  const size_t n = r.steps.size();
+  const int count = std::uniform_int_distribution<int>(1, 3)(rng);
+  for (int i = 0; i < count; ++i) {
+    r.rewinds.insert(std::uniform_int_distribution<size_t>(1, n - 1)(rng));
+  }
+  std::vector<int64_t> orig;
+  for (const auto& [t, v] : r.steps) orig.push_back(t);
+  for (size_t k = 1; k < n; ++k) {
+    if (r.rewinds.count(k)) {
+      const int64_t back = std::uniform_int_distribution<int64_t>(0, 40)(rng);
+      r.steps[k].first = std::max<int64_t>(0, r.steps[k - 1].first - back);
+    } else {
+      r.steps[k].first = r.steps[k - 1].first + (orig[k] - orig[k - 1]);
+    }
+  }
+}
+
 std::vector<Decision> RunAll(const RunSpec& r, size_t from, Controller& c) {
   std::vector<Decision> out;
   for (size_t k = from; k < r.steps.size(); ++k) {
@@ -87,6 +112,7 @@ std::vector<Decision> RunAll(const RunSpec& r, size_t from, Controller& c) {
     if (change != r.config_changes.end()) {
       EXPECT_TRUE(c.SetConfig(change->second).ok());
     }
+    if (r.rewinds.count(k)) c.Rewind();
     Decision d;
     Status s = c.Observe(r.steps[k].first, r.steps[k].second, &d);
     EXPECT_TRUE(s.ok()) << s.ToString();
@@ -102,20 +128,54 @@ struct Lock {
   int64_t release_apply = 0;
 };
 
+// Units in force at each step of one segment (the decisions between two
+// rewinds: one timeline of steps) never exceed max_o. A lock is in force
+// from its `since` (not before the segment's first apply step: earlier
+// steps of the segment have no decision) until its end or its release.
+void CheckSegmentBudget(const std::vector<Lock>& locks, int64_t first_apply, int max_o) {
+  std::map<int64_t, int> in_force;
+  for (const Lock& l : locks) {
+    const int64_t end = l.released ? std::min(l.until, l.release_apply) : l.until;
+    for (int64_t s = std::max(l.since, first_apply); s < end; ++s) ++in_force[s];
+  }
+  for (auto& [s, n] : in_force) ASSERT_LE(n, max_o) << "at step " << s;
+}
+
 void CheckInvariants(const RunSpec& r, const std::vector<Decision>& ds,
                      uint64_t seed) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const int max_o = r.config.max_o;
   std::map<uint32_t, Lock> open;
-  std::vector<Lock> all;
+  std::vector<Lock> segment;  // locks released in the current segment
   int64_t prev_apply = std::numeric_limits<int64_t>::min();
+  int64_t first_apply = 0;
   int lock_steps = r.config.lock_steps;
+  int lag = r.config.lag;
+  int next_lag = r.config.lag;  // announced by the previous decision
   for (size_t k = 0; k < ds.size(); ++k) {
     const Decision& d = ds[k];
+    if (k == 0 || r.rewinds.count(k)) {  // a new timeline of steps
+      if (k > 0) {
+        for (auto& [u, l] : open) segment.push_back(l);
+        CheckSegmentBudget(segment, first_apply, max_o);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+      segment.clear();
+      prev_apply = std::numeric_limits<int64_t>::min();
+      first_apply = d.apply_step;
+    }
     auto change = r.config_changes.find(k);
-    if (change != r.config_changes.end()) lock_steps = change->second.lock_steps;
+    if (change != r.config_changes.end()) {
+      lock_steps = change->second.lock_steps;
+      lag = change->second.lag;
+    }
     ASSERT_GE(d.apply_step, d.observed_step);
     ASSERT_GE(d.apply_step, prev_apply) << "apply went backwards";
+    // The lag announced by the previous decision, the apply never earlier
+    // than the last one; a config's lag is announced by the next decision.
+    ASSERT_EQ(d.apply_step, std::max(d.observed_step + next_lag, prev_apply));
+    ASSERT_EQ(d.next_lag, lag);
+    next_lag = d.next_lag;
     prev_apply = d.apply_step;
     ASSERT_LE(static_cast<int>(d.recovery.size()), max_o);
     ASSERT_EQ(d.digest, DigestOf(d.apply_step, d.recovery, d.global_skip));
@@ -126,7 +186,7 @@ void CheckInvariants(const RunSpec& r, const std::vector<Decision>& ds,
       ASSERT_GE(d.apply_step, l.until) << "lock shortened";
       l.released = true;
       l.release_apply = d.apply_step;
-      all.push_back(l);
+      segment.push_back(l);
       open.erase(u);
     }
     for (const Admission& a : d.admitted) {
@@ -144,7 +204,7 @@ void CheckInvariants(const RunSpec& r, const std::vector<Decision>& ds,
         const bool entry_step = e.action == Action::kPromote && e.since == d.observed_step;
         ASSERT_EQ(e.entry, entry_step ? r.config.entry : EntryTreatment::kNone);
       }
-      // A lock never changes while it is held.
+      // A lock never changes while it is held (also across a rewind).
       ASSERT_EQ(e.since, l.since);
       ASSERT_EQ(e.until, l.until);
       ASSERT_GT(e.until, e.since);
@@ -163,15 +223,11 @@ void CheckInvariants(const RunSpec& r, const std::vector<Decision>& ds,
     if (!d.denied.empty()) {
       ASSERT_EQ(static_cast<int>(d.recovery.size()), max_o);
     }
+    if (k > 0) ASSERT_EQ(d.sequence, ds[k - 1].sequence + 1);
   }
-  for (auto& [u, l] : open) all.push_back(l);
-  // Units in force at any step never exceed max_o.
-  std::map<int64_t, int> in_force;
-  for (const Lock& l : all) {
-    const int64_t end = l.released ? std::min(l.until, l.release_apply) : l.until;
-    for (int64_t s = l.since; s < end; ++s) ++in_force[s];
-  }
-  for (auto& [s, n] : in_force) ASSERT_LE(n, max_o) << "at step " << s;
+  // Units in force at any step of each timeline never exceed max_o.
+  for (auto& [u, l] : open) segment.push_back(l);
+  CheckSegmentBudget(segment, first_apply, max_o);
 }
 
 TEST(ControllerProperties, InvariantsHoldOverThousandsOfRuns) {
@@ -224,6 +280,46 @@ TEST(ControllerProperties, SampleOrderDoesNotMatter) {
       ASSERT_EQ(DiffDecisions(da[k], db[k]), "") << "seed " << seed << " k " << k;
     }
   }
+}
+
+// A trainer restarted from an earlier step (Controller::Rewind) keeps the
+// controller's history and locks; every timeline still has at most max_o
+// units in force at any step, since the budget counts the whole recovery
+// set (locks from before the rewind included). Rewound runs are
+// deterministic and survive a serialize/restore at any point.
+TEST(ControllerProperties, InvariantsHoldAcrossRewinds) {
+  std::mt19937_64 rng(77);
+  uint64_t admissions = 0, denials = 0, held_across = 0;
+  for (uint64_t seed = 11000; seed < 12500; ++seed) {
+    RunSpec r = Generate(seed);
+    AddRewinds(r, seed);
+    Controller c = MakeController(r.config, r.units);
+    std::vector<Decision> ds = RunAll(r, 0, c);
+    CheckInvariants(r, ds, seed);
+    if (::testing::Test::HasFatalFailure()) return;
+    admissions += c.stats().admissions();
+    denials += c.stats().denials;
+    for (size_t k : r.rewinds) held_across += ds[k - 1].recovery.empty() ? 0 : 1;
+
+    const size_t cut = std::uniform_int_distribution<size_t>(0, r.steps.size())(rng);
+    RunSpec head = r;
+    head.steps.resize(cut);
+    Controller first = MakeController(r.config, r.units);
+    RunAll(head, 0, first);
+    StatusOr<Controller> restored =
+        ControllerStateCodec::RestoreFromString(ControllerStateCodec::SaveToString(first));
+    ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+    std::vector<Decision> tail = RunAll(r, cut, *restored);
+    ASSERT_EQ(tail.size(), ds.size() - cut);
+    for (size_t k = 0; k < tail.size(); ++k) {
+      ASSERT_EQ(DiffDecisions(tail[k], ds[cut + k]), "")
+          << "seed " << seed << " cut " << cut << " k " << k;
+    }
+  }
+  // Rewinds must meet held locks and full budgets, not only empty sets.
+  EXPECT_GT(admissions, 5000u);
+  EXPECT_GT(denials, 500u);
+  EXPECT_GT(held_across, 500u);
 }
 
 TEST(ControllerProperties, SerializeRestoreMidRunContinuesIdentically) {

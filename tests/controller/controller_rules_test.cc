@@ -295,15 +295,107 @@ TEST(ControllerRules, ConfigVersionIsRecordedWithEachDecision) {
   EXPECT_EQ(Step(c, 1, {Norm(0, 1.0)}).config_version, 2u);
 }
 
-TEST(ControllerRules, LoweringLagNeverMovesApplyBackwards) {
+// Each decision announces next_lag (the config's lag when it is made); the
+// next decision applies from max(its step + that lag, the last apply). A lag
+// change so takes effect one decision after it is announced, and lowering it
+// never moves the apply step backwards.
+TEST(ControllerRules, LagChangeTakesEffectOneDecisionAfterItIsAnnounced) {
   ControllerConfig cfg = SmallConfig();
   cfg.lag = 3;
   Controller c = MakeController(cfg, 1);
-  EXPECT_EQ(Step(c, 0, {Norm(0, 1.0)}).apply_step, 3);
+  EXPECT_EQ(c.next_lag(), 3);
+  Decision d = Step(c, 0, {Norm(0, 1.0)});
+  EXPECT_EQ(d.apply_step, 3);
+  EXPECT_EQ(d.next_lag, 3);
   cfg.lag = 0;
   ASSERT_TRUE(c.SetConfig(cfg).ok());
-  EXPECT_EQ(Step(c, 1, {Norm(0, 1.0)}).apply_step, 3);
-  EXPECT_EQ(Step(c, 4, {Norm(0, 1.0)}).apply_step, 4);
+  EXPECT_EQ(c.next_lag(), 3);  // announced by the decision of step 0
+  d = Step(c, 1, {Norm(0, 1.0)});
+  EXPECT_EQ(d.apply_step, 4);  // 1 + 3: the announced lag
+  EXPECT_EQ(d.next_lag, 0);    // the new lag, announced here
+  d = Step(c, 2, {Norm(0, 1.0)});
+  EXPECT_EQ(d.apply_step, 4);  // 2 + 0, but never before the last apply
+  EXPECT_EQ(Step(c, 5, {Norm(0, 1.0)}).apply_step, 5);
+  cfg.lag = 2;  // raising it: one more decision at lag 0, then lag 2
+  ASSERT_TRUE(c.SetConfig(cfg).ok());
+  d = Step(c, 6, {Norm(0, 1.0)});
+  EXPECT_EQ(d.apply_step, 6);
+  EXPECT_EQ(d.next_lag, 2);
+  EXPECT_EQ(Step(c, 7, {Norm(0, 1.0)}).apply_step, 9);
+}
+
+// Before the first decision the config's lag is the announced one (the
+// daemon announces it when a generation starts): a change then still waits
+// one decision.
+TEST(ControllerRules, LagChangeBeforeTheFirstDecisionAlsoWaitsOneDecision) {
+  ControllerConfig cfg = SmallConfig();
+  cfg.lag = 2;
+  Controller c = MakeController(cfg, 1);
+  cfg.lag = 0;
+  ASSERT_TRUE(c.SetConfig(cfg).ok());
+  EXPECT_EQ(c.next_lag(), 2);
+  Decision d = Step(c, 0, {Norm(0, 1.0)});
+  EXPECT_EQ(d.apply_step, 2);
+  EXPECT_EQ(d.next_lag, 0);
+  EXPECT_EQ(Step(c, 3, {Norm(0, 1.0)}).apply_step, 3);
+}
+
+// Rewind: the trainer restarted from an earlier step without importing the
+// state. Any step may follow, its apply step may be earlier than the last
+// one; history, locks and the sequence carry on.
+TEST(ControllerRules, RewindAcceptsEarlierStepsAndKeepsHistoryLocksAndSequence) {
+  ControllerConfig cfg = SmallConfig();
+  cfg.max_o = 1;
+  cfg.lock_steps = 10;
+  Controller c = MakeController(cfg, 2);
+  Flat(c, 0, 20, 2);
+  Decision spike = Step(c, 20, {Norm(0, 9.0), Norm(1, 1.0)});  // u0: [21, 31)
+  ASSERT_EQ(spike.recovery.size(), 1u);
+  const double mu1 = c.unit(1).mu;
+  const std::vector<double> window1 = c.Window(1);
+  Decision bad;
+  EXPECT_EQ(c.Observe(12, {Norm(0, 1.0)}, &bad).code(), StatusCode::kInvalidArgument);
+
+  c.Rewind();
+  EXPECT_FALSE(c.last_step().has_value());
+  EXPECT_FALSE(c.last_apply().has_value());
+  EXPECT_EQ(c.unit(1).mu, mu1);
+  EXPECT_EQ(c.Window(1), window1);
+  // u1 spikes at the resumed step 12: u0's lock still holds the only slot.
+  Decision d = Step(c, 12, {Norm(0, 1.0), Norm(1, 9.0)});
+  EXPECT_EQ(d.apply_step, 13);  // before the last apply (21): a new timeline
+  EXPECT_EQ(d.sequence, spike.sequence + 1);
+  ASSERT_EQ(d.recovery.size(), 1u);
+  EXPECT_EQ(d.recovery[0].unit_id, 0u);
+  EXPECT_EQ(d.recovery[0].since, 21);  // the lock is never shortened
+  EXPECT_EQ(d.recovery[0].until, 31);
+  ASSERT_EQ(d.denied.size(), 1u);
+  EXPECT_EQ(d.denied[0].unit_id, 1u);
+  // Steps go forward again from the rewound one.
+  EXPECT_EQ(c.Observe(12, {Norm(0, 1.0)}, &bad).code(), StatusCode::kInvalidArgument);
+  // u0 is released once the resumed steps reach its end, not earlier.
+  for (int64_t t = 13; t < 30; ++t) {
+    EXPECT_EQ(Step(c, t, {Norm(0, 1.0)}).recovery.size(), 1u) << t;
+  }
+  d = Step(c, 30, {Norm(0, 1.0), Norm(1, 9.0)});
+  EXPECT_EQ(d.released, std::vector<uint32_t>{0});
+  ASSERT_EQ(d.admitted.size(), 1u);
+  EXPECT_EQ(d.admitted[0].unit_id, 1u);
+}
+
+// next_lag survives a Rewind: the first resumed decision uses the lag the
+// last one announced.
+TEST(ControllerRules, RewindKeepsTheAnnouncedLag) {
+  ControllerConfig cfg = SmallConfig();
+  cfg.lag = 2;
+  Controller c = MakeController(cfg, 1);
+  Step(c, 10, {Norm(0, 1.0)});
+  cfg.lag = 0;
+  ASSERT_TRUE(c.SetConfig(cfg).ok());
+  c.Rewind();
+  EXPECT_EQ(c.next_lag(), 2);
+  EXPECT_EQ(Step(c, 4, {Norm(0, 1.0)}).apply_step, 6);
+  EXPECT_EQ(Step(c, 5, {Norm(0, 1.0)}).apply_step, 6);  // max(5 + 0, 6)
 }
 
 TEST(ControllerRules, LockStepsChangeNeverShortensExistingLocks) {

@@ -45,6 +45,59 @@ TEST(StateCodec, RoundTripKeepsEverything) {
   EXPECT_EQ(b.released, std::vector<uint32_t>{0});
 }
 
+// next_lag (announced, not yet in force) and the last decision's
+// global_skip survive a round trip: the restored controller's next decision
+// uses the announced lag, and a decision rebuilt from the state has the
+// original's digest.
+TEST(StateCodec, RoundTripKeepsNextLagAndLastGlobalSkip) {
+  ControllerConfig cfg;
+  cfg.warmup = 2;
+  cfg.lag = 3;
+  Controller c = MakeController(cfg, 2);
+  Flat(c, 0, 4, 2);
+  Decision nan = Step(c, 4, {NonFinite(0), Norm(1, 1.0)});
+  ASSERT_TRUE(nan.global_skip);
+  cfg.lag = 1;  // announced by the next decision, in force after it
+  ASSERT_TRUE(c.SetConfig(cfg).ok());
+  StatusOr<Controller> r =
+      ControllerStateCodec::RestoreFromString(ControllerStateCodec::SaveToString(c));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->last_global_skip());
+  EXPECT_EQ(DigestOf(*r->last_apply(), r->recovery(), r->last_global_skip()), nan.digest);
+  EXPECT_EQ(r->next_lag(), 3);
+  Decision a = Step(c, 5, {Norm(0, 1.0)});
+  Decision b = Step(*r, 5, {Norm(0, 1.0)});
+  EXPECT_EQ(DiffDecisions(a, b), "");
+  EXPECT_EQ(b.apply_step, 8);
+  EXPECT_EQ(b.next_lag, 1);
+  EXPECT_FALSE(r->last_global_skip());
+}
+
+// A state written before next_lag existed has none: the config's lag is
+// the next one. An out-of-range next_lag is refused.
+TEST(StateCodec, StateWithoutNextLagUsesTheConfigLag) {
+  ControllerConfig cfg;
+  cfg.lag = 2;
+  Controller c = MakeController(cfg, 1);
+  Step(c, 0, {Norm(0, 1.0)});
+  v1::ControllerState s;
+  ControllerStateCodec::Save(c, &s);
+  EXPECT_TRUE(s.has_next_lag());
+  s.clear_has_next_lag();
+  s.clear_next_lag();
+  s.mutable_config()->set_lag(5);
+  StatusOr<Controller> r = ControllerStateCodec::Restore(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->next_lag(), 5);
+  EXPECT_EQ(Step(*r, 1, {Norm(0, 1.0)}).apply_step, 6);
+
+  ControllerStateCodec::Save(c, &s);
+  s.set_next_lag(ControllerConfig::kMaxLag + 1);
+  EXPECT_EQ(ControllerStateCodec::Restore(s).status().code(), StatusCode::kDataLoss);
+  s.set_next_lag(-1);
+  EXPECT_EQ(ControllerStateCodec::Restore(s).status().code(), StatusCode::kDataLoss);
+}
+
 TEST(StateCodec, RejectsGarbageAndHostileState) {
   EXPECT_EQ(ControllerStateCodec::RestoreFromString("\xff\xff\xff garbage").status().code(),
             StatusCode::kDataLoss);

@@ -151,6 +151,36 @@ TEST_F(TwoRanks, TooManyOpenStepsForcesTheOldestClosed) {
   EXPECT_FALSE(agg.PopReady(t0, &c));
 }
 
+// A new generation: open steps are dropped, every rank's step history is
+// forgotten and the last closed step may go backwards, so resumed steps
+// after it are accepted again instead of being late.
+TEST_F(TwoRanks, StartOverAcceptsResumedSteps) {
+  StepAggregator agg(&topo, {});
+  StepAggregator::ClosedStep c;
+  for (int64_t s = 0; s < 10; ++s) {
+    Add(agg, 0, Stats(s, {1}, {1.0}), t0);
+    Add(agg, 1, Stats(s, {1}, {1.0}), t0);
+    ASSERT_TRUE(agg.PopReady(t0, &c));
+  }
+  Add(agg, 0, Stats(10, {1}, {1.0}), t0);  // open, never closed
+  EXPECT_EQ(Add(agg, 0, Stats(11, {1}, {1.0}), t0), StepAggregator::Outcome::kAccepted);
+
+  agg.StartOver(4);  // e.g. an imported state whose last step is 4
+  EXPECT_EQ(agg.open_steps(), 0u);
+  EXPECT_EQ(agg.last_closed(), 4);
+  EXPECT_EQ(agg.last_step_of_rank(0), -1);
+  EXPECT_EQ(Add(agg, 1, Stats(4, {1}, {1.0}), t0), StepAggregator::Outcome::kLate);
+  EXPECT_EQ(Add(agg, 0, Stats(5, {1}, {2.0}), t0), StepAggregator::Outcome::kAccepted);
+  EXPECT_EQ(Add(agg, 1, Stats(5, {1}, {4.0}), t0), StepAggregator::Outcome::kAccepted);
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  EXPECT_EQ(c.step, 5);
+  EXPECT_EQ(c.samples[0].sumsq, 3.0);  // only the resumed reports
+  EXPECT_FALSE(agg.PopReady(t0 + std::chrono::hours(1), &c));  // step 10 is gone
+
+  agg.StartOver(-1);  // a restarted trainer: any step
+  EXPECT_EQ(Add(agg, 0, Stats(0, {1}, {1.0}), t0), StepAggregator::Outcome::kAccepted);
+}
+
 TEST(Topology, RejectsInconsistentRegistrations) {
   JobTopology topo;
   std::vector<uint32_t> ids;
@@ -162,10 +192,26 @@ TEST(Topology, RejectsInconsistentRegistrations) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(topo.RegisterRank(1, {{"b", 1, 0, 1}, {"b", 1, 0, 1}}, &ids, &added).code(),
             StatusCode::kInvalidArgument);
+  // A shard's numel is the one registered for it first (0: not stated).
+  EXPECT_EQ(topo.RegisterRank(1, {{"a", 11, 0, 2}}, &ids, &added).code(),
+            StatusCode::kFailedPrecondition);
+  // Checks of a later unit leave the earlier ones unapplied too.
+  EXPECT_EQ(topo.RegisterRank(1, {{"n", 5, 0, 1}, {"a", 10, 0, 3}}, &ids, &added).code(),
+            StatusCode::kFailedPrecondition);
   EXPECT_EQ(topo.num_units(), 1u);  // nothing applied
+  EXPECT_FALSE(topo.HasRank(1));
+  ASSERT_TRUE(topo.RegisterRank(1, {{"a", 0, 0, 2}}, &ids, &added).ok());
+  EXPECT_EQ(topo.unit(0).shard_numel[0], 10u);  // not overwritten by "not stated"
+  const std::vector<RankUnitSpec> specs = topo.SpecsOfRank(0);
+  ASSERT_EQ(specs.size(), 1u);
+  EXPECT_EQ(specs[0].name, "a");
+  EXPECT_EQ(specs[0].numel, 10u);
+  EXPECT_EQ(specs[0].shard_count, 2u);
+  ASSERT_TRUE(topo.RegisterRank(1, {{"a", 10, 1, 2}}, &ids, &added).ok());
   EXPECT_EQ(topo.SlotOf(0, 0, 0), 0);
   EXPECT_EQ(topo.SlotOf(0, 5, 0), 0);  // out of position: hash fallback
-  EXPECT_EQ(topo.SlotOf(1, 0, 0), -1);
+  EXPECT_EQ(topo.SlotOf(1, 0, 0), 1);
+  EXPECT_EQ(topo.SlotOf(2, 0, 0), -1);
 }
 
 }  // namespace

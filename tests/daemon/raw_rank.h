@@ -36,13 +36,15 @@ class RawRank {
     uint64_t numel = 1000;
   };
 
+  // `instance` 0: an old client that does not say.
   grpc::Status Register(const std::vector<Unit>& units, v1::RegisterResponse* resp = nullptr,
-                        const v1::ControllerConfig* config = nullptr) {
+                        const v1::ControllerConfig* config = nullptr, uint64_t instance = 0) {
     v1::RegisterRequest req;
     req.set_job_id(job_);
     req.set_rank(rank_);
     req.set_world_size(world_);
     req.set_client_version("raw-test");
+    req.set_instance(instance);
     for (const Unit& u : units) {
       v1::UnitSpec* s = req.add_units();
       s->set_name(u.name);
@@ -86,7 +88,8 @@ class RawRank {
       v1::ServerMessage m;
       while (stream_->Read(&m)) {
         std::lock_guard<std::mutex> lock(mu_);
-        decisions_.push_back(m.decision());
+        messages_.push_back(m);
+        if (m.has_decision()) decisions_.push_back(m.decision());
         cv_.notify_all();
       }
       std::lock_guard<std::mutex> lock(mu_);
@@ -109,16 +112,64 @@ class RawRank {
     return Send(m);
   }
 
-  // Waits for a decision with observed_step == step.
+  // Acks `step`'s plan: decision `d` (null: no decision) in `generation`.
+  bool SendAck(int64_t step, const v1::Decision* d, uint64_t generation, bool skip = false) {
+    v1::ClientMessage m;
+    v1::Ack* a = m.mutable_ack();
+    a->set_step(step);
+    a->set_has_decision(d != nullptr);
+    a->set_generation(generation);
+    a->set_skip_step(skip);
+    if (d) {
+      a->set_sequence(d->sequence());
+      a->set_digest(d->digest());
+    }
+    return Send(m);
+  }
+
+  // Waits for a decision with observed_step == step (the newest such one).
   bool WaitDecision(int64_t step, v1::Decision* out,
                     std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, timeout, [&] {
+      for (auto it = decisions_.rbegin(); it != decisions_.rend(); ++it) {
+        if (it->observed_step() == step) {
+          *out = *it;
+          return true;
+        }
+      }
+      return false;
+    });
+  }
+
+  // Waits for a decision of `generation` with observed_step == step.
+  bool WaitDecisionIn(uint64_t generation, int64_t step, v1::Decision* out,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] {
       for (const v1::Decision& d : decisions_) {
-        if (d.observed_step() == step) {
+        if (d.observed_step() == step && d.generation() == generation) {
           *out = d;
           return true;
         }
+      }
+      return false;
+    });
+  }
+
+  // Waits until at least `n` messages (decisions and GenerationStarts) came.
+  bool WaitMessages(size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return messages_.size() >= n; });
+  }
+
+  // Waits for a GenerationStart of `generation`.
+  bool WaitGeneration(uint64_t generation,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] {
+      for (const v1::ServerMessage& m : messages_) {
+        if (m.has_generation() && m.generation().generation() == generation) return true;
       }
       return false;
     });
@@ -141,6 +192,11 @@ class RawRank {
   std::vector<v1::Decision> decisions() {
     std::lock_guard<std::mutex> lock(mu_);
     return {decisions_.begin(), decisions_.end()};
+  }
+  // Every message in arrival order.
+  std::vector<v1::ServerMessage> messages() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {messages_.begin(), messages_.end()};
   }
 
   void Close() {
@@ -168,6 +224,7 @@ class RawRank {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<v1::Decision> decisions_;
+  std::deque<v1::ServerMessage> messages_;
   bool ended_ = false;
 };
 

@@ -1,7 +1,9 @@
 // The real gnmrd binary: kill -9 mid-run and restart from the state dir. The
 // job is restored from its snapshot, ranks re-register with the same unit
 // ids, held locks survive and max_o is never exceeded across the restart;
-// after a restart the job's newest decision is rebuilt from its state.
+// after a restart the job's newest decision is rebuilt from its state. Every
+// restart starts a new generation, snapshotted at once: a second crash
+// right after a restart cannot start the same generation again.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -33,7 +35,9 @@ TEST(GnmrdRestart, KillNineRestoresJobLocksAndBudget) {
   std::vector<std::unique_ptr<RawRank>> ranks;
   for (uint32_t r = 0; r < 2; ++r) {
     ranks.push_back(std::make_unique<RawRank>(gnmrd.Channel(), "job", r, 2, "tok"));
-    ASSERT_TRUE(ranks[r]->Register(Units(), nullptr, &cfg).ok());
+    v1::RegisterResponse resp;
+    ASSERT_TRUE(ranks[r]->Register(Units(), &resp, &cfg).ok());
+    EXPECT_EQ(resp.generation(), 1u);
     ranks[r]->Open();
   }
   const std::vector<uint32_t> ids = ranks[0]->unit_ids();
@@ -65,6 +69,7 @@ TEST(GnmrdRestart, KillNineRestoresJobLocksAndBudget) {
     EXPECT_EQ(ranks[r]->unit_ids(), ids);
     EXPECT_GE(resp.last_step(), 9);  // at least the last set change survived
     EXPECT_EQ(resp.config().max_o(), 2);
+    EXPECT_EQ(resp.generation(), 2u);  // decisions of generation 1 are void
     ranks[r]->Open();
   }
   // c and d spike while a and b still hold the budget: both denied.
@@ -73,6 +78,7 @@ TEST(GnmrdRestart, KillNineRestoresJobLocksAndBudget) {
   for (int64_t s = 12; s < 20; ++s) {
     v1::Decision d;
     ASSERT_TRUE(ranks[1]->WaitDecision(s, &d)) << s;
+    EXPECT_EQ(d.generation(), 2u);
     last = d;
     EXPECT_LE(d.recovery_size(), 2) << "max_o exceeded at step " << s;
     ASSERT_EQ(d.recovery_size(), 2);
@@ -90,8 +96,10 @@ TEST(GnmrdRestart, KillNineRestoresJobLocksAndBudget) {
   grpc::Status st = again.Register(Units(), &resp);
   ASSERT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
   EXPECT_EQ(resp.last_step(), 19);
+  EXPECT_EQ(resp.generation(), 3u);
   // The newest decision is rebuilt from the snapshot: a rank attaching after
-  // the restart gets it at once, before any new step is reported.
+  // the restart gets it at once (after the GenerationStart), before any new
+  // step is reported.
   again.Open();
   v1::Decision rebuilt;
   ASSERT_TRUE(again.WaitDecision(19, &rebuilt));
@@ -99,8 +107,28 @@ TEST(GnmrdRestart, KillNineRestoresJobLocksAndBudget) {
   EXPECT_EQ(rebuilt.apply_step(), last.apply_step());
   EXPECT_EQ(rebuilt.sequence(), last.sequence());
   EXPECT_EQ(rebuilt.digest(), last.digest());
+  EXPECT_EQ(rebuilt.next_lag(), last.next_lag());
+  EXPECT_EQ(rebuilt.generation(), 3u);
   EXPECT_EQ(rebuilt.recovery_size(), 2);
+  ASSERT_TRUE(again.messages()[0].has_generation());
+  EXPECT_EQ(again.messages()[0].generation().generation(), 3u);
   again.Close();
+
+  // Generation 3 is on disk without any new step: a kill -9 now restarts
+  // into generation 4, never a second generation 3.
+  bool snapshotted = false;
+  for (int i = 0; i < 500 && !snapshotted; ++i) {
+    auto loaded = on_disk.Load("job");
+    v1::JobMeta meta;
+    snapshotted = loaded.ok() && meta.ParseFromString(loaded->job_meta) && meta.generation() == 3;
+    if (!snapshotted) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(snapshotted);
+  gnmrd.Kill(SIGKILL);
+  ASSERT_TRUE(gnmrd.Start());
+  RawRank after(gnmrd.Channel(), "job", 0, 2, "tok");
+  ASSERT_TRUE(after.Register(Units(), &resp).ok());
+  EXPECT_EQ(resp.generation(), 4u);
   // The old token is still bound to the restored job.
   RawRank intruder(gnmrd.Channel(), "job", 1, 2, "other");
   EXPECT_EQ(intruder.Register(Units()).error_code(), grpc::StatusCode::UNAUTHENTICATED);

@@ -15,40 +15,82 @@
 
 namespace gnmr::testing {
 
+// Records what tests assert on, and passes every call on to `forward` when
+// set (e.g. gnmrd's own DaemonSideEffects with metrics).
 class RecordingListener : public JobListener {
  public:
-  void OnJobStarted(const std::string&, uint32_t, const Controller&) override { jobs_started++; }
-  void OnReport(const std::string&, uint32_t, size_t, const v1::ClientOverhead&) override {
-    reports++;
+  void OnJobStarted(const std::string& j, uint32_t w, const Controller& c) override {
+    jobs_started++;
+    if (forward) forward->OnJobStarted(j, w, c);
   }
-  void OnLateReport(const std::string&, uint32_t) override { late++; }
-  void OnDecision(const std::string&, const StepAggregator::ClosedStep& step, const Decision&,
-                  const Controller&, const StepTiming&) override {
+  void OnReport(const std::string& j, uint32_t r, size_t b, const v1::ClientOverhead& o) override {
+    reports++;
+    if (forward) forward->OnReport(j, r, b, o);
+  }
+  void OnLateReport(const std::string& j, uint32_t r) override {
+    late++;
+    if (forward) forward->OnLateReport(j, r);
+  }
+  void OnDecision(const std::string& j, const StepAggregator::ClosedStep& step, const Decision& d,
+                  const Controller& c, const StepTiming& t) override {
     decisions++;
     incomplete += step.incomplete_units;
     if (step.by_deadline) by_deadline++;
+    if (forward) forward->OnDecision(j, step, d, c, t);
   }
   void OnEvents(const std::string& job, const std::vector<v1::Event>& events) override {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& e : events) this->events[job].push_back(e);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& e : events) this->events[job].push_back(e);
+    }
+    if (forward) forward->OnEvents(job, events);
   }
-  void OnAckMismatch(const std::string&, uint32_t) override { ack_mismatches++; }
-  void OnControllerChanged(const std::string&, const Controller&) override {}
-  void OnSessions(const std::string&, uint32_t) override {}
+  void OnAckMismatch(const std::string& j, const AckMismatch& m) override {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      mismatches.push_back(m);
+    }
+    ack_mismatches++;
+    if (forward) forward->OnAckMismatch(j, m);
+  }
+  void OnDecisionFailed(const std::string& j) override {
+    decision_failures++;
+    if (forward) forward->OnDecisionFailed(j);
+  }
+  void OnControllerChanged(const std::string& j, const Controller& c) override {
+    if (forward) forward->OnControllerChanged(j, c);
+  }
+  void OnSessions(const std::string& j, uint32_t n) override {
+    if (forward) forward->OnSessions(j, n);
+  }
   void OnSnapshot(const std::string& job, const v1::ControllerState& state,
                   const v1::JobMeta& meta) override {
-    std::lock_guard<std::mutex> lock(mu);
-    snapshots[job] = {state, meta};
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      snapshots[job] = {state, meta};
+    }
     snapshot_count++;
+    if (forward) forward->OnSnapshot(job, state, meta);
+  }
+  // Events of `kind` of `job`.
+  std::vector<v1::Event> EventsOf(const std::string& job, const std::string& kind) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<v1::Event> out;
+    for (const v1::Event& e : events[job]) {
+      if (e.kind() == kind) out.push_back(e);
+    }
+    return out;
   }
   std::vector<v1::Event> EventsOf(const std::string& job) {
     std::lock_guard<std::mutex> lock(mu);
     return events[job];
   }
 
+  JobListener* forward = nullptr;  // set before the daemon starts
   std::atomic<uint64_t> jobs_started{0}, reports{0}, late{0}, decisions{0}, incomplete{0}, by_deadline{0},
-      ack_mismatches{0}, snapshot_count{0};
+      ack_mismatches{0}, decision_failures{0}, snapshot_count{0};
   std::mutex mu;
+  std::vector<AckMismatch> mismatches;
   std::map<std::string, std::vector<v1::Event>> events;
   std::map<std::string, std::pair<v1::ControllerState, v1::JobMeta>> snapshots;
 };
@@ -93,6 +135,38 @@ class DaemonTest : public ::testing::Test {
   }
   std::shared_ptr<grpc::Channel> Unix() {
     return grpc::CreateChannel(daemon_->bound()[1], grpc::InsecureChannelCredentials());
+  }
+
+  // Admin RPCs (the mutating ones with the admin token).
+  grpc::Status ExportState(const std::string& job, v1::ControllerState* out) {
+    grpc::ClientContext ctx;
+    v1::ExportStateRequest req;
+    req.set_job_id(job);
+    v1::ExportStateResponse resp;
+    grpc::Status s = v1::Admin::NewStub(Tcp())->ExportState(&ctx, req, &resp);
+    *out = resp.state();
+    return s;
+  }
+  grpc::Status ImportState(const std::string& job, const v1::ControllerState& state,
+                           v1::ImportStateResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-gnmr-admin-token", admin_token_);
+    v1::ImportStateRequest req;
+    req.set_job_id(job);
+    *req.mutable_state() = state;
+    v1::ImportStateResponse resp;
+    grpc::Status s = v1::Admin::NewStub(Tcp())->ImportState(&ctx, req, &resp);
+    if (out) *out = resp;
+    return s;
+  }
+  grpc::Status SetConfig(const std::string& job, const v1::ControllerConfig& config) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-gnmr-admin-token", admin_token_);
+    v1::SetConfigRequest req;
+    req.set_job_id(job);
+    *req.mutable_config() = config;
+    v1::SetConfigResponse resp;
+    return v1::Admin::NewStub(Tcp())->SetConfig(&ctx, req, &resp);
   }
 
   static inline int counter_ = 0;

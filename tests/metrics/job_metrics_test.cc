@@ -131,6 +131,7 @@ TEST(JobMetricsTest, ReportsRanksAndClientFigures) {
   jm->OnLateReport();
   jm->OnAckMismatch();
   jm->OnAckMismatch();
+  jm->OnDecisionFailed();
   auto samples = ParseSamples(m->Render());
   const std::string j = "{job_id=\"j\"}";
   const std::string r1 = "{job_id=\"j\",rank=\"1\"}";
@@ -140,6 +141,7 @@ TEST(JobMetricsTest, ReportsRanksAndClientFigures) {
   EXPECT_EQ(samples["gnmr_report_bytes_total" + j], 310);
   EXPECT_EQ(samples["gnmr_late_reports_total" + j], 1);
   EXPECT_EQ(samples["gnmr_ack_mismatches_total" + j], 2);
+  EXPECT_EQ(samples["gnmr_decision_failures_total" + j], 1);
   EXPECT_DOUBLE_EQ(samples["gnmr_client_overhead_ratio" + r1], 0.03);
   EXPECT_EQ(samples["gnmr_client_dropped_reports_total" + r1], 8);
   EXPECT_EQ(samples["gnmr_client_missed_decisions_total" + r1], 2);

@@ -1,0 +1,113 @@
+// Job generations and the decision history: see "Generations" in job.h and
+// docs/safety.md, rule 3.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "daemon/job/decision_message.h"
+#include "daemon/job/job.h"
+
+namespace gnmr {
+
+bool Job::NewIncarnation(RankSession& rs, uint64_t instance) const {
+  // 0: an old client that does not say; a first registration (or one after
+  // an old client) has no previous instance and joins.
+  if (instance == 0 || rs.instance == 0 || rs.instance == instance) return false;
+  // The previous instance lived in this generation: this is the first rank
+  // of a new incarnation. If it belongs to an older one, a rank of this
+  // incarnation has started the current generation already: join it.
+  return rs.instance_generation == generation_;
+}
+
+void Job::StartGeneration(GenerationCause cause, const std::string& detail) {
+  ++generation_;
+  history_.clear();
+  history_bytes_ = 0;
+  sent_digests_.clear();
+  acks_.Clear();
+  switch (cause) {
+    case GenerationCause::kIncarnation:
+      // A trainer restarted (from a checkpoint, without importing the
+      // state): any step may come next.
+      controller_.Rewind();
+      aggregator_.StartOver(-1);
+      break;
+    case GenerationCause::kImport:
+      // Resumed steps after the imported state's last step are accepted,
+      // also when that step is earlier than the job's.
+      aggregator_.StartOver(controller_.last_step().value_or(-1));
+      break;
+    case GenerationCause::kRestore:
+      aggregator_.StartOver(
+          std::max(aggregator_.last_closed(), controller_.last_step().value_or(-1)));
+      break;
+  }
+  if (cause == GenerationCause::kImport) {
+    // Instances attached now live on in the new generation: a restart of
+    // theirs later starts another one.
+    for (auto& [rank, rs] : sessions_) {
+      if (rs.sink && rs.instance != 0) rs.instance_generation = generation_;
+    }
+  }
+  generation_start_ = GenerationStartMessage(generation_, controller_.next_lag());
+  SendToAttached(generation_start_);
+  if (cause != GenerationCause::kIncarnation) RebuildLastDecision();
+  spdlog::info("job {}: generation {}: {}", id_, generation_, detail);
+  EmitEvent("generation", controller_.last_step().value_or(-1),
+            "generation " + std::to_string(generation_) + ": " + detail);
+  RequestSnapshot();
+}
+
+// The decision of the controller's last observed step as the ranks
+// received it: observed and apply step, the set in force, global_skip,
+// next_lag and sequence, hence the original digest. As the first decision
+// of a new generation it gives a rank that resumes from a checkpoint (or
+// attaches after a restart) the plan of its next step without waiting for
+// a new decision.
+void Job::RebuildLastDecision() {
+  const std::optional<int64_t> observed = controller_.last_step();
+  const std::optional<int64_t> apply = controller_.last_apply();
+  if (!observed || !apply || controller_.sequence() == 0) return;
+  Decision d;
+  d.observed_step = *observed;
+  d.apply_step = *apply;
+  d.sequence = controller_.sequence();
+  d.config_version = controller_.config_version();
+  d.recovery = controller_.recovery();
+  d.global_skip = controller_.last_global_skip();
+  d.next_lag = controller_.next_lag();
+  d.digest = DigestOf(d.apply_step, d.recovery, d.global_skip);
+  Publish(DecisionMessage(d, generation_));
+}
+
+void Job::Publish(std::shared_ptr<const v1::ServerMessage> decision) {
+  const v1::Decision& d = decision->decision();
+  sent_digests_.emplace_back(d.sequence(), d.digest());
+  while (sent_digests_.size() > options_.steps_kept_for_acks) sent_digests_.pop_front();
+  history_bytes_ += decision->ByteSizeLong();
+  history_.push_back(decision);
+  while (history_.size() > 1 && (history_.size() > options_.decisions_kept ||
+                                 history_bytes_ > options_.decision_history_bytes)) {
+    history_bytes_ -= history_.front()->ByteSizeLong();
+    history_.pop_front();
+  }
+  SendToAttached(decision);
+}
+
+void Job::SendToAttached(const std::shared_ptr<const v1::ServerMessage>& msg) {
+  for (auto& [rank, rs] : sessions_) {
+    if (rs.sink) rs.sink->SendDecision(msg);
+  }
+}
+
+uint64_t Job::generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
+}
+
+uint64_t Job::decision_failures() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return decision_failures_;
+}
+
+}  // namespace gnmr

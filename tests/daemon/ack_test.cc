@@ -1,0 +1,143 @@
+// Acks compared step by step over real gRPC (docs/safety.md, "Plan
+// validity"): every rank acks every planned step; ranks that applied
+// different plans (generation, decision or none, digest, skipped step) at a
+// step count one mismatch for it, in gnmrd's own metric, and an
+// `ack_mismatch` event names the step, the ranks and their digests.
+#include "daemon/gnmrd/side_effects.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "tests/daemon/test_daemon.h"
+#include "tests/metrics/metrics_scrape.h"
+
+namespace gnmr::testing {
+namespace {
+
+const std::vector<RawRank::Unit> kUnits = {{"x"}};
+
+class AckTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    metrics::MetricsOptions mo;
+    mo.listen = "";  // no endpoint: rendered in the test
+    auto m = metrics::DaemonMetrics::Start(mo);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    metrics_ = std::move(m).value();
+    effects_ = std::make_unique<DaemonSideEffects>(nullptr, nullptr, metrics_.get());
+    listener_.forward = effects_.get();
+    StartDaemon();
+    for (uint32_t r = 0; r < 2; ++r) {
+      ranks_.push_back(std::make_unique<RawRank>(r ? Unix() : Tcp(), "j", r, 2));
+      ASSERT_TRUE(ranks_[r]->Register(kUnits, nullptr, nullptr, 0xA0 + r).ok());
+      ranks_[r]->Open();
+    }
+  }
+  void TearDown() override {
+    ranks_.clear();
+    DaemonTest::TearDown();
+  }
+  // Both ranks report `step` and receive its decision: everything either
+  // sent before is processed.
+  v1::Decision RoundTrip(int64_t step) {
+    for (auto& r : ranks_) EXPECT_TRUE(r->SendStats(step, {1.0}));
+    v1::Decision d;
+    for (auto& r : ranks_) EXPECT_TRUE(r->WaitDecision(step, &d)) << step;
+    return d;
+  }
+  double MetricValue() {
+    auto samples = testing_util::ParseSamples(metrics_->Render());
+    return samples["gnmr_ack_mismatches_total{job_id=\"j\"}"];
+  }
+
+  std::unique_ptr<metrics::DaemonMetrics> metrics_;
+  std::unique_ptr<DaemonSideEffects> effects_;
+  std::vector<std::unique_ptr<RawRank>> ranks_;
+};
+
+TEST_F(AckTest, IdenticalAcksAreNoMismatch) {
+  const v1::Decision d0 = RoundTrip(0);
+  for (auto& r : ranks_) {
+    ASSERT_TRUE(r->SendAck(1, &d0, 1));
+    ASSERT_TRUE(r->SendAck(2, nullptr, 1, /*skip=*/true));  // no decision, alike
+  }
+  RoundTrip(1);
+  EXPECT_EQ(listener_.ack_mismatches.load(), 0u);
+  EXPECT_EQ(MetricValue(), 0.0);
+  EXPECT_TRUE(listener_.EventsOf("j", "ack_mismatch").empty());
+}
+
+TEST_F(AckTest, DifferentPlansAtAStepAreOneMismatchNamingTheRanks) {
+  const v1::Decision d0 = RoundTrip(0);
+  const v1::Decision d1 = RoundTrip(1);
+  // Rank 0's acks first (a round trip makes sure they are in), then rank
+  // 1's, so the first ack of each step is rank 0's.
+  ASSERT_TRUE(ranks_[0]->SendAck(2, &d1, 1));
+  ASSERT_TRUE(ranks_[0]->SendAck(3, &d1, 1));
+  ASSERT_TRUE(ranks_[0]->SendAck(4, &d1, 1));
+  RoundTrip(2);
+  EXPECT_EQ(listener_.ack_mismatches.load(), 0u);
+  // Step 2: rank 1 had no decision.
+  ASSERT_TRUE(ranks_[1]->SendAck(2, nullptr, 1));
+  // Step 3: rank 1 applied an older decision; it acks again, also
+  // differently: still one mismatch for the step.
+  ASSERT_TRUE(ranks_[1]->SendAck(3, &d0, 1));
+  ASSERT_TRUE(ranks_[1]->SendAck(3, nullptr, 1));
+  // Step 4: the same decision, but rank 1 skipped the optimizer step.
+  ASSERT_TRUE(ranks_[1]->SendAck(4, &d1, 1, /*skip=*/true));
+  RoundTrip(3);
+  EXPECT_EQ(listener_.ack_mismatches.load(), 3u);
+  EXPECT_EQ(MetricValue(), 3.0);
+  const std::vector<v1::Event> events = listener_.EventsOf("j", "ack_mismatch");
+  ASSERT_EQ(events.size(), 3u);
+  char digest[24];
+  std::snprintf(digest, sizeof digest, "0x%016llx",
+                static_cast<unsigned long long>(d1.digest()));
+  EXPECT_EQ(events[0].observed_step(), 2);
+  EXPECT_EQ(events[0].detail(), "step 2: rank 0 digest " + std::string(digest) +
+                                    " (decision seq " + std::to_string(d1.sequence()) +
+                                    ", generation 1), rank 1 no decision (generation 1)");
+  EXPECT_NE(events[1].detail().find("step 3: rank 0 digest"), std::string::npos);
+  EXPECT_NE(events[2].detail().find("rank 1 digest " + std::string(digest)), std::string::npos);
+  EXPECT_NE(events[2].detail().find("optimizer step skipped"), std::string::npos);
+}
+
+// A single rank's ack of a decision is checked against what the daemon
+// sent under that sequence.
+TEST_F(AckTest, AnAckedDigestTheDaemonDidNotSendIsAMismatch) {
+  const v1::Decision d0 = RoundTrip(0);
+  v1::Decision tampered = d0;
+  tampered.set_digest(d0.digest() ^ 1);
+  ASSERT_TRUE(ranks_[0]->SendAck(1, &tampered, 1));
+  RoundTrip(1);
+  ASSERT_EQ(listener_.ack_mismatches.load(), 1u);
+  const std::vector<v1::Event> events = listener_.EventsOf("j", "ack_mismatch");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_NE(events[0].detail().find("but the daemon sent decision seq " +
+                                    std::to_string(d0.sequence())),
+            std::string::npos)
+      << events[0].detail();
+}
+
+// A new generation plans its steps anew: acks of repeated steps are not
+// compared with the old generation's, and a rank still acking in the old
+// (void) generation is not compared at all.
+TEST_F(AckTest, AcksOfAnotherGenerationAreNotCompared) {
+  RoundTrip(0);
+  const v1::Decision d1 = RoundTrip(1);
+  for (auto& r : ranks_) ASSERT_TRUE(r->SendAck(2, &d1, 1));
+  RoundTrip(2);
+  v1::ControllerState saved;
+  ASSERT_TRUE(ExportState("j", &saved).ok());
+  ASSERT_TRUE(ImportState("j", saved).ok());  // generation 2, resumes after step 2
+  for (auto& r : ranks_) ASSERT_TRUE(r->WaitGeneration(2));
+  v1::Decision rebuilt;
+  ASSERT_TRUE(ranks_[0]->WaitDecisionIn(2, 2, &rebuilt));
+  ASSERT_TRUE(ranks_[0]->SendAck(2, &rebuilt, 2));  // step 2 again, generation 2
+  ASSERT_TRUE(ranks_[1]->SendAck(2, &rebuilt, 2));
+  ASSERT_TRUE(ranks_[0]->SendAck(3, &rebuilt, 2));
+  ASSERT_TRUE(ranks_[1]->SendAck(3, &d1, 1));  // void generation: not compared
+  RoundTrip(3);
+  EXPECT_EQ(listener_.ack_mismatches.load(), 0u);
+  EXPECT_EQ(MetricValue(), 0.0);
+}
+
+}  // namespace
+}  // namespace gnmr::testing

@@ -1,0 +1,300 @@
+// Job generations over real gRPC (docs/safety.md, rule 3): the generation
+// in Register responses, GenerationStart and decisions; a new incarnation of
+// the job's ranks starts one and rewinds the steps (the others join it); an
+// import starts one whose first decision is the imported state's last one,
+// rebuilt; a stream that attaches gets the generation and its recent
+// decisions; next_lag announces a lag change one decision ahead.
+#include <cmath>
+
+#include "tests/daemon/test_daemon.h"
+
+namespace gnmr::testing {
+namespace {
+
+const std::vector<RawRank::Unit> kUnits = {{"x"}, {"m"}};
+
+v1::ControllerConfig LongLocks() {
+  v1::ControllerConfig cfg = FastConfig();
+  cfg.set_lock_steps(30);
+  return cfg;
+}
+
+// Both ranks report steps [from, to); `spike_at` spikes unit "m".
+void RunSteps(std::vector<RawRank*> ranks, int64_t from, int64_t to, int64_t spike_at = -1) {
+  for (int64_t s = from; s < to; ++s) {
+    for (RawRank* r : ranks) ASSERT_TRUE(r->SendStats(s, {1.0, s == spike_at ? 100.0 : 1.0}));
+  }
+}
+
+// Waits until the job has no attached stream (the server noticed a close).
+bool NoneConnected(std::shared_ptr<grpc::Channel> channel, const std::string& job) {
+  auto admin = v1::Admin::NewStub(channel);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < until) {
+    grpc::ClientContext ctx;
+    v1::ListJobsResponse resp;
+    if (!admin->ListJobs(&ctx, {}, &resp).ok()) return false;
+    bool any = false;
+    for (const auto& j : resp.jobs()) {
+      for (const auto& r : j.ranks()) any |= j.job_id() == job && r.connected();
+    }
+    if (!any) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+TEST_F(DaemonTest, EveryStreamStartsWithTheGenerationAndDecisionsCarryIt) {
+  StartDaemon();
+  const v1::ControllerConfig cfg = FastConfig();
+  RawRank a(Tcp(), "j", 0, 1);
+  v1::RegisterResponse resp;
+  ASSERT_TRUE(a.Register(kUnits, &resp, &cfg, 0xA).ok());
+  EXPECT_EQ(resp.generation(), 1u);
+  a.Open();
+  ASSERT_TRUE(a.WaitMessages(1));
+  const v1::ServerMessage first = a.messages()[0];
+  ASSERT_TRUE(first.has_generation());
+  EXPECT_EQ(first.generation().generation(), 1u);
+  EXPECT_EQ(first.generation().next_lag(), 1);
+  RunSteps({&a}, 0, 3);
+  v1::Decision d;
+  ASSERT_TRUE(a.WaitDecision(2, &d));
+  EXPECT_EQ(d.generation(), 1u);
+  EXPECT_EQ(d.next_lag(), 1);
+  EXPECT_EQ(d.apply_step(), 3);
+
+  // A lag change is announced by the next decision and used by the one
+  // after it.
+  ASSERT_TRUE(SetConfig("j", FastConfig(2, 5, /*lag=*/3)).ok());
+  RunSteps({&a}, 3, 5);
+  ASSERT_TRUE(a.WaitDecision(3, &d));
+  EXPECT_EQ(d.apply_step(), 4);
+  EXPECT_EQ(d.next_lag(), 3);
+  ASSERT_TRUE(a.WaitDecision(4, &d));
+  EXPECT_EQ(d.apply_step(), 7);
+  EXPECT_EQ(d.next_lag(), 3);
+}
+
+// Crash-restart under the same job id: the first rank of the new
+// incarnation starts generation 2 and the job rewinds (the resumed steps,
+// at or before the last closed one, are accepted); the second rank joins
+// it. The controller keeps its history and locks, and its sequence.
+TEST_F(DaemonTest, NewIncarnationStartsAGenerationTheOthersJoinAndStepsRewind) {
+  StartDaemon();
+  const v1::ControllerConfig cfg = LongLocks();
+  RawRank a0(Tcp(), "j", 0, 2), a1(Unix(), "j", 1, 2);
+  ASSERT_TRUE(a0.Register(kUnits, nullptr, &cfg, 0xA0).ok());
+  ASSERT_TRUE(a1.Register(kUnits, nullptr, &cfg, 0xA1).ok());
+  a0.Open();
+  a1.Open();
+  RunSteps({&a0, &a1}, 0, 20, /*spike_at=*/12);
+  v1::Decision last, spike;
+  ASSERT_TRUE(a1.WaitDecision(19, &last));
+  ASSERT_TRUE(a1.WaitDecision(12, &spike));
+  ASSERT_EQ(spike.admitted_size(), 1);  // "m": in force [13, 43)
+  EXPECT_EQ(last.generation(), 1u);
+
+  // Rank 0's trainer dies and comes back from a checkpoint of step 9.
+  a0.Close();
+  RawRank b0(Tcp(), "j", 0, 2), b1(Unix(), "j", 1, 2);
+  v1::RegisterResponse resp;
+  ASSERT_TRUE(b0.Register(kUnits, &resp, &cfg, 0xB0).ok());
+  EXPECT_EQ(resp.generation(), 2u);
+  EXPECT_EQ(resp.last_step(), -1);  // rewound: any step may come
+  ASSERT_TRUE(a1.WaitGeneration(2));  // the old incarnation hears of it
+  ASSERT_TRUE(b1.Register(kUnits, &resp, &cfg, 0xB1).ok());
+  EXPECT_EQ(resp.generation(), 2u);  // joined, not a third generation
+  EXPECT_EQ(a1.WaitEnd().error_code(), grpc::StatusCode::ABORTED);  // replaced
+  // The same instance registering again changes nothing.
+  ASSERT_TRUE(b0.Register(kUnits, &resp, &cfg, 0xB0).ok());
+  EXPECT_EQ(resp.generation(), 2u);
+  b0.Open();
+  b1.Open();
+
+  RunSteps({&b0, &b1}, 10, 15);
+  v1::Decision d;
+  ASSERT_TRUE(b0.WaitDecision(10, &d));
+  EXPECT_EQ(d.generation(), 2u);
+  EXPECT_EQ(d.apply_step(), 11);
+  EXPECT_EQ(d.sequence(), last.sequence() + 1);
+  ASSERT_EQ(d.recovery_size(), 1);  // the lock from step 12, unchanged
+  EXPECT_EQ(d.recovery(0).since(), 13);
+  EXPECT_EQ(d.recovery(0).until(), 43);
+  ASSERT_TRUE(b1.WaitDecision(14, &d));
+  EXPECT_EQ(d.generation(), 2u);
+  EXPECT_EQ(listener_.late.load(), 0u);
+  // The new streams got generation 2 first and no decision of generation 1.
+  for (RawRank* r : {&b0, &b1}) {
+    const std::vector<v1::ServerMessage> msgs = r->messages();
+    ASSERT_GE(msgs.size(), 2u);
+    ASSERT_TRUE(msgs[0].has_generation());
+    EXPECT_EQ(msgs[0].generation().generation(), 2u);
+    EXPECT_EQ(msgs[0].generation().next_lag(), 1);
+    for (size_t i = 1; i < msgs.size(); ++i) {
+      ASSERT_TRUE(msgs[i].has_decision());
+      EXPECT_EQ(msgs[i].decision().generation(), 2u);
+    }
+  }
+  const std::vector<v1::Event> gens = listener_.EventsOf("j", "generation");
+  ASSERT_EQ(gens.size(), 1u);
+  EXPECT_EQ(gens[0].detail(), "generation 2: rank 0 registered as a new incarnation");
+}
+
+// Reconnects (same instance), old clients (instance 0) and ranks that have
+// no previous instance never start a generation.
+TEST_F(DaemonTest, ReconnectsOldClientsAndNewRanksDoNotStartAGeneration) {
+  StartDaemon();
+  RawRank r0(Tcp(), "j", 0, 2), r1(Tcp(), "j", 1, 2);
+  v1::RegisterResponse resp;
+  ASSERT_TRUE(r0.Register(kUnits, &resp, nullptr, 0xA).ok());
+  EXPECT_EQ(resp.generation(), 1u);
+  ASSERT_TRUE(r1.Register(kUnits, &resp, nullptr, 0xC).ok());  // first time: joins
+  EXPECT_EQ(resp.generation(), 1u);
+  ASSERT_TRUE(r0.Register(kUnits, &resp, nullptr, 0xA).ok());  // reconnect
+  EXPECT_EQ(resp.generation(), 1u);
+  ASSERT_TRUE(r0.Register(kUnits, &resp, nullptr, 0).ok());  // an old client
+  EXPECT_EQ(resp.generation(), 1u);
+  ASSERT_TRUE(r0.Register(kUnits, &resp, nullptr, 0xA).ok());
+  EXPECT_EQ(resp.generation(), 1u);
+  ASSERT_TRUE(r0.Register(kUnits, &resp, nullptr, 0xB).ok());  // a new incarnation
+  EXPECT_EQ(resp.generation(), 2u);
+  EXPECT_TRUE(listener_.EventsOf("j", "generation").size() == 1u);
+}
+
+// gnmrctl import / load_state_dict: a new generation whose first decision
+// is the imported state's last one, rebuilt with its original digest
+// (global_skip included); the steps after the imported one are accepted
+// although the job had closed them, and decide as they did the first time.
+TEST_F(DaemonTest, ImportStartsAGenerationWithTheRebuiltDecision) {
+  StartDaemon();
+  const v1::ControllerConfig cfg = LongLocks();
+  RawRank a(Tcp(), "j", 0, 1);
+  ASSERT_TRUE(a.Register(kUnits, nullptr, &cfg, 0xA).ok());
+  a.Open();
+  RunSteps({&a}, 0, 9, /*spike_at=*/7);
+  ASSERT_TRUE(a.SendStats(9, {std::nan(""), 1.0}));  // non-finite: global_skip
+  v1::Decision d9;
+  ASSERT_TRUE(a.WaitDecision(9, &d9));
+  ASSERT_TRUE(d9.global_skip());
+  ASSERT_EQ(d9.recovery_size(), 2);
+  v1::ControllerState saved;
+  ASSERT_TRUE(ExportState("j", &saved).ok());
+  RunSteps({&a}, 10, 15);
+  v1::Decision d10_first, d14;
+  ASSERT_TRUE(a.WaitDecision(14, &d14));  // the job has closed steps 10-14
+  ASSERT_TRUE(a.WaitDecision(10, &d10_first));
+
+  v1::ImportStateResponse resp;
+  ASSERT_TRUE(ImportState("j", saved, &resp).ok());
+  EXPECT_EQ(resp.generation(), 2u);
+  ASSERT_TRUE(a.WaitGeneration(2));
+  v1::Decision rebuilt;
+  ASSERT_TRUE(a.WaitDecisionIn(2, 9, &rebuilt));
+  EXPECT_EQ(rebuilt.sequence(), d9.sequence());
+  EXPECT_EQ(rebuilt.apply_step(), d9.apply_step());
+  EXPECT_TRUE(rebuilt.global_skip());
+  EXPECT_EQ(rebuilt.digest(), d9.digest());
+  EXPECT_EQ(rebuilt.next_lag(), 1);
+  ASSERT_EQ(rebuilt.recovery_size(), d9.recovery_size());
+  // GenerationStart first, then the rebuilt decision.
+  const std::vector<v1::ServerMessage> msgs = a.messages();
+  size_t gen_at = msgs.size(), rebuilt_at = msgs.size();
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    if (msgs[i].has_generation() && msgs[i].generation().generation() == 2) gen_at = i;
+    if (msgs[i].has_decision() && msgs[i].decision().generation() == 2) rebuilt_at = i;
+  }
+  EXPECT_EQ(rebuilt_at, gen_at + 1);
+
+  // The trainer resumes after step 9 on the same stream.
+  RunSteps({&a}, 10, 11);
+  v1::Decision d10;
+  ASSERT_TRUE(a.WaitDecisionIn(2, 10, &d10));
+  EXPECT_EQ(d10.sequence(), d9.sequence() + 1);
+  EXPECT_EQ(d10.digest(), d10_first.digest());  // the same plan as the first time
+  EXPECT_EQ(listener_.late.load(), 0u);
+  ASSERT_EQ(listener_.EventsOf("j", "generation").size(), 1u);
+  EXPECT_EQ(listener_.EventsOf("j", "generation")[0].detail(),
+            "generation 2: controller state imported");
+}
+
+// A resumed trainer may import its state before its ranks register. The
+// killed incarnation's streams were gone at the import, so the new
+// incarnation joins the import's generation and keeps its rebuilt decision.
+TEST_F(DaemonTest, ImportBeforeTheNewIncarnationRegistersIsItsGeneration) {
+  StartDaemon();
+  RawRank a(Tcp(), "j", 0, 1);
+  ASSERT_TRUE(a.Register(kUnits, nullptr, nullptr, 0xA).ok());
+  a.Open();
+  RunSteps({&a}, 0, 10);
+  v1::Decision d9;
+  ASSERT_TRUE(a.WaitDecision(9, &d9));
+  v1::ControllerState saved;
+  ASSERT_TRUE(ExportState("j", &saved).ok());
+  a.Close();
+  ASSERT_TRUE(NoneConnected(Tcp(), "j"));
+  v1::ImportStateResponse imported;
+  ASSERT_TRUE(ImportState("j", saved, &imported).ok());
+  EXPECT_EQ(imported.generation(), 2u);
+  RawRank b(Tcp(), "j", 0, 1);
+  v1::RegisterResponse resp;
+  ASSERT_TRUE(b.Register(kUnits, &resp, nullptr, 0xB).ok());
+  EXPECT_EQ(resp.generation(), 2u);
+  EXPECT_EQ(resp.last_step(), 9);
+  b.Open();
+  v1::Decision rebuilt;
+  ASSERT_TRUE(b.WaitDecisionIn(2, 9, &rebuilt));
+  EXPECT_EQ(rebuilt.digest(), d9.digest());
+}
+
+// An instance attached at an import lives on in its generation: when it
+// later restarts, its successor starts another generation.
+TEST_F(DaemonTest, ImportWhileAttachedThenARestartStartsAnotherGeneration) {
+  StartDaemon();
+  RawRank a(Tcp(), "j", 0, 1);
+  ASSERT_TRUE(a.Register(kUnits, nullptr, nullptr, 0xA).ok());
+  a.Open();
+  RunSteps({&a}, 0, 3);
+  v1::Decision d;
+  ASSERT_TRUE(a.WaitDecision(2, &d));
+  v1::ControllerState saved;
+  ASSERT_TRUE(ExportState("j", &saved).ok());
+  ASSERT_TRUE(ImportState("j", saved).ok());
+  ASSERT_TRUE(a.WaitGeneration(2));
+  a.Close();
+  RawRank b(Tcp(), "j", 0, 1);
+  v1::RegisterResponse resp;
+  ASSERT_TRUE(b.Register(kUnits, &resp, nullptr, 0xB).ok());
+  EXPECT_EQ(resp.generation(), 3u);
+}
+
+// A rank that attaches late gets the generation and then the job's recent
+// decisions in order (at most 64), so it finds the decision of each recent
+// step.
+TEST_F(DaemonTest, ALateStreamGetsTheRecentDecisionsInOrder) {
+  StartDaemon();
+  RawRank r0(Tcp(), "j", 0, 2), r1(Tcp(), "j", 1, 2);
+  ASSERT_TRUE(r0.Register(kUnits, nullptr, nullptr, 0xA).ok());
+  ASSERT_TRUE(r1.Register(kUnits, nullptr, nullptr, 0xB).ok());
+  r0.Open();
+  r1.Open();
+  RunSteps({&r0, &r1}, 0, 80);
+  v1::Decision newest;
+  ASSERT_TRUE(r0.WaitDecision(79, &newest));
+  r1.Close();
+  RawRank late(Unix(), "j", 1, 2);
+  late.Open(r1.session_id());
+  ASSERT_TRUE(late.WaitMessages(65));
+  const std::vector<v1::ServerMessage> msgs = late.messages();
+  ASSERT_TRUE(msgs[0].has_generation());
+  EXPECT_EQ(msgs[0].generation().generation(), 1u);
+  for (size_t i = 1; i < 65; ++i) {
+    ASSERT_TRUE(msgs[i].has_decision()) << i;
+    EXPECT_EQ(msgs[i].decision().observed_step(), static_cast<int64_t>(15 + i)) << i;
+    EXPECT_EQ(msgs[i].decision().sequence(), newest.sequence() - 64 + i) << i;
+  }
+  EXPECT_EQ(msgs[64].decision().SerializeAsString(), newest.SerializeAsString());
+}
+
+}  // namespace
+}  // namespace gnmr::testing
