@@ -297,7 +297,10 @@ void Client::PlanFor(int64_t step, Plan* out) {
     // The same-step guard: this rank's own statistics of `step`.
     out->nonfinite_observed = known && m.NonfiniteAt(step);
     out->skip_step = out->global_skip || out->nonfinite_observed;
-    if (out->skip_step) m.skipped_steps.fetch_add(1, std::memory_order_relaxed);
+    if (out->skip_step && m.skip_counted_step != step) {
+      m.skip_counted_step = step;
+      m.skipped_steps.fetch_add(1, std::memory_order_relaxed);
+    }
     if (m.any_device && !out->entries.empty()) m.gpu->Drain(false);
     for (PlanEntry& e : out->entries) {
       double norm = std::numeric_limits<double>::quiet_NaN();

@@ -53,6 +53,10 @@ class Client::Impl {
   std::vector<double> norms;  // per unit, at norms_step
   int64_t norms_step = -1;
   bool host_nonfinite = false;  // a host unit had NaN/Inf at norms_step
+  // The steps last counted as missed / skipped: a plan asked for twice
+  // counts once.
+  int64_t missed_counted_step = -1;
+  int64_t skip_counted_step = -1;
 
   std::atomic<uint64_t> reports_enqueued{0};
   std::atomic<uint64_t> missed{0};
@@ -71,6 +75,7 @@ class Client::Impl {
   // Same-step guard: whether any unit had a NaN/Inf at `step` (Observe
   // called for it). Device units: waits for that launch's results.
   bool NonfiniteAt(int64_t step);
+  void CountMissed(int64_t step);
 
   v1::RegisterRequest BuildRegister() const {
     v1::RegisterRequest req;

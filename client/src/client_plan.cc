@@ -111,7 +111,7 @@ void Client::Impl::FillPlanFromDecisions(int64_t step, Plan* out) {
     if (Coming(sh, step)) {
       out->miss_reason = reachable() ? MissReason::kTimeout : MissReason::kDisconnected;
       out->generation = sh.cache.generation();
-      missed.fetch_add(1, std::memory_order_relaxed);
+      CountMissed(step);
       return;
     }
   }
@@ -122,8 +122,14 @@ void Client::Impl::FillPlanFromDecisions(int64_t step, Plan* out) {
   out->generation = sh.cache.generation();
   if (sh.cache.MayMiss(step)) {
     out->miss_reason = MissReason::kNotReceived;
-    missed.fetch_add(1, std::memory_order_relaxed);
+    CountMissed(step);
   }
+}
+
+void Client::Impl::CountMissed(int64_t step) {
+  if (step == missed_counted_step) return;  // asked twice (before_forward, apply)
+  missed_counted_step = step;
+  missed.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool Client::Impl::NonfiniteAt(int64_t step) {

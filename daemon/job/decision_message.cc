@@ -33,10 +33,12 @@ std::shared_ptr<const v1::ServerMessage> DecisionMessage(const Decision& d, uint
 }
 
 std::shared_ptr<const v1::ServerMessage> GenerationStartMessage(uint64_t generation,
-                                                                int32_t next_lag) {
+                                                                int32_t next_lag,
+                                                                uint64_t first_sequence) {
   auto msg = std::make_shared<v1::ServerMessage>();
   msg->mutable_generation()->set_generation(generation);
   msg->mutable_generation()->set_next_lag(next_lag);
+  msg->mutable_generation()->set_first_sequence(first_sequence);
   return msg;
 }
 

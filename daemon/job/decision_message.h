@@ -15,8 +15,10 @@ namespace gnmr {
 std::shared_ptr<const v1::ServerMessage> DecisionMessage(const Decision& d, uint64_t generation);
 
 // GenerationStart: every decision of an older generation is void;
-// `next_lag` is the lag of the generation's next decision.
+// `next_lag` is the lag of the generation's next decision, `first_sequence`
+// the sequence number of its first decision (made or to come).
 std::shared_ptr<const v1::ServerMessage> GenerationStartMessage(uint64_t generation,
-                                                                int32_t next_lag);
+                                                                int32_t next_lag,
+                                                                uint64_t first_sequence);
 
 }  // namespace gnmr

@@ -42,7 +42,8 @@ Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller 
       controller_(std::move(controller)),
       aggregator_(&topology_, options.aggregation),
       session_ids_(std::random_device{}()),
-      generation_start_(GenerationStartMessage(generation_, controller_.next_lag())),
+      generation_start_(GenerationStartMessage(generation_, controller_.next_lag(),
+                                               controller_.sequence() + 1)),
       acks_(options.steps_kept_for_acks) {}
 
 StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,

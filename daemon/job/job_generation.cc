@@ -49,7 +49,12 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail) {
       if (rs.sink && rs.instance != 0) rs.instance_generation = generation_;
     }
   }
-  generation_start_ = GenerationStartMessage(generation_, controller_.next_lag());
+  // Import and restore begin with the rebuilt last decision (below), if the
+  // controller has one; a new incarnation with the next one to be made.
+  const bool rebuilt = cause != GenerationCause::kIncarnation && controller_.last_step() &&
+                       controller_.last_apply() && controller_.sequence() > 0;
+  generation_start_ = GenerationStartMessage(
+      generation_, controller_.next_lag(), controller_.sequence() + (rebuilt ? 0 : 1));
   SendToAttached(generation_start_);
   if (cause != GenerationCause::kIncarnation) RebuildLastDecision();
   spdlog::info("job {}: generation {}: {}", id_, generation_, detail);

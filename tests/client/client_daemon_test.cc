@@ -153,7 +153,7 @@ TEST_F(ClientDaemonTest, RanksApplyIdenticalValidatedDecisions) {
     EXPECT_GE(k.decisions_received, 24u);
     EXPECT_EQ(k.reports_sent, 25u);
     EXPECT_EQ(k.reports_dropped, 0u);
-    EXPECT_EQ(k.acks_sent, 24u);
+    EXPECT_EQ(k.acks_sent, 25u);  // every plan, also step 0's without decision
     EXPECT_EQ(k.registrations, 1u);
   }
 }

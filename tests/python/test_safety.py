@@ -153,7 +153,7 @@ def test_same_job_id_with_another_model_is_refused(gnmrd):
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         mon = gt.Monitor(other, target=gnmrd.target, job_id="model")
-    _warned(rec, "refused", "FAILED_PRECONDITION")
+    _warned(rec, "refused", "registered 4 units before", "needs a new job id")
     mon.close()
 
 
