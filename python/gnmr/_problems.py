@@ -2,12 +2,14 @@
 background problems (a wrong token, a target that does not exist, a refused
 registration, a config that differs from the job's) become Python warnings,
 once per kind with the count so far, and ``logging`` records of the logger
-``gnmr`` every time they are taken. With ``strict=True`` the set-up problems
-raise ``gnmr.Error`` instead. Fail-open covers a daemon that is down, not a
+``gnmr`` (at most one per kind a minute: a daemon that is down for an hour
+is retried every second). With ``strict=True`` the set-up problems raise
+``gnmr.Error`` instead. Fail-open covers a daemon that is down, not a
 client set up wrong."""
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from typing import Dict
 
@@ -17,6 +19,7 @@ log = logging.getLogger("gnmr")
 
 # Problems of a client set up wrong: raised with strict=True.
 SETUP_KINDS = ("unauthenticated", "refused", "config_differs")
+LOG_INTERVAL_S = 60.0
 
 
 class ProblemReporter:
@@ -26,6 +29,7 @@ class ProblemReporter:
         self._client = client
         self._strict = strict
         self.counts: Dict[str, int] = {}  # kind -> occurrences so far
+        self._logged: Dict[str, float] = {}  # kind -> when last logged
 
     def report(self, *, at_start: bool = False) -> None:
         for kind, message, count in self._client.take_problems():
@@ -33,8 +37,11 @@ class ProblemReporter:
             text = f"gnmr: {kind}: {message}"
             if self._strict and (kind in SETUP_KINDS or (at_start and kind == "unreachable")):
                 raise _gnmr.Error(text)
-            level = logging.INFO if kind == "stream" else logging.WARNING
-            log.log(level, "%s (%d time(s) so far)", text, self.counts[kind])
+            now = time.monotonic()
+            if now - self._logged.get(kind, -LOG_INTERVAL_S) >= LOG_INTERVAL_S:
+                self._logged[kind] = now
+                level = logging.INFO if kind == "stream" else logging.WARNING
+                log.log(level, "%s (%d time(s) so far)", text, self.counts[kind])
             if self.counts[kind] == int(count) and kind != "stream":  # first of its kind
                 warnings.warn(f"{text} (occurrences so far: {self.counts[kind]}; later ones "
                               "go to the 'gnmr' logger)", RuntimeWarning, stacklevel=4)
