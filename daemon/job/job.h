@@ -27,7 +27,9 @@
 //   instance belongs to an older one (its incarnation was superseded) or
 //   that has none joins the current generation. An instance belongs to the
 //   generation it last registered in, and moves to an imported generation
-//   when its stream is attached at the import (it lives on in it). On a new
+//   unless its session's stream has ended by then (a live instance, also
+//   one registered but not attached yet, lives on in it; a killed one
+//   stays behind, so its successor joins the import's generation). On a new
 //   incarnation the job rewinds: the aggregator and the controller forget
 //   the last step (Controller::Rewind), so a resumed trainer's steps are
 //   accepted again; history and locks stay. Instance 0 (an old client)
@@ -128,7 +130,9 @@ class Job {
   // Binds a Session stream to the rank's current session id and sends it
   // the current GenerationStart and the generation's recent decisions.
   Status Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionSink> sink);
-  void Detach(uint32_t rank, uint64_t session_id);
+  // `sink`'s stream ended. Nothing if the rank has another stream or
+  // session by now (a replaced stream ends after its successor attached).
+  void Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink);
 
   // A StepStats from a rank's stream. Late reports are counted, not errors.
   Status OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& stats,
@@ -169,6 +173,9 @@ class Job {
     // belongs to (see "Generations" above).
     uint64_t instance = 0;
     uint64_t instance_generation = 0;
+    // The session's stream ended (the trainer may be gone); false again
+    // when it attaches or registers anew.
+    bool stream_ended = false;
   };
 
   enum class GenerationCause { kImport, kRestore, kIncarnation };

@@ -43,10 +43,11 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail) {
       break;
   }
   if (cause == GenerationCause::kImport) {
-    // Instances attached now live on in the new generation: a restart of
-    // theirs later starts another one.
+    // Live instances (attached, or registered and not attached yet) live on
+    // in the new generation: a restart of theirs later starts another one.
+    // One whose stream has ended stays behind: its successor joins.
     for (auto& [rank, rs] : sessions_) {
-      if (rs.sink && rs.instance != 0) rs.instance_generation = generation_;
+      if (!rs.stream_ended && rs.instance != 0) rs.instance_generation = generation_;
     }
   }
   generation_start_ = GenerationStartMessage(generation_, controller_.next_lag());

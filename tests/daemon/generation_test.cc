@@ -268,6 +268,23 @@ TEST_F(DaemonTest, ImportWhileAttachedThenARestartStartsAnotherGeneration) {
   EXPECT_EQ(resp.generation(), 3u);
 }
 
+// Registered but not attached yet is alive too (a client opens its stream
+// right after Register): an import in between moves it along.
+TEST_F(DaemonTest, ARegisteredInstanceNotAttachedYetMovesToTheImportsGeneration) {
+  StartDaemon();
+  RawRank a(Tcp(), "j", 0, 1);
+  ASSERT_TRUE(a.Register(kUnits, nullptr, nullptr, 0xA).ok());
+  v1::ControllerState saved;
+  ASSERT_TRUE(ExportState("j", &saved).ok());
+  v1::ImportStateResponse imported;
+  ASSERT_TRUE(ImportState("j", saved, &imported).ok());
+  EXPECT_EQ(imported.generation(), 2u);
+  RawRank b(Tcp(), "j", 0, 1);
+  v1::RegisterResponse resp;
+  ASSERT_TRUE(b.Register(kUnits, &resp, nullptr, 0xB).ok());
+  EXPECT_EQ(resp.generation(), 3u);
+}
+
 // A rank that attaches late gets the generation and then the job's recent
 // decisions in order (at most 64), so it finds the decision of each recent
 // step.
