@@ -284,6 +284,7 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
     return;
   }
   Publish(DecisionMessage(d, generation_));
+  imported_state_.clear();  // a repeated import would now replace the state
 
   const Clock::time_point done = Clock::now();
   StepTiming timing;

@@ -140,6 +140,12 @@ v1::ControllerState Job::ExportState() const {
 
 Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::string bytes = state.SerializeAsString();
+  if (!imported_state_.empty() && bytes == imported_state_ &&
+      controller_.sequence() == imported_sequence_) {
+    if (generation) *generation = generation_;  // a repeat: already in force
+    return Status::Ok();
+  }
   StatusOr<Controller> c = ControllerStateCodec::Restore(state);
   if (!c.ok()) return Status(StatusCode::kInvalidArgument, c.status().message());
   // The imported state must name the job's units in the job's id order, so
@@ -182,6 +188,8 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   StartGeneration(GenerationCause::kImport, "controller state imported");
+  imported_state_ = std::move(bytes);
+  imported_sequence_ = controller_.sequence();
   if (generation) *generation = generation_;
   return Status::Ok();
 }

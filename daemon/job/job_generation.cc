@@ -21,6 +21,7 @@ bool Job::NewIncarnation(RankSession& rs, uint64_t instance) const {
 
 void Job::StartGeneration(GenerationCause cause, const std::string& detail) {
   ++generation_;
+  imported_state_.clear();  // ImportState sets it after this
   history_.clear();
   history_bytes_ = 0;
   sent_digests_.clear();
