@@ -128,6 +128,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
     StatusOr<uint32_t> id = controller_.AddUnit(name);  // checked above: cannot fail
     if (!id.ok()) spdlog::error("job {}: unit '{}': {}", id_, name, id.status().ToString());
   }
+  if (!created.empty()) imported_state_.clear();
 
   RankSession& rs = sessions_[req.rank()];
   if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new session of this rank"));

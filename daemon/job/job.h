@@ -21,9 +21,10 @@
 //   snapshotted at once so a second crash cannot reuse the number): the
 //   steps start over after the imported state's last step, and the state's
 //   last decision, rebuilt, is the generation's first decision. Importing
-//   the very state of the current generation's import again, before
-//   anything was decided, changes nothing (every rank of a data-parallel
-//   job may load the same checkpoint);
+//   the very state of the current generation's import again, before the
+//   controller changed (a decision, a config change, a release, a new
+//   unit), changes nothing (every rank of a data-parallel job may load the
+//   same checkpoint);
 // - a new incarnation: every client has a random `instance`. A rank that
 //   registers with a new one while its previous instance belongs to the
 //   current generation starts a new generation; a rank whose previous
@@ -157,7 +158,7 @@ class Job {
   v1::ControllerState ExportState() const;
   // Replaces the controller state (all-or-nothing) and starts a generation;
   // `generation` (may be null) receives its number. A repeat of this
-  // generation's import with nothing decided since is a no-op (the same
+  // generation's import before the controller changed is a no-op (the same
   // generation).
   Status ImportState(const v1::ControllerState& state, uint64_t* generation = nullptr);
   uint64_t generation() const;
@@ -238,11 +239,10 @@ class Job {
   // The current generation's decisions whose acks are checked.
   std::deque<std::pair<uint64_t, uint64_t>> sent_digests_;  // sequence, digest
   AckBook acks_;
-  // The state this generation was imported from, until its first decision
-  // ("" otherwise), and the controller's sequence right after: a repeat
-  // with nothing decided since is a no-op.
+  // The state this generation was imported from, until the controller
+  // changes after it (a decision, a config change, a release, a new unit):
+  // a repeat of that import before is a no-op. "" otherwise.
   std::string imported_state_;
-  uint64_t imported_sequence_ = 0;
 
   uint64_t steps_since_snapshot_ = 0;
   uint64_t decision_failures_ = 0;

@@ -286,8 +286,9 @@ TEST_F(DaemonTest, ARegisteredInstanceNotAttachedYetMovesToTheImportsGeneration)
 }
 
 // Every rank of a data-parallel job may load the same checkpoint: a repeat
-// of the generation's import before anything was decided is the same
-// generation; after a decision it replaces the state again.
+// of the generation's import before the controller changed is the same
+// generation; after a decision or a config change it replaces the state
+// again.
 TEST_F(DaemonTest, RepeatingAnImportBeforeAnyDecisionIsTheSameGeneration) {
   StartDaemon();
   RawRank r0(Tcp(), "j", 0, 2), r1(Tcp(), "j", 1, 2);
@@ -311,6 +312,12 @@ TEST_F(DaemonTest, RepeatingAnImportBeforeAnyDecisionIsTheSameGeneration) {
   EXPECT_EQ(listener_.EventsOf("j", "generation").size(), 1u);
   ASSERT_TRUE(ImportState("j", saved, &resp).ok());  // after a decision
   EXPECT_EQ(resp.generation(), 3u);
+  ASSERT_TRUE(SetConfig("j", FastConfig(3)).ok());  // after a config change
+  ASSERT_TRUE(ImportState("j", saved, &resp).ok());
+  EXPECT_EQ(resp.generation(), 4u);
+  v1::ControllerState now;
+  ASSERT_TRUE(ExportState("j", &now).ok());
+  EXPECT_EQ(now.config().max_o(), saved.config().max_o());  // replaced again
 }
 
 // A rank that attaches late gets the generation and then the job's recent
