@@ -129,6 +129,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
     StatusOr<uint32_t> id = controller_.AddUnit(name);  // checked above: cannot fail
     if (!id.ok()) spdlog::error("job {}: unit '{}': {}", id_, name, id.status().ToString());
   }
+  if (!created.empty()) imported_state_.clear();
 
   RankSession& rs = sessions_[req.rank()];
   if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new session of this rank"));
@@ -139,6 +140,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   rs.client_version = req.client_version();
   rs.last_seen = Clock::now();
   rs.seen = true;
+  rs.stream_ended = false;
   aggregator_.ResetRank(req.rank());
   const bool new_generation = NewIncarnation(rs, req.instance());
   if (req.instance() != 0) rs.instance = req.instance();
@@ -181,6 +183,7 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new stream"));
   rs.sink = std::move(sink);
   rs.last_seen = Clock::now();
+  rs.stream_ended = false;
   // The generation, then its recent decisions in order: a rank attaching
   // late finds the decision that covers each recent step.
   rs.sink->SendDecision(generation_start_);
@@ -189,11 +192,15 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   return Status::Ok();
 }
 
-void Job::Detach(uint32_t rank, uint64_t session_id) {
+void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(rank);
-  if (it == sessions_.end() || it->second.session_id != session_id) return;
+  if (it == sessions_.end() || it->second.session_id != session_id ||
+      it->second.sink.get() != sink) {
+    return;
+  }
   it->second.sink.reset();
+  it->second.stream_ended = true;
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
 }
 
@@ -279,6 +286,7 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
     return;
   }
   Publish(DecisionMessage(d, generation_));
+  imported_state_.clear();  // a repeated import would now replace the state
 
   const Clock::time_point done = Clock::now();
   StepTiming timing;

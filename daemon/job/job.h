@@ -20,14 +20,20 @@
 // - ImportState, and Restore (daemon start: the snapshot's generation + 1,
 //   snapshotted at once so a second crash cannot reuse the number): the
 //   steps start over after the imported state's last step, and the state's
-//   last decision, rebuilt, is the generation's first decision;
+//   last decision, rebuilt, is the generation's first decision. Importing
+//   the very state of the current generation's import again, before the
+//   controller changed (a decision, a config change, a release, a new
+//   unit), changes nothing (every rank of a data-parallel job may load the
+//   same checkpoint);
 // - a new incarnation: every client has a random `instance`. A rank that
 //   registers with a new one while its previous instance belongs to the
 //   current generation starts a new generation; a rank whose previous
 //   instance belongs to an older one (its incarnation was superseded) or
 //   that has none joins the current generation. An instance belongs to the
 //   generation it last registered in, and moves to an imported generation
-//   when its stream is attached at the import (it lives on in it). On a new
+//   unless its session's stream has ended by then (a live instance, also
+//   one registered but not attached yet, lives on in it; a killed one
+//   stays behind, so its successor joins the import's generation). On a new
 //   incarnation the job rewinds: the aggregator and the controller forget
 //   the last step (Controller::Rewind), so a resumed trainer's steps are
 //   accepted again; history and locks stay. Instance 0 (an old client)
@@ -128,7 +134,9 @@ class Job {
   // Binds a Session stream to the rank's current session id and sends it
   // the current GenerationStart and the generation's recent decisions.
   Status Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionSink> sink);
-  void Detach(uint32_t rank, uint64_t session_id);
+  // `sink`'s stream ended. Nothing if the rank has another stream or
+  // session by now (a replaced stream ends after its successor attached).
+  void Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink);
 
   // A StepStats from a rank's stream. Late reports are counted, not errors.
   Status OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& stats,
@@ -149,7 +157,9 @@ class Job {
   Status ReleaseUnit(const std::string& unit);
   v1::ControllerState ExportState() const;
   // Replaces the controller state (all-or-nothing) and starts a generation;
-  // `generation` (may be null) receives its number.
+  // `generation` (may be null) receives its number. A repeat of this
+  // generation's import before the controller changed is a no-op (the same
+  // generation).
   Status ImportState(const v1::ControllerState& state, uint64_t* generation = nullptr);
   uint64_t generation() const;
   // Closed steps the controller refused (a bug: see Decide).
@@ -169,6 +179,9 @@ class Job {
     // belongs to (see "Generations" above).
     uint64_t instance = 0;
     uint64_t instance_generation = 0;
+    // The session's stream ended (the trainer may be gone); false again
+    // when it attaches or registers anew.
+    bool stream_ended = false;
   };
 
   enum class GenerationCause { kImport, kRestore, kIncarnation };
@@ -226,6 +239,10 @@ class Job {
   // The current generation's decisions whose acks are checked.
   std::deque<std::pair<uint64_t, uint64_t>> sent_digests_;  // sequence, digest
   AckBook acks_;
+  // The state this generation was imported from, until the controller
+  // changes after it (a decision, a config change, a release, a new unit):
+  // a repeat of that import before is a no-op. "" otherwise.
+  std::string imported_state_;
 
   uint64_t steps_since_snapshot_ = 0;
   uint64_t decision_failures_ = 0;

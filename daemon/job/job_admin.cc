@@ -96,6 +96,7 @@ Status Job::SetConfig(const ControllerConfig& config) {
   std::lock_guard<std::mutex> lock(mu_);
   Status s = controller_.SetConfig(config);
   if (!s.ok()) return s;
+  imported_state_.clear();  // a repeated import would now change the state
   if (listener_) {
     v1::Event e;
     e.set_observed_step(controller_.last_step().value_or(-1));
@@ -118,6 +119,7 @@ Status Job::ReleaseUnit(const std::string& unit) {
   if (!id) return NotFound("job '" + id_ + "' has no unit '" + unit + "'");
   Status s = controller_.Release(*id);
   if (!s.ok()) return NotFound("unit '" + unit + "' is not in recovery");
+  imported_state_.clear();
   if (listener_) {
     v1::Event e;
     e.set_observed_step(controller_.last_step().value_or(-1));
@@ -140,6 +142,11 @@ v1::ControllerState Job::ExportState() const {
 
 Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::string bytes = state.SerializeAsString();
+  if (!imported_state_.empty() && bytes == imported_state_) {
+    if (generation) *generation = generation_;  // a repeat: already in force
+    return Status::Ok();
+  }
   StatusOr<Controller> c = ControllerStateCodec::Restore(state);
   if (!c.ok()) return Status(StatusCode::kInvalidArgument, c.status().message());
   // The imported state must name the job's units in the job's id order, so
@@ -182,6 +189,7 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   StartGeneration(GenerationCause::kImport, "controller state imported");
+  imported_state_ = std::move(bytes);
   if (generation) *generation = generation_;
   return Status::Ok();
 }

@@ -21,6 +21,7 @@ bool Job::NewIncarnation(RankSession& rs, uint64_t instance) const {
 
 void Job::StartGeneration(GenerationCause cause, const std::string& detail) {
   ++generation_;
+  imported_state_.clear();  // ImportState sets it after this
   history_.clear();
   history_bytes_ = 0;
   sent_digests_.clear();
@@ -43,10 +44,11 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail) {
       break;
   }
   if (cause == GenerationCause::kImport) {
-    // Instances attached now live on in the new generation: a restart of
-    // theirs later starts another one.
+    // Live instances (attached, or registered and not attached yet) live on
+    // in the new generation: a restart of theirs later starts another one.
+    // One whose stream has ended stays behind: its successor joins.
     for (auto& [rank, rs] : sessions_) {
-      if (rs.sink && rs.instance != 0) rs.instance_generation = generation_;
+      if (!rs.stream_ended && rs.instance != 0) rs.instance_generation = generation_;
     }
   }
   // Import and restore begin with the rebuilt last decision (below), if the

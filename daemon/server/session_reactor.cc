@@ -196,7 +196,7 @@ void SessionReactor::OnDone() {
                                    ""));
   sink_->Detach();
   if (live_ != nullptr) live_->Remove(sink_.get());
-  if (job_) job_->Detach(rank_, session_id_);
+  if (job_) job_->Detach(rank_, session_id_, sink_.get());
   stats_->sessions_open--;
   delete this;
 }

@@ -123,6 +123,34 @@ TEST_F(DaemonTest, ReRegisteringReplacesTheOldSession) {
   EXPECT_EQ(stale.WaitEnd().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
+// A stream replaced by a second stream of the same session ends after the
+// second one attached; its end must not detach the second one (it did: the
+// job then sent nothing more to the rank). The step of the session count
+// makes sure the first stream's end was processed.
+TEST_F(DaemonTest, AReplacedStreamEndingLaterLeavesTheNewStreamAttached) {
+  StartDaemon();
+  RawRank first(Tcp(), "j", 0, 1);
+  ASSERT_TRUE(first.Register({{"x"}}).ok());
+  first.Open();
+  ASSERT_TRUE(first.SendStats(0, {1.0}));
+  v1::Decision d;
+  ASSERT_TRUE(first.WaitDecision(0, &d));
+  RawRank second(Tcp(), "j", 0, 1);
+  second.Open(first.session_id());
+  EXPECT_EQ(first.WaitEnd().error_code(), grpc::StatusCode::ABORTED);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (daemon_->stats().sessions_open.load() > 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(daemon_->stats().sessions_open.load(), 1);
+  v1::ClientMessage stats;  // `second` did not register: first's unit ids
+  stats.mutable_stats()->set_step(1);
+  stats.mutable_stats()->add_unit_id(first.unit_ids()[0]);
+  stats.mutable_stats()->add_sumsq(1.0);
+  ASSERT_TRUE(second.Send(stats));
+  ASSERT_TRUE(second.WaitDecision(1, &d));
+}
+
 TEST_F(DaemonTest, TwoJobsStayIsolated) {
   StartDaemon();
   const v1::ControllerConfig cfg = FastConfig();

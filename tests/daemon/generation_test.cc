@@ -268,6 +268,58 @@ TEST_F(DaemonTest, ImportWhileAttachedThenARestartStartsAnotherGeneration) {
   EXPECT_EQ(resp.generation(), 3u);
 }
 
+// Registered but not attached yet is alive too (a client opens its stream
+// right after Register): an import in between moves it along.
+TEST_F(DaemonTest, ARegisteredInstanceNotAttachedYetMovesToTheImportsGeneration) {
+  StartDaemon();
+  RawRank a(Tcp(), "j", 0, 1);
+  ASSERT_TRUE(a.Register(kUnits, nullptr, nullptr, 0xA).ok());
+  v1::ControllerState saved;
+  ASSERT_TRUE(ExportState("j", &saved).ok());
+  v1::ImportStateResponse imported;
+  ASSERT_TRUE(ImportState("j", saved, &imported).ok());
+  EXPECT_EQ(imported.generation(), 2u);
+  RawRank b(Tcp(), "j", 0, 1);
+  v1::RegisterResponse resp;
+  ASSERT_TRUE(b.Register(kUnits, &resp, nullptr, 0xB).ok());
+  EXPECT_EQ(resp.generation(), 3u);
+}
+
+// Every rank of a data-parallel job may load the same checkpoint: a repeat
+// of the generation's import before the controller changed is the same
+// generation; after a decision or a config change it replaces the state
+// again.
+TEST_F(DaemonTest, RepeatingAnImportBeforeAnyDecisionIsTheSameGeneration) {
+  StartDaemon();
+  RawRank r0(Tcp(), "j", 0, 2), r1(Tcp(), "j", 1, 2);
+  ASSERT_TRUE(r0.Register(kUnits, nullptr, nullptr, 0xA0).ok());
+  ASSERT_TRUE(r1.Register(kUnits, nullptr, nullptr, 0xA1).ok());
+  r0.Open();
+  r1.Open();
+  RunSteps({&r0, &r1}, 0, 5);
+  v1::Decision d;
+  ASSERT_TRUE(r0.WaitDecision(4, &d));
+  v1::ControllerState saved;
+  ASSERT_TRUE(ExportState("j", &saved).ok());
+  v1::ImportStateResponse resp;
+  ASSERT_TRUE(ImportState("j", saved, &resp).ok());
+  EXPECT_EQ(resp.generation(), 2u);
+  ASSERT_TRUE(r0.SendStats(5, {1.0, 1.0}));  // reported, not decided yet
+  ASSERT_TRUE(ImportState("j", saved, &resp).ok());
+  EXPECT_EQ(resp.generation(), 2u);
+  ASSERT_TRUE(r1.SendStats(5, {1.0, 1.0}));
+  ASSERT_TRUE(r1.WaitDecisionIn(2, 5, &d));  // rank 0's report was kept
+  EXPECT_EQ(listener_.EventsOf("j", "generation").size(), 1u);
+  ASSERT_TRUE(ImportState("j", saved, &resp).ok());  // after a decision
+  EXPECT_EQ(resp.generation(), 3u);
+  ASSERT_TRUE(SetConfig("j", FastConfig(3)).ok());  // after a config change
+  ASSERT_TRUE(ImportState("j", saved, &resp).ok());
+  EXPECT_EQ(resp.generation(), 4u);
+  v1::ControllerState now;
+  ASSERT_TRUE(ExportState("j", &now).ok());
+  EXPECT_EQ(now.config().max_o(), saved.config().max_o());  // replaced again
+}
+
 // A rank that attaches late gets the generation and then the job's recent
 // decisions in order (at most 64), so it finds the decision of each recent
 // step.
