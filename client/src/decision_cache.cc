@@ -102,6 +102,15 @@ bool DecisionCache::StartGeneration(uint64_t g, int32_t first_lag, uint64_t firs
   return true;
 }
 
+bool DecisionCache::AdoptGeneration(uint64_t g, int32_t first_lag) {
+  if (g == generation_) return false;
+  generation_ = g;
+  first_lag_ = first_lag;
+  first_sequence_ = 0;
+  decisions_.clear();
+  return true;
+}
+
 DecisionCache::Insert DecisionCache::Add(CachedDecision d) {
   if (d.generation < generation_) return Insert::kStale;
   if (d.generation > generation_) {

@@ -66,6 +66,10 @@ class DecisionCache {
   // `first_lag` is the lag of the generation's first decision and
   // `first_sequence` its sequence number (0: not known).
   bool StartGeneration(uint64_t g, int32_t first_lag, uint64_t first_sequence = 0);
+  // The daemon's word at registration: the job is in generation `g`, also
+  // when that is lower than the one held (a daemon that lost its state
+  // starts its jobs anew). Returns true if it differs from the one held.
+  bool AdoptGeneration(uint64_t g, int32_t first_lag);
   // Stores `d` (validated). Starts d.generation first if it is newer.
   Insert Add(CachedDecision d);
 

@@ -176,7 +176,7 @@ Status IoLoop::Attempt(bool* established) {
   validator_.Reset(unit_ids_);
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->StartGenerationLocked(resp.generation(), resp.lag(), 0);
+    shared_->AdoptGenerationLocked(resp.generation(), resp.lag());
   }
   CheckConfig(resp);
   // Steps the job has decided already would only be late at the daemon.

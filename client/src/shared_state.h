@@ -65,6 +65,12 @@ struct SharedState {
     if (cache.StartGeneration(g, first_lag, first_sequence) && has_generation) observed.clear();
     has_generation = true;
   }
+  // The generation a Register response names: authoritative, also when
+  // lower than the one held (a daemon restarted without its state).
+  void AdoptGenerationLocked(uint64_t g, int32_t first_lag) {
+    if (cache.AdoptGeneration(g, first_lag) && has_generation) observed.clear();
+    has_generation = true;
+  }
   // Stores a validated decision; one of a newer generation starts it.
   DecisionCache::Insert AddDecisionLocked(CachedDecision d) {
     if (d.generation > cache.generation() && has_generation) observed.clear();

@@ -195,6 +195,19 @@ TEST(DecisionCache, ANewerGenerationVoidsTheOlderOnesDecisions) {
   EXPECT_EQ(cache.generation(), 3u);
 }
 
+TEST(DecisionCache, TheDaemonsGenerationAtRegistrationIsAuthoritative) {
+  DecisionCache cache;
+  ASSERT_EQ(cache.Add(Cached(10, 11, 7, {}, false, 5)), Insert::kStored);
+  EXPECT_FALSE(cache.AdoptGeneration(5, 1));  // the same: nothing changes
+  EXPECT_EQ(cache.size(), 1u);
+  // A daemon that lost its state starts the job at generation 1 again.
+  EXPECT_TRUE(cache.AdoptGeneration(1, 1));
+  EXPECT_EQ(cache.generation(), 1u);
+  EXPECT_EQ(cache.Newest(), nullptr);
+  EXPECT_EQ(cache.Add(Cached(12, 13, 1, {}, false, 1)), Insert::kStored);
+  EXPECT_EQ(cache.Covering(13)->sequence, 1u);
+}
+
 TEST(DecisionCache, KeepsABoundedHistory) {
   DecisionCache cache;
   for (int64_t s = 0; s < 1000; ++s) cache.Add(Cached(s, s + 1, s + 1, {}));
