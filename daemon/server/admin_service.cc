@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/secret.h"
+#include "common/text.h"
 #include "daemon/controller/state_codec.h"
 #include "daemon/server/request_validation.h"
 #include "daemon/server/session_reactor.h"
@@ -128,7 +129,8 @@ grpc::ServerUnaryReactor* AdminService::SetConfig(grpc::CallbackServerContext* c
     s = (*job)->SetConfig(*config);
     if (!s.ok()) return s;
     resp->set_config_version((*job)->config_version());
-    spdlog::info("job {}: config changed to version {}", req->job_id(), resp->config_version());
+    spdlog::info("job {}: config changed to version {}", EscapeForLog(req->job_id()),
+                 resp->config_version());
     return Status::Ok();
   });
 }
@@ -142,7 +144,10 @@ grpc::ServerUnaryReactor* AdminService::ReleaseUnit(grpc::CallbackServerContext*
     StatusOr<std::shared_ptr<Job>> job = registry_->Find(req->job_id());
     if (!job.ok()) return job.status();
     s = (*job)->ReleaseUnit(req->unit());
-    if (s.ok()) spdlog::info("job {}: operator released unit {}", req->job_id(), req->unit());
+    if (s.ok()) {
+      spdlog::info("job {}: operator released unit {}", EscapeForLog(req->job_id()),
+                   EscapeForLog(req->unit()));
+    }
     return s;
   });
 }
@@ -167,7 +172,7 @@ grpc::ServerUnaryReactor* AdminService::ImportState(grpc::CallbackServerContext*
     StatusOr<std::shared_ptr<Job>> job = registry_->Find(req->job_id());
     if (!job.ok()) return job.status();
     s = (*job)->ImportState(req->state());
-    if (s.ok()) spdlog::info("job {}: controller state imported", req->job_id());
+    if (s.ok()) spdlog::info("job {}: controller state imported", EscapeForLog(req->job_id()));
     return s;
   });
 }

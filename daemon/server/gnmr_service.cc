@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/text.h"
 #include "daemon/controller/state_codec.h"
 #include "daemon/server/session_reactor.h"
 
@@ -23,9 +24,26 @@ Status GnmrService::DoRegister(grpc::CallbackServerContext* ctx, const v1::Regis
   resp->set_session_id(r->session_id);
   resp->set_last_step(r->last_step);
   resp->set_config_version(r->config_version);
-  spdlog::info("job {} rank {}/{} registered {} units (client {})", req.job_id(), req.rank(),
-               req.world_size(), req.units_size(), req.client_version());
+  spdlog::info("job {} rank {}/{} registered {} units (client {})", EscapeForLog(req.job_id()),
+               req.rank(), req.world_size(), req.units_size(),
+               EscapeForLog(req.client_version()));
   return Status::Ok();
+}
+
+void GnmrService::LogRejected(const v1::RegisterRequest& req, const Status& s) {
+  // A client retrying a bad Register in a loop must not flood the log: one
+  // line per job and cause every kRejectLogInterval, with the count of the
+  // lines held back.
+  const std::string job = EscapeForLog(req.job_id(), 128);
+  uint64_t held_back = 0;
+  if (!rejected_log_.Allow(job + "|" + StatusCodeName(s.code()), LogLimiter::Clock::now(),
+                           &held_back)) {
+    return;
+  }
+  spdlog::warn("Register job={} rank={}: {}{}", job, req.rank(), EscapeForLog(s.ToString(), 512),
+               held_back == 0 ? std::string()
+                              : " (" + std::to_string(held_back) +
+                                    " more like it since the last such line)");
 }
 
 grpc::ServerUnaryReactor* GnmrService::Register(grpc::CallbackServerContext* ctx,
@@ -40,8 +58,7 @@ grpc::ServerUnaryReactor* GnmrService::Register(grpc::CallbackServerContext* ctx
   if (!s.ok()) {
     stats_->bad_requests++;
     resp->Clear();
-    spdlog::warn("Register job={} rank={}: {}", req->job_id().substr(0, 128), req->rank(),
-                 s.ToString());
+    LogRejected(*req, s);
   }
   stats_->Record("Register", s);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();

@@ -3,6 +3,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
+
+#include "common/log_limiter.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
 #include "daemon/server/request_validation.h"
@@ -27,11 +30,15 @@ class GnmrService final : public v1::Gnmr::CallbackService {
  private:
   Status DoRegister(grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
                     v1::RegisterResponse* resp);
+  void LogRejected(const v1::RegisterRequest& req, const Status& s);
+
+  static constexpr std::chrono::seconds kRejectLogInterval{10};
 
   JobRegistry* const registry_;
   ServerStats* const stats_;
   const RequestLimits limits_;
   LiveSessions* const live_;
+  LogLimiter rejected_log_{kRejectLogInterval};
 };
 
 }  // namespace gnmr
