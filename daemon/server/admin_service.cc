@@ -29,6 +29,8 @@ grpc::ServerUnaryReactor* AdminService::Reply(grpc::CallbackServerContext* ctx,
     s = body();
   } catch (const std::exception& e) {
     s = Internal(std::string("internal error: ") + e.what());
+  } catch (...) {  // nothing may escape into gRPC's threads
+    s = Internal("internal error: unknown exception");
   }
   if (!s.ok()) stats_->bad_requests++;
   stats_->Record(method, s);

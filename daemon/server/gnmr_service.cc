@@ -54,6 +54,8 @@ grpc::ServerUnaryReactor* GnmrService::Register(grpc::CallbackServerContext* ctx
     s = DoRegister(ctx, *req, resp);
   } catch (const std::exception& e) {
     s = Internal(std::string("internal error: ") + e.what());
+  } catch (...) {  // nothing may escape into gRPC's threads
+    s = Internal("internal error: unknown exception");
   }
   if (!s.ok()) {
     stats_->bad_requests++;
