@@ -55,6 +55,7 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
   o.registry.max_jobs = c.max_jobs;
   o.registry.allow_unregistered_jobs = c.allow_unregistered_jobs;
   o.registry.job_tokens = c.job_tokens;
+  o.insecure_tcp = c.insecure_tcp;
   o.registry.default_config = c.controller;
   o.registry.job.aggregation.deadline = std::chrono::milliseconds(c.step_deadline_ms);
   o.registry.job.snapshot_every_steps = c.snapshot_every_steps;
@@ -203,6 +204,7 @@ int Run(int argc, char** argv) {
   AdminContext admin;
   admin.version = kVersion;
   admin.admin_token = config.admin_token;
+  admin.read_token = config.read_token;
   admin.state_dir = config.state_dir;
   admin.events = [&](const std::string& job, int64_t since, uint32_t limit) {
     return event_log.List(job, since, limit);

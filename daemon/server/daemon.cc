@@ -64,8 +64,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
     if (!s.ok()) return s;
   }
   admin.listen = options.listen;
+  admin.insecure_tcp = options.insecure_tcp;
   d->gnmr_service_ = std::make_unique<GnmrService>(d->registry_.get(), &d->stats_, options.limits,
-                                                   &d->live_sessions_);
+                                                   &d->live_sessions_, options.insecure_tcp);
   d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), &d->stats_, admin);
 
   grpc::EnableDefaultHealthCheckService(true);

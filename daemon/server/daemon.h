@@ -35,6 +35,10 @@ struct DaemonOptions {
   RegistryOptions registry;
   RequestLimits limits;
   std::chrono::milliseconds tick_interval{20};
+  // Plain TCP peers are trusted like Unix-socket peers (no job token needed
+  // to create a job, Admin reads without a token): only for a trusted
+  // network (peer_access.h). Mirrored into AdminContext by Start.
+  bool insecure_tcp = false;
   // Called once per finished RPC (metrics); installed before the server
   // starts, so no RPC thread ever sees it change.
   std::function<void(std::string_view method, StatusCode code)> record_rpc;
