@@ -15,7 +15,9 @@
 //   must be UTF-8)
 //
 // Used for every unary method of Gnmr and Admin. The Session stream keeps
-// the typed API: a stream message that does not parse ends the stream.
+// the typed API: a stream message that does not parse ends the stream, and
+// the client sees status OK with no message (a known limit: the callback
+// API reports a failed read as the end of the stream).
 #pragma once
 
 #include <google/protobuf/descriptor.h>
