@@ -81,8 +81,8 @@ class CtlTest : public ::testing::Test {
     if (opts.listen.empty()) opts.listen = {"127.0.0.1:0", "unix:" + socket_};
     // The views and mutations are tested over loopback TCP without job
     // tokens: this daemon opts in to trusting TCP peers, unless a test asks
-    // for the production rules (strict_tcp_).
-    opts.insecure_tcp = !strict_tcp_;
+    // for the production rules (insecure_tcp_ false).
+    opts.insecure_tcp = insecure_tcp_;
     opts.registry.job.aggregation.deadline = std::chrono::milliseconds(300);
     AdminContext admin;
     admin.version = "test-1.2";
@@ -228,7 +228,7 @@ class CtlTest : public ::testing::Test {
   }
 
   std::string admin_token_ = "admin-secret";
-  bool strict_tcp_ = false;
+  bool insecure_tcp_ = true;  // as in DaemonTest
   RecordingListener listener_;
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<RawRank> rank_;

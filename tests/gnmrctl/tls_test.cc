@@ -41,7 +41,7 @@ class CtlTlsTest : public CtlTest {
   // with the production access rules: only mutual TLS authenticates a peer.
   void StartTls(bool mtls) {
     MakeCertificates();
-    strict_tcp_ = true;
+    insecure_tcp_ = false;
     DaemonOptions opts;
     opts.listen = {"127.0.0.1:0"};
     opts.tls.cert_file = Path("server.pem");
