@@ -1,5 +1,6 @@
 #include "common/text.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace gnmr {
@@ -51,6 +52,30 @@ void AppendJsonString(std::string* out, std::string_view s) {
   }
   out->append(s.data() + run, s.size() - run);
   out->push_back('"');
+}
+
+std::string EscapeForLog(std::string_view s, size_t max_bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  const size_t shown = std::min(s.size(), max_bytes);
+  std::string out;
+  out.reserve(shown + 16);
+  for (size_t i = 0; i < shown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '\\') {
+      out.append("\\\\");
+    } else if (c >= 0x20 && c <= 0x7e) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      const char esc[] = {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+      out.append(esc, sizeof(esc));
+    }
+  }
+  if (shown < s.size()) {
+    out.append("...(");
+    AppendUint(&out, s.size());
+    out.append(" bytes)");
+  }
+  return out;
 }
 
 }  // namespace gnmr

@@ -1,5 +1,5 @@
 // Small text helpers shared by the machine-readable outputs (JSON Lines,
-// YAML): exact number formatting and string escaping.
+// YAML) and the logs: exact number formatting and string escaping.
 //
 // Numbers are written with the shortest representation that parses back to
 // the same double (std::to_chars), so a replayed decision or a rendered
@@ -24,5 +24,13 @@ std::string FormatDouble(double v);
 // double-quoted scalar): quotes, backslashes and control characters are
 // escaped; other bytes are copied as they are.
 void AppendJsonString(std::string* out, std::string_view s);
+
+// Bytes from a peer (a job id, a unit name, a client version, a YAML value)
+// made safe for one log line or terminal row: printable ASCII 0x20..0x7e
+// stays (a backslash is doubled); every other byte (newline, ESC, NUL,
+// UTF-8 lead bytes) becomes \xNN. So a peer cannot end a log line,
+// forge a "[critical]" line or send terminal escapes. At most `max_bytes`
+// input bytes are shown; a longer input ends in "...(N bytes)".
+std::string EscapeForLog(std::string_view s, size_t max_bytes = 256);
 
 }  // namespace gnmr

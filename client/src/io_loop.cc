@@ -466,8 +466,11 @@ void IoLoop::RecordError(const Status& s) {
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->last_error = s.ToString();
   }
-  log_.Warn("job " + options_.job_id + " rank " + std::to_string(options_.rank) + ": " +
-            s.ToString());
+  uint64_t held_back = 0;
+  if (!log_.Allow("background", LogLimiter::Clock::now(), &held_back)) return;
+  spdlog::warn("gnmr client: job {} rank {}: {}{}", options_.job_id, options_.rank, s.ToString(),
+               held_back == 0 ? std::string()
+                              : " (" + std::to_string(held_back) + " similar messages held back)");
 }
 
 }  // namespace gnmr

@@ -31,9 +31,9 @@
 
 #include "client/src/decision_cache.h"
 #include "client/src/gpu_path.h"
-#include "client/src/log_limiter.h"
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
+#include "common/log_limiter.h"
 #include "common/status.h"
 #include "gnmr/client.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
@@ -92,6 +92,7 @@ class IoLoop {
   std::vector<uint32_t> unit_ids_;
   DecisionValidator validator_;
   v1::ClientMessage out_;  // reused for every write
+  // A daemon that is down for an hour must not write one line per attempt.
   LogLimiter log_{std::chrono::seconds(5)};
 
   std::atomic<bool> stop_{false};

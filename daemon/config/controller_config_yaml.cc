@@ -267,6 +267,15 @@ Status ApplyMapping(const Origin& o, const YAML::Node& root,
   return Status::Ok();
 }
 
+// Errors echo keys and values from the file or the command line: escaped
+// (EscapeForLog), so binary bytes never reach a terminal or a log raw.
+constexpr size_t kMaxMessage = 2048;
+Status Printable(const Status& s) {
+  return s.ok() ? s : Status(s.code(), EscapeForLog(s.message(), kMaxMessage));
+}
+
+Status ApplyOverrideUnescaped(ControllerConfig* config, std::string_view assignment);
+
 }  // namespace
 
 std::string DescribeYamlNode(const YAML::Node& n) {
@@ -291,12 +300,15 @@ StatusOr<ControllerConfig> ParseControllerConfigYaml(
     const ControllerConfig& base) {
   const Origin origin(source, /*has_lines=*/true);
   try {
-    return ParseControllerConfigNode(YAML::Load(std::string(text)), source,
-                                     base);
+    StatusOr<ControllerConfig> c =
+        ParseControllerConfigNode(YAML::Load(std::string(text)), source, base);
+    if (!c.ok()) return Printable(c.status());
+    return c;
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(origin.Prefix(e.mark) + "invalid YAML: " + e.msg);
+    return InvalidArgument(
+        EscapeForLog(origin.Prefix(e.mark) + "invalid YAML: " + e.msg, kMaxMessage));
   } catch (const std::exception& e) {
-    return Internal(source + ": " + e.what());
+    return Internal(EscapeForLog(source + ": " + e.what(), kMaxMessage));
   }
 }
 
@@ -338,6 +350,12 @@ StatusOr<ControllerConfig> LoadControllerConfigFile(
 }
 
 Status ApplyOverride(ControllerConfig* config, std::string_view assignment) {
+  return Printable(ApplyOverrideUnescaped(config, assignment));
+}
+
+namespace {
+
+Status ApplyOverrideUnescaped(ControllerConfig* config, std::string_view assignment) {
   const std::string what = "--set " + std::string(assignment);
   const Origin origin(what, /*has_lines=*/false);
   const size_t eq = assignment.find('=');
@@ -369,6 +387,8 @@ Status ApplyOverride(ControllerConfig* config, std::string_view assignment) {
     return Internal(what + ": " + e.what());
   }
 }
+
+}  // namespace
 
 std::string ControllerConfigToYaml(const ControllerConfig& c) {
   std::string out;

@@ -10,8 +10,12 @@
 //
 // Every error names where it comes from and the 1-based line
 // ("replay.yaml:7: unknown config key 'maxo'"), so a user can fix the file
-// without guessing. yaml-cpp reports errors by throwing; its exceptions are
-// caught here and nothing escapes this API.
+// without guessing. Keys and values echoed in a message are escaped
+// (EscapeForLog: binary bytes become \xNN) by ParseControllerConfigYaml,
+// LoadControllerConfigFile and ApplyOverride; ParseControllerConfigNode
+// leaves that to its caller (gnmrd's config loader escapes its own
+// messages). yaml-cpp reports errors by throwing; its exceptions are caught
+// here and nothing escapes this API.
 #pragma once
 
 #include <string>

@@ -80,8 +80,11 @@ Status ApplyCommandLine(const CommandLine& flags, DaemonConfig* config) {
     Status s = key->bind(&c)(value);
     if (!s.ok()) return InvalidArgument(flag + ": " + s.message());
     c.origin[key->key] = flag;
-    // The flag's token file replaces a token written in the file.
-    if (std::string(key->key) == "admin_token_file") c.admin_token.clear();
+    // A flag's token file replaces tokens written in the config file.
+    const std::string name = key->key;
+    if (name == "admin_token_file") c.admin_token.clear();
+    if (name == "read_token_file") c.read_token.clear();
+    if (name == "job_tokens_file") c.job_tokens.clear();
   }
   *config = std::move(c);
   return Status::Ok();
@@ -121,6 +124,24 @@ std::string CommandLineHelp(const std::string& program) {
     }
     out += lead + help + "\n";
   }
+  out +=
+      "\nsecurity (deploy/README.md, \"Security model\"):\n"
+      "  The Unix socket's file permissions are its access control. A TCP listener\n"
+      "  needs job_tokens or mutual TLS (tls.client_ca), else gnmrd refuses to start\n"
+      "  (insecure_tcp: true overrides, for trusted networks only). Over plain TCP a\n"
+      "  job needs its configured token, Admin reads need the read or admin token,\n"
+      "  mutations the admin token.\n"
+      "\nsignals:\n"
+      "  SIGTERM, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2 and every other terminating\n"
+      "  signal stop gnmrd gracefully: stop accepting, end the streams, snapshot\n"
+      "  every job, flush the event logs, exit 0. SIGHUP is ignored (no reload:\n"
+      "  restart to apply config changes).\n"
+      "\nstate dir:\n"
+      "  One gnmrd per state dir: it is locked (flock on gnmrd.lock) for the\n"
+      "  process's life, and checked writable at start. A live Unix socket of\n"
+      "  another process is never taken over; a stale one is replaced.\n"
+      "\nexit codes: 0 clean stop, 1 cannot start (or a snapshot failed), 2 bad\n"
+      "  config or command line.\n";
   return out;
 }
 

@@ -6,6 +6,8 @@
 //   --state-dir DIR          state_dir
 //   --log-level LEVEL        log_level
 //   --admin-token-file FILE  admin_token_file (replaces admin_token)
+//   --read-token-file FILE   read_token_file (replaces read_token)
+//   --job-tokens-file FILE   job_tokens_file (replaces job_tokens)
 //   --step-deadline-ms MS    step_deadline_ms
 //   --snapshot-every N       snapshot_every_steps
 //   --help, -h / --version

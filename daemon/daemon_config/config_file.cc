@@ -33,6 +33,8 @@ class Reader {
       : source_(std::move(source)), c_(config) {}
 
   Status Apply(const YAML::Node& root);
+  // A whole document that maps job ids to tokens (job_tokens_file).
+  Status JobTokensDocument(const YAML::Node& root) { return JobTokens(root, root); }
 
  private:
   std::string Where(const YAML::Node& at) const {
@@ -212,9 +214,13 @@ const std::vector<std::string>& DaemonConfigKeys() {
                                                  "max_ranks_per_job",
                                                  "max_units_per_job",
                                                  "job_tokens",
+                                                 "job_tokens_file",
                                                  "allow_unregistered_jobs",
+                                                 "insecure_tcp",
                                                  "admin_token",
                                                  "admin_token_file",
+                                                 "read_token",
+                                                 "read_token_file",
                                                  "tls",
                                                  "log_level",
                                                  "controller"};
@@ -248,6 +254,27 @@ Status ApplyConfigText(std::string_view text, const std::string& source,
   }
   *config = std::move(copy);
   return Status::Ok();
+}
+
+StatusOr<std::map<std::string, std::string>> ReadJobTokensFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  DaemonConfig scratch;
+  try {
+    const YAML::Node root = YAML::Load(text.str());
+    if (root.IsNull()) {
+      return InvalidArgument(path + ": names no job (expected lines 'job-id: token')");
+    }
+    Status s = Reader(path, &scratch).JobTokensDocument(root);
+    if (!s.ok()) return s;
+  } catch (const YAML::Exception& e) {
+    const std::string where =
+        e.mark.is_null() ? path : path + ":" + std::to_string(e.mark.line + 1);
+    return InvalidArgument(where + ": invalid YAML: " + e.msg);
+  }
+  return scratch.job_tokens;
 }
 
 Status ApplyConfigFile(const std::string& path, DaemonConfig* config) {

@@ -10,6 +10,7 @@
 // absolute against the current directory.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,10 @@ Status ApplyConfigText(std::string_view text, const std::string& source,
                        DaemonConfig* config);
 
 const std::vector<std::string>& DaemonConfigKeys();
+
+// A job tokens file: a YAML mapping of job ids to tokens, checked like the
+// job_tokens key. Errors name the file and line.
+StatusOr<std::map<std::string, std::string>> ReadJobTokensFile(const std::string& path);
 
 // `path` made absolute against the current directory (unchanged if it is).
 std::string AbsolutePath(const std::string& path);

@@ -93,11 +93,23 @@ std::vector<ScalarKey> MakeKeys() {
            return ParseBool(t, &c->allow_unregistered_jobs);
          };
        }},
+      {"job_tokens_file", "job-tokens-file", "FILE",
+       "YAML file mapping job ids to job tokens",
+       PathIn([](DaemonConfig* c) { return &c->job_tokens_file; })},
+      {"insecure_tcp", nullptr, "", "",
+       [](DaemonConfig* c) -> Setter {
+         return [c](const std::string& t) { return ParseBool(t, &c->insecure_tcp); };
+       }},
       {"admin_token", nullptr, "", "",
        Checked(&CheckToken, &DaemonConfig::admin_token)},
       {"admin_token_file", "admin-token-file", "FILE",
        "file holding the token for Admin mutations",
        PathIn([](DaemonConfig* c) { return &c->admin_token_file; })},
+      {"read_token", nullptr, "", "",
+       Checked(&CheckToken, &DaemonConfig::read_token)},
+      {"read_token_file", "read-token-file", "FILE",
+       "file holding the token for Admin reads over TCP",
+       PathIn([](DaemonConfig* c) { return &c->read_token_file; })},
       {"tls.cert", nullptr, "", "",
        PathIn([](DaemonConfig* c) { return &c->tls.cert_file; })},
       {"tls.key", nullptr, "", "",

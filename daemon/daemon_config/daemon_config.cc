@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/text.h"
 #include "daemon/config/controller_config_yaml.h"
 #include "daemon/daemon_config/command_line.h"
 #include "daemon/daemon_config/config_file.h"
@@ -49,32 +50,89 @@ Status CheckReadableFile(const DaemonConfig& c, const std::string& key,
   return Status::Ok();
 }
 
-Status ReadAdminToken(DaemonConfig* c, std::vector<std::string>* warnings) {
-  const std::string& path = c->admin_token_file;
-  if (path.empty()) return Status::Ok();
-  if (!c->admin_token.empty()) {
-    return AtKey(*c, "admin_token_file",
-                 "admin_token is also set (at " + c->origin["admin_token"] +
-                     "); keep one of them");
+void WarnIfShared(const std::string& path, const std::string& what,
+                  std::vector<std::string>* warnings) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
+    warnings->push_back(what + " " + path + " is readable by other users (chmod 600 it)");
   }
-  Status s = CheckReadableFile(*c, "admin_token_file", path);
+}
+
+// Reads `file_key`'s file into *token (admin_token_file, read_token_file).
+Status ReadTokenFile(DaemonConfig* c, const std::string& token_key, const std::string& file_key,
+                     const std::string& path, std::string* token,
+                     std::vector<std::string>* warnings) {
+  if (path.empty()) return Status::Ok();
+  if (!token->empty()) {
+    return AtKey(*c, file_key,
+                 token_key + " is also set (at " + c->origin[token_key] + "); keep one of them");
+  }
+  Status s = CheckReadableFile(*c, file_key, path);
   if (!s.ok()) return s;
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
-  std::string token = text.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' ||
-                            token.back() == ' ' || token.back() == '\t')) {
-    token.pop_back();
+  std::string value = text.str();
+  while (!value.empty() && (value.back() == '\n' || value.back() == '\r' ||
+                            value.back() == ' ' || value.back() == '\t')) {
+    value.pop_back();
   }
-  s = CheckToken(token);
-  if (!s.ok()) return AtKey(*c, "admin_token_file", path + ": " + s.message());
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
-    warnings->push_back("admin token file " + path +
-                        " is readable by other users (chmod 600 it)");
+  s = CheckToken(value);
+  if (!s.ok()) return AtKey(*c, file_key, path + ": " + s.message());
+  WarnIfShared(path, file_key, warnings);
+  *token = std::move(value);
+  return Status::Ok();
+}
+
+Status ReadJobTokens(DaemonConfig* c, std::vector<std::string>* warnings) {
+  const std::string& path = c->job_tokens_file;
+  if (path.empty()) return Status::Ok();
+  if (!c->job_tokens.empty()) {
+    return AtKey(*c, "job_tokens_file",
+                 "job_tokens is also set (at " + c->origin["job_tokens"] +
+                     "); keep one of them");
   }
-  c->admin_token = std::move(token);
+  Status s = CheckReadableFile(*c, "job_tokens_file", path);
+  if (!s.ok()) return s;
+  StatusOr<std::map<std::string, std::string>> tokens = daemon_config::ReadJobTokensFile(path);
+  if (!tokens.ok()) return AtKey(*c, "job_tokens_file", tokens.status().message());
+  WarnIfShared(path, "job_tokens_file", warnings);
+  c->job_tokens = std::move(tokens).value();
+  return Status::Ok();
+}
+
+// SPEC section 9: a TCP listener needs authentication (peer_access.h in
+// daemon/server has the rules it then applies per call).
+Status CheckTcpSecurity(const DaemonConfig& c, std::vector<std::string>* warnings) {
+  std::string tcp;
+  for (const std::string& l : c.listen) {
+    if (l.compare(0, 5, "unix:") != 0) tcp += (tcp.empty() ? "" : ", ") + l;
+  }
+  if (tcp.empty()) {
+    if (c.insecure_tcp) warnings->push_back("insecure_tcp is set but no listener is TCP");
+    return Status::Ok();
+  }
+  const bool mtls = !c.tls.client_ca_file.empty();
+  if (!mtls && c.job_tokens.empty() && !c.insecure_tcp) {
+    return AtKey(c, "listen",
+                 tcp + " is TCP without authentication: set job_tokens (or job_tokens_file) so "
+                       "that every job needs its token, or mutual TLS (tls.client_ca); or, on a "
+                       "trusted network only, insecure_tcp: true (deploy/README.md, security "
+                       "model)");
+  }
+  if (c.insecure_tcp) {
+    warnings->push_back("insecure_tcp: anyone who reaches " + tcp +
+                        " may register jobs and read every job without a token");
+  } else if (!mtls) {
+    if (!c.tls.enabled()) {
+      warnings->push_back("TCP listener " + tcp +
+                          " without TLS: job tokens cross the network in plaintext");
+    }
+    if (c.admin_token.empty() && c.read_token.empty()) {
+      warnings->push_back("no read_token or admin_token: Admin reads over TCP (gnmrctl) are "
+                          "refused; use the Unix socket");
+    }
+  }
   return Status::Ok();
 }
 
@@ -118,8 +176,15 @@ Status Finish(DaemonConfig* c, const Environment& env,
     c->state_dir = DefaultStateDir(env);
     c->origin["state_dir"] = "default";
   }
-  Status s = ReadAdminToken(c, warnings);
+  Status s = ReadTokenFile(c, "admin_token", "admin_token_file", c->admin_token_file,
+                           &c->admin_token, warnings);
+  if (s.ok()) {
+    s = ReadTokenFile(c, "read_token", "read_token_file", c->read_token_file, &c->read_token,
+                      warnings);
+  }
+  if (s.ok()) s = ReadJobTokens(c, warnings);
   if (s.ok()) s = CheckTls(*c, warnings);
+  if (s.ok()) s = CheckTcpSecurity(*c, warnings);
   if (!s.ok()) return s;
   if (!c->metrics_listen.empty() && !IsLoopbackAddress(c->metrics_listen)) {
     warnings->push_back("metrics endpoint " + c->metrics_listen +
@@ -132,6 +197,9 @@ Status Finish(DaemonConfig* c, const Environment& env,
   }
   return Status::Ok();
 }
+
+StatusOr<LoadedConfig> LoadUnescaped(int argc, const char* const* argv,
+                                     const Environment& env);
 
 }  // namespace
 
@@ -174,6 +242,17 @@ std::string DefaultStateDir(const Environment& env) {
 
 StatusOr<LoadedConfig> LoadDaemonConfig(int argc, const char* const* argv,
                                         const Environment& env) {
+  // Messages echo keys and values from the file and the command line:
+  // escaped, so binary bytes never reach the terminal or the journal raw.
+  StatusOr<LoadedConfig> loaded = LoadUnescaped(argc, argv, env);
+  if (loaded.ok()) return loaded;
+  return Status(loaded.status().code(), EscapeForLog(loaded.status().message(), 2048));
+}
+
+namespace {
+
+StatusOr<LoadedConfig> LoadUnescaped(int argc, const char* const* argv,
+                                     const Environment& env) {
   StatusOr<daemon_config::CommandLine> flags =
       daemon_config::ParseCommandLine(argc, argv);
   if (!flags.ok()) return flags.status();
@@ -190,6 +269,8 @@ StatusOr<LoadedConfig> LoadDaemonConfig(int argc, const char* const* argv,
   if (!s.ok()) return s;
   return out;
 }
+
+}  // namespace
 
 std::string DaemonHelpText(const std::string& program) {
   return daemon_config::CommandLineHelp(program);
@@ -225,10 +306,14 @@ std::string DescribeConfig(const DaemonConfig& c) {
   line("max_ranks_per_job", std::to_string(c.max_ranks_per_job));
   line("max_units_per_job", std::to_string(c.max_units_per_job));
   line("job_tokens", jobs.empty() ? "none" : jobs + " (tokens not shown)");
+  line("job_tokens_file", c.job_tokens_file.empty() ? "unset" : c.job_tokens_file);
   line("allow_unregistered_jobs", c.allow_unregistered_jobs ? "true" : "false");
+  line("insecure_tcp", c.insecure_tcp ? "true" : "false");
   line("admin_token", c.admin_token.empty() ? "unset" : "set (not shown)");
   line("admin_token_file",
        c.admin_token_file.empty() ? "unset" : c.admin_token_file);
+  line("read_token", c.read_token.empty() ? "unset" : "set (not shown)");
+  line("read_token_file", c.read_token_file.empty() ? "unset" : c.read_token_file);
   line("tls.cert", c.tls.cert_file.empty() ? "unset" : c.tls.cert_file);
   line("tls.key", c.tls.key_file.empty() ? "unset" : c.tls.key_file);
   line("tls.client_ca",

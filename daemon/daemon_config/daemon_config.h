@@ -11,6 +11,11 @@
 // "--listen: ..."), returned as InvalidArgument (NotFound for a missing
 // file); nothing is exited or printed here.
 //
+// A TCP listener needs authentication: job_tokens (every job over TCP then
+// needs its token) or mutual TLS (tls.client_ca), or the explicit
+// `insecure_tcp: true`; otherwise loading fails (deploy/README.md,
+// "Security model").
+//
 // Defaults that depend on the machine, resolved only when nothing sets them:
 // - listen: unix:/run/gnmr/gnmrd.sock if /run/gnmr is a writable directory
 //   (systemd RuntimeDirectory=gnmr), else unix:$XDG_RUNTIME_DIR/gnmrd.sock
@@ -56,13 +61,24 @@ struct DaemonConfig {
   uint32_t max_ranks_per_job = 65536;
   uint32_t max_units_per_job = 1u << 20;
   // Configured job tokens; unknown jobs bind their token on first
-  // registration (trust on first use) when allow_unregistered_jobs.
+  // registration (trust on first use) when allow_unregistered_jobs, over
+  // the Unix socket or mutual TLS only (plain TCP needs a configured one).
+  // job_tokens_file (if set: a YAML map of job id to token, e.g. a mounted
+  // Kubernetes Secret) is read into job_tokens on load.
   std::map<std::string, std::string> job_tokens;
+  std::string job_tokens_file;
   bool allow_unregistered_jobs = true;
   // Admin mutations need this token; empty: allowed only over the Unix
   // socket. admin_token_file (if set) is read into admin_token on load.
   std::string admin_token;
   std::string admin_token_file;
+  // Admin reads over plain TCP need this token or the admin token.
+  std::string read_token;
+  std::string read_token_file;
+  // true: plain TCP peers are trusted like the Unix socket's (no tokens for
+  // reads or first-use registration). Only for a trusted network; a TCP
+  // listener without job_tokens or mutual TLS is refused unless this is set.
+  bool insecure_tcp = false;
   DaemonTls tls;
   std::string log_level = "info";  // trace debug info warn error critical off
   ControllerConfig controller;     // for jobs that register without one

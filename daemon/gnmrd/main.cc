@@ -1,7 +1,10 @@
 // gnmrd: the GNMR daemon. Composes the server core (daemon/server) with the
-// store and the metrics exporter, restores every job from its snapshot,
-// serves until SIGTERM/SIGINT, then stops accepting, ends the streams and
-// flushes snapshots and event logs.
+// store and the metrics exporter, locks its state dir (one daemon per state
+// dir), restores every job from its snapshot (restore.h), serves until a
+// terminating signal (SIGTERM, SIGINT, SIGQUIT, SIGUSR1, ...; SIGHUP is
+// ignored), then stops accepting, ends the streams and flushes snapshots
+// and event logs. Exit codes: 0 clean stop, 1 cannot start or a snapshot
+// failed, 2 bad config or command line.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -14,12 +17,14 @@
 #include <vector>
 
 #include "daemon/daemon_config/daemon_config.h"
+#include "daemon/gnmrd/restore.h"
 #include "daemon/gnmrd/side_effects.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/server/daemon.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/snapshot_store.h"
 #include "daemon/store/snapshot_writer.h"
+#include "daemon/store/state_dir.h"
 
 namespace gnmr {
 namespace {
@@ -50,6 +55,7 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
   o.registry.max_jobs = c.max_jobs;
   o.registry.allow_unregistered_jobs = c.allow_unregistered_jobs;
   o.registry.job_tokens = c.job_tokens;
+  o.insecure_tcp = c.insecure_tcp;
   o.registry.default_config = c.controller;
   o.registry.job.aggregation.deadline = std::chrono::milliseconds(c.step_deadline_ms);
   o.registry.job.snapshot_every_steps = c.snapshot_every_steps;
@@ -58,42 +64,49 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
   return o;
 }
 
-// Every job with a snapshot, restored; a job that cannot be restored is
-// logged and skipped (its files stay for inspection), never fatal.
-std::vector<std::unique_ptr<Job>> RestoreJobs(const store::SnapshotStore& store,
-                                              const JobOptions& options, JobListener* listener) {
-  std::vector<std::unique_ptr<Job>> jobs;
-  StatusOr<std::vector<std::string>> ids = store.ListJobs();
-  if (!ids.ok()) {
-    spdlog::error("cannot list saved jobs: {}", ids.status().ToString());
-    return jobs;
+// The signals whose default action ends the process (SIGPIPE and SIGXFSZ
+// aside: ignored, so a write fails with an error instead). Each one is a
+// graceful shutdown, except SIGHUP: ignored (and said so), since gnmrd does
+// not reload its config file. The synchronous faults (SIGSEGV, SIGBUS, ...)
+// are not listed: they cannot be handled safely.
+sigset_t HandledSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM,
+                  SIGPROF, SIGXCPU, SIGPWR, SIGIO, SIGSTKFLT}) {
+    sigaddset(&set, sig);
   }
-  for (const std::string& id : *ids) {
-    StatusOr<store::SnapshotStore::Loaded> loaded = store.Load(id);
-    if (!loaded.ok()) {
-      spdlog::error("job {}: snapshot unusable, not restored: {}", id,
-                    loaded.status().ToString());
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaddset(&set, sig);
+  return set;
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  if (abbrev != nullptr) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(sig);
+}
+
+// Blocks until a signal asks for shutdown; returns its name.
+std::string WaitForShutdownSignal(const sigset_t& signals) {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      spdlog::warn("SIGHUP ignored: gnmrd does not reload its config file; restart it to apply "
+                   "changes");
       continue;
     }
-    if (loaded->from_previous) {
-      spdlog::warn("job {}: newest snapshot damaged, restored the previous one", id);
-    }
-    v1::JobMeta meta;
-    if (!meta.ParseFromString(loaded->job_meta)) {
-      spdlog::error("job {}: job metadata unreadable, not restored", id);
-      continue;
-    }
-    StatusOr<std::unique_ptr<Job>> job = Job::Restore(loaded->state, meta, options, listener);
-    if (!job.ok()) {
-      spdlog::error("job {}: not restored: {}", id, job.status().ToString());
-      continue;
-    }
-    spdlog::info("job {}: restored at step {} ({} units, {} in recovery)", id,
-                 loaded->state.last_step(), loaded->state.units_size(),
-                 loaded->state.recovery_size());
-    jobs.push_back(std::move(job).value());
+    return SignalName(sig);
   }
-  return jobs;
+}
+
+// The state dir: created, writable (checked now, not at the first
+// snapshot) and locked against a second daemon (state_dir.h).
+StatusOr<std::unique_ptr<store::StateDirLock>> PrepareStateDir(const DaemonConfig& config) {
+  Status s = MakeDirs(config.state_dir, 0700);
+  if (s.ok()) s = store::CheckStateDirWritable(config.state_dir);
+  if (!s.ok()) return s;
+  return store::StateDirLock::Acquire(config.state_dir);
 }
 
 int Run(int argc, char** argv) {
@@ -116,14 +129,17 @@ int Run(int argc, char** argv) {
   spdlog::debug("effective config:\n{}", DescribeConfig(config));
 
   // Signals are taken by sigwait below: block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
+  const sigset_t signals = HandledSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGXFSZ, SIG_IGN);
 
-  Status s = MakeDirs(config.state_dir, 0700);
+  StatusOr<std::unique_ptr<store::StateDirLock>> lock = PrepareStateDir(config);
+  if (!lock.ok()) {
+    std::fprintf(stderr, "gnmrd: %s\n", lock.status().message().c_str());
+    return 1;
+  }
+  Status s;
   for (const std::string& l : config.listen) {
     if (s.ok() && l.rfind("unix:", 0) == 0) {
       const std::string path = l.substr(5);
@@ -176,6 +192,11 @@ int Run(int argc, char** argv) {
 
   DaemonSideEffects effects(&snapshot_writer, &event_log, metrics.get());
   DaemonOptions options = ToDaemonOptions(config);
+  if (metrics) {
+    options.record_rpc = [m = metrics.get()](std::string_view method, StatusCode code) {
+      m->RecordRpc(method, code);
+    };
+  }
   std::vector<std::unique_ptr<Job>> restored =
       RestoreJobs(snapshot_store, options.registry.job, &effects);
   const size_t restored_count = restored.size();
@@ -183,6 +204,7 @@ int Run(int argc, char** argv) {
   AdminContext admin;
   admin.version = kVersion;
   admin.admin_token = config.admin_token;
+  admin.read_token = config.read_token;
   admin.state_dir = config.state_dir;
   admin.events = [&](const std::string& job, int64_t since, uint32_t limit) {
     return event_log.List(job, since, limit);
@@ -193,11 +215,6 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "gnmrd: %s\n", daemon.status().message().c_str());
     return 1;
   }
-  if (metrics) {
-    (*daemon)->stats().record_rpc = [m = metrics.get()](std::string_view method, StatusCode code) {
-      m->RecordRpc(method, code);
-    };
-  }
   std::string where;
   for (const std::string& b : (*daemon)->bound()) where += (where.empty() ? "" : ", ") + b;
   spdlog::info("gnmrd {} listening on {}; metrics {}; state {}; {} job(s) restored", kVersion,
@@ -207,9 +224,8 @@ int Run(int argc, char** argv) {
                        : std::string("off"),
                config.state_dir, restored_count);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  spdlog::info("{}: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  const std::string signal_name = WaitForShutdownSignal(signals);
+  spdlog::info("{}: shutting down", signal_name);
   (*daemon)->Shutdown(std::chrono::milliseconds(2000));  // also snapshots every job
   snapshot_writer.Stop();
   event_log.Stop();

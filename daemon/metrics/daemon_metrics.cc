@@ -2,7 +2,10 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "common/wall_clock.h"
 
@@ -17,6 +20,17 @@ std::string CivetAddress(const std::string& listen) {
     return "127.0.0.1:" + listen.substr(localhost.size());
   }
   return listen;
+}
+
+// civetweb's options: enough threads that idle connections do not starve a
+// scrape, and a request timeout so that they give their thread back (the
+// default is 30 s, and no keep-alive: a connection serves one request).
+std::vector<std::string> CivetOptions(const MetricsOptions& o) {
+  return {"listening_ports",    CivetAddress(o.listen),
+          "num_threads",        std::to_string(std::max<size_t>(o.http_threads, 1)),
+          "request_timeout_ms", std::to_string(o.http_request_timeout.count()),
+          "enable_keep_alive",  "no",
+          "linger_timeout_ms",  "1000"};
 }
 
 }  // namespace
@@ -43,8 +57,7 @@ StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(
   std::unique_ptr<DaemonMetrics> m(new DaemonMetrics(std::move(options)));
   if (m->options_.listen.empty()) return m;
   try {
-    m->exposer_ = std::make_unique<prometheus::Exposer>(
-        CivetAddress(m->options_.listen), m->options_.http_threads);
+    m->exposer_ = std::make_unique<prometheus::Exposer>(CivetOptions(m->options_));
   } catch (const std::exception& e) {
     return Status(
         StatusCode::kUnavailable,

@@ -43,7 +43,11 @@ struct MetricsOptions {
   // Per-unit series refresh at most this often between recovery changes.
   std::chrono::milliseconds unit_refresh{1000};
   std::string version;  // gnmr_build_info{version}
-  size_t http_threads = 2;
+  // The HTTP server (civetweb) serves one connection per thread and waits
+  // for a request on it up to http_request_timeout: idle connections each
+  // hold a thread that long, so a few of them must not block a scrape.
+  size_t http_threads = 8;
+  std::chrono::milliseconds http_request_timeout{5000};
 };
 
 class DaemonMetrics {

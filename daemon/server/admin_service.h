@@ -1,8 +1,15 @@
-// The Admin service behind gnmrctl: read-only views for everyone who can
-// reach the socket; mutations (SetConfig, ReleaseUnit, ImportState) need the
-// admin token in `x-gnmr-admin-token`. Without a configured admin token,
-// mutations are allowed only over the Unix socket, whose file permissions
-// then are the access control.
+// The Admin service behind gnmrctl. Who may call what (peer_access.h,
+// deploy/README.md "Security model"):
+// - reads (GetStatus, ListJobs, ListUnits, ListEvents, GetConfig,
+//   ExportState): anyone on the Unix socket or with a verified client
+//   certificate; a plain TCP peer needs the read token or the admin token
+//   in `x-gnmr-admin-token` (unless insecure_tcp).
+// - mutations (SetConfig, ReleaseUnit, ImportState): the admin token in
+//   `x-gnmr-admin-token`; without a configured admin token, mutations are
+//   allowed only over the Unix socket, whose file permissions then are the
+//   access control.
+// Every method parses its own request (raw_unary.h), so a request that
+// does not parse gets INVALID_ARGUMENT naming the field.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -22,6 +29,8 @@ namespace gnmr {
 struct AdminContext {
   std::string version;
   std::string admin_token;  // empty: mutations only over the Unix socket
+  std::string read_token;   // also allows reads over plain TCP; may be empty
+  bool insecure_tcp = false;  // plain TCP peers are trusted (peer_access.h)
   std::vector<std::string> listen;
   std::string state_dir;
   // Recent events of a job (the store's in-memory tail); may be empty.
@@ -37,34 +46,36 @@ class AdminService final : public v1::Admin::CallbackService {
   // The addresses actually bound (known only once the server started).
   void SetListen(std::vector<std::string> bound);
 
-  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext*, const v1::GetStatusRequest*,
-                                      v1::GetStatusResponse*) override;
-  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext*, const v1::ListJobsRequest*,
-                                     v1::ListJobsResponse*) override;
-  grpc::ServerUnaryReactor* ListUnits(grpc::CallbackServerContext*, const v1::ListUnitsRequest*,
-                                      v1::ListUnitsResponse*) override;
-  grpc::ServerUnaryReactor* ListEvents(grpc::CallbackServerContext*,
-                                       const v1::ListEventsRequest*,
-                                       v1::ListEventsResponse*) override;
-  grpc::ServerUnaryReactor* GetConfig(grpc::CallbackServerContext*, const v1::GetConfigRequest*,
-                                      v1::GetConfigResponse*) override;
-  grpc::ServerUnaryReactor* SetConfig(grpc::CallbackServerContext*, const v1::SetConfigRequest*,
-                                      v1::SetConfigResponse*) override;
-  grpc::ServerUnaryReactor* ReleaseUnit(grpc::CallbackServerContext*,
-                                        const v1::ReleaseUnitRequest*,
-                                        v1::ReleaseUnitResponse*) override;
-  grpc::ServerUnaryReactor* ExportState(grpc::CallbackServerContext*,
-                                        const v1::ExportStateRequest*,
-                                        v1::ExportStateResponse*) override;
-  grpc::ServerUnaryReactor* ImportState(grpc::CallbackServerContext*,
-                                        const v1::ImportStateRequest*,
-                                        v1::ImportStateResponse*) override;
-
  private:
-  // Runs `body` (exceptions become INTERNAL) and finishes the call.
-  grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, const char* method,
-                                  const std::function<Status()>& body);
-  Status CheckAdmin(grpc::CallbackServerContext* ctx) const;
+  enum class Access { kRead, kMutation };
+  template <typename Req, typename Resp>
+  using Body = Status (AdminService::*)(grpc::CallbackServerContext*, const Req&, Resp*);
+
+  // Serves `method` of the Admin service with `body` after the `access`
+  // check, recording and finishing the call.
+  template <typename Req, typename Resp>
+  void Route(const char* method, Access access, Body<Req, Resp> body);
+
+  Status CheckAccess(grpc::CallbackServerContext* ctx, Access access) const;
+
+  Status GetStatus(grpc::CallbackServerContext*, const v1::GetStatusRequest&,
+                   v1::GetStatusResponse*);
+  Status ListJobs(grpc::CallbackServerContext*, const v1::ListJobsRequest&,
+                  v1::ListJobsResponse*);
+  Status ListUnits(grpc::CallbackServerContext*, const v1::ListUnitsRequest&,
+                   v1::ListUnitsResponse*);
+  Status ListEvents(grpc::CallbackServerContext*, const v1::ListEventsRequest&,
+                    v1::ListEventsResponse*);
+  Status GetConfig(grpc::CallbackServerContext*, const v1::GetConfigRequest&,
+                   v1::GetConfigResponse*);
+  Status SetConfig(grpc::CallbackServerContext*, const v1::SetConfigRequest&,
+                   v1::SetConfigResponse*);
+  Status ReleaseUnit(grpc::CallbackServerContext*, const v1::ReleaseUnitRequest&,
+                     v1::ReleaseUnitResponse*);
+  Status ExportState(grpc::CallbackServerContext*, const v1::ExportStateRequest&,
+                     v1::ExportStateResponse*);
+  Status ImportState(grpc::CallbackServerContext*, const v1::ImportStateRequest&,
+                     v1::ImportStateResponse*);
 
   JobRegistry* const registry_;
   ServerStats* const stats_;

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -47,16 +49,24 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
                                                 AdminContext admin,
                                                 std::vector<std::unique_ptr<Job>> restored) {
   if (options.listen.empty()) return InvalidArgument("nothing to listen on");
+  bool tcp = false;
+  for (const std::string& addr : options.listen) tcp = tcp || !IsUnix(addr);
+  if (tcp) {
+    Status s = CheckTlsFiles(options.tls);
+    if (!s.ok()) return s;
+  }
   std::unique_ptr<Daemon> d(new Daemon());
   d->options_ = options;
+  d->stats_.record_rpc = options.record_rpc;
   d->registry_ = std::make_unique<JobRegistry>(options.registry, listener);
   for (std::unique_ptr<Job>& job : restored) {
     Status s = d->registry_->Adopt(std::move(job));
     if (!s.ok()) return s;
   }
   admin.listen = options.listen;
+  admin.insecure_tcp = options.insecure_tcp;
   d->gnmr_service_ = std::make_unique<GnmrService>(d->registry_.get(), &d->stats_, options.limits,
-                                                   &d->live_sessions_);
+                                                   &d->live_sessions_, options.insecure_tcp);
   d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), &d->stats_, admin);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -64,16 +74,22 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // gRPC sets SO_REUSEPORT by default: a second daemon on the same port
+  // would then start and share the connections. One daemon per port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   StatusOr<std::shared_ptr<grpc::ServerCredentials>> tcp_creds = TcpCredentials(options.tls);
   if (!tcp_creds.ok()) return tcp_creds.status();
   std::vector<int> ports(options.listen.size(), 0);
+  std::vector<std::string> grpc_paths(options.listen.size());  // Unix: what gRPC binds
   for (size_t i = 0; i < options.listen.size(); ++i) {
     const std::string& addr = options.listen[i];
     if (IsUnix(addr)) {
       const std::string path = addr.substr(5);
-      struct stat st;
-      if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
-      builder.AddListeningPort(addr, grpc::InsecureServerCredentials());
+      Status s = PrepareUnixSocket(path);
+      if (!s.ok()) return s;
+      grpc_paths[i] = PrivateSocketPath(path);
+      if (grpc_paths[i].empty()) grpc_paths[i] = path;
+      builder.AddListeningPort("unix:" + grpc_paths[i], grpc::InsecureServerCredentials());
     } else {
       builder.AddListeningPort(addr, *tcp_creds, &ports[i]);
     }
@@ -82,18 +98,35 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
   builder.RegisterService(d->admin_service_.get());
   d->server_ = builder.BuildAndStart();
   if (!d->server_) {
+    // gRPC does not say which address failed or why: find out.
+    std::string all;
+    for (const std::string& addr : options.listen) {
+      if (std::optional<Status> why = DiagnoseListenFailure(addr)) return *why;
+      all += (all.empty() ? "" : ", ") + addr;
+    }
     return Status(StatusCode::kUnavailable,
-                  "cannot listen on the configured addresses (in use, or no permission)");
+                  "cannot listen on " + all + ": gRPC could not start the server");
   }
   for (size_t i = 0; i < options.listen.size(); ++i) {
     const std::string& addr = options.listen[i];
     if (IsUnix(addr)) {
-      ::chmod(addr.substr(5).c_str(), static_cast<mode_t>(options.unix_socket_mode));
+      const std::string path = addr.substr(5);
+      if (grpc_paths[i] != path) {
+        Status s = PublishSocket(grpc_paths[i], path);
+        if (!s.ok()) return s;
+      }
+      if (std::optional<SocketIdentity> id = IdentifySocket(path)) {
+        d->own_sockets_.emplace_back(path, *id);
+      }
+      if (::chmod(path.c_str(), static_cast<mode_t>(options.unix_socket_mode)) != 0) {
+        return Status(StatusCode::kFailedPrecondition,
+                      "cannot set the mode of " + addr + ": " + std::strerror(errno));
+      }
       d->bound_.push_back(addr);
     } else {
       if (ports[i] == 0) {
-        d->server_->Shutdown();
-        return Status(StatusCode::kUnavailable, "cannot listen on " + addr);
+        return DiagnoseListenFailure(addr).value_or(
+            Status(StatusCode::kUnavailable, "cannot listen on " + addr));
       }
       d->bound_.push_back(addr.substr(0, addr.rfind(':') + 1) + std::to_string(ports[i]));
     }
@@ -113,6 +146,8 @@ void Daemon::TickLoop() {
       registry_->TickAll(Job::Clock::now());
     } catch (const std::exception& e) {  // an escaped exception kills gnmrd
       spdlog::error("deadline ticker: {}", e.what());
+    } catch (...) {
+      spdlog::error("deadline ticker: unknown exception");
     }
     lock.lock();
   }
@@ -121,6 +156,9 @@ void Daemon::TickLoop() {
 void Daemon::Shutdown(std::chrono::milliseconds grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  // A daemon whose Start failed never served: nothing to end or save (and
+  // no socket of its own to remove).
+  if (!server_) return;
   // Streams end with UNAVAILABLE so clients reconnect (to this daemon's
   // successor); the server then waits for in-flight RPCs up to `grace`.
   // Every stream, attached to a job or not yet (a stream whose hello is in
@@ -142,9 +180,7 @@ void Daemon::Shutdown(std::chrono::milliseconds grace) {
   tick_cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
   registry_->SnapshotAll();
-  for (const std::string& addr : bound_) {
-    if (IsUnix(addr)) ::unlink(addr.substr(5).c_str());
-  }
+  for (const auto& [path, id] : own_sockets_) RemoveOwnSocket(path, id);
 }
 
 Daemon::~Daemon() { Shutdown(std::chrono::milliseconds(0)); }

@@ -8,25 +8,23 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
 #include "daemon/server/admin_service.h"
 #include "daemon/server/gnmr_service.h"
 #include "daemon/server/job_registry.h"
+#include "daemon/server/listeners.h"
 #include "daemon/server/server_stats.h"
 
 namespace gnmr {
-
-struct TlsOptions {
-  std::string cert_file;       // PEM; empty = plaintext TCP
-  std::string key_file;
-  std::string client_ca_file;  // set: mutual TLS, client certificates required
-};
 
 struct DaemonOptions {
   // "unix:/path/gnmrd.sock" and/or "host:port" (port 0 picks a free one).
@@ -37,6 +35,13 @@ struct DaemonOptions {
   RegistryOptions registry;
   RequestLimits limits;
   std::chrono::milliseconds tick_interval{20};
+  // Plain TCP peers are trusted like Unix-socket peers (no job token needed
+  // to create a job, Admin reads without a token): only for a trusted
+  // network (peer_access.h). Mirrored into AdminContext by Start.
+  bool insecure_tcp = false;
+  // Called once per finished RPC (metrics); installed before the server
+  // starts, so no RPC thread ever sees it change.
+  std::function<void(std::string_view method, StatusCode code)> record_rpc;
 };
 
 class Daemon {
@@ -44,6 +49,9 @@ class Daemon {
   // Builds and starts the server. `listener` (may be null) receives the
   // jobs' side effects; `admin` supplies version, admin token and events.
   // `restored` jobs (from the store) are adopted before the server listens.
+  // A listener that cannot work is an error naming the address and why
+  // (listeners.h): port in use, no permission, TLS key not matching its
+  // certificate, a live socket of another daemon at the path.
   static StatusOr<std::unique_ptr<Daemon>> Start(
       DaemonOptions options, JobListener* listener, AdminContext admin,
       std::vector<std::unique_ptr<Job>> restored = {});
@@ -70,6 +78,9 @@ class Daemon {
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> bound_;
+  // The Unix sockets this daemon created, removed at shutdown only if the
+  // path still holds them.
+  std::vector<std::pair<std::string, SocketIdentity>> own_sockets_;
   std::thread ticker_;
   std::mutex tick_mu_;
   std::condition_variable tick_cv_;

@@ -2,10 +2,63 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+
+#include "common/text.h"
 #include "daemon/controller/state_codec.h"
+#include "daemon/server/peer_access.h"
+#include "daemon/server/raw_unary.h"
 #include "daemon/server/session_reactor.h"
 
 namespace gnmr {
+namespace {
+
+// A Session refused before it starts: ends the stream with `why`.
+class RefusedSession final
+    : public grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage> {
+ public:
+  explicit RefusedSession(const Status& why) { Finish(ToGrpc(why)); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+GnmrService::GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits,
+                         LiveSessions* live, bool insecure_tcp)
+    : registry_(registry),
+      stats_(stats),
+      limits_(limits),
+      live_(live),
+      insecure_tcp_(insecure_tcp) {
+  const int index = MethodIndex(
+      v1::RegisterRequest::descriptor()->file()->FindServiceByName("Gnmr"), "Register");
+  if (index < 0) std::abort();  // the .proto lost Register: a build error
+  MarkMethodRawCallback(
+      index, RawUnaryHandler<v1::RegisterRequest, v1::RegisterResponse>(
+                 [this](grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
+                        v1::RegisterResponse* resp) { return DoRegister(ctx, req, resp); },
+                 [this](grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
+                        const Status& s) { return FinishRegister(ctx, req, s); }));
+}
+
+Status GnmrService::CheckRegisterTransport(grpc::CallbackServerContext* ctx,
+                                           const v1::RegisterRequest& req,
+                                           const std::string& token) const {
+  if (TransportTrusted(ctx, insecure_tcp_)) return Status::Ok();
+  if (token.empty()) {
+    return Status(StatusCode::kUnauthenticated,
+                  "a job token is required over TCP (x-gnmr-token)");
+  }
+  if (registry_->options().job_tokens.count(req.job_id()) == 0 &&
+      !registry_->Find(req.job_id()).ok()) {
+    return Status(StatusCode::kPermissionDenied,
+                  "job '" + req.job_id() +
+                      "' is not configured on this daemon (job_tokens); over TCP a job needs a "
+                      "configured token (first-use registration only over the Unix socket or "
+                      "mutual TLS)");
+  }
+  return Status::Ok();
+}
 
 Status GnmrService::DoRegister(grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
                                v1::RegisterResponse* resp) {
@@ -13,6 +66,8 @@ Status GnmrService::DoRegister(grpc::CallbackServerContext* ctx, const v1::Regis
   if (!s.ok()) return s;
   std::string token = TokenFromMetadata(ctx, "x-gnmr-token");
   if (token.empty()) token = req.token();
+  s = CheckRegisterTransport(ctx, req, token);
+  if (!s.ok()) return s;
   StatusOr<std::shared_ptr<Job>> job = registry_->ForRegister(req, token);
   if (!job.ok()) return job.status();
   StatusOr<RegisterResult> r = (*job)->Register(req);
@@ -24,26 +79,34 @@ Status GnmrService::DoRegister(grpc::CallbackServerContext* ctx, const v1::Regis
   resp->set_last_step(r->last_step);
   resp->set_config_version(r->config_version);
   resp->set_generation(r->generation);
-  spdlog::info("job {} rank {}/{} registered {} units (client {}, generation {})", req.job_id(),
-               req.rank(), req.world_size(), req.units_size(), req.client_version(),
-               r->generation);
+  spdlog::info("job {} rank {}/{} registered {} units (client {}, generation {})",
+               EscapeForLog(req.job_id()), req.rank(), req.world_size(), req.units_size(),
+               EscapeForLog(req.client_version()), r->generation);
   return Status::Ok();
 }
 
-grpc::ServerUnaryReactor* GnmrService::Register(grpc::CallbackServerContext* ctx,
-                                                const v1::RegisterRequest* req,
-                                                v1::RegisterResponse* resp) {
-  Status s;
-  try {
-    s = DoRegister(ctx, *req, resp);
-  } catch (const std::exception& e) {
-    s = Internal(std::string("internal error: ") + e.what());
+void GnmrService::LogRejected(const v1::RegisterRequest& req, const Status& s) {
+  // A client retrying a bad Register in a loop must not flood the log: one
+  // line per job and cause every kRejectLogInterval, with the count of the
+  // lines held back.
+  const std::string job = EscapeForLog(req.job_id(), 128);
+  uint64_t held_back = 0;
+  if (!rejected_log_.Allow(job + "|" + StatusCodeName(s.code()), LogLimiter::Clock::now(),
+                           &held_back)) {
+    return;
   }
+  spdlog::warn("Register job={} rank={}: {}{}", job, req.rank(), EscapeForLog(s.ToString(), 512),
+               held_back == 0 ? std::string()
+                              : " (" + std::to_string(held_back) +
+                                    " more like it since the last such line)");
+}
+
+grpc::ServerUnaryReactor* GnmrService::FinishRegister(grpc::CallbackServerContext* ctx,
+                                                      const v1::RegisterRequest& req,
+                                                      const Status& s) {
   if (!s.ok()) {
     stats_->bad_requests++;
-    resp->Clear();
-    spdlog::warn("Register job={} rank={}: {}", req->job_id().substr(0, 128), req->rank(),
-                 s.ToString());
+    LogRejected(req, s);
   }
   stats_->Record("Register", s);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -53,6 +116,12 @@ grpc::ServerUnaryReactor* GnmrService::Register(grpc::CallbackServerContext* ctx
 
 grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage>* GnmrService::Session(
     grpc::CallbackServerContext* ctx) {
+  if (!TransportTrusted(ctx, insecure_tcp_) && TokenFromMetadata(ctx, "x-gnmr-token").empty()) {
+    stats_->bad_requests++;
+    stats_->Record("Session", Status(StatusCode::kUnauthenticated, ""));
+    return new RefusedSession(Status(StatusCode::kUnauthenticated,
+                                     "a job token is required over TCP (x-gnmr-token)"));
+  }
   return new SessionReactor(ctx, registry_, stats_, live_);
 }
 

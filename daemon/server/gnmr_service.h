@@ -1,8 +1,19 @@
 // The trainer-facing service: Register and the Session stream.
+//
+// Register parses its own request (raw_unary.h: a request that does not
+// parse, e.g. a unit name that is not UTF-8, gets INVALID_ARGUMENT naming
+// the field). Over plain TCP (peer_access.h) a job needs its token: a
+// Register or Session without one is UNAUTHENTICATED, and a job that is
+// neither configured (job_tokens) nor already known cannot be created there
+// (first-use binding happens only over the Unix socket or mutual TLS),
+// unless `insecure_tcp`.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
+
+#include "common/log_limiter.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
 #include "daemon/server/request_validation.h"
@@ -15,23 +26,29 @@ class GnmrService final : public v1::Gnmr::CallbackService {
  public:
   // `live` (may be null): where Session streams are tracked for shutdown.
   GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits = {},
-              LiveSessions* live = nullptr)
-      : registry_(registry), stats_(stats), limits_(limits), live_(live) {}
+              LiveSessions* live = nullptr, bool insecure_tcp = false);
 
-  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
-                                     const v1::RegisterRequest* req,
-                                     v1::RegisterResponse* resp) override;
   grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage>* Session(
       grpc::CallbackServerContext* ctx) override;
 
  private:
   Status DoRegister(grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
                     v1::RegisterResponse* resp);
+  // The TCP rules above; OK on a trusted transport.
+  Status CheckRegisterTransport(grpc::CallbackServerContext* ctx,
+                                const v1::RegisterRequest& req, const std::string& token) const;
+  grpc::ServerUnaryReactor* FinishRegister(grpc::CallbackServerContext* ctx,
+                                           const v1::RegisterRequest& req, const Status& s);
+  void LogRejected(const v1::RegisterRequest& req, const Status& s);
+
+  static constexpr std::chrono::seconds kRejectLogInterval{10};
 
   JobRegistry* const registry_;
   ServerStats* const stats_;
   const RequestLimits limits_;
   LiveSessions* const live_;
+  const bool insecure_tcp_;
+  LogLimiter rejected_log_{kRejectLogInterval};
 };
 
 }  // namespace gnmr

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/text.h"
+
 namespace gnmr {
 
 grpc::Status ToGrpc(const Status& s) {
@@ -172,10 +174,13 @@ void SessionReactor::OnReadDone(bool ok) {
     s = Handle(in_);
   } catch (const std::exception& e) {  // never let an exception reach gRPC
     s = Internal(std::string("internal error: ") + e.what());
+  } catch (...) {
+    s = Internal("internal error: unknown exception");
   }
   if (!s.ok()) {
     stats_->bad_requests++;
-    spdlog::debug("session job={} rank={}: {}", job_ ? job_->id() : "?", rank_, s.ToString());
+    spdlog::debug("session job={} rank={}: {}", job_ ? job_->id() : "?", rank_,
+                  EscapeForLog(s.ToString(), 512));
     sink_->Close(s);
     return;
   }

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -24,6 +25,17 @@ int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// "<path>.unrestorable-<unix ms>", not yet taken.
+std::string AsidePath(const std::string& path) {
+  const std::string base = path + ".unrestorable-" + std::to_string(NowUnixMs());
+  std::string out = base;
+  struct stat st;
+  for (int n = 2; ::lstat(out.c_str(), &st) == 0; ++n) {
+    out = base + "-" + std::to_string(n);
+  }
+  return out;
 }
 
 bool IsDir(const std::string& path) {
@@ -116,6 +128,61 @@ StatusOr<SnapshotStore::Loaded> SnapshotStore::Load(
   }
   previous->from_previous = true;
   return previous;
+}
+
+StatusOr<SnapshotStore::Loaded> SnapshotStore::LoadPrevious(
+    const std::string& job_id) const {
+  StatusOr<Loaded> previous =
+      LoadFile(JobDir(state_dir_, job_id) + "/" + kPreviousName, job_id);
+  if (previous.ok()) previous->from_previous = true;
+  return previous;
+}
+
+StatusOr<std::string> SnapshotStore::ReplaceNewestByPrevious(
+    const std::string& job_id) {
+  const std::string dir = JobDir(state_dir_, job_id);
+  const std::string newest = dir + "/" + kSnapshotName;
+  const std::string previous = dir + "/" + kPreviousName;
+  const std::string kept = AsidePath(newest);
+  // Every step leaves complete files: first a second name for the newest,
+  // then the previous one renamed over it from a temporary hard link.
+  if (::link(newest.c_str(), kept.c_str()) != 0) {
+    return ErrnoStatus("link " + newest + " " + kept, errno);
+  }
+  const std::string tmp = newest + ".tmp-restore";
+  ::unlink(tmp.c_str());
+  if (::link(previous.c_str(), tmp.c_str()) != 0) {
+    return ErrnoStatus("link " + previous + " " + tmp, errno);
+  }
+  if (::rename(tmp.c_str(), newest.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoStatus("rename " + tmp + " " + newest, err);
+  }
+  Status s = FsyncDir(dir);
+  if (!s.ok()) return s;
+  return kept;
+}
+
+StatusOr<std::vector<std::string>> SnapshotStore::SetAside(
+    const std::string& job_id) {
+  const std::string dir = JobDir(state_dir_, job_id);
+  std::vector<std::string> kept;
+  // The previous generation first: a crash in between leaves snapshot.pb,
+  // so the next start sees the job again instead of a lone previous file
+  // that the next Save would overwrite.
+  for (const char* name : {kPreviousName, kSnapshotName}) {
+    const std::string path = dir + "/" + name;
+    const std::string aside = AsidePath(path);
+    if (::rename(path.c_str(), aside.c_str()) != 0) {
+      if (errno == ENOENT) continue;
+      return ErrnoStatus("rename " + path + " " + aside, errno);
+    }
+    kept.push_back(aside);
+  }
+  Status s = FsyncDir(dir);
+  if (!s.ok()) return s;
+  return kept;
 }
 
 StatusOr<std::vector<std::string>> SnapshotStore::ListJobs() const {

@@ -11,6 +11,13 @@
 // never returns garbage: a damaged newest file (DataLoss) falls back to the
 // previous generation, and if that is damaged too the result is DataLoss.
 //
+// A snapshot can be intact (checksum good) and still not restore (the job
+// layout does not match the controller state). The caller then falls back
+// with LoadPrevious and ReplaceNewestByPrevious, and when no generation
+// restores it moves both aside (SetAside): the files are kept as
+// snapshot*.unrestorable-<unix ms> for inspection, the job is no longer
+// listed, and nothing a new registration of the job writes overwrites them.
+//
 // Job ids are untrusted and escaped into directory names (job_dir.h): no id
 // can reach outside <state_dir>/jobs.
 //
@@ -54,6 +61,20 @@ class SnapshotStore {
   // NotFound if the job has no snapshot; DataLoss if neither generation is
   // intact (the message names the file and what is wrong).
   StatusOr<Loaded> Load(const std::string& job_id) const;
+
+  // The previous generation alone (from_previous set); NotFound if there is
+  // none, DataLoss if it is damaged.
+  StatusOr<Loaded> LoadPrevious(const std::string& job_id) const;
+
+  // Keeps the newest snapshot as snapshot.pb.unrestorable-<unix ms> and
+  // puts a copy of the previous generation in its place (atomically), so
+  // that the next Save keeps that good one as the previous generation
+  // instead of the newest. Returns the path the newest was kept as.
+  StatusOr<std::string> ReplaceNewestByPrevious(const std::string& job_id);
+
+  // Renames both generations to <name>.unrestorable-<unix ms>; the job then
+  // has no snapshot (ListJobs skips it). Returns the paths kept.
+  StatusOr<std::vector<std::string>> SetAside(const std::string& job_id);
 
   // The ids of the jobs with a snapshot, sorted. A missing state directory
   // is an empty list.

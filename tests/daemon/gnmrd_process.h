@@ -2,13 +2,18 @@
 // need process-level behaviour (kill -9, restart, signals).
 #pragma once
 
+#include <fcntl.h>
+#include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +21,80 @@
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace gnmr::testing {
+
+// The gnmrd binary under test ($GNMRD_PATH overrides the build's: tests
+// carried to another machine, scripts/gpu_check.sh).
+inline std::string GnmrdPath() {
+  const char* env_path = std::getenv("GNMRD_PATH");
+  return env_path != nullptr && *env_path != '\0' ? env_path : GNMRD_PATH;
+}
+
+// Forks and execs `args` (argv[0] is the binary) with stdout and stderr
+// appended to `log` and, when `uid` >= 0 (root only), as that user and
+// group. Everything is built before fork: after fork in a multi-threaded
+// process only async-signal-safe calls are allowed.
+inline pid_t SpawnLogged(std::vector<std::string> args, const std::string& log, int uid = -1) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    if (uid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(uid)) != 0 ||
+                     ::setuid(static_cast<uid_t>(uid)) != 0)) {
+      ::_exit(126);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+inline std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A gnmrd run expected to end by itself (a start-up error): its wait
+// status and output.
+struct GnmrdExit {
+  int status = -1;  // as waitpid reports it; -1 if it had to be killed
+  std::string output;
+  bool exited_with(int code) const { return WIFEXITED(status) && WEXITSTATUS(status) == code; }
+};
+
+// Runs gnmrd with `flags` until it exits (killed after `timeout`: then
+// status -1). `scratch` is a directory for the output file.
+inline GnmrdExit RunGnmrdToExit(const std::vector<std::string>& flags, const std::string& scratch,
+                                int uid = -1,
+                                std::chrono::seconds timeout = std::chrono::seconds(20)) {
+  std::vector<std::string> args = {GnmrdPath()};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const std::string log = scratch + "/run-to-exit.log";
+  ::unlink(log.c_str());
+  const pid_t pid = SpawnLogged(args, log, uid);
+  GnmrdExit out;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > end) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      out.output = ReadText(log);
+      return out;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  out.status = status;
+  out.output = ReadText(log);
+  return out;
+}
 
 class GnmrdProcess {
  public:
@@ -29,33 +108,30 @@ class GnmrdProcess {
     std::system(("rm -rf " + dir_).c_str());
   }
 
-  std::string target() const { return "unix:" + dir_ + "/gnmrd.sock"; }
+  std::string dir() const { return dir_; }
+  std::string target() const { return "unix:" + socket_path(); }
+  std::string socket_path() const { return dir_ + "/gnmrd.sock"; }
   std::string state_dir() const { return dir_ + "/state"; }
+  pid_t pid() const { return pid_; }
+  // Everything the daemon wrote to stdout and stderr, over all its starts.
+  std::string log() const { return ReadText(dir_ + "/gnmrd.log"); }
 
   // Starts gnmrd and waits until it accepts connections.
-  bool Start(std::vector<std::string> extra = {}) {
-    // $GNMRD_PATH overrides the build's gnmrd (tests carried to another
-    // machine, scripts/gpu_check.sh).
-    const char* env_path = std::getenv("GNMRD_PATH");
-    const std::string path = env_path != nullptr && *env_path != '\0' ? env_path : GNMRD_PATH;
-    std::vector<std::string> args = {path, "--listen", target(), "--state-dir", state_dir(),
-                                     "--metrics", "off", "--log-level", "warn"};
+  bool Start(std::vector<std::string> extra = {}, const std::string& log_level = "warn") {
+    std::vector<std::string> args = {GnmrdPath(), "--listen",  target(),   "--state-dir",
+                                     state_dir(),  "--metrics", "off",      "--log-level",
+                                     log_level};
     args.insert(args.end(), extra.begin(), extra.end());
-    // Everything the child needs is built before fork: after fork in a
-    // multi-threaded process only async-signal-safe calls are allowed.
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
+    pid_ = SpawnLogged(args, dir_ + "/gnmrd.log");
     // Ready means an RPC is answered (a connection alone could be a stale
     // one to the previous process).
     auto admin = v1::Admin::NewStub(Channel());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < deadline) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {  // exited: no retry
+        pid_ = -1;
+        return false;
+      }
       grpc::ClientContext ctx;
       ctx.set_wait_for_ready(true);
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
@@ -73,6 +149,19 @@ class GnmrdProcess {
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
     return status;
+  }
+
+  // Sends `sig` and reports whether the process is still running after
+  // `wait` (for signals that must not stop it).
+  bool SurvivesSignal(int sig, std::chrono::milliseconds wait = std::chrono::milliseconds(500)) {
+    if (pid_ <= 0) return false;
+    ::kill(pid_, sig);
+    std::this_thread::sleep_for(wait);
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    return true;
   }
 
   // A channel with its own subchannel pool: never shares a connection made

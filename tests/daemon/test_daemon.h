@@ -117,12 +117,17 @@ class DaemonTest : public ::testing::Test {
     socket_path_ = "/tmp/gnmr-test-" + std::to_string(::getpid()) + "-" +
                    std::to_string(counter_++) + ".sock";
     if (opts.listen.empty()) opts.listen = {"127.0.0.1:0", "unix:" + socket_path_};
+    // Most tests drive jobs over loopback TCP without tokens: their daemon
+    // opts in to trusting TCP peers. The TCP access rules themselves are
+    // tested with it off (tcp_access_test.cc).
+    opts.insecure_tcp = insecure_tcp_;
     if (opts.registry.job.aggregation.deadline == std::chrono::seconds(2)) {
       opts.registry.job.aggregation.deadline = std::chrono::milliseconds(300);
     }
     AdminContext admin;
     admin.version = "test";
     admin.admin_token = admin_token_;
+    admin.read_token = read_token_;
     auto d = Daemon::Start(opts, &listener_, admin);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     daemon_ = std::move(d).value();
@@ -172,6 +177,8 @@ class DaemonTest : public ::testing::Test {
   static inline int counter_ = 0;
   std::string socket_path_;
   std::string admin_token_ = "admin-secret";
+  std::string read_token_;
+  bool insecure_tcp_ = true;
   RecordingListener listener_;
   std::unique_ptr<Daemon> daemon_;
 };

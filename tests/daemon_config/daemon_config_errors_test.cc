@@ -148,6 +148,24 @@ TEST(DaemonConfigErrorsTest, FlagErrorsNameTheFlag) {
   }
 }
 
+TEST(DaemonConfigErrorsTest, BinaryBytesInErrorsAreEscaped) {
+  ScratchDir dir;
+  const std::string path = dir / "gnmrd.yaml";
+  WriteFileOrFail(path, "log_level: info\nstep_deadline_ms: \"\x1b[2J\x07\"\n");
+  Status s = LoadArgs({"--config", path});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), path + ":2: step_deadline_ms: must be an integer in [1, 3600000], got "
+                                "'\\x1b[2J\\x07'");
+  WriteFileOrFail(path, "\"bad\\nkey\x7f\": 1\n");
+  s = LoadArgs({"--config", path});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("unknown key 'bad\\x0akey\\x7f'"), std::string::npos)
+      << s.message();
+  s = LoadArgs({"--log-level", "x\x1b[0m"});
+  EXPECT_NE(s.message().find("got 'x\\x1b[0m'"), std::string::npos) << s.message();
+}
+
 TEST(DaemonConfigErrorsTest, MissingConfigFileIsNotFound) {
   const Status s = LoadArgs({"--config", "/does/not/exist.yaml"});
   EXPECT_EQ(s.code(), StatusCode::kNotFound);

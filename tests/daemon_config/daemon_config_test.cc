@@ -199,6 +199,7 @@ TEST(DaemonConfigTest, FlagsOverrideTheFile) {
   const std::string path = dir / "gnmrd.yaml";
   WriteFileOrFail(path,
                   "listen: [unix:/a.sock, 127.0.0.1:1]\n"
+                  "job_tokens: {j: tok}\n"  // TCP listeners need authentication
                   "step_deadline_ms: 500\n"
                   "snapshot_every_steps: 9\n"
                   "admin_token: in-the-file\n"

@@ -2,10 +2,14 @@
 """Static checks of deploy/ (no Docker engine or cluster needed).
 
 Every YAML file parses (multi-document); Kubernetes manifests have
-apiVersion, kind and metadata.name; the sidecar pod shares /run/gnmr between
-gnmrd and the trainer through an emptyDir and the trainer's target is
-gnmrd's socket; the ports in the ConfigMap's gnmrd.yaml, the container
-ports, the Service, the monitors, the Dockerfile and the compose file agree;
+apiVersion, kind and metadata.name; every gnmrd config deploy/ ships is
+safe as shipped (a TCP listener has job tokens or mutual TLS, never
+insecure_tcp; /metrics on loopback except where a Kubernetes monitor
+scrapes it), and no Secret with a token is shipped; the sidecar pod shares
+/run/gnmr between gnmrd and the trainer through an emptyDir and the
+trainer's target is gnmrd's socket; the ports in each pod's gnmrd.yaml, the
+container ports, the Service, the NetworkPolicy, the monitors, the
+Dockerfile and the compose file agree;
 gnmrd containers are non-root with a read-only root filesystem and
 resources; selectors match their pods; the Dockerfile's COPY sources exist,
 its user is not root and its runtime packages exist (apt-cache, when
@@ -96,20 +100,59 @@ for r in kust.get("resources", []):
     if not os.path.exists(os.path.join(ROOT, K8S, r)):
         fail(f"kustomization.yaml: resource {r} missing")
 
-cm = find("ConfigMap", "gnmrd-config")
-gnmrd_cfg = yaml.safe_load(cm[0]["data"]["gnmrd.yaml"]) if cm else {}
-listen = gnmrd_cfg.get("listen", [])
-sockets = [a[len("unix:"):] for a in listen if a.startswith("unix:")]
-grpc_ports = {port_of(a) for a in listen if port_of(a) is not None}
-metrics_port = port_of(gnmrd_cfg.get("metrics", {}).get("listen", "127.0.0.1:9464"))
-if sockets != ["/run/gnmr/gnmrd.sock"]:
-    fail(f"ConfigMap gnmrd.yaml: unix sockets {sockets}, expected /run/gnmr/gnmrd.sock")
-if len(grpc_ports) != 1:
-    fail(f"ConfigMap gnmrd.yaml: TCP listen ports {grpc_ports}, expected one")
-grpc_port = next(iter(grpc_ports), None)
-if gnmrd_cfg.get("metrics", {}).get("listen", "").startswith("127."):
-    fail("ConfigMap gnmrd.yaml: metrics on loopback cannot be scraped from outside the pod")
-print(f"gnmrd in Kubernetes: socket {sockets}, gRPC port {grpc_port}, metrics {metrics_port}")
+def tcp_listeners(cfg):
+    return [a for a in cfg.get("listen", []) if not a.startswith("unix:")]
+
+
+def check_gnmrd_config(where, cfg, metrics_scraped_from_outside):
+    """A shipped gnmrd config is safe as shipped (SPEC section 9)."""
+    tcp = tcp_listeners(cfg)
+    tls = cfg.get("tls") or {}
+    if cfg.get("insecure_tcp"):
+        fail(f"{where}: insecure_tcp is set in a shipped config")
+    if tcp and not (cfg.get("job_tokens") or cfg.get("job_tokens_file") or tls.get("client_ca")):
+        fail(f"{where}: TCP listener {tcp} without job tokens or mutual TLS")
+    if tcp and cfg.get("allow_unregistered_jobs", True) and not tls.get("client_ca"):
+        fail(f"{where}: TCP listener {tcp} with allow_unregistered_jobs (set it false)")
+    if tcp and not (cfg.get("admin_token_file") or cfg.get("read_token_file")):
+        fail(f"{where}: TCP listener {tcp} without an admin or read token file")
+    for key in ("admin_token", "read_token"):
+        if cfg.get(key):
+            fail(f"{where}: a literal {key} in a shipped config")
+    if cfg.get("job_tokens"):
+        fail(f"{where}: literal job_tokens in a shipped config (use job_tokens_file)")
+    metrics = (cfg.get("metrics") or {}).get("listen", "127.0.0.1:9464")
+    loopback = metrics.startswith("127.") or metrics.startswith("localhost:") or metrics == "off"
+    if metrics_scraped_from_outside and loopback:
+        fail(f"{where}: metrics on loopback cannot be scraped from outside the pod")
+    if not metrics_scraped_from_outside and not loopback:
+        fail(f"{where}: metrics on {metrics}: shipped configs keep it on loopback")
+
+
+# Every gnmrd config deploy/ ships, outside Kubernetes.
+for path in ("deploy/systemd/gnmrd.yaml", "deploy/container/gnmrd.yaml"):
+    check_gnmrd_config(path, docs_by_file.get(path, [{}])[0] or {}, False)
+
+# The ConfigMaps holding a gnmrd.yaml, by name.
+gnmrd_cfgs = {}
+for _, d in manifests:
+    if d.get("kind") == "ConfigMap" and "gnmrd.yaml" in (d.get("data") or {}):
+        name = d["metadata"]["name"]
+        gnmrd_cfgs[name] = yaml.safe_load(d["data"]["gnmrd.yaml"]) or {}
+        check_gnmrd_config(f"ConfigMap {name}", gnmrd_cfgs[name], True)
+if not gnmrd_cfgs:
+    fail(f"{K8S}: no ConfigMap with a gnmrd.yaml")
+for _, d in manifests:
+    if d.get("kind") == "Secret" and (d.get("data") or d.get("stringData")):
+        fail(f"Secret {d['metadata']['name']}: a token shipped in the repository")
+for name, cfg in gnmrd_cfgs.items():
+    sockets = [a[len("unix:"):] for a in cfg.get("listen", []) if a.startswith("unix:")]
+    if sockets != ["/run/gnmr/gnmrd.sock"]:
+        fail(f"ConfigMap {name}: unix sockets {sockets}, expected /run/gnmr/gnmrd.sock")
+    if len({port_of(a) for a in tcp_listeners(cfg)}) > 1:
+        fail(f"ConfigMap {name}: more than one TCP port")
+SOCKET = "/run/gnmr/gnmrd.sock"
+print(f"gnmrd configs in Kubernetes: {sorted(gnmrd_cfgs)}")
 
 
 def pod_spec(d):
@@ -121,9 +164,24 @@ def containers(spec):
 
 
 def check_gnmrd_container(where, spec, c):
+    """The gnmrd container against the config it mounts; returns that config."""
+    mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+    vols = {v["name"]: v for v in spec.get("volumes", [])}
+    for path in ("/run/gnmr", "/var/lib/gnmr", "/etc/gnmr/gnmrd.yaml"):
+        if path not in mounts:
+            fail(f"{where}: gnmrd does not mount {path} (read-only root filesystem)")
+    cfg_name = vols.get(mounts.get("/etc/gnmr/gnmrd.yaml"), {}).get("configMap", {}).get("name")
+    if cfg_name not in gnmrd_cfgs:
+        fail(f"{where}: /etc/gnmr/gnmrd.yaml is not one of the gnmrd ConfigMaps {sorted(gnmrd_cfgs)}")
+    cfg = gnmrd_cfgs.get(cfg_name, {})
+    grpc = {port_of(a) for a in tcp_listeners(cfg)}
+    metrics = port_of((cfg.get("metrics") or {}).get("listen", "127.0.0.1:9464"))
     ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
-    if ports.get("grpc") != grpc_port or ports.get("metrics") != metrics_port:
-        fail(f"{where}: gnmrd ports {ports}, expected grpc {grpc_port}, metrics {metrics_port}")
+    expected = {"metrics": metrics}
+    if grpc:
+        expected["grpc"] = next(iter(grpc))
+    if ports != expected:
+        fail(f"{where}: gnmrd ports {ports}, its config ({cfg_name}) listens on {expected}")
     sc = dict(spec.get("securityContext", {}))
     sc.update(c.get("securityContext", {}))
     if sc.get("runAsNonRoot") is not True:
@@ -137,23 +195,21 @@ def check_gnmrd_container(where, spec, c):
     res = c.get("resources", {})
     if not res.get("requests") or not res.get("limits", {}).get("memory"):
         fail(f"{where}: gnmrd without resource requests and a memory limit")
-    mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
-    vols = {v["name"]: v for v in spec.get("volumes", [])}
-    for path in ("/run/gnmr", "/var/lib/gnmr", "/etc/gnmr/gnmrd.yaml"):
-        if path not in mounts:
-            fail(f"{where}: gnmrd does not mount {path} (read-only root filesystem)")
-    cfg_vol = vols.get(mounts.get("/etc/gnmr/gnmrd.yaml"), {})
-    if cfg_vol.get("configMap", {}).get("name") != "gnmrd-config":
-        fail(f"{where}: /etc/gnmr/gnmrd.yaml is not the gnmrd-config ConfigMap")
-    token = gnmrd_cfg.get("admin_token_file")
-    if token and not any(token.startswith(p.rstrip("/") + "/") for p in mounts):
-        fail(f"{where}: admin_token_file {token} is not mounted")
+    for key in ("admin_token_file", "job_tokens_file", "read_token_file"):
+        path = cfg.get(key)
+        if not path:
+            continue
+        mount = next((p for p in mounts if path.startswith(p.rstrip("/") + "/")), None)
+        if mount is None:
+            fail(f"{where}: {key} {path} is not mounted")
+        elif "secret" not in vols.get(mounts[mount], {}):
+            fail(f"{where}: {key} {path} is not from a Secret")
     probes = [c.get(k) for k in ("startupProbe", "readinessProbe", "livenessProbe")]
     for p in filter(None, probes):
         cmd = p.get("exec", {}).get("command", [])
-        if "unix:" + sockets[0] not in cmd if sockets else True:
+        if "unix:" + SOCKET not in cmd:
             fail(f"{where}: probe {cmd} does not ask gnmrd's socket")
-    return mounts, vols
+    return cfg, mounts, vols
 
 
 # The sidecar pod.
@@ -164,7 +220,7 @@ for pod in find("Pod"):
     if "gnmrd" not in cs or len(cs) < 2:
         fail(f"{where}: expected a gnmrd container and a trainer")
         continue
-    mounts, vols = check_gnmrd_container(where, spec, cs["gnmrd"])
+    _, mounts, vols = check_gnmrd_container(where, spec, cs["gnmrd"])
     run_vol = mounts.get("/run/gnmr")
     if "emptyDir" not in vols.get(run_vol, {}):
         fail(f"{where}: /run/gnmr is not an emptyDir")
@@ -172,11 +228,11 @@ for pod in find("Pod"):
         if name == "gnmrd":
             continue
         cm_ = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
-        socket_dir = os.path.dirname(sockets[0]) if sockets else None
+        socket_dir = os.path.dirname(SOCKET)
         if cm_.get(socket_dir) != run_vol:
             fail(f"{where}: {name} does not mount the socket volume at {socket_dir}")
         env = {e["name"]: e.get("value") for e in c.get("env", [])}
-        if env.get("GNMR_TARGET") != "unix:" + (sockets[0] if sockets else ""):
+        if env.get("GNMR_TARGET") != "unix:" + SOCKET:
             fail(f"{where}: {name}'s GNMR_TARGET {env.get('GNMR_TARGET')} is not gnmrd's socket")
     # The socket is 0660, group = gnmrd's group: the trainer must be in it.
     gid = spec.get("securityContext", {}).get("supplementalGroups", [])
@@ -206,8 +262,24 @@ for dep in find("Deployment"):
     if "gnmrd" not in cs:
         fail(f"{where}: no gnmrd container")
         continue
-    check_gnmrd_container(where, spec, cs["gnmrd"])
+    dep_cfg, _, _ = check_gnmrd_container(where, spec, cs["gnmrd"])
     pod_ports = {p["name"]: p["containerPort"] for p in cs["gnmrd"].get("ports", [])}
+    if not tcp_listeners(dep_cfg):
+        fail(f"{where}: the per-job daemon has no TCP listener for ranks in other pods")
+    # The NetworkPolicy: selects these pods and admits their ports only.
+    for np_ in find("NetworkPolicy"):
+        psel = np_["spec"]["podSelector"].get("matchLabels", {})
+        if any(tmpl_labels.get(k) != v for k, v in psel.items()):
+            fail(f"NetworkPolicy {np_['metadata']['name']}: podSelector misses {where}")
+        if "Ingress" not in np_["spec"].get("policyTypes", []):
+            fail(f"NetworkPolicy {np_['metadata']['name']}: no Ingress policy")
+        allowed = {p.get("port") for rule in np_["spec"].get("ingress", [])
+                   for p in rule.get("ports", [])}
+        if allowed != set(pod_ports.values()):
+            fail(f"NetworkPolicy: ingress ports {allowed}, gnmrd's are {set(pod_ports.values())}")
+        for rule in np_["spec"].get("ingress", []):
+            if not rule.get("from"):
+                fail("NetworkPolicy: an ingress rule open to every source")
     for svc in find("Service"):
         if any(tmpl_labels.get(k) != v for k, v in svc["spec"]["selector"].items()):
             fail(f"Service {svc['metadata']['name']}: selector misses {where}")
@@ -249,14 +321,22 @@ if not users or users[-1].split(":")[0] in ("root", "0"):
     fail(f"Dockerfile: the final USER is {users[-1] if users else 'root'}")
 if not any(l.upper().startswith("HEALTHCHECK ") and "gnmrctl" in l for l in lines):
     fail("Dockerfile: no HEALTHCHECK with gnmrctl")
+# The image listens where its config says (the baked one: the socket only,
+# checked above); EXPOSE documents the ports a mounted config uses in
+# Kubernetes, and the CMD adds no listener of its own.
+k8s_ports = set()
+for cfg in gnmrd_cfgs.values():
+    k8s_ports |= {port_of(a) for a in tcp_listeners(cfg)}
+    k8s_ports.add(port_of((cfg.get("metrics") or {}).get("listen", "127.0.0.1:9464")))
 expose = {int(p) for l in lines if l.upper().startswith("EXPOSE ") for p in l.split()[1:]}
 cmd = next((l for l in lines if l.upper().startswith("CMD ")), "")
-cmd_ports = {int(m) for m in re.findall(r'"0\.0\.0\.0:(\d+)"', cmd)}
-if expose != cmd_ports or expose != {grpc_port, metrics_port}:
-    fail(f"Dockerfile: EXPOSE {expose}, CMD listens on {cmd_ports}, Kubernetes uses "
-         f"{grpc_port} and {metrics_port}")
-if '"unix:/run/gnmr/gnmrd.sock"' not in cmd:
-    fail("Dockerfile: CMD does not listen on unix:/run/gnmr/gnmrd.sock")
+if not expose <= k8s_ports:
+    fail(f"Dockerfile: EXPOSE {expose}, the Kubernetes configs listen on {k8s_ports}")
+if "--listen" in cmd or "--metrics" in cmd:
+    fail(f"Dockerfile: CMD sets listeners ({cmd}); the config file should")
+container_cfg = docs_by_file.get("deploy/container/gnmrd.yaml", [{}])[0] or {}
+if "unix:" + SOCKET not in container_cfg.get("listen", []):
+    fail(f"deploy/container/gnmrd.yaml does not listen on unix:{SOCKET}")
 # Runtime packages (the last stage's apt-get install).
 runtime = text[text.rfind("\nFROM "):]
 m = re.search(r"apt-get install -y --no-install-recommends(.*?)&&", runtime, re.S)
@@ -326,8 +406,12 @@ for p in services.get("gnmrd", {}).get("ports", []):
     if host_ip != "127.0.0.1":
         fail(f"compose.yaml: port {p} published beyond the host's loopback")
     published.add(int(container_port))
-if not {grpc_port, metrics_port} <= published:
-    fail(f"compose.yaml: gnmrd publishes {published}, not {grpc_port} and {metrics_port}")
+# gnmrd listens on no TCP port in compose (the image's config), so only
+# Prometheus' and Grafana's ports are published.
+if published & k8s_ports:
+    fail(f"compose.yaml: publishes gnmrd ports {published & k8s_ports}, on which the "
+         "image's config does not listen")
+metrics_port = port_of((container_cfg.get("metrics") or {}).get("listen", "127.0.0.1:9464"))
 pending = []
 for name, svc in services.items():
     for v in svc.get("volumes", []):

@@ -79,6 +79,10 @@ class CtlTest : public ::testing::Test {
   // Starts the daemon (events served from the listener, as the store does).
   void Start(DaemonOptions opts = {}) {
     if (opts.listen.empty()) opts.listen = {"127.0.0.1:0", "unix:" + socket_};
+    // The views and mutations are tested over loopback TCP without job
+    // tokens: this daemon opts in to trusting TCP peers, unless a test asks
+    // for the production rules (insecure_tcp_ false).
+    opts.insecure_tcp = insecure_tcp_;
     opts.registry.job.aggregation.deadline = std::chrono::milliseconds(300);
     AdminContext admin;
     admin.version = "test-1.2";
@@ -224,6 +228,7 @@ class CtlTest : public ::testing::Test {
   }
 
   std::string admin_token_ = "admin-secret";
+  bool insecure_tcp_ = true;  // as in DaemonTest
   RecordingListener listener_;
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<RawRank> rank_;

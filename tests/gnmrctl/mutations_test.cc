@@ -208,6 +208,9 @@ TEST_F(CtlMutationTest, ImportRejectsBadFilesAndForeignStates) {
   EXPECT_EQ(r.code, 2) << Show(r);
   r = RunTcp({"import", "--job", "j", "--in", Path("missing")});
   EXPECT_EQ(r.code, 2) << Show(r);
+  r = RunTcp({"import", "--job", "j", "--in", dir_});  // a directory, not "empty file"
+  EXPECT_EQ(r.code, 2) << Show(r);
+  EXPECT_EQ(r.err, "gnmrctl: " + dir_ + ": is a directory, not a state file\n") << r.err;
   // A state of other units: the daemon refuses it.
   RawRank other(Channel(), "k", 0, 1);
   ASSERT_TRUE(other.Register({{"other.unit"}}).ok());

@@ -37,9 +37,11 @@ class CtlTlsTest : public CtlTest {
     }
   }
 
-  // Starts an empty daemon on TCP only, speaking TLS (mutual with `mtls`).
+  // Starts an empty daemon on TCP only, speaking TLS (mutual with `mtls`),
+  // with the production access rules: only mutual TLS authenticates a peer.
   void StartTls(bool mtls) {
     MakeCertificates();
+    insecure_tcp_ = false;
     DaemonOptions opts;
     opts.listen = {"127.0.0.1:0"};
     opts.tls.cert_file = Path("server.pem");
@@ -52,11 +54,16 @@ class CtlTlsTest : public CtlTest {
 TEST_F(CtlTlsTest, TlsNeedsTheCa) {
   StartTls(/*mtls=*/false);
   const std::string ca = Path("ca.pem");
+  // Server-only TLS hides the traffic but does not say who the client is:
+  // reads need a token as on plain TCP.
   CtlResult r = Run({"status", "--target", tcp_, "--tls-ca", ca});
+  EXPECT_EQ(r.code, 1) << Show(r);
+  EXPECT_EQ(r.err.rfind("gnmrctl: UNAUTHENTICATED: ", 0), 0u) << r.err;
+  r = Run({"status", "--target", tcp_, "--tls-ca", ca, "--admin-token", admin_token_});
   ASSERT_EQ(r.code, 0) << Show(r);
   EXPECT_NE(r.out.find("version:    test-1.2"), std::string::npos) << r.out;
   r = Run({"status", "--target", "localhost:" + tcp_.substr(tcp_.rfind(':') + 1), "--tls-ca",
-           ca});
+           ca, "--admin-token", admin_token_});
   EXPECT_EQ(r.code, 0) << Show(r);
   // Plaintext to a TLS port, or a certificate for another name: no
   // connection.
@@ -77,6 +84,7 @@ TEST_F(CtlTlsTest, MutualTlsNeedsTheClientCertificate) {
   EXPECT_EQ(r.code, 1) << Show(r);
   EXPECT_EQ(r.err.rfind("gnmrctl: cannot reach gnmrd at " + tcp_, 0), 0u) << r.err;
   args.insert(args.end(), {"--tls-cert", Path("client.pem"), "--tls-key", Path("client.key")});
+  // The verified client certificate authenticates: no token needed to read.
   r = Run(args);
   ASSERT_EQ(r.code, 0) << Show(r);
   EXPECT_EQ(r.out, "no jobs\n");

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -21,11 +22,18 @@ struct HttpResponse {
 };
 
 // GET `path` from 127.0.0.1:`port` (HTTP/1.0: the server closes the
-// connection after the response). status 0 on a connection failure.
-inline HttpResponse HttpGet(int port, const std::string& path) {
+// connection after the response). status 0 on a connection failure, or
+// when no answer came within `timeout_s` seconds (0: no limit).
+inline HttpResponse HttpGet(int port, const std::string& path, int timeout_s = 0) {
   HttpResponse r;
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return r;
+  if (timeout_s > 0) {
+    timeval tv{};
+    tv.tv_sec = timeout_s;
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));

@@ -258,3 +258,31 @@ TEST(ConfigRender, QuotesAwkwardPatterns) {
 
 }  // namespace
 }  // namespace gnmr
+
+namespace gnmr {
+namespace {
+
+// Keys and values echoed in errors come out escaped: binary bytes from a
+// file or a --set cannot reach the terminal raw.
+TEST(ConfigErrorsEscaped, YamlAndSetEchoNoRawBytes) {
+  StatusOr<ControllerConfig> c =
+      ParseControllerConfigYaml("warmup: 5\n\"k\\e[2J\\a\": 1\nmax_o: \"\\e]0;x\\a\"\n", "cfg.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message().find('\x1b'), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("unknown config key 'k\\x1b[2J\\x07'"), std::string::npos)
+      << c.status().message();
+  c = ParseControllerConfigYaml("max_o: \"\\e]0;x\\a\"\n", "cfg.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'\\x1b]0;x\\x07'"), std::string::npos)
+      << c.status().message();
+
+  ControllerConfig config;
+  Status s = ApplyOverride(&config, "max_o=\x1b[31m\n\x07");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message().find('\x1b'), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().rfind("--set max_o=\\x1b[31m\\x0a\\x07: ", 0), 0u) << s.message();
+}
+
+}  // namespace
+}  // namespace gnmr

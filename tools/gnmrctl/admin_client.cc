@@ -45,7 +45,8 @@ void AddAdminFlags(FlagParser* flags, AdminOptions* o) {
                    "$GNMR_TARGET, else unix:/run/gnmr/gnmrd.sock)",
                    &o->target);
   flags->AddString("admin-token", "TOKEN",
-                   "admin token for mutations (default: $GNMR_ADMIN_TOKEN)",
+                   "admin token (mutations; reads over TCP take it or the\n"
+                   "read token) (default: $GNMR_ADMIN_TOKEN)",
                    &o->admin_token);
   flags->AddString("admin-token-file", "FILE", "read the admin token from FILE",
                    &o->admin_token_file);
@@ -155,7 +156,10 @@ std::unique_ptr<grpc::ClientContext> AdminClient::Context(bool mutation) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() +
                     std::chrono::microseconds(std::llround(timeout_seconds_ * 1e6)));
-  if (mutation && !admin_token_.empty()) ctx->AddMetadata(kAdminTokenMetadata, admin_token_);
+  // Reads over plain TCP need a token too (the read or the admin token), so
+  // the token goes with every call; `mutation` only documents the caller.
+  (void)mutation;
+  if (!admin_token_.empty()) ctx->AddMetadata(kAdminTokenMetadata, admin_token_);
   return ctx;
 }
 

@@ -54,7 +54,8 @@ class AdminClient {
   v1::Admin::Stub& stub() { return *stub_; }
   const std::string& target() const { return target_; }
 
-  // A context for one call: the deadline, and on mutations the admin token.
+  // A context for one call: the deadline and the token (sent on every
+  // call: reads over plain TCP need the read or the admin token).
   std::unique_ptr<grpc::ClientContext> Context(bool mutation = false) const;
 
   // Prints the error of a failed call (see the top of this file); returns 1.

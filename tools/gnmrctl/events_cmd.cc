@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "common/text.h"
 #include "tools/gnmrctl/admin_client.h"
 #include "tools/gnmrctl/commands.h"
 #include "tools/gnmrctl/table.h"
@@ -52,8 +53,11 @@ Table EventTable() {
 void AddEvent(Table* t, const v1::Event& e) {
   // Admissions and denials carry the statistics behind them.
   const bool decided = e.kind() == "admission" || e.kind() == "denial";
-  auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
-  t->AddRow({LocalTime(e.time_unix()), FormatStep(e.observed_step()), e.kind(), dash(e.unit()),
+  // Unit names and details come from the daemon (and the trainers before
+  // it): escaped, so no byte of theirs reaches the terminal raw.
+  auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : EscapeForLog(s); };
+  t->AddRow({LocalTime(e.time_unix()), FormatStep(e.observed_step()), EscapeForLog(e.kind()),
+             dash(e.unit()),
              e.kind() == "admission" ? ActionText(e.action()) : "-",
              e.trigger() == v1::TRIGGER_NONE ? "-" : TriggerText(e.trigger()),
              decided ? FormatNumber(e.gnmr()) : "-", decided ? FormatNumber(e.delta()) : "-",

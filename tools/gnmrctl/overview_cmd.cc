@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/text.h"
 #include "tools/gnmrctl/admin_client.h"
 #include "tools/gnmrctl/commands.h"
 #include "tools/gnmrctl/table.h"
@@ -38,7 +39,7 @@ std::string RanksTable(const v1::JobInfo& job) {
   for (const v1::RankInfo& r : job.ranks()) {
     t.AddRow({std::to_string(r.rank()), r.connected() ? "yes" : "no", FormatStep(r.last_step()),
               std::to_string(r.lag_steps()), FormatDuration(r.last_seen_seconds_ago()) + " ago",
-              r.client_version().empty() ? "-" : r.client_version()});
+              r.client_version().empty() ? "-" : EscapeForLog(r.client_version())});
   }
   return t.rows() == 0 ? "    no ranks registered\n" : t.Render("    ");
 }
@@ -120,7 +121,7 @@ int JobsCommand(int argc, char** argv) {
   for (const v1::JobInfo& j : resp.jobs()) {
     int connected = 0;
     for (const v1::RankInfo& r : j.ranks()) connected += r.connected() ? 1 : 0;
-    t.AddRow({j.job_id(), std::to_string(j.world_size()),
+    t.AddRow({EscapeForLog(j.job_id()), std::to_string(j.world_size()),
               std::to_string(connected) + "/" + std::to_string(j.ranks_size()),
               std::to_string(j.units()), FormatStep(j.last_step()),
               std::to_string(j.in_recovery()) + "/" + std::to_string(j.max_o()),

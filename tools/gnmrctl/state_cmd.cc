@@ -1,6 +1,8 @@
 // `gnmrctl export` / `gnmrctl import`: a job's controller state
 // (gnmr.v1.ControllerState: config, per-unit history, recovery set,
 // counters) to and from a file, as binary protobuf or protobuf JSON.
+#include <sys/stat.h>
+
 #include <google/protobuf/util/json_util.h>
 
 #include <cerrno>
@@ -28,6 +30,13 @@ std::string Describe(const v1::ControllerState& state) {
 // Reads a state file, binary or JSON (a JSON file starts with '{' after
 // optional whitespace; a binary ControllerState never does).
 StatusOr<v1::ControllerState> ReadState(const std::string& path) {
+  // (An ifstream opens a directory and reads nothing from it.)
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return NotFound(path + ": cannot read: " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) return InvalidArgument(path + ": is a directory, not a state file");
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(path + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound(path + ": cannot read: " + std::strerror(errno));
   std::ostringstream ss;

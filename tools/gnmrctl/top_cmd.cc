@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "tools/gnmrctl/admin_client.h"
 #include "tools/gnmrctl/commands.h"
 #include "tools/gnmrctl/table.h"
@@ -206,7 +207,7 @@ std::string BudgetBar(int64_t used, int64_t max_o) {
   return bar + "]";
 }
 
-std::string Dash(const std::string& s) { return s.empty() ? "-" : s; }
+std::string Dash(const std::string& s) { return s.empty() ? "-" : EscapeForLog(s); }
 
 class TopView {
  public:
@@ -312,7 +313,7 @@ class TopView {
     for (const v1::UnitInfo* u : recovering) {
       const int64_t left = j.last_step() >= 0 ? std::max<int64_t>(0, u->until() - j.last_step())
                                               : u->until() - u->since();
-      rt.AddRow({u->name(), ActionText(u->action()), std::to_string(u->since()),
+      rt.AddRow({EscapeForLog(u->name()), ActionText(u->action()), std::to_string(u->since()),
                  std::to_string(u->until()), std::to_string(left), FormatNumber(u->gnmr())});
     }
     Append(&out, rt.rows() > 0 ? rt.Render("  ") : "  none\n");
@@ -340,7 +341,7 @@ class TopView {
               {"GNMR (last " + std::to_string(kSparkSamples) + " steps)"}});
     for (const v1::UnitInfo* u : top) {
       auto h = history_.find(u->name());
-      tt.AddRow({u->name(), u->state(), FormatNumber(u->gnmr()), FormatNumber(u->delta()),
+      tt.AddRow({EscapeForLog(u->name()), u->state(), FormatNumber(u->gnmr()), FormatNumber(u->delta()),
                  FormatNumber(u->norm()), FormatNumber(u->mu()),
                  h == history_.end() ? "" : Sparkline(h->second)});
     }
@@ -378,7 +379,7 @@ class TopView {
               {"DETAIL"}});
     for (const v1::Event& e : snap.events) {
       const bool decided = e.kind() == "admission" || e.kind() == "denial";
-      et.AddRow({FormatStep(e.observed_step()), e.kind(), Dash(e.unit()),
+      et.AddRow({FormatStep(e.observed_step()), EscapeForLog(e.kind()), Dash(e.unit()),
                  e.kind() == "admission" ? ActionText(e.action()) : "-",
                  e.trigger() == v1::TRIGGER_NONE ? "-" : TriggerText(e.trigger()),
                  decided ? FormatNumber(e.gnmr()) : "-",

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "common/text.h"
 #include "tools/gnmrctl/admin_client.h"
 #include "tools/gnmrctl/commands.h"
 #include "tools/gnmrctl/table.h"
@@ -39,7 +40,7 @@ void PrintUnits(const v1::ListUnitsResponse& resp) {
            {"LAST STEP", Align::kRight}});
   for (const v1::UnitInfo& u : resp.units()) {
     const bool recovering = u.state() == "recovery";
-    t.AddRow({u.name(), u.state(), FormatNumber(u.gnmr()), FormatNumber(u.delta()),
+    t.AddRow({EscapeForLog(u.name()), u.state(), FormatNumber(u.gnmr()), FormatNumber(u.delta()),
               FormatNumber(u.norm()), FormatNumber(u.mu()), ActionText(u.action()),
               recovering ? std::to_string(u.since()) : "-",
               recovering ? std::to_string(u.until()) : "-", FormatStep(u.last_step())});

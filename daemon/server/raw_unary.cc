@@ -1,0 +1,80 @@
+#include "daemon/server/raw_unary.h"
+
+#include <google/protobuf/stubs/logging.h>
+
+#include <mutex>
+
+namespace gnmr {
+namespace {
+
+// protobuf reports the field of a string that is not UTF-8 only in a log
+// line. While a request is parsed, this thread's lines are captured instead
+// of printed; everyone else's go to the handler that was there before.
+thread_local std::string* captured = nullptr;
+google::protobuf::LogHandler* previous_handler = nullptr;
+
+void CapturingLogHandler(google::protobuf::LogLevel level, const char* file, int line,
+                         const std::string& message) {
+  if (captured != nullptr) {
+    *captured = message;
+    return;
+  }
+  if (previous_handler != nullptr) previous_handler(level, file, line, message);
+}
+
+void InstallLogHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    previous_handler = google::protobuf::SetLogHandler(&CapturingLogHandler);
+  });
+}
+
+// "String field 'gnmr.v1.RegisterRequest.job_id' contains invalid UTF-8
+// data when parsing ..." -> "gnmr.v1.RegisterRequest.job_id".
+std::string Utf8Field(const std::string& log_line) {
+  const std::string lead = "String field '";
+  const size_t begin = log_line.find(lead);
+  if (begin == std::string::npos || log_line.find("UTF-8") == std::string::npos) return "";
+  const size_t name = begin + lead.size();
+  const size_t end = log_line.find('\'', name);
+  return end == std::string::npos ? "" : log_line.substr(name, end - name);
+}
+
+}  // namespace
+
+Status ParseRequest(const grpc::ByteBuffer& in, google::protobuf::Message* request) {
+  InstallLogHandler();
+  std::vector<grpc::Slice> slices;
+  if (!in.Dump(&slices).ok()) return Internal("cannot read the request bytes");
+  std::string bytes;
+  bytes.reserve(in.Length());
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  std::string log_line;
+  captured = &log_line;
+  const bool ok = request->ParseFromString(bytes);
+  captured = nullptr;
+  if (ok) return Status::Ok();
+  const std::string field = Utf8Field(log_line);
+  if (!field.empty()) {
+    return InvalidArgument("request does not parse: field " + field +
+                           " is not valid UTF-8 (proto3 string fields must be UTF-8)");
+  }
+  return InvalidArgument("request does not parse as " + request->GetTypeName());
+}
+
+Status SerializeResponse(const google::protobuf::Message& response, grpc::ByteBuffer* out) {
+  std::string bytes;
+  if (!response.SerializeToString(&bytes)) return Internal("cannot serialize the response");
+  grpc::Slice slice(bytes);
+  *out = grpc::ByteBuffer(&slice, 1);
+  return Status::Ok();
+}
+
+int MethodIndex(const google::protobuf::ServiceDescriptor* service, const char* method) {
+  const google::protobuf::MethodDescriptor* m = service->FindMethodByName(method);
+  return m == nullptr ? -1 : m->index();
+}
+
+}  // namespace gnmr

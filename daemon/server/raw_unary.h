@@ -1,0 +1,78 @@
+// Unary methods that parse their own request, so that a request that does
+// not parse gets a precise INVALID_ARGUMENT instead of gRPC's empty
+// UNIMPLEMENTED.
+//
+// Why: proto3 string fields must hold UTF-8, so a request with a job id or
+// unit name in, say, Latin-1 fails to parse; gRPC C++'s callback server
+// (1.51, grpcpp/impl/codegen/server_callback_handlers.h) answers a request
+// it cannot deserialize with UNIMPLEMENTED and an empty message, which tells
+// a client nothing. A method routed through RouteRawUnary receives the raw
+// bytes instead; ParseRequest names the offending field (protobuf names it
+// in its own error log line, which is captured while parsing):
+//
+//   INVALID_ARGUMENT: request does not parse: field
+//   gnmr.v1.RegisterRequest.job_id is not valid UTF-8 (proto3 string fields
+//   must be UTF-8)
+//
+// Used for every unary method of Gnmr and Admin. The Session stream keeps
+// the typed API: a stream message that does not parse ends the stream, and
+// the client sees status OK with no message (a known limit: the callback
+// API reports a failed read as the end of the stream).
+#pragma once
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/server_callback_handlers.h>
+
+#include <string>
+
+#include "common/status.h"
+
+namespace gnmr {
+
+// Parses `in` into `request`; InvalidArgument naming the field when a
+// string is not UTF-8, or saying the bytes are not the message.
+Status ParseRequest(const grpc::ByteBuffer& in, google::protobuf::Message* request);
+
+// Serializes `response` into `out`.
+Status SerializeResponse(const google::protobuf::Message& response, grpc::ByteBuffer* out);
+
+// The index gRPC gives `method` of `service` (the order of the .proto).
+int MethodIndex(const google::protobuf::ServiceDescriptor* service, const char* method);
+
+// Runs `body`; an exception of any type becomes INTERNAL (nothing may
+// escape into gRPC's threads).
+template <typename Body>
+Status Guarded(const Body& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return Internal(std::string("internal error: ") + e.what());
+  } catch (...) {
+    return Internal("internal error: unknown exception");
+  }
+}
+
+// A handler for a raw unary method (give it to MarkMethodRawCallback):
+// parses the request, runs
+//   Status body(grpc::CallbackServerContext*, const Req&, Resp*)
+// (guarded), serializes the response, and ends the call with
+//   grpc::ServerUnaryReactor* done(grpc::CallbackServerContext*, const Req&,
+//                                  const Status&)
+// which records, logs and finishes it.
+template <typename Req, typename Resp, typename Body, typename Done>
+grpc::internal::MethodHandler* RawUnaryHandler(Body body, Done done) {
+  return new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+      [body, done](grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                   grpc::ByteBuffer* out) {
+        Req req;
+        Resp resp;
+        Status s = ParseRequest(*in, &req);
+        if (s.ok()) s = Guarded([&] { return body(ctx, req, &resp); });
+        if (s.ok()) s = SerializeResponse(resp, out);
+        return done(ctx, req, s);
+      });
+}
+
+}  // namespace gnmr
