@@ -8,6 +8,7 @@ right before apply() so tests can check the exact arithmetic.
 from __future__ import annotations
 
 import dataclasses
+import socket
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -15,6 +16,13 @@ import torch
 import gnmr.torch as gt
 
 UNITS = ["a", "b", "c", "d"]
+
+
+def free_port() -> int:
+    """A free TCP port on loopback for a gloo process group."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Net(torch.nn.Module):

@@ -3,23 +3,17 @@ identical plans step by step."""
 from __future__ import annotations
 
 import os
-import socket
 
 import torch
 import torch.multiprocessing as mp
 
 import gnmr.torch as gt
-from gnmr_testlib import make, train, digests
+from gnmr_testlib import free_port, make, train, digests
 
 SPIKES = {8: ("a", 50.0), 13: ("d", 50.0)}
 CFG = {"warmup": 5, "lock_steps": 3, "max_o": 4, "lag": 1,
        "actions": [{"pattern": "a", "action": "clip", "clip_min_scale": 0.001}]}
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rank(rank, world, port, target, out_dir):
@@ -48,7 +42,7 @@ def _rank(rank, world, port, target, out_dir):
 
 def test_two_ranks_apply_identical_plans(gnmrd, tmp_path):
     world = 2
-    mp.spawn(_rank, args=(world, _free_port(), gnmrd.target, str(tmp_path)), nprocs=world,
+    mp.spawn(_rank, args=(world, free_port(), gnmrd.target, str(tmp_path)), nprocs=world,
              join=True)
     r0 = torch.load(tmp_path / "rank0.pt")
     r1 = torch.load(tmp_path / "rank1.pt")

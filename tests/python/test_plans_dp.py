@@ -6,14 +6,13 @@ makes both ranks skip the step."""
 from __future__ import annotations
 
 import os
-import socket
 import time
 
 import torch
 import torch.multiprocessing as mp
 
 import gnmr.torch as gt
-from gnmr_testlib import digests, make, train
+from gnmr_testlib import free_port, digests, make, train
 
 # Spikes on every unit, some overlapping: admissions, denials, releases.
 SPIKES = {s: (u, 40.0) for s, u in [(30, "a"), (31, "b"), (60, "c"), (61, "d"), (62, "a"),
@@ -24,11 +23,6 @@ CFG = {"warmup": 10, "lock_steps": 6, "max_o": 2, "lag": 1,
                    {"pattern": "b", "action": "skip"}]}
 STEPS = 300
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _init(rank, world, port):
@@ -61,7 +55,7 @@ def _dp_rank(rank, world, port, target, out_dir, job, delay_rank1):
 
 
 def _run_dp(gnmrd, tmp_path, job, delay_rank1=0.0):
-    mp.spawn(_dp_rank, args=(2, _free_port(), gnmrd.target, str(tmp_path), job, delay_rank1),
+    mp.spawn(_dp_rank, args=(2, free_port(), gnmrd.target, str(tmp_path), job, delay_rank1),
              nprocs=2, join=True)
     return torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
 
@@ -137,7 +131,7 @@ def _sharded_rank(rank, world, port, target, out_dir, nan_step):
 
 def test_a_nan_in_one_shard_makes_every_rank_skip(gnmrd, tmp_path):
     nan_step = 5
-    mp.spawn(_sharded_rank, args=(2, _free_port(), gnmrd.target, str(tmp_path), nan_step),
+    mp.spawn(_sharded_rank, args=(2, free_port(), gnmrd.target, str(tmp_path), nan_step),
              nprocs=2, join=True)
     for rank in (0, 1):
         r = torch.load(tmp_path / f"shard{rank}.pt")

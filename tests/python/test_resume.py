@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 
 import pytest
 import torch
 import torch.multiprocessing as mp
 
 import gnmr.torch as gt
-from gnmr_testlib import digests, make, train
+from gnmr_testlib import free_port, digests, make, train
 
 SPIKES = {s: (u, 40.0) for s, u in [(20, "a"), (45, "b"), (98, "c"), (99, "a"),
                                      (104, "d"), (109, "b"), (115, "c"), (130, "a")]}
@@ -22,11 +21,6 @@ CFG = {"warmup": 8, "lock_steps": 7, "max_o": 2, "lag": 1,
        "actions": [{"pattern": "a", "action": "clip", "clip_min_scale": 0.01}]}
 CKPT, KILL, END = 100, 111, 140
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _monitor(model, target, job):
@@ -78,7 +72,7 @@ def _rank(rank, world, port, target, out_dir, job, phase):
 
 
 def _spawn(world, target, out_dir, job, phase):
-    args = (world, _free_port(), target, str(out_dir), job, phase)
+    args = (world, free_port(), target, str(out_dir), job, phase)
     if phase == "killed":
         with pytest.raises(mp.ProcessExitedException):
             mp.spawn(_rank, args=args, nprocs=world, join=True)
