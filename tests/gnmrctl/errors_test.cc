@@ -32,6 +32,7 @@ TEST_F(CtlTest, UnreachableDaemonIsOneLineAndExitOne) {
     const CtlResult r = Run(a);
     EXPECT_EQ(r.code, 1) << args[0] << "\n" << Show(r);
     EXPECT_EQ(r.err.rfind("gnmrctl: cannot reach gnmrd at " + sock + ": ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("ENOENT"), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_EQ(r.out, "") << args[0];
   }
@@ -43,6 +44,16 @@ TEST_F(CtlTest, UnreachableDaemonIsOneLineAndExitOne) {
   r = Run({"status"}, {{"GNMR_TARGET", sock}});
   EXPECT_EQ(r.code, 1) << Show(r);
   EXPECT_EQ(r.err.rfind("gnmrctl: cannot reach gnmrd at " + sock + ": ", 0), 0u) << r.err;
+}
+
+// A socket path without "unix:" is resolved by gRPC as a host name (a DNS
+// error); gnmrctl says what was meant.
+TEST_F(CtlTest, ASocketPathWithoutUnixGetsAHint) {
+  Start();
+  const std::string path = unix_.substr(5);
+  const CtlResult r = Run({"status", "--target", path, "--timeout", "2"});
+  EXPECT_EQ(r.code, 1) << Show(r);
+  EXPECT_NE(r.err.find("did you mean unix:" + path + "?"), std::string::npos) << r.err;
 }
 
 TEST_F(CtlTest, BadCommandLinesExitTwo) {
