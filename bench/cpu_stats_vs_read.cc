@@ -194,11 +194,11 @@ int main(int argc, char** argv) {
     t.numel = bytes / DTypeSize(in.dtype);
     t.dtype = in.dtype;
     UnitStats u;
-    cpu::ComputeStats(&t, 1, &u);  // page in
+    if (!cpu::ComputeStats(&t, 1, &u).ok()) return 1;  // page in (and a valid input)
     std::vector<double> kernel_rate, read_rate, ratio;
     double prev_read = static_cast<double>(bytes) / Seconds([&] { g_sink = read(p, bytes); });
     for (int r = 0; r < opt.reps; ++r) {
-      const double s = Seconds([&] { cpu::ComputeStats(&t, 1, &u); });
+      const double s = Seconds([&] { (void)cpu::ComputeStats(&t, 1, &u); });  // checked above
       g_sink = static_cast<uint64_t>(u.zeros);
       const double next_read = static_cast<double>(bytes) / Seconds([&] { g_sink = read(p, bytes); });
       const double kr = static_cast<double>(bytes) / s;

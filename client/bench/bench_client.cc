@@ -49,7 +49,10 @@ std::unique_ptr<Client> MakeClient(const std::string& target, int units,
     TensorRef t;
     t.data = storage->data() + u;
     t.numel = 0;
-    client->AddUnit("layers." + std::to_string(u / 4) + ".unit" + std::to_string(u % 4), {t});
+    if (!client->AddUnit("layers." + std::to_string(u / 4) + ".unit" + std::to_string(u % 4), {t})
+             .ok()) {
+      std::abort();  // a benchmark set up wrong measures nothing
+    }
   }
   if (!client->Start().ok()) return nullptr;
   return client;
@@ -61,7 +64,7 @@ void RunSteps(benchmark::State& state, Client* client) {
   const double stats0 = client->Counters().stats_seconds;
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    client->Observe(step);
+    benchmark::DoNotOptimize(client->Observe(step).ok());
     client->PlanFor(step, &plan);
     benchmark::DoNotOptimize(plan.entries.data());
     ++step;
@@ -121,7 +124,7 @@ void CpuStats(benchmark::State& state, bool denormal) {
   t.dtype = dtype;
   UnitStats u;
   for (auto _ : state) {
-    cpu::ComputeStats(&t, 1, &u);
+    benchmark::DoNotOptimize(cpu::ComputeStats(&t, 1, &u).ok());
     benchmark::DoNotOptimize(u);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * buf.size()));

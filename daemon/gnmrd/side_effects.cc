@@ -1,10 +1,20 @@
 #include "daemon/gnmrd/side_effects.h"
 
+#include <spdlog/spdlog.h>
+
+#include "common/text.h"
+
 namespace gnmr {
 
 void DaemonSideEffects::OnJobStarted(const std::string& job_id, uint32_t world_size,
                                      const Controller& controller) {
-  if (events_) events_->ReloadTail(job_id);  // before the job's first Append
+  if (events_) {  // before the job's first Append
+    const Status s = events_->ReloadTail(job_id);
+    if (!s.ok()) {
+      // The file stays; only ListEvents' recent view starts empty.
+      spdlog::warn("job {}: recent events not reloaded: {}", EscapeForLog(job_id), s.ToString());
+    }
+  }
   if (!metrics_) return;
   metrics::JobMetrics* jm = metrics_->ForJob(job_id);
   jm->SetWorldSize(world_size);

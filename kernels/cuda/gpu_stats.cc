@@ -59,7 +59,7 @@ struct GpuStats::Impl {
     // The buffers are freed here, under the guard, not after this body.
     for (DevBuf* b : {&tensors, &ptrs, &items, &segs, &units, &item_out, &seg_out, &unit_out,
                       &scales}) {
-      b->Alloc(0);
+      (void)b->Alloc(0);  // freeing: nothing to report
     }
     for (cudaEvent_t e : events) {
       if (e != nullptr) cudaEventDestroy(e);

@@ -99,7 +99,10 @@ TEST(ClientGpuFallbackTest, CApiDeviceTensorsWithoutGpu) {
   uint32_t unit = 99;
   EXPECT_EQ(gnmr_add_unit(c, "dev", &dev, 1, 0, 1, &unit), GNMR_EUNAVAILABLE);
   EXPECT_NE(std::string(gnmr_last_error()).find("CUDA device 0"), std::string::npos);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
   gnmr_tensor host = {g.data(), g.size(), GNMR_DTYPE_FP32};  // 0.1-style: host
+#pragma GCC diagnostic pop
   ASSERT_EQ(gnmr_add_unit(c, "host", &host, 1, 0, 1, &unit), GNMR_OK);
   ASSERT_EQ(gnmr_start(c), GNMR_OK);
   EXPECT_EQ(gnmr_observe_on_stream(c, 0, nullptr), GNMR_OK);
@@ -269,6 +272,9 @@ TEST_F(ClientGpuPathTest, ProfilerOwnedElsewhereBacksOffQuietly) {
   auto client = std::move(Client::Create(o)).value();
   ASSERT_TRUE(client->AddUnit("dev", {Ref(g, 0)}).ok());
   ASSERT_TRUE(client->Start().ok());  // training goes on
+  // Flush returns false while not connected: connect first (a loaded
+  // machine may take a while).
+  ASSERT_TRUE(client->WaitConnected(std::chrono::seconds(10)).ok());
   for (int64_t step = 0; step < 6; ++step) ASSERT_TRUE(client->Observe(step).ok());
   EXPECT_TRUE(client->Flush(std::chrono::seconds(5)));
   const ClientCounters k = client->Counters();
