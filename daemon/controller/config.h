@@ -1,8 +1,10 @@
 // ControllerConfig: every tunable of the GNMR controller (SPEC section 3).
 //
 // The names match the SPEC, the YAML config file, `gnmrctl --set key=value`
-// and the wire protocol, so one word means one thing everywhere. Defaults are
-// the SPEC defaults. Validate() is called before a config is accepted, so the
+// and the wire protocol, so one word means one thing everywhere. This is the
+// one place the defaults live; tau, tau_delta and clip_min_scale were chosen
+// from measurements (docs/controller.md, "Defaults and why"), the rest are
+// the SPEC's. Validate() is called before a config is accepted, so the
 // controller itself can assume every field is in range.
 #pragma once
 
@@ -54,15 +56,15 @@ struct ActionRule {
 struct ControllerConfig {
   int32_t warmup = 50;          // valid samples that only build history
   double ema_decay = 0.98;      // historical mean decay
-  double tau = 2.5;             // GNMR trigger threshold
-  double tau_delta = 1.0;       // Delta-GNMR trigger threshold
+  double tau = 6.0;             // GNMR trigger threshold
+  double tau_delta = 4.0;       // Delta-GNMR trigger threshold
   double gnmr_floor = 1.5;      // Delta-GNMR counts only at GNMR >= floor
   int32_t short_window = 4;     // evaluated steps in the Delta-GNMR window
   int32_t max_o = 4;            // hard budget: units in recovery at once
   int32_t lock_steps = 20;      // steps a recovered unit stays recovered
   int32_t lag = 1;              // decision for step t applies from t + lag
   EntryTreatment entry = EntryTreatment::kClip;  // lag-0 promote entry
-  double clip_min_scale = 0.1;  // default lower bound of clip scales
+  double clip_min_scale = 0.01;  // default lower bound of clip scales
   std::vector<ActionRule> actions;  // first match wins; default promote
 
   // Upper bounds that keep a hostile or mistyped config from allocating
@@ -88,7 +90,7 @@ std::vector<std::string> DifferingKeys(const ControllerConfig& a, const Controll
 // The action (and clip floor) a unit of this name gets under `config`.
 struct ResolvedAction {
   Action action = Action::kPromote;
-  double clip_min_scale = 0.1;
+  double clip_min_scale = ControllerConfig{}.clip_min_scale;
 };
 ResolvedAction ResolveAction(const ControllerConfig& config,
                              const std::string& unit_name);
