@@ -127,10 +127,11 @@ __device__ __noinline__ item::Result CarefulItem(const unsigned char* p, uint32_
 }
 
 // Resident blocks per SM the register allocation is held to: 4 (64
-// registers) where ptxas fits without spilling, 3 for fp16 (which spills at
-// 64). docs/perf.md has the ptxas figures.
+// registers) where ptxas fits without spilling, 3 for the 16-bit dtypes
+// (which spill at 64). scripts/gpu_ptxas_report.py prints the figures
+// (docs/perf.md).
 template <DType D>
-constexpr int kMinItemBlocks = D == DType::kFp16 ? 3 : 4;
+constexpr int kMinItemBlocks = Fmt<D>::kSize == 2 ? 3 : 4;
 
 // Steps 1-4: one warp per work item of dtype D, items [first, end).
 template <DType D>
