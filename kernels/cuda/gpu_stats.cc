@@ -63,7 +63,11 @@ uint64_t GpuStats::Impl::SlotStamp(int slot) const {
 
 Status GpuStats::Impl::AcquireStage(unsigned char** slot, int* index) {
   const int k = static_cast<int>(stage_uses % kStaging);
-  const cudaError_t q = cudaEventQuery(stage_events[k]);  // never recorded: done
+  cudaError_t q;
+  {
+    RelaxedCaptureMode relaxed;  // legal beside another thread's capture
+    q = cudaEventQuery(stage_events[k]);  // never recorded: done
+  }
   if (q == cudaErrorNotReady) {
     return Status(StatusCode::kUnavailable,
                   "the device is " + std::to_string(kStaging) +
