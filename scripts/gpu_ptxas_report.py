@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ptxas resources of the CUDA statistics kernels, per instantiation: compiles
-kernels/cuda/stats_kernels.cu with the flags of the CMake build
+kernels/cuda/stats_kernels.cu and apply_kernel.cu with the flags of the CMake build
 (RelWithDebInfo, sm_90) and -Xptxas -v, and prints registers, spills, stack,
 shared memory and the resulting occupancy of a 256-thread block on sm_90
 (65536 registers and 64 warps per SM, registers allocated per warp in units of
@@ -34,15 +34,18 @@ def main():
     p.add_argument("--nvcc", default="/usr/local/cuda/bin/nvcc")
     p.add_argument("--arch", default="90")
     a = p.parse_args()
-    cmd = [a.nvcc, *FLAGS, f"--generate-code=arch=compute_{a.arch},code=[sm_{a.arch}]",
-           "-Xptxas", "-v", "-I", ROOT, "-I", os.path.join(ROOT, "kernels/include"), "-c",
-           os.path.join(ROOT, "kernels/cuda/stats_kernels.cu"), "-o", os.devnull]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.stderr.write(r.stdout + r.stderr)
-        return 1
+    text = ""
+    for src in ("stats_kernels.cu", "apply_kernel.cu"):
+        cmd = [a.nvcc, *FLAGS, f"--generate-code=arch=compute_{a.arch},code=[sm_{a.arch}]",
+               "-Xptxas", "-v", "-I", ROOT, "-I", os.path.join(ROOT, "kernels/include"), "-c",
+               os.path.join(ROOT, "kernels/cuda", src), "-o", os.devnull]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.stderr.write(r.stdout + r.stderr)
+            return 1
+        text += r.stdout + r.stderr
     rows, name = [], None
-    for line in (r.stdout + r.stderr).splitlines():
+    for line in text.splitlines():
         m = re.search(r"Compiling entry function '(\S+)'", line)
         if m:
             name = m.group(1)
