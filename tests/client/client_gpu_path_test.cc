@@ -6,6 +6,7 @@
 // activity profiler (measured, unavailable, backing off).
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -258,6 +259,48 @@ TEST_F(ClientGpuPathTest, OverheadRatioFromTheProfiler) {
   EXPECT_EQ(state.profiler_starts, 1);
   client->Stop();
   EXPECT_EQ(state.profiler_stops, 1);
+}
+
+// The I/O thread's profiler flush (a CUPTI buffer parse: milliseconds)
+// never holds the GPU path's lock: Observe and PlanFor on the training
+// thread complete while a Collect is stuck.
+TEST_F(ClientGpuPathTest, ProfilerFlushNeverBlocksTheTrainingThread) {
+  FakeGpuState state;
+  FakeGpuInstall install(&state);
+  std::vector<float> g(256, 0.5f);
+  ClientOptions o = Options(target(), "flush");
+  o.profile_gpu_overhead = true;
+  o.decision_wait = std::chrono::milliseconds(0);  // the I/O thread is held up below
+  auto client = std::move(Client::Create(o)).value();
+  ASSERT_TRUE(client->AddUnit("dev", {Ref(g, 0)}).ok());
+  ASSERT_TRUE(client->Start().ok());
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.block_collect = true;
+  }
+  ASSERT_TRUE(client->Observe(0).ok());  // a launch: the I/O thread collects next
+  {
+    std::unique_lock<std::mutex> lock(state.mu);
+    ASSERT_TRUE(state.cv.wait_for(lock, std::chrono::seconds(30),
+                                  [&] { return state.collects_entered > 0; }));
+  }
+  // The training thread, while the I/O thread is inside Collect.
+  std::atomic<bool> done{false};
+  std::thread trainer([&] {
+    EXPECT_TRUE(client->Observe(1).ok());
+    Plan plan;
+    client->PlanFor(1, &plan);
+    done = true;
+  });
+  const bool finished = WaitFor([&] { return done.load(); }, std::chrono::seconds(30));
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.block_collect = false;
+  }
+  state.cv.notify_all();
+  trainer.join();
+  EXPECT_TRUE(finished) << "Observe/PlanFor waited for the profiler's Collect";
+  client->Stop();
 }
 
 TEST_F(ClientGpuPathTest, ProfilerOwnedElsewhereBacksOffQuietly) {
