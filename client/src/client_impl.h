@@ -24,6 +24,19 @@
 
 namespace gnmr {
 
+// Runs a public method's body: not even std::bad_alloc crosses the API.
+// `f` returns a Status or a StatusOr; an exception becomes Internal.
+template <typename F>
+auto Guard(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return Internal(std::string("gnmr client: ") + e.what());
+  } catch (...) {
+    return Internal("gnmr client: unknown exception");
+  }
+}
+
 // A random non-zero 64-bit id, different for every client (process).
 uint64_t NewInstanceId();
 
