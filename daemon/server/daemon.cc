@@ -140,9 +140,9 @@ void Daemon::TickLoop() {
   // Idle expiry is checked a few times per expiry period, at most once a
   // second: cheap, and a short test expiry is still noticed soon.
   const auto expiry = options_.registry.idle_expiry;
-  const auto expiry_check = std::clamp<std::chrono::milliseconds>(
-      expiry / 4, std::max(options_.tick_interval, std::chrono::milliseconds(1)),
-      std::chrono::milliseconds(1000));
+  const auto expiry_check = std::max<std::chrono::milliseconds>(
+      std::min<std::chrono::milliseconds>(expiry / 4, std::chrono::seconds(1)),
+      options_.tick_interval);
   auto next_expiry_check = Job::Clock::now() + expiry_check;
   std::unique_lock<std::mutex> lock(tick_mu_);
   while (!stopping_) {
