@@ -244,7 +244,10 @@ Status IoLoop::RunSession(const v1::RegisterResponse& resp, bool* established) {
   // The reader is joined on every path: a joinable std::thread destroyed
   // by an exception would terminate the trainer.
   SetConnected(false);
-  ctx.TryCancel();
+  // A stream the daemon ended (the reader saw its end) has the daemon's
+  // status waiting: cancelling it now would turn that into CANCELLED
+  // (e.g. a deleted job's "job 'J' was deleted by an operator").
+  if (!broken.load(std::memory_order_acquire)) ctx.TryCancel();
   reader.join();
   const Status finish = FromGrpc(stream->Finish(), "Session");
   // The daemon's status says more than our own cancellation.

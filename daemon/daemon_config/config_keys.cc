@@ -73,6 +73,20 @@ std::vector<ScalarKey> MakeKeys() {
       {"step_deadline_ms", "step-deadline-ms", "MS",
        "close a step this long after its first report\n(default 2000)",
        Uint(1, 3600000, &DaemonConfig::step_deadline_ms)},
+      {"job_idle_expiry", "job-idle-expiry", "DURATION",
+       "remove a job idle this long, e.g. 7d, 12h, 0\n(never); default 7d",
+       [](DaemonConfig* c) -> Setter {
+         return [c](const std::string& t) {
+           return ParseDurationMs(t, uint64_t{3650} * 86400000, &c->job_idle_expiry_ms);
+         };
+       }},
+      {"event_log_max_bytes", "event-log-max-bytes", "SIZE",
+       "rotate a job's event log past this size\n(default 64MiB)",
+       [](DaemonConfig* c) -> Setter {
+         return [c](const std::string& t) {
+           return ParseByteSize(t, 4096, uint64_t{1} << 40, &c->event_log_max_bytes);
+         };
+       }},
       {"max_message_bytes", nullptr, "", "",
        [=](DaemonConfig* c) -> Setter {
          return [=](const std::string& t) {

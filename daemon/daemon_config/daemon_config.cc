@@ -301,6 +301,10 @@ std::string DescribeConfig(const DaemonConfig& c) {
   line("state_dir", c.state_dir);
   line("snapshot_every_steps", std::to_string(c.snapshot_every_steps));
   line("step_deadline_ms", std::to_string(c.step_deadline_ms));
+  line("job_idle_expiry", c.job_idle_expiry_ms == 0
+                              ? std::string("0 (never)")
+                              : std::to_string(c.job_idle_expiry_ms) + "ms");
+  line("event_log_max_bytes", std::to_string(c.event_log_max_bytes));
   line("max_message_bytes", std::to_string(c.max_message_bytes));
   line("max_jobs", std::to_string(c.max_jobs));
   line("max_ranks_per_job", std::to_string(c.max_ranks_per_job));

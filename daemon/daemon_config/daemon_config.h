@@ -56,6 +56,11 @@ struct DaemonConfig {
   std::string state_dir;
   uint32_t snapshot_every_steps = 50;
   uint32_t step_deadline_ms = 2000;
+  // Job lifecycle (deploy/README.md): a job with no stream attached and no
+  // report for this long is removed (0: never); a job's event log rotates
+  // to events.jsonl.1 past this many bytes.
+  uint64_t job_idle_expiry_ms = uint64_t{7} * 24 * 3600 * 1000;
+  uint64_t event_log_max_bytes = uint64_t{64} << 20;
   uint32_t max_message_bytes = 64u << 20;
   uint32_t max_jobs = 1024;
   uint32_t max_ranks_per_job = 65536;

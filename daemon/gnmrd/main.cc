@@ -22,6 +22,7 @@
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/server/daemon.h"
 #include "daemon/store/event_log.h"
+#include "daemon/store/job_removal.h"
 #include "daemon/store/snapshot_store.h"
 #include "daemon/store/snapshot_writer.h"
 #include "daemon/store/state_dir.h"
@@ -60,6 +61,7 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
   o.registry.job.aggregation.deadline = std::chrono::milliseconds(c.step_deadline_ms);
   o.registry.job.snapshot_every_steps = c.snapshot_every_steps;
   o.registry.job.max_units = c.max_units_per_job;
+  o.registry.idle_expiry = std::chrono::milliseconds(c.job_idle_expiry_ms);
   o.limits.max_world_size = c.max_ranks_per_job;
   return o;
 }
@@ -156,8 +158,16 @@ int Run(int argc, char** argv) {
   if (Status t = snapshot_store.RemoveTempFiles(); !t.ok()) {
     spdlog::warn("state dir: {}", t.ToString());
   }
+  // A job deleted while the previous daemon died: finish removing it.
+  if (StatusOr<int> n = store::RemoveDeletedJobDirs(config.state_dir); !n.ok()) {
+    spdlog::warn("state dir: {}", n.status().ToString());
+  } else if (*n > 0) {
+    spdlog::info("state dir: finished removing {} deleted job(s)", *n);
+  }
   store::SnapshotWriter snapshot_writer(&snapshot_store);
-  store::EventLog event_log(config.state_dir);
+  store::EventLogOptions event_options;
+  event_options.max_file_bytes = config.event_log_max_bytes;
+  store::EventLog event_log(config.state_dir, event_options);
 
   std::unique_ptr<metrics::DaemonMetrics> metrics;
   if (!config.metrics_listen.empty()) {
@@ -190,7 +200,7 @@ int Run(int argc, char** argv) {
     metrics->SetStoreSources(sources);
   }
 
-  DaemonSideEffects effects(&snapshot_writer, &event_log, metrics.get());
+  DaemonSideEffects effects(&snapshot_writer, &event_log, metrics.get(), config.state_dir);
   DaemonOptions options = ToDaemonOptions(config);
   if (metrics) {
     options.record_rpc = [m = metrics.get()](std::string_view method, StatusCode code) {

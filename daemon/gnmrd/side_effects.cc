@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/text.h"
+#include "daemon/store/job_removal.h"
 
 namespace gnmr {
 
@@ -68,6 +69,21 @@ void DaemonSideEffects::OnSessions(const std::string& job_id, uint32_t connected
 void DaemonSideEffects::OnSnapshot(const std::string& job_id, const v1::ControllerState& state,
                                    const v1::JobMeta& meta) {
   if (snapshots_) snapshots_->Submit(job_id, state, meta.SerializeAsString());
+}
+
+Status DaemonSideEffects::OnJobRemoved(const std::string& job_id) {
+  // Nothing writes the job's files after these two; then the directory goes
+  // at once, and the metric series last (a scrape meanwhile still shows the
+  // job, never half of it).
+  if (snapshots_) snapshots_->CancelJob(job_id);
+  Status result;
+  if (events_) result = events_->RemoveJob(job_id, /*delete_files=*/state_dir_.empty());
+  if (!state_dir_.empty()) {
+    Status s = store::RemoveJobDir(state_dir_, job_id);
+    if (result.ok()) result = s;
+  }
+  if (metrics_) metrics_->RemoveJob(job_id);
+  return result;
 }
 
 }  // namespace gnmr

@@ -22,11 +22,17 @@ double Seconds(std::chrono::steady_clock::duration d) {
 
 StatusOr<std::unique_ptr<Job>> Job::Create(std::string job_id, uint32_t world_size,
                                            std::string token, const ControllerConfig& config,
-                                           JobOptions options, JobListener* listener) {
+                                           JobOptions options, JobListener* listener,
+                                           uint64_t first_generation) {
   StatusOr<Controller> c = Controller::Create(config);
   if (!c.ok()) return c.status();
   std::unique_ptr<Job> job(new Job(std::move(job_id), world_size, std::move(token),
                                    std::move(c).value(), options, listener));
+  if (first_generation > 1) {
+    job->generation_ = first_generation;
+    job->generation_start_ = GenerationStartMessage(
+        first_generation, job->controller_.next_lag(), job->controller_.sequence() + 1);
+  }
   if (listener) listener->OnJobStarted(job->id_, world_size, job->controller_);
   return job;
 }
@@ -42,6 +48,7 @@ Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller 
       controller_(std::move(controller)),
       aggregator_(&topology_, options.aggregation),
       session_ids_(std::random_device{}()),
+      last_active_(Clock::now()),
       generation_start_(GenerationStartMessage(generation_, controller_.next_lag(),
                                                controller_.sequence() + 1)),
       acks_(options.steps_kept_for_acks) {}
@@ -75,6 +82,7 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
     std::lock_guard<std::mutex> lock(job->mu_);
     job->generation_ = meta.generation();
     job->aggregator_.SetLastClosed(meta.last_closed_step());
+    job->last_active_ = SteadyFromUnix(meta.last_active_unix(), job->last_active_);
     job->StartGeneration(GenerationCause::kRestore, "the daemon restored the job from its snapshot");
   }
   return job;
@@ -84,6 +92,7 @@ bool Job::TokenMatches(const std::string& token) const { return SameSecret(token
 
 StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_.ok()) return closed_;
   if (req.world_size() != world_size_) {
     return Status(StatusCode::kFailedPrecondition,
                   "job '" + id_ + "' has world size " + std::to_string(world_size_) +
@@ -139,6 +148,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   } while (rs.session_id == 0);
   rs.client_version = req.client_version();
   rs.last_seen = Clock::now();
+  last_active_ = rs.last_seen;
   rs.seen = true;
   rs.stream_ended = false;
   aggregator_.ResetRank(req.rank());
@@ -177,12 +187,14 @@ Status Job::CheckSession(uint32_t rank, uint64_t session_id) const {
 
 Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionSink> sink) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_.ok()) return closed_;
   Status s = CheckSession(rank, session_id);
   if (!s.ok()) return s;
   RankSession& rs = sessions_[rank];
   if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new stream"));
   rs.sink = std::move(sink);
   rs.last_seen = Clock::now();
+  last_active_ = rs.last_seen;
   rs.stream_ended = false;
   // The generation, then its recent decisions in order: a rank attaching
   // late finds the decision that covers each recent step.
@@ -201,6 +213,7 @@ void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
   }
   it->second.sink.reset();
   it->second.stream_ended = true;
+  last_active_ = Clock::now();
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
 }
 
@@ -218,6 +231,7 @@ uint32_t Job::connected_sessions() const {
 Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& stats,
                     size_t bytes, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_.ok()) return closed_;
   Status s = CheckSession(rank, session_id);
   if (!s.ok()) return s;
   StepAggregator::Outcome outcome;
@@ -225,6 +239,7 @@ Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& sta
   if (!s.ok()) return s;
   RankSession& rs = sessions_[rank];
   rs.last_seen = now;
+  last_active_ = now;
   if (listener_) {
     listener_->OnReport(id_, rank, bytes, stats.overhead());
     if (outcome == StepAggregator::Outcome::kLate) listener_->OnLateReport(id_, rank);
@@ -235,6 +250,7 @@ Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& sta
 
 Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_.ok()) return closed_;
   Status s = CheckSession(rank, session_id);
   if (!s.ok()) return s;
   // An ack of a void generation is not compared (see "Acks" in job.h);
@@ -315,6 +331,7 @@ v1::JobMeta Job::MetaLocked() const {
   }
   meta.set_last_closed_step(aggregator_.last_closed());
   meta.set_generation(generation_);
+  meta.set_last_active_unix(LastActiveUnixLocked());
   return meta;
 }
 

@@ -108,11 +108,14 @@ class Job {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // A new job; InvalidArgument if the config does not validate.
+  // A new job; InvalidArgument if the config does not validate. Its first
+  // generation is `first_generation` (above 1 for a job id that was
+  // deleted while its ranks may still hold decisions of the old job).
   static StatusOr<std::unique_ptr<Job>> Create(std::string job_id, uint32_t world_size,
                                                std::string token,
                                                const ControllerConfig& config,
-                                               JobOptions options, JobListener* listener);
+                                               JobOptions options, JobListener* listener,
+                                               uint64_t first_generation = 1);
   // A job restored from its snapshot; DataLoss if the two parts disagree.
   static StatusOr<std::unique_ptr<Job>> Restore(const v1::ControllerState& state,
                                                 const v1::JobMeta& meta,
@@ -168,6 +171,18 @@ class Job {
   void SnapshotNow();
   uint32_t connected_sessions() const;
 
+  // ---- lifecycle (job_lifecycle.cc; deploy/README.md, "Job lifecycle")
+  // Ends the job for good (deletion, idle expiry): every attached stream is
+  // closed with `why`, every later Register, Attach, report and ack fails
+  // with it, and the listener is never called again, so nothing recreates
+  // the job's files or metric series afterwards. Returns the number of
+  // streams it closed.
+  uint32_t Close(const Status& why);
+  // How long the job has been idle at `now`: no stream attached and no
+  // report since (zero while a stream is attached). A restored job counts
+  // from its snapshot's last activity.
+  Clock::duration IdleFor(Clock::time_point now) const;
+
  private:
   struct RankSession {
     uint64_t session_id = 0;
@@ -211,6 +226,11 @@ class Job {
 
   void EmitEvents(const Decision& d);
   void RequestSnapshot();
+  // ---- lifecycle (job_lifecycle.cc)
+  // last_active_ as Unix seconds (now while a stream is attached).
+  double LastActiveUnixLocked() const;
+  // A wall-clock time as a steady-clock one; `fallback` for 0 (unknown).
+  static Clock::time_point SteadyFromUnix(double unix_seconds, Clock::time_point fallback);
   v1::JobMeta MetaLocked() const;
   Status CheckSession(uint32_t rank, uint64_t session_id) const;
   uint32_t ConnectedLocked() const;
@@ -219,7 +239,7 @@ class Job {
   const uint32_t world_size_;
   const std::string token_;
   const JobOptions options_;
-  JobListener* const listener_;
+  JobListener* listener_;  // null once closed (and when none was given)
 
   mutable std::mutex mu_;
   JobTopology topology_;
@@ -243,6 +263,11 @@ class Job {
   // changes after it (a decision, a config change, a release, a new unit):
   // a repeat of that import before is a no-op. "" otherwise.
   std::string imported_state_;
+
+  // Lifecycle: the last report, attach or detach (idle expiry), and why
+  // the job was closed (OK while open).
+  Clock::time_point last_active_;
+  Status closed_;
 
   uint64_t steps_since_snapshot_ = 0;
   uint64_t decision_failures_ = 0;

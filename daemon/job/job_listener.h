@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "daemon/aggregator/step_aggregator.h"
 #include "daemon/controller/controller.h"
 #include "daemon/job/ack_book.h"
@@ -54,6 +55,15 @@ class JobListener {
   virtual void OnSnapshot(const std::string& job_id,
                           const v1::ControllerState& state,
                           const v1::JobMeta& meta) = 0;
+  // The job was deleted or expired and is closed (Job::Close: no other call
+  // for it follows): forget it, its files and its metric series. Not under
+  // the job's lock, and the only method that may block (file I/O); a new
+  // job of the same id is created only after it returns. Errors are for
+  // the caller's log line and the Admin answer.
+  virtual Status OnJobRemoved(const std::string& job_id) {
+    (void)job_id;
+    return Status::Ok();
+  }
 };
 
 }  // namespace gnmr

@@ -28,6 +28,7 @@ AdminService::AdminService(JobRegistry* registry, ServerStats* stats, AdminConte
   Route("ReleaseUnit", Access::kMutation, &AdminService::ReleaseUnit);
   Route("ExportState", Access::kRead, &AdminService::ExportState);
   Route("ImportState", Access::kMutation, &AdminService::ImportState);
+  Route("DeleteJob", Access::kMutation, &AdminService::DeleteJob);
 }
 
 void AdminService::SetListen(std::vector<std::string> bound) {
@@ -184,6 +185,26 @@ Status AdminService::ImportState(grpc::CallbackServerContext*, const v1::ImportS
                  generation);
   }
   return s;
+}
+
+Status AdminService::DeleteJob(grpc::CallbackServerContext*, const v1::DeleteJobRequest& req,
+                               v1::DeleteJobResponse* resp) {
+  const Status why(StatusCode::kAborted,
+                   "job '" + req.job_id() +
+                       "' was deleted by an operator; a rank still running registers it again "
+                       "as a new job");
+  StatusOr<uint32_t> closed = registry_->Remove(req.job_id(), why);
+  const StatusCode code = closed.status().code();
+  if (!closed.ok() && code != StatusCode::kNotFound && code != StatusCode::kUnavailable) {
+    spdlog::error("job {}: deleted by an operator, but: {}", EscapeForLog(req.job_id()),
+                  EscapeForLog(closed.status().message(), 512));
+  }
+  if (!closed.ok()) return closed.status();
+  resp->set_streams_closed(*closed);
+  spdlog::info("job {}: deleted by an operator ({} stream(s) closed); its snapshots, event log "
+               "and metric series are removed",
+               EscapeForLog(req.job_id()), *closed);
+  return Status::Ok();
 }
 
 }  // namespace gnmr

@@ -1,7 +1,8 @@
 // EventLog: the append-only per-job event log (SPEC section 7) and the
 // in-memory window of recent events that Admin.ListEvents serves.
 //
-//   <state_dir>/jobs/<escaped job id>/events.jsonl   one JSON object a line
+//   <state_dir>/jobs/<escaped job id>/events.jsonl     one JSON object a line
+//   <state_dir>/jobs/<escaped job id>/events.jsonl.1   the one before it
 //
 // Every admission, release, denial, config change, admin release and import
 // is one gnmr.v1.Event with the statistics that caused it (event_json.h
@@ -22,7 +23,15 @@
 // - Flush waits until everything appended before it is written and
 //   fdatasync'ed; Stop (and the destructor) flushes and joins the thread.
 // - ReloadTail refills a job's ring from the end of its file after a
-//   restart, so ListEvents still shows the events before it.
+//   restart, so ListEvents still shows the events before it; when the file
+//   holds fewer events than the ring, it reads on into events.jsonl.1.
+// - Rotation by size: before a write would take a job's events.jsonl past
+//   max_file_bytes, the file is renamed to events.jsonl.1 (replacing the
+//   previous one) and a new one is started. A job's event log thus takes at
+//   most about 2 x max_file_bytes (a single write may exceed the bound by
+//   its own size).
+// - RemoveJob (a deleted or expired job) drops the job's ring and its
+//   buffered events; the writer closes its file and deletes both files.
 #pragma once
 
 #include <chrono>
@@ -33,6 +42,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -46,6 +56,7 @@ struct EventLogOptions {
   size_t max_buffered = 65536;   // events waiting for the writer, all jobs
   std::chrono::milliseconds flush_interval{200};
   size_t max_open_files = 128;
+  uint64_t max_file_bytes = uint64_t{64} << 20;  // rotate past this (above)
 };
 
 class EventLog {
@@ -84,8 +95,13 @@ class EventLog {
   // Flushes, then stops the writer; later Appends only reach the ring.
   void Stop();
 
-  // Drops the job's ring (the file stays).
-  void ForgetJob(const std::string& job_id);
+  // Forgets a deleted job: its ring and buffered events are dropped, and
+  // its file is closed and (with `delete_files`) its files events.jsonl and
+  // events.jsonl.1 deleted before this returns; without, the caller removes
+  // them (store::RemoveJobDir takes the whole directory at once). Appends
+  // for the job afterwards start it anew. The error of a failed deletion
+  // (a missing file is none).
+  Status RemoveJob(const std::string& job_id, bool delete_files = true);
 
   struct Counters {
     uint64_t appended = 0;
@@ -93,6 +109,7 @@ class EventLog {
     uint64_t dropped = 0;         // not buffered: buffer full or stopped
     uint64_t write_failures = 0;  // events lost to write errors
     uint64_t reload_skipped = 0;  // unparsable lines seen by ReloadTail
+    uint64_t rotations = 0;       // events.jsonl renamed to events.jsonl.1
   };
   Counters counters() const;
 
@@ -108,12 +125,26 @@ class EventLog {
     Status error;  // the first
   };
 
+  struct OpenFile {
+    int fd = -1;
+    uint64_t size = 0;
+  };
+
   void Run();
-  // Writes one batch, grouped by job. Writer thread only, as are the next.
-  BatchResult WriteBatch(const std::vector<Buffered>& batch);
+  // Writes one batch, grouped by job, leaving out the jobs in `removed`.
+  // Writer thread only, as are the next four.
+  BatchResult WriteBatch(const std::vector<Buffered>& batch,
+                         const std::vector<std::pair<std::string, bool>>& removed);
   Status WriteJob(const std::string& job_id, const std::string& lines);
+  // Renames the job's full file to events.jsonl.1 and opens a new one.
+  Status Rotate(const std::string& job_id, OpenFile* file);
   Status SyncOpenFiles();
   void CloseFiles();
+  // Closes the job's file (if open) and deletes its files if asked to.
+  Status RemoveFiles(const std::string& job_id, bool delete_files);
+  // Runs the removals taken from removals_ and books them (mu_ not held).
+  void CompleteRemovals(const std::vector<std::pair<std::string, bool>>& removals);
+  std::string EventsPath(const std::string& job_id) const;
 
   const std::string state_dir_;
   const EventLogOptions options_;
@@ -129,10 +160,16 @@ class EventLog {
   Status flush_error_;         // first write error since the last Flush
   Counters counters_;
   bool stopping_ = false;
+  bool writer_done_ = false;  // the thread has returned: RemoveJob works alone
+  // RemoveJob requests: job ids (and delete_files) for the writer, their
+  // outcome for the caller.
+  std::vector<std::pair<std::string, bool>> removals_;
+  std::unordered_map<std::string, Status> removed_;
 
   // Writer thread only.
-  std::unordered_map<std::string, int> files_;     // job id -> fd
+  std::unordered_map<std::string, OpenFile> files_;  // job id -> open file
   std::unordered_map<std::string, bool> failing_;  // job id -> last failed
+  std::unordered_set<std::string> rotation_failing_;
   std::thread thread_;
 };
 

@@ -132,5 +132,55 @@ TEST(ClientWithGnmrd, AbsentAtStartThenKilledAndRestarted) {
   t.client().Stop();
 }
 
+// An operator deletes the job under a running trainer (gnmrctl job
+// delete): the client is told, registers again, and follows the new job,
+// whose generation is newer than the deleted one's, so none of the old
+// job's decisions is mixed into its plans.
+TEST(ClientWithGnmrd, DeletedJobIsStartedAnewAndItsPlansApply) {
+  testing::GnmrdProcess gnmrd;
+  ASSERT_TRUE(gnmrd.Start());
+  Trainer t(gnmrd.target());
+  ASSERT_TRUE(WaitFor([&] { return t.client().Counters().connected; }, std::chrono::seconds(5)));
+  int64_t step = 0;
+  for (; step < 20; ++step) t.Step(step);
+  const ClientCounters before = t.client().Counters();
+  ASSERT_GT(before.decisions_received, 0u);
+
+  auto admin = v1::Admin::NewStub(gnmrd.Channel());
+  grpc::ClientContext ctx;
+  v1::DeleteJobRequest req;
+  req.set_job_id("job");
+  v1::DeleteJobResponse resp;
+  ASSERT_TRUE(admin->DeleteJob(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.streams_closed(), 1u);
+
+  // Training goes on; the client registers the job anew.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        t.Step(step++);
+        const ClientCounters k = t.client().Counters();
+        return k.connected && k.reconnects >= 1 && k.generation > before.generation;
+      },
+      std::chrono::seconds(10)));
+  // The client says why its stream ended (not just "cancelled").
+  bool told = false;
+  for (const Problem& p : t.client().TakeProblems()) {
+    told = told || p.message.find("Session: job 'job' was deleted by an operator") !=
+                       std::string::npos;
+  }
+  EXPECT_TRUE(told);
+  // Past the new job's warmup a spike is admitted, and the plans apply it.
+  const int64_t spike = step + 10;
+  bool applied = false;
+  for (const int64_t end = step + 25; step < end; ++step) {
+    const Plan p = t.Step(step, step == spike ? 2 : -1);
+    applied = applied || (p.has_decision && p.Find(2) != nullptr);
+  }
+  EXPECT_TRUE(applied) << "the new job's admission never reached a plan";
+  const ClientCounters k = t.client().Counters();
+  EXPECT_EQ(k.decisions_rejected, 0u) << k.last_error;
+  t.client().Stop();
+}
+
 }  // namespace
 }  // namespace gnmr

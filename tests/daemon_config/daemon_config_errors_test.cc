@@ -181,6 +181,16 @@ TEST(ConfigValuesTest, Spellings) {
   EXPECT_TRUE(ParseByteSize("4096", 0, 1u << 30, &n).ok());
   EXPECT_FALSE(ParseByteSize("MiB", 0, 1u << 30, &n).ok());
   EXPECT_FALSE(ParseByteSize("-1", 0, 1u << 30, &n).ok());
+  EXPECT_TRUE(ParseDurationMs("500ms", 1000000, &n).ok());
+  EXPECT_EQ(n, 500u);
+  EXPECT_TRUE(ParseDurationMs("2m", 1000000, &n).ok());
+  EXPECT_EQ(n, 120000u);
+  EXPECT_TRUE(ParseDurationMs("0", 1000000, &n).ok());
+  EXPECT_EQ(n, 0u);
+  EXPECT_FALSE(ParseDurationMs("1d", 1000000, &n).ok());  // past the bound
+  EXPECT_FALSE(ParseDurationMs("5", 1000000, &n).ok());   // no unit
+  EXPECT_FALSE(ParseDurationMs("h", 1000000, &n).ok());
+  EXPECT_FALSE(ParseDurationMs("-1s", 1000000, &n).ok());
   EXPECT_FALSE(ParseUint("+5", 0, 10, &n).ok());
   EXPECT_FALSE(ParseUint("99999999999999999999999", 0, ~0ull, &n).ok());
   uint32_t mode = 0;

@@ -265,5 +265,36 @@ TEST(DaemonConfigTest, WarningsForRiskyButValidSettings) {
   }
 }
 
+TEST(DaemonConfigTest, JobLifecycleKeys) {
+  StatusOr<LoadedConfig> got = Load({});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->config.job_idle_expiry_ms, 7ull * 24 * 3600 * 1000);
+  EXPECT_EQ(got->config.event_log_max_bytes, 64ull << 20);
+  ScratchDir dir;
+  const std::string path = dir / "gnmrd.yaml";
+  WriteFileOrFail(path, "job_idle_expiry: 36h\nevent_log_max_bytes: 1MiB\n");
+  got = Load({"--config", path});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->config.job_idle_expiry_ms, 36ull * 3600 * 1000);
+  EXPECT_EQ(got->config.event_log_max_bytes, 1ull << 20);
+  got = Load({"--config", path, "--job-idle-expiry", "off", "--event-log-max-bytes", "4096"});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->config.job_idle_expiry_ms, 0u);
+  EXPECT_EQ(got->config.event_log_max_bytes, 4096u);
+  EXPECT_NE(DescribeConfig(got->config).find("job_idle_expiry: 0 (never) (--job-idle-expiry)"),
+            std::string::npos)
+      << DescribeConfig(got->config);
+  got = Load({"--job-idle-expiry", "7"});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().message(),
+            "--job-idle-expiry: must be a duration like 7d, 12h, 30m, 45s or 500ms (at most "
+            "3650d), or 0/off, got '7'");
+  got = Load({"--event-log-max-bytes", "1KiB"});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().message().rfind("--event-log-max-bytes: must be a size in [4096, ", 0),
+            0u)
+      << got.status().message();
+}
+
 }  // namespace
 }  // namespace gnmr

@@ -26,6 +26,7 @@ const Command kCommands[] = {
     {"config", "get or set a job's controller config (set: admin)", &ConfigCommand},
     {"export", "write a job's controller state to a file", &ExportCommand},
     {"import", "load a job's controller state from a file (admin)", &ImportCommand},
+    {"job", "job lifecycle: `job delete` forgets a job and its files (admin)", &JobCommand},
     {"replay", "replay a recorded trace through the controller offline",
      &ReplayCommand},
 };
