@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/controller/controller.h"
+#include "controller/controller.h"
 
 namespace gnmr {
 namespace {

@@ -3,7 +3,7 @@
 // for fp32 and bf16 inputs larger than the caches), measured so that the
 // ratio survives a noisy machine.
 //
-// Why not just BM_CpuStats / BM_MemoryRead (client/bench): Google Benchmark
+// Why not just BM_CpuStats / BM_MemoryRead (bench): Google Benchmark
 // runs each benchmark for a while, one after the other, so the ratio of two
 // of them also carries whatever the memory bandwidth of a shared VM did in
 // between (we saw the same read vary 44-55 GB/s within a minute). Here:
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "bench/stats_throughput.h"
-#include "kernels/cpu/cpu_stats.h"
+#include "gnmr/cpu_stats.h"
 
 namespace gnmr {
 namespace {

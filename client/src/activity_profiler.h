@@ -22,7 +22,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 

@@ -20,10 +20,4 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& o) {
   return grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
 }
 
-Status FromGrpc(const grpc::Status& s, const char* what) {
-  if (s.ok()) return Status::Ok();
-  return Status(static_cast<StatusCode>(s.error_code()),
-                std::string(what) + ": " + s.error_message());
-}
-
 }  // namespace gnmr

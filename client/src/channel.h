@@ -7,8 +7,9 @@
 
 #include <memory>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/client.h"
+#include "proto/grpc_status.h"
 
 namespace gnmr {
 
@@ -16,9 +17,5 @@ namespace gnmr {
 // to an earlier daemon process by another client in this process), the
 // options' reconnect backoff, no message size limit on what it sends.
 std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options);
-
-// grpc::Status -> Status with `what` prefixed to the message (gRPC's codes
-// are the canonical codes StatusCode numbers).
-Status FromGrpc(const grpc::Status& s, const char* what);
 
 }  // namespace gnmr

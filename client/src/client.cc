@@ -21,8 +21,8 @@
 #include <utility>
 
 #include "client/src/client_impl.h"
-#include "daemon/controller/state_codec.h"
-#include "kernels/cpu/cpu_stats.h"
+#include "core/config_codec.h"
+#include "gnmr/cpu_stats.h"
 
 namespace gnmr {
 namespace {

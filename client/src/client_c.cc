@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gnmr/client.h"
+#include "gnmr/version.h"
 
 struct gnmr_client {
   std::unique_ptr<gnmr::Client> client;
@@ -74,6 +75,8 @@ void ToRefs(const gnmr_tensor* t, size_t n, std::vector<gnmr::TensorRef>* out) {
 extern "C" {
 
 const char* gnmr_last_error(void) { return g_last_error.c_str(); }
+
+const char* gnmr_version(void) { return GNMR_VERSION_STRING; }
 
 void gnmr_options_init(gnmr_options* o) {
   if (o == nullptr) return;

@@ -15,12 +15,10 @@
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
 #include "client/src/unit_registry.h"
-#include "daemon/controller/state_codec.h"
+#include "core/config_codec.h"
 #include "gnmr/client.h"
+#include "gnmr/version.h"
 
-#ifndef GNMR_VERSION
-#define GNMR_VERSION "0.0.0"
-#endif
 
 namespace gnmr {
 
@@ -95,7 +93,7 @@ class Client::Impl {
     req.set_job_id(options.job_id);
     req.set_rank(options.rank);
     req.set_world_size(options.world_size);
-    req.set_client_version(std::string("gnmr-client/") + GNMR_VERSION);
+    req.set_client_version(std::string("gnmr-client/") + GNMR_VERSION_STRING);
     req.set_instance(instance);
     units.FillSpecs(&req);
     if (options.config) ConfigToProto(*options.config, req.mutable_config());

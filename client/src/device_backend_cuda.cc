@@ -16,7 +16,7 @@
 
 #include "client/src/device_backend.h"
 #include "gnmr/gpu_stats.h"
-#include "kernels/cuda/cuda_util.h"
+#include "gnmr/cuda_util.h"
 
 namespace gnmr {
 namespace {

@@ -35,7 +35,7 @@
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
 #include "common/log_limiter.h"
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/client.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 

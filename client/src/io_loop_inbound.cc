@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "client/src/io_loop.h"
-#include "daemon/controller/state_codec.h"
+#include "core/config_codec.h"
 
 namespace gnmr {
 

@@ -24,9 +24,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.h"
-#include "daemon/controller/decision.h"
-#include "daemon/job/topology.h"
+#include "gnmr/status.h"
+#include "core/decision.h"
+#include "daemon/topology/topology.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "daemon/config/controller_config_yaml.h"
+#include "controller/config_yaml.h"
 #include "daemon/daemon_config/config_keys.h"
 #include "daemon/daemon_config/config_values.h"
 

@@ -10,14 +10,12 @@
 #include <sstream>
 
 #include "common/text.h"
-#include "daemon/config/controller_config_yaml.h"
+#include "controller/config_yaml.h"
 #include "daemon/daemon_config/command_line.h"
 #include "daemon/daemon_config/config_file.h"
 #include "daemon/daemon_config/config_values.h"
+#include "gnmr/version.h"
 
-#ifndef GNMR_VERSION
-#define GNMR_VERSION "unknown"
-#endif
 
 namespace gnmr {
 namespace {
@@ -276,7 +274,7 @@ std::string DaemonHelpText(const std::string& program) {
   return daemon_config::CommandLineHelp(program);
 }
 
-std::string DaemonVersionText() { return std::string("gnmrd ") + GNMR_VERSION; }
+std::string DaemonVersionText() { return std::string("gnmrd ") + GNMR_VERSION_STRING; }
 
 std::string DescribeConfig(const DaemonConfig& c) {
   std::string out;

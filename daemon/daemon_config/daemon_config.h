@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
-#include "daemon/controller/config.h"
+#include "gnmr/status.h"
+#include "gnmr/config.h"
 
 namespace gnmr {
 

@@ -26,11 +26,12 @@
 #include "daemon/store/snapshot_store.h"
 #include "daemon/store/snapshot_writer.h"
 #include "daemon/store/state_dir.h"
+#include "gnmr/version.h"
 
 namespace gnmr {
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = GNMR_VERSION_STRING;
 
 // mkdir -p with `mode` for the directories it creates.
 Status MakeDirs(const std::string& path, mode_t mode) {

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "common/secret.h"
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "daemon/job/decision_message.h"
 #include "daemon/job/unit_set_diff.h"
 

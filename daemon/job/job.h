@@ -61,12 +61,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/aggregator/step_aggregator.h"
-#include "daemon/controller/controller.h"
+#include "controller/controller.h"
 #include "daemon/job/ack_book.h"
 #include "daemon/job/job_listener.h"
-#include "daemon/job/topology.h"
+#include "daemon/topology/topology.h"
 #include "gnmr/v1/gnmr.pb.h"
 #include "gnmr/v1/job_state.pb.h"
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "common/wall_clock.h"
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {

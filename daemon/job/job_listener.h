@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/aggregator/step_aggregator.h"
-#include "daemon/controller/controller.h"
+#include "controller/controller.h"
 #include "daemon/job/ack_book.h"
 #include "gnmr/v1/gnmr.pb.h"
 #include "gnmr/v1/job_state.pb.h"

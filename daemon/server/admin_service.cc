@@ -6,7 +6,7 @@
 
 #include "common/secret.h"
 #include "common/text.h"
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "daemon/server/peer_access.h"
 #include "daemon/server/raw_unary.h"
 #include "daemon/server/request_validation.h"

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/server/admin_service.h"
 #include "daemon/server/gnmr_service.h"
 #include "daemon/server/job_registry.h"

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "common/text.h"
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "daemon/server/peer_access.h"
 #include "daemon/server/raw_unary.h"
 #include "daemon/server/session_reactor.h"

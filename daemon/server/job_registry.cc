@@ -4,7 +4,7 @@
 
 #include "common/secret.h"
 #include "common/text.h"
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 
 namespace gnmr {
 namespace {

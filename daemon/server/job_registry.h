@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {

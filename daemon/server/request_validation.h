@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {

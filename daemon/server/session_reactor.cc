@@ -6,11 +6,6 @@
 
 namespace gnmr {
 
-grpc::Status ToGrpc(const Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message());
-}
-
 std::string TokenFromMetadata(const grpc::CallbackServerContext* ctx, const char* key) {
   const auto& md = ctx->client_metadata();
   auto it = md.find(key);
@@ -197,8 +192,7 @@ void SessionReactor::OnWriteDone(bool ok) {
 void SessionReactor::OnCancel() { sink_->Close(Status(StatusCode::kCancelled, "cancelled")); }
 
 void SessionReactor::OnDone() {
-  stats_->Record("Session", Status(static_cast<StatusCode>(sink_->finish_status_.error_code()),
-                                   ""));
+  stats_->Record("Session", FromGrpc(sink_->finish_status_));
   sink_->Detach();
   if (live_ != nullptr) live_->Remove(sink_.get());
   if (job_) job_->Detach(rank_, session_id_, sink_.get());

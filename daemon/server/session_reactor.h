@@ -27,6 +27,7 @@
 #include "daemon/server/live_sessions.h"
 #include "daemon/server/server_stats.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
+#include "proto/grpc_status.h"
 
 namespace gnmr {
 
@@ -98,6 +99,5 @@ class SessionReactor final
 // The job token from the x-gnmr-token metadata ("" if absent).
 std::string TokenFromMetadata(const grpc::CallbackServerContext* ctx, const char* key);
 
-grpc::Status ToGrpc(const Status& s);
 
 }  // namespace gnmr

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace store {

@@ -45,7 +45,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {

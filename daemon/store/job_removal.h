@@ -19,7 +19,7 @@
 
 #include <string>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace store {

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/controller.pb.h"
 
 namespace gnmr {

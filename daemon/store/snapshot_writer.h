@@ -23,7 +23,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/store/snapshot_store.h"
 #include "gnmr/v1/controller.pb.h"
 

@@ -138,6 +138,18 @@ StatusOr<std::unique_ptr<GpuStats>> GpuStats::Create(int device) {
   r = cudaStreamCreateWithFlags(&impl->setup_stream, cudaStreamNonBlocking);
   if (r != cudaSuccess) return CudaError(r, "cudaStreamCreate");
   const int c = cuda::InitLaunchConfig(device, &impl->config);
+  if (c == cudaErrorNoKernelImageForDevice || c == cudaErrorInvalidDeviceFunction) {
+    // The kernels were not built for this GPU (and no PTX it can JIT).
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    cudaGetLastError();
+    return Status(StatusCode::kUnavailable,
+                  "the GNMR CUDA kernels have no code for CUDA device " + std::to_string(device) +
+                      " (sm_" + std::to_string(major) + std::to_string(minor) +
+                      "): built for CMAKE_CUDA_ARCHITECTURES=" GNMR_CUDA_ARCHITECTURES
+                      "; rebuild with that architecture added (sm_80 or newer is needed)");
+  }
   if (c != 0) return CudaError(static_cast<cudaError_t>(c), "kernel occupancy");
   return std::unique_ptr<GpuStats>(new GpuStats(std::move(impl)));
 }

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "gnmr/gpu_stats.h"
-#include "kernels/cuda/cuda_util.h"
+#include "gnmr/cuda_util.h"
 #include "kernels/cuda/launch_ring.h"
 #include "kernels/cuda/stats_kernels.h"
 

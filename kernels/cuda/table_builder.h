@@ -15,7 +15,7 @@
 #include <functional>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/tensor.h"
 #include "kernels/cuda/stats_kernels.h"
 

@@ -15,9 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
-#include "daemon/controller/config.h"
+#include "gnmr/status.h"
+#include "gnmr/config.h"
 #include "gnmr/client.h"
+#include "gnmr/version.h"
 #include "gnmr/tensor.h"
 #include "python/src/config_dict.h"
 
@@ -260,6 +261,7 @@ PYBIND11_MODULE(_gnmr, m) {
   using namespace gnmr;
   using namespace gnmr::python;
   m.doc() = "GNMR client library (C++), see the gnmr package";
+  m.attr("__version__") = GNMR_VERSION_STRING;
 
   // Translators run newest first: the subclass is registered after its base.
   auto& error = py::register_exception<GnmrError>(m, "Error", PyExc_RuntimeError);

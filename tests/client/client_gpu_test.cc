@@ -16,7 +16,7 @@
 #include "client/src/device_backend.h"
 #include "gnmr/client.h"
 #include "gnmr/gpu_stats.h"
-#include "kernels/cuda/driver_fns.h"
+#include "gnmr/cuda_driver_fns.h"
 #include "tests/client/unit_figures.h"
 #include "tests/daemon/gnmrd_process.h"
 #include "tests/kernels/gpu_gate.h"

@@ -1,5 +1,5 @@
 // Status and StatusOr: the error type at every boundary.
-#include "common/status.h"
+#include "gnmr/status.h"
 
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-#include "daemon/controller/config.h"
+#include "gnmr/config.h"
 
 #include <gtest/gtest.h>
 

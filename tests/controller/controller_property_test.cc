@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "tests/controller/controller_test_util.h"
 
 namespace gnmr::testing {

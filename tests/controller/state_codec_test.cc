@@ -1,6 +1,6 @@
 // Controller state serialization: round trip, and rejection of corrupt or
 // hostile state (a snapshot file or `gnmrctl import` input is untrusted).
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "tests/controller/controller_test_util.h"
 
 namespace gnmr::testing {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "gnmr/gpu_stats.h"
-#include "kernels/cuda/cuda_util.h"
-#include "kernels/cpu/cpu_stats.h"
+#include "gnmr/cuda_util.h"
+#include "gnmr/cpu_stats.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "gnmr/gpu_stats.h"
-#include "kernels/cpu/cpu_stats.h"
-#include "kernels/cuda/driver_fns.h"
+#include "gnmr/cpu_stats.h"
+#include "gnmr/cuda_driver_fns.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 

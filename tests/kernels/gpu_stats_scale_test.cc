@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gnmr/gpu_stats.h"
-#include "kernels/cpu/cpu_stats.h"
+#include "gnmr/cpu_stats.h"
 #include "kernels/stats_order.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"

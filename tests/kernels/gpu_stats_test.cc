@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "gnmr/gpu_stats.h"
-#include "kernels/cpu/cpu_stats.h"
+#include "gnmr/cpu_stats.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 

@@ -1,6 +1,6 @@
 // RunReplay: the JSON Lines it writes on small handmade traces, the summary,
 // and agreement with a controller fed directly on the bundled example.
-#include "daemon/replay/replay.h"
+#include "controller/replay/replay.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/config/controller_config_yaml.h"
+#include "controller/config_yaml.h"
 
 namespace gnmr {
 namespace {

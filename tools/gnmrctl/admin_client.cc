@@ -179,7 +179,7 @@ int AdminClient::Fail(const grpc::Status& status) const {
                (problem.empty() ? status.error_message()
                                 : problem + " (" + status.error_message() + ")"));
   } else {
-    PrintError(std::string(StatusCodeName(static_cast<StatusCode>(status.error_code()))) +
+    PrintError(std::string(StatusCodeName(CodeOf(status))) +
                ": " + status.error_message());
   }
   return kExitFailure;

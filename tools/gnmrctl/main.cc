@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/defaults.h"
+#include "gnmr/version.h"
 #include "tools/gnmrctl/commands.h"
 
 namespace gnmr {
@@ -74,7 +75,7 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
   if (name == "--version") {
-    std::printf("gnmrctl %s\n", GNMR_VERSION);
+    std::printf("gnmrctl %s\n", GNMR_VERSION_STRING);
     return kExitOk;
   }
   for (const Command& c : kCommands) {

@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
-#include "daemon/controller/config.h"
+#include "gnmr/status.h"
+#include "gnmr/config.h"
 #include "gnmr/tensor.h"
 
 namespace gnmr {

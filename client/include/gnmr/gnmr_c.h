@@ -196,6 +196,9 @@ enum { GNMR_OVERHEAD_HOST_WALL = 1, GNMR_OVERHEAD_CUPTI = 2, GNMR_OVERHEAD_UNAVA
 /* The message of this thread's last failed call ("" if none). Valid until
  * the thread's next gnmr_* call. */
 const char* gnmr_last_error(void);
+/* The library's version, e.g. "0.2.0" (compare with GNMR_VERSION_STRING of
+ * <gnmr/version.h> to detect a header/library mismatch). 0.2. */
+const char* gnmr_version(void);
 
 void gnmr_options_init(gnmr_options* options);
 
