@@ -6,7 +6,11 @@
 # cgroups. No registry is reachable, so every image is built here from a
 # base made by debootstrap from the host's own Debian mirror.
 
-DC_PACKAGES=(podman runc debootstrap fuse-overlayfs uidmap python3 python3-yaml)
+# podman's recommends that matter here, named: catatonit (the pause image
+# of pods), netavark + aardvark-dns + iptables (bridge networks, published
+# ports); runc (see above); python3-yaml reads the manifests.
+DC_PACKAGES=(podman runc catatonit netavark aardvark-dns iptables debootstrap fuse-overlayfs
+  uidmap python3 python3-yaml)
 
 install_engine() {
   local missing=() p
@@ -27,6 +31,8 @@ install_engine() {
   cat >"$DC_WORK/containers.conf" <<'CONF'
 [containers]
 default_ulimits = []
+[network]
+network_backend = "netavark"
 [engine]
 runtime = "runc"
 cgroup_manager = "cgroupfs"
