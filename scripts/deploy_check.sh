@@ -13,7 +13,7 @@
 #   4 startup    image size (<= 150 MB), gnmrd ready after start (<= 1 s)
 #   5 manifests  deploy/kubernetes through kubectl (no cluster)
 #
-#   scripts/deploy_check.sh                  # all (about 4 min + the build)
+#   scripts/deploy_check.sh                  # all (2.5 min + the builds, 15 cold)
 #   scripts/deploy_check.sh sidecar compose  # some (the images are built first)
 #   DEPLOY_CHECK_JOBS=4 scripts/deploy_check.sh  # compile jobs of the image
 #       build (default: nproc; the layer cache keys on it: a new value rebuilds)

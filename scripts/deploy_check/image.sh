@@ -55,9 +55,10 @@ check_image() {
   # 1a. Non-root: the image's USER and gnmrd's real ids (PID 1).
   local user ids
   user=$(pm image inspect --format '{{.Config.User}}' "$DC_IMAGE")
-  ids=$(pm exec "$name" sh -c "awk '/^(Uid|Gid):/{printf \"%s%s \", \$1, \$2}' /proc/1/status")
-  if [ "$user" = "10001:10001" ] && [ "$ids" = "Uid:10001 Gid:10001 " ]; then
-    pass "1a non-root" "USER $user; gnmrd runs as $ids(read-only root, no capabilities)"
+  # Real, effective, saved and filesystem ids of PID 1 (gnmrd).
+  ids=$(pm exec "$name" sh -c "awk '/^(Uid|Gid):/{print \$1, \$2, \$3, \$4, \$5}' /proc/1/status" | tr '\n' ' ')
+  if [ "$user" = "10001:10001" ] && [ "$ids" = "Uid: 10001 10001 10001 10001 Gid: 10001 10001 10001 10001 " ]; then
+    pass "1a non-root" "USER $user; gnmrd (PID 1) runs as ${ids% }, read-only root, no capabilities"
   else
     fail "1a non-root" "USER '$user', gnmrd $ids"
   fi
@@ -128,6 +129,7 @@ check_image() {
 
   # Graceful stop: SIGTERM (STOPSIGNAL) -> exit 0 with the jobs snapshotted.
   pm stop -t 30 "$name" >/dev/null
+  pm logs "$name" >"$dir/gnmrd.log" 2>&1
   local rc
   rc=$(pm inspect --format '{{.State.ExitCode}}' "$name")
   if [ "$rc" = 0 ] && pm logs "$name" 2>&1 | grep -q "SIGTERM: shutting down"; then
@@ -151,10 +153,15 @@ check_size_and_startup() {
   base_mb=$(image_mb "$DC_BASE")
   pm history --format '{{.Size}}  {{.CreatedBy}}' "$DC_IMAGE" 2>/dev/null |
     cut -c1-160 >"$DC_WORK/image-layers.txt"
-  if [ "$size_mb" -le 150 ]; then
-    pass "4a image size" "$size_mb MB (target <= 150 MB; base $base_mb MB, layers in $DC_WORK/image-layers.txt)"
+  # No build dependencies in the runtime image: no compiler, no -dev package.
+  local pkgs build_deps
+  pkgs=$(pm run --rm --no-healthcheck --network none --entrypoint dpkg-query "$DC_IMAGE" \
+    -W -f '${Package}\n')
+  build_deps=$(grep -E -- '-dev$|^(gcc|g\+\+|cpp|clang)(-[0-9]+)?$|^(cmake|make|ninja-build|protobuf-compiler.*)$' <<<"$pkgs" | tr '\n' ' ')
+  if [ "$size_mb" -le 150 ] && [ -z "$build_deps" ]; then
+    pass "4a image size" "$size_mb MB (target <= 150 MB; base $base_mb MB; $(wc -l <<<"$pkgs") packages, no compiler or -dev; layers in $DC_WORK/image-layers.txt)"
   else
-    fail "4a image size" "$size_mb MB > 150 MB (base $base_mb MB; layers: $DC_WORK/image-layers.txt)"
+    fail "4a image size" "$size_mb MB (target <= 150 MB); build packages: ${build_deps:-none}; layers: $DC_WORK/image-layers.txt"
   fi
 
   local name=gnmr-dc-start poll=gnmr-dc-poll i execs=() starts=()

@@ -12,7 +12,7 @@
 # the kill holds after it with the same end step. Sourced.
 
 SIDE_JOB=dc-side
-SIDE_STEPS=400
+SIDE_STEPS=600  # 24 s at 40 ms a step: the outage is well inside the run
 SIDE_SPIKE=150
 
 # side_ctl ARGS...: gnmrctl inside the gnmrd container, on the socket
