@@ -13,6 +13,8 @@ DC_PACKAGES=(podman runc catatonit netavark aardvark-dns iptables debootstrap fu
   uidmap python3 python3-yaml)
 
 install_engine() {
+  [ "$(id -u)" -eq 0 ] ||
+    die "run as root: rootful podman (the pods' uids, volume ownership, published ports)"
   local missing=() p
   for p in "${DC_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -20,14 +22,13 @@ install_engine() {
   done
   if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]}"
-    local sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo=sudo
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq &&
-      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-        --no-install-recommends "${missing[@]}" >"$DC_WORK/apt.log" 2>&1 ||
+    { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+          "${missing[@]}"; } >"$DC_WORK/apt.log" 2>&1 ||
       die "apt-get install ${missing[*]} failed: $DC_WORK/apt.log"
   fi
-  [ "$(id -u)" -eq 0 ] || die "run as root: rootful podman (the Kubernetes-like uids and volume ownership)"
+  # No default ulimits: a container gets only those its command asks for
+  # (root in a container cannot raise a limit above the host's).
   cat >"$DC_WORK/containers.conf" <<'CONF'
 [containers]
 default_ulimits = []
