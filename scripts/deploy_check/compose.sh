@@ -39,7 +39,7 @@ sys.exit(0 if a else 1)'
 check_compose() {
   local dir=$DC_WORK/compose trainer=gnmr-dc-compose-trainer
   rm -rf "$dir" && mkdir -p "$dir"
-  if ss -ltn 2>/dev/null | grep -qE '127\.0\.0\.1:(9090|3000) '; then
+  if ss -ltn 2>/dev/null | grep -E '127\.0\.0\.1:(9090|3000) ' >/dev/null; then
     fail "3 compose" "127.0.0.1:9090 or :3000 (published by compose.yaml) is taken on this host"
     return 1
   fi

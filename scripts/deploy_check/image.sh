@@ -132,10 +132,10 @@ check_image() {
   pm logs "$name" >"$dir/gnmrd.log" 2>&1
   local rc
   rc=$(pm inspect --format '{{.State.ExitCode}}' "$name")
-  if [ "$rc" = 0 ] && pm logs "$name" 2>&1 | grep -q "SIGTERM: shutting down"; then
+  if [ "$rc" = 0 ] && grep -q "SIGTERM: shutting down" "$dir/gnmrd.log"; then
     pass "1f podman stop" "SIGTERM -> graceful shutdown, exit 0"
   else
-    fail "1f podman stop" "exit $rc: $(pm logs "$name" 2>&1 | tail -3)"
+    fail "1f podman stop" "exit $rc: $(tail -3 "$dir/gnmrd.log" | tr '\n' ' ')"
   fi
   pm rm -f -v "$name" >/dev/null
 }

@@ -17,7 +17,7 @@ install_engine() {
     die "run as root: rootful podman (the pods' uids, volume ownership, published ports)"
   local missing=() p
   for p in "${DC_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null ||
       missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
