@@ -30,7 +30,7 @@ esac
 DC_WORK=${DEPLOY_CHECK_DIR:-/var/tmp/gnmr-deploy-check}
 DC_JOBS=${DEPLOY_CHECK_JOBS:-$(nproc)}
 DC_BASE=localhost/gnmr-debian:12-slim
-DC_IMAGE=localhost/gnmr/gnmrd:0.1.0
+DC_IMAGE=localhost/gnmr/gnmrd:0.2.0
 DC_BUILD_IMAGE=localhost/gnmr/gnmrd-build:check
 DC_SYNTH_IMAGE=localhost/gnmr/synth:check
 DC_PROM_IMAGE=localhost/gnmr/prometheus:debian12
