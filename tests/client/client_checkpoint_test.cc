@@ -17,24 +17,14 @@
 #include "gnmr/client.h"
 #include "gnmr/gnmr_c.h"
 #include "gnmr/v1/controller.pb.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-// Polls `done` until it holds or `limit` passes (real processes and
-// threads: a bounded wait, never a fixed sleep).
-template <typename F>
-bool Eventually(F done, milliseconds limit = milliseconds(10000)) {
-  const Clock::time_point end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(2));
-  }
-  return done();
-}
+using testing::Eventually;
 
 ControllerConfig Fast() {
   ControllerConfig c;

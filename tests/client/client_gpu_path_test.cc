@@ -19,6 +19,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/eventually.h"
+
 #include "client/src/overhead_accountant.h"
 #include "daemon/server/daemon.h"
 #include "gnmr/client.h"
@@ -30,18 +32,11 @@
 namespace gnmr {
 namespace {
 
+using testing::Eventually;
+
 using Clock = std::chrono::steady_clock;
 using testing::FakeGpuInstall;
 using testing::FakeGpuState;
-
-bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
-  const Clock::time_point end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return cond();
-}
 
 TensorRef Ref(const std::vector<float>& v, int32_t device) {
   TensorRef t;
@@ -162,7 +157,7 @@ TEST_F(ClientGpuPathTest, MixedUnitsReachTheDaemonAsTheCpuPath) {
   }
   ASSERT_TRUE(host->Start().ok());
   ASSERT_TRUE(mixed->Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return host->Counters().connected && mixed->Counters().connected; },
+  ASSERT_TRUE(Eventually([&] { return host->Counters().connected && mixed->Counters().connected; },
                       std::chrono::seconds(5)));
   for (int64_t step = 0; step < 12; ++step) {
     FillStep(&a, step);
@@ -192,7 +187,7 @@ TEST_F(ClientGpuPathTest, MixedUnitsReachTheDaemonAsTheCpuPath) {
   ASSERT_TRUE(host->Flush(std::chrono::seconds(5)));
   ASSERT_TRUE(mixed->Flush(std::chrono::seconds(5)));
   EXPECT_EQ(mixed->Counters().reports_sent, 13u);
-  ASSERT_TRUE(WaitFor([&] { return Units("host") == Units("mixed") && Units("host").size() == 3; },
+  ASSERT_TRUE(Eventually([&] { return Units("host") == Units("mixed") && Units("host").size() == 3; },
                       std::chrono::seconds(5)));
   for (const auto& [name, nm] : Units("host")) {
     EXPECT_GT(nm.first, 0.0) << name;  // bit-identical (== above), and real
@@ -245,12 +240,12 @@ TEST_F(ClientGpuPathTest, OverheadRatioFromTheProfiler) {
   auto client = std::move(Client::Create(o)).value();
   ASSERT_TRUE(client->AddUnit("dev", {Ref(g, 0)}).ok());
   ASSERT_TRUE(client->Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return client->Counters().connected; }, std::chrono::seconds(5)));
+  ASSERT_TRUE(Eventually([&] { return client->Counters().connected; }, std::chrono::seconds(5)));
   for (int64_t step = 0; step < 8; ++step) {
     ASSERT_TRUE(client->Observe(step).ok());
     ASSERT_TRUE(client->Flush(std::chrono::seconds(5)));
   }
-  ASSERT_TRUE(WaitFor([&] { return client->Counters().overhead_step >= 4; },
+  ASSERT_TRUE(Eventually([&] { return client->Counters().overhead_step >= 4; },
                       std::chrono::seconds(5)));
   const ClientCounters k = client->Counters();
   EXPECT_EQ(k.overhead_source, OverheadSource::kCupti);
@@ -292,7 +287,7 @@ TEST_F(ClientGpuPathTest, ProfilerFlushNeverBlocksTheTrainingThread) {
     client->PlanFor(1, &plan);
     done = true;
   });
-  const bool finished = WaitFor([&] { return done.load(); }, std::chrono::seconds(30));
+  const bool finished = Eventually([&] { return done.load(); }, std::chrono::seconds(30));
   {
     std::lock_guard<std::mutex> lock(state.mu);
     state.block_collect = false;
@@ -338,12 +333,12 @@ TEST_F(ClientGpuPathTest, ProfilerWithoutStatsRecordsBacksOff) {
   auto client = std::move(Client::Create(o)).value();
   ASSERT_TRUE(client->AddUnit("dev", {Ref(g, 0)}).ok());
   ASSERT_TRUE(client->Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return client->Counters().connected; }, std::chrono::seconds(5)));
+  ASSERT_TRUE(Eventually([&] { return client->Counters().connected; }, std::chrono::seconds(5)));
   for (int64_t step = 0; step < 40; ++step) {
     ASSERT_TRUE(client->Observe(step).ok());
     ASSERT_TRUE(client->Flush(std::chrono::seconds(5)));
   }
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(Eventually(
       [&] {
         std::lock_guard<std::mutex> lock(state.mu);
         return state.profiler_stops == 1;

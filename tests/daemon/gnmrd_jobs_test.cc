@@ -5,6 +5,8 @@
 // reload after a restart reads across the rotated file.
 #include <dirent.h>
 #include <gtest/gtest.h>
+
+#include "tests/testing/eventually.h"
 #include <sys/stat.h>
 
 #include <functional>
@@ -20,20 +22,13 @@
 namespace gnmr::testing {
 namespace {
 
+using testing::Eventually;
+
 using Clock = std::chrono::steady_clock;
 
 const std::vector<RawRank::Unit>& Units() {
   static const std::vector<RawRank::Unit> units = {{"a"}, {"b"}};
   return units;
-}
-
-bool WaitFor(const std::function<bool()>& cond, std::chrono::seconds limit) {
-  const auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return cond();
 }
 
 bool Exists(const std::string& path) {
@@ -104,7 +99,7 @@ TEST_F(GnmrdJobs, DeletedJobLosesItsSeriesAndNoRestartRestoresIt) {
   ASSERT_GT(SeriesOf(before, "b"), 5u);
   EXPECT_EQ(before["gnmr_jobs"], 2);
   // (Snapshots are written in the background.)
-  ASSERT_TRUE(WaitFor([&] { return Exists(JobDir("a") + "/snapshot.pb"); },
+  ASSERT_TRUE(Eventually([&] { return Exists(JobDir("a") + "/snapshot.pb"); },
                       std::chrono::seconds(10)));
 
   ASSERT_TRUE(Delete("a").ok());
@@ -136,7 +131,7 @@ TEST_F(GnmrdJobs, IdleJobExpiresBusyJobStays) {
   auto busy = Drive(gnmrd_, "busy", 3);
   Drive(gnmrd_, "idle", 3);  // its stream ends here
   // (The log line follows the removal.)
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(Eventually(
       [&] {
         return JobIds() == std::vector<std::string>{"busy"} &&
                gnmrd_.log().find("job idle: expired after ") != std::string::npos;
