@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "daemon/controller/action_resolver.h"
 #include "daemon/controller/config.h"
 #include "daemon/controller/decision.h"
 
@@ -134,7 +135,11 @@ class Controller {
 
   // The recovery set as of the last decision, unit id order.
   const std::vector<RecoveryEntry>& recovery() const { return recovery_; }
-  bool InRecovery(uint32_t unit_id) const;
+  // O(1): a decision checks every candidate, and a recovery set can be as
+  // large as max_o.
+  bool InRecovery(uint32_t unit_id) const {
+    return unit_id < in_recovery_.size() && in_recovery_[unit_id] != 0;
+  }
   // Units of the current set in force at `step`.
   int InForceAt(int64_t step) const;
 
@@ -175,6 +180,7 @@ class Controller {
   void ResizeWindows(int32_t new_size);
 
   ControllerConfig config_;
+  ActionResolver resolver_;  // config_'s action rules, compiled
   uint64_t config_version_ = 1;
   std::vector<UnitState> units_;
   std::unordered_map<std::string, uint32_t> ids_by_name_;
@@ -185,6 +191,10 @@ class Controller {
   std::vector<int32_t> window_next_;
 
   std::vector<RecoveryEntry> recovery_;  // unit id order
+  // Per unit: 1 while it is in recovery_. Derived from recovery_ (not part
+  // of the serialized state) and kept in step with it everywhere it
+  // changes.
+  std::vector<uint8_t> in_recovery_;
   std::vector<uint32_t> admin_released_;  // reported by the next decision
   bool has_last_step_ = false;
   int64_t last_step_ = 0;

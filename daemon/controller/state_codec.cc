@@ -170,6 +170,7 @@ StatusOr<Controller> ControllerStateCodec::Restore(
     e.clip_min_scale = r.clip_min_scale();
     e.ref_norm = r.ref_norm();
     c.recovery_.push_back(e);
+    c.in_recovery_[e.unit_id] = 1;
   }
   for (uint32_t id : in.admin_released()) {
     if (id >= c.units_.size()) return DataLoss("controller state: bad release");

@@ -60,15 +60,14 @@ std::vector<v1::UnitInfo> Job::Units(uint32_t top) const {
     info.set_action(static_cast<v1::Action>(u.resolved.action));
     info.set_shard_count(topology_.unit(id).shard_count);
     info.set_state(u.valid_samples < cfg.warmup ? "warmup" : "active");
-    for (const RecoveryEntry& e : controller_.recovery()) {
-      if (e.unit_id == id) {
-        info.set_state("recovery");
-        info.set_action(static_cast<v1::Action>(e.action));
-        info.set_since(e.since);
-        info.set_until(e.until);
-      }
-    }
     out.push_back(std::move(info));
+  }
+  for (const RecoveryEntry& e : controller_.recovery()) {
+    v1::UnitInfo& info = out[e.unit_id];
+    info.set_state("recovery");
+    info.set_action(static_cast<v1::Action>(e.action));
+    info.set_since(e.since);
+    info.set_until(e.until);
   }
   if (top > 0 && top < out.size()) {
     auto key = [](const v1::UnitInfo& u) { return std::isfinite(u.gnmr()) ? u.gnmr() : 0.0; };
