@@ -44,7 +44,9 @@ Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller 
       session_ids_(std::random_device{}()),
       generation_start_(GenerationStartMessage(generation_, controller_.next_lag(),
                                                controller_.sequence() + 1)),
-      acks_(options.steps_kept_for_acks) {}
+      acks_(options.steps_kept_for_acks) {
+  PublishView(Clock::now());  // Info() has a view even if the job is busy at once
+}
 
 StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
                                             const v1::JobMeta& meta, JobOptions options,
@@ -158,6 +160,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   result.last_step = controller_.last_step().value_or(-1);
   result.generation = generation_;
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
+  MaybePublishView();
   return result;
 }
 
@@ -276,6 +279,7 @@ void Job::DrainReady(Clock::time_point now) {
     if (!aggregator_.PopReady(now, &closed)) break;
     Decide(closed, Seconds(Clock::now() - t0));
   }
+  MaybePublishView();
 }
 
 void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seconds) {

@@ -51,6 +51,7 @@
 // down, or a rank that has not yet heard of the new one).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -149,8 +150,17 @@ class Job {
   void Tick(Clock::time_point now);
 
   // ---- admin
+  // The job's summary for ListJobs. Never waits for the job's lock: while
+  // the job is busy (a long decision, a large Register) it returns the view
+  // published last (its ages advanced to `now`): taken by the last Info()
+  // that found the job free, and by the job itself after its operations,
+  // at least once a second while it works, and at the end of the operation
+  // during which an Info() found it busy. So one job can never hold up a
+  // listing of all jobs, and its view is at most about a second older
+  // than the operation in progress.
   v1::JobInfo Info(Clock::time_point now) const;
   std::vector<v1::UnitInfo> Units(uint32_t top) const;
+  // The config in force (never waits for the job's lock either).
   ControllerConfig config() const;
   uint64_t config_version() const;
   Status SetConfig(const ControllerConfig& config);
@@ -210,6 +220,11 @@ class Job {
   void EmitEvent(const char* kind, int64_t step, std::string detail);
 
   void EmitEvents(const Decision& d);
+  v1::JobInfo InfoLocked(Clock::time_point now) const;
+  void PublishView(Clock::time_point now) const;  // holds mu_
+  // After an operation (holds mu_): PublishView if an Info() found the job
+  // busy, or the view is a second old.
+  void MaybePublishView() const;
   void RequestSnapshot();
   v1::JobMeta MetaLocked() const;
   Status CheckSession(uint32_t rank, uint64_t session_id) const;
@@ -243,6 +258,15 @@ class Job {
   // changes after it (a decision, a config change, a release, a new unit):
   // a repeat of that import before is a no-op. "" otherwise.
   std::string imported_state_;
+
+  // The view Info() returns while mu_ is held elsewhere, and when it was
+  // taken; view_wanted_: an Info() call found the job busy.
+  mutable std::mutex view_mu_;
+  mutable v1::JobInfo view_;
+  mutable Clock::time_point view_at_;
+  mutable ControllerConfig view_config_;  // published at once on a change
+  mutable uint64_t view_config_version_ = 0;
+  mutable std::atomic<bool> view_wanted_{false};
 
   uint64_t steps_since_snapshot_ = 0;
   uint64_t decision_failures_ = 0;

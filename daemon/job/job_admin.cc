@@ -9,7 +9,49 @@
 namespace gnmr {
 
 v1::JobInfo Job::Info(Clock::time_point now) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (lock.owns_lock()) {
+    v1::JobInfo info = InfoLocked(now);
+    std::lock_guard<std::mutex> view_lock(view_mu_);
+    view_ = info;
+    view_at_ = now;
+    return info;
+  }
+  view_wanted_ = true;  // the operation holding mu_ publishes one when done
+  std::lock_guard<std::mutex> view_lock(view_mu_);
+  v1::JobInfo info = view_;
+  const double aged = std::chrono::duration<double>(now - view_at_).count();
+  if (aged > 0) {
+    for (v1::RankInfo& r : *info.mutable_ranks()) {
+      r.set_last_seen_seconds_ago(r.last_seen_seconds_ago() + aged);
+    }
+  }
+  return info;
+}
+
+void Job::PublishView(Clock::time_point now) const {
+  v1::JobInfo info = InfoLocked(now);
+  std::lock_guard<std::mutex> view_lock(view_mu_);
+  view_ = std::move(info);
+  view_at_ = now;
+  if (view_config_version_ != controller_.config_version() ||
+      view_config_ != controller_.config()) {
+    view_config_ = controller_.config();
+    view_config_version_ = controller_.config_version();
+  }
+}
+
+void Job::MaybePublishView() const {
+  const Clock::time_point now = Clock::now();
+  bool stale;
+  {
+    std::lock_guard<std::mutex> view_lock(view_mu_);
+    stale = now - view_at_ >= std::chrono::seconds(1);
+  }
+  if (view_wanted_.exchange(false) || stale) PublishView(now);
+}
+
+v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
   v1::JobInfo info;
   info.set_job_id(id_);
   info.set_world_size(world_size_);
@@ -82,13 +124,13 @@ std::vector<v1::UnitInfo> Job::Units(uint32_t top) const {
 }
 
 ControllerConfig Job::config() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return controller_.config();
+  std::lock_guard<std::mutex> view_lock(view_mu_);
+  return view_config_;
 }
 
 uint64_t Job::config_version() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return controller_.config_version();
+  std::lock_guard<std::mutex> view_lock(view_mu_);
+  return view_config_version_;
 }
 
 Status Job::SetConfig(const ControllerConfig& config) {
@@ -109,6 +151,7 @@ Status Job::SetConfig(const ControllerConfig& config) {
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   RequestSnapshot();
+  PublishView(Clock::now());  // GetConfig shows the new config at once
   return Status::Ok();
 }
 
@@ -189,6 +232,7 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   StartGeneration(GenerationCause::kImport, "controller state imported");
   imported_state_ = std::move(bytes);
+  PublishView(Clock::now());  // GetConfig shows the imported config at once
   if (generation) *generation = generation_;
   return Status::Ok();
 }

@@ -10,6 +10,11 @@
 //   access control.
 // Every method parses its own request (raw_unary.h), so a request that
 // does not parse gets INVALID_ARGUMENT naming the field.
+// Waiting: GetStatus, ListJobs and GetConfig never wait for a job's lock
+// (Job::Info and Job::config serve the job's published view while it is
+// busy), so one job's long decision or Register cannot hold them up;
+// ListUnits and ExportState read one job's full state and wait for that
+// job's current operation; mutations serialise with it.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
