@@ -13,7 +13,7 @@ int64_t StepAggregator::last_step_of_rank(uint32_t rank) const {
 Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s,
                            Clock::time_point now, Outcome* outcome) {
   const int64_t step = s.step();
-  if (step < 0 || step > std::numeric_limits<int64_t>::max() / 4) {
+  if (step < 0 || step > kMaxStep) {
     return InvalidArgument("step " + std::to_string(step) + " is out of range");
   }
   const int64_t prev = last_step_of_rank(rank);

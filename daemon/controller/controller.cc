@@ -209,7 +209,7 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
                            " is not after the last observed step " +
                            std::to_string(last_step_));
   }
-  if (step < 0 || step > std::numeric_limits<int64_t>::max() / 4) {
+  if (step < 0 || step > kMaxStep) {
     return InvalidArgument("step " + std::to_string(step) + " out of range");
   }
   ++epoch_;

@@ -56,6 +56,14 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
   if (meta.world_size() == 0 || static_cast<size_t>(meta.units_size()) != c->num_units()) {
     return DataLoss("job '" + meta.job_id() + "': layout does not match controller state");
   }
+  // Checked like the controller state (state_codec.cc): a last closed step
+  // at the end of the range would make every report late, for good.
+  if (meta.last_closed_step() < -1 || meta.last_closed_step() > kMaxStep ||
+      meta.generation() > (uint64_t{1} << 62)) {
+    return DataLoss("job '" + meta.job_id() + "': last closed step " +
+                    std::to_string(meta.last_closed_step()) + " or generation " +
+                    std::to_string(meta.generation()) + " out of range");
+  }
   std::unique_ptr<Job> job(new Job(meta.job_id(), meta.world_size(), meta.token(),
                                    std::move(c).value(), options, listener));
   for (int i = 0; i < meta.units_size(); ++i) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -122,5 +123,63 @@ TEST(JobInfo, ListingDoesNotWaitForALongDecision) {
   EXPECT_EQ(job->Info(Clock::now()).last_step(), 1);
 }
 
+
+// A job with one rank and `units` units that decided steps [0, steps).
+struct RunningJob {
+  std::unique_ptr<Job> job;
+  uint64_t session = 0;
+  int units = 0;
+  Status Report(int64_t step) {
+    return job->OnStats(0, session, StatsOf(step, units), 0, Clock::now());
+  }
+};
+
+RunningJob StartJob(JobListener* listener, int units, int64_t steps, JobOptions options = {}) {
+  RunningJob r;
+  r.job = MakeJob(listener, 1, options);
+  r.units = units;
+  StatusOr<RegisterResult> reg = r.job->Register(RegisterOf(0, 1, units));
+  EXPECT_TRUE(reg.ok()) << reg.status().ToString();
+  r.session = reg.ok() ? reg->session_id : 0;
+  for (int64_t t = 0; t < steps; ++t) EXPECT_TRUE(r.Report(t).ok());
+  return r;
+}
+
+// Issue 12, item 7: an imported state at the end of the step range used to
+// be accepted; the job then dropped every report as late, for good.
+TEST(JobImport, OutOfRangeStateIsRefusedAndTheJobKeepsDeciding) {
+  HoldingListener listener;
+  RunningJob r = StartJob(&listener, 3, 3);
+  v1::ControllerState state = r.job->ExportState();
+  state.set_last_step(std::numeric_limits<int64_t>::max());
+  state.set_last_apply(std::numeric_limits<int64_t>::max());
+  const Status s = r.job->ImportState(state);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("last_step"), std::string::npos) << s.message();
+  ASSERT_TRUE(r.Report(3).ok());
+  std::lock_guard<std::mutex> lock(listener.mu);
+  EXPECT_EQ(listener.decided.back(), 3);
+  EXPECT_EQ(listener.late, 0);
+}
+
+TEST(JobRestore, SnapshotWithALastClosedStepAtTheEndOfTheRangeIsRefused) {
+  HoldingListener listener;
+  RunningJob r = StartJob(&listener, 2, 2);
+  v1::JobMeta meta;
+  meta.set_job_id("job");
+  meta.set_world_size(1);
+  for (int u = 0; u < 2; ++u) {
+    v1::UnitLayoutState* l = meta.add_units();
+    l->set_name("u" + std::to_string(u));
+    l->set_shard_count(1);
+    l->add_shard_numel(10);
+  }
+  meta.set_generation(1);
+  meta.set_last_closed_step(1);
+  EXPECT_TRUE(Job::Restore(r.job->ExportState(), meta, {}, &listener).ok());
+  meta.set_last_closed_step(std::numeric_limits<int64_t>::max());
+  StatusOr<std::unique_ptr<Job>> bad = Job::Restore(r.job->ExportState(), meta, {}, &listener);
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << bad.status().ToString();
+}
 }  // namespace
 }  // namespace gnmr::testing
