@@ -16,6 +16,15 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s,
   if (step < 0 || step > kMaxStep) {
     return InvalidArgument("step " + std::to_string(step) + " is out of range");
   }
+  const std::optional<int64_t> anchor = StepAnchor();
+  if (anchor && step > *anchor && step - *anchor > options_.max_step_jump) {
+    return Status(StatusCode::kOutOfRange,
+                  "step " + std::to_string(step) + " is more than max_step_jump (" +
+                      std::to_string(options_.max_step_jump) +
+                      ") steps ahead of the job's last closed step " + std::to_string(*anchor) +
+                      "; a trainer resumed elsewhere registers as a new instance, or an "
+                      "operator rewinds the job (gnmrctl rewind)");
+  }
   const int64_t prev = last_step_of_rank(rank);
   if (step <= prev) {
     return InvalidArgument("step " + std::to_string(step) + (step == prev ? " repeats" : " goes back from") +
@@ -76,6 +85,12 @@ void StepAggregator::StartOver(int64_t last_closed) {
   open_.clear();
   last_step_of_rank_.clear();
   last_closed_ = last_closed;
+}
+
+std::optional<int64_t> StepAggregator::StepAnchor() const {
+  if (last_closed_ >= 0) return last_closed_;
+  if (!open_.empty()) return open_.begin()->first;
+  return std::nullopt;
 }
 
 bool StepAggregator::Complete(int64_t step) const {

@@ -7,6 +7,12 @@
 //   step deadline), or when more than max_open_steps steps are open. Steps
 //   close strictly in order; a report for a closed step is late: counted by
 //   the caller and dropped, not an error.
+// - A report may not jump more than max_step_jump steps ahead of the job's
+//   last closed step (before any step closed: the earliest open one), or a
+//   single rank could move the job's last closed step to the end of the
+//   step range, after which every report of every rank would be late, for
+//   good (docs/limits.md). The first report of a timeline (a new job, or
+//   after StartOver(-1)) may name any step: a trainer resumes anywhere.
 // - Combination: replicas of a shard are averaged (sumsq), max'd (amax) and
 //   summed (counts); shards of a unit are then summed. Reports are kept per
 //   rank and combined at close in rank order, so the floating-point result
@@ -38,6 +44,7 @@ class StepAggregator {
   struct Options {
     Clock::duration deadline = std::chrono::seconds(2);
     size_t max_open_steps = 64;
+    int64_t max_step_jump = 1000000;
   };
 
   struct ClosedStep {
@@ -58,7 +65,8 @@ class StepAggregator {
 
   // Validates and stores one report. InvalidArgument (columns of different
   // lengths, a unit twice, negative sumsq, step not after this rank's last
-  // report) or NotFound (a unit this rank did not register) change nothing.
+  // report), OutOfRange (a step more than max_step_jump ahead) or NotFound
+  // (a unit this rank did not register) change nothing.
   Status Add(uint32_t rank, const v1::StepStats& stats, Clock::time_point now,
              Outcome* outcome);
 
@@ -100,6 +108,8 @@ class StepAggregator {
   };
 
   bool Complete(int64_t step) const;
+  // What max_step_jump is measured from; none at the start of a timeline.
+  std::optional<int64_t> StepAnchor() const;
   void Combine(int64_t step, OpenStep& open, ClosedStep* out);
 
   const JobTopology* topology_;

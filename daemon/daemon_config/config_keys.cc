@@ -87,6 +87,8 @@ std::vector<ScalarKey> MakeKeys() {
        Uint(1, 65536, &DaemonConfig::max_ranks_per_job)},
       {"max_units_per_job", nullptr, "", "",
        Uint(1, 1u << 24, &DaemonConfig::max_units_per_job)},
+      {"max_step_jump", nullptr, "", "",
+       Uint(1, uint64_t{1} << 60, &DaemonConfig::max_step_jump)},
       {"allow_unregistered_jobs", nullptr, "", "",
        [](DaemonConfig* c) -> Setter {
          return [c](const std::string& t) {

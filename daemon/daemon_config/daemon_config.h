@@ -60,6 +60,9 @@ struct DaemonConfig {
   uint32_t max_jobs = 1024;
   uint32_t max_ranks_per_job = 65536;
   uint32_t max_units_per_job = 1u << 20;
+  // How far a report's step may jump ahead of its job's last closed step
+  // (docs/limits.md); the first report of a job or generation may name any.
+  uint64_t max_step_jump = 1000000;
   // Configured job tokens; unknown jobs bind their token on first
   // registration (trust on first use) when allow_unregistered_jobs, over
   // the Unix socket or mutual TLS only (plain TCP needs a configured one).

@@ -25,6 +25,9 @@
 //   controller changed (a decision, a config change, a release, a new
 //   unit), changes nothing (every rank of a data-parallel job may load the
 //   same checkpoint);
+// - an operator's rewind (Rewind, gnmrctl rewind): like a new incarnation
+//   for the steps (any step, or any from a given one, is accepted again),
+//   while the live instances move to it as with an import;
 // - a new incarnation: every client has a random `instance`. A rank that
 //   registers with a new one while its previous instance belongs to the
 //   current generation starts a new generation; a rank whose previous
@@ -171,6 +174,13 @@ class Job {
   // generation's import before the controller changed is a no-op (the same
   // generation).
   Status ImportState(const v1::ControllerState& state, uint64_t* generation = nullptr);
+  // The operator's way out when the job's steps went wrong (gnmrctl
+  // rewind): starts a generation in which reports of `first_step` and
+  // later are accepted (0: any step, the first report then anchors the
+  // step-jump bound) and the controller forgets its last step
+  // (Controller::Rewind: history, locks and the sequence stay).
+  // InvalidArgument for a step outside [0, kMaxStep].
+  Status Rewind(int64_t first_step, uint64_t* generation = nullptr);
   uint64_t generation() const;
   // Closed steps the controller refused (a bug: see Decide).
   uint64_t decision_failures() const;
@@ -194,7 +204,7 @@ class Job {
     bool stream_ended = false;
   };
 
-  enum class GenerationCause { kImport, kRestore, kIncarnation };
+  enum class GenerationCause { kImport, kRestore, kIncarnation, kRewind };
 
   Job(std::string job_id, uint32_t world_size, std::string token, Controller controller,
       JobOptions options, JobListener* listener);
@@ -208,7 +218,8 @@ class Job {
   // Starts generation_ + 1 for `cause` (see "Generations" above): resets
   // the steps, announces it to every attached stream, rebuilds the last
   // decision (import, restore), writes an event and requests a snapshot.
-  void StartGeneration(GenerationCause cause, const std::string& detail);
+  // `rewind_to`: kRewind's first accepted step.
+  void StartGeneration(GenerationCause cause, const std::string& detail, int64_t rewind_to = 0);
   // Records `rank`'s client instance; true if it starts a new generation.
   bool NewIncarnation(RankSession& rs, uint64_t instance) const;
   // After the controller was replaced: its last decision, rebuilt from its

@@ -237,4 +237,22 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
   return Status::Ok();
 }
 
+Status Job::Rewind(int64_t first_step, uint64_t* generation) {
+  if (first_step < 0 || first_step > kMaxStep) {
+    return InvalidArgument("rewind: first step " + std::to_string(first_step) +
+                           " is outside [0, " + std::to_string(kMaxStep) + "]");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  StartGeneration(GenerationCause::kRewind,
+                  first_step == 0
+                      ? "an operator rewound the job: reports of any step are accepted"
+                      : "an operator rewound the job: reports of step " +
+                            std::to_string(first_step) + " and later are accepted",
+                  first_step);
+  if (listener_) listener_->OnControllerChanged(id_, controller_);
+  PublishView(Clock::now());
+  if (generation) *generation = generation_;
+  return Status::Ok();
+}
+
 }  // namespace gnmr

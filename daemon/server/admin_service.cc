@@ -28,6 +28,7 @@ AdminService::AdminService(JobRegistry* registry, ServerStats* stats, AdminConte
   Route("ReleaseUnit", Access::kMutation, &AdminService::ReleaseUnit);
   Route("ExportState", Access::kRead, &AdminService::ExportState);
   Route("ImportState", Access::kMutation, &AdminService::ImportState);
+  Route("RewindJob", Access::kMutation, &AdminService::RewindJob);
 }
 
 void AdminService::SetListen(std::vector<std::string> bound) {
@@ -182,6 +183,20 @@ Status AdminService::ImportState(grpc::CallbackServerContext*, const v1::ImportS
     resp->set_generation(generation);
     spdlog::info("job {}: controller state imported (generation {})", EscapeForLog(req.job_id()),
                  generation);
+  }
+  return s;
+}
+
+Status AdminService::RewindJob(grpc::CallbackServerContext*, const v1::RewindJobRequest& req,
+                               v1::RewindJobResponse* resp) {
+  StatusOr<std::shared_ptr<Job>> job = registry_->Find(req.job_id());
+  if (!job.ok()) return job.status();
+  uint64_t generation = 0;
+  Status s = (*job)->Rewind(req.to_step(), &generation);
+  if (s.ok()) {
+    resp->set_generation(generation);
+    spdlog::warn("job {}: an operator rewound the job (generation {}, reports from step {})",
+                 EscapeForLog(req.job_id()), generation, req.to_step());
   }
   return s;
 }

@@ -4,7 +4,7 @@
 //   ExportState): anyone on the Unix socket or with a verified client
 //   certificate; a plain TCP peer needs the read token or the admin token
 //   in `x-gnmr-admin-token` (unless insecure_tcp).
-// - mutations (SetConfig, ReleaseUnit, ImportState): the admin token in
+// - mutations (SetConfig, ReleaseUnit, ImportState, RewindJob): the admin token in
 //   `x-gnmr-admin-token`; without a configured admin token, mutations are
 //   allowed only over the Unix socket, whose file permissions then are the
 //   access control.
@@ -81,6 +81,8 @@ class AdminService final : public v1::Admin::CallbackService {
                      v1::ExportStateResponse*);
   Status ImportState(grpc::CallbackServerContext*, const v1::ImportStateRequest&,
                      v1::ImportStateResponse*);
+  Status RewindJob(grpc::CallbackServerContext*, const v1::RewindJobRequest&,
+                   v1::RewindJobResponse*);
 
   JobRegistry* const registry_;
   ServerStats* const stats_;

@@ -40,6 +40,7 @@ TEST(DaemonConfigTest, DefaultsWithoutFileOrFlags) {
   EXPECT_EQ(c.max_jobs, 1024u);
   EXPECT_EQ(c.max_ranks_per_job, 65536u);
   EXPECT_EQ(c.max_units_per_job, 1u << 20);
+  EXPECT_EQ(c.max_step_jump, 1000000u);
   EXPECT_TRUE(c.allow_unregistered_jobs);
   EXPECT_TRUE(c.job_tokens.empty());
   EXPECT_TRUE(c.admin_token.empty());
@@ -135,6 +136,7 @@ TEST(DaemonConfigTest, FileSetsEveryKeyAndRecordsWhere) {
                       "max_jobs: 2\n"
                       "max_ranks_per_job: 8\n"
                       "max_units_per_job: 100\n"
+                      "max_step_jump: 77\n"
                       "job_tokens:\n"
                       "  job-a: tok-a\n"
                       "  'job:b.1': tok-b\n"
@@ -171,6 +173,7 @@ TEST(DaemonConfigTest, FileSetsEveryKeyAndRecordsWhere) {
   EXPECT_EQ(c.max_jobs, 2u);
   EXPECT_EQ(c.max_ranks_per_job, 8u);
   EXPECT_EQ(c.max_units_per_job, 100u);
+  EXPECT_EQ(c.max_step_jump, 77u);
   EXPECT_EQ(c.job_tokens, (std::map<std::string, std::string>{
                               {"job-a", "tok-a"}, {"job:b.1", "tok-b"}}));
   EXPECT_FALSE(c.allow_unregistered_jobs);

@@ -38,6 +38,7 @@ int TopCommand(int argc, char** argv);
 int ConfigCommand(int argc, char** argv);
 int ExportCommand(int argc, char** argv);
 int ImportCommand(int argc, char** argv);
+int RewindCommand(int argc, char** argv);
 
 }  // namespace cli
 }  // namespace gnmr

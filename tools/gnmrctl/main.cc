@@ -26,6 +26,7 @@ const Command kCommands[] = {
     {"config", "get or set a job's controller config (set: admin)", &ConfigCommand},
     {"export", "write a job's controller state to a file", &ExportCommand},
     {"import", "load a job's controller state from a file (admin)", &ImportCommand},
+    {"rewind", "start a job's steps over in a new generation (admin)", &RewindCommand},
     {"replay", "replay a recorded trace through the controller offline",
      &ReplayCommand},
 };

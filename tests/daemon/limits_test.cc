@@ -1,0 +1,123 @@
+// gnmrd over its real gRPC surface, issue 12's limits: a step far ahead is
+// refused, the operator's rewind, the resource caps.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "daemon/controller/decision.h"
+#include "tests/daemon/test_daemon.h"
+
+namespace gnmr::testing {
+namespace {
+
+std::vector<RawRank::Unit> Units(int n) {
+  std::vector<RawRank::Unit> out;
+  for (int i = 0; i < n; ++i) out.push_back({"u" + std::to_string(i)});
+  return out;
+}
+
+class LimitsTest : public DaemonTest {
+ protected:
+  grpc::Status Rewind(const std::string& job, int64_t to, v1::RewindJobResponse* out = nullptr,
+                      const std::string& token = "admin-secret") {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-gnmr-admin-token", token);
+    v1::RewindJobRequest req;
+    req.set_job_id(job);
+    req.set_to_step(to);
+    v1::RewindJobResponse resp;
+    grpc::Status s = v1::Admin::NewStub(Tcp())->RewindJob(&ctx, req, &resp);
+    if (out) *out = resp;
+    return s;
+  }
+};
+
+// Issue 12, item 2: rank 1 reporting step 2^61 - 1 used to become the job's
+// last closed step (at its deadline), after which every report of every
+// rank was late, snapshotted and for good.
+TEST_F(LimitsTest, OneRankCannotSwitchAJobOffForGood) {
+  StartDaemon();
+  const v1::ControllerConfig config = FastConfig();
+  RawRank r0(Tcp(), "jump", 0, 2), r1(Tcp(), "jump", 1, 2);
+  ASSERT_TRUE(r0.Register(Units(2), nullptr, &config).ok());
+  ASSERT_TRUE(r1.Register(Units(2)).ok());
+  r0.Open();
+  r1.Open();
+  v1::Decision d;
+  for (int64_t t = 0; t < 3; ++t) {
+    r0.SendStats(t, {1.0, 1.0});
+    r1.SendStats(t, {1.0, 1.0});
+  }
+  ASSERT_TRUE(r0.WaitDecision(2, &d));
+  r1.SendStats(kMaxStep, {1.0, 1.0});
+  const grpc::Status end = r1.WaitEnd();
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::OUT_OF_RANGE) << end.error_message();
+  EXPECT_NE(end.error_message().find("max_step_jump"), std::string::npos) << end.error_message();
+  // The job goes on: rank 1 comes back, both report, steps are decided.
+  ASSERT_TRUE(r1.Register(Units(2)).ok());
+  r1.Open();
+  for (int64_t t = 3; t < 6; ++t) {
+    r0.SendStats(t, {1.0, 1.0});
+    r1.SendStats(t, {1.0, 1.0});
+  }
+  EXPECT_TRUE(r0.WaitDecision(5, &d));
+  EXPECT_TRUE(r1.WaitDecision(5, &d));
+  EXPECT_EQ(listener_.late, 0u);
+}
+
+// The way out when a job's steps went wrong anyway (here: an imported state
+// at a far step, which the job's trainer is nowhere near).
+TEST_F(LimitsTest, RewindJobStartsTheStepsOverInANewGeneration) {
+  StartDaemon();
+  const v1::ControllerConfig config = FastConfig();
+  RawRank r(Tcp(), "stuck", 0, 1);
+  v1::RegisterResponse reg;
+  ASSERT_TRUE(r.Register(Units(2), &reg, &config).ok());
+  r.Open();
+  v1::Decision d;
+  for (int64_t t = 0; t < 3; ++t) r.SendStats(t, {1.0, 1.0});
+  ASSERT_TRUE(r.WaitDecision(2, &d));
+  v1::ControllerState state;
+  ASSERT_TRUE(ExportState("stuck", &state).ok());
+  state.set_last_step(5000000);
+  state.set_last_apply(5000001);
+  v1::ImportStateResponse imported;
+  ASSERT_TRUE(ImportState("stuck", state, &imported).ok());
+  ASSERT_TRUE(r.WaitGeneration(imported.generation()));
+  r.SendStats(3, {1.0, 1.0});  // late: the job is at step 5000000 now
+  for (int i = 0; i < 200 && listener_.late == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(listener_.late, 1u);
+
+  // Refused: no admin token over TCP, a negative step, an unknown job.
+  EXPECT_EQ(Rewind("stuck", 0, nullptr, "wrong").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Rewind("stuck", -1).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Rewind("nope", 0).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  v1::RewindJobResponse rewound;
+  const grpc::Status s = Rewind("stuck", 0, &rewound);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(rewound.generation(), imported.generation() + 1);
+  ASSERT_TRUE(r.WaitGeneration(rewound.generation()));
+  r.SendStats(4, {1.0, 1.0});
+  ASSERT_TRUE(r.WaitDecisionIn(rewound.generation(), 4, &d));
+  EXPECT_EQ(d.apply_step(), 5);  // lag 1 from the resumed step
+  EXPECT_EQ(listener_.late, 1u);
+  EXPECT_EQ(listener_.EventsOf("stuck", "generation").back().detail(),
+            "generation " + std::to_string(rewound.generation()) +
+                ": an operator rewound the job: reports of any step are accepted");
+
+  // --to: reports before the step are late, from it on they count.
+  ASSERT_TRUE(Rewind("stuck", 100, &rewound).ok());
+  ASSERT_TRUE(r.WaitGeneration(rewound.generation()));
+  r.SendStats(50, {1.0, 1.0});
+  r.SendStats(100, {1.0, 1.0});
+  ASSERT_TRUE(r.WaitDecisionIn(rewound.generation(), 100, &d));
+  EXPECT_EQ(listener_.late, 2u);
+}
+
+}  // namespace
+}  // namespace gnmr::testing
