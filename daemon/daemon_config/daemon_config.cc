@@ -306,6 +306,7 @@ std::string DescribeConfig(const DaemonConfig& c) {
   line("max_ranks_per_job", std::to_string(c.max_ranks_per_job));
   line("max_units_per_job", std::to_string(c.max_units_per_job));
   line("max_step_jump", std::to_string(c.max_step_jump));
+  line("max_queued_decision_bytes", std::to_string(c.max_queued_decision_bytes));
   line("job_tokens", jobs.empty() ? "none" : jobs + " (tokens not shown)");
   line("job_tokens_file", c.job_tokens_file.empty() ? "unset" : c.job_tokens_file);
   line("allow_unregistered_jobs", c.allow_unregistered_jobs ? "true" : "false");

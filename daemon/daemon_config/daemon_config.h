@@ -63,6 +63,10 @@ struct DaemonConfig {
   // How far a report's step may jump ahead of its job's last closed step
   // (docs/limits.md); the first report of a job or generation may name any.
   uint64_t max_step_jump = 1000000;
+  // Bytes of messages queued for one rank's stream while it does not read
+  // (older decisions are dropped beyond it; the newest one and the newest
+  // GenerationStart stay).
+  uint64_t max_queued_decision_bytes = 4u << 20;
   // Configured job tokens; unknown jobs bind their token on first
   // registration (trust on first use) when allow_unregistered_jobs, over
   // the Unix socket or mutual TLS only (plain TCP needs a configured one).

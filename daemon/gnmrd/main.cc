@@ -61,6 +61,7 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
   o.registry.job.snapshot_every_steps = c.snapshot_every_steps;
   o.registry.job.max_units = c.max_units_per_job;
   o.registry.job.aggregation.max_step_jump = static_cast<int64_t>(c.max_step_jump);
+  o.session_queue.max_bytes = c.max_queued_decision_bytes;
   o.limits.max_world_size = c.max_ranks_per_job;
   return o;
 }

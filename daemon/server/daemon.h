@@ -34,6 +34,8 @@ struct DaemonOptions {
   TlsOptions tls;
   RegistryOptions registry;
   RequestLimits limits;
+  // Each Session's write queue: messages and bytes (decision_queue.h).
+  DecisionQueue::Limits session_queue;
   std::chrono::milliseconds tick_interval{20};
   // Plain TCP peers are trusted like Unix-socket peers (no job token needed
   // to create a job, Admin reads without a token): only for a trusted

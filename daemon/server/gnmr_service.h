@@ -14,6 +14,7 @@
 #include <chrono>
 
 #include "common/log_limiter.h"
+#include "daemon/server/decision_queue.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
 #include "daemon/server/request_validation.h"
@@ -25,8 +26,10 @@ namespace gnmr {
 class GnmrService final : public v1::Gnmr::CallbackService {
  public:
   // `live` (may be null): where Session streams are tracked for shutdown.
+  // `queue_limits`: each Session's write queue (decision_queue.h).
   GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits = {},
-              LiveSessions* live = nullptr, bool insecure_tcp = false);
+              LiveSessions* live = nullptr, bool insecure_tcp = false,
+              DecisionQueue::Limits queue_limits = {});
 
   grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage>* Session(
       grpc::CallbackServerContext* ctx) override;
@@ -48,6 +51,7 @@ class GnmrService final : public v1::Gnmr::CallbackService {
   const RequestLimits limits_;
   LiveSessions* const live_;
   const bool insecure_tcp_;
+  const DecisionQueue::Limits queue_limits_;
   LogLimiter rejected_log_{kRejectLogInterval};
 };
 

@@ -2,6 +2,7 @@
 // refused, the operator's rewind, the resource caps.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,56 @@ TEST_F(LimitsTest, RewindJobStartsTheStepsOverInANewGeneration) {
   r.SendStats(100, {1.0, 1.0});
   ASSERT_TRUE(r.WaitDecisionIn(rewound.generation(), 100, &d));
   EXPECT_EQ(listener_.late, 2u);
+}
+
+// A rank that reads nothing for a while: its messages back up in gnmrd.
+// The 256-message queue used to drop the oldest first, GenerationStart
+// included, so the rank could miss the start of a generation and apply a
+// void generation's plan. Decisions may go; the GenerationStart may not.
+TEST_F(LimitsTest, AStalledRankStillGetsTheGenerationStart) {
+  DaemonOptions options;
+  options.session_queue.max_bytes = 256u << 10;
+  StartDaemon(options);
+  v1::ControllerConfig config = FastConfig(/*max_o=*/1000);
+  config.set_lock_steps(1000000);  // every decision carries 1000 entries
+  RawRank r0(Tcp(), "slow", 0, 2), r1(Tcp(), "slow", 1, 2);
+  ASSERT_TRUE(r0.Register(Units(1000), nullptr, &config).ok());
+  ASSERT_TRUE(r1.Register(Units(1000)).ok());
+  r0.Open();
+  r1.Open(0, true, /*read=*/false);
+  const std::vector<double> nan(1000, std::nan(""));
+  v1::Decision d;
+  // Until rank 1's queue overflows: its stream is stalled for sure.
+  int64_t t = 0;
+  for (; daemon_->stats().decisions_dropped.load() == 0; ++t) {
+    ASSERT_LT(t, 5000) << "rank 1's stream never backed up";
+    r0.SendStats(t, nan);
+    r1.SendStats(t, nan);
+    ASSERT_TRUE(r0.WaitDecision(t, &d)) << t;
+  }
+  v1::RewindJobResponse rewound;
+  ASSERT_TRUE(Rewind("slow", 0, &rewound).ok());
+  ASSERT_TRUE(r0.WaitGeneration(rewound.generation()));
+  for (const int64_t end = t + 300; t < end; ++t) {
+    r0.SendStats(t, nan);
+    r1.SendStats(t, nan);
+    ASSERT_TRUE(r0.WaitDecision(t, &d)) << t;
+  }
+  r1.StartReading();
+  ASSERT_TRUE(r1.WaitDecisionIn(rewound.generation(), t - 1, &d));
+  int start = -1, first_decision = -1;
+  const std::vector<v1::ServerMessage> got = r1.messages();
+  for (int i = 0; i < static_cast<int>(got.size()); ++i) {
+    if (got[i].has_generation() && got[i].generation().generation() == rewound.generation()) {
+      start = i;
+    }
+    if (got[i].has_decision() && got[i].decision().generation() == rewound.generation() &&
+        first_decision < 0) {
+      first_decision = i;
+    }
+  }
+  ASSERT_GE(start, 0) << "the GenerationStart was dropped";
+  EXPECT_LT(start, first_decision);
 }
 
 }  // namespace

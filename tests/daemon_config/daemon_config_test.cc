@@ -41,6 +41,7 @@ TEST(DaemonConfigTest, DefaultsWithoutFileOrFlags) {
   EXPECT_EQ(c.max_ranks_per_job, 65536u);
   EXPECT_EQ(c.max_units_per_job, 1u << 20);
   EXPECT_EQ(c.max_step_jump, 1000000u);
+  EXPECT_EQ(c.max_queued_decision_bytes, 4u << 20);
   EXPECT_TRUE(c.allow_unregistered_jobs);
   EXPECT_TRUE(c.job_tokens.empty());
   EXPECT_TRUE(c.admin_token.empty());
@@ -137,6 +138,7 @@ TEST(DaemonConfigTest, FileSetsEveryKeyAndRecordsWhere) {
                       "max_ranks_per_job: 8\n"
                       "max_units_per_job: 100\n"
                       "max_step_jump: 77\n"
+                      "max_queued_decision_bytes: 1MiB\n"
                       "job_tokens:\n"
                       "  job-a: tok-a\n"
                       "  'job:b.1': tok-b\n"
@@ -174,6 +176,7 @@ TEST(DaemonConfigTest, FileSetsEveryKeyAndRecordsWhere) {
   EXPECT_EQ(c.max_ranks_per_job, 8u);
   EXPECT_EQ(c.max_units_per_job, 100u);
   EXPECT_EQ(c.max_step_jump, 77u);
+  EXPECT_EQ(c.max_queued_decision_bytes, 1u << 20);
   EXPECT_EQ(c.job_tokens, (std::map<std::string, std::string>{
                               {"job-a", "tok-a"}, {"job:b.1", "tok-b"}}));
   EXPECT_FALSE(c.allow_unregistered_jobs);
