@@ -77,12 +77,17 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s,
   OpenStep& open = it->second;
   if (inserted) open.first_report = now;
   open.last_report = now;
-  open.reports[rank] = std::move(report);
+  // A rank that registered again may report an open step again: the
+  // newer report replaces its first.
+  RankReport& held = open.reports[rank];
+  open_bytes_ = open_bytes_ - held.Bytes() + report.Bytes();
+  held = std::move(report);
   return Status::Ok();
 }
 
 void StepAggregator::StartOver(int64_t last_closed) {
   open_.clear();
+  open_bytes_ = 0;
   last_step_of_rank_.clear();
   last_closed_ = last_closed;
 }
@@ -110,11 +115,13 @@ bool StepAggregator::PopReady(Clock::time_point now, ClosedStep* out) {
   auto it = open_.begin();
   const bool complete = Complete(it->first);
   const bool expired = now >= it->second.first_report + options_.deadline;
-  const bool overflow = open_.size() > options_.max_open_steps;
+  const bool overflow =
+      open_.size() > options_.max_open_steps || open_bytes_ > options_.max_open_bytes;
   if (!complete && !expired && !overflow) return false;
   out->by_deadline = !complete;
   Combine(it->first, it->second, out);
   last_closed_ = it->first;
+  for (const auto& [rank, report] : it->second.reports) open_bytes_ -= report.Bytes();
   open_.erase(it);
   return true;
 }

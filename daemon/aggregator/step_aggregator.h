@@ -4,7 +4,9 @@
 // Design notes
 // - A step closes when every registered rank has reported it or a later
 //   step (ranks may skip steps), or at its deadline (first report + the
-//   step deadline), or when more than max_open_steps steps are open. Steps
+//   step deadline), or when more than max_open_steps steps are open or
+//   their reports hold more than max_open_bytes (a stalled rank must not
+//   make a large job buffer 64 steps of every other rank). Steps
 //   close strictly in order; a report for a closed step is late: counted by
 //   the caller and dropped, not an error.
 // - A report may not jump more than max_step_jump steps ahead of the job's
@@ -45,6 +47,7 @@ class StepAggregator {
     Clock::duration deadline = std::chrono::seconds(2);
     size_t max_open_steps = 64;
     int64_t max_step_jump = 1000000;
+    size_t max_open_bytes = size_t{64} << 20;
   };
 
   struct ClosedStep {
@@ -92,6 +95,8 @@ class StepAggregator {
   int64_t last_closed() const { return last_closed_; }
   int64_t last_step_of_rank(uint32_t rank) const;
   size_t open_steps() const { return open_.size(); }
+  // Bytes of the reports held in open steps.
+  size_t open_bytes() const { return open_bytes_; }
 
  private:
   struct RankReport {
@@ -100,6 +105,10 @@ class StepAggregator {
     std::vector<double> amax;
     std::vector<uint64_t> nonfinite;
     std::vector<uint64_t> zeros;
+    size_t Bytes() const {
+      return slots.size() * sizeof(uint32_t) +
+             (sumsq.size() + amax.size() + nonfinite.size() + zeros.size()) * 8;
+    }
   };
   struct OpenStep {
     std::map<uint32_t, RankReport> reports;  // rank order
@@ -115,6 +124,7 @@ class StepAggregator {
   const JobTopology* topology_;
   Options options_;
   std::map<int64_t, OpenStep> open_;
+  size_t open_bytes_ = 0;
   std::unordered_map<uint32_t, int64_t> last_step_of_rank_;
   int64_t last_closed_ = -1;
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 
 namespace gnmr {
@@ -54,10 +56,10 @@ StatusOr<uint32_t> Controller::AddUnit(const std::string& name) {
 }
 
 Status Controller::CheckNewUnits(const std::vector<std::string>& names) const {
-  std::unordered_map<std::string, bool> listed;
+  std::unordered_set<std::string_view> listed;  // views: no copy of every name
   for (const std::string& name : names) {
     if (name.empty()) return InvalidArgument("unit name is empty");
-    if (ids_by_name_.count(name) || !listed.emplace(name, true).second) {
+    if (ids_by_name_.count(name) || !listed.insert(name).second) {
       return Status(StatusCode::kAlreadyExists,
                     "unit '" + name + "' is already registered");
     }

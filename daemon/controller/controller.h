@@ -117,6 +117,8 @@ class Controller {
   Status SetConfig(const ControllerConfig& config);
   const ControllerConfig& config() const { return config_; }
   uint64_t config_version() const { return config_version_; }
+  // Heap bytes of the compiled action rules (memory accounting).
+  size_t action_rule_bytes() const { return resolver_.MemoryBytes(); }
 
   // Operator override (gnmrctl release): ends the unit's recovery now. The
   // next decision lists it as released. NotFound if it is not in recovery.

@@ -27,6 +27,11 @@ StatusOr<std::unique_ptr<Job>> Job::Create(std::string job_id, uint32_t world_si
   if (!c.ok()) return c.status();
   std::unique_ptr<Job> job(new Job(std::move(job_id), world_size, std::move(token),
                                    std::move(c).value(), options, listener));
+  {
+    std::lock_guard<std::mutex> lock(job->mu_);
+    Status s = job->Reserve(job->ShapeLocked());  // max_o_limit, memory_budget
+    if (!s.ok()) return s;
+  }
   if (listener) listener->OnJobStarted(job->id_, world_size, job->controller_);
   return job;
 }
@@ -83,6 +88,20 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
   // start the same number again.
   {
     std::lock_guard<std::mutex> lock(job->mu_);
+    // Served even past a cap or the budget (lowered since it was saved):
+    // refusing would lose its state. Said loudly.
+    const JobShape shape = job->ShapeLocked();
+    const Status caps = CheckJobCaps(shape, job->EffectiveCaps());
+    job->reserved_bytes_ = JobFootprint(shape, job->EffectiveCaps());
+    if (options.budget) options.budget->ForceResize(0, job->reserved_bytes_);
+    if (!caps.ok() ||
+        (options.budget && options.budget->used() > options.budget->limit())) {
+      spdlog::warn("job {}: restored beyond the daemon's limits ({}; memory_budget {} of {} "
+                   "MiB used); new registrations of it may be refused",
+                   job->id_, caps.ok() ? "caps ok" : caps.message(),
+                   options.budget ? options.budget->used() >> 20 : 0,
+                   options.budget ? options.budget->limit() >> 20 : 0);
+    }
     job->generation_ = meta.generation();
     job->aggregator_.SetLastClosed(meta.last_closed_step());
     job->StartGeneration(GenerationCause::kRestore, "the daemon restored the job from its snapshot");
@@ -121,7 +140,8 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
     }
   }
   std::vector<std::string> new_units;
-  s = topology_.CheckRank(specs, &new_units);
+  JobTopology::Growth growth;
+  s = topology_.CheckRank(specs, &new_units, req.rank(), &growth);
   if (!s.ok()) return s;
   s = controller_.CheckNewUnits(new_units);
   if (!s.ok() || topology_.num_units() != controller_.num_units()) {
@@ -130,6 +150,15 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
                   topology_.num_units(), controller_.num_units(), s.ToString());
     return Internal("job '" + id_ + "': unit layout and controller disagree (a daemon bug)");
   }
+  JobShape next = ShapeLocked();
+  next.units += growth.units;
+  next.name_bytes += growth.name_bytes;
+  next.slots += growth.slots;
+  next.rank_units =
+      static_cast<uint64_t>(static_cast<int64_t>(next.rank_units) + growth.rank_units);
+  next.ranks += growth.ranks;
+  s = Reserve(next);  // the caps and the memory budget; the last check
+  if (!s.ok()) return s;
 
   RegisterResult result;
   std::vector<std::string> created;

@@ -70,6 +70,7 @@
 #include "daemon/controller/controller.h"
 #include "daemon/job/ack_book.h"
 #include "daemon/job/job_listener.h"
+#include "daemon/job/resource_caps.h"
 #include "daemon/job/topology.h"
 #include "gnmr/v1/gnmr.pb.h"
 #include "gnmr/v1/job_state.pb.h"
@@ -87,7 +88,12 @@ class DecisionSink {
 };
 
 struct JobOptions {
-  StepAggregator::Options aggregation;
+  StepAggregator::Options aggregation;  // max_open_bytes: the open-step cap
+  // Per-job caps (resource_caps.h; max_open_step_bytes and
+  // decision_history_bytes are taken from aggregation and below), and the
+  // daemon's memory budget (null: none).
+  JobCaps caps;
+  std::shared_ptr<MemoryBudget> budget;
   uint32_t snapshot_every_steps = 50;
   size_t max_units = 1u << 20;
   // Steps whose acks are compared (and decisions whose digests are checked).
@@ -122,6 +128,8 @@ class Job {
                                                 const v1::JobMeta& meta,
                                                 JobOptions options,
                                                 JobListener* listener);
+
+  ~Job();  // gives the job's memory budget back
 
   const std::string& id() const { return id_; }
   uint32_t world_size() const { return world_size_; }
@@ -231,6 +239,12 @@ class Job {
   void EmitEvent(const char* kind, int64_t step, std::string detail);
 
   void EmitEvents(const Decision& d);
+  // ---- resources (resource_caps.h)
+  JobShape ShapeLocked() const;
+  JobCaps EffectiveCaps() const;
+  // Checks `next` against the caps and the budget and reserves its
+  // footprint: the last check before a change (all or nothing).
+  Status Reserve(const JobShape& next);
   v1::JobInfo InfoLocked(Clock::time_point now) const;
   void PublishView(Clock::time_point now) const;  // holds mu_
   // After an operation (holds mu_): PublishView if an Info() found the job
@@ -278,6 +292,8 @@ class Job {
   mutable ControllerConfig view_config_;  // published at once on a change
   mutable uint64_t view_config_version_ = 0;
   mutable std::atomic<bool> view_wanted_{false};
+
+  uint64_t reserved_bytes_ = 0;  // this job's share of options_.budget
 
   uint64_t steps_since_snapshot_ = 0;
   uint64_t decision_failures_ = 0;

@@ -135,7 +135,15 @@ uint64_t Job::config_version() const {
 
 Status Job::SetConfig(const ControllerConfig& config) {
   std::lock_guard<std::mutex> lock(mu_);
-  Status s = controller_.SetConfig(config);
+  Status s = config.Validate();
+  if (!s.ok()) return s;
+  JobShape next = ShapeLocked();
+  next.window = static_cast<uint64_t>(config.short_window);
+  next.max_o = static_cast<uint64_t>(config.max_o);
+  next.rule_bytes = ActionResolver(config).MemoryBytes();
+  s = Reserve(next);
+  if (!s.ok()) return s;
+  s = controller_.SetConfig(config);  // validated above: cannot fail
   if (!s.ok()) return s;
   imported_state_.clear();  // a repeated import would now change the state
   if (listener_) {
@@ -218,6 +226,15 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
       return Status(code, "imported state cannot be added to job '" + id_ + "': " + s.message());
     }
   }
+  JobShape next = ShapeLocked();
+  next.units = layout.num_units();
+  next.name_bytes = layout.name_bytes();
+  next.slots = layout.num_slots();
+  next.window = static_cast<uint64_t>(c->config().short_window);
+  next.max_o = static_cast<uint64_t>(c->config().max_o);
+  next.rule_bytes = c->action_rule_bytes();
+  Status reserved = Reserve(next);  // the caps and the memory budget
+  if (!reserved.ok()) return reserved;
   // Nothing below fails.
   topology_ = std::move(layout);
   controller_ = std::move(c).value();

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "daemon/controller/state_codec.h"
 #include "daemon/job/job.h"
 
 namespace gnmr::testing {
@@ -181,5 +182,132 @@ TEST(JobRestore, SnapshotWithALastClosedStepAtTheEndOfTheRangeIsRefused) {
   StatusOr<std::unique_ptr<Job>> bad = Job::Restore(r.job->ExportState(), meta, {}, &listener);
   EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << bad.status().ToString();
 }
+
+// ---- issue 12, item 8: what one Register (or SetConfig, ImportState) may
+// allocate. Each refusal is RESOURCE_EXHAUSTED naming the key, and changes
+// nothing.
+
+v1::RegisterRequest WithWindow(v1::RegisterRequest req, int window, int max_o = 4) {
+  v1::ControllerConfig* c = req.mutable_config();
+  ConfigToProto(ControllerConfig{}, c);
+  c->set_short_window(window);
+  c->set_max_o(max_o);
+  return req;
+}
+
+void ExpectExhausted(const Status& s, const std::string& key) {
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find(key), std::string::npos) << s.ToString();
+}
+
+TEST(JobCaps, UnitsTimesWindowIsBounded) {
+  HoldingListener listener;
+  JobOptions options;
+  options.caps.max_window_cells = 1000;
+  ControllerConfig config;
+  config.short_window = 100;
+  StatusOr<std::unique_ptr<Job>> job = Job::Create("job", 1, "", config, options, &listener);
+  ASSERT_TRUE(job.ok());
+  ExpectExhausted((*job)->Register(RegisterOf(0, 1, 11)).status(), "max_window_cells_per_job");
+  EXPECT_EQ((*job)->Info(Clock::now()).units(), 0u);  // nothing changed
+  ASSERT_TRUE((*job)->Register(RegisterOf(0, 1, 10)).ok());
+  config.short_window = 101;  // 10 units x 101 > 1000
+  ExpectExhausted((*job)->SetConfig(config), "max_window_cells_per_job");
+  EXPECT_EQ((*job)->config().short_window, 100);
+}
+
+TEST(JobCaps, MaxOIsBounded) {
+  HoldingListener listener;
+  JobOptions options;
+  options.caps.max_o = 64;
+  ControllerConfig config;
+  config.max_o = 65;
+  ExpectExhausted(Job::Create("job", 1, "", config, options, &listener).status(), "max_o_limit");
+  config.max_o = 64;
+  StatusOr<std::unique_ptr<Job>> job = Job::Create("job", 1, "", config, options, &listener);
+  ASSERT_TRUE(job.ok());
+  config.max_o = 1000000;
+  ExpectExhausted((*job)->SetConfig(config), "max_o_limit");
+  EXPECT_EQ((*job)->config().max_o, 64);
+}
+
+TEST(JobCaps, RanksTimesUnitsAndShardsAreBounded) {
+  HoldingListener listener;
+  JobOptions options;
+  options.caps.max_rank_units = 26;
+  options.caps.max_slots = 40;
+  std::unique_ptr<Job> job = MakeJob(&listener, 4, options);
+  ASSERT_TRUE(job->Register(RegisterOf(0, 4, 10)).ok());
+  ASSERT_TRUE(job->Register(RegisterOf(1, 4, 10)).ok());
+  ExpectExhausted(job->Register(RegisterOf(2, 4, 10)).status(), "max_rank_units_per_job");
+  // Rank 2 was not registered by the refusal: a smaller set is not "a
+  // different unit set" (FAILED_PRECONDITION), and fits (25 of 26).
+  ASSERT_TRUE(job->Register(RegisterOf(2, 4, 5)).ok());
+  // Shards: 10 units of 1 shard, then one unit of 31 shards is too many.
+  v1::RegisterRequest sharded = RegisterOf(3, 4, 0);
+  v1::UnitSpec* u = sharded.add_units();
+  u->set_name("wide");
+  u->set_shard_count(31);
+  u->set_shard_index(3);
+  ExpectExhausted(job->Register(sharded).status(), "max_slots_per_job");
+  u->set_shard_count(30);
+  EXPECT_TRUE(job->Register(sharded).ok());
+  EXPECT_EQ(job->Info(Clock::now()).units(), 11u);
+}
+
+TEST(JobCaps, ImportedStateIsBoundedLikeARegister) {
+  HoldingListener listener;
+  JobOptions options;
+  options.caps.max_window_cells = 40;
+  RunningJob r = StartJob(&listener, 4, 2, options);  // 4 units x window 4
+  v1::ControllerState state = r.job->ExportState();
+  state.mutable_config()->set_short_window(11);
+  ExpectExhausted(r.job->ImportState(state), "max_window_cells_per_job");
+  EXPECT_EQ(r.job->config().short_window, 4);
+}
+
+TEST(MemoryBudget, JobsShareItAndGiveItBack) {
+  HoldingListener listener;
+  JobOptions options;
+  options.budget = std::make_shared<MemoryBudget>(16u << 20);
+  StatusOr<std::unique_ptr<Job>> a = Job::Create("a", 1, "", {}, options, &listener);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const uint64_t empty = options.budget->used();
+  EXPECT_GT(empty, 0u);
+  // 16 MiB hold a few thousand units (docs/limits.md), not 10,000.
+  ExpectExhausted((*a)->Register(RegisterOf(0, 1, 10000)).status(), "memory_budget");
+  EXPECT_EQ(options.budget->used(), empty);
+  ASSERT_TRUE((*a)->Register(RegisterOf(0, 1, 1000)).ok());
+  const uint64_t held = options.budget->used();
+  EXPECT_GT(held, empty + 1000 * 1000);
+  StatusOr<std::unique_ptr<Job>> b = Job::Create("b", 1, "", {}, options, &listener);
+  ASSERT_TRUE(b.ok());
+  ExpectExhausted((*b)->Register(RegisterOf(0, 1, 3000)).status(), "memory_budget");
+  a->reset();  // a deleted job gives its share back
+  EXPECT_EQ(options.budget->used(), empty);
+  EXPECT_TRUE((*b)->Register(RegisterOf(0, 1, 3000)).ok());
+}
+
+TEST(JobCaps, OpenStepsAreBoundedInBytes) {
+  // Two ranks, one silent: every step stays open until the bytes of the
+  // buffered reports pass max_open_bytes, then the oldest closes.
+  HoldingListener listener;
+  JobOptions options;
+  options.aggregation.deadline = std::chrono::hours(1);
+  options.aggregation.max_open_bytes = 4096;
+  std::unique_ptr<Job> job = MakeJob(&listener, 2, options);
+  StatusOr<RegisterResult> r0 = job->Register(RegisterOf(0, 2, 10));
+  ASSERT_TRUE(job->Register(RegisterOf(1, 2, 10)).ok());
+  ASSERT_TRUE(r0.ok());
+  for (int64_t t = 0; t < 40; ++t) {
+    ASSERT_TRUE(job->OnStats(0, r0->session_id, StatsOf(t, 10), 0, Clock::now()).ok());
+  }
+  // 10 units x 12 B = 120 B a report: 4096 B hold 34 steps.
+  std::lock_guard<std::mutex> lock(listener.mu);
+  ASSERT_FALSE(listener.decided.empty());
+  EXPECT_EQ(listener.decided.front(), 0);
+  EXPECT_EQ(listener.decided.size(), 40u - 34u);
+}
+
 }  // namespace
 }  // namespace gnmr::testing

@@ -170,5 +170,38 @@ TEST_F(LimitsTest, AStalledRankStillGetsTheGenerationStart) {
   EXPECT_LT(start, first_decision);
 }
 
+// Issue 12, item 8, over the wire: a Register that would allocate past a
+// cap or the daemon's memory budget is refused with RESOURCE_EXHAUSTED
+// naming the key, and the job stays as it was.
+TEST_F(LimitsTest, RegistrationsPastTheCapsOrTheBudgetAreRefused) {
+  DaemonOptions options;
+  options.registry.job.budget = std::make_shared<MemoryBudget>(32u << 20);
+  StartDaemon(options);
+  v1::ControllerConfig config = FastConfig();
+  config.set_short_window(1024);
+  RawRank wide(Tcp(), "wide", 0, 1);
+  std::vector<RawRank::Unit> many = Units(20000);  // x 1024 > 2^24 window cells
+  grpc::Status s = wide.Register(many, nullptr, &config);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("max_window_cells_per_job"), std::string::npos);
+  config.set_short_window(4);
+  config.set_max_o(100000);
+  RawRank greedy(Tcp(), "greedy", 0, 1);
+  s = greedy.Register(Units(2), nullptr, &config);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("max_o_limit"), std::string::npos);
+  config.set_max_o(4);
+  RawRank big(Tcp(), "big", 0, 1);
+  s = big.Register(many, nullptr, &config);  // ~40 MiB of footprint
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("memory_budget"), std::string::npos);
+  // What fits is served.
+  ASSERT_TRUE(big.Register(Units(2000), nullptr, &config).ok());
+  big.Open();
+  big.SendStats(0, std::vector<double>(2000, 1.0));
+  v1::Decision d;
+  EXPECT_TRUE(big.WaitDecision(0, &d));
+}
+
 }  // namespace
 }  // namespace gnmr::testing
