@@ -68,7 +68,7 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
   caps.max_slots = c.max_slots_per_job;
   caps.max_o = c.max_o_limit;
   caps.max_queued_bytes = c.max_queued_decision_bytes;
-  caps.event_ring_bytes = EventRingBytes(store::EventLogOptions{}.ring_capacity);
+  caps.event_ring_bytes = store::RingMemoryBound(store::EventLogOptions{});  // event_log below
   o.registry.job.aggregation.max_open_bytes = c.max_open_step_bytes;
   o.registry.job.budget = std::make_shared<MemoryBudget>(c.memory_budget);
   o.limits.max_world_size = c.max_ranks_per_job;

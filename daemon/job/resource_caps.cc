@@ -22,7 +22,6 @@ constexpr uint64_t kReportBytesPerUnit = 40;  // one unit of one open report
 constexpr uint64_t kOpenSteps = 65;           // StepAggregator max_open_steps + 1
 constexpr uint64_t kQueuedMessages = 256;     // DecisionQueue::Limits
 constexpr uint64_t kDecisionsKept = 64;       // JobOptions::decisions_kept
-constexpr uint64_t kEventBytes = 1024;        // one event: a 256-byte name, details
 
 Status Exhausted(const std::string& what, uint64_t value, const char* key, uint64_t cap) {
   return Status(StatusCode::kResourceExhausted,
@@ -50,10 +49,6 @@ Status CheckJobCaps(const JobShape& s, const JobCaps& caps) {
 }
 
 uint64_t DecisionMessageBytes(uint64_t entries) { return 128 + 48 * entries; }
-
-uint64_t EventRingBytes(uint64_t capacity) { return capacity * kEventBytes; }
-
-uint64_t EventBufferBytes(uint64_t max_buffered) { return max_buffered * kEventBytes; }
 
 uint64_t JobFootprint(const JobShape& s, const JobCaps& caps) {
   // Decisions: every recovery entry of a decision, and every rank's

@@ -50,15 +50,10 @@ struct JobCaps {
   // recent decisions (JobOptions::decision_history_bytes).
   uint64_t max_queued_bytes = uint64_t{4} << 20;
   uint64_t decision_history_bytes = uint64_t{4} << 20;
-  // The job's window of recent events in the event log (EventRingBytes).
+  // The job's window of recent events in the event log
+  // (store::RingMemoryBound; the job library does no I/O of its own).
   uint64_t event_ring_bytes = 0;
 };
-
-// Upper bound of the bytes of `capacity` events kept in memory (a job's
-// ring), and of `max_buffered` events waiting for the event log's writer
-// (all jobs: a daemon-wide term of the formula, not a job's).
-uint64_t EventRingBytes(uint64_t capacity);
-uint64_t EventBufferBytes(uint64_t max_buffered);
 
 // RESOURCE_EXHAUSTED naming the first cap `shape` exceeds (and the key).
 Status CheckJobCaps(const JobShape& shape, const JobCaps& caps);

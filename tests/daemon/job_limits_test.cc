@@ -10,7 +10,6 @@
 #include <string>
 #include <thread>
 
-#include "daemon/controller/state_codec.h"
 #include "daemon/job/job.h"
 
 namespace gnmr::testing {
@@ -186,14 +185,6 @@ TEST(JobRestore, SnapshotWithALastClosedStepAtTheEndOfTheRangeIsRefused) {
 // ---- issue 12, item 8: what one Register (or SetConfig, ImportState) may
 // allocate. Each refusal is RESOURCE_EXHAUSTED naming the key, and changes
 // nothing.
-
-v1::RegisterRequest WithWindow(v1::RegisterRequest req, int window, int max_o = 4) {
-  v1::ControllerConfig* c = req.mutable_config();
-  ConfigToProto(ControllerConfig{}, c);
-  c->set_short_window(window);
-  c->set_max_o(max_o);
-  return req;
-}
 
 void ExpectExhausted(const Status& s, const std::string& key) {
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
