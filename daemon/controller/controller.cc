@@ -55,13 +55,13 @@ StatusOr<uint32_t> Controller::AddUnit(const std::string& name) {
   return id;
 }
 
-Status Controller::CheckNewUnits(const std::vector<std::string>& names) const {
+Status Controller::CheckNewUnits(const std::vector<std::string_view>& names) const {
   std::unordered_set<std::string_view> listed;  // views: no copy of every name
-  for (const std::string& name : names) {
+  for (const std::string_view name : names) {
     if (name.empty()) return InvalidArgument("unit name is empty");
-    if (ids_by_name_.count(name) || !listed.insert(name).second) {
+    if (ids_by_name_.count(std::string(name)) || !listed.insert(name).second) {
       return Status(StatusCode::kAlreadyExists,
-                    "unit '" + name + "' is already registered");
+                    "unit '" + std::string(name) + "' is already registered");
     }
   }
   if (names.size() > std::numeric_limits<uint32_t>::max() - units_.size()) {

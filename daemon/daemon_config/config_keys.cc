@@ -113,6 +113,8 @@ std::vector<ScalarKey> MakeKeys() {
       {"max_o_limit", nullptr, "", "", Uint(1, 1u << 24, &DaemonConfig::max_o_limit)},
       {"max_open_step_bytes", nullptr, "", "",
        ByteSize(1u << 20, uint64_t{1} << 40, &DaemonConfig::max_open_step_bytes)},
+      {"max_request_bytes_in_flight", nullptr, "", "",
+       ByteSize(1u << 20, uint64_t{1} << 40, &DaemonConfig::max_request_bytes_in_flight)},
       {"memory_budget", "memory-budget", "BYTES",
        "the sum of the jobs' memory footprints\n(default 1GiB; docs/limits.md)",
        ByteSize(16u << 20, uint64_t{1} << 44, &DaemonConfig::memory_budget)},

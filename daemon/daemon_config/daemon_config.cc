@@ -319,6 +319,7 @@ std::string DescribeConfig(const DaemonConfig& c) {
   line("max_o_limit", std::to_string(c.max_o_limit));
   line("max_open_step_bytes", std::to_string(c.max_open_step_bytes));
   line("memory_budget", std::to_string(c.memory_budget));
+  line("max_request_bytes_in_flight", std::to_string(c.max_request_bytes_in_flight));
   line("job_tokens", jobs.empty() ? "none" : jobs + " (tokens not shown)");
   line("job_tokens_file", c.job_tokens_file.empty() ? "unset" : c.job_tokens_file);
   line("allow_unregistered_jobs", c.allow_unregistered_jobs ? "true" : "false");

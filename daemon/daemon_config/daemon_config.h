@@ -69,12 +69,14 @@ struct DaemonConfig {
   uint64_t max_queued_decision_bytes = 4u << 20;
   // The caps of one job and the daemon's memory budget (docs/limits.md,
   // "Memory"): refused with RESOURCE_EXHAUSTED naming the key.
-  uint64_t max_window_cells_per_job = uint64_t{1} << 24;  // units x short_window
+  uint64_t max_window_cells_per_job = uint64_t{1} << 22;  // units x short_window
   uint64_t max_rank_units_per_job = uint64_t{1} << 24;    // ranks x units, summed
   uint64_t max_slots_per_job = uint64_t{1} << 22;         // shards, summed
   uint64_t max_o_limit = 4096;                            // the largest max_o
   uint64_t max_open_step_bytes = uint64_t{64} << 20;      // reports in open steps
   uint64_t memory_budget = uint64_t{1} << 30;             // all jobs' footprints
+  // Bytes of unary requests (Register, Admin) parsed and served at once.
+  uint64_t max_request_bytes_in_flight = uint64_t{64} << 20;
   // Configured job tokens; unknown jobs bind their token on first
   // registration (trust on first use) when allow_unregistered_jobs, over
   // the Unix socket or mutual TLS only (plain TCP needs a configured one).

@@ -71,6 +71,7 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
   caps.event_ring_bytes = store::RingMemoryBound(store::EventLogOptions{});  // event_log below
   o.registry.job.aggregation.max_open_bytes = c.max_open_step_bytes;
   o.registry.job.budget = std::make_shared<MemoryBudget>(c.memory_budget);
+  o.request_gate = std::make_shared<RequestGate>(c.max_request_bytes_in_flight);
   o.limits.max_world_size = c.max_ranks_per_job;
   return o;
 }

@@ -139,7 +139,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
                         ". A different model needs a new job id");
     }
   }
-  std::vector<std::string> new_units;
+  std::vector<std::string_view> new_units;  // views into specs
   JobTopology::Growth growth;
   s = topology_.CheckRank(specs, &new_units, req.rank(), &growth);
   if (!s.ok()) return s;

@@ -23,6 +23,12 @@ constexpr uint64_t kOpenSteps = 65;           // StepAggregator max_open_steps +
 constexpr uint64_t kQueuedMessages = 256;     // DecisionQueue::Limits
 constexpr uint64_t kDecisionsKept = 64;       // JobOptions::decisions_kept
 
+// "78.4 MiB": refusals near the limit must not read "needs 78, has 78".
+std::string Mib(uint64_t bytes) {
+  const uint64_t tenths = (bytes * 10 + (1u << 19)) >> 20;
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " MiB";
+}
+
 Status Exhausted(const std::string& what, uint64_t value, const char* key, uint64_t cap) {
   return Status(StatusCode::kResourceExhausted,
                 what + " " + std::to_string(value) + " exceeds " + key + " (" +
@@ -71,10 +77,9 @@ Status MemoryBudget::Resize(const std::string& what, uint64_t old_bytes, uint64_
   const uint64_t others = used_ - std::min(used_, old_bytes);
   if (new_bytes > old_bytes && others + new_bytes > limit_) {
     return Status(StatusCode::kResourceExhausted,
-                  what + " would need " + std::to_string(new_bytes >> 20) +
-                      " MiB, and memory_budget (" + std::to_string(limit_ >> 20) +
-                      " MiB) has " + std::to_string((limit_ - std::min(limit_, others)) >> 20) +
-                      " MiB left for it (docs/limits.md)");
+                  what + " would need " + Mib(new_bytes) + ", and memory_budget (" +
+                      Mib(limit_) + ") has " + Mib(limit_ - std::min(limit_, others)) +
+                      " left for it (docs/limits.md)");
   }
   used_ = others + new_bytes;
   return Status::Ok();

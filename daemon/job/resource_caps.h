@@ -39,7 +39,7 @@ struct JobShape {
 };
 
 struct JobCaps {
-  uint64_t max_window_cells = uint64_t{1} << 24;  // units x short_window
+  uint64_t max_window_cells = uint64_t{1} << 22;  // units x short_window
   uint64_t max_rank_units = uint64_t{1} << 24;    // ranks x units, summed
   uint64_t max_slots = uint64_t{1} << 22;         // shards, summed
   uint64_t max_o = 4096;                          // max_o_limit

@@ -29,7 +29,7 @@ Status JobTopology::ValidateSpecs(const std::vector<RankUnitSpec>& units) const 
 }
 
 Status JobTopology::CheckRank(const std::vector<RankUnitSpec>& units,
-                              std::vector<std::string>* new_units, uint32_t rank,
+                              std::vector<std::string_view>* new_units, uint32_t rank,
                               Growth* growth) const {
   Status s = ValidateSpecs(units);
   if (!s.ok()) return s;

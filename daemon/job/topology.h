@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -59,10 +60,11 @@ class JobTopology {
   // the one the unit was first registered with, a numel for a shard
   // different from the one registered for it before (0 = not stated:
   // never differs); then capacity (ResourceExhausted). `new_units` (may be
-  // null) receives the names RegisterRank would create, in order; `growth`
+  // null) receives the names RegisterRank would create, in order (views
+  // into `units`); `growth`
   // (may be null) what `rank`'s registration would add.
   Status CheckRank(const std::vector<RankUnitSpec>& units,
-                   std::vector<std::string>* new_units, uint32_t rank = 0,
+                   std::vector<std::string_view>* new_units, uint32_t rank = 0,
                    Growth* growth = nullptr) const;
 
   // Registers `units` for `rank`, replacing what that rank registered before.

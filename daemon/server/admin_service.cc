@@ -55,7 +55,8 @@ void AdminService::Route(const char* method, Access access, Body<Req, Resp> body
             grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
             reactor->Finish(ToGrpc(s));
             return reactor;
-          }));
+          },
+          context_.request_gate));
 }
 
 Status AdminService::CheckAccess(grpc::CallbackServerContext* ctx, Access access) const {

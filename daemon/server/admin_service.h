@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "daemon/server/job_registry.h"
+#include "daemon/server/request_gate.h"
 #include "daemon/server/server_stats.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
@@ -38,6 +39,9 @@ struct AdminContext {
   bool insecure_tcp = false;  // plain TCP peers are trusted (peer_access.h)
   std::vector<std::string> listen;
   std::string state_dir;
+  // Bounds the bytes of requests served at once (request_gate.h); may be
+  // null. Set by Daemon::Start from DaemonOptions.
+  RequestGate* request_gate = nullptr;
   // Recent events of a job (the store's in-memory tail); may be empty.
   std::function<std::vector<v1::Event>(const std::string& job, int64_t since_step,
                                        uint32_t limit)>

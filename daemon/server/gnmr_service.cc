@@ -25,7 +25,7 @@ class RefusedSession final
 
 GnmrService::GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits,
                          LiveSessions* live, bool insecure_tcp,
-                         DecisionQueue::Limits queue_limits)
+                         DecisionQueue::Limits queue_limits, RequestGate* request_gate)
     : registry_(registry),
       stats_(stats),
       limits_(limits),
@@ -40,7 +40,8 @@ GnmrService::GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimit
                  [this](grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
                         v1::RegisterResponse* resp) { return DoRegister(ctx, req, resp); },
                  [this](grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
-                        const Status& s) { return FinishRegister(ctx, req, s); }));
+                        const Status& s) { return FinishRegister(ctx, req, s); },
+                 request_gate));
 }
 
 Status GnmrService::CheckRegisterTransport(grpc::CallbackServerContext* ctx,

@@ -17,6 +17,7 @@
 #include "daemon/server/decision_queue.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
+#include "daemon/server/request_gate.h"
 #include "daemon/server/request_validation.h"
 #include "daemon/server/server_stats.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
@@ -27,9 +28,11 @@ class GnmrService final : public v1::Gnmr::CallbackService {
  public:
   // `live` (may be null): where Session streams are tracked for shutdown.
   // `queue_limits`: each Session's write queue (decision_queue.h).
+  // `request_gate` (may be null): bounds the Registers served at once
+  // (request_gate.h).
   GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits = {},
               LiveSessions* live = nullptr, bool insecure_tcp = false,
-              DecisionQueue::Limits queue_limits = {});
+              DecisionQueue::Limits queue_limits = {}, RequestGate* request_gate = nullptr);
 
   grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage>* Session(
       grpc::CallbackServerContext* ctx) override;

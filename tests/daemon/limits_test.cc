@@ -203,5 +203,38 @@ TEST_F(LimitsTest, RegistrationsPastTheCapsOrTheBudgetAreRefused) {
   EXPECT_TRUE(big.WaitDecision(0, &d));
 }
 
+// Issue 12, item 8: a Register costs ~10x its bytes while it is parsed and
+// served, before any cap can refuse it; the bytes of requests served at
+// once are bounded (max_request_bytes_in_flight), so K clients cannot make
+// gnmrd hold K large requests. A request alone always passes.
+TEST_F(LimitsTest, RequestsServedAtOnceAreBoundedInBytes) {
+  DaemonOptions options;
+  options.request_gate = std::make_shared<RequestGate>(64u << 10);
+  StartDaemon(options);
+  RawRank alone(Tcp(), "alone", 0, 1);
+  ASSERT_TRUE(alone.Register(Units(20000)).ok());  // ~200 KiB: over the bound, but alone
+  EXPECT_EQ(options.request_gate->in_flight(), 0u);  // given back
+  // Another request being served (as a held ticket): what would take the
+  // bytes past the bound is refused, naming the key; what fits passes.
+  RequestGate::Ticket other;
+  ASSERT_TRUE(options.request_gate->Admit(63u << 10, &other).ok());
+  RawRank big(Tcp(), "big", 0, 1);
+  grpc::Status s = big.Register(Units(1000));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("max_request_bytes_in_flight"), std::string::npos)
+      << s.error_message();
+  grpc::ClientContext ctx;  // the Admin calls too (refused before the id is checked)
+  v1::GetConfigRequest get;
+  get.set_job_id(std::string(2u << 10, 'x'));  // else NOT_FOUND
+  v1::GetConfigResponse config;
+  const grpc::Status got = v1::Admin::NewStub(Unix())->GetConfig(&ctx, get, &config);
+  EXPECT_EQ(got.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << got.error_message();
+  RawRank small(Tcp(), "small", 0, 1);
+  EXPECT_TRUE(small.Register(Units(2)).ok());
+  other.Reset();
+  EXPECT_TRUE(big.Register(Units(1000)).ok());
+  EXPECT_EQ(options.request_gate->in_flight(), 0u);
+}
+
 }  // namespace
 }  // namespace gnmr::testing
