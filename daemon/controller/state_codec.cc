@@ -75,13 +75,17 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
   out->set_format_version(kFormatVersion);
   ConfigToProto(c.config_, out->mutable_config());
   out->set_config_version(c.config_version_);
+  // Exact capacities: a doubling growth would hold up to twice the bytes.
+  out->mutable_units()->Reserve(static_cast<int>(c.units_.size()));
   for (uint32_t id = 0; id < c.units_.size(); ++id) {
     const UnitState& u = c.units_[id];
     v1::UnitHistory* h = out->add_units();
     h->set_name(u.name);
     h->set_valid_samples(u.valid_samples);
     h->set_mu(u.mu);
-    for (double g : c.Window(id)) h->add_window(g);
+    const std::vector<double> window = c.Window(id);
+    h->mutable_window()->Reserve(static_cast<int>(window.size()));
+    for (double g : window) h->add_window(g);
     h->set_last_step(u.last_step);
     h->set_last_norm(u.last_norm);
     h->set_last_gnmr(u.last_gnmr);

@@ -364,7 +364,7 @@ void Job::RequestSnapshot() {
   if (!listener_) return;
   v1::ControllerState state;
   ControllerStateCodec::Save(controller_, &state);
-  listener_->OnSnapshot(id_, state, MetaLocked());
+  listener_->OnSnapshot(id_, std::move(state), MetaLocked());
 }
 
 void Job::SnapshotNow() {

@@ -13,7 +13,10 @@ namespace {
 constexpr uint64_t kJobBase = 256u << 10;     // job, aggregator, acks, metrics
 constexpr uint64_t kPerUnit = 1600;
 constexpr uint64_t kPerNameByte = 20;
-constexpr uint64_t kPerWindowCell = 16;       // 8 B, and the snapshot's
+// A window cell: 8 B in the controller, in the state of a pending snapshot,
+// in the one being written and in its frame, and in an imported state's
+// bytes (kept until the next decision).
+constexpr uint64_t kPerWindowCell = 40;
 constexpr uint64_t kPerRankUnit = 64;         // layout entries, a report being read
 constexpr uint64_t kPerSlot = 64;             // combination accumulator, numel
 constexpr uint64_t kPerRank = 64u << 10;      // session, stream, metrics series

@@ -42,7 +42,7 @@ class HoldingListener : public JobListener {
   void OnAckMismatch(const std::string&, const AckMismatch&) override {}
   void OnDecisionFailed(const std::string&) override {}
   void OnSessions(const std::string&, uint32_t) override {}
-  void OnSnapshot(const std::string&, const v1::ControllerState&, const v1::JobMeta&) override {}
+  void OnSnapshot(const std::string&, v1::ControllerState, const v1::JobMeta&) override {}
 
   void Release() {
     std::lock_guard<std::mutex> lock(mu);
