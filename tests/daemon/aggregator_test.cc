@@ -151,6 +151,32 @@ TEST_F(TwoRanks, TooManyOpenStepsForcesTheOldestClosed) {
   EXPECT_FALSE(agg.PopReady(t0, &c));
 }
 
+// Issue 12 item 8: a silent rank kept up to 64 steps of every other rank's
+// reports (~64 x ranks x units x 12 B); the bytes held are bounded too.
+TEST_F(TwoRanks, TooManyOpenBytesForcesTheOldestClosed) {
+  StepAggregator::Options options;
+  options.deadline = std::chrono::hours(1);
+  options.max_open_bytes = 50;  // a report of 2 units: 2 x (4 + 8) = 24 B
+  StepAggregator agg(&topo, options);
+  StepAggregator::ClosedStep c;
+  Add(agg, 0, Stats(0, {0, 1}, {1.0, 1.0}), t0);
+  Add(agg, 0, Stats(1, {0, 1}, {1.0, 1.0}), t0);
+  EXPECT_EQ(agg.open_bytes(), 48u);
+  EXPECT_FALSE(agg.PopReady(t0, &c));
+  Add(agg, 0, Stats(2, {0, 1}, {1.0, 1.0}), t0);  // 72 B > 50
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  EXPECT_EQ(c.step, 0);
+  EXPECT_TRUE(c.by_deadline);
+  EXPECT_EQ(agg.open_bytes(), 48u);
+  EXPECT_FALSE(agg.PopReady(t0, &c));
+  // A report replaced (the rank registered again) counts once.
+  agg.ResetRank(0);
+  Add(agg, 0, Stats(2, {0, 1}, {2.0, 2.0}), t0);
+  EXPECT_EQ(agg.open_bytes(), 48u);
+  agg.StartOver(-1);
+  EXPECT_EQ(agg.open_bytes(), 0u);
+}
+
 // A new generation: open steps are dropped, every rank's step history is
 // forgotten and the last closed step may go backwards, so resumed steps
 // after it are accepted again instead of being late.
