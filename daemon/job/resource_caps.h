@@ -14,8 +14,10 @@
 //   that one Register cannot allocate gigabytes (units x window, ranks x
 //   units, shards, max_o);
 // - per daemon (MemoryBudget, `memory_budget`): the sum of every job's
-//   footprint. So the daemon's memory is at most its base plus the budget,
-//   whatever the number of jobs and however they are shaped.
+//   footprint. So the jobs hold at most the budget, whatever their number
+//   and shapes; the daemon's memory is that plus its base, the event log's
+//   buffer (store::EventLog::MemoryBound) and the requests being served
+//   (server/request_gate.h): docs/limits.md gives the worst case.
 #pragma once
 
 #include <cstdint>
