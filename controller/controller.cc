@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 
 namespace gnmr {
@@ -27,7 +29,7 @@ StatusOr<Controller> Controller::Create(const ControllerConfig& config) {
   return Controller(config);
 }
 
-Controller::Controller(const ControllerConfig& config) : config_(config) {}
+Controller::Controller(const ControllerConfig& config) : config_(config), resolver_(config) {}
 
 StatusOr<uint32_t> Controller::AddUnit(const std::string& name) {
   if (name.empty()) return InvalidArgument("unit name is empty");
@@ -41,7 +43,7 @@ StatusOr<uint32_t> Controller::AddUnit(const std::string& name) {
   const uint32_t id = static_cast<uint32_t>(units_.size());
   UnitState u;
   u.name = name;
-  u.resolved = ResolveAction(config_, name);
+  u.resolved = resolver_.Resolve(name);
   units_.push_back(std::move(u));
   ids_by_name_.emplace(name, id);
   const size_t w = static_cast<size_t>(config_.short_window);
@@ -49,16 +51,17 @@ StatusOr<uint32_t> Controller::AddUnit(const std::string& name) {
   window_fill_.push_back(0);
   window_next_.push_back(0);
   seen_epoch_.push_back(0);
+  in_recovery_.push_back(0);
   return id;
 }
 
-Status Controller::CheckNewUnits(const std::vector<std::string>& names) const {
-  std::unordered_map<std::string, bool> listed;
-  for (const std::string& name : names) {
+Status Controller::CheckNewUnits(const std::vector<std::string_view>& names) const {
+  std::unordered_set<std::string_view> listed;  // views: no copy of every name
+  for (const std::string_view name : names) {
     if (name.empty()) return InvalidArgument("unit name is empty");
-    if (ids_by_name_.count(name) || !listed.emplace(name, true).second) {
+    if (ids_by_name_.count(std::string(name)) || !listed.insert(name).second) {
       return Status(StatusCode::kAlreadyExists,
-                    "unit '" + name + "' is already registered");
+                    "unit '" + std::string(name) + "' is already registered");
     }
   }
   if (names.size() > std::numeric_limits<uint32_t>::max() - units_.size()) {
@@ -71,13 +74,6 @@ std::optional<uint32_t> Controller::FindUnit(const std::string& name) const {
   auto it = ids_by_name_.find(name);
   if (it == ids_by_name_.end()) return std::nullopt;
   return it->second;
-}
-
-bool Controller::InRecovery(uint32_t unit_id) const {
-  for (const RecoveryEntry& e : recovery_) {
-    if (e.unit_id == unit_id) return true;
-  }
-  return false;
 }
 
 int Controller::InForceAt(int64_t step) const {
@@ -215,7 +211,7 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
                            " is not after the last observed step " +
                            std::to_string(last_step_));
   }
-  if (step < 0 || step > std::numeric_limits<int64_t>::max() / 4) {
+  if (step < 0 || step > kMaxStep) {
     return InvalidArgument("step " + std::to_string(step) + " out of range");
   }
   ++epoch_;
@@ -270,6 +266,7 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
   for (size_t i = 0; i < recovery_.size(); ++i) {
     if (recovery_[i].until <= apply) {
       d.released.push_back(recovery_[i].unit_id);
+      in_recovery_[recovery_[i].unit_id] = 0;
     } else {
       recovery_[kept++] = recovery_[i];
     }
@@ -284,10 +281,13 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
               return CandidateBefore(a.trigger, a.risk, a.unit_id, b.trigger,
                                      b.risk, b.unit_id);
             });
+  // Admitted entries are appended, then merged into unit id order once:
+  // O(set + admitted log admitted) per step, whatever the budget.
   const size_t budget = static_cast<size_t>(config_.max_o);
+  const size_t held = recovery_.size();
   for (const Candidate& c : candidates_) {
     if (c.trigger == Trigger::kNonFinite) d.global_skip = true;
-    if (InRecovery(c.unit_id)) continue;  // locked units are not candidates
+    if (in_recovery_[c.unit_id]) continue;  // locked units are not candidates
     if (recovery_.size() >= budget) {
       d.denied.push_back({c.unit_id, c.trigger, c.risk});
       continue;
@@ -300,14 +300,20 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
     e.until = apply + config_.lock_steps;
     e.clip_min_scale = u.resolved.clip_min_scale;
     if (e.action == Action::kPromote && apply == step) e.entry = config_.entry;
-    auto pos = std::lower_bound(
-        recovery_.begin(), recovery_.end(), e.unit_id,
-        [](const RecoveryEntry& r, uint32_t id) { return r.unit_id < id; });
-    recovery_.insert(pos, e);
+    recovery_.push_back(e);
+    in_recovery_[c.unit_id] = 1;
     d.admitted.push_back(c.evidence);
     ++stats_.admissions_by_trigger[static_cast<int>(c.trigger)];
     ++stats_.admissions_by_action[static_cast<int>(e.action)];
     if (e.InForceAt(step)) ++in_force_now;  // lag 0: in force at once
+  }
+  if (recovery_.size() > held) {
+    auto by_id = [](const RecoveryEntry& a, const RecoveryEntry& b) {
+      return a.unit_id < b.unit_id;
+    };
+    const auto mid = recovery_.begin() + static_cast<ptrdiff_t>(held);
+    std::sort(mid, recovery_.end(), by_id);
+    std::inplace_merge(recovery_.begin(), mid, recovery_.end(), by_id);
   }
   stats_.denials += d.denied.size();
   if (d.global_skip) ++stats_.global_skips;
@@ -341,7 +347,8 @@ Status Controller::SetConfig(const ControllerConfig& config) {
     ResizeWindows(config.short_window);
   }
   config_ = config;
-  for (UnitState& u : units_) u.resolved = ResolveAction(config_, u.name);
+  resolver_ = ActionResolver(config_);
+  for (UnitState& u : units_) u.resolved = resolver_.Resolve(u.name);
   ++config_version_;
   return Status::Ok();
 }
@@ -357,6 +364,7 @@ Status Controller::Release(uint32_t unit_id) {
   for (size_t i = 0; i < recovery_.size(); ++i) {
     if (recovery_[i].unit_id == unit_id) {
       recovery_.erase(recovery_.begin() + static_cast<ptrdiff_t>(i));
+      in_recovery_[unit_id] = 0;
       admin_released_.push_back(unit_id);
       return Status::Ok();
     }

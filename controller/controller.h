@@ -30,10 +30,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "gnmr/status.h"
+#include "controller/action_resolver.h"
 #include "gnmr/config.h"
 #include "core/decision.h"
 
@@ -97,7 +99,8 @@ class Controller {
   // Checks that AddUnit would accept every name (none empty, registered or
   // listed twice; capacity): lets a caller validate before changing its own
   // state, so AddUnit of these names cannot fail after it.
-  Status CheckNewUnits(const std::vector<std::string>& names) const;
+  // Views: a Register of 10^6 units need not copy every name once more.
+  Status CheckNewUnits(const std::vector<std::string_view>& names) const;
 
   // Observes step `step` (strictly greater than every step observed since
   // creation or the last Rewind) with any subset of the units, each at most
@@ -118,6 +121,8 @@ class Controller {
   Status SetConfig(const ControllerConfig& config);
   const ControllerConfig& config() const { return config_; }
   uint64_t config_version() const { return config_version_; }
+  // Heap bytes of the compiled action rules (memory accounting).
+  size_t action_rule_bytes() const { return resolver_.MemoryBytes(); }
 
   // Operator override (gnmrctl release): ends the unit's recovery now. The
   // next decision lists it as released. NotFound if it is not in recovery.
@@ -136,7 +141,11 @@ class Controller {
 
   // The recovery set as of the last decision, unit id order.
   const std::vector<RecoveryEntry>& recovery() const { return recovery_; }
-  bool InRecovery(uint32_t unit_id) const;
+  // O(1): a decision checks every candidate, and a recovery set can be as
+  // large as max_o.
+  bool InRecovery(uint32_t unit_id) const {
+    return unit_id < in_recovery_.size() && in_recovery_[unit_id] != 0;
+  }
   // Units of the current set in force at `step`.
   int InForceAt(int64_t step) const;
 
@@ -177,6 +186,7 @@ class Controller {
   void ResizeWindows(int32_t new_size);
 
   ControllerConfig config_;
+  ActionResolver resolver_;  // config_'s action rules, compiled
   uint64_t config_version_ = 1;
   std::vector<UnitState> units_;
   std::unordered_map<std::string, uint32_t> ids_by_name_;
@@ -187,6 +197,10 @@ class Controller {
   std::vector<int32_t> window_next_;
 
   std::vector<RecoveryEntry> recovery_;  // unit id order
+  // Per unit: 1 while it is in recovery_. Derived from recovery_ (not part
+  // of the serialized state) and kept in step with it everywhere it
+  // changes.
+  std::vector<uint8_t> in_recovery_;
   std::vector<uint32_t> admin_released_;  // reported by the next decision
   bool has_last_step_ = false;
   int64_t last_step_ = 0;

@@ -1,7 +1,11 @@
 #include "controller/state_codec.h"
 
 #include <cmath>
+#include <string>
 #include <utility>
+#include <vector>
+
+#include "common/unit_name.h"
 
 namespace gnmr {
 
@@ -10,13 +14,17 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
   out->set_format_version(kFormatVersion);
   ConfigToProto(c.config_, out->mutable_config());
   out->set_config_version(c.config_version_);
+  // Exact capacities: a doubling growth would hold up to twice the bytes.
+  out->mutable_units()->Reserve(static_cast<int>(c.units_.size()));
   for (uint32_t id = 0; id < c.units_.size(); ++id) {
     const UnitState& u = c.units_[id];
     v1::UnitHistory* h = out->add_units();
     h->set_name(u.name);
     h->set_valid_samples(u.valid_samples);
     h->set_mu(u.mu);
-    for (double g : c.Window(id)) h->add_window(g);
+    const std::vector<double> window = c.Window(id);
+    h->mutable_window()->Reserve(static_cast<int>(window.size()));
+    for (double g : window) h->add_window(g);
     h->set_last_step(u.last_step);
     h->set_last_norm(u.last_norm);
     h->set_last_gnmr(u.last_gnmr);
@@ -57,6 +65,28 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
   k->set_peak_in_recovery(s.peak_in_recovery);
 }
 
+namespace {
+
+// Counters and sequence numbers a state may carry: far from wrapping.
+constexpr uint64_t kMaxCount = uint64_t{1} << 62;
+
+Status Bad(const std::string& what) { return DataLoss("controller state: " + what); }
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+// Every value is checked as Register and Observe would check it, so an
+// imported state can neither freeze the job (a last step at the end of the
+// step range), nor overflow the step arithmetic (apply + lag, since +
+// lock_steps), nor bring in a name Register would refuse. Ranges:
+//   last_step in [0, kMaxStep]; last_apply in [last_step, last_step +
+//   kMaxLag] (apply = max(step + lag, previous apply));
+//   recovery: since in [0, kMaxStep + kMaxLag], until - since in
+//   [1, kMaxLockSteps], clip_min_scale in [0, 1], ref_norm finite >= 0;
+//   unit names per common/unit_name.h, windows finite, unit last_step -1
+//   or in [0, kMaxStep]; released ids distinct and not in recovery;
+//   counters and the sequence below 2^62, unit-steps in force <= observed.
 StatusOr<Controller> ControllerStateCodec::Restore(
     const v1::ControllerState& in) {
   if (in.format_version() != kFormatVersion) {
@@ -69,17 +99,25 @@ StatusOr<Controller> ControllerStateCodec::Restore(
   StatusOr<Controller> made = Controller::Create(*config);
   if (!made.ok()) return made.status();
   Controller c = std::move(made).value();
+  if (in.config_version() < 1 || in.config_version() > kMaxCount) {
+    return Bad("config_version " + std::to_string(in.config_version()) + " out of range");
+  }
   c.config_version_ = in.config_version();
 
   const int32_t w = c.config_.short_window;
-  for (const v1::UnitHistory& h : in.units()) {
-    StatusOr<uint32_t> id = c.AddUnit(h.name());
-    if (!id.ok()) return DataLoss("controller state: " + id.status().message());
-    if (h.valid_samples() < 0 || !std::isfinite(h.mu()) || h.mu() < 0 ||
-        h.window_size() > w || !ValidTrigger(h.last_trigger())) {
-      return DataLoss("controller state: unit '" + h.name() +
-                      "' has out-of-range history");
+  for (int i = 0; i < in.units_size(); ++i) {
+    const v1::UnitHistory& h = in.units(i);
+    Status named = CheckUnitName(h.name());
+    if (!named.ok()) return Bad("unit " + std::to_string(i) + ": " + named.message());
+    bool window_ok = h.window_size() <= w;
+    for (double g : h.window()) window_ok = window_ok && std::isfinite(g) && g >= 0;
+    if (h.valid_samples() < 0 || static_cast<uint64_t>(h.valid_samples()) > kMaxCount ||
+        !std::isfinite(h.mu()) || h.mu() < 0 || !window_ok ||
+        !ValidTrigger(h.last_trigger()) || h.last_step() < -1 || h.last_step() > kMaxStep) {
+      return Bad("unit '" + h.name() + "' has out-of-range history");
     }
+    StatusOr<uint32_t> id = c.AddUnit(h.name());
+    if (!id.ok()) return Bad(id.status().message());
     UnitState& u = c.units_[*id];
     u.valid_samples = h.valid_samples();
     u.mu = h.mu();
@@ -93,11 +131,16 @@ StatusOr<Controller> ControllerStateCodec::Restore(
   uint32_t prev_id = 0;
   for (const v1::RecoveryEntryState& r : in.recovery()) {
     const bool ordered = c.recovery_.empty() || r.unit_id() > prev_id;
-    if (r.unit_id() >= c.units_.size() || !ordered ||
-        !ValidAction(r.action()) || !ValidEntry(r.entry()) ||
-        r.until() <= r.since()) {
-      return DataLoss("controller state: invalid recovery entry for unit " +
-                      std::to_string(r.unit_id()));
+    const bool since_ok = r.since() >= 0 && r.since() <= kMaxStep + ControllerConfig::kMaxLag;
+    const bool lock_ok = since_ok && r.until() > r.since() &&
+                         r.until() - r.since() <= ControllerConfig::kMaxLockSteps;
+    const bool scales_ok = std::isfinite(r.clip_min_scale()) && r.clip_min_scale() >= 0 &&
+                           r.clip_min_scale() <= 1 && std::isfinite(r.ref_norm()) &&
+                           r.ref_norm() >= 0;
+    if (r.unit_id() >= c.units_.size() || !ordered || !ValidAction(r.action()) ||
+        !ValidEntry(r.entry()) || !lock_ok || !scales_ok) {
+      return Bad("invalid recovery entry for unit " + std::to_string(r.unit_id()) + " (since " +
+                 Str(r.since()) + ", until " + Str(r.until()) + ")");
     }
     prev_id = r.unit_id();
     RecoveryEntry e;
@@ -109,15 +152,36 @@ StatusOr<Controller> ControllerStateCodec::Restore(
     e.clip_min_scale = r.clip_min_scale();
     e.ref_norm = r.ref_norm();
     c.recovery_.push_back(e);
+    c.in_recovery_[e.unit_id] = 1;
   }
+  std::vector<uint8_t> released(c.units_.size(), 0);
   for (uint32_t id : in.admin_released()) {
-    if (id >= c.units_.size()) return DataLoss("controller state: bad release");
+    if (id >= c.units_.size() || released[id] || c.in_recovery_[id]) {
+      return Bad("bad release of unit " + std::to_string(id));
+    }
+    released[id] = 1;
     c.admin_released_.push_back(id);
   }
-  c.has_last_step_ = in.has_last_step();
-  c.last_step_ = in.last_step();
-  c.has_last_apply_ = in.has_last_apply();
-  c.last_apply_ = in.last_apply();
+  if (in.has_last_step()) {
+    if (in.last_step() < 0 || in.last_step() > kMaxStep) {
+      return Bad("last_step " + Str(in.last_step()) + " out of range [0, " + Str(kMaxStep) + "]");
+    }
+    c.has_last_step_ = true;
+    c.last_step_ = in.last_step();
+  }
+  if (in.has_last_apply()) {
+    if (!in.has_last_step() || in.last_apply() < in.last_step() ||
+        in.last_apply() - in.last_step() > ControllerConfig::kMaxLag) {
+      return Bad("last_apply " + Str(in.last_apply()) + " is not within " +
+                 std::to_string(ControllerConfig::kMaxLag) + " steps after last_step " +
+                 (in.has_last_step() ? Str(in.last_step()) : std::string("(none)")));
+    }
+    c.has_last_apply_ = true;
+    c.last_apply_ = in.last_apply();
+  }
+  if (in.sequence() > kMaxCount) {
+    return Bad("sequence " + std::to_string(in.sequence()) + " out of range");
+  }
   c.sequence_ = in.sequence();
   c.last_global_skip_ = in.last_global_skip();
   // A state written before next_lag existed has none: config.lag is next.
@@ -130,16 +194,26 @@ StatusOr<Controller> ControllerStateCodec::Restore(
     c.next_lag_ = in.next_lag();
   }
   const v1::ControllerCounters& k = in.counters();
+  bool counts_ok = k.admissions_by_trigger_size() <= 4 && k.admissions_by_action_size() <= 4 &&
+                   k.unit_steps_in_force() <= k.unit_steps_observed();
+  for (uint64_t v : {k.steps_observed(), k.unit_steps_observed(), k.unit_steps_in_force(),
+                     k.inactive_samples(), k.nonfinite_samples(), k.denials(), k.releases(),
+                     k.global_skips(), k.peak_in_recovery()}) {
+    counts_ok = counts_ok && v <= kMaxCount;
+  }
+  for (uint64_t v : k.admissions_by_trigger()) counts_ok = counts_ok && v <= kMaxCount;
+  for (uint64_t v : k.admissions_by_action()) counts_ok = counts_ok && v <= kMaxCount;
+  if (!counts_ok) return Bad("counters out of range");
   ControllerStats& s = c.stats_;
   s.steps_observed = k.steps_observed();
   s.unit_steps_observed = k.unit_steps_observed();
   s.unit_steps_in_force = k.unit_steps_in_force();
   s.inactive_samples = k.inactive_samples();
   s.nonfinite_samples = k.nonfinite_samples();
-  for (int i = 0; i < 4 && i < k.admissions_by_trigger_size(); ++i) {
+  for (int i = 0; i < k.admissions_by_trigger_size(); ++i) {
     s.admissions_by_trigger[i] = k.admissions_by_trigger(i);
   }
-  for (int i = 0; i < 4 && i < k.admissions_by_action_size(); ++i) {
+  for (int i = 0; i < k.admissions_by_action_size(); ++i) {
     s.admissions_by_action[i] = k.admissions_by_action(i);
   }
   s.denials = k.denials();

@@ -63,6 +63,18 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
   o.registry.job.snapshot_every_steps = c.snapshot_every_steps;
   o.registry.job.max_units = c.max_units_per_job;
   o.registry.idle_expiry = std::chrono::milliseconds(c.job_idle_expiry_ms);
+  o.registry.job.aggregation.max_step_jump = static_cast<int64_t>(c.max_step_jump);
+  o.session_queue.max_bytes = c.max_queued_decision_bytes;
+  JobCaps& caps = o.registry.job.caps;
+  caps.max_window_cells = c.max_window_cells_per_job;
+  caps.max_rank_units = c.max_rank_units_per_job;
+  caps.max_slots = c.max_slots_per_job;
+  caps.max_o = c.max_o_limit;
+  caps.max_queued_bytes = c.max_queued_decision_bytes;
+  caps.event_ring_bytes = store::RingMemoryBound(store::EventLogOptions{});  // event_log below
+  o.registry.job.aggregation.max_open_bytes = c.max_open_step_bytes;
+  o.registry.job.budget = std::make_shared<MemoryBudget>(c.memory_budget);
+  o.request_gate = std::make_shared<RequestGate>(c.max_request_bytes_in_flight);
   o.limits.max_world_size = c.max_ranks_per_job;
   return o;
 }

@@ -66,9 +66,9 @@ void DaemonSideEffects::OnSessions(const std::string& job_id, uint32_t connected
   if (metrics_) metrics_->ForJob(job_id)->SetRanksConnected(connected);
 }
 
-void DaemonSideEffects::OnSnapshot(const std::string& job_id, const v1::ControllerState& state,
+void DaemonSideEffects::OnSnapshot(const std::string& job_id, v1::ControllerState state,
                                    const v1::JobMeta& meta) {
-  if (snapshots_) snapshots_->Submit(job_id, state, meta.SerializeAsString());
+  if (snapshots_) snapshots_->Submit(job_id, std::move(state), meta.SerializeAsString());
 }
 
 Status DaemonSideEffects::OnJobRemoved(const std::string& job_id) {

@@ -51,9 +51,9 @@ class JobListener {
   // `decision_failed` event.
   virtual void OnDecisionFailed(const std::string& job_id) = 0;
   virtual void OnSessions(const std::string& job_id, uint32_t connected) = 0;
-  // A snapshot should be written (asynchronously; latest wins).
-  virtual void OnSnapshot(const std::string& job_id,
-                          const v1::ControllerState& state,
+  // A snapshot should be written (asynchronously; latest wins). The state
+  // is handed over, not copied (a large job's state is large).
+  virtual void OnSnapshot(const std::string& job_id, v1::ControllerState state,
                           const v1::JobMeta& meta) = 0;
   // The job was deleted or expired and is closed (Job::Close: no other call
   // for it follows): forget it, its files and its metric series. Not under

@@ -29,6 +29,7 @@ AdminService::AdminService(JobRegistry* registry, ServerStats* stats, AdminConte
   Route("ExportState", Access::kRead, &AdminService::ExportState);
   Route("ImportState", Access::kMutation, &AdminService::ImportState);
   Route("DeleteJob", Access::kMutation, &AdminService::DeleteJob);
+  Route("RewindJob", Access::kMutation, &AdminService::RewindJob);
 }
 
 void AdminService::SetListen(std::vector<std::string> bound) {
@@ -55,7 +56,8 @@ void AdminService::Route(const char* method, Access access, Body<Req, Resp> body
             grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
             reactor->Finish(ToGrpc(s));
             return reactor;
-          }));
+          },
+          context_.request_gate));
 }
 
 Status AdminService::CheckAccess(grpc::CallbackServerContext* ctx, Access access) const {
@@ -205,6 +207,20 @@ Status AdminService::DeleteJob(grpc::CallbackServerContext*, const v1::DeleteJob
                "and metric series are removed",
                EscapeForLog(req.job_id()), *closed);
   return Status::Ok();
+}
+
+Status AdminService::RewindJob(grpc::CallbackServerContext*, const v1::RewindJobRequest& req,
+                               v1::RewindJobResponse* resp) {
+  StatusOr<std::shared_ptr<Job>> job = registry_->Find(req.job_id());
+  if (!job.ok()) return job.status();
+  uint64_t generation = 0;
+  Status s = (*job)->Rewind(req.to_step(), &generation);
+  if (s.ok()) {
+    resp->set_generation(generation);
+    spdlog::warn("job {}: an operator rewound the job (generation {}, reports from step {})",
+                 EscapeForLog(req.job_id()), generation, req.to_step());
+  }
+  return s;
 }
 
 }  // namespace gnmr

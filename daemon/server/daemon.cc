@@ -65,8 +65,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
   }
   admin.listen = options.listen;
   admin.insecure_tcp = options.insecure_tcp;
+  admin.request_gate = options.request_gate.get();
   d->gnmr_service_ = std::make_unique<GnmrService>(d->registry_.get(), &d->stats_, options.limits,
-                                                   &d->live_sessions_, options.insecure_tcp);
+                                                   &d->live_sessions_, options.insecure_tcp,
+                                                   options.session_queue,
+                                                   options.request_gate.get());
   d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), &d->stats_, admin);
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -22,11 +22,7 @@ void SessionSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
     std::lock_guard<std::mutex> lock(mu_);
     if (reactor_ == nullptr || finish_requested_ || finished_) return;
     if (writing_) {
-      if (queue_.size() >= kMaxQueued) {
-        queue_.pop_front();
-        reactor_->stats_->decisions_dropped++;
-      }
-      queue_.push_back(std::move(msg));
+      reactor_->stats_->decisions_dropped += queue_.Push(std::move(msg));
       return;
     }
     writing_ = true;
@@ -51,8 +47,7 @@ void SessionSink::WriteDone() {
     reactor = reactor_;
     if (reactor == nullptr) return;
     if (!queue_.empty() && !finish_requested_) {
-      reactor->in_flight_ = std::move(queue_.front());
-      queue_.pop_front();
+      reactor->in_flight_ = queue_.Pop();
       next = reactor->in_flight_.get();
     } else {
       writing_ = false;
@@ -80,7 +75,7 @@ void SessionSink::Close(const Status& why) {
     if (reactor_ == nullptr || finish_requested_ || finished_) return;
     finish_requested_ = true;
     finish_status_ = ToGrpc(why);
-    queue_.clear();
+    queue_.Clear();
     if (!TakeFinishLocked()) return;  // WriteDone or EndRearm finishes
     reactor = reactor_;
   }
@@ -108,15 +103,16 @@ void SessionSink::EndRearm() {
 void SessionSink::Detach() {
   std::lock_guard<std::mutex> lock(mu_);
   reactor_ = nullptr;
-  queue_.clear();
+  queue_.Clear();
 }
 
 // --------------------------------------------------------- SessionReactor
 
 SessionReactor::SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry,
-                               ServerStats* stats, LiveSessions* live)
+                               ServerStats* stats, LiveSessions* live,
+                               DecisionQueue::Limits queue_limits)
     : ctx_(ctx), registry_(registry), stats_(stats), live_(live) {
-  sink_ = std::make_shared<SessionSink>(this);
+  sink_ = std::make_shared<SessionSink>(this, queue_limits);
   stats_->sessions_open++;
   stats_->sessions_total++;
   Status closing;

@@ -8,6 +8,7 @@
 #include <exception>
 #include <utility>
 
+#include "common/unit_name.h"
 #include "common/wall_clock.h"
 #include "daemon/store/durable_file.h"
 #include "daemon/store/event_file.h"
@@ -27,7 +28,57 @@ Status RemoveIfPresent(const std::string& path) {
   return ErrnoStatus("unlink " + path, errno);
 }
 
+// As the file caps them (event_json.cc); the unit is a unit name and the
+// kind one of a few words. Job ids are 1..128 bytes (the wire contract).
+constexpr size_t kMaxDetailBytes = 1024;
+constexpr size_t kMaxUnitBytes = kMaxUnitNameBytes;
+constexpr size_t kMaxKindBytes = 64;
+constexpr size_t kMaxJobIdBytes = 128;
+
+// A string's heap bytes: protobuf holds a non-empty string as a heap
+// std::string, whose characters are on the heap beyond 15 bytes; each
+// allocation costs its malloc header.
+size_t StringBytes(size_t capacity) {
+  if (capacity == 0) return 0;
+  return sizeof(std::string) + 16 + (capacity > 15 ? capacity + 1 + 16 : 0);
+}
+
 }  // namespace
+
+size_t EventMemoryBytes(const v1::Event& e) {
+  return sizeof(v1::Event) + StringBytes(e.kind().capacity()) +
+         StringBytes(e.unit().capacity()) + StringBytes(e.detail().capacity());
+}
+
+size_t MaxEventMemoryBytes() {
+  // Capacities may exceed sizes (growth): at most twice.
+  return sizeof(v1::Event) + StringBytes(2 * kMaxKindBytes) + StringBytes(2 * kMaxUnitBytes) +
+         StringBytes(2 * kMaxDetailBytes);
+}
+
+size_t RingMemoryBound(const EventLogOptions& o) {
+  const size_t by_count = o.ring_capacity * MaxEventMemoryBytes();
+  const size_t by_bytes = o.ring_bytes + MaxEventMemoryBytes();
+  // The deque's own blocks: a few pointers per element.
+  return std::min(by_count, by_bytes) + 16 * std::min(o.ring_capacity, o.ring_bytes / 64);
+}
+
+size_t EventLog::MemoryBound(const EventLogOptions& o) {
+  // The buffer and the batch swapped out of it for the writer, each at most
+  // max_buffered_bytes plus one event and its job id; the batch's lines
+  // (JSON: at most kMaxEventLineBytes an event, and ~2 bytes per byte).
+  const size_t one = MaxEventMemoryBytes() + StringBytes(kMaxJobIdBytes);
+  const size_t buffered = std::min(o.max_buffered * one, o.max_buffered_bytes + one);
+  return 2 * buffered + 2 * buffered;
+}
+
+void EventLog::Trim(Ring* ring) const {
+  while (ring->events.size() > 1 && (ring->events.size() > options_.ring_capacity ||
+                                     ring->bytes > options_.ring_bytes)) {
+    ring->bytes -= EventMemoryBytes(ring->events.front());
+    ring->events.pop_front();
+  }
+}
 
 EventLog::EventLog(std::string state_dir, EventLogOptions options)
     : state_dir_(std::move(state_dir)), options_(options) {
@@ -45,25 +96,38 @@ size_t EventLog::Append(const std::string& job_id,
   const double now = UnixNowSeconds();
   for (v1::Event& e : events) {
     if (e.time_unix() == 0) e.set_time_unix(now);
+    // Internal strings, capped as the file caps them, so that an event's
+    // bytes are bounded (MaxEventMemoryBytes).
+    if (e.detail().size() > kMaxDetailBytes) {
+      e.set_detail(SanitizeUtf8(e.detail(), kMaxDetailBytes));
+    }
+    if (e.unit().size() > kMaxUnitBytes) e.set_unit(SanitizeUtf8(e.unit(), kMaxUnitBytes));
+    if (e.kind().size() > kMaxKindBytes) e.set_kind(SanitizeUtf8(e.kind(), kMaxKindBytes));
   }
   size_t buffered = 0;
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::deque<v1::Event>& ring = rings_[job_id];
+    Ring& ring = rings_[job_id];
     for (v1::Event& e : events) {
       ++counters_.appended;
-      if (!stopping_ && buffer_.size() < options_.max_buffered) {
+      const size_t bytes = EventMemoryBytes(e);
+      const size_t entry = bytes + StringBytes(job_id.capacity());
+      if (!stopping_ && buffer_.size() < options_.max_buffered &&
+          buffer_bytes_ + entry <= options_.max_buffered_bytes) {
         buffer_.push_back({job_id, e});
+        buffer_bytes_ += entry;
         ++buffered_seq_;
         ++buffered;
       } else {
         ++counters_.dropped;
       }
-      ring.push_back(std::move(e));
-      if (ring.size() > options_.ring_capacity) ring.pop_front();
+      ring.events.push_back(std::move(e));
+      ring.bytes += bytes;
+      Trim(&ring);
     }
-    wake = buffer_.size() >= options_.max_buffered / 2;
+    wake = buffer_.size() >= options_.max_buffered / 2 ||
+           buffer_bytes_ >= options_.max_buffered_bytes / 2;
   }
   if (wake) work_cv_.notify_one();
   return buffered;
@@ -77,7 +141,7 @@ std::vector<v1::Event> EventLog::List(const std::string& job_id,
   std::lock_guard<std::mutex> lock(mu_);
   auto it = rings_.find(job_id);
   if (it == rings_.end()) return out;
-  for (auto e = it->second.rbegin(); e != it->second.rend(); ++e) {
+  for (auto e = it->second.events.rbegin(); e != it->second.events.rend(); ++e) {
     if (out.size() >= want) break;
     if (e->observed_step() >= since_step) out.push_back(*e);
   }
@@ -88,7 +152,7 @@ std::vector<v1::Event> EventLog::List(const std::string& job_id,
 Status EventLog::ReloadTail(const std::string& job_id) {
   auto ring_in_use = [&] {
     auto it = rings_.find(job_id);
-    return it != rings_.end() && !it->second.empty();
+    return it != rings_.end() && !it->second.events.empty();
   };
   const Status in_use = FailedPrecondition("event log of job '" + job_id +
                                            "' already has events in memory");
@@ -124,10 +188,17 @@ Status EventLog::ReloadTail(const std::string& job_id) {
     }
     skipped += skipped_here;
   }
+  // Oldest first, bounded as appends are (ring_capacity, ring_bytes).
+  Ring ring;
+  for (v1::Event& e : events) {
+    ring.bytes += EventMemoryBytes(e);
+    ring.events.push_back(std::move(e));
+    Trim(&ring);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   counters_.reload_skipped += skipped;
   if (ring_in_use()) return in_use;
-  rings_[job_id] = std::move(events);
+  rings_[job_id] = std::move(ring);
   return Status::Ok();
 }
 
@@ -187,7 +258,8 @@ void EventLog::Run() {
   for (;;) {
     work_cv_.wait_for(lock, options_.flush_interval, [this] {
       return stopping_ || flush_target_ > synced_seq_ ||
-             buffer_.size() >= options_.max_buffered / 2 || !removals_.empty();
+             buffer_.size() >= options_.max_buffered / 2 ||
+             buffer_bytes_ >= options_.max_buffered_bytes / 2 || !removals_.empty();
     });
     const bool stop = stopping_;
     const bool sync = stop || flush_target_ > synced_seq_;
@@ -195,6 +267,7 @@ void EventLog::Run() {
     batch.swap(buffer_);
     std::vector<std::pair<std::string, bool>> removals;
     removals.swap(removals_);
+    buffer_bytes_ = 0;
     const uint64_t through = buffered_seq_;
     lock.unlock();
 

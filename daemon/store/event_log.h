@@ -13,6 +13,11 @@
 //   (the last `ring_capacity` events, for ListEvents) and into a bounded
 //   write buffer shared by all jobs, then returns. The decision path pays a
 //   mutex and a copy, nothing more.
+// - Memory is bounded in bytes too (docs/limits.md, "Memory"): a job's ring
+//   holds at most `ring_bytes` of events (EventMemoryBytes; the newest is
+//   always kept), the write buffer `max_buffered_bytes`; an event's detail
+//   is capped at 1024 bytes as in the file. MemoryBound() is what the log
+//   holds at most besides its rings.
 // - A writer thread drains the buffer every `flush_interval` (sooner when it
 //   is half full), groups events by job and appends their lines with one
 //   write(2) per job. Files stay open (at most `max_open_files`).
@@ -52,12 +57,21 @@ namespace gnmr {
 namespace store {
 
 struct EventLogOptions {
-  size_t ring_capacity = 10000;  // events kept in memory per job
-  size_t max_buffered = 65536;   // events waiting for the writer, all jobs
+  size_t ring_capacity = 10000;         // events kept in memory per job
+  size_t ring_bytes = 512u << 10;       // ... and their bytes
+  size_t max_buffered = 65536;          // events waiting for the writer, all jobs
+  size_t max_buffered_bytes = 32u << 20;  // ... and their bytes
   std::chrono::milliseconds flush_interval{200};
   size_t max_open_files = 128;
   uint64_t max_file_bytes = uint64_t{64} << 20;  // rotate past this (above)
 };
+
+// The bytes `e` holds in memory (the message and its strings).
+size_t EventMemoryBytes(const v1::Event& e);
+// At most what one event in a ring holds (strings capped as Append caps
+// them), and what one job's ring holds.
+size_t MaxEventMemoryBytes();
+size_t RingMemoryBound(const EventLogOptions& options);
 
 class EventLog {
  public:
@@ -103,6 +117,10 @@ class EventLog {
   // (a missing file is none).
   Status RemoveJob(const std::string& job_id, bool delete_files = true);
 
+  // Upper bound of the bytes of buffered events and of the batch being
+  // written (its lines included): a daemon-wide term of the memory formula.
+  static size_t MemoryBound(const EventLogOptions& options);
+
   struct Counters {
     uint64_t appended = 0;
     uint64_t written = 0;         // lines written to files
@@ -118,6 +136,13 @@ class EventLog {
     std::string job_id;
     v1::Event event;
   };
+  struct Ring {
+    std::deque<v1::Event> events;
+    size_t bytes = 0;  // EventMemoryBytes, summed
+  };
+  // Drops the oldest events beyond ring_capacity or ring_bytes, keeping
+  // the newest.
+  void Trim(Ring* ring) const;
 
   struct BatchResult {
     uint64_t written = 0;
@@ -152,8 +177,9 @@ class EventLog {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // writer: work, flush request or stop
   std::condition_variable done_cv_;  // flushers: a sync completed
-  std::unordered_map<std::string, std::deque<v1::Event>> rings_;
+  std::unordered_map<std::string, Ring> rings_;
   std::vector<Buffered> buffer_;
+  size_t buffer_bytes_ = 0;
   uint64_t buffered_seq_ = 0;  // events ever buffered
   uint64_t flush_target_ = 0;  // a Flush wants events <= this synced
   uint64_t synced_seq_ = 0;    // events <= this are written and synced

@@ -129,7 +129,7 @@ void SnapshotWriter::Run() {
 
     Status s;
     try {
-      s = store_->Save(job_id, p.state, p.meta);
+      s = store_->Save(job_id, std::move(p.state), p.meta);
     } catch (const std::exception& e) {
       s = Internal("job " + job_id + ": snapshot write threw: " + e.what());
     } catch (...) {

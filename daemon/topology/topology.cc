@@ -1,12 +1,13 @@
 #include "daemon/topology/topology.h"
 
 #include <algorithm>
+#include <string_view>
 #include <unordered_set>
 
 namespace gnmr {
 
 Status JobTopology::ValidateSpecs(const std::vector<RankUnitSpec>& units) const {
-  std::unordered_set<std::string> seen;
+  std::unordered_set<std::string_view> seen;  // views: no copy of every name
   for (size_t i = 0; i < units.size(); ++i) {
     const RankUnitSpec& u = units[i];
     const std::string where = "unit " + std::to_string(i) + " ('" + u.name + "')";
@@ -28,16 +29,20 @@ Status JobTopology::ValidateSpecs(const std::vector<RankUnitSpec>& units) const 
 }
 
 Status JobTopology::CheckRank(const std::vector<RankUnitSpec>& units,
-                              std::vector<std::string>* new_units) const {
+                              std::vector<std::string_view>* new_units, uint32_t rank,
+                              Growth* growth) const {
   Status s = ValidateSpecs(units);
   if (!s.ok()) return s;
   size_t fresh = 0;
+  Growth g;
   for (size_t i = 0; i < units.size(); ++i) {
     const RankUnitSpec& u = units[i];
     const uint32_t shards = u.shard_count == 0 ? 1 : u.shard_count;
     auto it = ids_.find(u.name);
     if (it == ids_.end()) {
       ++fresh;
+      g.name_bytes += u.name.size();
+      g.slots += shards;
       if (new_units) new_units->push_back(u.name);
       continue;
     }
@@ -60,7 +65,16 @@ Status JobTopology::CheckRank(const std::vector<RankUnitSpec>& units,
   }
   if (units_.size() + fresh > limits_.max_units) {
     return Status(StatusCode::kResourceExhausted,
-                  "job would have more than " + std::to_string(limits_.max_units) + " units");
+                  "job would have more than " + std::to_string(limits_.max_units) +
+                      " units (max_units_per_job)");
+  }
+  if (growth) {
+    g.units = fresh;
+    auto r = ranks_.find(rank);
+    const uint64_t before = r == ranks_.end() ? 0 : r->second.entries.size();
+    g.rank_units = static_cast<int64_t>(units.size()) - static_cast<int64_t>(before);
+    g.ranks = r == ranks_.end() ? 1 : 0;
+    *growth = g;
   }
   return Status::Ok();
 }
@@ -89,6 +103,7 @@ Status JobTopology::RegisterRank(uint32_t rank,
       l.first_slot = static_cast<uint32_t>(num_slots_);
       l.shard_numel.assign(shards, 0);
       num_slots_ += shards;
+      name_bytes_ += u.name.size();
       units_.push_back(std::move(l));
       ids_.emplace(u.name, id);
       new_units->push_back(u.name);
@@ -99,10 +114,14 @@ Status JobTopology::RegisterRank(uint32_t rank,
     if (u.numel != 0) l.shard_numel[u.shard_index] = u.numel;
     const uint32_t slot = l.first_slot + u.shard_index;
     layout.entries.push_back({id, slot});
-    layout.slot_of.emplace(id, slot);
     unit_ids->push_back(id);
   }
-  ranks_[rank] = std::move(layout);
+  layout.by_unit = layout.entries;
+  std::sort(layout.by_unit.begin(), layout.by_unit.end(),
+            [](const RankEntry& a, const RankEntry& b) { return a.unit_id < b.unit_id; });
+  RankLayout& held = ranks_[rank];
+  rank_units_ = rank_units_ - held.entries.size() + layout.entries.size();
+  held = std::move(layout);
   return Status::Ok();
 }
 
@@ -122,6 +141,7 @@ Status JobTopology::RestoreUnit(const std::string& name, uint32_t shard_count,
   l.first_slot = static_cast<uint32_t>(num_slots_);
   l.shard_numel = shard_numel;
   num_slots_ += shard_count;
+  name_bytes_ += name.size();
   ids_.emplace(name, static_cast<uint32_t>(units_.size()));
   units_.push_back(std::move(l));
   return Status::Ok();
@@ -134,8 +154,10 @@ int64_t JobTopology::SlotOf(uint32_t rank, size_t position, uint32_t unit_id) co
   if (position < l.entries.size() && l.entries[position].unit_id == unit_id) {
     return l.entries[position].slot;
   }
-  auto it = l.slot_of.find(unit_id);
-  return it == l.slot_of.end() ? -1 : static_cast<int64_t>(it->second);
+  auto it = std::lower_bound(
+      l.by_unit.begin(), l.by_unit.end(), unit_id,
+      [](const RankEntry& e, uint32_t id) { return e.unit_id < id; });
+  return it == l.by_unit.end() || it->unit_id != unit_id ? -1 : static_cast<int64_t>(it->slot);
 }
 
 bool JobTopology::HasRank(uint32_t rank) const { return ranks_.count(rank) != 0; }

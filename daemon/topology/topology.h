@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -45,14 +46,26 @@ class JobTopology {
   // duplicate names, shard count above the limit, shard index out of range.
   Status ValidateSpecs(const std::vector<RankUnitSpec>& units) const;
 
+  // What RegisterRank would add to the layout's size (resource_caps.h).
+  struct Growth {
+    uint64_t units = 0;
+    uint64_t name_bytes = 0;
+    uint64_t slots = 0;
+    int64_t rank_units = 0;  // may be negative: a rank registering fewer
+    uint64_t ranks = 0;      // 1 for a rank not registered before
+  };
+
   // Every check RegisterRank makes, changing nothing: ValidateSpecs, then
   // against the layout (FailedPrecondition): a shard count different from
   // the one the unit was first registered with, a numel for a shard
   // different from the one registered for it before (0 = not stated:
   // never differs); then capacity (ResourceExhausted). `new_units` (may be
-  // null) receives the names RegisterRank would create, in order.
+  // null) receives the names RegisterRank would create, in order (views
+  // into `units`); `growth`
+  // (may be null) what `rank`'s registration would add.
   Status CheckRank(const std::vector<RankUnitSpec>& units,
-                   std::vector<std::string>* new_units) const;
+                   std::vector<std::string_view>* new_units, uint32_t rank = 0,
+                   Growth* growth = nullptr) const;
 
   // Registers `units` for `rank`, replacing what that rank registered before.
   // Units are created on first sight (`new_units` receives their names, in
@@ -70,11 +83,15 @@ class JobTopology {
 
   // Resolves entry `position` of a report from `rank` naming `unit_id` to its
   // slot; -1 if the rank did not register that unit. O(1) when the rank
-  // reports units in registration order, a hash lookup otherwise.
+  // reports units in registration order, a binary search otherwise.
   int64_t SlotOf(uint32_t rank, size_t position, uint32_t unit_id) const;
 
   size_t num_units() const { return units_.size(); }
   size_t num_slots() const { return num_slots_; }
+  uint64_t name_bytes() const { return name_bytes_; }
+  // Units registered, summed over the ranks.
+  uint64_t rank_units() const { return rank_units_; }
+  size_t num_ranks() const { return ranks_.size(); }
   const UnitLayout& unit(uint32_t id) const { return units_[id]; }
   const std::vector<UnitLayout>& units() const { return units_; }
   bool HasRank(uint32_t rank) const;
@@ -91,8 +108,10 @@ class JobTopology {
     uint32_t slot;
   };
   struct RankLayout {
-    std::vector<RankEntry> entries;                 // registration order
-    std::unordered_map<uint32_t, uint32_t> slot_of;  // unit id -> slot
+    std::vector<RankEntry> entries;  // registration order
+    // The same entries in unit id order, for reports in another order: 8
+    // bytes per entry (a hash map took ~48; a rank may hold 10^6 units).
+    std::vector<RankEntry> by_unit;
   };
 
   Limits limits_;
@@ -100,6 +119,8 @@ class JobTopology {
   std::unordered_map<std::string, uint32_t> ids_;
   std::unordered_map<uint32_t, RankLayout> ranks_;
   size_t num_slots_ = 0;
+  uint64_t name_bytes_ = 0;
+  uint64_t rank_units_ = 0;
 };
 
 }  // namespace gnmr

@@ -63,14 +63,14 @@ class RecordingListener : public JobListener {
   void OnSessions(const std::string& j, uint32_t n) override {
     if (forward) forward->OnSessions(j, n);
   }
-  void OnSnapshot(const std::string& job, const v1::ControllerState& state,
+  void OnSnapshot(const std::string& job, v1::ControllerState state,
                   const v1::JobMeta& meta) override {
     {
       std::lock_guard<std::mutex> lock(mu);
       snapshots[job] = {state, meta};
     }
     snapshot_count++;
-    if (forward) forward->OnSnapshot(job, state, meta);
+    if (forward) forward->OnSnapshot(job, std::move(state), meta);
   }
   Status OnJobRemoved(const std::string& job) override {
     {

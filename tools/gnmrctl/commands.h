@@ -40,6 +40,7 @@ int ConfigCommand(int argc, char** argv);
 int ExportCommand(int argc, char** argv);
 int ImportCommand(int argc, char** argv);
 int JobCommand(int argc, char** argv);
+int RewindCommand(int argc, char** argv);
 
 }  // namespace cli
 }  // namespace gnmr

@@ -31,6 +31,7 @@ const Command kCommands[] = {
     {"export", "write a job's controller state to a file", &ExportCommand},
     {"import", "load a job's controller state from a file (admin)", &ImportCommand},
     {"job", "job lifecycle: `job delete` forgets a job and its files (admin)", &JobCommand},
+    {"rewind", "start a job's steps over in a new generation (admin)", &RewindCommand},
     {"replay", "replay a recorded trace through the controller offline",
      &ReplayCommand},
 };
