@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/unit_name.h"
+#include "core/recovery_entry_codec.h"
 
 namespace gnmr {
 
@@ -31,16 +32,7 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
     h->set_last_delta(u.last_delta);
     h->set_last_trigger(static_cast<v1::Trigger>(u.last_trigger));
   }
-  for (const RecoveryEntry& e : c.recovery_) {
-    v1::RecoveryEntryState* r = out->add_recovery();
-    r->set_unit_id(e.unit_id);
-    r->set_action(static_cast<v1::Action>(e.action));
-    r->set_entry(static_cast<v1::EntryTreatment>(e.entry));
-    r->set_since(e.since);
-    r->set_until(e.until);
-    r->set_clip_min_scale(e.clip_min_scale);
-    r->set_ref_norm(e.ref_norm);
-  }
+  for (const RecoveryEntry& e : c.recovery_) RecoveryEntryToProto(e, out->add_recovery());
   for (uint32_t id : c.admin_released_) out->add_admin_released(id);
   out->set_has_last_step(c.has_last_step_);
   out->set_last_step(c.last_step_);
@@ -131,26 +123,14 @@ StatusOr<Controller> ControllerStateCodec::Restore(
   uint32_t prev_id = 0;
   for (const v1::RecoveryEntryState& r : in.recovery()) {
     const bool ordered = c.recovery_.empty() || r.unit_id() > prev_id;
-    const bool since_ok = r.since() >= 0 && r.since() <= kMaxStep + ControllerConfig::kMaxLag;
-    const bool lock_ok = since_ok && r.until() > r.since() &&
-                         r.until() - r.since() <= ControllerConfig::kMaxLockSteps;
-    const bool scales_ok = std::isfinite(r.clip_min_scale()) && r.clip_min_scale() >= 0 &&
-                           r.clip_min_scale() <= 1 && std::isfinite(r.ref_norm()) &&
-                           r.ref_norm() >= 0;
-    if (r.unit_id() >= c.units_.size() || !ordered || !ValidAction(r.action()) ||
-        !ValidEntry(r.entry()) || !lock_ok || !scales_ok) {
+    const std::string problem = RecoveryEntryProblem(r);
+    if (r.unit_id() >= c.units_.size() || !ordered || !problem.empty()) {
       return Bad("invalid recovery entry for unit " + std::to_string(r.unit_id()) + " (since " +
-                 Str(r.since()) + ", until " + Str(r.until()) + ")");
+                 Str(r.since()) + ", until " + Str(r.until()) + ")" +
+                 (problem.empty() ? "" : ": " + problem));
     }
     prev_id = r.unit_id();
-    RecoveryEntry e;
-    e.unit_id = r.unit_id();
-    e.action = static_cast<Action>(r.action());
-    e.entry = static_cast<EntryTreatment>(r.entry());
-    e.since = r.since();
-    e.until = r.until();
-    e.clip_min_scale = r.clip_min_scale();
-    e.ref_norm = r.ref_norm();
+    const RecoveryEntry e = RecoveryEntryFromProto(r);
     c.recovery_.push_back(e);
     c.in_recovery_[e.unit_id] = 1;
   }

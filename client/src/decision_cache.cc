@@ -5,6 +5,8 @@
 #include <iterator>
 #include <string>
 
+#include "core/recovery_entry_codec.h"
+
 namespace gnmr {
 namespace {
 
@@ -49,28 +51,9 @@ StatusOr<CachedDecision> DecisionValidator::Validate(const v1::Decision& d) {
   for (const v1::RecoveryEntry& e : d.recovery()) {
     auto it = local_of_.find(e.unit_id());
     if (it == local_of_.end()) return Bad(d, "unknown unit " + std::to_string(e.unit_id()));
-    const std::string unit = "unit " + std::to_string(e.unit_id());
-    if (e.since() >= e.until()) return Bad(d, unit + ": since >= until");
-    if (e.action() < v1::ACTION_PROMOTE || e.action() > v1::ACTION_RESET_STATE) {
-      return Bad(d, unit + ": unknown action " + std::to_string(e.action()));
-    }
-    if (e.entry() < v1::ENTRY_NONE || e.entry() > v1::ENTRY_SKIP) {
-      return Bad(d, unit + ": unknown entry treatment " + std::to_string(e.entry()));
-    }
-    if (!(e.clip_min_scale() >= 0.0 && e.clip_min_scale() <= 1.0)) {
-      return Bad(d, unit + ": clip_min_scale outside [0, 1]");
-    }
-    if (!(e.ref_norm() >= 0.0) || std::isinf(e.ref_norm())) {
-      return Bad(d, unit + ": ref_norm is not a finite non-negative number");
-    }
-    RecoveryEntry r;
-    r.unit_id = e.unit_id();
-    r.action = static_cast<Action>(e.action());
-    r.entry = static_cast<EntryTreatment>(e.entry());
-    r.since = e.since();
-    r.until = e.until();
-    r.clip_min_scale = e.clip_min_scale();
-    r.ref_norm = e.ref_norm();
+    const std::string problem = RecoveryEntryProblem(e);
+    if (!problem.empty()) return Bad(d, "unit " + std::to_string(e.unit_id()) + ": " + problem);
+    RecoveryEntry r = RecoveryEntryFromProto(e);
     scratch_.push_back(r);  // daemon ids, for the digest
     r.unit_id = it->second;
     out.entries.push_back(r);

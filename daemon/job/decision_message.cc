@@ -1,27 +1,15 @@
 #include "daemon/job/decision_message.h"
 
+#include "core/recovery_entry_codec.h"
+
 namespace gnmr {
-namespace {
-
-void FillEntry(const RecoveryEntry& e, v1::RecoveryEntry* out) {
-  out->set_unit_id(e.unit_id);
-  out->set_action(static_cast<v1::Action>(e.action));
-  out->set_entry(static_cast<v1::EntryTreatment>(e.entry));
-  out->set_since(e.since);
-  out->set_until(e.until);
-  out->set_clip_min_scale(e.clip_min_scale);
-  out->set_ref_norm(e.ref_norm);
-}
-
-}  // namespace
-
 std::shared_ptr<const v1::ServerMessage> DecisionMessage(const Decision& d, uint64_t generation) {
   auto msg = std::make_shared<v1::ServerMessage>();
   v1::Decision* pd = msg->mutable_decision();
   pd->set_observed_step(d.observed_step);
   pd->set_apply_step(d.apply_step);
   pd->set_sequence(d.sequence);
-  for (const RecoveryEntry& e : d.recovery) FillEntry(e, pd->add_recovery());
+  for (const RecoveryEntry& e : d.recovery) RecoveryEntryToProto(e, pd->add_recovery());
   for (const Admission& a : d.admitted) pd->add_admitted(a.unit_id);
   for (uint32_t u : d.released) pd->add_released(u);
   pd->set_global_skip(d.global_skip);

@@ -1,0 +1,67 @@
+// RecoveryEntry <-> its two wire forms: gnmr.v1.RecoveryEntry (in a
+// Decision, read by every rank) and gnmr.v1.RecoveryEntryState (in a
+// controller checkpoint). The two messages have the same fields, so one
+// template writes and one reads both; the checks a received entry must pass
+// live here too, so the client and the state codec refuse the same things.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "core/config_codec.h"
+#include "core/decision.h"
+#include "gnmr/config.h"
+
+namespace gnmr {
+
+template <typename EntryProto>
+void RecoveryEntryToProto(const RecoveryEntry& e, EntryProto* out) {
+  out->set_unit_id(e.unit_id);
+  out->set_action(static_cast<decltype(out->action())>(e.action));
+  out->set_entry(static_cast<decltype(out->entry())>(e.entry));
+  out->set_since(e.since);
+  out->set_until(e.until);
+  out->set_clip_min_scale(e.clip_min_scale);
+  out->set_ref_norm(e.ref_norm);
+}
+
+// Why the received entry cannot be in force, or "" when it can: a known
+// action and entry treatment, a lock of 1..kMaxLockSteps steps starting in
+// [0, kMaxStep + kMaxLag], and finite scales (clip_min_scale in [0, 1],
+// ref_norm >= 0). The unit id is checked by the caller, which knows the units.
+template <typename EntryProto>
+std::string RecoveryEntryProblem(const EntryProto& e) {
+  if (!ValidAction(e.action())) return "unknown action " + std::to_string(e.action());
+  if (!ValidEntry(e.entry())) return "unknown entry treatment " + std::to_string(e.entry());
+  if (e.since() < 0 || e.since() > kMaxStep + ControllerConfig::kMaxLag) {
+    return "since " + std::to_string(e.since()) + " out of range";
+  }
+  if (e.until() <= e.since() || e.until() - e.since() > ControllerConfig::kMaxLockSteps) {
+    return "lock [" + std::to_string(e.since()) + ", " + std::to_string(e.until()) +
+           ") is empty or longer than " + std::to_string(ControllerConfig::kMaxLockSteps) +
+           " steps";
+  }
+  if (!(e.clip_min_scale() >= 0.0 && e.clip_min_scale() <= 1.0)) {
+    return "clip_min_scale outside [0, 1]";
+  }
+  if (!(e.ref_norm() >= 0.0) || std::isinf(e.ref_norm())) {
+    return "ref_norm is not a finite non-negative number";
+  }
+  return "";
+}
+
+// The entry as the controller holds it; call RecoveryEntryProblem first.
+template <typename EntryProto>
+RecoveryEntry RecoveryEntryFromProto(const EntryProto& e) {
+  RecoveryEntry r;
+  r.unit_id = e.unit_id();
+  r.action = static_cast<Action>(e.action());
+  r.entry = static_cast<EntryTreatment>(e.entry());
+  r.since = e.since();
+  r.until = e.until();
+  r.clip_min_scale = e.clip_min_scale();
+  r.ref_norm = e.ref_norm();
+  return r;
+}
+
+}  // namespace gnmr
