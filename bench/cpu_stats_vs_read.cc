@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/stats_throughput.h"
+#include "common/flag_parser.h"
 #include "gnmr/cpu_stats.h"
 
 namespace gnmr {
@@ -38,56 +39,42 @@ struct Options {
   bool daz = false;  // run the kernels with MXCSR FTZ + DAZ set
 };
 
-void Usage(FILE* f) {
-  std::fprintf(f,
-               "usage: cpu_stats_vs_read [--mib N | --kib N] [--reps N] [--calib N] [--daz]\n"
-               "  Ratio of the CPU statistics throughput (kernels/cpu, one thread) to the\n"
-               "  best single-core streaming read of the same buffer, rep by rep.\n"
-               "  --mib N    buffer size per input in MiB (default 64; use more than the L3)\n"
-               "  --kib N    buffer size in KiB instead (e.g. 256: in-cache compute rate)\n"
-               "  --reps N   read/kernel/read rounds per input (default 41)\n"
-               "  --calib N  rounds to pick the fastest read variant (default 7)\n"
-               "  --daz      set MXCSR FTZ and DAZ first, as torch.set_flush_denormal(True)\n"
-               "             does (the kernels then take their DAZ-proof path)\n");
-}
-
-bool ParsePositive(const char* s, long max, long* out) {
-  char* end = nullptr;
-  const long v = std::strtol(s, &end, 10);
-  if (end == s || *end != '\0' || v <= 0 || v > max) return false;
-  *out = v;
-  return true;
-}
-
-bool ParseArgs(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      Usage(stdout);
-      std::exit(0);
-    }
-    if (a == "--daz") {
-      o->daz = true;
-      continue;
-    }
-    long v = 0;
-    const bool has_value = i + 1 < argc;
-    if (a == "--mib" && has_value && ParsePositive(argv[++i], 16384, &v)) {
-      o->kib = static_cast<size_t>(v) << 10;
-    } else if (a == "--kib" && has_value && ParsePositive(argv[++i], 16384 << 10, &v) &&
-               v % 16 == 0) {
-      o->kib = static_cast<size_t>(v);
-    } else if (a == "--reps" && has_value && ParsePositive(argv[++i], 100000, &v)) {
-      o->reps = static_cast<int>(v);
-    } else if (a == "--calib" && has_value && ParsePositive(argv[++i], 100000, &v)) {
-      o->calib = static_cast<int>(v);
-    } else {
-      std::fprintf(stderr, "cpu_stats_vs_read: bad argument '%s'\n", argv[i]);
-      Usage(stderr);
-      return false;
-    }
+// Returns 0 to run, else the exit code (help: 0 printed, bad flag: 2).
+int ParseArgs(int argc, char** argv, Options* o, bool* run) {
+  int64_t mib = 0, kib = 0, reps = o->reps, calib = o->calib;
+  FlagParser p("cpu_stats_vs_read [--mib N | --kib N] [--reps N] [--calib N] [--daz]",
+               "Ratio of the CPU statistics throughput (kernels/cpu, one thread) to the\n"
+               "best single-core streaming read of the same buffer, rep by rep.");
+  p.AddInt("mib", "N", "buffer size per input in MiB (default 64; use more than the L3)", 1,
+           16384, &mib);
+  p.AddInt("kib", "N", "buffer size in KiB instead (e.g. 256: in-cache compute rate);\n"
+           "a multiple of 16", 16, 16384 << 10, &kib);
+  p.AddInt("reps", "N", "read/kernel/read rounds per input (default 41)", 1, 100000, &reps);
+  p.AddInt("calib", "N", "rounds to pick the fastest read variant (default 7)", 1, 100000,
+           &calib);
+  p.AddBool("daz",
+            "set MXCSR FTZ and DAZ first, as torch.set_flush_denormal(True)\n"
+            "does (the kernels then take their DAZ-proof path)",
+            &o->daz);
+  *run = false;
+  const Status s = p.Parse(argc - 1, argv + 1);
+  if (!s.ok() || (kib != 0 && kib % 16 != 0) || (kib != 0 && mib != 0)) {
+    std::fprintf(stderr, "cpu_stats_vs_read: %s\n%s",
+                 s.ok() ? "--kib must be a multiple of 16 and not given with --mib"
+                        : s.message().c_str(),
+                 p.Help().c_str());
+    return 2;
   }
-  return true;
+  if (p.help_requested()) {
+    std::fputs(p.Help().c_str(), stdout);
+    return 0;
+  }
+  if (mib != 0) o->kib = static_cast<size_t>(mib) << 10;
+  if (kib != 0) o->kib = static_cast<size_t>(kib);
+  o->reps = static_cast<int>(reps);
+  o->calib = static_cast<int>(calib);
+  *run = true;
+  return 0;
 }
 
 template <typename Fn>
@@ -132,7 +119,9 @@ struct Input {
 int main(int argc, char** argv) {
   using namespace gnmr;
   Options opt;
-  if (!ParseArgs(argc, argv, &opt)) return 2;
+  bool run = false;
+  const int rc = ParseArgs(argc, argv, &opt, &run);
+  if (!run) return rc;
   const size_t bytes = opt.kib << 10;
   // The target is for inputs larger than the caches; a smaller buffer
   // measures the compute rate (no verdict).

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "bench/memory_caps_harness.h"
+#include "common/flag_parser.h"
 #include "daemon/job/resource_caps.h"
 #include "daemon/store/event_log.h"
 
@@ -344,18 +345,34 @@ void Run(const std::string& bin, const std::string& scenario, double scale) {
 int main(int argc, char** argv) {
   std::string bin, scenario = "all";
   double scale = 1.0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    if (k == "--gnmrd") bin = argv[i + 1];
-    if (k == "--scenario") scenario = argv[i + 1];
-    if (k == "--scale") scale = std::atof(argv[i + 1]);
-    if (k == "--name-pad") g_name_pad = std::atoi(argv[i + 1]);
+  int64_t name_pad = g_name_pad;
+  gnmr::FlagParser p("memory_caps --gnmrd PATH [--scenario NAME] [--scale F] [--name-pad N]",
+                     "gnmrd's memory against its caps and budget (docs/limits.md), each\n"
+                     "scenario against a real gnmrd; prints a table.");
+  p.AddString("gnmrd", "PATH", "the gnmrd binary (required)", &bin);
+  p.AddValue("scenario", "NAME", "window|ranks|jobs|worst|inflight|caps|all (default all)",
+             [&scenario](const std::string& v) {
+               for (const char* known : {"window", "ranks", "jobs", "worst", "inflight", "caps", "all"}) {
+                 if (v == known) {
+                   scenario = v;
+                   return gnmr::Status::Ok();
+                 }
+               }
+               return gnmr::InvalidArgument("unknown scenario '" + v + "'");
+             });
+  p.AddDouble("scale", "F", "multiply each scenario's size by F (default 1)", &scale);
+  p.AddInt("name-pad", "N", "pad unit names to N bytes", 0, 1 << 20, &name_pad);
+  const gnmr::Status s = p.Parse(argc - 1, argv + 1);
+  if (p.help_requested()) {
+    std::fputs(p.Help().c_str(), stdout);
+    return 0;
   }
-  if (bin.empty()) {
-    std::fprintf(stderr,
-                 "usage: memory_caps --gnmrd PATH [--scenario NAME] [--scale F] [--name-pad N]\n");
+  if (!s.ok() || bin.empty()) {
+    std::fprintf(stderr, "memory_caps: %s\n%s", s.ok() ? "--gnmrd is required" : s.message().c_str(),
+                 p.Help().c_str());
     return 2;
   }
+  g_name_pad = static_cast<int>(name_pad);
   try {
     Run(bin, scenario, scale);
   } catch (const std::exception& e) {

@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (flags->help) {
-    std::fputs(Usage(), stdout);
+    std::fputs(Usage().c_str(), stdout);
     return 0;
   }
   std::signal(SIGINT, OnSignal);

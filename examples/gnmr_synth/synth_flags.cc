@@ -1,32 +1,13 @@
 #include "examples/gnmr_synth/synth_flags.h"
 
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <limits>
+
+#include "common/flag_parser.h"
 
 namespace gnmr::synth {
 namespace {
 
-bool ParseInt(const std::string& s, int64_t lo, int64_t hi, int64_t* out) {
-  if (s.empty()) return false;
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
-bool ParseDouble(const std::string& s, double* out) {
-  if (s.empty()) return false;
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (errno != 0 || *end != '\0' || !std::isfinite(v)) return false;
-  *out = v;
-  return true;
-}
+constexpr int64_t kMaxStepArg = std::numeric_limits<int64_t>::max() / 4;
 
 std::vector<std::string> Split(const std::string& s, char sep) {
   std::vector<std::string> parts;
@@ -39,126 +20,88 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   }
 }
 
-Status Bad(const std::string& flag, const std::string& value, const std::string& want) {
-  return InvalidArgument(flag + " '" + value + "': expected " + want);
-}
+// The one declaration of the command line: parsing and --help come from it.
+struct Parser {
+  Flags f;
+  int64_t rank = -1, world_size = -1, steps = -1, units = 16;
+  FlagParser p{"gnmr-synth --target T --job J --rank R --world-size W --steps N\n"
+               "                  [--units U] [--spike STEP:UNIT:FACTOR]... [--nan STEP:UNIT]...\n"
+               "                  [--step-ms MS] [--decision-wait-ms MS] [--token TOKEN] [--json]",
+               "A synthetic trainer rank for GNMR: registers U units (4 per layer: attn.qkv,\n"
+               "attn.out, mlp.fc1, mlp.fc2; qkv and fc1 sharded over 2 ranks when W is even),\n"
+               "produces noisy per-unit gradients each step, calls Observe/PlanFor/Ack and\n"
+               "applies the plan (promote, clip, skip). Run one process per rank."};
+
+  Parser() {
+    p.AddString("target", "T", "gnmrd address: unix:/path or host:port", &f.target);
+    p.AddString("job", "J", "job id", &f.job);
+    p.AddInt("rank", "R", "this rank, 0 <= R < W", 0, 65535, &rank);
+    p.AddInt("world-size", "W", "ranks in the job", 1, 65536, &world_size);
+    p.AddInt("steps", "N", "steps to run", 0, kMaxStepArg, &steps);
+    p.AddInt("units", "U", "units to register (default 16)", 1, 1 << 20, &units);
+    p.AddValue("spike", "STEP:UNIT:F",
+               "multiply UNIT's gradient by F at STEP (every rank);\n"
+               "UNIT is an index or a name; repeatable",
+               [this](const std::string& v) {
+                 const std::vector<std::string> parts = Split(v, ':');
+                 Spike s;
+                 if (parts.size() != 3 || !ParseFlagInt(parts[0], 0, kMaxStepArg, &s.step) ||
+                     parts[1].empty() || !ParseFlagDouble(parts[2], &s.factor)) {
+                   return InvalidArgument("'" + v + "': expected STEP:UNIT:FACTOR, e.g. 120:3:25");
+                 }
+                 s.unit = parts[1];
+                 f.spikes.push_back(s);
+                 return Status::Ok();
+               });
+    p.AddValue("nan", "STEP:UNIT", "put a NaN in UNIT's gradient at STEP; repeatable",
+               [this](const std::string& v) {
+                 const std::vector<std::string> parts = Split(v, ':');
+                 NanAt n;
+                 if (parts.size() != 2 || !ParseFlagInt(parts[0], 0, kMaxStepArg, &n.step) ||
+                     parts[1].empty()) {
+                   return InvalidArgument("'" + v +
+                                          "': expected STEP:UNIT, e.g. 200:layers.1.mlp.fc1");
+                 }
+                 n.unit = parts[1];
+                 f.nans.push_back(n);
+                 return Status::Ok();
+               });
+    p.AddInt("step-ms", "MS", "pace steps to at least MS milliseconds (default 0)", 0, 3600000,
+             &f.step_ms);
+    p.AddInt("decision-wait-ms", "MS",
+             "PlanFor waits up to MS for a decision that is\ncoming (default 2000)", 0, 3600000,
+             &f.decision_wait_ms);
+    p.AddString("token", "TOKEN", "job token", &f.token);
+    p.AddBool("json", "print one JSON summary object on stdout at the end", &f.json);
+    p.SetEpilog(
+        "Exit status: 0 done (also when no daemon answered: fail-open), 1 runtime\n"
+        "error, 2 bad command line.\n");
+  }
+};
 
 }  // namespace
 
-const char* Usage() {
-  return "usage: gnmr-synth --target T --job J --rank R --world-size W --steps N\n"
-         "                  [--units U] [--spike STEP:UNIT:FACTOR]... [--nan STEP:UNIT]...\n"
-         "                  [--step-ms MS] [--decision-wait-ms MS] [--token TOKEN] [--json]\n"
-         "\n"
-         "A synthetic trainer rank for GNMR: registers U units (4 per layer: attn.qkv,\n"
-         "attn.out, mlp.fc1, mlp.fc2; qkv and fc1 sharded over 2 ranks when W is even),\n"
-         "produces noisy per-unit gradients each step, calls Observe/PlanFor/Ack and\n"
-         "applies the plan (promote, clip, skip). Run one process per rank.\n"
-         "\n"
-         "  --target T              gnmrd address: unix:/path or host:port\n"
-         "  --job J                 job id\n"
-         "  --rank R                this rank, 0 <= R < W\n"
-         "  --world-size W          ranks in the job\n"
-         "  --steps N               steps to run\n"
-         "  --units U               units to register (default 16)\n"
-         "  --spike STEP:UNIT:F     multiply UNIT's gradient by F at STEP (every rank);\n"
-         "                          UNIT is an index or a name; repeatable\n"
-         "  --nan STEP:UNIT         put a NaN in UNIT's gradient at STEP; repeatable\n"
-         "  --step-ms MS            pace steps to at least MS milliseconds (default 0)\n"
-         "  --decision-wait-ms MS   PlanFor waits up to MS for a decision that is\n"
-         "                          coming (default 2000)\n"
-         "  --token TOKEN           job token\n"
-         "  --json                  print one JSON summary object on stdout at the end\n"
-         "  --help                  this text\n"
-         "\n"
-         "Exit status: 0 done (also when no daemon answered: fail-open), 1 runtime\n"
-         "error, 2 bad command line.\n";
-}
+std::string Usage() { return Parser().p.Help(); }
 
 StatusOr<Flags> ParseFlags(const std::vector<std::string>& args) {
-  Flags f;
-  bool have_target = false, have_job = false, have_rank = false, have_world = false,
-       have_steps = false;
-  int64_t v = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::string value;
-    bool has_value = false;
-    const size_t eq = flag.find('=');
-    if (flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    if (flag == "--help" || flag == "-h") {
-      f.help = true;
-      return f;
-    }
-    if (flag == "--json") {
-      if (has_value) return InvalidArgument("--json takes no value");
-      f.json = true;
-      continue;
-    }
-    if (!has_value) {
-      if (i + 1 >= args.size()) return InvalidArgument(flag + " needs a value");
-      value = args[++i];
-    }
-    constexpr int64_t kMax = std::numeric_limits<int64_t>::max() / 4;
-    if (flag == "--target") {
-      f.target = value;
-      have_target = !value.empty();
-    } else if (flag == "--job") {
-      f.job = value;
-      have_job = !value.empty();
-    } else if (flag == "--rank") {
-      if (!ParseInt(value, 0, 65535, &v)) return Bad(flag, value, "an integer in 0..65535");
-      f.rank = static_cast<uint32_t>(v);
-      have_rank = true;
-    } else if (flag == "--world-size") {
-      if (!ParseInt(value, 1, 65536, &v)) return Bad(flag, value, "an integer in 1..65536");
-      f.world_size = static_cast<uint32_t>(v);
-      have_world = true;
-    } else if (flag == "--steps") {
-      if (!ParseInt(value, 0, kMax, &f.steps)) return Bad(flag, value, "a non-negative integer");
-      have_steps = true;
-    } else if (flag == "--units") {
-      if (!ParseInt(value, 1, 1 << 20, &v)) return Bad(flag, value, "an integer in 1..1048576");
-      f.units = static_cast<uint32_t>(v);
-    } else if (flag == "--spike") {
-      const std::vector<std::string> p = Split(value, ':');
-      Spike s;
-      if (p.size() != 3 || !ParseInt(p[0], 0, kMax, &s.step) || p[1].empty() ||
-          !ParseDouble(p[2], &s.factor)) {
-        return Bad(flag, value, "STEP:UNIT:FACTOR, e.g. 120:3:25");
-      }
-      s.unit = p[1];
-      f.spikes.push_back(s);
-    } else if (flag == "--nan") {
-      const std::vector<std::string> p = Split(value, ':');
-      NanAt n;
-      if (p.size() != 2 || !ParseInt(p[0], 0, kMax, &n.step) || p[1].empty()) {
-        return Bad(flag, value, "STEP:UNIT, e.g. 200:layers.1.mlp.fc1");
-      }
-      n.unit = p[1];
-      f.nans.push_back(n);
-    } else if (flag == "--step-ms") {
-      if (!ParseInt(value, 0, 3600000, &f.step_ms)) return Bad(flag, value, "milliseconds >= 0");
-    } else if (flag == "--decision-wait-ms") {
-      if (!ParseInt(value, 0, 3600000, &f.decision_wait_ms)) {
-        return Bad(flag, value, "milliseconds >= 0");
-      }
-    } else if (flag == "--token") {
-      f.token = value;
-    } else {
-      return InvalidArgument("unknown flag '" + flag + "'");
-    }
+  Parser parser;
+  Status s = parser.p.Parse(args);
+  if (!s.ok()) return s;
+  Flags& f = parser.f;
+  if (parser.p.help_requested()) {
+    f.help = true;
+    return f;
   }
-  if (!have_target) return InvalidArgument("--target is required");
-  if (!have_job) return InvalidArgument("--job is required");
-  if (!have_rank) return InvalidArgument("--rank is required");
-  if (!have_world) return InvalidArgument("--world-size is required");
-  if (!have_steps) return InvalidArgument("--steps is required");
-  if (f.rank >= f.world_size) return InvalidArgument("--rank must be < --world-size");
+  if (f.target.empty()) return InvalidArgument("--target is required");
+  if (f.job.empty()) return InvalidArgument("--job is required");
+  if (parser.rank < 0) return InvalidArgument("--rank is required");
+  if (parser.world_size < 0) return InvalidArgument("--world-size is required");
+  if (parser.steps < 0) return InvalidArgument("--steps is required");
+  if (parser.rank >= parser.world_size) return InvalidArgument("--rank must be < --world-size");
+  f.rank = static_cast<uint32_t>(parser.rank);
+  f.world_size = static_cast<uint32_t>(parser.world_size);
+  f.steps = parser.steps;
+  f.units = static_cast<uint32_t>(parser.units);
   return f;
 }
 

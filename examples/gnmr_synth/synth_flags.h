@@ -46,6 +46,7 @@ struct Flags {
 // Parses argv (without argv[0]). InvalidArgument names the flag at fault.
 StatusOr<Flags> ParseFlags(const std::vector<std::string>& args);
 
-const char* Usage();
+// The --help text, generated from the same declarations as the parser.
+std::string Usage();
 
 }  // namespace gnmr::synth

@@ -132,11 +132,11 @@ TEST(DaemonConfigErrorsTest, CrossKeyAndFileSystemChecks) {
 
 TEST(DaemonConfigErrorsTest, FlagErrorsNameTheFlag) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--bogus"}, "unknown flag '--bogus'"},
-      {{"--bogus=1"}, "unknown flag '--bogus'"},
-      {{"-x"}, "unexpected argument '-x'"},
+      {{"--bogus"}, "unknown option '--bogus'"},
+      {{"--bogus=1"}, "unknown option '--bogus'"},
+      {{"-x"}, "unknown option '-x'"},
       {{"positional"}, "unexpected argument 'positional'"},
-      {{"--listen"}, "--listen: needs a value"},
+      {{"--listen"}, "option '--listen' needs a value (ADDR)"},
       {{"--config="}, "--config: needs a file"},
       {{"--listen", "nope"}, "--listen: must be 'unix:/path'"},
       {{"--listen", "unix:/a", "--listen", "unix:/a"}, "given twice"},

@@ -17,7 +17,7 @@
 #include "gnmr/status.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 #include "proto/grpc_status.h"
-#include "tools/gnmrctl/flags.h"
+#include "common/flag_parser.h"
 
 namespace gnmr {
 namespace cli {

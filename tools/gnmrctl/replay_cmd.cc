@@ -12,7 +12,7 @@
 #include "controller/config_yaml.h"
 #include "controller/replay/replay.h"
 #include "tools/gnmrctl/commands.h"
-#include "tools/gnmrctl/flags.h"
+#include "common/flag_parser.h"
 #include "tools/gnmrctl/output_file.h"
 
 namespace gnmr {
