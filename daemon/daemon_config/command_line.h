@@ -12,7 +12,9 @@
 //   --snapshot-every N       snapshot_every_steps
 //   --help, -h / --version
 //
-// Both "--flag value" and "--flag=value" work. Values go through the same
+// Parsed by common/flag_parser.h (as every GNMR binary is); the same
+// declarations produce --help. Both "--flag value" and "--flag=value"
+// work. Values go through the same
 // parsers as the file's (config_keys.h); errors name the flag
 // ("--step-deadline-ms: must be an integer in [1, 3600000], got 'x'").
 #pragma once
