@@ -53,11 +53,11 @@ Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller 
       controller_(std::move(controller)),
       aggregator_(&topology_, options.aggregation),
       session_ids_(std::random_device{}()),
-      last_active_(Clock::now()),
+      last_active_(Now()),
       generation_start_(GenerationStartMessage(generation_, controller_.next_lag(),
                                                controller_.sequence() + 1)),
       acks_(options.steps_kept_for_acks) {
-  PublishView(Clock::now());  // Info() has a view even if the job is busy at once
+  PublishView(Now());  // Info() has a view even if the job is busy at once
 }
 
 StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
@@ -186,7 +186,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
     rs.session_id = session_ids_();
   } while (rs.session_id == 0);
   rs.client_version = req.client_version();
-  rs.last_seen = Clock::now();
+  rs.last_seen = Now();
   last_active_ = rs.last_seen;
   rs.seen = true;
   rs.stream_ended = false;
@@ -233,7 +233,7 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   RankSession& rs = sessions_[rank];
   if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new stream"));
   rs.sink = std::move(sink);
-  rs.last_seen = Clock::now();
+  rs.last_seen = Now();
   last_active_ = rs.last_seen;
   rs.stream_ended = false;
   // The generation, then its recent decisions in order: a rank attaching
@@ -253,7 +253,7 @@ void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
   }
   it->second.sink.reset();
   it->second.stream_ended = true;
-  last_active_ = Clock::now();
+  last_active_ = Now();
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
 }
 
@@ -328,9 +328,9 @@ void Job::Tick(Clock::time_point now) {
 void Job::DrainReady(Clock::time_point now) {
   StepAggregator::ClosedStep closed;
   for (;;) {
-    const Clock::time_point t0 = Clock::now();
+    const Clock::time_point t0 = Now();
     if (!aggregator_.PopReady(now, &closed)) break;
-    Decide(closed, Seconds(Clock::now() - t0));
+    Decide(closed, Seconds(Now() - t0));
   }
   MaybePublishView();
 }
@@ -345,7 +345,7 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
   Publish(DecisionMessage(d, generation_));
   imported_state_.clear();  // a repeated import would now replace the state
 
-  const Clock::time_point done = Clock::now();
+  const Clock::time_point done = Now();
   StepTiming timing;
   timing.aggregation_seconds = aggregation_seconds;
   // Last report in -> decision queued to every rank. For a step closed by

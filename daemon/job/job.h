@@ -58,6 +58,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -103,6 +104,10 @@ struct JobOptions {
   // one always).
   size_t decisions_kept = 64;
   size_t decision_history_bytes = 4u << 20;
+  // Where the job reads the time (ages, idleness, decision latency); empty:
+  // std::chrono::steady_clock. Tests inject one to drive time instead of
+  // sleeping. The `now` given to OnStats and Tick must come from it too.
+  std::function<std::chrono::steady_clock::time_point()> clock;
 };
 
 struct RegisterResult {
@@ -159,6 +164,9 @@ class Job {
   // A rank's ack of a planned step: compared with the other ranks' acks of
   // the step and with the decision the job sent (see "Acks" above).
   Status OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack);
+
+  // The job's time (JobOptions::clock): what OnStats and Tick are given.
+  Clock::time_point Now() const { return options_.clock ? options_.clock() : Clock::now(); }
 
   // Closes steps whose deadline has passed.
   void Tick(Clock::time_point now);

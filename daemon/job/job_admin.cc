@@ -42,7 +42,7 @@ void Job::PublishView(Clock::time_point now) const {
 }
 
 void Job::MaybePublishView() const {
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = Now();
   bool stale;
   {
     std::lock_guard<std::mutex> view_lock(view_mu_);
@@ -159,7 +159,7 @@ Status Job::SetConfig(const ControllerConfig& config) {
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   RequestSnapshot();
-  PublishView(Clock::now());  // GetConfig shows the new config at once
+  PublishView(Now());  // GetConfig shows the new config at once
   return Status::Ok();
 }
 
@@ -249,7 +249,7 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   StartGeneration(GenerationCause::kImport, "controller state imported");
   imported_state_ = std::move(bytes);
-  PublishView(Clock::now());  // GetConfig shows the imported config at once
+  PublishView(Now());  // GetConfig shows the imported config at once
   if (generation) *generation = generation_;
   return Status::Ok();
 }
@@ -267,7 +267,7 @@ Status Job::Rewind(int64_t first_step, uint64_t* generation) {
                             std::to_string(first_step) + " and later are accepted",
                   first_step);
   if (listener_) listener_->OnControllerChanged(id_, controller_);
-  PublishView(Clock::now());
+  PublishView(Now());
   if (generation) *generation = generation_;
   return Status::Ok();
 }

@@ -15,7 +15,7 @@ void Job::DecisionFailed(int64_t step, const Status& why) {
   ++decision_failures_;
   // Never silent, but one line per 10 s at most: a broken job fails every
   // step.
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = Now();
   if (decision_failures_ == 1 || now - last_failure_log_ >= std::chrono::seconds(10)) {
     spdlog::error("job {}: step {} closed but not decided ({} more since the last report): {}",
                   id_, step, failures_not_logged_, why.ToString());

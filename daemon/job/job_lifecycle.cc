@@ -38,7 +38,7 @@ Job::Clock::duration Job::IdleFor(Clock::time_point now) const {
 double Job::LastActiveUnixLocked() const {
   const double now_unix = UnixNowSeconds();
   if (ConnectedLocked() > 0) return now_unix;
-  const double idle = std::chrono::duration<double>(Clock::now() - last_active_).count();
+  const double idle = std::chrono::duration<double>(Now() - last_active_).count();
   return now_unix - std::max(0.0, idle);
 }
 

@@ -107,8 +107,7 @@ Status AdminService::GetStatus(grpc::CallbackServerContext*, const v1::GetStatus
 
 Status AdminService::ListJobs(grpc::CallbackServerContext*, const v1::ListJobsRequest&,
                               v1::ListJobsResponse* resp) {
-  const auto now = Job::Clock::now();
-  for (const auto& job : registry_->All()) *resp->add_jobs() = job->Info(now);
+  for (const auto& job : registry_->All()) *resp->add_jobs() = job->Info(job->Now());
   return Status::Ok();
 }
 

@@ -146,14 +146,17 @@ void Daemon::TickLoop() {
   const auto expiry_check = std::max<std::chrono::milliseconds>(
       std::min<std::chrono::milliseconds>(expiry / 4, std::chrono::seconds(1)),
       options_.tick_interval);
-  auto next_expiry_check = Job::Clock::now() + expiry_check;
+  // The jobs' clock (injected by tests to drive deadlines and expiry).
+  const auto clock = options_.registry.job.clock;
+  const auto now_of = [&clock] { return clock ? clock() : Job::Clock::now(); };
+  auto next_expiry_check = now_of() + expiry_check;
   std::unique_lock<std::mutex> lock(tick_mu_);
   while (!stopping_) {
     tick_cv_.wait_for(lock, options_.tick_interval);
     if (stopping_) break;
     lock.unlock();
     try {
-      const auto now = Job::Clock::now();
+      const auto now = now_of();
       registry_->TickAll(now);
       if (expiry > std::chrono::milliseconds::zero() && now >= next_expiry_check) {
         next_expiry_check = now + expiry_check;

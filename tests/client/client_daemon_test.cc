@@ -19,6 +19,7 @@
 #include "client/src/io_loop.h"
 #include "daemon/server/daemon.h"
 #include "gnmr/client.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr {
 namespace {
@@ -100,12 +101,7 @@ class ClientDaemonTest : public ::testing::Test {
   }
 
   static bool WaitConnected(Client* c, std::chrono::milliseconds limit) {
-    const Clock::time_point end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      if (c->Counters().connected) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return false;
+    return gnmr::testing::Eventually([c] { return c->Counters().connected; }, limit);
   }
 
   std::string path_;
@@ -196,10 +192,7 @@ TEST_F(ClientDaemonTest, TrainingGoesOnWhileTheDaemonRestarts) {
   }
   daemon_->Shutdown(std::chrono::milliseconds(0));
   daemon_.reset();
-  for (int i = 0; i < 100 && r->client->Counters().connected; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_FALSE(r->client->Counters().connected);
+  ASSERT_TRUE(gnmr::testing::Eventually([&] { return !r->client->Counters().connected; }));
   // Disconnected: steps never wait, whatever decision_wait says.
   const Clock::time_point t0 = Clock::now();
   for (int i = 0; i < 20; ++i, ++step) {
@@ -232,9 +225,7 @@ TEST_F(ClientDaemonTest, TrainingGoesOnWhileTheDaemonRestarts) {
 TEST_F(ClientDaemonTest, WrongTokenIsCountedNotFatal) {
   StartDaemon({{"job", "right"}});
   Rank* bad = AddRank(0, 1, 1, std::chrono::seconds(1), "wrong");
-  for (int i = 0; i < 200 && bad->client->Counters().connect_failures == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  gnmr::testing::Eventually([&] { return bad->client->Counters().connect_failures != 0; });
   ClientCounters k = bad->client->Counters();
   EXPECT_FALSE(k.connected);
   EXPECT_NE(k.last_error.find("UNAUTHENTICATED"), std::string::npos) << k.last_error;

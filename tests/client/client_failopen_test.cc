@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "gnmr/client.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr {
 namespace {
@@ -78,9 +79,7 @@ TEST(ClientFailOpen, CountsFailedAttemptsAndStopsPromptly) {
   ASSERT_TRUE((*c)->AddUnit("u", {t}).ok());
   ASSERT_TRUE((*c)->Start().ok());
   // Register waits for the channel up to 1 s per attempt.
-  for (int i = 0; i < 300 && (*c)->Counters().connect_failures == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  gnmr::testing::Eventually([&] { return (*c)->Counters().connect_failures != 0; });
   const ClientCounters k = (*c)->Counters();
   EXPECT_GE(k.connect_failures, 1u);
   EXPECT_NE(k.last_error, "");

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "tests/daemon/test_daemon.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/manual_clock.h"
 
 namespace gnmr::testing {
 namespace {
@@ -67,26 +69,41 @@ TEST_F(DaemonTest, ShardedUnitsCombineExactly) {
 }
 
 TEST_F(DaemonTest, MissingRankTakesTheDeadlinePathAndLateReportsAreDropped) {
-  StartDaemon();
+  // The jobs read a clock the test moves: the deadline (300 ms) passes
+  // when the test says so, not when a loaded machine gets round to it.
+  ManualClock clock;
+  DaemonOptions opts;
+  opts.registry.job.clock = clock.AsFunction();
+  StartDaemon(opts);
   RawRank a(Tcp(), "j", 0, 2), b(Tcp(), "j", 1, 2);
   ASSERT_TRUE(a.Register({{"x"}, {"y", 0, 2}}).ok());
   ASSERT_TRUE(b.Register({{"x"}, {"y", 1, 2}}).ok());
   a.Open();
   b.Open();
-  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(a.SendStats(0, {1.0, 1.0}));
+  // The step opens when the report arrives (at the clock's time then):
+  // only after that does moving the clock mean anything.
+  StatusOr<std::shared_ptr<Job>> job = daemon_->registry().Find("j");
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE(Eventually([&] {
+    const v1::JobInfo info = (*job)->Info(clock.Now());
+    for (const v1::RankInfo& r : info.ranks()) {
+      if (r.rank() == 0 && r.last_step() == 0) return true;
+    }
+    return false;
+  }));
   v1::Decision d;
+  // Before the deadline nothing closes the step, however long we wait:
+  // 500 ms of real time (past the real deadline, so a job reading the
+  // real clock fails here) and many ticks of the 20 ms ticker go by.
+  clock.Advance(std::chrono::milliseconds(299));
+  EXPECT_FALSE(a.WaitDecision(0, &d, std::chrono::milliseconds(500)));
+  clock.Advance(std::chrono::milliseconds(2));
   ASSERT_TRUE(a.WaitDecision(0, &d));
-  const double waited =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_GE(waited, 0.29);  // the 300 ms deadline, not earlier
   // The job sends the decision first and tells its listener after: wait
-  // for the listener (bounded; it counts incomplete units before
-  // by_deadline) before reading its counters.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (listener_.by_deadline.load() < 1 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  // for the listener (it counts incomplete units before by_deadline)
+  // before reading its counters.
+  ASSERT_TRUE(Eventually([&] { return listener_.by_deadline.load() >= 1; }));
   EXPECT_EQ(listener_.by_deadline.load(), 1u);
   EXPECT_EQ(listener_.incomplete.load(), 1u);  // "y" lacked shard 1
   // Rank 1's report of the closed step: counted as late, stream stays open.
@@ -138,10 +155,7 @@ TEST_F(DaemonTest, AReplacedStreamEndingLaterLeavesTheNewStreamAttached) {
   RawRank second(Tcp(), "j", 0, 1);
   second.Open(first.session_id());
   EXPECT_EQ(first.WaitEnd().error_code(), grpc::StatusCode::ABORTED);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (daemon_->stats().sessions_open.load() > 1 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  ASSERT_TRUE(Eventually([&] { return daemon_->stats().sessions_open.load() <= 1; }));
   ASSERT_EQ(daemon_->stats().sessions_open.load(), 1);
   v1::ClientMessage stats;  // `second` did not register: first's unit ids
   stats.mutable_stats()->set_step(1);
@@ -204,10 +218,7 @@ TEST_F(DaemonTest, ShutdownEndsStreamsThatBelongToNoJobYet) {
   RawRank silent(Unix(), "j", 0, 1);
   silent.Open(0, /*hello=*/false);
   // The server must have the stream before shutdown for this to test it.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (daemon_->stats().sessions_open.load() < 1 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  ASSERT_TRUE(Eventually([&] { return daemon_->stats().sessions_open.load() >= 1; }));
   ASSERT_EQ(daemon_->stats().sessions_open.load(), 1);
   const auto t0 = std::chrono::steady_clock::now();
   daemon_->Shutdown(std::chrono::milliseconds(10000));

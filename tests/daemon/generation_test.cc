@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "tests/daemon/test_daemon.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr::testing {
 namespace {
@@ -29,19 +30,18 @@ void RunSteps(std::vector<RawRank*> ranks, int64_t from, int64_t to, int64_t spi
 // Waits until the job has no attached stream (the server noticed a close).
 bool NoneConnected(std::shared_ptr<grpc::Channel> channel, const std::string& job) {
   auto admin = v1::Admin::NewStub(channel);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < until) {
+  bool rpc_failed = false;
+  const bool none = Eventually([&] {
     grpc::ClientContext ctx;
     v1::ListJobsResponse resp;
-    if (!admin->ListJobs(&ctx, {}, &resp).ok()) return false;
+    if (!admin->ListJobs(&ctx, {}, &resp).ok()) return rpc_failed = true;
     bool any = false;
     for (const auto& j : resp.jobs()) {
       for (const auto& r : j.ranks()) any |= j.job_id() == job && r.connected();
     }
-    if (!any) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
+    return !any;
+  });
+  return none && !rpc_failed;
 }
 
 TEST_F(DaemonTest, EveryStreamStartsWithTheGenerationAndDecisionsCarryIt) {

@@ -8,6 +8,7 @@
 
 #include "core/decision.h"
 #include "tests/daemon/test_daemon.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr::testing {
 namespace {
@@ -87,9 +88,7 @@ TEST_F(LimitsTest, RewindJobStartsTheStepsOverInANewGeneration) {
   ASSERT_TRUE(ImportState("stuck", state, &imported).ok());
   ASSERT_TRUE(r.WaitGeneration(imported.generation()));
   r.SendStats(3, {1.0, 1.0});  // late: the job is at step 5000000 now
-  for (int i = 0; i < 200 && listener_.late == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  Eventually([&] { return listener_.late != 0; });
   EXPECT_EQ(listener_.late, 1u);
 
   // Refused: no admin token over TCP, a negative step, an unknown job.

@@ -12,6 +12,7 @@
 #include "tests/daemon/gnmrd_process.h"
 #include "tests/daemon/raw_rank.h"
 #include "tests/daemon/test_daemon.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr::testing {
 namespace {
@@ -50,13 +51,10 @@ TEST(GnmrdRestart, KillNineRestoresJobLocksAndBudget) {
   // steps) and written in the background: wait until the one holding both
   // admissions is on disk, then kill -9.
   store::SnapshotStore on_disk(gnmrd.state_dir());
-  bool durable = false;
-  for (int i = 0; i < 500 && !durable; ++i) {
+  ASSERT_TRUE(Eventually([&] {
     auto loaded = on_disk.Load("job");
-    durable = loaded.ok() && loaded->state.recovery_size() == 2;
-    if (!durable) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_TRUE(durable);
+    return loaded.ok() && loaded->state.recovery_size() == 2;
+  }));
   gnmrd.Kill(SIGKILL);
   for (auto& r : ranks) r->WaitEnd();
   ranks.clear();
@@ -116,14 +114,11 @@ TEST(GnmrdRestart, KillNineRestoresJobLocksAndBudget) {
 
   // Generation 3 is on disk without any new step: a kill -9 now restarts
   // into generation 4, never a second generation 3.
-  bool snapshotted = false;
-  for (int i = 0; i < 500 && !snapshotted; ++i) {
+  ASSERT_TRUE(Eventually([&] {
     auto loaded = on_disk.Load("job");
     v1::JobMeta meta;
-    snapshotted = loaded.ok() && meta.ParseFromString(loaded->job_meta) && meta.generation() == 3;
-    if (!snapshotted) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_TRUE(snapshotted);
+    return loaded.ok() && meta.ParseFromString(loaded->job_meta) && meta.generation() == 3;
+  }));
   gnmrd.Kill(SIGKILL);
   ASSERT_TRUE(gnmrd.Start());
   RawRank after(gnmrd.Channel(), "job", 0, 2, "tok");

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "tests/gnmrctl/ctl_harness.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr::testing {
 namespace {
@@ -163,10 +164,7 @@ TEST_F(CtlTest, FollowPrintsNewEventsOnceUntilInterrupted) {
   const pid_t pid = Spawn({"events", "--job", "j", "--follow", "--json", "--target", tcp_}, out,
                           err);
   auto wait_for = [&](const std::string& needle) {
-    for (int i = 0; i < 500 && ReadAll(out).find(needle) == std::string::npos; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return ReadAll(out).find(needle) != std::string::npos;
+    return Eventually([&] { return ReadAll(out).find(needle) != std::string::npos; });
   };
   ASSERT_TRUE(wait_for("\"denial\"")) << ReadAll(out) << ReadAll(err);
   // New events at the same step and at later steps show up, once each.
