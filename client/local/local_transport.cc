@@ -162,7 +162,7 @@ void LocalTransport::DecideLocked(const Report& r) {
     // (daemon/aggregator/step_aggregator.cc, Combine): the same doubles.
     UnitSample& s = samples_[i];
     s.unit_id = static_cast<uint32_t>(i);
-    s.sumsq = r.sumsq[i] / 1.0;
+    s.sumsq = r.sumsq[i];  // summed over 1 replica, divided by 1: the same double
     s.amax = r.amax[i] > 0.0 ? r.amax[i] : 0.0;
     s.nonfinite = r.nonfinite[i];
     s.zeros = r.zeros[i];
