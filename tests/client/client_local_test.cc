@@ -19,6 +19,7 @@
 #include "controller_io/event_json.h"
 #include "gnmr/client.h"
 #include "gnmr/client_local.h"
+#include "gnmr/gnmr_c.h"
 #include "tests/daemon/gnmrd_process.h"
 #include "tests/testing/eventually.h"
 
@@ -341,6 +342,45 @@ TEST(LocalMode, EnableLocalTargetIsIdempotent) {
   o.target = "local";
   o.job_id = "idem";
   EXPECT_TRUE(Client::Create(o).ok());
+}
+
+// The C API reaches the same transport: target "local" and its events file.
+TEST(LocalMode, CApiRunsLocallyAndWritesEvents) {
+  char tmpl[] = "/tmp/gnmr-local-c-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string events = dir + "/events.jsonl";
+  gnmr_options o;
+  gnmr_options_init(&o);
+  o.target = "local";
+  o.job_id = "c-local";
+  o.local_events_path = events.c_str();
+  gnmr_client* c = nullptr;
+  ASSERT_EQ(gnmr_client_create(&o, &c), GNMR_OK) << gnmr_last_error();
+  std::vector<float> g(64, 0.5f);
+  gnmr_tensor t{};
+  t.data = g.data();
+  t.numel = g.size();
+  t.dtype = GNMR_DTYPE_FP32;
+  ASSERT_EQ(gnmr_add_unit(c, "fc", &t, 1, 0, 1, nullptr), GNMR_OK) << gnmr_last_error();
+  ASSERT_EQ(gnmr_start(c), GNMR_OK);
+  gnmr_plan* plan = gnmr_plan_new();
+  bool admitted = false;
+  for (int64_t step = 0; step < 30; ++step) {
+    g[0] = step == 20 ? std::numeric_limits<float>::infinity() : 0.5f;
+    ASSERT_EQ(gnmr_observe(c, step), GNMR_OK);
+    ASSERT_EQ(gnmr_plan_for(c, step, plan), GNMR_OK);
+    gnmr_plan_info info;
+    ASSERT_EQ(gnmr_plan_info_get(plan, &info), GNMR_OK);
+    EXPECT_EQ(info.has_decision != 0, step >= 1) << step;  // default lag 1
+    admitted = admitted || info.num_entries > 0;
+  }
+  gnmr_plan_free(plan);
+  gnmr_client_destroy(c);
+  EXPECT_TRUE(admitted) << "the Inf at step 20 is a nonfinite admission";
+  const std::string text = testing::ReadText(events);
+  EXPECT_NE(text.find("\"kind\":\"admission\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"trigger\":\"nonfinite\""), std::string::npos) << text;
+  std::filesystem::remove_all(dir);
 }
 
 // Stop: the training thread goes on, fail-open, without waiting.
