@@ -60,6 +60,20 @@ class Gradients {
   std::vector<std::vector<float>> g_;
 };
 
+ClientOptions LocalOptions(const std::string& job) {
+  ClientOptions o;
+  o.target = "local";
+  o.job_id = job;
+  return o;
+}
+
+TensorRef HostRef(std::vector<float>& g) {
+  TensorRef t;
+  t.data = g.data();
+  t.numel = g.size();
+  return t;
+}
+
 ControllerConfig TestConfig(int32_t lag) {
   ControllerConfig c;
   c.warmup = 5;
@@ -222,14 +236,9 @@ TEST_P(LocalVsGnmrd, SamePlansEventsAndStateAsTheDaemon) {
 INSTANTIATE_TEST_SUITE_P(Lags, LocalVsGnmrd, ::testing::Values(0, 1));
 
 TEST(LocalMode, RefusesShardedUnitsPointingToGnmrd) {
-  ClientOptions o;
-  o.target = "local";
-  o.job_id = "sharded";
-  auto c = std::move(Client::Create(o)).value();
+  auto c = std::move(Client::Create(LocalOptions("sharded"))).value();
   std::vector<float> g(16);
-  TensorRef t;
-  t.data = g.data();
-  t.numel = g.size();
+  const TensorRef t = HostRef(g);
   StatusOr<UnitHandle> h = c->AddUnit("tp.fc", {t}, 0, 2);
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.status().code(), StatusCode::kFailedPrecondition);
@@ -239,9 +248,7 @@ TEST(LocalMode, RefusesShardedUnitsPointingToGnmrd) {
 }
 
 TEST(LocalMode, SetUpErrorsAreLoud) {
-  ClientOptions o;
-  o.target = "local";
-  o.job_id = "bad";
+  ClientOptions o = LocalOptions("bad");
   ControllerConfig bad;
   bad.max_o = -1;
   o.config = bad;
@@ -317,15 +324,9 @@ TEST(LocalMode, StateRoundTripsAndResumesBitIdentically) {
   EXPECT_GT(with_entries, 0);
 
   // A state of other units is refused and changes nothing.
-  ClientOptions o;
-  o.target = "local";
-  o.job_id = "other";
-  auto other = std::move(Client::Create(o)).value();
+  auto other = std::move(Client::Create(LocalOptions("other"))).value();
   std::vector<float> g(8);
-  TensorRef t;
-  t.data = g.data();
-  t.numel = g.size();
-  ASSERT_TRUE(other->AddUnit("something.else", {t}).ok());
+  ASSERT_TRUE(other->AddUnit("something.else", {HostRef(g)}).ok());
   ASSERT_TRUE(other->Start().ok());
   StatusOr<uint64_t> refused = other->ImportState(*saved, milliseconds(1000));
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
@@ -338,10 +339,7 @@ TEST(LocalMode, EnableLocalTargetIsIdempotent) {
   EnableLocalTarget();
   EnableLocalTarget();
   gnmr_enable_local_target();
-  ClientOptions o;
-  o.target = "local";
-  o.job_id = "idem";
-  EXPECT_TRUE(Client::Create(o).ok());
+  EXPECT_TRUE(Client::Create(LocalOptions("idem")).ok());
 }
 
 // The C API reaches the same transport: target "local" and its events file.
