@@ -3,6 +3,7 @@
 // builder, so both list the same events with the same fields.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "controller/controller.h"

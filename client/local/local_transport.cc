@@ -65,6 +65,7 @@ Status LocalTransport::Start(TransportWiring w) {
   shared_ = w.shared;
   gpu_ = w.gpu;
   std::vector<uint32_t> ids;
+  int32_t lag = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Controller ids follow registration order, as the client's handles do.
@@ -75,7 +76,7 @@ Status LocalTransport::Start(TransportWiring w) {
       numel_.push_back(u.numel());
     }
     validator_.Reset(ids);
-    const int32_t lag = controller_.next_lag();
+    lag = controller_.next_lag();
     std::lock_guard<std::mutex> sh(shared_->mu);
     shared_->AdoptGenerationLocked(generation_, lag);
     shared_->StartGenerationLocked(generation_, lag, controller_.sequence() + 1);
@@ -87,11 +88,11 @@ Status LocalTransport::Start(TransportWiring w) {
   }
   shared_->registrations.fetch_add(1, std::memory_order_relaxed);
   shared_->decision_cv.notify_all();
-  started_ = true;
-  thread_ = std::thread([this] { Run(); });
   spdlog::info("gnmr client: job {} rank {}: controller in this process (target \"local\", "
                "{} units, lag {})",
-               options_.job_id, options_.rank, ids.size(), controller_.next_lag());
+               options_.job_id, options_.rank, ids.size(), lag);
+  started_ = true;
+  thread_ = std::thread([this] { Run(); });
   return Status::Ok();
 }
 
@@ -131,11 +132,9 @@ void LocalTransport::Pump() {
   }
   if (gpu_ != nullptr) gpu_->Drain(true);  // completed launches -> queued reports
   if (Report* r = outbox_->PopReport()) {
-    bool done = false;
     try {
       std::lock_guard<std::mutex> lock(mu_);
       DecideLocked(*r);
-      done = true;
     } catch (...) {
       outbox_->Release(r, false);  // never leak a slot
       throw;
@@ -143,7 +142,7 @@ void LocalTransport::Pump() {
     // Counted, and the slot given back, once the decision is in the cache:
     // Flush() then means "decided".
     shared_->reports_sent.fetch_add(1, std::memory_order_relaxed);
-    outbox_->Release(r, done);
+    outbox_->Release(r, true);
     return;
   }
   outbox_->Wait(gpu_ != nullptr && gpu_->pending() > 0
