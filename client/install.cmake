@@ -7,7 +7,7 @@
 # The libraries are static, so the ones gnmr_client links are exported and
 # installed with it (core types, wire protocol, statistics, common).
 # Installed headers, all under include/gnmr/ and included as <gnmr/...>:
-# client.h, gnmr_c.h, tensor.h (kernels), status.h (common), config.h (core)
+# client.h, gnmr_c.h, client_local.h, tensor.h (kernels), status.h (common), config.h (core)
 # and the generated version.h. Consumers add only include/ to their path.
 include(CMakePackageConfigHelpers)
 set(GNMR_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/gnmr)
@@ -26,13 +26,17 @@ if(GNMR_HAVE_CUDA)
   endif()
 endif()
 
-install(TARGETS ${GNMR_PKG_LIBS}
+# Target "local" (docs/local_mode.md): gnmr::gnmr_client_local and the
+# controller it links. CMake package only; pkg-config's gnmr stays the
+# client without the controller.
+set(GNMR_LOCAL_LIBS gnmr_client_local gnmr_controller_io gnmr_controller)
+install(TARGETS ${GNMR_PKG_LIBS} ${GNMR_LOCAL_LIBS}
   EXPORT gnmrTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(EXPORT gnmrTargets NAMESPACE gnmr:: DESTINATION ${GNMR_INSTALL_CMAKEDIR})
 
-install(FILES include/gnmr/client.h include/gnmr/gnmr_c.h
+install(FILES include/gnmr/client.h include/gnmr/gnmr_c.h local/include/gnmr/client_local.h
               ${PROJECT_SOURCE_DIR}/kernels/include/gnmr/tensor.h
               ${PROJECT_SOURCE_DIR}/common/include/gnmr/status.h
               ${PROJECT_SOURCE_DIR}/core/include/gnmr/config.h

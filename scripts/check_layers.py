@@ -23,7 +23,7 @@ import tempfile
 # aggregator and job cannot include each other both ways.
 ORDER = [
     "common", "proto_messages", "core", "controller", "kernels", "proto_services",
-    "client",
+    "controller_io", "client",
     "daemon/topology", "daemon/aggregator", "daemon/job", "daemon/store",
     "daemon/metrics", "daemon/server", "daemon/daemon_config", "daemon/gnmrd",
     "tools", "python",
@@ -45,6 +45,7 @@ PUBLIC = [
     ("core/", "core"),
     ("gnmr/config.h", "core"),
     ("controller/", "controller"),
+    ("controller_io/", "controller_io"),
     ("gnmr/tensor.h", "kernels"),
     ("gnmr/cpu_stats.h", "kernels"),
     ("gnmr/cpu_isa.h", "kernels"),
@@ -53,6 +54,15 @@ PUBLIC = [
     ("gnmr/cuda_driver_fns.h", "kernels"),
     ("gnmr/client.h", "client"),
     ("gnmr/gnmr_c.h", "client"),
+    ("gnmr/client_local.h", "client"),
+]
+# Edges the order allows but a library's link does not: gnmr_client links
+# gnmr_core and never the controller; only its local transport (client/local/,
+# library gnmr_client_local) does. (source prefix, exempt prefix, include
+# prefixes, why)
+NOT_LINKED = [
+    ("client/", "client/local/", ("controller/", "controller_io/"),
+     "gnmr_client never links the controller (only client/local/ does)"),
 ]
 # Folders whose files are private to their layer (reachable only from it).
 PRIVATE = [("kernels/", "kernels"), ("client/", "client"), ("python/", "python"),
@@ -110,6 +120,9 @@ def check(root: str) -> list[str]:
                     continue
                 line = text.count("\n", 0, m.start()) + 1
                 where = f"{rel}:{line}: {src_layer} includes \"{inc}\""
+                for src, exempt, incs, why in NOT_LINKED:
+                    if rel.startswith(src) and not rel.startswith(exempt) and inc.startswith(incs):
+                        problems.append(f"{where}: {why}")
                 if not public:
                     problems.append(f"{where}: a private file of {layer}")
                 elif RANK[layer] > RANK[src_layer]:
@@ -127,6 +140,7 @@ def self_test() -> int:
         write("core/config.h", '#include "common/status.h"\n#include "gnmr/v1/controller.pb.h"\n')
         write("client/src/a.cc", '#include "core/config.h"\n#include "gnmr/cpu_stats.h"\n')
         write("tests/t.cc", '#include "daemon/job/job.h"\n#include "client/src/a.h"\n')
+        write("client/local/l.cc", '#include "controller/controller.h"\n#include "client/src/a.h"\n')
         if check(root):
             print("self-test: a clean tree was reported:", check(root))
             return 1
@@ -134,14 +148,15 @@ def self_test() -> int:
         write("client/src/b.cc", '#include "kernels/cpu/item_kernels.h"\n')
         write("daemon/aggregator/c.cc", '#include "daemon/job/job.h"\n')
         write("controller/d.cc", '#include "gnmr/v1/gnmr.grpc.pb.h"\n')
+        write("client/src/e.cc", '#include "controller_io/decision_message.h"\n')
         found = check(root)
         expected = ["core/bad.cc", "client/src/b.cc", "daemon/aggregator/c.cc",
-                    "controller/d.cc"]
+                    "controller/d.cc", "client/src/e.cc"]
         missing = [e for e in expected if not any(p.startswith(e + ":") for p in found)]
         if missing or len(found) != len(expected):
             print("self-test: expected one violation in each of", expected, "got", found)
             return 1
-    print("self-test: ok (4 planted violations found, clean tree passes)")
+    print("self-test: ok (5 planted violations found, clean tree passes)")
     return 0
 
 

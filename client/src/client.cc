@@ -30,7 +30,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Status CheckOptions(const ClientOptions& o) {
-  if (o.target.empty()) return InvalidArgument("target is empty (unix:/path or host:port)");
+  if (o.target.empty()) {
+    return InvalidArgument("target is empty (unix:/path, host:port, or \"local\")");
+  }
   Status s = CheckJobId(o.job_id);
   if (!s.ok()) return s;
   if (o.world_size < 1 || o.world_size > 65536) {
@@ -73,7 +75,22 @@ StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   Status s = Guard([&] {
     Status c = CheckOptions(options);
     if (!c.ok()) return c;
-    out.reset(new Client(std::make_unique<Impl>(std::move(options))));
+    auto impl = std::make_unique<Impl>(std::move(options));
+    if (IsLocalTarget(impl->options.target)) {
+      const LocalTransportFactory local = GetLocalTransportFactory();
+      if (local == nullptr) {
+        return InvalidArgument(
+            "target \"local\" runs the controller in this process and needs the "
+            "gnmr_client_local library: link gnmr::gnmr_client_local (it enables the "
+            "target), or call gnmr::EnableLocalTarget() from <gnmr/client_local.h>");
+      }
+      StatusOr<std::unique_ptr<Transport>> t = local(impl->options);
+      if (!t.ok()) return t.status();
+      impl->transport = std::move(t).value();
+    } else {
+      impl->transport = NewGrpcTransport(impl->options);
+    }
+    out.reset(new Client(std::move(impl)));
     return Status::Ok();
   });
   if (!s.ok()) return s;
@@ -87,6 +104,7 @@ StatusOr<UnitHandle> Client::AddUnit(const std::string& name,
   Status s = Guard([&] {
     Impl& m = *impl_;
     if (m.started) return FailedPrecondition("AddUnit after Start");
+    GNMR_RETURN_IF_ERROR(m.transport->CheckUnit(name, shard_index, shard_count));
     StatusOr<int32_t> device = UnitDevice(tensors.data(), tensors.size());
     if (device.ok() && *device != kHostDevice) {
       if (m.gpu && m.gpu->device() != *device) {
@@ -162,9 +180,16 @@ Status Client::Start() {
       if (!g.ok()) return g;
     }
     m.norms.assign(m.units.size(), std::numeric_limits<double>::quiet_NaN());
-    m.io = std::make_unique<IoLoop>(m.options, m.BuildRegister(), m.outbox.get(), &m.shared,
-                                    m.any_device ? m.gpu.get() : nullptr);
-    m.io->Start();
+    TransportWiring wiring;
+    wiring.request = m.BuildRegister();
+    wiring.outbox = m.outbox.get();
+    wiring.shared = &m.shared;
+    wiring.gpu = m.any_device ? m.gpu.get() : nullptr;
+    Status t = m.transport->Start(std::move(wiring));
+    if (!t.ok()) {
+      if (m.any_device) m.gpu->Stop();
+      return t;
+    }
     m.started = true;
     return Status::Ok();
   });
@@ -352,7 +377,7 @@ void Client::Stop() {
     Impl& m = *impl_;
     if (!m.started || m.stopped) return Status::Ok();
     m.stopped = true;
-    m.io->Stop();
+    m.transport->Stop();
     if (m.gpu) m.gpu->Stop();
     m.outbox->Clear();
     return Status::Ok();

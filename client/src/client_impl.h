@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "client/src/gpu_path.h"
-#include "client/src/io_loop.h"
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
+#include "client/src/transport.h"
 #include "client/src/unit_registry.h"
 #include "core/config_codec.h"
 #include "gnmr/client.h"
@@ -50,9 +50,11 @@ class Client::Impl {
   SharedState shared;
   std::unique_ptr<Outbox> outbox;
   // Created by the first device unit; destroyed before the outbox it parks
-  // report slots of, after the I/O thread that drains it.
+  // report slots of, after the transport's thread that drains it.
   std::unique_ptr<GpuPath> gpu;
-  std::unique_ptr<IoLoop> io;
+  // gRPC to gnmrd, or the controller in this process (transport.h). Made
+  // by Create; stopped before the GPU path and the outbox go.
+  std::unique_ptr<Transport> transport;
   std::vector<UnitHandle> host_units;  // from Start
   bool any_device = false;
   bool started = false;

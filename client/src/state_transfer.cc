@@ -1,4 +1,5 @@
-// Client::ExportState / ImportState: the checkpoint calls (docs/checkpoint.md).
+// Client::ExportState / ImportState: the checkpoint calls (docs/checkpoint.md),
+// handed to the client's transport; the gRPC transport's are here.
 // Plain unary Admin RPCs with a deadline on a channel of their own, made per
 // call: a checkpoint is rare, and a fresh channel never reuses a connection
 // to a daemon process that has since been replaced.
@@ -9,6 +10,7 @@
 
 #include "client/src/channel.h"
 #include "client/src/client_impl.h"
+#include "client/src/state_transfer.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace gnmr {
@@ -27,8 +29,9 @@ Status CheckTimeout(std::chrono::milliseconds timeout, const char* what) {
   return Status::Ok();
 }
 
-StatusOr<std::string> Export(const ClientOptions& o, std::chrono::milliseconds timeout) {
-  GNMR_RETURN_IF_ERROR(CheckTimeout(timeout, "ExportState"));
+}  // namespace
+
+StatusOr<std::string> ExportStateRpc(const ClientOptions& o, std::chrono::milliseconds timeout) {
   auto stub = v1::Admin::NewStub(MakeChannel(o));
   grpc::ClientContext ctx;
   Prepare(o, timeout, &ctx);
@@ -43,9 +46,8 @@ StatusOr<std::string> Export(const ClientOptions& o, std::chrono::milliseconds t
   return out;
 }
 
-StatusOr<uint64_t> Import(const ClientOptions& o, const std::string& state,
-                          std::chrono::milliseconds timeout) {
-  GNMR_RETURN_IF_ERROR(CheckTimeout(timeout, "ImportState"));
+StatusOr<uint64_t> ImportStateRpc(const ClientOptions& o, const std::string& state,
+                                  std::chrono::milliseconds timeout) {
   v1::ImportStateRequest req;
   req.set_job_id(o.job_id);
   if (!req.mutable_state()->ParseFromString(state)) {
@@ -60,15 +62,19 @@ StatusOr<uint64_t> Import(const ClientOptions& o, const std::string& state,
   return resp.generation();
 }
 
-}  // namespace
-
 StatusOr<std::string> Client::ExportState(std::chrono::milliseconds timeout) {
-  return Guard([&] { return Export(impl_->options, timeout); });
+  return Guard([&]() -> StatusOr<std::string> {
+    GNMR_RETURN_IF_ERROR(CheckTimeout(timeout, "ExportState"));
+    return impl_->transport->ExportState(timeout);
+  });
 }
 
 StatusOr<uint64_t> Client::ImportState(const std::string& state,
                                        std::chrono::milliseconds timeout) {
-  return Guard([&] { return Import(impl_->options, state, timeout); });
+  return Guard([&]() -> StatusOr<uint64_t> {
+    GNMR_RETURN_IF_ERROR(CheckTimeout(timeout, "ImportState"));
+    return impl_->transport->ImportState(state, timeout);
+  });
 }
 
 }  // namespace gnmr

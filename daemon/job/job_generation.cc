@@ -77,19 +77,8 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
 // attaches after a restart) the plan of its next step without waiting for
 // a new decision.
 void Job::RebuildLastDecision() {
-  const std::optional<int64_t> observed = controller_.last_step();
-  const std::optional<int64_t> apply = controller_.last_apply();
-  if (!observed || !apply || controller_.sequence() == 0) return;
   Decision d;
-  d.observed_step = *observed;
-  d.apply_step = *apply;
-  d.sequence = controller_.sequence();
-  d.config_version = controller_.config_version();
-  d.recovery = controller_.recovery();
-  d.global_skip = controller_.last_global_skip();
-  d.next_lag = controller_.next_lag();
-  d.digest = DigestOf(d.apply_step, d.recovery, d.global_skip);
-  Publish(DecisionMessage(d, generation_));
+  if (::gnmr::RebuildLastDecision(controller_, &d)) Publish(DecisionMessage(d, generation_));
 }
 
 void Job::Publish(std::shared_ptr<const v1::ServerMessage> decision) {

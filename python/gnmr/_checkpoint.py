@@ -53,7 +53,8 @@ class CheckpointMixin:
         rank then meets at a barrier when torch.distributed is initialised.
         Returns whether this rank imported. Fail-open: a daemon that cannot
         be reached gives a warning (raised with ``strict=True``); a malformed
-        ``state_dict`` raises ValueError."""
+        ``state_dict`` raises ValueError. With ``target="local"`` every rank
+        imports into its own controller (no barrier needed)."""
         if not isinstance(state_dict, dict) or state_dict.get("format") != STATE_FORMAT:
             raise ValueError("gnmr.torch: not a Monitor state_dict (format "
                              f"{STATE_FORMAT} expected)")
@@ -64,7 +65,10 @@ class CheckpointMixin:
         state = state_dict.get("controller_state")
         imported = False
         generation = 0  # the generation the import started (0: none)
-        if state is not None and self.options.rank == 0:
+        # gnmrd: one controller for the job, imported once (rank 0). Local
+        # mode: one controller per rank, each imports its own copy.
+        local = getattr(self, "local", False)
+        if state is not None and (self.options.rank == 0 or local):
             try:
                 ok, reason = self.client.wait_connected(self._state_timeout_ms)
                 if not ok:
@@ -77,7 +81,8 @@ class CheckpointMixin:
                 warnings.warn(f"gnmr.torch: controller state not restored: {e}",
                               RuntimeWarning, stacklevel=2)
         dist = _torch.distributed
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        if (not local and dist.is_available() and dist.is_initialized()
+                and dist.get_world_size() > 1):
             # Every rank waits for the same generation, rank 0's.
             shared = [generation]
             dist.broadcast_object_list(shared, src=0)

@@ -65,6 +65,15 @@ a decision covers exactly the steps it is made for, and the default
 misses one. Tensor/pipeline-parallel or FSDP shards: ``unit_shard`` gives
 each unit's (shard_index, shard_count).
 
+Local mode: ``target="local"`` runs the controller inside this process (one
+per rank) instead of in gnmrd: the same code, so the same plans (digests)
+for the same statistics, the same events (``local_events_path``) and
+``state_dict()``/``load_state_dict()`` on the in-process controller. Data
+parallel ranks observe identical statistics after the all-reduce, so their
+controllers decide identically; sharded units (``unit_shard``) need gnmrd and
+are refused with a ValueError. gnmrd stays the deployment for multi-rank
+jobs that want one view, dashboards and operators (docs/local_mode.md).
+
 Checkpoints: ``state_dict()`` holds the daemon's controller state of the job
 (Admin ExportState) as bytes, or ``None`` with a warning when the daemon
 cannot be reached (fail-open). ``load_state_dict()`` imports it (Admin
@@ -133,7 +142,10 @@ class Monitor(CheckpointMixin):
     Args:
       model: the module to watch (pass the inner module of a DDP wrapper so
         unit names carry no ``module.`` prefix).
-      target: gnmrd address, ``unix:/path/gnmrd.sock`` or ``host:port``.
+      target: gnmrd address, ``unix:/path/gnmrd.sock`` or ``host:port``; or
+        ``"local"``: the controller runs in this process, one per rank (a
+        single process, a notebook, a CI test; docs/local_mode.md). Same
+        plans as gnmrd for the same statistics; sharded units are refused.
       job_id: the job (the same on every rank).
       rank, world_size: default to torch.distributed's when initialised, else 0/1.
       config: controller config for a job the daemon does not know yet, a dict
@@ -157,6 +169,9 @@ class Monitor(CheckpointMixin):
       connect_timeout_s: how long the constructor (with ``start=True``) waits
         for the first connection attempt (it returns as soon as it ends).
       strict: raise client errors and set-up problems instead of warning.
+      local_events_path: with ``target="local"``, append the job's events
+        (admissions, releases, denials, skips) to this file as JSON Lines,
+        the lines of gnmrd's event log.
     """
 
     def __init__(self, model: _torch.nn.Module, *, target: str, job_id: str,
@@ -174,7 +189,8 @@ class Monitor(CheckpointMixin):
                  state_timeout_ms: float = 5000.0,
                  connect_timeout_s: float = 5.0,
                  strict: bool = False,
-                 start: bool = True):
+                 start: bool = True,
+                 local_events_path: str = ""):
         dist = _torch.distributed
         dist_on = dist.is_available() and dist.is_initialized()
         if rank is None:
@@ -198,7 +214,15 @@ class Monitor(CheckpointMixin):
         self.options = _gnmr.ClientOptions(
             target=target, job_id=job_id, rank=rank, world_size=world_size, token=token,
             decision_wait_ms=float(decision_wait_ms), max_queued_reports=max_queued_reports,
-            admin_token=admin_token)
+            admin_token=admin_token, local_events_path=local_events_path or "")
+        self.local = target == "local"
+        if self.local and self._sharded:
+            u = next(u for u in self._units if u.shard[1] > 1)
+            raise ValueError(
+                f"gnmr.torch: unit '{u.name}' is shard {u.shard[0]} of {u.shard[1]}: "
+                "target='local' runs one controller per rank on that rank's own statistics "
+                "and cannot combine a sharded unit's shards; run gnmrd and set target to its "
+                "address (docs/local_mode.md)")
         self.client = _gnmr.Client(self.options, self._config)
         self._problems = ProblemReporter(self.client, strict)
         for u in self._units:

@@ -18,6 +18,7 @@
 #include "gnmr/status.h"
 #include "gnmr/config.h"
 #include "gnmr/client.h"
+#include "gnmr/client_local.h"
 #include "gnmr/version.h"
 #include "gnmr/tensor.h"
 #include "python/src/config_dict.h"
@@ -104,6 +105,7 @@ struct PyOptions {
   double backoff_max_ms = 1000;
   std::string admin_token;  // for export_state / import_state only
   bool profile_gpu_overhead = false;
+  std::string local_events_path;  // target "local": events as JSON Lines
 };
 
 std::chrono::milliseconds Ms(double v, const char* what) {
@@ -128,6 +130,7 @@ class PyClient {
     c.backoff_initial = Ms(o.backoff_initial_ms, "backoff_initial_ms");
     c.backoff_max = Ms(o.backoff_max_ms, "backoff_max_ms");
     c.profile_gpu_overhead = o.profile_gpu_overhead;
+    c.local_events_path = o.local_events_path;
     if (!config.is_none()) {
       if (!py::isinstance<py::dict>(config)) throw py::value_error("config must be a dict or None");
       c.config = ConfigFromDict(config.cast<py::dict>());
@@ -258,6 +261,8 @@ std::string PlanRepr(const Plan& p) {
 }  // namespace gnmr::python
 
 PYBIND11_MODULE(_gnmr, m) {
+  // target="local": the controller in this process (docs/local_mode.md).
+  gnmr::EnableLocalTarget();
   using namespace gnmr;
   using namespace gnmr::python;
   m.doc() = "GNMR client library (C++), see the gnmr package";
@@ -301,7 +306,7 @@ PYBIND11_MODULE(_gnmr, m) {
       .def(py::init([](std::string target, std::string job_id, uint32_t rank, uint32_t world_size,
                        std::string token, double decision_wait_ms, size_t max_queued_reports,
                        double backoff_initial_ms, double backoff_max_ms, std::string admin_token,
-                       bool profile_gpu_overhead) {
+                       bool profile_gpu_overhead, std::string local_events_path) {
              PyOptions o;
              o.target = std::move(target);
              o.job_id = std::move(job_id);
@@ -314,13 +319,14 @@ PYBIND11_MODULE(_gnmr, m) {
              o.backoff_max_ms = backoff_max_ms;
              o.admin_token = std::move(admin_token);
              o.profile_gpu_overhead = profile_gpu_overhead;
+             o.local_events_path = std::move(local_events_path);
              return o;
            }),
            py::kw_only(), py::arg("target"), py::arg("job_id"), py::arg("rank") = 0,
            py::arg("world_size") = 1, py::arg("token") = "", py::arg("decision_wait_ms") = 2000.0,
            py::arg("max_queued_reports") = 64, py::arg("backoff_initial_ms") = 50.0,
            py::arg("backoff_max_ms") = 1000.0, py::arg("admin_token") = "",
-           py::arg("profile_gpu_overhead") = false)
+           py::arg("profile_gpu_overhead") = false, py::arg("local_events_path") = "")
       .def_readwrite("target", &PyOptions::target)
       .def_readwrite("job_id", &PyOptions::job_id)
       .def_readwrite("rank", &PyOptions::rank)
@@ -331,7 +337,8 @@ PYBIND11_MODULE(_gnmr, m) {
       .def_readwrite("backoff_initial_ms", &PyOptions::backoff_initial_ms)
       .def_readwrite("backoff_max_ms", &PyOptions::backoff_max_ms)
       .def_readwrite("admin_token", &PyOptions::admin_token)
-      .def_readwrite("profile_gpu_overhead", &PyOptions::profile_gpu_overhead);
+      .def_readwrite("profile_gpu_overhead", &PyOptions::profile_gpu_overhead)
+      .def_readwrite("local_events_path", &PyOptions::local_events_path);
 
   py::class_<PlanEntry>(m, "PlanEntry")
       .def_readonly("unit", &PlanEntry::unit)

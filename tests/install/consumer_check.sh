@@ -23,6 +23,7 @@ cmake -S "$src/tests/install/consumer" -B "$work/cmake-build" -G Ninja \
 cmake --build "$work/cmake-build" >"$work/build.log" || { cat "$work/build.log"; exit 1; }
 "$work/cmake-build/consumer_cxx"
 "$work/cmake-build/consumer_c"
+"$work/cmake-build/consumer_local"
 
 echo "== pkg-config gnmr"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"

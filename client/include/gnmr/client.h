@@ -46,7 +46,12 @@
 namespace gnmr {
 
 struct ClientOptions {
-  std::string target;        // "unix:/path/gnmrd.sock" or "host:port"
+  // "unix:/path/gnmrd.sock" or "host:port": gnmrd. "local": the controller
+  // runs in this process, one per rank, for a single process, a notebook or
+  // a CI test of a training script (docs/local_mode.md; needs the
+  // gnmr_client_local library). Same plans, events and checkpoints; sharded
+  // units are refused (they need gnmrd to combine the shards).
+  std::string target;
   std::string job_id;        // 1..128 of [A-Za-z0-9._:-]
   uint32_t rank = 0;         // < world_size
   uint32_t world_size = 1;
@@ -77,6 +82,11 @@ struct ClientOptions {
   // it, or there is no driver, the client backs off quietly (logs once) and
   // reports the ratio as unavailable.
   bool profile_gpu_overhead = false;
+  // Target "local" only: the job's events (admissions, releases, denials,
+  // global skips, generations) are appended to this file as JSON Lines, the
+  // lines of gnmrd's event log. Empty: no file. Opened by Create (an error
+  // there is InvalidArgument); a write error later is a Problem (kStream).
+  std::string local_events_path;
 };
 
 // A unit, numbered 0, 1, ... in AddUnit order.

@@ -89,7 +89,7 @@ typedef struct gnmr_plan gnmr_plan;
 
 typedef struct gnmr_options {
   uint32_t struct_size; /* sizeof(gnmr_options); set by gnmr_options_init */
-  const char* target;   /* "unix:/path" or "host:port" */
+  const char* target;   /* "unix:/path", "host:port" or "local" */
   const char* job_id;
   uint32_t rank;
   uint32_t world_size;
@@ -104,6 +104,10 @@ typedef struct gnmr_options {
   /* 0.2: sent by gnmr_export_state / gnmr_import_state only
    * (ClientOptions::admin_token); may be NULL. */
   const char* admin_token;
+  /* later 0.2: target "local" only (ClientOptions::local_events_path): the job's
+   * events appended as JSON Lines; may be NULL. Target "local" needs the
+   * gnmr_client_local library (<gnmr/client_local.h>, docs/local_mode.md). */
+  const char* local_events_path;
 } gnmr_options;
 
 /* gnmr_tensor.location: where the memory is. */

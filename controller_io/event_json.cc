@@ -1,4 +1,4 @@
-#include "daemon/store/event_json.h"
+#include "controller_io/event_json.h"
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
@@ -11,7 +11,6 @@
 #include "gnmr/config.h"
 
 namespace gnmr {
-namespace store {
 namespace {
 
 constexpr size_t kMaxIdBytes = 256;
@@ -232,5 +231,4 @@ StatusOr<v1::Event> ParseEventJsonLine(std::string_view line) {
   return e;
 }
 
-}  // namespace store
 }  // namespace gnmr

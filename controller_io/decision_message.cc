@@ -1,4 +1,7 @@
-#include "daemon/job/decision_message.h"
+#include "controller_io/decision_message.h"
+
+#include <optional>
+#include <utility>
 
 #include "core/recovery_entry_codec.h"
 
@@ -28,6 +31,23 @@ std::shared_ptr<const v1::ServerMessage> GenerationStartMessage(uint64_t generat
   msg->mutable_generation()->set_next_lag(next_lag);
   msg->mutable_generation()->set_first_sequence(first_sequence);
   return msg;
+}
+
+bool RebuildLastDecision(const Controller& c, Decision* out) {
+  const std::optional<int64_t> observed = c.last_step();
+  const std::optional<int64_t> apply = c.last_apply();
+  if (!observed || !apply || c.sequence() == 0) return false;
+  Decision d;
+  d.observed_step = *observed;
+  d.apply_step = *apply;
+  d.sequence = c.sequence();
+  d.config_version = c.config_version();
+  d.recovery = c.recovery();
+  d.global_skip = c.last_global_skip();
+  d.next_lag = c.next_lag();
+  d.digest = DigestOf(d.apply_step, d.recovery, d.global_skip);
+  *out = std::move(d);
+  return true;
 }
 
 }  // namespace gnmr

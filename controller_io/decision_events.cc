@@ -1,0 +1,75 @@
+#include "controller_io/decision_events.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+namespace gnmr {
+
+void AppendDecisionEvents(const Decision& d, const Controller& controller, double time_unix,
+                          std::vector<v1::Event>* out) {
+  if (!d.HasChanges()) return;
+  auto base = [&](const char* kind, uint32_t unit) {
+    v1::Event e;
+    e.set_observed_step(d.observed_step);
+    e.set_apply_step(d.apply_step);
+    e.set_kind(kind);
+    e.set_unit(controller.unit(unit).name);
+    e.set_time_unix(time_unix);
+    return e;
+  };
+  for (const Admission& a : d.admitted) {
+    v1::Event e = base("admission", a.unit_id);
+    // d.recovery is in unit id order: a search, not a scan (it may be as
+    // large as max_o, and so may the admissions).
+    auto r = std::lower_bound(
+        d.recovery.begin(), d.recovery.end(), a.unit_id,
+        [](const RecoveryEntry& x, uint32_t id) { return x.unit_id < id; });
+    if (r != d.recovery.end() && r->unit_id == a.unit_id) {
+      e.set_action(static_cast<v1::Action>(r->action));
+      e.set_until(r->until);
+    }
+    e.set_trigger(static_cast<v1::Trigger>(a.trigger));
+    // A non-finite sample is not evaluated: no GNMR or Delta exists for it.
+    const bool evaluated = a.trigger != Trigger::kNonFinite;
+    e.set_gnmr(evaluated ? a.gnmr : std::nan(""));
+    e.set_delta(evaluated ? a.delta : std::nan(""));
+    e.set_norm(a.norm);
+    e.set_mu(a.mu);
+    if (a.nonfinite) e.set_detail("nonfinite=" + std::to_string(a.nonfinite));
+    out->push_back(std::move(e));
+  }
+  for (uint32_t u : d.released) out->push_back(base("release", u));
+  for (const Denial& x : d.denied) {
+    v1::Event e = base("denial", x.unit_id);
+    e.set_trigger(static_cast<v1::Trigger>(x.trigger));
+    const UnitState& st = controller.unit(x.unit_id);
+    e.set_gnmr(st.last_gnmr);
+    e.set_delta(st.last_delta);
+    e.set_norm(st.last_norm);
+    e.set_mu(st.mu);
+    e.set_detail("max_o reached");
+    out->push_back(std::move(e));
+  }
+  if (d.global_skip) {
+    v1::Event e;
+    e.set_observed_step(d.observed_step);
+    e.set_apply_step(d.apply_step);
+    e.set_kind("global_skip");
+    e.set_time_unix(time_unix);
+    e.set_detail("non-finite gradient observed");
+    out->push_back(std::move(e));
+  }
+}
+
+v1::Event JobEvent(const char* kind, int64_t observed_step, double time_unix, std::string detail) {
+  v1::Event e;
+  e.set_observed_step(observed_step);
+  e.set_kind(kind);
+  e.set_time_unix(time_unix);
+  e.set_detail(std::move(detail));
+  return e;
+}
+
+}  // namespace gnmr
