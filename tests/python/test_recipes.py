@@ -78,9 +78,10 @@ def test_amp_gradscaler_skipped_inf_step_leaves_params_bit_identical(gnmrd):
         else:
             assert not applied.skip_step and not bit_identical(before, params(model)), step
             # GNMR measured the gradients scaler.step applied (unscaled).
-            assert info.norms["b"] == pytest.approx(norm(seen[step]["b"]), rel=1e-6)
-    # The spike at 8 (lag 0) was clipped before the scaler's step.
-    assert mon.last_step_info().step == 15
+            for u in _toy.UNITS:
+                assert info.norms[u] == pytest.approx(norm(seen[step][u]), rel=1e-6)
+        if step == 8:  # the spike (lag 0) was clipped before the scaler's step
+            assert applied.clipped["b"] < 0.1
     mon.close()
 
 
