@@ -15,6 +15,7 @@ Release configure; a user's `pip install ./python` makes that fresh build
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,7 +48,10 @@ def main() -> int:
                         os.path.join(source, "python")], check=True, env=env, cwd=tmp)
         del env["GNMR_BUILD_DIR"]
         # The loop's helpers (gnmrd_process) come by path, never gnmr.
-        r = subprocess.run([py, os.path.join(HERE, "pip_train_loop.py"), venv], env=env, cwd=tmp)
+        with open(os.path.join(source, "CMakeLists.txt")) as f:
+            version = re.search(r"project\(\s*gnmr\s+VERSION\s+([0-9.]+)", f.read()).group(1)
+        r = subprocess.run([py, os.path.join(HERE, "pip_train_loop.py"), venv, version],
+                           env=env, cwd=tmp)
         return r.returncode
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

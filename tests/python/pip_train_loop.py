@@ -22,7 +22,7 @@ def main() -> int:
     where = os.path.realpath(gnmr.__file__)
     assert where.startswith(venv + os.sep), f"gnmr imported from {where}, not the venv {venv}"
     assert os.path.realpath(gnmr._gnmr.__file__).startswith(venv + os.sep)
-    assert gnmr.__version__.count(".") == 2, gnmr.__version__
+    assert gnmr.__version__ == sys.argv[2], (gnmr.__version__, sys.argv[2])  # project(VERSION)
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
