@@ -54,7 +54,7 @@ class StepInfo:
     global_skip: bool  # the decision skipped the whole step (lag 0, a non-finite)
     nonfinite: bool  # the same-step guard saw a NaN/Inf (any rank)
     skip_step: bool  # the optimizer step was not taken for either reason
-    optimizer_stepped: bool
+    optimizer_stepped: bool  # apply() called optimizer.step() (never with step_optimizer=False)
     norms: Dict[str, float]  # every unit's gradient norm at the step
     units: Dict[str, UnitInfo]  # the units the plan names
     promoted: List[str]
