@@ -1,4 +1,6 @@
-"""Builds the extension gnmr._gnmr with CMake for pip and `python -m build`.
+"""The gnmr package for pip and `python -m build`: metadata, and the
+extension gnmr._gnmr built with CMake. Runs from python/ or, through the
+root setup.py, from the repository root.
 
 The C++ sources live in the repository around this directory, so the
 package builds from a checkout (pip builds local directories in place),
@@ -10,7 +12,7 @@ Environment:
   GNMR_BUILD_DIR    an existing, configured CMake build tree of this
                     checkout (e.g. `build`): only `_gnmr` is (re)built there
                     and its module copied; what ctest `python_pip_install`
-                    uses. Default: a fresh Release build under build/ here.
+                    uses. Default: a fresh Release build under python/build/.
   GNMR_CMAKE_ARGS   extra arguments for the fresh configure (space separated).
   CMAKE_BUILD_PARALLEL_LEVEL  jobs (default: 2).
   ccache is used when it is on PATH (GNMR_NO_CCACHE=1: not); its own
@@ -84,9 +86,26 @@ class CMakeBuild(build_ext):
         subprocess.run(args, check=True)
 
 
+# Paths relative to where setup runs: python/ (pip install ./python) or the
+# repository root (pip install ., through ../setup.py).
+_PACKAGE = os.path.relpath(HERE / "gnmr", Path.cwd())
+
 setup(
+    name="gnmr",
     version=project_version(),
+    description="GNMR client library and PyTorch adapter (gnmr.torch.Monitor)",
+    long_description=(HERE / "README.md").read_text(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    # torch is optional (gnmr.torch needs it): Debian's python3-torch,
+    # visible to a venv made with --system-site-packages, or pip's torch.
+    extras_require={"torch": ["torch"]},
+    packages=["gnmr"],
+    package_dir={"gnmr": _PACKAGE},
     ext_modules=[Extension("gnmr._gnmr", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
+    # Build files under python/build/ from either place (the root's build/
+    # is the CMake build tree of the README).
+    options={"build": {"build_base": str(HERE / "build")}},
     zip_safe=False,
 )

@@ -5,6 +5,7 @@ visible) in a temporary directory, `pip install --no-build-isolation
 --no-index <repo>/python` into it, then runs pip_train_loop.py with the
 venv's python from the temporary directory, without PYTHONPATH: a 20-step
 training loop against a real gnmrd that must import gnmr from the venv.
+Then the same package from the repository root (`pip install .`).
 
 The extension is built by setup.py through CMake. To keep the test
 affordable it reuses this build tree (GNMR_BUILD_DIR: `cmake --build
@@ -52,7 +53,17 @@ def main() -> int:
             version = re.search(r"project\(\s*gnmr\s+VERSION\s+([0-9.]+)", f.read()).group(1)
         r = subprocess.run([py, os.path.join(HERE, "pip_train_loop.py"), venv, version],
                            env=env, cwd=tmp)
-        return r.returncode
+        if r.returncode != 0:
+            return r.returncode
+        # The same package from the repository root (root setup.py).
+        env["GNMR_BUILD_DIR"] = build
+        subprocess.run([py, "-m", "pip", "uninstall", "-y", "gnmr"], check=True, env=env)
+        subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-index", "."],
+                       check=True, env=env, cwd=source)
+        check = ("import gnmr, gnmr.torch, sys; "
+                 "assert gnmr.__file__.startswith(sys.prefix), gnmr.__file__; "
+                 f"assert gnmr.__version__ == {version!r}, gnmr.__version__; print('root install ok')")
+        return subprocess.run([py, "-c", check], env=env, cwd=tmp).returncode
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
