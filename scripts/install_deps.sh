@@ -20,6 +20,9 @@ packages=(
   "${build_packages[@]}" git
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3 python3-dev
+  # pip install ./python and python3 -m build --wheel, offline
+  # (--no-build-isolation); tests/python's python_pip_install uses a venv
+  python3-setuptools python3-wheel python3-build python3-venv python3-pip
   # tests/python: CPU PyTorch (with a fast BLAS) and pytest
   python3-torch libopenblas0-pthread python3-pytest
   yamllint python3-yaml  # tests/deploy: YAML lint and manifest checks

@@ -138,6 +138,26 @@ bool Client::Impl::NonfiniteAt(int64_t step) {
   return gpu->NonfiniteAt(step);
 }
 
+std::vector<double> Client::UnitNorms(int64_t step) {
+  std::vector<double> out;
+  Status s = Guard([&] {
+    Impl& m = *impl_;
+    out.assign(m.units.size(), std::numeric_limits<double>::quiet_NaN());
+    const bool known = m.norms_step == step;
+    if (m.any_device) m.gpu->Drain(false);
+    for (UnitHandle u = 0; u < out.size(); ++u) {
+      if (m.units.unit(u).device != kHostDevice) {
+        if (m.any_device) m.gpu->NormAt(step, u, &out[u]);
+      } else if (known && u < m.norms.size()) {
+        out[u] = m.norms[u];
+      }
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) out.clear();  // fail-open: nothing known
+  return out;
+}
+
 uint64_t NewInstanceId() {
   std::random_device rd;
   uint64_t id = 0;

@@ -74,6 +74,14 @@ controllers decide identically; sharded units (``unit_shard``) need gnmrd and
 are refused with a ValueError. gnmrd stays the deployment for multi-rank
 jobs that want one view, dashboards and operators (docs/local_mode.md).
 
+Logging: ``last_step_info()`` is the last applied step as a ``StepInfo``
+(every unit's gradient norm, the units in recovery with their action and
+clip scale, skips, plan digest, miss reason); ``add_step_callback(fn)``
+calls ``fn(info)`` after every ``apply``, and ``metrics_logger(log)`` makes
+such a callback that hands ``info.flat()`` (numbers only) to wandb,
+TensorBoard or any tracker. A callback's exception is warned about and
+counted, never raised into the step (unless ``strict``).
+
 Checkpoints: ``state_dict()`` holds the daemon's controller state of the job
 (Admin ExportState) as bytes, or ``None`` with a warning when the daemon
 cannot be reached (fail-open). ``load_state_dict()`` imports it (Admin
@@ -98,9 +106,11 @@ from gnmr import tensor_ref as _tensor_ref
 from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-export)
 from gnmr._problems import ProblemReporter
 from gnmr._actions import carry_out
+from gnmr._step_info import StepInfo, StepLogMixin, UnitInfo, metrics_logger  # noqa: F401
 from gnmr._units import collect_units
 
-__all__ = ["Monitor", "AppliedPlan", "default_promote_callback", "linear_filter"]
+__all__ = ["Monitor", "AppliedPlan", "StepInfo", "UnitInfo", "default_promote_callback",
+           "linear_filter", "metrics_logger"]
 
 _ZERO_CHUNK = 1 << 20  # elements of the shared zero buffer for None grads
 
@@ -136,7 +146,7 @@ class AppliedPlan:
     plan: Optional[_gnmr.Plan] = None
 
 
-class Monitor(CheckpointMixin):
+class Monitor(CheckpointMixin, StepLogMixin):
     """GNMR for one rank of a PyTorch training job; see the module docstring.
 
     Args:
@@ -430,6 +440,7 @@ class Monitor(CheckpointMixin):
         if optimizer is not None and step_optimizer and not applied.skip_step:
             optimizer.step()
             applied.optimizer_stepped = True
+        self._step_applied(applied)
         return applied
 
     def _agree_nonfinite(self, local: bool) -> bool:

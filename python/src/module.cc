@@ -455,6 +455,10 @@ PYBIND11_MODULE(_gnmr, m) {
       .def("counters", [](const PyClient& c) {
         return const_cast<PyClient&>(c).client().Counters();
       })
+      .def("unit_norms", [](PyClient& c, int64_t step) { return c.client().UnitNorms(step); },
+           py::arg("step"),
+           "[norm per unit] at `step` (Client::UnitNorms): NaN where not known (not the "
+           "newest observed step; a GPU unit whose results are not read yet)")
       .def_property_readonly("num_units", [](PyClient& c) { return c.client().num_units(); })
       .def("unit_name", [](PyClient& c, UnitHandle u) {
         if (u >= c.client().num_units()) throw py::index_error("no unit " + std::to_string(u));

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <thread>
@@ -191,6 +192,31 @@ TEST(ClientFailOpen, SameStepGuardSkipsANonFiniteStepWithoutADaemon) {
   EXPECT_EQ(client.Counters().skipped_steps, 2u);
   // A step that was not observed has no statistics to guard with.
   EXPECT_FALSE(client.PlanFor(7).skip_step);
+}
+
+// UnitNorms: the newest observed step's norms as Observe measured them,
+// unit order (sqrt(sumsq * shard_count)); NaN for any other step.
+TEST(ClientFailOpen, UnitNormsAreTheNewestObservedStepsOnly) {
+  std::vector<float> a(100, 3.0f), b(16, -0.5f);
+  auto c = Client::Create(NoDaemon());
+  ASSERT_TRUE(c.ok());
+  Client& client = **c;
+  TensorRef ta{a.data(), a.size()}, tb{b.data(), b.size()};
+  ASSERT_TRUE(client.AddUnit("a", {ta}).ok());
+  ASSERT_TRUE(client.AddUnit("b", {tb}, 1, 4).ok());  // a quarter: scaled by 4
+  EXPECT_TRUE(std::isnan(client.UnitNorms(0).at(0)));  // before Start
+  ASSERT_TRUE(client.Start().ok());
+  ASSERT_TRUE(client.Observe(3).ok());
+  std::vector<double> n = client.UnitNorms(3);
+  ASSERT_EQ(n.size(), 2u);
+  EXPECT_DOUBLE_EQ(n[0], 30.0);                 // sqrt(100 * 9)
+  EXPECT_DOUBLE_EQ(n[1], std::sqrt(16 * 0.25 * 4));
+  a.assign(a.size(), 1.0f);
+  ASSERT_TRUE(client.Observe(4).ok());
+  EXPECT_DOUBLE_EQ(client.UnitNorms(4)[0], 10.0);
+  for (int64_t other : {int64_t{3}, int64_t{5}, int64_t{-1}}) {
+    for (double v : client.UnitNorms(other)) EXPECT_TRUE(std::isnan(v)) << other;
+  }
 }
 
 TEST(ClientFailOpen, WaitConnectedAndProblemsNameAMissingSocket) {

@@ -1,5 +1,6 @@
 """ctest entry for the Python tests: exit 77 (skip) when pytest, torch or the
-built gnmr module cannot be imported; a run that collects no tests fails."""
+built gnmr module cannot be imported; a run that collects no tests fails.
+Arguments go to pytest (test files given run instead of the directory)."""
 import os
 import sys
 
@@ -21,7 +22,11 @@ def main() -> int:
 
     import pytest
 
-    rc = pytest.main(["-q", "-p", "no:cacheprovider", HERE] + sys.argv[1:])
+    # Arguments: pytest's; test files named there replace the whole directory.
+    args = sys.argv[1:]
+    if not any(a.endswith(".py") and not a.startswith("-") for a in args):
+        args.append(HERE)
+    rc = pytest.main(["-q", "-p", "no:cacheprovider"] + args)
     if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
         print("FAIL: no tests collected", flush=True)
         return 1

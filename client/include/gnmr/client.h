@@ -272,6 +272,13 @@ class Client {
   Plan PlanFor(int64_t step);
   void PlanFor(int64_t step, Plan* out);  // reuses out's storage
 
+  // Every unit's gradient norm at `step` (PlanEntry::norm's definition),
+  // unit order, for the trainer's own logging. NaN where not known: Observe
+  // (step) was not the newest Observe, or a device unit's results for `step`
+  // are not read yet (after PlanFor(step) they are when its decision
+  // observed `step`). Training thread; never waits.
+  std::vector<double> UnitNorms(int64_t step);
+
   // Tells the daemon what was applied at plan.step (also a plan without
   // decision), so it can compare the ranks' plans step by step.
   Status Ack(const Plan& plan);
