@@ -193,8 +193,9 @@ void TraceRecorder::Add(const Queued& q, File* f) {
   }
   const bool first_in_process = f->fd < 0 && f->last_step < 0 && f->pending.empty();
   const bool steps_back = f->last_step >= 0 && q.step <= f->last_step;
-  const bool full = f->size > sizeof(kTraceHeader) - 1 &&
-                    f->size + f->pending.size() + estimate > options_.max_file_bytes;
+  // A step larger than the bound still goes into a file of its own.
+  const uint64_t used = f->size + f->pending.size();
+  const bool full = used > sizeof(kTraceHeader) - 1 && used + estimate > options_.max_file_bytes;
   if (first_in_process || steps_back || full) {
     WritePending(q.job_id, f);
     Status s = StartNewFile(q.job_id, f, /*rotate=*/true);
