@@ -49,34 +49,40 @@ TraceRecorder::Outcome TraceRecorder::Record(const std::string& job_id, int64_t 
                                              const std::vector<UnitSample>& samples,
                                              const Controller& controller) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, added] = jobs_.try_emplace(job_id);
-  JobState& job = it->second;
-  if (added) job.matched = GlobMatch(options_.jobs, job_id);
-  if (!job.matched) return Outcome::kNotRecorded;
-  const size_t bytes = samples.size() * sizeof(UnitSample) + kEntryOverhead + job_id.size();
-  if (stopping_ || queued_bytes_ + bytes > options_.max_queued_bytes) {
-    ++counters_.steps_dropped;
-    const bool first = !job.in_gap;
-    job.in_gap = true;
-    return first ? Outcome::kGapStarted : Outcome::kDropped;
-  }
-  job.in_gap = false;
-  // Units are only added while the names hold (an import that replaces
-  // them calls ForgetNames), so a changed count is the one sign to watch.
-  if (!job.names || job.names->size() != controller.num_units()) {
-    auto names = std::make_shared<Names>();
-    names->reserve(controller.num_units());
-    for (uint32_t id = 0; id < controller.num_units(); ++id) {
-      names->push_back(controller.unit(id).name);
+  JobState* job = nullptr;
+  try {
+    auto [it, added] = jobs_.try_emplace(job_id);
+    job = &it->second;
+    if (added) job->matched = GlobMatch(options_.jobs, job_id);
+    if (!job->matched) return Outcome::kNotRecorded;
+    const size_t bytes = samples.size() * sizeof(UnitSample) + kEntryOverhead + job_id.size();
+    if (!stopping_ && queued_bytes_ + bytes <= options_.max_queued_bytes) {
+      // Units are only added while the names hold (an import that replaces
+      // them calls ForgetNames), so a changed count is the one sign to watch.
+      if (!job->names || job->names->size() != controller.num_units()) {
+        auto names = std::make_shared<Names>();
+        names->reserve(controller.num_units());
+        for (uint32_t id = 0; id < controller.num_units(); ++id) {
+          names->push_back(controller.unit(id).name);
+        }
+        job->names = std::move(names);
+      }
+      queue_.push_back(Queued{job_id, step, samples, job->names, bytes});
+      job->in_gap = false;
+      queued_bytes_ += bytes;
+      ++queued_seq_;
+      ++counters_.steps_queued;
+      if (queued_bytes_ * 2 > options_.max_queued_bytes) work_cv_.notify_one();
+      return Outcome::kQueued;
     }
-    job.names = std::move(names);
+  } catch (const std::exception&) {
+    // Out of memory: the step is dropped like one that finds the queue
+    // full; the decision path goes on.
   }
-  queue_.push_back(Queued{job_id, step, samples, job.names, bytes});
-  queued_bytes_ += bytes;
-  ++queued_seq_;
-  ++counters_.steps_queued;
-  if (queued_bytes_ * 2 > options_.max_queued_bytes) work_cv_.notify_one();
-  return Outcome::kQueued;
+  ++counters_.steps_dropped;
+  if (job == nullptr || job->in_gap) return Outcome::kDropped;
+  job->in_gap = true;
+  return Outcome::kGapStarted;
 }
 
 void TraceRecorder::ForgetNames(const std::string& job_id) {
