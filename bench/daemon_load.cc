@@ -11,7 +11,9 @@
 // the daemon's own "last report in -> decision out" time.
 //
 // Usage: daemon_load --gnmrd PATH [--ranks 64] [--units 1024] [--steps 500]
-//                    [--rate 50] [--window 8]
+//                    [--rate 50] [--window 8] [--trace-dir DIR]
+//        --trace-dir: the spawned gnmrd records the job's trace there
+//        (docs/replay.md); the counters of its recorder are printed.
 //        daemon_load --target unix:/path ...   (an already running gnmrd)
 #include <grpcpp/grpcpp.h>
 #include <arpa/inet.h>
@@ -50,6 +52,7 @@ struct Options {
   int steps = 500;
   double rate = 50;  // steps/s; 0 = as fast as the window allows
   int window = 8;    // max steps in flight
+  std::string trace_dir;  // passed to the spawned gnmrd
 };
 
 // Per-step bookkeeping shared by all ranks.
@@ -211,6 +214,16 @@ double HistogramBound(const std::string& text, const std::string& name, double q
   return -1;
 }
 
+// The value of an unlabelled counter or gauge in `text`; -1 if absent.
+double MetricValue(const std::string& text, const std::string& name) {
+  size_t pos = 0;
+  while ((pos = text.find(name + " ", pos)) != std::string::npos) {
+    if (pos == 0 || text[pos - 1] == '\n') return std::atof(text.c_str() + pos + name.size() + 1);
+    pos += name.size();
+  }
+  return -1;
+}
+
 long PeakRssKb(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -230,7 +243,7 @@ double Percentile(std::vector<double> v, double p) {
 int Usage(const char* msg) {
   std::fprintf(stderr,
                "daemon_load: %s\nusage: daemon_load (--gnmrd PATH | --target T) [--ranks N] "
-               "[--units N] [--steps N] [--rate STEPS_PER_S] [--window N]\n",
+               "[--units N] [--steps N] [--rate STEPS_PER_S] [--window N] [--trace-dir DIR]\n",
                msg);
   return 2;
 }
@@ -252,10 +265,12 @@ int main(int argc, char** argv) {
     else if (a == "--steps") o.steps = std::atoi(v);
     else if (a == "--rate") o.rate = std::atof(v);
     else if (a == "--window") o.window = std::atoi(v);
+    else if (a == "--trace-dir") o.trace_dir = v;
     else return Usage(("unknown option " + a).c_str());
   }
   if (o.gnmrd.empty() == o.target.empty()) return Usage("give exactly one of --gnmrd, --target");
   if (o.ranks < 1 || o.units < 1 || o.steps < 1 || o.window < 1) return Usage("bad sizes");
+  if (!o.trace_dir.empty() && o.gnmrd.empty()) return Usage("--trace-dir needs --gnmrd");
 
   pid_t child = -1;
   std::string state_dir;
@@ -268,8 +283,15 @@ int main(int argc, char** argv) {
     const std::string metrics = "127.0.0.1:" + std::to_string(metrics_port);
     child = fork();
     if (child == 0) {
-      execl(o.gnmrd.c_str(), o.gnmrd.c_str(), "--listen", o.target.c_str(), "--state-dir",
-            state_dir.c_str(), "--metrics", metrics.c_str(), "--log-level", "warn", nullptr);
+      std::vector<const char*> args = {o.gnmrd.c_str(), "--listen",  o.target.c_str(),
+                                       "--state-dir",   state_dir.c_str(), "--metrics",
+                                       metrics.c_str(), "--log-level", "warn"};
+      if (!o.trace_dir.empty()) {
+        args.push_back("--trace-dir");
+        args.push_back(o.trace_dir.c_str());
+      }
+      args.push_back(nullptr);
+      execv(o.gnmrd.c_str(), const_cast<char* const*>(args.data()));
       std::perror("exec gnmrd");
       _exit(127);
     }
@@ -361,6 +383,14 @@ int main(int argc, char** argv) {
     std::printf("\ngnmrd's own decision latency (last report in -> decision out, histogram "
                 "bucket bounds): p50 <= %.2f ms, p99 <= %.2f ms\n",
                 server_p50 * 1e3, server_p99 * 1e3);
+  }
+  if (!o.trace_dir.empty()) {
+    std::printf("\ntrace recording: %.0f steps written, %.0f dropped, %.0f failed, %.1f MB "
+                "(at the last scrape, before the stop)\n",
+                MetricValue(scraped, "gnmr_trace_steps_written_total"),
+                MetricValue(scraped, "gnmr_trace_steps_dropped_total"),
+                MetricValue(scraped, "gnmr_trace_steps_failed_total"),
+                MetricValue(scraped, "gnmr_trace_bytes_written_total") / 1e6);
   }
   if (!state_dir.empty()) std::system(("rm -rf " + state_dir).c_str());
   return lat.size() == static_cast<size_t>(o.steps) ? 0 : 1;

@@ -104,6 +104,26 @@ void AppendDecisionJson(const Decision& d, const Controller& c,
   out->append("}\n");
 }
 
+Status ObserveTraceStep(const TraceReader& reader, const TraceStep& step, Controller* controller,
+                        Decision* out) {
+  // Units are registered in first-appearance order, so the controller's
+  // ids equal the reader's.
+  while (controller->num_units() < reader.num_units()) {
+    const uint32_t id = static_cast<uint32_t>(controller->num_units());
+    StatusOr<uint32_t> added = controller->AddUnit(std::string(reader.unit_name(id)));
+    if (!added.ok()) {
+      return InvalidArgument(reader.name() + ":" + std::to_string(step.first_line) + ": " +
+                             added.status().message());
+    }
+  }
+  Status s = controller->Observe(step.step, step.samples.data(), step.samples.size(), out);
+  if (!s.ok()) {
+    return InvalidArgument(reader.name() + ":" + std::to_string(step.first_line) + ": " +
+                           s.message());
+  }
+  return Status::Ok();
+}
+
 StatusOr<ReplaySummary> RunReplay(TraceReader* reader,
                                   const ReplayOptions& options,
                                   ByteSink* out) {
@@ -122,25 +142,8 @@ StatusOr<ReplaySummary> RunReplay(TraceReader* reader,
     Status s = reader->Next(&step, &got);
     if (!s.ok()) return s;
     if (!got) break;
-    // Units are registered in first-appearance order, so the controller's
-    // ids equal the reader's.
-    while (controller.num_units() < reader->num_units()) {
-      const uint32_t id = static_cast<uint32_t>(controller.num_units());
-      StatusOr<uint32_t> added =
-          controller.AddUnit(std::string(reader->unit_name(id)));
-      if (!added.ok()) {
-        return InvalidArgument(reader->name() + ":" +
-                               std::to_string(step.first_line) + ": " +
-                               added.status().message());
-      }
-    }
-    s = controller.Observe(step.step, step.samples.data(), step.samples.size(),
-                           &decision);
-    if (!s.ok()) {
-      return InvalidArgument(reader->name() + ":" +
-                             std::to_string(step.first_line) + ": " +
-                             s.message());
-    }
+    s = ObserveTraceStep(*reader, step, &controller, &decision);
+    if (!s.ok()) return s;
     if (summary.steps == 0) summary.first_step = step.step;
     summary.last_step = step.step;
     ++summary.steps;

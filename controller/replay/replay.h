@@ -99,6 +99,12 @@ StatusOr<ReplaySummary> RunReplay(TraceReader* reader,
                                   const ReplayOptions& options,
                                   ByteSink* out);
 
+// Feeds one step of `reader` to `controller`: registers the units the step
+// names first (in the reader's first-appearance order, so the controller's
+// ids equal the reader's), then observes it. Errors as "FILE:LINE: ...".
+Status ObserveTraceStep(const TraceReader& reader, const TraceStep& step, Controller* controller,
+                        Decision* out);
+
 // Appends one decision as a JSON object and a newline; names come from
 // `controller`, which produced the decision.
 void AppendDecisionJson(const Decision& d, const Controller& controller,

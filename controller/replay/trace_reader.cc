@@ -195,8 +195,13 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
   bool complete = false;  // all fields read, no more than the header's
   for (;; ++i) {
     if (i >= cols_.size()) break;  // too many fields
+    // A unit in the last column runs to the end of the line: a unit name
+    // may hold commas (the recorder writes the unit last for this).
+    const bool rest_of_line = cols_[i] == kUnit && i + 1 == cols_.size();
     const char* comma =
-        static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(e - p)));
+        rest_of_line
+            ? nullptr
+            : static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(e - p)));
     const char* fe = comma != nullptr ? comma : e;
     std::string_view f(p, static_cast<size_t>(fe - p));
     if (!f.empty() && (f.front() == ' ' || f.back() == ' ' ||

@@ -6,7 +6,9 @@
 // contiguous and steps never go backwards. `sumsq` and `amax` accept
 // `nan`, `inf`, `-inf` in any case (NaN/Inf are signals, not errors), but
 // sumsq must not be negative. Fields are not quoted; blank lines are
-// skipped; an empty optional field reads as 0.
+// skipped; an empty optional field reads as 0. When `unit` is the last
+// column it runs to the end of the line, so a unit name may hold commas
+// (gnmrd's trace recorder writes `step,sumsq,amax,nonfinite,zeros,numel,unit`).
 //
 // Why it looks the way it does: replay must sustain millions of rows per
 // second, so the reader streams the file in large chunks (bounded memory),

@@ -78,7 +78,7 @@ Status Reader::Apply(const YAML::Node& root) {
 
 Status Reader::Key(const std::string& key, const YAML::Node& key_node,
                    const YAML::Node& value) {
-  if (key == "metrics" || key == "tls") return Block(key, key_node, value);
+  if (key == "metrics" || key == "tls" || key == "trace") return Block(key, key_node, value);
   Status s;
   if (key == "listen") {
     s = Listen(key_node, value);
@@ -111,7 +111,7 @@ Status Reader::Scalar(const ScalarKey& spec, const YAML::Node& key_node,
   return Status::Ok();
 }
 
-// "metrics:" and "tls:": mappings of dotted scalar keys.
+// "metrics:", "tls:" and "trace:": mappings of dotted scalar keys.
 Status Reader::Block(const std::string& key, const YAML::Node& key_node,
                      const YAML::Node& value) {
   std::vector<std::string> known;
@@ -224,6 +224,7 @@ const std::vector<std::string>& DaemonConfigKeys() {
                                                  "read_token",
                                                  "read_token_file",
                                                  "tls",
+                                                 "trace",
                                                  "log_level",
                                                  "controller"};
   return kKeys;

@@ -100,6 +100,21 @@ std::vector<ScalarKey> MakeKeys() {
            return ParseByteSize(t, 4096, uint64_t{1} << 40, &c->event_log_max_bytes);
          };
        }},
+      {"trace.dir", "trace-dir", "DIR",
+       "record every job's steps as replay traces\nthere (docs/replay.md; default off)",
+       PathIn([](DaemonConfig* c) { return &c->trace_dir; })},
+      {"trace.jobs", nullptr, "", "",
+       [](DaemonConfig* c) -> Setter {
+         return [c](const std::string& t) {
+           if (t.empty()) return InvalidArgument("must not be empty (a glob of job ids)");
+           c->trace_jobs = t;
+           return Status::Ok();
+         };
+       }},
+      {"trace.max_file_bytes", nullptr, "", "",
+       ByteSize(4096, uint64_t{1} << 40, &DaemonConfig::trace_max_file_bytes)},
+      {"trace.queue_bytes", nullptr, "", "",
+       ByteSize(1u << 20, uint64_t{1} << 36, &DaemonConfig::trace_queue_bytes)},
       {"max_message_bytes", nullptr, "", "",
        [=](DaemonConfig* c) -> Setter {
          return [=](const std::string& t) {

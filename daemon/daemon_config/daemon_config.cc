@@ -309,6 +309,10 @@ std::string DescribeConfig(const DaemonConfig& c) {
                               ? std::string("0 (never)")
                               : std::to_string(c.job_idle_expiry_ms) + "ms");
   line("event_log_max_bytes", std::to_string(c.event_log_max_bytes));
+  line("trace.dir", c.trace_dir.empty() ? "off" : c.trace_dir);
+  line("trace.jobs", c.trace_jobs);
+  line("trace.max_file_bytes", std::to_string(c.trace_max_file_bytes));
+  line("trace.queue_bytes", std::to_string(c.trace_queue_bytes));
   line("max_message_bytes", std::to_string(c.max_message_bytes));
   line("max_jobs", std::to_string(c.max_jobs));
   line("max_ranks_per_job", std::to_string(c.max_ranks_per_job));

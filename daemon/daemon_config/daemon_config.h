@@ -61,6 +61,15 @@ struct DaemonConfig {
   // to events.jsonl.1 past this many bytes.
   uint64_t job_idle_expiry_ms = uint64_t{7} * 24 * 3600 * 1000;
   uint64_t event_log_max_bytes = uint64_t{64} << 20;
+  // Live trace recording (docs/replay.md, "Recording a live job"): the
+  // decided steps of every job whose id matches trace_jobs (a glob) are
+  // written to <trace_dir>/<escaped job id>.csv; off while trace_dir is
+  // empty. A file is renamed to .csv.1 past trace_max_file_bytes; at most
+  // trace_queue_bytes of steps wait for the writer (more are dropped).
+  std::string trace_dir;
+  std::string trace_jobs = "*";
+  uint64_t trace_max_file_bytes = uint64_t{256} << 20;
+  uint64_t trace_queue_bytes = uint64_t{64} << 20;
   uint32_t max_message_bytes = 64u << 20;
   uint32_t max_jobs = 1024;
   uint32_t max_ranks_per_job = 65536;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "daemon/daemon_config/daemon_config.h"
 #include "daemon/gnmrd/restore.h"
 #include "daemon/gnmrd/side_effects.h"
@@ -26,6 +27,7 @@
 #include "daemon/store/snapshot_store.h"
 #include "daemon/store/snapshot_writer.h"
 #include "daemon/store/state_dir.h"
+#include "daemon/store/trace_recorder.h"
 #include "gnmr/version.h"
 
 namespace gnmr {
@@ -181,6 +183,15 @@ int Run(int argc, char** argv) {
   store::EventLogOptions event_options;
   event_options.max_file_bytes = config.event_log_max_bytes;
   store::EventLog event_log(config.state_dir, event_options);
+  std::unique_ptr<store::TraceRecorder> traces;
+  if (!config.trace_dir.empty()) {
+    store::TraceRecorderOptions trace_options;
+    trace_options.dir = config.trace_dir;
+    trace_options.jobs = config.trace_jobs;
+    trace_options.max_file_bytes = config.trace_max_file_bytes;
+    trace_options.max_queued_bytes = config.trace_queue_bytes;
+    traces = std::make_unique<store::TraceRecorder>(trace_options);
+  }
 
   std::unique_ptr<metrics::DaemonMetrics> metrics;
   if (!config.metrics_listen.empty()) {
@@ -205,6 +216,14 @@ int Run(int argc, char** argv) {
       f.events_written = e.written;
       f.events_dropped = e.dropped;
       f.event_write_failures = e.write_failures;
+      if (traces) {
+        const auto t = traces->counters();
+        f.traces = true;
+        f.trace_steps_written = t.steps_written;
+        f.trace_steps_dropped = t.steps_dropped;
+        f.trace_steps_failed = t.steps_failed;
+        f.trace_bytes_written = t.bytes_written;
+      }
       return f;
     };
     sources.last_snapshot_unix = [&](const std::string& job) {
@@ -213,7 +232,8 @@ int Run(int argc, char** argv) {
     metrics->SetStoreSources(sources);
   }
 
-  DaemonSideEffects effects(&snapshot_writer, &event_log, metrics.get(), config.state_dir);
+  DaemonSideEffects effects(&snapshot_writer, &event_log, metrics.get(), config.state_dir,
+                            traces.get());
   DaemonOptions options = ToDaemonOptions(config);
   if (metrics) {
     options.record_rpc = [m = metrics.get()](std::string_view method, StatusCode code) {
@@ -247,11 +267,16 @@ int Run(int argc, char** argv) {
                        : std::string("off"),
                config.state_dir, restored_count);
 
+  if (traces) {
+    spdlog::info("recording the steps of jobs matching '{}' to {} (docs/replay.md)",
+                 EscapeForLog(config.trace_jobs), config.trace_dir);
+  }
   const std::string signal_name = WaitForShutdownSignal(signals);
   spdlog::info("{}: shutting down", signal_name);
   (*daemon)->Shutdown(std::chrono::milliseconds(2000));  // also snapshots every job
   snapshot_writer.Stop();
   event_log.Stop();
+  if (traces) traces->Stop();  // writes every queued step
   const auto w = snapshot_writer.counters();
   spdlog::info("stopped: {} snapshot writes, {} failures", w.writes, w.failures);
   return w.failures == 0 ? 0 : 1;

@@ -3,12 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include "common/text.h"
+#include "common/wall_clock.h"
 #include "daemon/store/job_removal.h"
 
 namespace gnmr {
 
 void DaemonSideEffects::OnJobStarted(const std::string& job_id, uint32_t world_size,
                                      const Controller& controller) {
+  if (traces_) traces_->ForgetNames(job_id);  // a restored job's units
   if (events_) {  // before the job's first Append
     const Status s = events_->ReloadTail(job_id);
     if (!s.ok()) {
@@ -35,6 +37,19 @@ void DaemonSideEffects::OnDecision(const std::string& job_id,
                                    const StepAggregator::ClosedStep& step,
                                    const Decision& decision, const Controller& controller,
                                    const StepTiming& timing) {
+  if (traces_ && traces_->Record(job_id, step.step, step.samples, controller) ==
+                     store::TraceRecorder::Outcome::kGapStarted) {
+    if (events_) {
+      v1::Event e;
+      e.set_observed_step(step.step);
+      e.set_kind("trace_dropped");
+      e.set_time_unix(UnixNowSeconds());
+      e.set_detail(
+          "the trace recorder's queue is full: this step and the next ones until it drains are "
+          "missing from the trace (gnmr_trace_steps_dropped_total counts them)");
+      events_->Append(job_id, std::move(e));
+    }
+  }
   if (!metrics_) return;
   metrics::StepFigures f;
   f.incomplete_units = step.incomplete_units;
@@ -51,6 +66,7 @@ void DaemonSideEffects::OnEvents(const std::string& job_id,
 
 void DaemonSideEffects::OnControllerChanged(const std::string& job_id,
                                             const Controller& controller) {
+  if (traces_) traces_->ForgetNames(job_id);  // an import may rename the units
   if (metrics_) metrics_->ForJob(job_id)->Refresh(controller);
 }
 
@@ -76,6 +92,7 @@ Status DaemonSideEffects::OnJobRemoved(const std::string& job_id) {
   // at once, and the metric series last (a scrape meanwhile still shows the
   // job, never half of it).
   if (snapshots_) snapshots_->CancelJob(job_id);
+  if (traces_) traces_->RemoveJob(job_id);  // its trace files stay: the operator's
   Status result;
   if (events_) result = events_->RemoveJob(job_id, /*delete_files=*/state_dir_.empty());
   if (!state_dir_.empty()) {

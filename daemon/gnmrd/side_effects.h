@@ -1,10 +1,10 @@
 // DaemonSideEffects: gnmrd's JobListener. Routes each job's side effects to
-// the store (snapshots, event log) and the metrics exporter.
+// the store (snapshots, event log, trace recording) and the metrics exporter.
 //
 // Called under the job's lock: every target here is non-blocking (the store
 // writers are background threads; metrics are atomics and short mutexes).
 // OnJobRemoved is the exception (not under a lock; file I/O): it cancels the
-// job's pending snapshot, closes its event log, removes its directory
+// job's pending snapshot, closes its event log and trace, removes its directory
 // (store::RemoveJobDir: atomically) and its metric series.
 #pragma once
 
@@ -16,19 +16,24 @@
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/snapshot_writer.h"
+#include "daemon/store/trace_recorder.h"
 
 namespace gnmr {
 
 class DaemonSideEffects final : public JobListener {
  public:
   // Any pointer may be null: that side effect is off. `state_dir` is where
-  // a removed job's files are ("": none are removed).
+  // a removed job's files are ("": none are removed). `traces` records the
+  // decided steps (a full queue drops a step: a `trace_dropped` event marks
+  // the first of each gap).
   DaemonSideEffects(store::SnapshotWriter* snapshots, store::EventLog* events,
-                    metrics::DaemonMetrics* metrics, std::string state_dir = "")
+                    metrics::DaemonMetrics* metrics, std::string state_dir = "",
+                    store::TraceRecorder* traces = nullptr)
       : snapshots_(snapshots),
         events_(events),
         metrics_(metrics),
-        state_dir_(std::move(state_dir)) {}
+        state_dir_(std::move(state_dir)),
+        traces_(traces) {}
 
   void OnJobStarted(const std::string& job_id, uint32_t world_size,
                     const Controller& controller) override;
@@ -52,6 +57,7 @@ class DaemonSideEffects final : public JobListener {
   store::EventLog* const events_;
   metrics::DaemonMetrics* const metrics_;
   const std::string state_dir_;
+  store::TraceRecorder* const traces_;
 };
 
 }  // namespace gnmr

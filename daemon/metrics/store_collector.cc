@@ -52,6 +52,21 @@ std::vector<prometheus::MetricFamily> StoreCollector::Collect() const {
     out.push_back(Counter("gnmr_event_write_failures_total",
                           "Events lost to event log write errors.",
                           s.event_write_failures));
+    if (s.traces) {
+      out.push_back(Counter("gnmr_trace_steps_written_total",
+                            "Decided steps written to the jobs' replay traces.",
+                            s.trace_steps_written));
+      out.push_back(Counter("gnmr_trace_steps_dropped_total",
+                            "Decided steps left out of the traces: the recorder's queue was "
+                            "full.",
+                            s.trace_steps_dropped));
+      out.push_back(Counter("gnmr_trace_steps_failed_total",
+                            "Decided steps lost to trace write errors.",
+                            s.trace_steps_failed));
+      out.push_back(Counter("gnmr_trace_bytes_written_total",
+                            "Bytes written to the jobs' replay traces.",
+                            s.trace_bytes_written));
+    }
   }
   if (sources_.last_snapshot_unix && !jobs_.empty()) {
     prometheus::MetricFamily age{

@@ -32,6 +32,12 @@ struct StoreFigures {
   uint64_t events_written = 0;
   uint64_t events_dropped = 0;
   uint64_t event_write_failures = 0;
+  // Live trace recording (exported only when it is on).
+  bool traces = false;
+  uint64_t trace_steps_written = 0;
+  uint64_t trace_steps_dropped = 0;
+  uint64_t trace_steps_failed = 0;
+  uint64_t trace_bytes_written = 0;
 };
 
 struct StoreSources {

@@ -323,5 +323,47 @@ TEST(DaemonConfigTest, JobLifecycleKeys) {
       << got.status().message();
 }
 
+// Live trace recording (docs/replay.md): off by default; the directory is
+// made absolute; the flag overrides the file; bad values name their key.
+TEST(DaemonConfigTest, TraceKeys) {
+  StatusOr<LoadedConfig> got = Load({});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->config.trace_dir, "");
+  EXPECT_EQ(got->config.trace_jobs, "*");
+  EXPECT_EQ(got->config.trace_max_file_bytes, 256ull << 20);
+  EXPECT_EQ(got->config.trace_queue_bytes, 64ull << 20);
+  EXPECT_NE(DescribeConfig(got->config).find("trace.dir: off (default)"), std::string::npos);
+  ScratchDir dir;
+  const std::string path = dir / "gnmrd.yaml";
+  WriteFileOrFail(path,
+                  "trace:\n  dir: /srv/traces\n  jobs: \"pre-*\"\n  max_file_bytes: 1MiB\n"
+                  "  queue_bytes: 8MiB\n");
+  got = Load({"--config", path});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->config.trace_dir, "/srv/traces");
+  EXPECT_EQ(got->config.trace_jobs, "pre-*");
+  EXPECT_EQ(got->config.trace_max_file_bytes, 1ull << 20);
+  EXPECT_EQ(got->config.trace_queue_bytes, 8ull << 20);
+  got = Load({"--config", path, "--trace-dir", "rel/traces"});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->config.trace_dir.front(), '/');  // made absolute
+  EXPECT_EQ(got->config.trace_dir.substr(got->config.trace_dir.size() - 11), "/rel/traces");
+
+  WriteFileOrFail(path, "trace:\n  queue_bytes: 1KiB\n");
+  got = Load({"--config", path});
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("trace.queue_bytes"), std::string::npos)
+      << got.status().message();
+  WriteFileOrFail(path, "trace:\n  directory: /x\n");
+  got = Load({"--config", path});
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find(
+                "trace.directory: unknown key (known: dir, jobs, max_file_bytes, queue_bytes)"),
+            std::string::npos)
+      << got.status().message();
+  WriteFileOrFail(path, "trace:\n  jobs: \"\"\n");
+  EXPECT_FALSE(Load({"--config", path}).ok());
+}
+
 }  // namespace
 }  // namespace gnmr

@@ -100,6 +100,23 @@ TEST(TraceReader, ColumnsInAnyOrder) {
   EXPECT_EQ(rows[0].s.numel, 100u);
 }
 
+// gnmrd's recorder writes the unit last: a name with commas (and quotes,
+// which are not special) survives as it is.
+TEST(TraceReader, UnitInTheLastColumnRunsToTheEndOfTheLine) {
+  auto rows = ReadAll(
+      "step,sumsq,amax,nonfinite,zeros,numel,unit\n"
+      "4,2.5,0.5,0,1,8,layers.0,fc\"1\"\n"
+      "4,1,0,0,0,8,plain\n");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].unit, "layers.0,fc\"1\"");
+  EXPECT_EQ(rows[0].s.sumsq, 2.5);
+  EXPECT_EQ(rows[0].s.numel, 8u);
+  EXPECT_EQ(rows[1].unit, "plain");
+  // Not last: a comma still separates fields.
+  EXPECT_EQ(FirstError("step,unit,sumsq\n1,a,b,1\n"),
+            "t.csv:2: column 'sumsq': 'b' is not a number");
+}
+
 TEST(TraceReader, OptionalColumnsDefaultToZeroAndUnknownOnesAreIgnored) {
   TraceReader r;
   auto rows = ReadAll(

@@ -1,5 +1,6 @@
 // `gnmrctl replay`: offline replay of a recorded trace through the GNMR
-// controller (see controller/replay/replay.h for the output format).
+// controller (see controller/replay/replay.h for the output format), and
+// what-if tables over config variants (controller/replay/what_if.h).
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,9 +12,11 @@
 
 #include "controller/config_yaml.h"
 #include "controller/replay/replay.h"
+#include "controller/replay/what_if.h"
 #include "tools/gnmrctl/commands.h"
 #include "common/flag_parser.h"
 #include "tools/gnmrctl/output_file.h"
+#include "tools/gnmrctl/table.h"
 
 namespace gnmr {
 namespace cli {
@@ -21,7 +24,8 @@ namespace {
 
 constexpr char kUsage[] =
     "gnmrctl replay --trace TRACE.csv [--config CONFIG.yaml] "
-    "[--set key=value ...] [--out DECISIONS.jsonl]";
+    "[--set key=value ...] [--variant key=value[,key=value...] ...] [--table] "
+    "[--out FILE]";
 
 constexpr char kDescription[] =
     "Feeds a recorded trace through the GNMR controller, exactly as gnmrd\n"
@@ -32,6 +36,15 @@ constexpr char kDescription[] =
     "   \"denied\": [...], \"in_recovery\": [...], \"global_skip\"}\n"
     "`until` is the first step no longer in force; `trigger` is nonfinite,\n"
     "gnmr or delta. A summary goes to stderr at the end.\n"
+    "\n"
+    "What-if: with --variant (or --table) it prints a table instead, one row\n"
+    "per config: `base` (--config and --set) first, then each variant, a\n"
+    "list of key=value overrides applied on top of the base, e.g.\n"
+    "  --variant tau=3 --variant tau=4 --variant 'tau=3,max_o=2'\n"
+    "Columns: admissions (all, and by trigger: nonfinite, gnmr, delta),\n"
+    "denials, releases, global skips, recovery fraction (unit-steps in\n"
+    "recovery / unit-steps observed) and peak units in recovery. The trace\n"
+    "is read once for all variants.\n"
     "\n"
     "Trace: CSV with header step,unit,sumsq and optional columns\n"
     "amax,nonfinite,zeros,numel, in any order; the rows of a step are\n"
@@ -82,6 +95,31 @@ class ProgressLine {
   Clock::time_point start_, last_;
 };
 
+// The what-if table: one row per variant, the numbers of ControllerStats.
+std::string FormatWhatIfTable(const WhatIfSummary& s) {
+  Table t({{"variant"},
+           {"admissions", Table::Align::kRight},
+           {"nonfinite", Table::Align::kRight},
+           {"gnmr", Table::Align::kRight},
+           {"delta", Table::Align::kRight},
+           {"denials", Table::Align::kRight},
+           {"releases", Table::Align::kRight},
+           {"global skips", Table::Align::kRight},
+           {"recovery fraction", Table::Align::kRight},
+           {"peak in recovery", Table::Align::kRight}});
+  for (const WhatIfResult& r : s.results) {
+    const ControllerStats& st = r.stats;
+    const auto& by = st.admissions_by_trigger;
+    t.AddRow({r.label, std::to_string(st.admissions()),
+              std::to_string(by[static_cast<int>(Trigger::kNonFinite)]),
+              std::to_string(by[static_cast<int>(Trigger::kGnmr)]),
+              std::to_string(by[static_cast<int>(Trigger::kDelta)]), std::to_string(st.denials),
+              std::to_string(st.releases), std::to_string(st.global_skips),
+              FormatPercent(st.recovery_fraction()), std::to_string(st.peak_in_recovery)});
+  }
+  return t.Render();
+}
+
 int ExitCodeFor(const Status& s) {
   switch (s.code()) {
     case StatusCode::kInvalidArgument:
@@ -96,8 +134,8 @@ int ExitCodeFor(const Status& s) {
 
 int ReplayCommand(int argc, char** argv) {
   std::string trace, config_path, out_path;
-  std::vector<std::string> sets;
-  bool quiet = false;
+  std::vector<std::string> sets, variants;
+  bool quiet = false, table = false;
   FlagParser flags(kUsage, kDescription);
   flags.AddString("trace", "TRACE.csv", "the trace to replay (required)",
                   &trace);
@@ -108,8 +146,13 @@ int ReplayCommand(int argc, char** argv) {
                     "--set max_o=2 or --set 'actions=[{pattern: \"*.fc1\", "
                     "action: clip}]'",
                     &sets);
-  flags.AddString("out", "DECISIONS.jsonl",
-                  "write the decisions there instead of stdout", &out_path);
+  flags.AddRepeated("variant", "KEY=VALUE[,...]",
+                    "a what-if row: overrides on top of the base,\n"
+                    "e.g. --variant tau=3 --variant 'tau=3,max_o=2'",
+                    &variants);
+  flags.AddBool("table", "print the what-if table (base only without --variant)", &table);
+  flags.AddString("out", "FILE",
+                  "write the decisions (or the table) there instead of stdout", &out_path);
   flags.AddBool("quiet", "no summary and no progress on stderr", &quiet);
 
   Status s = flags.Parse(argc, argv);
@@ -143,6 +186,28 @@ int ReplayCommand(int argc, char** argv) {
     }
   }
 
+  // What-if variants: validated before the trace is opened.
+  std::vector<WhatIfVariant> what_if;
+  if (table || !variants.empty()) what_if.push_back({"base", config});
+  for (const std::string& spec : variants) {
+    StatusOr<std::vector<std::string>> parts = SplitVariant(spec);
+    if (!parts.ok()) {
+      PrintError(parts.status().message());
+      return kExitUsage;
+    }
+    WhatIfVariant v{spec, config};
+    for (const std::string& assignment : parts.value()) {
+      s = ApplyOverride(&v.config, assignment);
+      if (!s.ok()) {
+        std::string message = s.message();
+        if (message.rfind("--set ", 0) == 0) message.erase(0, 6);
+        PrintError("--variant '" + spec + "': " + message);
+        return kExitUsage;
+      }
+    }
+    what_if.push_back(std::move(v));
+  }
+
   TraceReader reader;
   s = reader.OpenFile(trace);
   if (!s.ok()) {
@@ -157,6 +222,26 @@ int ReplayCommand(int argc, char** argv) {
   }
   FileSink sink(output.file(), output.name());
   ProgressLine progress(!quiet && ::isatty(STDERR_FILENO) == 1);
+  if (!what_if.empty()) {
+    StatusOr<WhatIfSummary> summary = RunWhatIf(
+        &reader, what_if, [&progress](const ReplayProgress& p) { progress.Update(p); });
+    progress.Clear();
+    if (summary.ok()) s = sink.Write(FormatWhatIfTable(summary.value()));
+    if (summary.ok() && s.ok()) s = output.Commit();
+    if (!summary.ok() || !s.ok()) {
+      const Status& err = summary.ok() ? s : summary.status();
+      PrintError(err.message());
+      return ExitCodeFor(err);
+    }
+    if (!quiet) {
+      std::fprintf(stderr, "what-if %s: %llu steps (%lld..%lld), %llu units, %zu config(s)\n",
+                   summary->trace.c_str(), static_cast<unsigned long long>(summary->steps),
+                   static_cast<long long>(summary->first_step),
+                   static_cast<long long>(summary->last_step),
+                   static_cast<unsigned long long>(summary->units), summary->results.size());
+    }
+    return kExitOk;
+  }
   ReplayOptions options;
   options.config = config;
   options.on_step = [&progress](const ReplayProgress& p) {

@@ -1,0 +1,327 @@
+#include "daemon/store/trace_recorder.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <exception>
+#include <utility>
+
+#include "common/glob.h"
+#include "common/text.h"
+#include "daemon/store/durable_file.h"
+#include "daemon/store/event_file.h"
+#include "daemon/store/job_dir.h"
+
+namespace gnmr {
+namespace store {
+namespace {
+
+constexpr char kRotatedSuffix[] = ".1";
+// A queued step's bytes besides its samples (the entry, the job id).
+constexpr size_t kEntryOverhead = 128;
+
+// Shortest round-trip text, so the replay reads the very double; the reader
+// takes nan and inf in any case and sign.
+void AppendValue(std::string* out, double v) {
+  if (std::isnan(v)) {
+    out->append("nan");
+  } else {
+    AppendDouble(out, v);  // inf, -inf included
+  }
+}
+
+}  // namespace
+
+TraceRecorder::TraceRecorder(TraceRecorderOptions options) : options_(std::move(options)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+TraceRecorder::~TraceRecorder() { Stop(); }
+
+std::string TraceRecorder::TracePath(const std::string& dir, const std::string& job_id) {
+  return dir + "/" + EscapeJobId(job_id) + ".csv";
+}
+
+TraceRecorder::Outcome TraceRecorder::Record(const std::string& job_id, int64_t step,
+                                             const std::vector<UnitSample>& samples,
+                                             const Controller& controller) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobState* job = nullptr;
+  try {
+    auto [it, added] = jobs_.try_emplace(job_id);
+    job = &it->second;
+    if (added) job->matched = GlobMatch(options_.jobs, job_id);
+    if (!job->matched) return Outcome::kNotRecorded;
+    const size_t bytes = samples.size() * sizeof(UnitSample) + kEntryOverhead + job_id.size();
+    if (!stopping_ && queued_bytes_ + bytes <= options_.max_queued_bytes) {
+      // Units are only added while the names hold (an import that replaces
+      // them calls ForgetNames), so a changed count is the one sign to watch.
+      if (!job->names || job->names->size() != controller.num_units()) {
+        auto names = std::make_shared<Names>();
+        names->reserve(controller.num_units());
+        for (uint32_t id = 0; id < controller.num_units(); ++id) {
+          names->push_back(controller.unit(id).name);
+        }
+        job->names = std::move(names);
+      }
+      queue_.push_back(Queued{job_id, step, samples, job->names, bytes});
+      job->in_gap = false;
+      queued_bytes_ += bytes;
+      ++queued_seq_;
+      ++counters_.steps_queued;
+      if (queued_bytes_ * 2 > options_.max_queued_bytes) work_cv_.notify_one();
+      return Outcome::kQueued;
+    }
+  } catch (const std::exception&) {
+    // Out of memory: the step is dropped like one that finds the queue
+    // full; the decision path goes on.
+  }
+  ++counters_.steps_dropped;
+  if (job == nullptr || job->in_gap) return Outcome::kDropped;
+  job->in_gap = true;
+  return Outcome::kGapStarted;
+}
+
+void TraceRecorder::ForgetNames(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it != jobs_.end()) it->second.names.reset();
+}
+
+void TraceRecorder::RemoveJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.erase(job_id);
+  auto gone = std::remove_if(queue_.begin(), queue_.end(),
+                             [&](const Queued& q) { return q.job_id == job_id; });
+  for (auto q = gone; q != queue_.end(); ++q) {
+    queued_bytes_ -= q->bytes;
+    ++done_seq_;
+  }
+  queue_.erase(gone, queue_.end());
+  removals_.push_back(job_id);
+  work_cv_.notify_one();
+  done_cv_.notify_all();
+}
+
+Status TraceRecorder::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = queued_seq_;
+  flush_target_ = std::max(flush_target_, target);
+  work_cv_.notify_one();
+  done_cv_.wait(lock, [&] { return done_seq_ >= target; });
+  Status s = flush_error_;
+  flush_error_ = Status::Ok();
+  return s;
+}
+
+void TraceRecorder::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    work_cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+TraceRecorder::Counters TraceRecorder::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+void TraceRecorder::Run() {
+  for (;;) {
+    std::vector<Queued> batch;
+    std::vector<std::string> removals;
+    bool stop = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait_for(lock, options_.flush_interval, [&] {
+        return stopping_ || !removals_.empty() || flush_target_ > done_seq_ ||
+               queued_bytes_ * 2 > options_.max_queued_bytes;
+      });
+      batch.swap(queue_);
+      removals.swap(removals_);
+      queued_bytes_ = 0;
+      stop = stopping_;
+    }
+    try {
+      for (const std::string& job_id : removals) CloseJob(job_id);
+      WriteBatch(&batch);
+    } catch (const std::exception& e) {
+      spdlog::error("trace recorder: {} ({} step(s) lost)", e.what(), batch.size());
+      std::lock_guard<std::mutex> lock(mu_);
+      counters_.steps_failed += batch.size();
+    } catch (...) {
+      spdlog::error("trace recorder: unknown error ({} step(s) lost)", batch.size());
+      std::lock_guard<std::mutex> lock(mu_);
+      counters_.steps_failed += batch.size();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_seq_ += batch.size();
+      done_cv_.notify_all();
+      if (stop && queue_.empty()) break;
+    }
+  }
+  try {
+    for (auto& [job_id, f] : files_) {
+      if (f.fd >= 0) ::close(f.fd);
+    }
+    files_.clear();
+  } catch (...) {
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  done_seq_ = queued_seq_;  // nothing is written after this
+  done_cv_.notify_all();
+}
+
+void TraceRecorder::WriteBatch(std::vector<Queued>* batch) {
+  std::vector<std::string> touched;
+  for (const Queued& q : *batch) {
+    auto [it, added] = files_.try_emplace(q.job_id);
+    if (it->second.pending.empty()) touched.push_back(q.job_id);
+    Add(q, &it->second);
+  }
+  for (const std::string& job_id : touched) {
+    auto it = files_.find(job_id);
+    if (it != files_.end()) WritePending(job_id, &it->second);
+  }
+}
+
+void TraceRecorder::Add(const Queued& q, File* f) {
+  size_t estimate = 0;
+  for (const UnitSample& s : q.samples) {
+    estimate += 64 + (s.unit_id < q.names->size() ? (*q.names)[s.unit_id].size() : 0);
+  }
+  const bool first_in_process = f->fd < 0 && f->last_step < 0 && f->pending.empty();
+  const bool steps_back = f->last_step >= 0 && q.step <= f->last_step;
+  // A step larger than the bound still goes into a file of its own.
+  const uint64_t used = f->size + f->pending.size();
+  const bool full = used > sizeof(kTraceHeader) - 1 && used + estimate > options_.max_file_bytes;
+  if (first_in_process || steps_back || full) {
+    WritePending(q.job_id, f);
+    Status s = StartNewFile(q.job_id, f, /*rotate=*/true);
+    if (!s.ok()) {
+      Book(q.job_id, s, 1, 0);
+      return;
+    }
+  } else if (f->fd < 0) {  // reopened after a write error: append
+    Status s = StartNewFile(q.job_id, f, /*rotate=*/false);
+    if (!s.ok()) {
+      Book(q.job_id, s, 1, 0);
+      return;
+    }
+  }
+  std::string& out = f->pending;
+  for (const UnitSample& s : q.samples) {
+    if (s.unit_id >= q.names->size()) continue;  // cannot happen: names follow the controller
+    AppendInt(&out, q.step);
+    out.push_back(',');
+    AppendValue(&out, s.sumsq);
+    out.push_back(',');
+    AppendValue(&out, s.amax);
+    out.push_back(',');
+    AppendUint(&out, s.nonfinite);
+    out.push_back(',');
+    AppendUint(&out, s.zeros);
+    out.push_back(',');
+    AppendUint(&out, s.numel);
+    out.push_back(',');
+    out.append((*q.names)[s.unit_id]);
+    out.push_back('\n');
+  }
+  f->last_step = q.step;
+  ++f->pending_steps;
+}
+
+void TraceRecorder::WritePending(const std::string& job_id, File* f) {
+  if (f->pending.empty() && f->pending_steps == 0) return;
+  Status s;
+  if (f->fd < 0) {
+    s = Internal("trace file of job '" + EscapeForLog(job_id) + "' is not open");
+  } else {
+    s = WriteAll(f->fd, f->pending, TracePath(options_.dir, job_id));
+  }
+  if (s.ok()) {
+    f->size += f->pending.size();
+  } else if (f->fd >= 0) {
+    ::close(f->fd);  // reopened (appending) by the next step
+    f->fd = -1;
+  }
+  Book(job_id, s, f->pending_steps, s.ok() ? f->pending.size() : 0);
+  f->pending.clear();
+  f->pending_steps = 0;
+}
+
+Status TraceRecorder::StartNewFile(const std::string& job_id, File* f, bool rotate) {
+  if (f->fd >= 0) {
+    ::close(f->fd);
+    f->fd = -1;
+  }
+  Status s = MakeDirs(options_.dir);
+  if (!s.ok()) return s;
+  const std::string path = TracePath(options_.dir, job_id);
+  bool rotated = false;
+  if (rotate) {
+    if (::rename(path.c_str(), (path + kRotatedSuffix).c_str()) == 0) {
+      rotated = true;
+    } else if (errno != ENOENT) {
+      return ErrnoStatus("rename " + path + " " + path + kRotatedSuffix, errno);
+    }
+  }
+  uint64_t size = 0;
+  StatusOr<int> fd = OpenForAppend(path, &size);
+  if (!fd.ok()) return fd.status();
+  f->fd = *fd;
+  f->size = size;
+  if (size == 0) {
+    s = WriteAll(f->fd, kTraceHeader, path);
+    if (!s.ok()) {
+      ::close(f->fd);
+      f->fd = -1;
+      return s;
+    }
+    f->size = sizeof(kTraceHeader) - 1;
+  }
+  if (rotated) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counters_.rotations;
+  }
+  return Status::Ok();
+}
+
+void TraceRecorder::CloseJob(const std::string& job_id) {
+  auto it = files_.find(job_id);
+  if (it == files_.end()) return;
+  if (it->second.fd >= 0) ::close(it->second.fd);
+  files_.erase(it);
+  failing_.erase(job_id);
+}
+
+void TraceRecorder::Book(const std::string& job_id, const Status& s, uint64_t steps,
+                         uint64_t bytes) {
+  bool& failing = failing_[job_id];
+  if (s.ok() && failing) {
+    spdlog::info("trace of job '{}' writable again", EscapeForLog(job_id));
+  } else if (!s.ok() && !failing) {
+    spdlog::error("trace of job '{}': {} (its steps are missing from the trace until writes "
+                  "succeed again)",
+                  EscapeForLog(job_id), s.ToString());
+  }
+  failing = !s.ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (s.ok()) {
+    counters_.steps_written += steps;
+    counters_.bytes_written += bytes;
+  } else {
+    counters_.steps_failed += steps;
+    if (flush_error_.ok()) flush_error_ = s;
+  }
+}
+
+}  // namespace store
+}  // namespace gnmr

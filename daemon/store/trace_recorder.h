@@ -1,0 +1,164 @@
+// TraceRecorder: records each job's per-step unit statistics - exactly the
+// aggregated samples its controller observed - as a replay trace that
+// `gnmrctl replay` reads directly (docs/replay.md, "Recording a live job").
+//
+//   <trace.dir>/<escaped job id>.csv     step,sumsq,amax,nonfinite,zeros,numel,unit
+//   <trace.dir>/<escaped job id>.csv.1   the file before it
+//
+// The directory comes from the daemon's config (the operator), never from a
+// peer; a job id is made a file name with store::EscapeJobId, so it cannot
+// name another path. The unit is the last column: a unit name may hold a
+// comma (common/unit_name.h), and the trace reader takes the last column to
+// the end of the line.
+//
+// Design
+// - Off the decision path. Record is called under the job's lock after the
+//   decision went out; it copies the samples into a bounded queue (bytes,
+//   all jobs) and returns. When the queue is full the step is dropped and
+//   counted (kGapStarted for the first of a run, so the caller writes one
+//   event per gap, not one per step): recording never delays a decision.
+// - A writer thread drains the queue every `flush_interval` (sooner when it
+//   is half full), formats the CSV (shortest round-trip numbers, so a
+//   replay sees bit-identical doubles) and writes each job's lines at once.
+//   It catches everything; a write error is counted and logged once per job
+//   until writes succeed again.
+// - Every file is a trace on its own (a header, steps increasing), so the
+//   writer starts a new file (the current one becomes .csv.1, replacing the
+//   one before) when the next write would take it past max_file_bytes, when
+//   a job's steps go back (a new generation: import, rewind, restart), and
+//   at a job's first step in this process. A job thus takes at most about
+//   2 x max_file_bytes.
+// - Unit names are copied once per job (and again when its controller's
+//   units change, ForgetNames) and shared by the queued steps.
+// - A removed job's queued steps are dropped and its file closed; its trace
+//   files stay (they are the operator's recording, not the job's state).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "controller/controller.h"
+#include "gnmr/status.h"
+
+namespace gnmr {
+namespace store {
+
+struct TraceRecorderOptions {
+  std::string dir;          // where the traces go (the daemon's trace.dir)
+  std::string jobs = "*";   // glob of the job ids recorded
+  uint64_t max_file_bytes = uint64_t{256} << 20;   // start a new file past this
+  uint64_t max_queued_bytes = uint64_t{64} << 20;  // steps waiting, all jobs
+  std::chrono::milliseconds flush_interval{200};
+};
+
+// The first line of every trace file the recorder writes.
+inline constexpr char kTraceHeader[] = "step,sumsq,amax,nonfinite,zeros,numel,unit\n";
+
+class TraceRecorder {
+ public:
+  // Starts the writer thread; the directory is created on first write.
+  explicit TraceRecorder(TraceRecorderOptions options);
+  ~TraceRecorder();  // Stop()
+  TraceRecorder(const TraceRecorder&) = delete;
+  TraceRecorder& operator=(const TraceRecorder&) = delete;
+
+  enum class Outcome {
+    kQueued,
+    kNotRecorded,  // the job does not match `jobs`
+    kDropped,      // queue full (or stopped), in a gap already reported
+    kGapStarted,   // queue full: the first step dropped since one was queued
+  };
+  // Queues one decided step of the job: `samples` as the controller
+  // observed them, names from `controller`. Never blocks on I/O.
+  Outcome Record(const std::string& job_id, int64_t step, const std::vector<UnitSample>& samples,
+                 const Controller& controller);
+
+  // The job's units may have changed (import): names are copied afresh.
+  void ForgetNames(const std::string& job_id);
+  // A removed job: drops its queued steps and state and closes its file.
+  void RemoveJob(const std::string& job_id);
+
+  // Waits until every step queued before the call is written (or failed).
+  // OK, or the first write error since the previous Flush.
+  Status Flush();
+  // Flushes, then stops the writer; later Records are dropped. Idempotent.
+  void Stop();
+
+  // <dir>/<EscapeJobId(job_id)>.csv
+  static std::string TracePath(const std::string& dir, const std::string& job_id);
+
+  struct Counters {
+    uint64_t steps_queued = 0;
+    uint64_t steps_written = 0;
+    uint64_t steps_dropped = 0;      // queue full or stopped
+    uint64_t steps_failed = 0;       // lost to write errors
+    uint64_t rotations = 0;          // new files started over an old one
+    uint64_t bytes_written = 0;
+  };
+  Counters counters() const;
+
+ private:
+  using Names = std::vector<std::string>;
+  struct Queued {
+    std::string job_id;
+    int64_t step = 0;
+    std::vector<UnitSample> samples;
+    std::shared_ptr<const Names> names;
+    size_t bytes = 0;
+  };
+  struct JobState {  // under mu_
+    bool matched = false;  // `jobs` matches the id
+    bool in_gap = false;   // the last step was dropped
+    std::shared_ptr<const Names> names;
+  };
+  struct File {  // writer thread only
+    int fd = -1;
+    uint64_t size = 0;
+    int64_t last_step = -1;
+    std::string pending;   // formatted lines not yet written
+    uint64_t pending_steps = 0;
+  };
+
+  void Run();
+  void WriteBatch(std::vector<Queued>* batch);
+  // Appends one step to the job's file (rotating first if it must).
+  void Add(const Queued& q, File* f);
+  // Writes f->pending; books the outcome.
+  void WritePending(const std::string& job_id, File* f);
+  // Closes the file and starts a new one: the old one becomes .csv.1.
+  Status StartNewFile(const std::string& job_id, File* f, bool rotate);
+  void CloseJob(const std::string& job_id);
+  void Book(const std::string& job_id, const Status& s, uint64_t steps, uint64_t bytes);
+
+  const TraceRecorderOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  std::unordered_map<std::string, JobState> jobs_;
+  std::vector<Queued> queue_;
+  uint64_t queued_bytes_ = 0;
+  uint64_t queued_seq_ = 0;   // steps ever queued
+  uint64_t done_seq_ = 0;     // of those, written or failed
+  uint64_t flush_target_ = 0;
+  std::vector<std::string> removals_;
+  Status flush_error_;
+  Counters counters_;
+  bool stopping_ = false;
+
+  // Writer thread only.
+  std::unordered_map<std::string, File> files_;
+  std::unordered_map<std::string, bool> failing_;
+  std::thread thread_;
+};
+
+}  // namespace store
+}  // namespace gnmr

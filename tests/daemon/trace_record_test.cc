@@ -1,0 +1,216 @@
+// Live trace recording, end to end (docs/replay.md, "Recording a live
+// job"): the real gnmrd with --trace-dir, three real ranks over gRPC that
+// report replicated and sharded units (so the daemon averages and sums),
+// spikes, a NaN and an Inf, max_o small enough to deny. The recorded trace,
+// replayed with the controller replay library, yields exactly the decisions
+// the ranks received - every field, the digest included - and the same
+// admissions and denials as the job's event log.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "controller/replay/replay.h"
+#include "controller/replay/trace_reader.h"
+#include "core/config_codec.h"
+#include "daemon/job/decision_message.h"
+#include "daemon/store/job_dir.h"
+#include "daemon/store/trace_recorder.h"
+#include "tests/daemon/gnmrd_process.h"
+#include "tests/daemon/raw_rank.h"
+#include "tests/daemon/test_daemon.h"
+
+namespace gnmr::testing {
+namespace {
+
+constexpr uint32_t kRanks = 3;
+constexpr int64_t kSteps = 80;
+
+// Replicated units (every rank holds all of them: averaged) and one unit
+// sharded over the ranks (summed). A name may hold a comma.
+std::vector<RawRank::Unit> UnitsOf(uint32_t rank) {
+  std::vector<RawRank::Unit> u = {{"layers.0.attn"}, {"layers.0.mlp,fc1"}, {"layers.1.attn"},
+                                  {"layers.1.mlp"},  {"head"}};
+  u.push_back({"embed", rank, kRanks, 4000});
+  return u;
+}
+
+// Deterministic, rank- and step-dependent statistics with events: spikes on
+// several units (more than max_o at once at step 50), a NaN and an Inf.
+v1::ClientMessage Stats(uint32_t rank, int64_t step, const std::vector<uint32_t>& ids) {
+  v1::ClientMessage m;
+  v1::StepStats* s = m.mutable_stats();
+  s->set_step(step);
+  uint64_t x = 0x9E3779B97F4A7C15ull * (step * 7 + rank + 1);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    const double noise = static_cast<double>(x >> 11) / 9007199254740992.0;  // [0, 1)
+    double sumsq = (1.0 + i) * (0.8 + 0.4 * noise);
+    double amax = std::sqrt(sumsq) / 7.0;
+    uint64_t nonfinite = 0;
+    if ((step == 30 && i == 1) || (step == 50 && i <= 3) || (step == 62 && i == 5)) {
+      sumsq *= 400.0;  // spikes
+    }
+    if (step == 40 && i == 2 && rank == 1) {
+      sumsq = std::numeric_limits<double>::quiet_NaN();
+      nonfinite = 3;
+    }
+    if (step == 70 && i == 4 && rank == 2) {
+      sumsq = std::numeric_limits<double>::infinity();
+      nonfinite = 1;
+    }
+    s->add_unit_id(ids[i]);
+    s->add_sumsq(sumsq);
+    s->add_amax(amax);
+    s->add_nonfinite(nonfinite);
+    s->add_zeros(static_cast<uint64_t>(noise * 10));
+  }
+  return m;
+}
+
+// Kinds counted in the job's event log.
+std::map<std::string, int> EventKinds(const std::string& path) {
+  std::map<std::string, int> kinds;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    for (const char* k : {"admission", "denial", "release", "trace_dropped"}) {
+      if (line.find(std::string("\"kind\":\"") + k + "\"") != std::string::npos) ++kinds[k];
+    }
+  }
+  return kinds;
+}
+
+TEST(TraceRecord, RecordedTraceReplaysToTheLiveDecisions) {
+  GnmrdProcess gnmrd;
+  const std::string traces = gnmrd.dir() + "/traces";
+  ASSERT_TRUE(gnmrd.Start({"--trace-dir", traces}));
+  v1::ControllerConfig cfg = FastConfig(/*max_o=*/2);
+  const std::string job = ".exp:trace-1";  // a leading dot the file name escapes
+
+  std::vector<std::unique_ptr<RawRank>> ranks;
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    ranks.push_back(std::make_unique<RawRank>(gnmrd.Channel(), job, r, kRanks, "tok"));
+    v1::RegisterResponse resp;
+    grpc::Status st = ranks[r]->Register(UnitsOf(r), &resp, &cfg);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    ranks[r]->Open();
+  }
+  std::vector<v1::Decision> live;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    for (uint32_t r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(ranks[r]->Send(Stats(r, step, ranks[r]->unit_ids())));
+    }
+    v1::Decision d;
+    ASSERT_TRUE(ranks[0]->WaitDecision(step, &d)) << step;
+    live.push_back(d);
+  }
+  for (auto& r : ranks) r->Close();
+  EXPECT_EQ(gnmrd.Kill(SIGTERM), 0) << gnmrd.log();  // the recorder writes what it holds
+
+  // The trace, named by the escaped job id inside the configured directory.
+  const std::string path = store::TraceRecorder::TracePath(traces, job);
+  EXPECT_EQ(path, traces + "/%2Eexp:trace-1.csv");
+  TraceReader reader;
+  Status s = reader.OpenFile(path);
+  ASSERT_TRUE(s.ok()) << s.message();
+  StatusOr<ControllerConfig> config = ConfigFromProto(cfg);
+  ASSERT_TRUE(config.ok());
+  Controller controller = Controller::Create(config.value()).value();
+  TraceStep step;
+  size_t compared = 0;
+  for (;;) {
+    bool got = false;
+    s = reader.Next(&step, &got);
+    ASSERT_TRUE(s.ok()) << s.message();
+    if (!got) break;
+    while (controller.num_units() < reader.num_units()) {
+      ASSERT_TRUE(controller.AddUnit(std::string(reader.unit_name(
+                                         static_cast<uint32_t>(controller.num_units()))))
+                      .ok());
+    }
+    Decision d;
+    ASSERT_TRUE(controller.Observe(step.step, step.samples, &d).ok());
+    ASSERT_LT(compared, live.size());
+    const v1::Decision& want = live[compared];
+    const std::shared_ptr<const v1::ServerMessage> msg = DecisionMessage(d, want.generation());
+    const v1::Decision& replayed = msg->decision();
+    // Every field: admissions, recovery set, skip, sequence, digest.
+    EXPECT_EQ(replayed.SerializeAsString(), want.SerializeAsString())
+        << "step " << step.step << "\nreplayed: " << replayed.ShortDebugString()
+        << "\nlive:     " << want.ShortDebugString();
+    EXPECT_EQ(replayed.digest(), want.digest());
+    ++compared;
+  }
+  EXPECT_EQ(compared, live.size());  // every decided step, none missing
+  // Unit names and ids as the daemon registered them (the comma survives).
+  EXPECT_EQ(reader.num_units(), 6u);
+  EXPECT_EQ(reader.unit_name(1), "layers.0.mlp,fc1");
+
+  // The same through RunReplay (what gnmrctl replay runs), against the
+  // job's event log: the test exercised admissions, a denial and releases.
+  TraceReader again;
+  ASSERT_TRUE(again.OpenFile(path).ok());
+  ReplayOptions options;
+  options.config = config.value();
+  NullSink sink;
+  StatusOr<ReplaySummary> summary = RunReplay(&again, options, &sink);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  const ControllerStats& st = summary->stats;
+  const auto kinds = EventKinds(store::JobDir(gnmrd.state_dir(), job) + "/events.jsonl");
+  EXPECT_EQ(st.admissions(), static_cast<uint64_t>(kinds.count("admission") ? kinds.at("admission") : 0));
+  EXPECT_EQ(st.denials, static_cast<uint64_t>(kinds.count("denial") ? kinds.at("denial") : 0));
+  EXPECT_EQ(st.releases, static_cast<uint64_t>(kinds.count("release") ? kinds.at("release") : 0));
+  EXPECT_EQ(kinds.count("trace_dropped"), 0u);
+  EXPECT_GE(st.admissions_by_trigger[static_cast<int>(Trigger::kNonFinite)], 2u);
+  EXPECT_GE(st.admissions_by_trigger[static_cast<int>(Trigger::kGnmr)] +
+                st.admissions_by_trigger[static_cast<int>(Trigger::kDelta)],
+            2u);
+  EXPECT_GE(st.denials, 1u);
+  EXPECT_GE(st.releases, 1u);
+}
+
+TEST(TraceRecord, OnlyMatchingJobsAndNothingWithoutTraceDir) {
+  GnmrdProcess gnmrd;
+  const std::string traces = gnmrd.dir() + "/traces";
+  {
+    std::ofstream yaml(gnmrd.dir() + "/gnmrd.yaml");
+    yaml << "trace:\n  dir: " << traces << "\n  jobs: \"keep-*\"\n";
+  }
+  ASSERT_TRUE(gnmrd.Start({"--config", gnmrd.dir() + "/gnmrd.yaml"}));
+  v1::ControllerConfig cfg = FastConfig();
+  auto run_job = [&](GnmrdProcess& d, const std::string& job) {
+    RawRank rank(d.Channel(), job, 0, 1, "tok");
+    ASSERT_TRUE(rank.Register({{"a"}, {"b"}}, nullptr, &cfg).ok());
+    rank.Open();
+    for (int64_t s = 0; s < 3; ++s) {
+      ASSERT_TRUE(rank.SendStats(s, {1.0, 2.0}));
+      v1::Decision dec;
+      ASSERT_TRUE(rank.WaitDecision(s, &dec));
+    }
+    rank.Close();
+  };
+  run_job(gnmrd, "keep-1");
+  run_job(gnmrd, "skip-1");
+  EXPECT_EQ(gnmrd.Kill(SIGTERM), 0) << gnmrd.log();
+  EXPECT_TRUE(std::ifstream(store::TraceRecorder::TracePath(traces, "keep-1")).good());
+  EXPECT_FALSE(std::ifstream(store::TraceRecorder::TracePath(traces, "skip-1")).good());
+
+  // Off by default: no trace file anywhere.
+  GnmrdProcess plain;
+  ASSERT_TRUE(plain.Start());
+  run_job(plain, "keep-2");
+  EXPECT_EQ(plain.Kill(SIGTERM), 0);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(plain.dir())) {
+    EXPECT_NE(e.path().extension(), ".csv") << e.path();
+  }
+}
+
+}  // namespace
+}  // namespace gnmr::testing

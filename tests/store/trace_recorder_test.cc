@@ -1,0 +1,257 @@
+// TraceRecorder: what it writes reads back through the replay's TraceReader
+// bit for bit (NaN, Inf, names with commas), files are named by the escaped
+// job id inside the configured directory, a file starts over (old one to
+// .csv.1) when full, when steps go back and per process, the queue drops
+// and reports gaps instead of growing, and removed jobs stop being written.
+#include "daemon/store/trace_recorder.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "controller/replay/trace_reader.h"
+#include "tests/store/scratch_dir.h"
+
+namespace gnmr {
+namespace store {
+namespace {
+
+using testing_util::ReadFileOrEmpty;
+using testing_util::ScratchDir;
+
+Controller MakeController(const std::vector<std::string>& names) {
+  Controller c = Controller::Create(ControllerConfig()).value();
+  for (const std::string& n : names) EXPECT_TRUE(c.AddUnit(n).ok());
+  return c;
+}
+
+UnitSample Sample(uint32_t id, double sumsq) {
+  UnitSample s;
+  s.unit_id = id;
+  s.sumsq = sumsq;
+  s.amax = std::isfinite(sumsq) ? std::sqrt(sumsq) / 3.0 : 0.5;  // over finite values
+  s.nonfinite = id;
+  s.zeros = 2 * id;
+  s.numel = 1000 + id;
+  return s;
+}
+
+struct ReadStep {
+  int64_t step;
+  std::vector<std::pair<std::string, UnitSample>> rows;
+};
+
+std::vector<ReadStep> ReadTrace(const std::string& path) {
+  TraceReader r;
+  Status s = r.OpenFile(path);
+  EXPECT_TRUE(s.ok()) << s.message();
+  std::vector<ReadStep> out;
+  TraceStep step;
+  bool got = s.ok();
+  while (got) {
+    s = r.Next(&step, &got);
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (!s.ok() || !got) break;
+    ReadStep rs{step.step, {}};
+    for (const UnitSample& u : step.samples) {
+      rs.rows.emplace_back(std::string(r.unit_name(u.unit_id)), u);
+    }
+    out.push_back(std::move(rs));
+  }
+  return out;
+}
+
+TEST(TraceRecorder, WritesATraceTheReplayReadsBitForBit) {
+  ScratchDir dir;
+  TraceRecorderOptions o;
+  o.dir = dir / "traces";
+  TraceRecorder rec(o);
+  Controller c = MakeController({"layers.0,fc1", "b", "c\"q\""});
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::vector<UnitSample>> steps = {
+      {Sample(0, 0.1), Sample(1, 1.0 / 3.0), Sample(2, 5e-300)},
+      {Sample(0, nan), Sample(1, inf), Sample(2, 123456789.123456789)},
+      {Sample(0, 2.0), Sample(2, 7.25)},  // b incomplete at this step
+  };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(rec.Record("job/1", static_cast<int64_t>(10 + i), steps[i], c),
+              TraceRecorder::Outcome::kQueued);
+  }
+  ASSERT_TRUE(rec.Flush().ok());
+
+  // The job id cannot name another path: it is escaped into one file name.
+  const std::string path = TraceRecorder::TracePath(o.dir, "job/1");
+  EXPECT_EQ(path, o.dir + "/job%2F1.csv");
+  EXPECT_EQ(ReadFileOrEmpty(path).rfind(kTraceHeader, 0), 0u);
+  const std::vector<ReadStep> read = ReadTrace(path);
+  ASSERT_EQ(read.size(), steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(read[i].step, static_cast<int64_t>(10 + i));
+    ASSERT_EQ(read[i].rows.size(), steps[i].size());
+    for (size_t k = 0; k < steps[i].size(); ++k) {
+      const UnitSample& want = steps[i][k];
+      const auto& [name, got] = read[i].rows[k];
+      EXPECT_EQ(name, c.unit(want.unit_id).name);
+      if (std::isnan(want.sumsq)) {
+        EXPECT_TRUE(std::isnan(got.sumsq));
+      } else {
+        EXPECT_EQ(got.sumsq, want.sumsq);  // bit for bit, not approximately
+      }
+      EXPECT_EQ(got.amax, want.amax);
+      EXPECT_EQ(got.nonfinite, want.nonfinite);
+      EXPECT_EQ(got.zeros, want.zeros);
+      EXPECT_EQ(got.numel, want.numel);
+    }
+  }
+  EXPECT_EQ(rec.counters().steps_written, 3u);
+  EXPECT_EQ(rec.counters().steps_dropped, 0u);
+}
+
+TEST(TraceRecorder, OnlyJobsMatchingTheGlobAreRecorded) {
+  ScratchDir dir;
+  TraceRecorderOptions o;
+  o.dir = dir.path();
+  o.jobs = "pretrain-*";
+  TraceRecorder rec(o);
+  Controller c = MakeController({"a"});
+  EXPECT_EQ(rec.Record("pretrain-7", 0, {Sample(0, 1)}, c), TraceRecorder::Outcome::kQueued);
+  EXPECT_EQ(rec.Record("finetune", 0, {Sample(0, 1)}, c),
+            TraceRecorder::Outcome::kNotRecorded);
+  ASSERT_TRUE(rec.Flush().ok());
+  EXPECT_TRUE(std::filesystem::exists(TraceRecorder::TracePath(o.dir, "pretrain-7")));
+  EXPECT_FALSE(std::filesystem::exists(TraceRecorder::TracePath(o.dir, "finetune")));
+}
+
+TEST(TraceRecorder, StartsANewFileWhenFullWhenStepsGoBackAndPerProcess) {
+  ScratchDir dir;
+  TraceRecorderOptions o;
+  o.dir = dir.path();
+  o.max_file_bytes = 4096;
+  const std::string path = TraceRecorder::TracePath(o.dir, "j");
+  Controller c = MakeController({"unit.a", "unit.b"});
+  {
+    TraceRecorder rec(o);
+    for (int64_t s = 0; s < 200; ++s) {
+      rec.Record("j", s, {Sample(0, 1.0 + s), Sample(1, 2.0)}, c);
+    }
+    ASSERT_TRUE(rec.Flush().ok());
+    EXPECT_GT(rec.counters().rotations, 0u);
+    // Each file is a trace on its own, within the bound, the newest steps
+    // in the current file and the ones before them in .1.
+    const auto now = ReadTrace(path);
+    const auto before = ReadTrace(path + ".1");
+    ASSERT_FALSE(now.empty());
+    ASSERT_FALSE(before.empty());
+    EXPECT_EQ(now.back().step, 199);
+    EXPECT_EQ(before.back().step + 1, now.front().step);
+    EXPECT_LE(std::filesystem::file_size(path), o.max_file_bytes);
+
+    // A new generation whose steps start over: a new file, so the trace
+    // never goes back.
+    rec.Record("j", 5, {Sample(0, 9.0)}, c);
+    ASSERT_TRUE(rec.Flush().ok());
+    const auto restarted = ReadTrace(path);
+    ASSERT_EQ(restarted.size(), 1u);
+    EXPECT_EQ(restarted[0].step, 5);
+    EXPECT_EQ(ReadTrace(path + ".1").back().step, 199);
+  }
+  // A later process (a restarted gnmrd) does not append to the old file.
+  TraceRecorder rec(o);
+  rec.Record("j", 300, {Sample(1, 4.0)}, c);
+  ASSERT_TRUE(rec.Flush().ok());
+  ASSERT_EQ(ReadTrace(path).size(), 1u);
+  EXPECT_EQ(ReadTrace(path)[0].step, 300);
+  EXPECT_EQ(ReadTrace(path + ".1")[0].step, 5);
+}
+
+TEST(TraceRecorder, AFullQueueDropsStepsAndReportsEachGapOnce) {
+  ScratchDir dir;
+  TraceRecorderOptions o;
+  o.dir = dir.path();
+  o.max_queued_bytes = 1u << 20;
+  o.flush_interval = std::chrono::hours(1);  // the writer waits for half full
+  TraceRecorder rec(o);
+  std::vector<std::string> names;
+  for (int i = 0; i < 4096; ++i) names.push_back("u" + std::to_string(i));
+  Controller c = MakeController(names);
+  std::vector<UnitSample> big;
+  for (uint32_t i = 0; i < 4096; ++i) big.push_back(Sample(i, 1.0));
+  // Each step is ~200 KiB: the writer is woken past half the queue; steps
+  // recorded meanwhile beyond the bound are dropped, never waited for.
+  int queued = 0, gaps = 0, dropped = 0;
+  for (int64_t s = 0; s < 2000; ++s) {
+    switch (rec.Record("j", s, big, c)) {
+      case TraceRecorder::Outcome::kQueued: ++queued; break;
+      case TraceRecorder::Outcome::kGapStarted: ++gaps; ++dropped; break;
+      case TraceRecorder::Outcome::kDropped: ++dropped; break;
+      case TraceRecorder::Outcome::kNotRecorded: ADD_FAILURE(); break;
+    }
+  }
+  ASSERT_TRUE(rec.Flush().ok());
+  const TraceRecorder::Counters k = rec.counters();
+  EXPECT_EQ(k.steps_queued, static_cast<uint64_t>(queued));
+  EXPECT_EQ(k.steps_dropped, static_cast<uint64_t>(dropped));
+  EXPECT_EQ(k.steps_written, static_cast<uint64_t>(queued));
+  EXPECT_EQ(queued + dropped, 2000);
+  // 2000 x 200 KiB could never all wait in a 1 MiB queue.
+  EXPECT_GT(dropped, 0);
+  EXPECT_GE(gaps, 1);
+  EXPECT_LE(gaps, dropped);
+  EXPECT_EQ(ReadTrace(TraceRecorder::TracePath(o.dir, "j")).size(),
+            static_cast<size_t>(queued));
+}
+
+TEST(TraceRecorder, NamesFollowTheControllerAndRemovedJobsStop) {
+  ScratchDir dir;
+  TraceRecorderOptions o;
+  o.dir = dir.path();
+  TraceRecorder rec(o);
+  Controller c = MakeController({"a"});
+  rec.Record("j", 0, {Sample(0, 1)}, c);
+  ASSERT_TRUE(c.AddUnit("b").ok());  // a rank registered a new unit
+  rec.Record("j", 1, {Sample(0, 1), Sample(1, 2)}, c);
+  ASSERT_TRUE(rec.Flush().ok());
+  const auto read = ReadTrace(TraceRecorder::TracePath(o.dir, "j"));
+  ASSERT_EQ(read.size(), 2u);
+  ASSERT_EQ(read[1].rows.size(), 2u);
+  EXPECT_EQ(read[1].rows[1].first, "b");
+
+  rec.RemoveJob("j");
+  ASSERT_TRUE(rec.Flush().ok());
+  // The file stays (the operator's recording); a new job of the id starts
+  // a new file.
+  EXPECT_TRUE(std::filesystem::exists(TraceRecorder::TracePath(o.dir, "j")));
+  rec.Record("j", 0, {Sample(0, 3)}, c);
+  ASSERT_TRUE(rec.Flush().ok());
+  EXPECT_EQ(ReadTrace(TraceRecorder::TracePath(o.dir, "j")).size(), 1u);
+  EXPECT_EQ(ReadTrace(TraceRecorder::TracePath(o.dir, "j") + ".1").size(), 2u);
+}
+
+TEST(TraceRecorder, AnUnwritableDirectoryIsCountedNotFatal) {
+  ScratchDir dir;
+  TraceRecorderOptions o;
+  o.dir = dir / "file-not-dir";
+  {
+    FILE* f = std::fopen(o.dir.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  TraceRecorder rec(o);
+  Controller c = MakeController({"a"});
+  rec.Record("j", 0, {Sample(0, 1)}, c);
+  rec.Record("j", 1, {Sample(0, 1)}, c);
+  EXPECT_FALSE(rec.Flush().ok());
+  EXPECT_EQ(rec.counters().steps_failed, 2u);
+  EXPECT_EQ(rec.counters().steps_written, 0u);
+  rec.Stop();
+  EXPECT_EQ(rec.Record("j", 2, {Sample(0, 1)}, c), TraceRecorder::Outcome::kGapStarted);
+}
+
+}  // namespace
+}  // namespace store
+}  // namespace gnmr
