@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/flag_parser.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace {
@@ -111,6 +112,10 @@ class Rank : public grpc::ClientBidiReactor<gnmr::v1::ClientMessage, gnmr::v1::S
   }
   void OnReadDone(bool ok) override {
     if (!ok) return;
+    if (!in_.has_decision()) {  // a GenerationStart: not a step's decision
+      StartRead(&in_);
+      return;
+    }
     const int64_t step = in_.decision().observed_step();
     if (step >= 0 && step < static_cast<int64_t>(log_->sent.size())) {
       const auto now = Clock::now();
@@ -240,37 +245,58 @@ double Percentile(std::vector<double> v, double p) {
   return v[i];
 }
 
-int Usage(const char* msg) {
-  std::fprintf(stderr,
-               "daemon_load: %s\nusage: daemon_load (--gnmrd PATH | --target T) [--ranks N] "
-               "[--units N] [--steps N] [--rate STEPS_PER_S] [--window N] [--trace-dir DIR]\n",
-               msg);
-  return 2;
+// Parses the command line into `o`; 0 to run, else the exit code (help 0,
+// bad command line 2).
+int ParseOptions(int argc, char** argv, Options* o, bool* run) {
+  int64_t ranks = o->ranks, units = o->units, steps = o->steps, window = o->window;
+  gnmr::FlagParser p(
+      "daemon_load (--gnmrd PATH | --target T) [--ranks N] [--units N] [--steps N]\n"
+      "                   [--rate STEPS_PER_S] [--window N] [--trace-dir DIR]",
+      "Load generator for gnmrd: N ranks of one job report every unit each step;\n"
+      "prints decision latency (client side and gnmrd's histogram) and gnmrd's RSS.");
+  p.AddString("gnmrd", "PATH", "start this gnmrd binary (in a temporary state dir)", &o->gnmrd);
+  p.AddString("target", "T", "or use a running gnmrd at T", &o->target);
+  p.AddInt("ranks", "N", "ranks (default 64)", 1, 1 << 20, &ranks);
+  p.AddInt("units", "N", "units per rank (default 1024)", 1, 1 << 22, &units);
+  p.AddInt("steps", "N", "steps (default 500)", 1, 1 << 30, &steps);
+  p.AddDouble("rate", "STEPS_PER_S", "steps per second; 0 = as fast as the window allows\n"
+              "(default 50)", &o->rate);
+  p.AddInt("window", "N", "most steps in flight (default 8)", 1, 1 << 20, &window);
+  p.AddString("trace-dir", "DIR", "record traces there (the spawned gnmrd's --trace-dir)",
+              &o->trace_dir);
+  *run = false;
+  const gnmr::Status s = p.Parse(argc - 1, argv + 1);
+  if (p.help_requested()) {
+    std::fputs(p.Help().c_str(), stdout);
+    return 0;
+  }
+  std::string error = s.ok() ? "" : s.message();
+  if (error.empty() && o->gnmrd.empty() == o->target.empty()) {
+    error = "give exactly one of --gnmrd, --target";
+  }
+  if (error.empty() && !o->trace_dir.empty() && o->gnmrd.empty()) {
+    error = "--trace-dir needs --gnmrd";
+  }
+  if (error.empty() && !(o->rate >= 0)) error = "--rate must be >= 0";
+  if (!error.empty()) {
+    std::fprintf(stderr, "daemon_load: %s\n%s", error.c_str(), p.Help().c_str());
+    return 2;
+  }
+  o->ranks = static_cast<int>(ranks);
+  o->units = static_cast<int>(units);
+  o->steps = static_cast<int>(steps);
+  o->window = static_cast<int>(window);
+  *run = true;
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
-    if (a == "--help" || a == "-h") return Usage("load generator for gnmrd"), 0;
-    if (!(v = next())) return Usage(("missing value for " + a).c_str());
-    if (a == "--gnmrd") o.gnmrd = v;
-    else if (a == "--target") o.target = v;
-    else if (a == "--ranks") o.ranks = std::atoi(v);
-    else if (a == "--units") o.units = std::atoi(v);
-    else if (a == "--steps") o.steps = std::atoi(v);
-    else if (a == "--rate") o.rate = std::atof(v);
-    else if (a == "--window") o.window = std::atoi(v);
-    else if (a == "--trace-dir") o.trace_dir = v;
-    else return Usage(("unknown option " + a).c_str());
-  }
-  if (o.gnmrd.empty() == o.target.empty()) return Usage("give exactly one of --gnmrd, --target");
-  if (o.ranks < 1 || o.units < 1 || o.steps < 1 || o.window < 1) return Usage("bad sizes");
-  if (!o.trace_dir.empty() && o.gnmrd.empty()) return Usage("--trace-dir needs --gnmrd");
+  bool run = false;
+  const int rc = ParseOptions(argc, argv, &o, &run);
+  if (!run) return rc;
 
   pid_t child = -1;
   std::string state_dir;
