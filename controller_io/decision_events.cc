@@ -10,7 +10,7 @@ namespace gnmr {
 void AppendDecisionEvents(const Decision& d, const Controller& controller, double time_unix,
                           std::vector<v1::Event>* out) {
   if (!d.HasChanges()) return;
-  auto base = [&](const char* kind, uint32_t unit) {
+  auto base = [&](v1::EventKind kind, uint32_t unit) {
     v1::Event e;
     e.set_observed_step(d.observed_step);
     e.set_apply_step(d.apply_step);
@@ -20,7 +20,7 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
     return e;
   };
   for (const Admission& a : d.admitted) {
-    v1::Event e = base("admission", a.unit_id);
+    v1::Event e = base(v1::EVENT_KIND_ADMISSION, a.unit_id);
     // d.recovery is in unit id order: a search, not a scan (it may be as
     // large as max_o, and so may the admissions).
     auto r = std::lower_bound(
@@ -40,9 +40,9 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
     if (a.nonfinite) e.set_detail("nonfinite=" + std::to_string(a.nonfinite));
     out->push_back(std::move(e));
   }
-  for (uint32_t u : d.released) out->push_back(base("release", u));
+  for (uint32_t u : d.released) out->push_back(base(v1::EVENT_KIND_RELEASE, u));
   for (const Denial& x : d.denied) {
-    v1::Event e = base("denial", x.unit_id);
+    v1::Event e = base(v1::EVENT_KIND_DENIAL, x.unit_id);
     e.set_trigger(static_cast<v1::Trigger>(x.trigger));
     const UnitState& st = controller.unit(x.unit_id);
     e.set_gnmr(st.last_gnmr);
@@ -56,14 +56,15 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
     v1::Event e;
     e.set_observed_step(d.observed_step);
     e.set_apply_step(d.apply_step);
-    e.set_kind("global_skip");
+    e.set_kind(v1::EVENT_KIND_GLOBAL_SKIP);
     e.set_time_unix(time_unix);
     e.set_detail("non-finite gradient observed");
     out->push_back(std::move(e));
   }
 }
 
-v1::Event JobEvent(const char* kind, int64_t observed_step, double time_unix, std::string detail) {
+v1::Event JobEvent(v1::EventKind kind, int64_t observed_step, double time_unix,
+                   std::string detail) {
   v1::Event e;
   e.set_observed_step(observed_step);
   e.set_kind(kind);

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "common/text.h"
+#include "controller_io/wire_names.h"
 #include "gnmr/config.h"
 
 namespace gnmr {
@@ -152,7 +153,7 @@ Status ReadField(const std::string& key, const Value& v, v1::Event* e) {
     if (key == "time_unix") e->set_time_unix(d);
   } else if (key == "kind" || key == "unit" || key == "detail") {
     if (v.kind_case() != Value::kStringValue) return TypeError(key, "a string");
-    if (key == "kind") e->set_kind(v.string_value());
+    if (key == "kind") e->set_kind(EventKindFromName(v.string_value()));
     if (key == "unit") e->set_unit(v.string_value());
     if (key == "detail") e->set_detail(v.string_value());
   } else if (key == "action") {
@@ -189,7 +190,7 @@ void AppendEventJsonLine(std::string_view job_id, const v1::Event& e,
   AppendInt(out, e.observed_step());
   AppendKey(out, "apply_step");
   AppendInt(out, e.apply_step());
-  AppendString(out, "kind", e.kind(), kMaxKindBytes);
+  AppendString(out, "kind", EventKindName(e.kind()), kMaxKindBytes);
   AppendString(out, "unit", e.unit(), kMaxIdBytes);
   AppendEnum<Action>(out, "action", e.action(), &ActionName);
   AppendEnum<Trigger>(out, "trigger", e.trigger(), &TriggerName);

@@ -277,8 +277,8 @@ StatusOr<uint64_t> LocalTransport::ImportState(const std::string& bytes,
   const double now = UnixNowSeconds();
   const int64_t step = controller_.last_step().value_or(-1);
   WriteEventsLocked(
-      {JobEvent("import", step, now, "units=" + std::to_string(controller_.num_units())),
-       JobEvent("generation", step, now,
+      {JobEvent(v1::EVENT_KIND_IMPORT, step, now, "units=" + std::to_string(controller_.num_units())),
+       JobEvent(v1::EVENT_KIND_GENERATION, step, now,
                 "generation " + std::to_string(generation_) + ": controller state imported")});
   return generation_;
 }

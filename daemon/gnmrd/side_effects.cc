@@ -42,7 +42,7 @@ void DaemonSideEffects::OnDecision(const std::string& job_id,
     if (events_) {
       v1::Event e;
       e.set_observed_step(step.step);
-      e.set_kind("trace_dropped");
+      e.set_kind(v1::EVENT_KIND_TRACE_DROPPED);
       e.set_time_unix(UnixNowSeconds());
       e.set_detail(
           "the trace recorder's queue is full: this step and the next ones until it drains are "

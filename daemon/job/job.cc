@@ -316,7 +316,7 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   const std::string detail = m.Describe();
   spdlog::warn("job {}: ranks applied different plans at {}", id_, detail);
   if (listener_) listener_->OnAckMismatch(id_, m);
-  EmitEvent("ack_mismatch", m.step, detail);
+  EmitEvent(v1::EVENT_KIND_ACK_MISMATCH, m.step, detail);
   return Status::Ok();
 }
 

@@ -259,7 +259,7 @@ class Job {
   // Appends `decision` to the history and queues it to every attached rank.
   void Publish(std::shared_ptr<const v1::ServerMessage> decision);
   void SendToAttached(const std::shared_ptr<const v1::ServerMessage>& msg);
-  void EmitEvent(const char* kind, int64_t step, std::string detail);
+  void EmitEvent(v1::EventKind kind, int64_t step, std::string detail);
 
   void EmitEvents(const Decision& d);
   // ---- resources (resource_caps.h)

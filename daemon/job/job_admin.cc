@@ -101,12 +101,12 @@ std::vector<v1::UnitInfo> Job::Units(uint32_t top) const {
     info.set_last_step(u.last_step);
     info.set_action(static_cast<v1::Action>(u.resolved.action));
     info.set_shard_count(topology_.unit(id).shard_count);
-    info.set_state(u.valid_samples < cfg.warmup ? "warmup" : "active");
+    info.set_state(u.valid_samples < cfg.warmup ? v1::UNIT_STATE_WARMUP : v1::UNIT_STATE_ACTIVE);
     out.push_back(std::move(info));
   }
   for (const RecoveryEntry& e : controller_.recovery()) {
     v1::UnitInfo& info = out[e.unit_id];
-    info.set_state("recovery");
+    info.set_state(v1::UNIT_STATE_RECOVERY);
     info.set_action(static_cast<v1::Action>(e.action));
     info.set_since(e.since);
     info.set_until(e.until);
@@ -149,7 +149,7 @@ Status Job::SetConfig(const ControllerConfig& config) {
   if (listener_) {
     v1::Event e;
     e.set_observed_step(controller_.last_step().value_or(-1));
-    e.set_kind("config_change");
+    e.set_kind(v1::EVENT_KIND_CONFIG_CHANGE);
     e.set_time_unix(UnixNowSeconds());
     e.set_detail("config_version=" + std::to_string(controller_.config_version()) +
                  " max_o=" + std::to_string(config.max_o) + " lag=" + std::to_string(config.lag) +
@@ -173,7 +173,7 @@ Status Job::ReleaseUnit(const std::string& unit) {
   if (listener_) {
     v1::Event e;
     e.set_observed_step(controller_.last_step().value_or(-1));
-    e.set_kind("admin_release");
+    e.set_kind(v1::EVENT_KIND_ADMIN_RELEASE);
     e.set_unit(unit);
     e.set_time_unix(UnixNowSeconds());
     listener_->OnEvents(id_, {e});
@@ -241,7 +241,7 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
   if (listener_) {
     v1::Event e;
     e.set_observed_step(controller_.last_step().value_or(-1));
-    e.set_kind("import");
+    e.set_kind(v1::EVENT_KIND_IMPORT);
     e.set_time_unix(UnixNowSeconds());
     e.set_detail("units=" + std::to_string(controller_.num_units()));
     listener_->OnEvents(id_, {e});

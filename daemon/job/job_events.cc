@@ -24,11 +24,11 @@ void Job::DecisionFailed(int64_t step, const Status& why) {
     ++failures_not_logged_;
   }
   if (listener_) listener_->OnDecisionFailed(id_);
-  EmitEvent("decision_failed", step,
+  EmitEvent(v1::EVENT_KIND_DECISION_FAILED, step,
             "step " + std::to_string(step) + " not decided (a daemon bug): " + why.ToString());
 }
 
-void Job::EmitEvent(const char* kind, int64_t step, std::string detail) {
+void Job::EmitEvent(v1::EventKind kind, int64_t step, std::string detail) {
   if (!listener_) return;
   listener_->OnEvents(id_, {JobEvent(kind, step, UnixNowSeconds(), std::move(detail))});
 }

@@ -65,7 +65,7 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
   SendToAttached(generation_start_);
   if (rebuilds) RebuildLastDecision();
   spdlog::info("job {}: generation {}: {}", id_, generation_, detail);
-  EmitEvent("generation", controller_.last_step().value_or(-1),
+  EmitEvent(v1::EVENT_KIND_GENERATION, controller_.last_step().value_or(-1),
             "generation " + std::to_string(generation_) + ": " + detail);
   RequestSnapshot();
 }

@@ -28,11 +28,10 @@ Status RemoveIfPresent(const std::string& path) {
   return ErrnoStatus("unlink " + path, errno);
 }
 
-// As the file caps them (event_json.cc); the unit is a unit name and the
-// kind one of a few words. Job ids are 1..128 bytes (the wire contract).
+// As the file caps them (event_json.cc); the unit is a unit name. Job ids
+// are 1..128 bytes (the wire contract).
 constexpr size_t kMaxDetailBytes = 1024;
 constexpr size_t kMaxUnitBytes = kMaxUnitNameBytes;
-constexpr size_t kMaxKindBytes = 64;
 constexpr size_t kMaxJobIdBytes = 128;
 
 // A string's heap bytes: protobuf holds a non-empty string as a heap
@@ -46,13 +45,12 @@ size_t StringBytes(size_t capacity) {
 }  // namespace
 
 size_t EventMemoryBytes(const v1::Event& e) {
-  return sizeof(v1::Event) + StringBytes(e.kind().capacity()) +
-         StringBytes(e.unit().capacity()) + StringBytes(e.detail().capacity());
+  return sizeof(v1::Event) + StringBytes(e.unit().capacity()) + StringBytes(e.detail().capacity());
 }
 
 size_t MaxEventMemoryBytes() {
   // Capacities may exceed sizes (growth): at most twice.
-  return sizeof(v1::Event) + StringBytes(2 * kMaxKindBytes) + StringBytes(2 * kMaxUnitBytes) +
+  return sizeof(v1::Event) + StringBytes(2 * kMaxUnitBytes) +
          StringBytes(2 * kMaxDetailBytes);
 }
 
@@ -102,7 +100,6 @@ size_t EventLog::Append(const std::string& job_id,
       e.set_detail(SanitizeUtf8(e.detail(), kMaxDetailBytes));
     }
     if (e.unit().size() > kMaxUnitBytes) e.set_unit(SanitizeUtf8(e.unit(), kMaxUnitBytes));
-    if (e.kind().size() > kMaxKindBytes) e.set_kind(SanitizeUtf8(e.kind(), kMaxKindBytes));
   }
   size_t buffered = 0;
   bool wake = false;

@@ -22,6 +22,7 @@
 #include "gnmr/gnmr_c.h"
 #include "tests/daemon/gnmrd_process.h"
 #include "tests/testing/eventually.h"
+#include "controller_io/wire_names.h"
 
 namespace gnmr {
 namespace {
@@ -144,7 +145,7 @@ std::vector<v1::Event> DecisionEvents(const std::string& path) {
     StatusOr<v1::Event> e = ParseEventJsonLine(line);
     EXPECT_TRUE(e.ok()) << line;
     if (!e.ok()) continue;
-    const std::string& k = e->kind();
+    const std::string k = EventKindName(e->kind());
     if (k == "admission" || k == "release" || k == "denial" || k == "global_skip") {
       e->set_time_unix(0);  // the only field that may differ
       out.push_back(*e);

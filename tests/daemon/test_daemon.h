@@ -12,6 +12,7 @@
 
 #include "daemon/server/daemon.h"
 #include "tests/daemon/raw_rank.h"
+#include "controller_io/wire_names.h"
 
 namespace gnmr::testing {
 
@@ -84,7 +85,7 @@ class RecordingListener : public JobListener {
     std::lock_guard<std::mutex> lock(mu);
     std::vector<v1::Event> out;
     for (const v1::Event& e : events[job]) {
-      if (e.kind() == kind) out.push_back(e);
+      if (EventKindName(e.kind()) == kind) out.push_back(e);
     }
     return out;
   }

@@ -3,13 +3,14 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "tests/gnmrctl/ctl_harness.h"
+#include "controller_io/wire_names.h"
 
 namespace gnmr::testing {
 namespace {
 
 std::string StateOf(const std::vector<v1::UnitInfo>& units, const std::string& name) {
   for (const v1::UnitInfo& u : units) {
-    if (u.name() == name) return u.state();
+    if (u.name() == name) return UnitStateName(u.state());
   }
   return "<missing>";
 }

@@ -10,7 +10,7 @@ TEST_F(CtlTest, EventsEscapeUnitNamesAndDetails) {
   Start();
   DriveSpike();
   v1::Event forged;
-  forged.set_kind("denial");
+  forged.set_kind(v1::EVENT_KIND_DENIAL);
   forged.set_observed_step(10);
   forged.set_unit("evil\x1b[2J\nunit");
   forged.set_detail("line1\r\n[critical] forged\x07");

@@ -24,7 +24,7 @@ using testing_util::WriteFileOrFail;
 v1::Event Numbered(int64_t step) {
   v1::Event e;
   e.set_observed_step(step);
-  e.set_kind("admission");
+  e.set_kind(v1::EVENT_KIND_ADMISSION);
   e.set_unit("layers." + std::to_string(step) + ".mlp.fc1");
   e.set_detail(std::string(100, 'x'));  // ~300 bytes a line
   e.set_time_unix(1767225600.25);

@@ -13,6 +13,7 @@
 
 #include "daemon/store/event_json.h"
 #include "tests/store/scratch_dir.h"
+#include "controller_io/wire_names.h"
 
 namespace gnmr {
 namespace store {
@@ -27,7 +28,7 @@ v1::Event MakeEvent(int64_t step, const std::string& kind = "admission") {
   v1::Event e;
   e.set_observed_step(step);
   e.set_apply_step(step + 1);
-  e.set_kind(kind);
+  e.set_kind(EventKindFromName(kind));
   e.set_unit("layers." + std::to_string(step % 7) + ".mlp.fc1");
   e.set_action(v1::ACTION_CLIP);
   e.set_trigger(v1::TRIGGER_GNMR);

@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "common/text.h"
+#include "controller_io/event_json.h"
+#include "controller_io/wire_names.h"
 #include "tools/gnmrctl/admin_client.h"
 #include "tools/gnmrctl/commands.h"
 #include "tools/gnmrctl/table.h"
@@ -52,13 +54,14 @@ Table EventTable() {
 
 void AddEvent(Table* t, const v1::Event& e) {
   // Admissions and denials carry the statistics behind them.
-  const bool decided = e.kind() == "admission" || e.kind() == "denial";
+  const bool decided =
+      e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIAL;
   // Unit names and details come from the daemon (and the trainers before
   // it): escaped, so no byte of theirs reaches the terminal raw.
   auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : EscapeForLog(s); };
-  t->AddRow({LocalTime(e.time_unix()), FormatStep(e.observed_step()), EscapeForLog(e.kind()),
+  t->AddRow({LocalTime(e.time_unix()), FormatStep(e.observed_step()), EventKindName(e.kind()),
              dash(e.unit()),
-             e.kind() == "admission" ? ActionText(e.action()) : "-",
+             e.kind() == v1::EVENT_KIND_ADMISSION ? ActionText(e.action()) : "-",
              e.trigger() == v1::TRIGGER_NONE ? "-" : TriggerText(e.trigger()),
              decided ? FormatNumber(e.gnmr()) : "-", decided ? FormatNumber(e.delta()) : "-",
              e.until() > 0 ? std::to_string(e.until()) : "-", dash(e.detail())});
@@ -67,7 +70,8 @@ void AddEvent(Table* t, const v1::Event& e) {
 // Prints new events as they come; see the loop in EventsCommand.
 class EventPrinter {
  public:
-  explicit EventPrinter(bool json) : json_(json), table_(EventTable()) {}
+  EventPrinter(std::string job, bool json)
+      : job_(std::move(job)), json_(json), table_(EventTable()) {}
 
   // Prints the events of `resp` not printed before (the poll asks from the
   // newest step seen, so events of that step come again).
@@ -81,7 +85,11 @@ class EventPrinter {
         continue;
       }
       if (json_) {
-        PrintJson(e);
+        // The event log's own line format (names, not enum numbers), so
+        // a script reads `gnmrctl events --json` and the log alike.
+        std::string line;
+        AppendEventJsonLine(job_, e, &line);
+        std::fputs(line.c_str(), stdout);
       } else {
         AddEvent(&table_, e);
       }
@@ -96,6 +104,7 @@ class EventPrinter {
   size_t at_newest() const { return at_newest_.size(); }
 
  private:
+  std::string job_;
   bool json_;
   Table table_;
   bool header_printed_ = false;
@@ -110,10 +119,12 @@ int EventsCommand(int argc, char** argv) {
       "events", "gnmrctl events --job J [--since STEP] [--limit N] [--follow] [options]",
       "Prints a job's recent events, oldest first, one per line: time,\n"
       "observed step, kind (admission, release, denial, global_skip,\n"
-      "config_change, admin_release, import), unit, action, trigger, GNMR, Delta-GNMR, the\n"
+      "config_change, admin_release, import, generation, ack_mismatch,\n"
+      "decision_failed, trace_dropped), unit, action, trigger, GNMR, Delta-GNMR, the\n"
       "first step no longer in force (UNTIL) and details. The daemon keeps the\n"
       "newest events of each job in memory; older ones are in its event log.\n"
-      "With --json, one protobuf JSON object per line (JSON Lines).");
+      "With --json, one JSON object per line in the event log's format\n"
+      "(events.jsonl; docs/metrics.md, \"Event log\").");
   cmd.AddJobFlag();
   std::string since_text, limit_text;
   bool follow = false;
@@ -137,7 +148,7 @@ int EventsCommand(int argc, char** argv) {
     limit = static_cast<uint32_t>(*v);
   }
 
-  EventPrinter printer(cmd.json());
+  EventPrinter printer(cmd.job(), cmd.json());
   v1::ListEventsRequest req;
   req.set_job_id(cmd.job());
   req.set_since_step(since);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/text.h"
+#include "controller_io/wire_names.h"
 #include "tools/gnmrctl/admin_client.h"
 #include "tools/gnmrctl/commands.h"
 #include "tools/gnmrctl/table.h"
@@ -296,7 +297,7 @@ class TopView {
     // Units in recovery, fewest steps left first.
     std::vector<const v1::UnitInfo*> recovering;
     for (const v1::UnitInfo& u : snap.units) {
-      if (u.state() == "recovery") recovering.push_back(&u);
+      if (u.state() == v1::UNIT_STATE_RECOVERY) recovering.push_back(&u);
     }
     std::stable_sort(recovering.begin(), recovering.end(),
                      [](const v1::UnitInfo* a, const v1::UnitInfo* b) {
@@ -341,7 +342,8 @@ class TopView {
               {"GNMR (last " + std::to_string(kSparkSamples) + " steps)"}});
     for (const v1::UnitInfo* u : top) {
       auto h = history_.find(u->name());
-      tt.AddRow({EscapeForLog(u->name()), u->state(), FormatNumber(u->gnmr()), FormatNumber(u->delta()),
+      tt.AddRow({EscapeForLog(u->name()), UnitStateName(u->state()), FormatNumber(u->gnmr()),
+                 FormatNumber(u->delta()),
                  FormatNumber(u->norm()), FormatNumber(u->mu()),
                  h == history_.end() ? "" : Sparkline(h->second)});
     }
@@ -378,9 +380,10 @@ class TopView {
               {"UNTIL", Align::kRight},
               {"DETAIL"}});
     for (const v1::Event& e : snap.events) {
-      const bool decided = e.kind() == "admission" || e.kind() == "denial";
-      et.AddRow({FormatStep(e.observed_step()), EscapeForLog(e.kind()), Dash(e.unit()),
-                 e.kind() == "admission" ? ActionText(e.action()) : "-",
+      const bool decided =
+          e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIAL;
+      et.AddRow({FormatStep(e.observed_step()), EventKindName(e.kind()), Dash(e.unit()),
+                 e.kind() == v1::EVENT_KIND_ADMISSION ? ActionText(e.action()) : "-",
                  e.trigger() == v1::TRIGGER_NONE ? "-" : TriggerText(e.trigger()),
                  decided ? FormatNumber(e.gnmr()) : "-",
                  e.until() > 0 ? std::to_string(e.until()) : "-", Dash(e.detail())});

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/text.h"
+#include "controller_io/wire_names.h"
 #include "tools/gnmrctl/admin_client.h"
 #include "tools/gnmrctl/commands.h"
 #include "tools/gnmrctl/table.h"
@@ -39,8 +40,8 @@ void PrintUnits(const v1::ListUnitsResponse& resp) {
            {"UNTIL", Align::kRight},
            {"LAST STEP", Align::kRight}});
   for (const v1::UnitInfo& u : resp.units()) {
-    const bool recovering = u.state() == "recovery";
-    t.AddRow({EscapeForLog(u.name()), u.state(), FormatNumber(u.gnmr()), FormatNumber(u.delta()),
+    const bool recovering = u.state() == v1::UNIT_STATE_RECOVERY;
+    t.AddRow({EscapeForLog(u.name()), UnitStateName(u.state()), FormatNumber(u.gnmr()), FormatNumber(u.delta()),
               FormatNumber(u.norm()), FormatNumber(u.mu()), ActionText(u.action()),
               recovering ? std::to_string(u.since()) : "-",
               recovering ? std::to_string(u.until()) : "-", FormatStep(u.last_step())});
@@ -84,7 +85,7 @@ int UnitsCommand(int argc, char** argv) {
   if (!state.empty()) {
     std::vector<v1::UnitInfo> kept;
     for (v1::UnitInfo& u : *resp.mutable_units()) {
-      if (u.state() == state) kept.push_back(std::move(u));
+      if (UnitStateName(u.state()) == state) kept.push_back(std::move(u));
     }
     if (top > 0) {
       SortTop(&kept);
