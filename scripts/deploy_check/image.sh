@@ -89,7 +89,10 @@ check_image() {
     [ $what = wrong ] && tok=(--admin-token "$(random_token)")
     if ctl status --target "$target" --timeout 5 "${tok[@]}" >"$dir/refused-$what.txt" 2>&1; then
       fail "1d status over TCP, token $what" "served: $(grep -v level= "$dir/refused-$what.txt" | head -3 | tr '\n' ' ')"
-    elif grep -q UNAUTHENTICATED "$dir/refused-$what.txt"; then
+    elif grep -q UNAUTHENTICATED "$dir/refused-$what.txt" ||
+         { sleep 1; grep -q UNAUTHENTICATED "$dir/refused-$what.txt"; }; then
+      # (the second look: podman run --rm has been seen to return before
+      # the container's last output line reached the file)
       pass "1d status over TCP, token $what" "refused: $(grep -m1 -o 'UNAUTHENTICATED.*' "$dir/refused-$what.txt" | cut -c1-90)"
     else
       fail "1d status over TCP, token $what" "unexpected: $(tail -2 "$dir/refused-$what.txt")"
