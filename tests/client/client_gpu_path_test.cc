@@ -269,6 +269,8 @@ TEST_F(ClientGpuPathTest, ProfilerOwnedElsewhereBacksOffQuietly) {
   auto client = std::move(Client::Create(o)).value();
   ASSERT_TRUE(client->AddUnit("dev", {Ref(g, 0)}).ok());
   ASSERT_TRUE(client->Start().ok());  // training goes on
+  // Flush is false while not connected (yet): wait, as the tests above do.
+  ASSERT_TRUE(WaitFor([&] { return client->Counters().connected; }, std::chrono::seconds(5)));
   for (int64_t step = 0; step < 6; ++step) ASSERT_TRUE(client->Observe(step).ok());
   EXPECT_TRUE(client->Flush(std::chrono::seconds(5)));
   const ClientCounters k = client->Counters();
