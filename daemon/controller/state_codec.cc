@@ -1,6 +1,8 @@
 #include "daemon/controller/state_codec.h"
 
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <utility>
 
 namespace gnmr {
@@ -31,6 +33,10 @@ namespace {
 bool ValidAction(int v) { return v >= 0 && v <= 3; }
 bool ValidEntry(int v) { return v >= 0 && v <= 2; }
 bool ValidTrigger(int v) { return v >= 0 && v <= 3; }
+
+// The largest decision sequence number a state may carry: far from wrapping
+// (a decision a step for 2^62 steps).
+constexpr uint64_t kMaxSequence = uint64_t{1} << 62;
 
 }  // namespace
 
@@ -179,6 +185,13 @@ StatusOr<Controller> ControllerStateCodec::Restore(
   c.last_step_ = in.last_step();
   c.has_last_apply_ = in.has_last_apply();
   c.last_apply_ = in.last_apply();
+  // Decision sequence numbers only grow (clients order decisions by them,
+  // and the next one is sequence + 1): a sequence near the end of its range
+  // would wrap to 0 and every later decision would look stale.
+  if (in.sequence() > kMaxSequence) {
+    return DataLoss("controller state: sequence " + std::to_string(in.sequence()) +
+                    " out of range");
+  }
   c.sequence_ = in.sequence();
   c.last_global_skip_ = in.last_global_skip();
   // A state written before next_lag existed has none: config.lag is next.
