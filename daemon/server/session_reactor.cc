@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/text.h"
+#include "common/tsan_annotations.h"
 
 namespace gnmr {
 
@@ -41,7 +42,7 @@ void SessionSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
   }
   // Only the thread that set writing_ starts a write, and the reactor cannot
   // be finished (hence deleted) while writing_ is set.
-  reactor->StartWrite(next);
+  reactor->Write(next);
 }
 
 void SessionSink::WriteDone() {
@@ -66,9 +67,9 @@ void SessionSink::WriteDone() {
     }
   }
   if (finish) {
-    reactor->Finish(finish_status_);
+    reactor->End(finish_status_);
   } else if (next != nullptr) {
-    reactor->StartWrite(next);
+    reactor->Write(next);
   }
 }
 
@@ -89,7 +90,7 @@ void SessionSink::Close(const Status& why) {
     if (!TakeFinishLocked()) return;  // WriteDone or EndRearm finishes
     reactor = reactor_;
   }
-  reactor->Finish(finish_status_);
+  reactor->End(finish_status_);
 }
 
 bool SessionSink::BeginRearm() {
@@ -107,7 +108,7 @@ void SessionSink::EndRearm() {
     if (!TakeFinishLocked()) return;
     reactor = reactor_;
   }
-  reactor->Finish(finish_status_);
+  reactor->End(finish_status_);
 }
 
 void SessionSink::Detach() {
@@ -124,13 +125,36 @@ SessionReactor::SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* re
   sink_ = std::make_shared<SessionSink>(this);
   stats_->sessions_open++;
   stats_->sessions_total++;
+  GNMR_HAPPENS_BEFORE(&order_.constructed);
   Status closing;
   if (live_ != nullptr && !live_->Add(sink_, &closing)) {
     sink_->Close(closing);  // the daemon is shutting down: no read at all
     return;
   }
+  Read();
+}
+
+void SessionReactor::Read() {
+  GNMR_HAPPENS_BEFORE(&order_.read);
   StartRead(&in_);
 }
+
+void SessionReactor::Write(const v1::ServerMessage* msg) {
+  GNMR_HAPPENS_BEFORE(&order_.write);
+  StartWrite(msg);
+}
+
+void SessionReactor::End(const grpc::Status& status) {
+  GNMR_HAPPENS_BEFORE(&order_.ended);
+  Finish(status);
+}
+
+void SessionReactor::Reacting(char* op) {
+  GNMR_HAPPENS_AFTER(&order_.constructed);
+  if (op != nullptr) GNMR_HAPPENS_AFTER(op);
+}
+
+void SessionReactor::Reacted() { GNMR_HAPPENS_BEFORE(&order_.ended); }
 
 Status SessionReactor::HandleHello(const v1::SessionHello& hello) {
   StatusOr<std::shared_ptr<Job>> job =
@@ -165,8 +189,10 @@ Status SessionReactor::Handle(const v1::ClientMessage& msg) {
 }
 
 void SessionReactor::OnReadDone(bool ok) {
+  Reacting(&order_.read);
   if (!ok) {  // client half-closed, or the call is cancelled
     sink_->Close(Status::Ok());
+    Reacted();
     return;
   }
   Status s;
@@ -182,21 +208,31 @@ void SessionReactor::OnReadDone(bool ok) {
     spdlog::debug("session job={} rank={}: {}", job_ ? job_->id() : "?", rank_,
                   EscapeForLog(s.ToString(), 512));
     sink_->Close(s);
+    Reacted();
     return;
   }
-  if (!sink_->BeginRearm()) return;  // closing: no read after Finish
-  StartRead(&in_);
-  sink_->EndRearm();
+  if (sink_->BeginRearm()) {  // else closing: no read after Finish
+    Read();
+    sink_->EndRearm();
+  }
+  Reacted();
 }
 
 void SessionReactor::OnWriteDone(bool ok) {
+  Reacting(&order_.write);
   if (ok) stats_->decisions_sent++;
   sink_->WriteDone();
+  Reacted();
 }
 
-void SessionReactor::OnCancel() { sink_->Close(Status(StatusCode::kCancelled, "cancelled")); }
+void SessionReactor::OnCancel() {
+  Reacting(nullptr);
+  sink_->Close(Status(StatusCode::kCancelled, "cancelled"));
+  Reacted();
+}
 
 void SessionReactor::OnDone() {
+  Reacting(&order_.ended);
   stats_->Record("Session", Status(static_cast<StatusCode>(sink_->finish_status_.error_code()),
                                    ""));
   sink_->Detach();
