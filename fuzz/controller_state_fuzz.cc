@@ -6,7 +6,9 @@
 //
 // Properties, besides no crash and no sanitizer report:
 // - a state Restore accepts saves and restores to the same bytes, and the
-//   restored controller decides its next steps without error;
+//   restored controller decides its next steps without error, each with a
+//   larger sequence number than the last (a sequence that wraps makes every
+//   rank take the decision for an old one);
 // - ImportState is all-or-nothing (a refused import leaves the job's state
 //   as it was); an accepted one gives a job whose export restores, whose
 //   next steps decide (no decision failure) and whose streams and
@@ -63,9 +65,13 @@ void CheckController(const std::string& bytes) {
     const int64_t step = NextStep(c->last_step());
     if (step < 0) break;
     Decision d;
+    const uint64_t sequence = c->sequence();
     Status s = c->Observe(step, Samples(c->num_units(), step), &d);
     FUZZ_CHECK(s.ok(), "restored controller refuses step %lld: %s", static_cast<long long>(step),
                s.ToString().c_str());
+    FUZZ_CHECK(d.sequence > sequence, "decision sequence %llu after %llu",
+               static_cast<unsigned long long>(d.sequence),
+               static_cast<unsigned long long>(sequence));
   }
   FUZZ_CHECK(ControllerStateCodec::RestoreFromString(ControllerStateCodec::SaveToString(*c)).ok(),
              "state after decisions does not restore");
