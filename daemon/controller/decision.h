@@ -7,11 +7,17 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "daemon/controller/config.h"
 
 namespace gnmr {
+
+// The largest step a report, a decision or a saved state may name: apply
+// steps (+ lag) and lock ends (+ lock_steps) stay far from overflow, and
+// every step stays exact enough in a JSON number to be read back.
+constexpr int64_t kMaxStep = std::numeric_limits<int64_t>::max() / 4;
 
 // Combined statistics of one unit at one step (SPEC section 5).
 struct UnitSample {
