@@ -249,7 +249,7 @@ TEST(ConfigRender, DefaultsAreReadableAndRoundTrip) {
 TEST(ConfigRender, QuotesAwkwardPatterns) {
   ControllerConfig c;
   c.ema_decay = 0.1 + 0.2;  // not representable in few digits
-  c.actions = {{"we\"ird: [x]\\#*", Action::kClip, 0.3}};
+  c.actions = {{"we\"ird:[x]\\#*{,}'", Action::kClip, 0.3}};  // no space: unit names have none
   StatusOr<ControllerConfig> back =
       ParseControllerConfigYaml(ControllerConfigToYaml(c), "r.yaml");
   ASSERT_TRUE(back.ok()) << back.status().message();
