@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/controller/controller.h"
+#include "controller/controller.h"
 
 namespace gnmr {
 namespace {
@@ -103,6 +103,84 @@ BENCHMARK(BM_Decision)
     ->Args({1000, 8})
     ->Args({100000, 8})
     ->Unit(benchmark::kMicrosecond);
+
+
+// Issue 12, item 9: a decision whose recovery set is large. Every unit is
+// non-finite at every step and max_o admits them all, so each step has
+// `units` candidates checked against a recovery set of `units` entries
+// (a linear scan per candidate before recovery membership was O(1)).
+void BM_DecisionLargeRecovery(benchmark::State& state) {
+  const uint32_t units = static_cast<uint32_t>(state.range(0));
+  ControllerConfig config;
+  config.max_o = static_cast<int32_t>(units);
+  Controller c = Controller::Create(config).value();
+  for (uint32_t u = 0; u < units; ++u) (void)c.AddUnit("u" + std::to_string(u));
+  std::vector<UnitSample> samples(units);
+  for (uint32_t u = 0; u < units; ++u) {
+    samples[u].unit_id = u;
+    samples[u].sumsq = NAN;
+    samples[u].nonfinite = 1;
+  }
+  Decision d;
+  int64_t step = 0;
+  for (auto _ : state) {
+    Status st = c.Observe(step++, samples, &d);
+    if (!st.ok()) {
+      state.SkipWithError(st.message().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(d.digest);
+  }
+  state.counters["in_recovery"] = static_cast<double>(c.recovery().size());
+}
+BENCHMARK(BM_DecisionLargeRecovery)
+    ->ArgNames({"units"})
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Arg(60000)
+    ->Unit(benchmark::kMillisecond);
+
+// Issue 12, item 9: resolving a unit's action against 256 hostile rules
+// ('*' + 'a' x len + 'b') for a 256-byte name of 'a's that none matches:
+// the cost of registering one unit, paid under the job lock.
+void BM_AddUnitHostileRules(benchmark::State& state) {
+  const size_t len = static_cast<size_t>(state.range(0));
+  ControllerConfig config;
+  for (size_t i = 0; i < ControllerConfig::kMaxActionRules; ++i) {
+    config.actions.push_back({"*" + std::string(len, 'a') + "b", Action::kClip, -1.0});
+  }
+  Controller c = Controller::Create(config).value();
+  uint64_t n = 0;
+  for (auto _ : state) {
+    const std::string id = std::to_string(n++);
+    benchmark::DoNotOptimize(c.AddUnit(std::string(256 - id.size(), 'a') + id).ok());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_AddUnitHostileRules)
+    ->ArgNames({"len"})
+    ->Arg(1022)
+    ->Arg(128)
+    ->Unit(benchmark::kMicrosecond);
+
+// The same with a realistic rule list: what every registration pays.
+void BM_AddUnitTypicalRules(benchmark::State& state) {
+  ControllerConfig config;
+  for (const char* p : {"*.attn.qkv", "*.mlp.fc[12]", "lm_head", "embed*", "layers.[0-3].*",
+                        "*.norm?", "*.router", "experts.*.w[123]"}) {
+    config.actions.push_back({p, Action::kClip, -1.0});
+  }
+  Controller c = Controller::Create(config).value();
+  uint64_t n = 0;
+  for (auto _ : state) {
+    const uint64_t i = n++;
+    benchmark::DoNotOptimize(c.AddUnit("model.layers." + std::to_string(i / 8) + ".mlp.unit" +
+                                       std::to_string(i % 8))
+                                 .ok());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_AddUnitTypicalRules)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gnmr

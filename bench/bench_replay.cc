@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/replay/replay.h"
-#include "daemon/replay/trace_reader.h"
+#include "controller/replay/replay.h"
+#include "controller/replay/trace_reader.h"
 
 namespace gnmr {
 namespace {

@@ -3,7 +3,7 @@
 // for fp32 and bf16 inputs larger than the caches), measured so that the
 // ratio survives a noisy machine.
 //
-// Why not just BM_CpuStats / BM_MemoryRead (client/bench): Google Benchmark
+// Why not just BM_CpuStats / BM_MemoryRead (bench): Google Benchmark
 // runs each benchmark for a while, one after the other, so the ratio of two
 // of them also carries whatever the memory bandwidth of a shared VM did in
 // between (we saw the same read vary 44-55 GB/s within a minute). Here:
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "bench/stats_throughput.h"
-#include "kernels/cpu/cpu_stats.h"
+#include "gnmr/cpu_stats.h"
 
 namespace gnmr {
 namespace {
@@ -194,11 +194,11 @@ int main(int argc, char** argv) {
     t.numel = bytes / DTypeSize(in.dtype);
     t.dtype = in.dtype;
     UnitStats u;
-    cpu::ComputeStats(&t, 1, &u);  // page in
+    if (!cpu::ComputeStats(&t, 1, &u).ok()) return 1;  // page in (and a valid input)
     std::vector<double> kernel_rate, read_rate, ratio;
     double prev_read = static_cast<double>(bytes) / Seconds([&] { g_sink = read(p, bytes); });
     for (int r = 0; r < opt.reps; ++r) {
-      const double s = Seconds([&] { cpu::ComputeStats(&t, 1, &u); });
+      const double s = Seconds([&] { (void)cpu::ComputeStats(&t, 1, &u); });  // checked above
       g_sink = static_cast<uint64_t>(u.zeros);
       const double next_read = static_cast<double>(bytes) / Seconds([&] { g_sink = read(p, bytes); });
       const double kr = static_cast<double>(bytes) / s;

@@ -1,4 +1,4 @@
-// Shared by the CPU statistics benchmarks (client/bench/bench_client.cc,
+// Shared by the CPU statistics benchmarks (bench/bench_client.cc,
 // bench/cpu_stats_vs_read.cc): the gradient-like inputs and the
 // streaming-read baselines the statistics throughput is measured against.
 //

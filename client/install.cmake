@@ -5,14 +5,13 @@
 #   c++ trainer.cc $(pkg-config --cflags --libs gnmr)
 #
 # The libraries are static, so the ones gnmr_client links are exported and
-# installed with it (controller, wire protocol, statistics, common).
-# Installed headers: <gnmr/client.h>, <gnmr/gnmr_c.h>, <gnmr/tensor.h>,
-# plus the two project headers client.h includes (common/status.h,
-# daemon/controller/config.h) under include/gnmr/, which is also an include
-# directory of the package.
+# installed with it (core types, wire protocol, statistics, common).
+# Installed headers, all under include/gnmr/ and included as <gnmr/...>:
+# client.h, gnmr_c.h, tensor.h (kernels), status.h (common), config.h (core)
+# and the generated version.h. Consumers add only include/ to their path.
 include(CMakePackageConfigHelpers)
 set(GNMR_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/gnmr)
-set(GNMR_PKG_LIBS gnmr_client gnmr_controller gnmr_wire_proto gnmr_proto gnmr_cpu_stats
+set(GNMR_PKG_LIBS gnmr_client gnmr_core gnmr_wire_proto gnmr_proto gnmr_cpu_stats
     gnmr_common)
 # With CUDA the client links the GPU statistics path and the CUDA runtime
 # (and CUPTI when found); the package then needs the toolkit too.
@@ -35,11 +34,10 @@ install(EXPORT gnmrTargets NAMESPACE gnmr:: DESTINATION ${GNMR_INSTALL_CMAKEDIR}
 
 install(FILES include/gnmr/client.h include/gnmr/gnmr_c.h
               ${PROJECT_SOURCE_DIR}/kernels/include/gnmr/tensor.h
+              ${PROJECT_SOURCE_DIR}/common/include/gnmr/status.h
+              ${PROJECT_SOURCE_DIR}/core/include/gnmr/config.h
+              ${PROJECT_BINARY_DIR}/generated/gnmr/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gnmr)
-install(FILES ${PROJECT_SOURCE_DIR}/common/status.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gnmr/common)
-install(FILES ${PROJECT_SOURCE_DIR}/daemon/controller/config.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gnmr/daemon/controller)
 
 configure_package_config_file(gnmrConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/gnmrConfig.cmake

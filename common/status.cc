@@ -1,4 +1,4 @@
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 

@@ -17,44 +17,23 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import torch  # noqa: E402
-
 from gnmr_eval import arms as A  # noqa: E402
-from gnmr_eval import faults as F  # noqa: E402
-from gnmr_eval import train as T  # noqa: E402
-from gnmr_eval.data import Batches  # noqa: E402
-from gnmr_eval.model import ByteTransformer, ModelConfig  # noqa: E402
+from gnmr_eval.trace import uncontrolled_steps  # noqa: E402
 
 
 def gnmr_trace(seed: int, kind: str, tau: float):
-    cfg = T.DEFAULTS
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
-    model = ByteTransformer(ModelConfig(ctx=cfg["ctx"]))
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
-                            betas=(0.9, 0.95))
-    batches = Batches(T.corpus().train, cfg["batch"], cfg["ctx"], seed=10_000 + seed)
-    units = model.units()
-    steps = cfg["steps"]
-    schedule = F.make_schedule(seed, kind, len(units), steps)
-    mu, n, trace = [0.0] * len(units), [0] * len(units), []
-    for t in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = T.lr_at(t, steps, cfg["lr"], cfg["lr_warmup"])
-        active = F.faults_at(schedule, t)
-        for i, u in enumerate(units):
-            u.fault = active.get(i)
-        x, y = batches.next()
-        model(x, y).backward()
+    mu, n, trace, schedule, names = None, None, [], [], []
+    for _, model, schedule in uncontrolled_steps(seed, kind):
+        if mu is None:
+            names = model.unit_names()
+            mu, n = [0.0] * len(names), [0] * len(names)
         row = []
-        for i, v in enumerate(A.unit_norms(units)):
+        for i, v in enumerate(A.unit_norms(model.units())):
             row.append(v / mu[i] if n[i] >= A.WARMUP else math.nan)
             mu[i] = A.update_mean(mu[i], n[i], v, tau)
             n[i] += 1
         trace.append(row)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    return model.unit_names(), schedule, trace
+    return names, schedule, trace
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
-// Fuzz target: controller configs in YAML (daemon/config/
-// controller_config_yaml.h): a config file (`gnmrctl replay --config`,
-// `gnmrctl config set`) and a `--set key=value` override. The input is the
+// Fuzz target: controller configs in YAML (controller/config_yaml.h): a
+// config file (`gnmrctl replay --config`, `gnmrctl config set`) and a
+// `--set key=value` override. The input is the
 // file's text; its first line is also tried as an override.
 //
 // Properties: an accepted config validates, and its rendering
@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "daemon/config/controller_config_yaml.h"
+#include "controller/config_yaml.h"
 #include "fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 // Fuzz target: controller state import, the bytes of a gnmr.v1.
 // ControllerState as in a snapshot or a `gnmrctl import` file
-// (ControllerStateCodec::RestoreFromString, daemon/controller/
+// (ControllerStateCodec::RestoreFromString, controller/
 // state_codec.h), and the same state through Job::ImportState into a live
 // job whose rank registered some of the state's units.
 //
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "daemon/job/job.h"
 #include "daemon/server/request_validation.h"
 #include "fuzz/fuzz_check.h"

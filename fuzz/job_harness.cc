@@ -3,7 +3,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <spdlog/spdlog.h>
 
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "fuzz/fuzz_check.h"
 
 namespace gnmr::fuzz {

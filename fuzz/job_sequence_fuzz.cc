@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "daemon/job/job.h"
 #include "daemon/server/request_validation.h"
 #include "fuzz/fuzz_check.h"

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/controller/controller.h"
-#include "daemon/controller/state_codec.h"
+#include "controller/controller.h"
+#include "controller/state_codec.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
-// Fuzz target: the replay trace reader (daemon/replay/trace_reader.h) and
-// `gnmrctl replay` on what it reads (daemon/replay/replay.h). The input is
+// Fuzz target: the replay trace reader (controller/replay/trace_reader.h) and
+// `gnmrctl replay` on what it reads (controller/replay/replay.h). The input is
 // the trace file's bytes.
 //
 // Properties: the reader returns steps in increasing order, each with known
@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/replay/replay.h"
-#include "daemon/replay/trace_reader.h"
+#include "controller/replay/replay.h"
+#include "controller/replay/trace_reader.h"
 #include "fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

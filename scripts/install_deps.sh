@@ -3,14 +3,21 @@
 # when everything is present it only checks (a second or so) and changes
 # nothing. Needs root (or sudo) only when something is missing.
 #
-# Usage: scripts/install_deps.sh
+# Usage: scripts/install_deps.sh [--build-only]
+#   --build-only  only what building gnmrd, gnmrctl, the client and
+#                 gnmr-synth needs, tests and benchmarks off (the container
+#                 image's build stage, deploy/container/Dockerfile)
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build pkg-config git
+# Enough for cmake -DGNMR_BUILD_TESTS=OFF -DGNMR_BUILD_BENCH=OFF.
+build_packages=(
+  build-essential cmake ninja-build pkg-config
   libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc
   libspdlog-dev prometheus-cpp-dev libyaml-cpp-dev
+)
+packages=(
+  "${build_packages[@]}" git
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3 python3-dev
   # tests/python: CPU PyTorch (with a fast BLAS) and pytest
@@ -22,6 +29,12 @@ packages=(
   # scripts/test.sh --asan / --tsan and the libFuzzer targets (fuzz/)
   clang-16 libclang-rt-16-dev llvm-16  # llvm-16: llvm-symbolizer for reports
 )
+
+case "${1:-}" in
+  --build-only) packages=("${build_packages[@]}") ;;
+  "") ;;
+  *) echo "usage: $0 [--build-only]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

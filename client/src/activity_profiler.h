@@ -8,11 +8,13 @@
 //   CUPTI): the caller logs once and reports overhead_source UNAVAILABLE.
 // - BeginStatsLaunch(step) / EndStatsLaunch() bracket the statistics launch
 //   on the training thread, so the kernels launched in between are known as
-//   the statistics kernels of `step` (CUPTI: external correlation ids).
+//   the statistics kernels of `step` (CUPTI: the correlation ids its launch
+//   callback sees on that thread meanwhile).
 // - Collect() on the I/O thread: hands over the records gathered since the
 //   last call. Implementations gather them in their own callbacks and must
-//   neither log nor block there.
-// - Stop() before destruction; idempotent.
+//   neither log nor block there. Collect may run while the training thread
+//   is inside Begin/EndStatsLaunch (GpuPath calls it outside its lock).
+// - Stop() before destruction; idempotent; may overlap a Collect.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 

@@ -21,24 +21,13 @@
 #include <utility>
 
 #include "client/src/client_impl.h"
-#include "daemon/controller/state_codec.h"
-#include "kernels/cpu/cpu_stats.h"
+#include "core/config_codec.h"
+#include "gnmr/cpu_stats.h"
 
 namespace gnmr {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-template <typename F>
-Status Guard(F&& f) {
-  try {
-    return f();
-  } catch (const std::exception& e) {
-    return Internal(std::string("gnmr client: ") + e.what());
-  } catch (...) {
-    return Internal("gnmr client: unknown exception");
-  }
-}
 
 Status CheckOptions(const ClientOptions& o) {
   if (o.target.empty()) return InvalidArgument("target is empty (unix:/path or host:port)");
@@ -66,29 +55,6 @@ double ClipScale(double ref_norm, double norm, double min_scale) {
   if (std::isnan(norm) || std::isinf(norm)) return min_scale;
   if (norm <= 0.0 || std::isnan(ref_norm)) return 1.0;
   return std::clamp(ref_norm / norm, min_scale, 1.0);
-}
-
-const char* MissReasonName(MissReason r) {
-  switch (r) {
-    case MissReason::kNone: return "none";
-    case MissReason::kNoDecisionYet: return "no_decision_yet";
-    case MissReason::kTimeout: return "timeout";
-    case MissReason::kDisconnected: return "disconnected";
-    case MissReason::kNotReceived: return "not_received";
-  }
-  return "unknown";
-}
-
-const char* ProblemKindName(ProblemKind k) {
-  switch (k) {
-    case ProblemKind::kUnauthenticated: return "unauthenticated";
-    case ProblemKind::kUnreachable: return "unreachable";
-    case ProblemKind::kRefused: return "refused";
-    case ProblemKind::kConfigDiffers: return "config_differs";
-    case ProblemKind::kBadDecision: return "bad_decision";
-    case ProblemKind::kStream: return "stream";
-  }
-  return "unknown";
 }
 
 const PlanEntry* Plan::Find(UnitHandle unit) const {
@@ -391,33 +357,6 @@ void Client::Stop() {
     m.outbox->Clear();
     return Status::Ok();
   });
-}
-
-Status Client::WaitConnected(std::chrono::milliseconds timeout) {
-  return Guard([&] {
-    Impl& m = *impl_;
-    if (!m.started) return FailedPrecondition("WaitConnected before Start");
-    SharedState& sh = m.shared;
-    std::unique_lock<std::mutex> lock(sh.mu);
-    sh.decision_cv.wait_for(lock, timeout, [&] {
-      return sh.connected || sh.stopping || sh.attempts_done > 0;
-    });
-    if (sh.connected) return Status::Ok();
-    if (sh.stopping) return Status(StatusCode::kCancelled, "client stopped");
-    if (sh.attempts_done > 0 && !sh.last_attempt.ok()) return sh.last_attempt;
-    return Status(StatusCode::kDeadlineExceeded,
-                  "not connected to " + m.options.target + " within " +
-                      std::to_string(timeout.count()) + " ms (still trying)");
-  });
-}
-
-std::vector<Problem> Client::TakeProblems() {
-  std::vector<Problem> out;
-  (void)Guard([&] {
-    out = impl_->shared.problems.Take();
-    return Status::Ok();
-  });
-  return out;
 }
 
 }  // namespace gnmr

@@ -3,12 +3,15 @@
 #include "gnmr/gnmr_c.h"
 
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gnmr/client.h"
+#include "gnmr/version.h"
 
 struct gnmr_client {
   std::unique_ptr<gnmr::Client> client;
@@ -73,6 +76,8 @@ extern "C" {
 
 const char* gnmr_last_error(void) { return g_last_error.c_str(); }
 
+const char* gnmr_version(void) { return GNMR_VERSION_STRING; }
+
 void gnmr_options_init(gnmr_options* o) {
   if (o == nullptr) return;
   *o = gnmr_options();
@@ -89,9 +94,12 @@ int gnmr_client_create(const gnmr_options* o, gnmr_client** out) {
     if (o == nullptr) return Null("options");
     if (out == nullptr) return Null("out");
     *out = nullptr;
-    // 0.1 callers pass the size without profile_gpu_overhead.
+    // 0.1 callers pass the size without profile_gpu_overhead, early 0.2
+    // callers the size without admin_token.
     constexpr size_t kV01Size = offsetof(gnmr_options, profile_gpu_overhead);
-    if (o->struct_size != sizeof(gnmr_options) && o->struct_size != kV01Size) {
+    constexpr size_t kNoAdminTokenSize = offsetof(gnmr_options, admin_token);
+    if (o->struct_size != sizeof(gnmr_options) && o->struct_size != kV01Size &&
+        o->struct_size != kNoAdminTokenSize) {
       return Fail(gnmr::StatusCode::kInvalidArgument,
                   "options.struct_size mismatch: call gnmr_options_init");
     }
@@ -105,7 +113,10 @@ int gnmr_client_create(const gnmr_options* o, gnmr_client** out) {
     co.max_queued_reports = o->max_queued_reports;
     co.backoff_initial = std::chrono::milliseconds(o->backoff_initial_ms);
     co.backoff_max = std::chrono::milliseconds(o->backoff_max_ms);
-    if (o->struct_size >= sizeof(gnmr_options)) co.profile_gpu_overhead = o->profile_gpu_overhead != 0;
+    if (o->struct_size > kV01Size) co.profile_gpu_overhead = o->profile_gpu_overhead != 0;
+    if (o->struct_size > kNoAdminTokenSize && o->admin_token != nullptr) {
+      co.admin_token = o->admin_token;
+    }
     gnmr::StatusOr<std::unique_ptr<gnmr::Client>> c = gnmr::Client::Create(std::move(co));
     if (!c.ok()) return Report(c.status());
     *out = new gnmr_client{std::move(c).value(), {}};
@@ -218,6 +229,43 @@ int gnmr_wait_connected(gnmr_client* c, int32_t timeout_ms) {
     return Report(c->client->WaitConnected(std::chrono::milliseconds(timeout_ms)));
   });
 }
+
+int gnmr_export_state(gnmr_client* c, int32_t timeout_ms, void** state_out, size_t* len_out) {
+  return Call([&]() -> int {
+    if (c == nullptr) return Null("client");
+    if (state_out == nullptr) return Null("state_out");
+    if (len_out == nullptr) return Null("len_out");
+    *state_out = nullptr;
+    *len_out = 0;
+    gnmr::StatusOr<std::string> state =
+        c->client->ExportState(std::chrono::milliseconds(timeout_ms));
+    if (!state.ok()) return Report(state.status());
+    // malloc(0) may return NULL: always ask for at least one byte.
+    void* buffer = std::malloc(state->size() + 1);
+    if (buffer == nullptr) return Fail(gnmr::StatusCode::kResourceExhausted, "out of memory");
+    std::memcpy(buffer, state->data(), state->size());
+    *state_out = buffer;
+    *len_out = state->size();
+    return GNMR_OK;
+  });
+}
+
+int gnmr_import_state(gnmr_client* c, const void* state, size_t len, int32_t timeout_ms,
+                      uint64_t* generation_out) {
+  return Call([&]() -> int {
+    if (c == nullptr) return Null("client");
+    if (state == nullptr && len > 0) return Null("state");
+    const std::string bytes =
+        state == nullptr ? std::string() : std::string(static_cast<const char*>(state), len);
+    gnmr::StatusOr<uint64_t> generation =
+        c->client->ImportState(bytes, std::chrono::milliseconds(timeout_ms));
+    if (!generation.ok()) return Report(generation.status());
+    if (generation_out != nullptr) *generation_out = *generation;
+    return GNMR_OK;
+  });
+}
+
+void gnmr_free(void* buffer) { std::free(buffer); }
 
 gnmr_plan* gnmr_plan_new(void) {
   try {

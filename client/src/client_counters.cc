@@ -1,4 +1,6 @@
-// The read-only views of gnmr::Client: counters, units, options.
+// The views of gnmr::Client that any thread may call: counters, the
+// connection (WaitConnected, TakeProblems), units, options; and the names
+// of the API's enums.
 #include <mutex>
 
 #include "client/src/client_impl.h"
@@ -66,5 +68,56 @@ const std::string& Client::unit_name(UnitHandle unit) const {
 }
 
 const ClientOptions& Client::options() const { return impl_->options; }
+
+const char* MissReasonName(MissReason r) {
+  switch (r) {
+    case MissReason::kNone: return "none";
+    case MissReason::kNoDecisionYet: return "no_decision_yet";
+    case MissReason::kTimeout: return "timeout";
+    case MissReason::kDisconnected: return "disconnected";
+    case MissReason::kNotReceived: return "not_received";
+  }
+  return "unknown";
+}
+
+const char* ProblemKindName(ProblemKind k) {
+  switch (k) {
+    case ProblemKind::kUnauthenticated: return "unauthenticated";
+    case ProblemKind::kUnreachable: return "unreachable";
+    case ProblemKind::kRefused: return "refused";
+    case ProblemKind::kConfigDiffers: return "config_differs";
+    case ProblemKind::kBadDecision: return "bad_decision";
+    case ProblemKind::kStream: return "stream";
+  }
+  return "unknown";
+}
+
+Status Client::WaitConnected(std::chrono::milliseconds timeout) {
+  return Guard([&] {
+    Impl& m = *impl_;
+    if (!m.started) return FailedPrecondition("WaitConnected before Start");
+    SharedState& sh = m.shared;
+    std::unique_lock<std::mutex> lock(sh.mu);
+    sh.decision_cv.wait_for(lock, timeout, [&] {
+      return sh.connected || sh.stopping || sh.attempts_done > 0;
+    });
+    if (sh.connected) return Status::Ok();
+    if (sh.stopping) return Status(StatusCode::kCancelled, "client stopped");
+    if (sh.attempts_done > 0 && !sh.last_attempt.ok()) return sh.last_attempt;
+    return Status(StatusCode::kDeadlineExceeded,
+                  "not connected to " + m.options.target + " within " +
+                      std::to_string(timeout.count()) + " ms (still trying)");
+  });
+}
+
+std::vector<Problem> Client::TakeProblems() {
+  std::vector<Problem> out;
+  (void)Guard([&] {
+    out = impl_->shared.problems.Take();
+    return Status::Ok();
+  });
+  return out;
+}
+
 
 }  // namespace gnmr

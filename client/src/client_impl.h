@@ -15,14 +15,25 @@
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
 #include "client/src/unit_registry.h"
-#include "daemon/controller/state_codec.h"
+#include "core/config_codec.h"
 #include "gnmr/client.h"
+#include "gnmr/version.h"
 
-#ifndef GNMR_VERSION
-#define GNMR_VERSION "0.0.0"
-#endif
 
 namespace gnmr {
+
+// Runs a public method's body: not even std::bad_alloc crosses the API.
+// `f` returns a Status or a StatusOr; an exception becomes Internal.
+template <typename F>
+auto Guard(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return Internal(std::string("gnmr client: ") + e.what());
+  } catch (...) {
+    return Internal("gnmr client: unknown exception");
+  }
+}
 
 // A random non-zero 64-bit id, different for every client (process).
 uint64_t NewInstanceId();
@@ -82,7 +93,7 @@ class Client::Impl {
     req.set_job_id(options.job_id);
     req.set_rank(options.rank);
     req.set_world_size(options.world_size);
-    req.set_client_version(std::string("gnmr-client/") + GNMR_VERSION);
+    req.set_client_version(std::string("gnmr-client/") + GNMR_VERSION_STRING);
     req.set_instance(instance);
     units.FillSpecs(&req);
     if (options.config) ConfigToProto(*options.config, req.mutable_config());

@@ -1,5 +1,5 @@
-// CuptiProfiler: ActivityProfiler on the CUPTI activity API (built only
-// when the toolkit has CUPTI; the client reaches it through
+// CuptiProfiler: ActivityProfiler on the CUPTI activity and callback APIs
+// (built only when the toolkit has CUPTI; the client reaches it through
 // CreateCuptiProfiler). Private header: it names CUPTI types, so that tests
 // can inject the CUPTI entry points (CuptiApi) and check the ownership
 // rules without a GPU.
@@ -9,17 +9,33 @@
 // (39: another profiler such as Nsight or Kineto owns CUPTI), no driver,
 // CUPTI_ERROR_UNKNOWN (999), anything — it backs off: returns Unavailable
 // and touches nothing else. Only after a successful subscribe does it
-// register activity buffers (which would otherwise steal another tool's),
-// and only then will Stop() call cuptiFinalize.
+// register activity buffers and enable kernel records.
 //
-// Records: CUPTI calls the buffer callbacks on its own threads. They only
-// copy kernel and external-correlation records into a mutex-protected
-// queue (bounded; overflow is counted) and never log, throw or call CUDA;
-// Collect() moves the queue out on the I/O thread.
+// It never calls cuptiFinalize (that would detach CUPTI under trainer
+// threads making CUDA calls, and under any tool that comes later). Stop()
+// disables the kernel records only while its buffer callbacks are still
+// the registered ones: a tool started later (torch.profiler / Kineto) may
+// have registered its own and now rely on those records. The evidence is
+// our buffers: a forced flush must hand every buffer of ours back to us,
+// and statistics launched since our last buffer came back must have put
+// their records in one of ours. Otherwise Stop() only unsubscribes.
+//
+// Statistics kernels are identified by correlation id: while
+// BeginStatsLaunch .. EndStatsLaunch runs on a thread, the launch API
+// callback (runtime and driver kernel launches only) records the
+// correlation ids of that thread's launches; CUPTI gives each kernel
+// record the same id. (External correlation records would need API
+// activity records, which are off: they cost every API call.)
+//
+// Records: CUPTI calls the buffer callbacks on its own threads and the
+// launch callback on the launching thread. They only copy into
+// mutex-protected queues (bounded; overflow is counted) and never log,
+// throw or call CUDA; Collect() moves the queues out on the I/O thread.
 #pragma once
 
 #include <cupti.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -32,17 +48,14 @@ namespace gnmr {
 struct CuptiApi {
   CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = cuptiSubscribe;
   CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) = cuptiUnsubscribe;
-  CUptiResult (*finalize)() = cuptiFinalize;
+  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                 CUpti_CallbackId) = cuptiEnableCallback;
   CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
                                     CUpti_BuffersCallbackCompleteFunc) =
       cuptiActivityRegisterCallbacks;
   CUptiResult (*enable)(CUpti_ActivityKind) = cuptiActivityEnable;
   CUptiResult (*disable)(CUpti_ActivityKind) = cuptiActivityDisable;
   CUptiResult (*flush_all)(uint32_t) = cuptiActivityFlushAll;
-  CUptiResult (*push_external)(CUpti_ExternalCorrelationKind, uint64_t) =
-      cuptiActivityPushExternalCorrelationId;
-  CUptiResult (*pop_external)(CUpti_ExternalCorrelationKind, uint64_t*) =
-      cuptiActivityPopExternalCorrelationId;
 };
 
 class CuptiProfiler : public ActivityProfiler {
@@ -61,24 +74,36 @@ class CuptiProfiler : public ActivityProfiler {
                uint64_t* dropped) override;
 
   bool owns_cupti() const { return owns_; }
+  // After Stop: whether it found its buffer callbacks replaced (and so
+  // left the activity kinds enabled).
+  bool displaced() const { return displaced_; }
 
-  // The buffer callbacks (static: CUPTI passes no user pointer).
+  // The CUPTI callbacks (static: the buffer callbacks get no user pointer).
   static void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
   static void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer,
                                        size_t size, size_t valid);
+  static void CUPTIAPI OnLaunch(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                const void* data);
   // Parses one completed buffer into the active profiler's queue (tests
   // feed synthetic buffers through it).
   static void ParseBuffer(uint8_t* buffer, size_t valid);
+  // Tests with a simulated CUPTI: forgets the buffers it gave to another
+  // tool's callbacks (they will never come back here).
+  static void ForgetHeldBuffersForTesting();
 
  private:
-  void Teardown();  // unsubscribe, finalize; owns_ must be true
+  void EnableLaunchCallbacks(int* runtime_enabled);
+  bool OurCallbacksRegistered();  // forces a flush; see the header comment
+  void Release();                 // unsubscribes; owns_ must be true
 
   const CuptiApi api_;
+  std::mutex control_mu_;  // Start, Stop and Collect's flush
   CUpti_SubscriberHandle subscriber_ = nullptr;
-  bool owns_ = false;    // subscribed: this object owns CUPTI
-  bool running_ = false;
+  bool owns_ = false;  // subscribed
+  std::atomic<bool> running_{false};
+  bool displaced_ = false;
 
-  std::mutex mu_;  // the queue, filled by BufferCompleted
+  std::mutex mu_;  // the queues, filled by the callbacks
   std::vector<KernelActivity> kernels_;
   std::vector<StatsCorrelation> correlations_;
   uint64_t dropped_ = 0;

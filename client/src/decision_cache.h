@@ -21,8 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.h"
-#include "daemon/controller/decision.h"
+#include "gnmr/status.h"
+#include "core/decision.h"
 #include "gnmr/client.h"
 #include "gnmr/v1/gnmr.pb.h"
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/tensor.h"
 
 namespace gnmr {

@@ -2,18 +2,21 @@
 // around every launch (SPEC section 5: "CUDA events around the stats launch
 // always"). cudart only.
 //
-// GpuStats keeps kRingSlots unread results and drops the oldest on
-// overflow; the timing pairs follow the same FIFO rule, so the front pair
-// always belongs to the oldest unread launch. Poll reports a launch only
-// once its end event has completed (recorded after GpuStats' own completion
-// event), so reading the elapsed time never waits.
+// Timing pairs are indexed by GpuStats' launch sequence number, in
+// kMaxPending + 1 slots: the pair of a new launch is never that of a launch
+// still unread, and a launch that fails leaves every pair as it was (it
+// gets no sequence number), so pairs and results cannot drift apart. The
+// start event is recorded by GpuStats after its cross-stream ordering wait,
+// so the time is this launch's alone. Poll reports a launch only once its
+// end event has completed (recorded after GpuStats' own completion event),
+// so reading the elapsed time never waits. GpuPath serialises every call.
 #include <cuda_runtime.h>
 
 #include <string>
 
 #include "client/src/device_backend.h"
 #include "gnmr/gpu_stats.h"
-#include "kernels/cuda/cuda_util.h"
+#include "gnmr/cuda_util.h"
 
 namespace gnmr {
 namespace {
@@ -28,7 +31,6 @@ class CudaStatsBackend : public DeviceStatsBackend {
     for (Pair& p : b->pairs_) {
       // Timing events (default flags), unlike GpuStats' completion events.
       if (cudaEventCreate(&p.start) != cudaSuccess || cudaEventCreate(&p.end) != cudaSuccess) {
-        cudaGetLastError();
         return Status(StatusCode::kUnavailable, "cudaEventCreate failed");
       }
     }
@@ -36,7 +38,9 @@ class CudaStatsBackend : public DeviceStatsBackend {
   }
 
   ~CudaStatsBackend() override {
-    cuda::DeviceGuard guard(gpu_->device());
+    const int device = gpu_->device();
+    gpu_.reset();  // waits for its own work, which the events follow
+    cuda::DeviceGuard guard(device);
     for (Pair& p : pairs_) {
       if (p.start != nullptr) cudaEventDestroy(p.start);
       if (p.end != nullptr) cudaEventDestroy(p.end);
@@ -44,7 +48,6 @@ class CudaStatsBackend : public DeviceStatsBackend {
   }
 
   Status SetTable(const std::vector<std::vector<TensorRef>>& units) override {
-    head_ = count_ = 0;
     return gpu_->SetTable(units);
   }
 
@@ -53,93 +56,81 @@ class CudaStatsBackend : public DeviceStatsBackend {
   }
 
   Status Launch(void* stream, int64_t step) override {
-    cuda::DeviceGuard guard(gpu_->device());  // the trainer keeps its current context
+    cuda::DeviceGuard guard(gpu_->device());  // the trainer keeps its context and errors
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess) {
-      cudaGetLastError();
-      cs = cudaStreamCaptureStatusNone;
-    }
+    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess) cs = cudaStreamCaptureStatusNone;
     if (cs != cudaStreamCaptureStatusNone) {
       return FailedPrecondition(
           "Observe on a capturing stream: call it outside the CUDA graph (the client "
           "cannot follow graph replays)");
     }
-    if (count_ == kMaxPending) {  // GpuStats drops the oldest unread too
-      head_ = (head_ + 1) % kMaxPending;
-      --count_;
-    }
-    Pair& p = pairs_[(head_ + count_) % kMaxPending];
-    const bool timed = cudaEventRecord(p.start, st) == cudaSuccess;
-    Status s = gpu_->Launch(stream, step);
-    if (!s.ok()) {
-      cudaGetLastError();
-      return s;
-    }
-    p.timed = timed && cudaEventRecord(p.end, st) == cudaSuccess;
-    if (!p.timed) cudaGetLastError();
-    p.step = step;
-    ++count_;
+    const uint64_t seq = gpu_->next_sequence();
+    Pair& p = PairOf(seq);
+    Status s = gpu_->Launch(stream, step, p.start);
+    if (!s.ok()) return s;  // no sequence number taken: no pair changed hands
+    p.seq = seq;
+    p.timed = cudaEventRecord(p.end, st) == cudaSuccess;
     return Status::Ok();
   }
 
   void WaitOldest() override {
-    if (count_ == 0) return;
-    cuda::DeviceGuard guard(gpu_->device());
-    cuda::RelaxedCaptureMode relaxed;
-    Pair& p = pairs_[head_];
-    if (p.timed && cudaEventSynchronize(p.end) != cudaSuccess) cudaGetLastError();
+    uint64_t oldest = 0;
+    if (!gpu_->OldestUnread(&oldest)) return;
+    const Pair& p = PairOf(oldest);
+    if (p.timed && p.seq == oldest) {
+      cuda::DeviceGuard guard(gpu_->device());
+      cuda::RelaxedCaptureMode relaxed;
+      cudaEventSynchronize(p.end);  // after GpuStats' completion event
+    } else {
+      gpu_->WaitOldest();
+    }
   }
 
   bool Poll(int64_t* step, std::vector<UnitStats>* stats, double* gpu_seconds) override {
-    if (count_ == 0) return false;
+    uint64_t oldest = 0;
+    if (!gpu_->OldestUnread(&oldest)) return false;
     // The I/O thread polls while the trainer may capture a graph (global
     // mode): relaxed, these queries do not invalidate that capture.
+    cuda::DeviceGuard guard(gpu_->device());
     cuda::RelaxedCaptureMode relaxed;
-    Pair& p = pairs_[head_];
-    if (p.timed) {
+    const Pair& p = PairOf(oldest);
+    bool timed = p.timed && p.seq == oldest;
+    if (timed) {
       const cudaError_t q = cudaEventQuery(p.end);
       if (q == cudaErrorNotReady) return false;
-      if (q != cudaSuccess) {
-        cudaGetLastError();
-        p.timed = false;
-      }
+      timed = q == cudaSuccess;
     }
     int64_t got = -1;
-    if (!gpu_->Poll(&got, stats)) return false;
+    uint64_t seq = 0;
+    if (!gpu_->Poll(&got, stats, &seq)) return false;
     *gpu_seconds = -1.0;
     float ms = 0.0f;
-    if (p.timed && got == p.step) {
-      if (cudaEventElapsedTime(&ms, p.start, p.end) == cudaSuccess) {
-        *gpu_seconds = static_cast<double>(ms) * 1e-3;
-      } else {
-        cudaGetLastError();
-      }
+    if (timed && seq == oldest && cudaEventElapsedTime(&ms, p.start, p.end) == cudaSuccess) {
+      *gpu_seconds = static_cast<double>(ms) * 1e-3;
     }
     *step = got;
-    head_ = (head_ + 1) % kMaxPending;
-    --count_;
     return true;
   }
 
  private:
+  static constexpr int kPairs = kMaxPending + 1;
   struct Pair {
     cudaEvent_t start = nullptr;
     cudaEvent_t end = nullptr;
-    int64_t step = -1;
+    uint64_t seq = ~uint64_t{0};  // the launch these events time
     bool timed = false;
   };
 
   explicit CudaStatsBackend(std::unique_ptr<GpuStats> gpu) : gpu_(std::move(gpu)) {}
+  Pair& PairOf(uint64_t seq) { return pairs_[seq % kPairs]; }
 
   std::unique_ptr<GpuStats> gpu_;
-  Pair pairs_[kMaxPending];
-  int head_ = 0;   // oldest unread launch
-  int count_ = 0;  // unread launches
+  Pair pairs_[kPairs];
 };
 
 static_assert(DeviceStatsBackend::kMaxPending == GpuStats::kRingSlots,
-              "the timing FIFO must follow GpuStats' ring");
+              "the timing pairs follow GpuStats' ring");
 
 }  // namespace
 

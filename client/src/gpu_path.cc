@@ -135,16 +135,37 @@ Status GpuPath::Launch(void* stream, int64_t step,
 }
 
 void GpuPath::Drain(bool collect) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopped_) return;
+  // Records first, so reports published now carry the newest ratio. Only
+  // after launches: each collection flushes CUPTI's buffers, outside mu_.
+  std::shared_ptr<ActivityProfiler> profiler;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    if (collect && profiler_ && uncollected_launches_ > 0) {
+      uncollected_launches_ = 0;
+      profiler = profiler_;
+    }
+  }
+  uint64_t dropped = 0;
+  if (profiler) {
+    kernel_scratch_.clear();
+    corr_scratch_.clear();
+    profiler->Collect(&kernel_scratch_, &corr_scratch_, &dropped);
+  }
+  std::shared_ptr<ActivityProfiler> to_stop;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopped_) {
+      if (profiler && profiler == profiler_) AccountLocked(dropped, &to_stop);
+      PollLocked();
+    }
+  }
+  if (to_stop) to_stop->Stop();
+}
+
+void GpuPath::PollLocked() {
   int64_t step = -1;
   double gpu_seconds = -1.0;
-  // Records first, so reports published now carry the newest ratio. Only
-  // after launches: each collection flushes CUPTI's buffers.
-  if (collect && profiler_ && uncollected_launches_ > 0) {
-    uncollected_launches_ = 0;
-    CollectLocked();
-  }
   while (backend_->Poll(&step, &stats_, &gpu_seconds)) {
     ++launches_since_overhead_;
     // Older parked reports lost their results (ring overwrite).
@@ -159,12 +180,7 @@ void GpuPath::Drain(bool collect) {
   }
 }
 
-void GpuPath::CollectLocked() {
-  if (!profiler_) return;
-  kernel_scratch_.clear();
-  corr_scratch_.clear();
-  uint64_t dropped = 0;
-  profiler_->Collect(&kernel_scratch_, &corr_scratch_, &dropped);
+void GpuPath::AccountLocked(uint64_t dropped, std::shared_ptr<ActivityProfiler>* to_stop) {
   accountant_.Add(kernel_scratch_, corr_scratch_);
   accountant_.AddDropped(dropped);
   StepOverhead o;
@@ -182,8 +198,7 @@ void GpuPath::CollectLocked() {
     spdlog::warn("gnmr client: no GPU overhead measured for {} launches; CUPTI profiling off, "
                  "overhead_ratio unavailable",
                  kBackoffLaunches);
-    profiler_->Stop();
-    profiler_.reset();
+    *to_stop = std::move(profiler_);
     have_overhead_ = false;
   }
 }
@@ -241,9 +256,7 @@ bool GpuPath::NonfiniteAt(int64_t step) {
     // Block until the oldest pending launch completes, then publish it.
     backend_->WaitOldest();
     const int64_t before = norms_step_;
-    lock.unlock();
-    Drain(false);
-    lock.lock();
+    PollLocked();
     if (norms_step_ == before && !parked_.empty() && parked_.front().step <= step) {
       return false;  // the backend could not wait: give up rather than spin
     }
@@ -259,15 +272,18 @@ bool GpuPath::LastOverhead(double* ratio, int64_t* step) const {
 }
 
 void GpuPath::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopped_) return;
-  stopped_ = true;
-  if (profiler_) profiler_->Stop();
-  profiler_.reset();
-  for (const Parked& p : parked_) {
-    if (outbox_ != nullptr) outbox_->Abandon(p.report);
+  std::shared_ptr<ActivityProfiler> profiler;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    profiler = std::move(profiler_);
+    for (const Parked& p : parked_) {
+      if (outbox_ != nullptr) outbox_->Abandon(p.report);
+    }
+    parked_.clear();
   }
-  parked_.clear();
+  if (profiler) profiler->Stop();  // flushes CUPTI: outside mu_
 }
 
 }  // namespace gnmr

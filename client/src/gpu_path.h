@@ -16,8 +16,11 @@
 //
 // Threads: Launch/SetPointers on the training thread, Drain on either
 // thread; one mutex serialises every backend call (each is short and
-// non-blocking, except RefreshPointers, which waits for the previous
-// launch's pointer upload as GpuStats documents).
+// non-blocking, except WaitOldest, the same-step guard's one host
+// synchronisation). The profiler is never flushed under that mutex: its
+// Collect and Stop (a CUPTI flush parses whole buffers, milliseconds) run
+// on a shared reference taken out of it, so the training thread's Launch
+// and PlanFor never wait behind them.
 #pragma once
 
 #include <atomic>
@@ -87,12 +90,18 @@ class GpuPath {
     Report* report = nullptr;
   };
   explicit GpuPath(int device, std::unique_ptr<DeviceStatsBackend> backend);
-  void CollectLocked();
+  // Feeds collected records to the accountant; on back-off moves the
+  // profiler into *to_stop (the caller stops it outside mu_).
+  void AccountLocked(uint64_t dropped, std::shared_ptr<ActivityProfiler>* to_stop);
+  // Publishes every completed parked report.
+  void PollLocked();
   void PublishLocked(const Parked& p, double gpu_seconds);
 
   const int device_;
   std::unique_ptr<DeviceStatsBackend> backend_;
-  std::unique_ptr<ActivityProfiler> profiler_;  // null unless profiling
+  // Null unless profiling. The pointer is guarded by mu_; Collect and Stop
+  // run on a copy of it, outside mu_.
+  std::shared_ptr<ActivityProfiler> profiler_;
   OverheadAccountant accountant_;
   Outbox* outbox_ = nullptr;
 
@@ -114,8 +123,8 @@ class GpuPath {
   bool have_overhead_ = false;
   double last_ratio_ = 0.0;
   int64_t last_overhead_step_ = -1;
-  std::vector<KernelActivity> kernel_scratch_;
-  std::vector<StatsCorrelation> corr_scratch_;
+  std::vector<KernelActivity> kernel_scratch_;   // I/O thread only (Drain(true))
+  std::vector<StatsCorrelation> corr_scratch_;  // I/O thread only
 
   std::atomic<int64_t> gpu_nanos_{0};
 };

@@ -7,27 +7,14 @@
 #include <string>
 #include <utility>
 
+#include "client/src/channel.h"
 #include "common/target_check.h"
-#include "daemon/controller/state_codec.h"
 
 namespace gnmr {
 namespace {
 
 constexpr auto kIdleWait = std::chrono::milliseconds(100);
 constexpr auto kGpuPollInterval = std::chrono::microseconds(200);
-
-std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& o) {
-  grpc::ChannelArguments args;
-  // The channel reconnects on its own schedule; make it ours, so a daemon
-  // that comes back is noticed within backoff_max.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(o.backoff_initial.count()));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(o.backoff_initial.count()));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(o.backoff_max.count()));
-  // No subchannel (and backoff state) shared with other clients.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetMaxSendMessageSize(-1);
-  return grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
-}
 
 std::mutex g_hook_mu;
 std::function<void()> g_report_write_hook;
@@ -82,12 +69,6 @@ class TrackedCall {
 void SetReportWriteHookForTesting(std::function<void()> hook) {
   std::lock_guard<std::mutex> lock(g_hook_mu);
   g_report_write_hook = std::move(hook);
-}
-
-Status FromGrpc(const grpc::Status& s, const char* what) {
-  if (s.ok()) return Status::Ok();
-  return Status(static_cast<StatusCode>(s.error_code()),
-                std::string(what) + ": " + s.error_message());
 }
 
 IoLoop::IoLoop(const ClientOptions& options, v1::RegisterRequest request, Outbox* outbox,
@@ -263,7 +244,10 @@ Status IoLoop::RunSession(const v1::RegisterResponse& resp, bool* established) {
   // The reader is joined on every path: a joinable std::thread destroyed
   // by an exception would terminate the trainer.
   SetConnected(false);
-  ctx.TryCancel();
+  // A stream the daemon ended (the reader saw its end) has the daemon's
+  // status waiting: cancelling it now would turn that into CANCELLED
+  // (e.g. a deleted job's "job 'J' was deleted by an operator").
+  if (!broken.load(std::memory_order_acquire)) ctx.TryCancel();
   reader.join();
   const Status finish = FromGrpc(stream->Finish(), "Session");
   // The daemon's status says more than our own cancellation.
@@ -344,87 +328,6 @@ void IoLoop::FillStats(const Report& r) {
   o->set_overhead_step(r.overhead_step);
   o->set_dropped_reports(r.dropped_reports);
   o->set_missed_decisions(r.missed_decisions);
-}
-
-void IoLoop::ReadDecisions(Stream* stream, std::atomic<bool>* broken) {
-  try {
-    v1::ServerMessage msg;
-    while (stream->Read(&msg)) {
-      if (msg.has_decision()) {
-        Accept(msg.decision());
-      } else if (msg.has_generation()) {
-        AcceptGeneration(msg.generation());
-      }
-    }
-  } catch (...) {
-    // Ends the session like a read error; Pump notices `broken`.
-  }
-  broken->store(true, std::memory_order_release);
-  outbox_->Wake();
-}
-
-void IoLoop::Accept(const v1::Decision& d) {
-  StatusOr<CachedDecision> c = validator_.Validate(d);
-  if (!c.ok()) {
-    shared_->decisions_rejected.fetch_add(1, std::memory_order_relaxed);
-    RecordError(c.status());
-    shared_->problems.Record(ProblemKind::kBadDecision, c.status().message());
-    return;
-  }
-  DecisionCache::Insert result;
-  {
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    result = shared_->AddDecisionLocked(std::move(c).value());
-    shared_->slow = false;  // the daemon speaks again
-  }
-  switch (result) {
-    case DecisionCache::Insert::kStored:
-      shared_->decisions_received.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case DecisionCache::Insert::kDuplicate:  // re-sent history: already held
-      break;
-    case DecisionCache::Insert::kStale:
-      shared_->decisions_stale.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case DecisionCache::Insert::kConflict: {
-      shared_->decisions_rejected.fetch_add(1, std::memory_order_relaxed);
-      const Status s = InvalidArgument(
-          "decision seq " + std::to_string(d.sequence()) + " of generation " +
-          std::to_string(d.generation()) + " differs from the one held with that sequence");
-      RecordError(s);
-      shared_->problems.Record(ProblemKind::kBadDecision, s.message());
-      break;
-    }
-  }
-  shared_->decision_cv.notify_all();
-}
-
-void IoLoop::AcceptGeneration(const v1::GenerationStart& g) {
-  if (g.next_lag() < 0 || g.next_lag() > ControllerConfig::kMaxLag) {
-    shared_->decisions_rejected.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->StartGenerationLocked(g.generation(), g.next_lag(), g.first_sequence());
-    shared_->slow = false;
-  }
-  shared_->decision_cv.notify_all();
-}
-
-void IoLoop::CheckConfig(const v1::RegisterResponse& resp) {
-  if (!options_.config) return;
-  StatusOr<ControllerConfig> job = ConfigFromProto(resp.config());
-  if (!job.ok()) return;
-  const std::vector<std::string> keys = DifferingKeys(*options_.config, *job);
-  if (keys.empty()) return;
-  std::string list;
-  for (const std::string& k : keys) list += (list.empty() ? "" : ", ") + k;
-  shared_->problems.Record(
-      ProblemKind::kConfigDiffers,
-      "job '" + options_.job_id + "' already runs with another config; the daemon's stands (an "
-      "operator may have changed it, see `gnmrctl config get`); it differs from this client's "
-      "in: " + list);
 }
 
 bool IoLoop::Track(grpc::ClientContext* ctx) {

@@ -29,12 +29,13 @@
 #include <thread>
 #include <vector>
 
+#include "client/src/channel.h"
 #include "client/src/decision_cache.h"
 #include "client/src/gpu_path.h"
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
 #include "common/log_limiter.h"
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/client.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
@@ -106,7 +107,5 @@ class IoLoop {
 // can make that path throw (an empty function removes it).
 void SetReportWriteHookForTesting(std::function<void()> hook);
 
-// grpc::Status -> Status with `what` prefixed to the message.
-Status FromGrpc(const grpc::Status& s, const char* what);
 
 }  // namespace gnmr

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "kernels/cpu/cpu_stats.h"
+#include "gnmr/cpu_stats.h"
 
 namespace gnmr {
 namespace {

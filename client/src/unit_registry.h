@@ -9,7 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/client.h"
 #include "gnmr/v1/gnmr.pb.h"
 

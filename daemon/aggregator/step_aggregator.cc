@@ -13,8 +13,17 @@ int64_t StepAggregator::last_step_of_rank(uint32_t rank) const {
 Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s,
                            Clock::time_point now, Outcome* outcome) {
   const int64_t step = s.step();
-  if (step < 0 || step > std::numeric_limits<int64_t>::max() / 4) {
+  if (step < 0 || step > kMaxStep) {
     return InvalidArgument("step " + std::to_string(step) + " is out of range");
+  }
+  const std::optional<int64_t> anchor = StepAnchor();
+  if (anchor && step > *anchor && step - *anchor > options_.max_step_jump) {
+    return Status(StatusCode::kOutOfRange,
+                  "step " + std::to_string(step) + " is more than max_step_jump (" +
+                      std::to_string(options_.max_step_jump) +
+                      ") steps ahead of the job's last closed step " + std::to_string(*anchor) +
+                      "; a trainer resumed elsewhere registers as a new instance, or an "
+                      "operator rewinds the job (gnmrctl rewind)");
   }
   const int64_t prev = last_step_of_rank(rank);
   if (step <= prev) {
@@ -68,14 +77,25 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s,
   OpenStep& open = it->second;
   if (inserted) open.first_report = now;
   open.last_report = now;
-  open.reports[rank] = std::move(report);
+  // A rank that registered again may report an open step again: the
+  // newer report replaces its first.
+  RankReport& held = open.reports[rank];
+  open_bytes_ = open_bytes_ - held.Bytes() + report.Bytes();
+  held = std::move(report);
   return Status::Ok();
 }
 
 void StepAggregator::StartOver(int64_t last_closed) {
   open_.clear();
+  open_bytes_ = 0;
   last_step_of_rank_.clear();
   last_closed_ = last_closed;
+}
+
+std::optional<int64_t> StepAggregator::StepAnchor() const {
+  if (last_closed_ >= 0) return last_closed_;
+  if (!open_.empty()) return open_.begin()->first;
+  return std::nullopt;
 }
 
 bool StepAggregator::Complete(int64_t step) const {
@@ -95,11 +115,13 @@ bool StepAggregator::PopReady(Clock::time_point now, ClosedStep* out) {
   auto it = open_.begin();
   const bool complete = Complete(it->first);
   const bool expired = now >= it->second.first_report + options_.deadline;
-  const bool overflow = open_.size() > options_.max_open_steps;
+  const bool overflow =
+      open_.size() > options_.max_open_steps || open_bytes_ > options_.max_open_bytes;
   if (!complete && !expired && !overflow) return false;
   out->by_deadline = !complete;
   Combine(it->first, it->second, out);
   last_closed_ = it->first;
+  for (const auto& [rank, report] : it->second.reports) open_bytes_ -= report.Bytes();
   open_.erase(it);
   return true;
 }

@@ -4,9 +4,17 @@
 // Design notes
 // - A step closes when every registered rank has reported it or a later
 //   step (ranks may skip steps), or at its deadline (first report + the
-//   step deadline), or when more than max_open_steps steps are open. Steps
+//   step deadline), or when more than max_open_steps steps are open or
+//   their reports hold more than max_open_bytes (a stalled rank must not
+//   make a large job buffer 64 steps of every other rank). Steps
 //   close strictly in order; a report for a closed step is late: counted by
 //   the caller and dropped, not an error.
+// - A report may not jump more than max_step_jump steps ahead of the job's
+//   last closed step (before any step closed: the earliest open one), or a
+//   single rank could move the job's last closed step to the end of the
+//   step range, after which every report of every rank would be late, for
+//   good (docs/limits.md). The first report of a timeline (a new job, or
+//   after StartOver(-1)) may name any step: a trainer resumes anywhere.
 // - Combination: replicas of a shard are averaged (sumsq), max'd (amax) and
 //   summed (counts); shards of a unit are then summed. Reports are kept per
 //   rank and combined at close in rank order, so the floating-point result
@@ -24,9 +32,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.h"
-#include "daemon/controller/decision.h"
-#include "daemon/job/topology.h"
+#include "gnmr/status.h"
+#include "core/decision.h"
+#include "daemon/topology/topology.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {
@@ -38,6 +46,8 @@ class StepAggregator {
   struct Options {
     Clock::duration deadline = std::chrono::seconds(2);
     size_t max_open_steps = 64;
+    int64_t max_step_jump = 1000000;
+    size_t max_open_bytes = size_t{64} << 20;
   };
 
   struct ClosedStep {
@@ -58,7 +68,8 @@ class StepAggregator {
 
   // Validates and stores one report. InvalidArgument (columns of different
   // lengths, a unit twice, negative sumsq, step not after this rank's last
-  // report) or NotFound (a unit this rank did not register) change nothing.
+  // report), OutOfRange (a step more than max_step_jump ahead) or NotFound
+  // (a unit this rank did not register) change nothing.
   Status Add(uint32_t rank, const v1::StepStats& stats, Clock::time_point now,
              Outcome* outcome);
 
@@ -84,6 +95,8 @@ class StepAggregator {
   int64_t last_closed() const { return last_closed_; }
   int64_t last_step_of_rank(uint32_t rank) const;
   size_t open_steps() const { return open_.size(); }
+  // Bytes of the reports held in open steps.
+  size_t open_bytes() const { return open_bytes_; }
 
  private:
   struct RankReport {
@@ -92,6 +105,10 @@ class StepAggregator {
     std::vector<double> amax;
     std::vector<uint64_t> nonfinite;
     std::vector<uint64_t> zeros;
+    size_t Bytes() const {
+      return slots.size() * sizeof(uint32_t) +
+             (sumsq.size() + amax.size() + nonfinite.size() + zeros.size()) * 8;
+    }
   };
   struct OpenStep {
     std::map<uint32_t, RankReport> reports;  // rank order
@@ -100,11 +117,14 @@ class StepAggregator {
   };
 
   bool Complete(int64_t step) const;
+  // What max_step_jump is measured from; none at the start of a timeline.
+  std::optional<int64_t> StepAnchor() const;
   void Combine(int64_t step, OpenStep& open, ClosedStep* out);
 
   const JobTopology* topology_;
   Options options_;
   std::map<int64_t, OpenStep> open_;
+  size_t open_bytes_ = 0;
   std::unordered_map<uint32_t, int64_t> last_step_of_rank_;
   int64_t last_closed_ = -1;
 

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/daemon_config/config_keys.h"
 #include "daemon/daemon_config/daemon_config.h"
 

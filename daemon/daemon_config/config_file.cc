@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "daemon/config/controller_config_yaml.h"
+#include "controller/config_yaml.h"
 #include "daemon/daemon_config/config_keys.h"
 #include "daemon/daemon_config/config_values.h"
 
@@ -209,6 +209,8 @@ const std::vector<std::string>& DaemonConfigKeys() {
                                                  "state_dir",
                                                  "snapshot_every_steps",
                                                  "step_deadline_ms",
+                                                 "job_idle_expiry",
+                                                 "event_log_max_bytes",
                                                  "max_message_bytes",
                                                  "max_jobs",
                                                  "max_ranks_per_job",

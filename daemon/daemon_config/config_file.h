@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/daemon_config/daemon_config.h"
 
 namespace gnmr {

@@ -22,6 +22,19 @@ std::function<Setter(DaemonConfig*)> Uint(uint64_t lo, uint64_t hi,
   };
 }
 
+// A byte count ("64MiB", "4096").
+std::function<Setter(DaemonConfig*)> ByteSize(uint64_t lo, uint64_t hi,
+                                              uint64_t DaemonConfig::*field) {
+  return [=](DaemonConfig* c) -> Setter {
+    return [=](const std::string& t) {
+      uint64_t n = 0;
+      Status s = ParseByteSize(t, lo, hi, &n);
+      if (s.ok()) c->*field = n;
+      return s;
+    };
+  };
+}
+
 // A path, made absolute against the current directory.
 std::function<Setter(DaemonConfig*)> PathIn(
     std::string* (*field)(DaemonConfig*)) {
@@ -73,6 +86,20 @@ std::vector<ScalarKey> MakeKeys() {
       {"step_deadline_ms", "step-deadline-ms", "MS",
        "close a step this long after its first report\n(default 2000)",
        Uint(1, 3600000, &DaemonConfig::step_deadline_ms)},
+      {"job_idle_expiry", "job-idle-expiry", "DURATION",
+       "remove a job idle this long, e.g. 7d, 12h, 0\n(never); default 7d",
+       [](DaemonConfig* c) -> Setter {
+         return [c](const std::string& t) {
+           return ParseDurationMs(t, uint64_t{3650} * 86400000, &c->job_idle_expiry_ms);
+         };
+       }},
+      {"event_log_max_bytes", "event-log-max-bytes", "SIZE",
+       "rotate a job's event log past this size\n(default 64MiB)",
+       [](DaemonConfig* c) -> Setter {
+         return [c](const std::string& t) {
+           return ParseByteSize(t, 4096, uint64_t{1} << 40, &c->event_log_max_bytes);
+         };
+       }},
       {"max_message_bytes", nullptr, "", "",
        [=](DaemonConfig* c) -> Setter {
          return [=](const std::string& t) {
@@ -87,6 +114,24 @@ std::vector<ScalarKey> MakeKeys() {
        Uint(1, 65536, &DaemonConfig::max_ranks_per_job)},
       {"max_units_per_job", nullptr, "", "",
        Uint(1, 1u << 24, &DaemonConfig::max_units_per_job)},
+      {"max_step_jump", nullptr, "", "",
+       Uint(1, uint64_t{1} << 60, &DaemonConfig::max_step_jump)},
+      {"max_queued_decision_bytes", nullptr, "", "",
+       ByteSize(4096, uint64_t{1} << 34, &DaemonConfig::max_queued_decision_bytes)},
+      {"max_window_cells_per_job", nullptr, "", "",
+       Uint(1, uint64_t{1} << 34, &DaemonConfig::max_window_cells_per_job)},
+      {"max_rank_units_per_job", nullptr, "", "",
+       Uint(1, uint64_t{1} << 34, &DaemonConfig::max_rank_units_per_job)},
+      {"max_slots_per_job", nullptr, "", "",
+       Uint(1, uint64_t{1} << 32, &DaemonConfig::max_slots_per_job)},
+      {"max_o_limit", nullptr, "", "", Uint(1, 1u << 24, &DaemonConfig::max_o_limit)},
+      {"max_open_step_bytes", nullptr, "", "",
+       ByteSize(1u << 20, uint64_t{1} << 40, &DaemonConfig::max_open_step_bytes)},
+      {"max_request_bytes_in_flight", nullptr, "", "",
+       ByteSize(1u << 20, uint64_t{1} << 40, &DaemonConfig::max_request_bytes_in_flight)},
+      {"memory_budget", "memory-budget", "BYTES",
+       "the sum of the jobs' memory footprints\n(default 1GiB; docs/limits.md)",
+       ByteSize(16u << 20, uint64_t{1} << 44, &DaemonConfig::memory_budget)},
       {"allow_unregistered_jobs", nullptr, "", "",
        [](DaemonConfig* c) -> Setter {
          return [c](const std::string& t) {

@@ -119,6 +119,33 @@ Status ParseByteSize(std::string_view text, uint64_t lo, uint64_t hi,
   return Status::Ok();
 }
 
+Status ParseDurationMs(std::string_view text, uint64_t hi_ms, uint64_t* out_ms) {
+  static const struct {
+    const char* suffix;
+    uint64_t ms;
+  } kUnits[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+  if (text == "0" || Lower(text) == "off") {
+    *out_ms = 0;
+    return Status::Ok();
+  }
+  for (const auto& u : kUnits) {  // "ms" before "s" and "m"
+    const std::string_view suffix = u.suffix;
+    if (text.size() <= suffix.size() || text.substr(text.size() - suffix.size()) != suffix) {
+      continue;
+    }
+    const std::string_view number = text.substr(0, text.size() - suffix.size());
+    uint64_t v = 0;
+    if (IsDigits(number) && ParseUint(number, 0, hi_ms / u.ms, &v).ok()) {
+      *out_ms = v * u.ms;
+      return Status::Ok();
+    }
+    break;
+  }
+  return InvalidArgument("must be a duration like 7d, 12h, 30m, 45s or 500ms (at most " +
+                         std::to_string(hi_ms / 86400000) + "d), or 0/off, got " +
+                         Quoted(text));
+}
+
 Status ParseBool(std::string_view text, bool* out) {
   const std::string s = Lower(text);
   if (s == "true" || s == "yes" || s == "on") {

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace daemon_config {
@@ -22,6 +22,10 @@ Status ParseUint(std::string_view text, uint64_t lo, uint64_t hi,
 // Bytes: an integer with an optional suffix KiB, MiB or GiB ("64MiB").
 Status ParseByteSize(std::string_view text, uint64_t lo, uint64_t hi,
                      uint64_t* out);
+
+// A duration: an integer with a unit, ms, s, m, h or d ("7d", "500ms"), in
+// milliseconds in [0, hi_ms]; "0" (no unit needed) and "off" are 0.
+Status ParseDurationMs(std::string_view text, uint64_t hi_ms, uint64_t* out_ms);
 
 // true/false, yes/no, on/off (any case).
 Status ParseBool(std::string_view text, bool* out);

@@ -10,14 +10,12 @@
 #include <sstream>
 
 #include "common/text.h"
-#include "daemon/config/controller_config_yaml.h"
+#include "controller/config_yaml.h"
 #include "daemon/daemon_config/command_line.h"
 #include "daemon/daemon_config/config_file.h"
 #include "daemon/daemon_config/config_values.h"
+#include "gnmr/version.h"
 
-#ifndef GNMR_VERSION
-#define GNMR_VERSION "unknown"
-#endif
 
 namespace gnmr {
 namespace {
@@ -186,6 +184,12 @@ Status Finish(DaemonConfig* c, const Environment& env,
   if (s.ok()) s = CheckTls(*c, warnings);
   if (s.ok()) s = CheckTcpSecurity(*c, warnings);
   if (!s.ok()) return s;
+  // Every job created with the default controller config would be refused.
+  if (static_cast<uint64_t>(c->controller.max_o) > c->max_o_limit) {
+    return AtKey(*c, c->origin.count("max_o_limit") ? "max_o_limit" : "controller",
+                 "controller.max_o (" + std::to_string(c->controller.max_o) +
+                     ") exceeds max_o_limit (" + std::to_string(c->max_o_limit) + ")");
+  }
   if (!c->metrics_listen.empty() && !IsLoopbackAddress(c->metrics_listen)) {
     warnings->push_back("metrics endpoint " + c->metrics_listen +
                         " is reachable from other machines");
@@ -276,7 +280,7 @@ std::string DaemonHelpText(const std::string& program) {
   return daemon_config::CommandLineHelp(program);
 }
 
-std::string DaemonVersionText() { return std::string("gnmrd ") + GNMR_VERSION; }
+std::string DaemonVersionText() { return std::string("gnmrd ") + GNMR_VERSION_STRING; }
 
 std::string DescribeConfig(const DaemonConfig& c) {
   std::string out;
@@ -301,10 +305,23 @@ std::string DescribeConfig(const DaemonConfig& c) {
   line("state_dir", c.state_dir);
   line("snapshot_every_steps", std::to_string(c.snapshot_every_steps));
   line("step_deadline_ms", std::to_string(c.step_deadline_ms));
+  line("job_idle_expiry", c.job_idle_expiry_ms == 0
+                              ? std::string("0 (never)")
+                              : std::to_string(c.job_idle_expiry_ms) + "ms");
+  line("event_log_max_bytes", std::to_string(c.event_log_max_bytes));
   line("max_message_bytes", std::to_string(c.max_message_bytes));
   line("max_jobs", std::to_string(c.max_jobs));
   line("max_ranks_per_job", std::to_string(c.max_ranks_per_job));
   line("max_units_per_job", std::to_string(c.max_units_per_job));
+  line("max_step_jump", std::to_string(c.max_step_jump));
+  line("max_queued_decision_bytes", std::to_string(c.max_queued_decision_bytes));
+  line("max_window_cells_per_job", std::to_string(c.max_window_cells_per_job));
+  line("max_rank_units_per_job", std::to_string(c.max_rank_units_per_job));
+  line("max_slots_per_job", std::to_string(c.max_slots_per_job));
+  line("max_o_limit", std::to_string(c.max_o_limit));
+  line("max_open_step_bytes", std::to_string(c.max_open_step_bytes));
+  line("memory_budget", std::to_string(c.memory_budget));
+  line("max_request_bytes_in_flight", std::to_string(c.max_request_bytes_in_flight));
   line("job_tokens", jobs.empty() ? "none" : jobs + " (tokens not shown)");
   line("job_tokens_file", c.job_tokens_file.empty() ? "unset" : c.job_tokens_file);
   line("allow_unregistered_jobs", c.allow_unregistered_jobs ? "true" : "false");

@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
-#include "daemon/controller/config.h"
+#include "gnmr/status.h"
+#include "gnmr/config.h"
 
 namespace gnmr {
 
@@ -56,10 +56,32 @@ struct DaemonConfig {
   std::string state_dir;
   uint32_t snapshot_every_steps = 50;
   uint32_t step_deadline_ms = 2000;
+  // Job lifecycle (deploy/README.md): a job with no stream attached and no
+  // report for this long is removed (0: never); a job's event log rotates
+  // to events.jsonl.1 past this many bytes.
+  uint64_t job_idle_expiry_ms = uint64_t{7} * 24 * 3600 * 1000;
+  uint64_t event_log_max_bytes = uint64_t{64} << 20;
   uint32_t max_message_bytes = 64u << 20;
   uint32_t max_jobs = 1024;
   uint32_t max_ranks_per_job = 65536;
   uint32_t max_units_per_job = 1u << 20;
+  // How far a report's step may jump ahead of its job's last closed step
+  // (docs/limits.md); the first report of a job or generation may name any.
+  uint64_t max_step_jump = 1000000;
+  // Bytes of messages queued for one rank's stream while it does not read
+  // (older decisions are dropped beyond it; the newest one and the newest
+  // GenerationStart stay).
+  uint64_t max_queued_decision_bytes = 4u << 20;
+  // The caps of one job and the daemon's memory budget (docs/limits.md,
+  // "Memory"): refused with RESOURCE_EXHAUSTED naming the key.
+  uint64_t max_window_cells_per_job = uint64_t{1} << 22;  // units x short_window
+  uint64_t max_rank_units_per_job = uint64_t{1} << 24;    // ranks x units, summed
+  uint64_t max_slots_per_job = uint64_t{1} << 22;         // shards, summed
+  uint64_t max_o_limit = 4096;                            // the largest max_o
+  uint64_t max_open_step_bytes = uint64_t{64} << 20;      // reports in open steps
+  uint64_t memory_budget = uint64_t{1} << 30;             // all jobs' footprints
+  // Bytes of unary requests (Register, Admin) parsed and served at once.
+  uint64_t max_request_bytes_in_flight = uint64_t{64} << 20;
   // Configured job tokens; unknown jobs bind their token on first
   // registration (trust on first use) when allow_unregistered_jobs, over
   // the Unix socket or mutual TLS only (plain TCP needs a configured one).

@@ -22,14 +22,16 @@
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/server/daemon.h"
 #include "daemon/store/event_log.h"
+#include "daemon/store/job_removal.h"
 #include "daemon/store/snapshot_store.h"
 #include "daemon/store/snapshot_writer.h"
 #include "daemon/store/state_dir.h"
+#include "gnmr/version.h"
 
 namespace gnmr {
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = GNMR_VERSION_STRING;
 
 // mkdir -p with `mode` for the directories it creates.
 Status MakeDirs(const std::string& path, mode_t mode) {
@@ -60,6 +62,19 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
   o.registry.job.aggregation.deadline = std::chrono::milliseconds(c.step_deadline_ms);
   o.registry.job.snapshot_every_steps = c.snapshot_every_steps;
   o.registry.job.max_units = c.max_units_per_job;
+  o.registry.idle_expiry = std::chrono::milliseconds(c.job_idle_expiry_ms);
+  o.registry.job.aggregation.max_step_jump = static_cast<int64_t>(c.max_step_jump);
+  o.session_queue.max_bytes = c.max_queued_decision_bytes;
+  JobCaps& caps = o.registry.job.caps;
+  caps.max_window_cells = c.max_window_cells_per_job;
+  caps.max_rank_units = c.max_rank_units_per_job;
+  caps.max_slots = c.max_slots_per_job;
+  caps.max_o = c.max_o_limit;
+  caps.max_queued_bytes = c.max_queued_decision_bytes;
+  caps.event_ring_bytes = store::RingMemoryBound(store::EventLogOptions{});  // event_log below
+  o.registry.job.aggregation.max_open_bytes = c.max_open_step_bytes;
+  o.registry.job.budget = std::make_shared<MemoryBudget>(c.memory_budget);
+  o.request_gate = std::make_shared<RequestGate>(c.max_request_bytes_in_flight);
   o.limits.max_world_size = c.max_ranks_per_job;
   return o;
 }
@@ -156,8 +171,16 @@ int Run(int argc, char** argv) {
   if (Status t = snapshot_store.RemoveTempFiles(); !t.ok()) {
     spdlog::warn("state dir: {}", t.ToString());
   }
+  // A job deleted while the previous daemon died: finish removing it.
+  if (StatusOr<int> n = store::RemoveDeletedJobDirs(config.state_dir); !n.ok()) {
+    spdlog::warn("state dir: {}", n.status().ToString());
+  } else if (*n > 0) {
+    spdlog::info("state dir: finished removing {} deleted job(s)", *n);
+  }
   store::SnapshotWriter snapshot_writer(&snapshot_store);
-  store::EventLog event_log(config.state_dir);
+  store::EventLogOptions event_options;
+  event_options.max_file_bytes = config.event_log_max_bytes;
+  store::EventLog event_log(config.state_dir, event_options);
 
   std::unique_ptr<metrics::DaemonMetrics> metrics;
   if (!config.metrics_listen.empty()) {
@@ -190,7 +213,7 @@ int Run(int argc, char** argv) {
     metrics->SetStoreSources(sources);
   }
 
-  DaemonSideEffects effects(&snapshot_writer, &event_log, metrics.get());
+  DaemonSideEffects effects(&snapshot_writer, &event_log, metrics.get(), config.state_dir);
   DaemonOptions options = ToDaemonOptions(config);
   if (metrics) {
     options.record_rpc = [m = metrics.get()](std::string_view method, StatusCode code) {

@@ -1,10 +1,21 @@
 #include "daemon/gnmrd/side_effects.h"
 
+#include <spdlog/spdlog.h>
+
+#include "common/text.h"
+#include "daemon/store/job_removal.h"
+
 namespace gnmr {
 
 void DaemonSideEffects::OnJobStarted(const std::string& job_id, uint32_t world_size,
                                      const Controller& controller) {
-  if (events_) events_->ReloadTail(job_id);  // before the job's first Append
+  if (events_) {  // before the job's first Append
+    const Status s = events_->ReloadTail(job_id);
+    if (!s.ok()) {
+      // The file stays; only ListEvents' recent view starts empty.
+      spdlog::warn("job {}: recent events not reloaded: {}", EscapeForLog(job_id), s.ToString());
+    }
+  }
   if (!metrics_) return;
   metrics::JobMetrics* jm = metrics_->ForJob(job_id);
   jm->SetWorldSize(world_size);
@@ -55,9 +66,24 @@ void DaemonSideEffects::OnSessions(const std::string& job_id, uint32_t connected
   if (metrics_) metrics_->ForJob(job_id)->SetRanksConnected(connected);
 }
 
-void DaemonSideEffects::OnSnapshot(const std::string& job_id, const v1::ControllerState& state,
+void DaemonSideEffects::OnSnapshot(const std::string& job_id, v1::ControllerState state,
                                    const v1::JobMeta& meta) {
-  if (snapshots_) snapshots_->Submit(job_id, state, meta.SerializeAsString());
+  if (snapshots_) snapshots_->Submit(job_id, std::move(state), meta.SerializeAsString());
+}
+
+Status DaemonSideEffects::OnJobRemoved(const std::string& job_id) {
+  // Nothing writes the job's files after these two; then the directory goes
+  // at once, and the metric series last (a scrape meanwhile still shows the
+  // job, never half of it).
+  if (snapshots_) snapshots_->CancelJob(job_id);
+  Status result;
+  if (events_) result = events_->RemoveJob(job_id, /*delete_files=*/state_dir_.empty());
+  if (!state_dir_.empty()) {
+    Status s = store::RemoveJobDir(state_dir_, job_id);
+    if (result.ok()) result = s;
+  }
+  if (metrics_) metrics_->RemoveJob(job_id);
+  return result;
 }
 
 }  // namespace gnmr

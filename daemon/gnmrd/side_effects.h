@@ -3,9 +3,13 @@
 //
 // Called under the job's lock: every target here is non-blocking (the store
 // writers are background threads; metrics are atomics and short mutexes).
+// OnJobRemoved is the exception (not under a lock; file I/O): it cancels the
+// job's pending snapshot, closes its event log, removes its directory
+// (store::RemoveJobDir: atomically) and its metric series.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/job/job_listener.h"
@@ -17,10 +21,14 @@ namespace gnmr {
 
 class DaemonSideEffects final : public JobListener {
  public:
-  // Any pointer may be null: that side effect is off.
+  // Any pointer may be null: that side effect is off. `state_dir` is where
+  // a removed job's files are ("": none are removed).
   DaemonSideEffects(store::SnapshotWriter* snapshots, store::EventLog* events,
-                    metrics::DaemonMetrics* metrics)
-      : snapshots_(snapshots), events_(events), metrics_(metrics) {}
+                    metrics::DaemonMetrics* metrics, std::string state_dir = "")
+      : snapshots_(snapshots),
+        events_(events),
+        metrics_(metrics),
+        state_dir_(std::move(state_dir)) {}
 
   void OnJobStarted(const std::string& job_id, uint32_t world_size,
                     const Controller& controller) override;
@@ -35,13 +43,15 @@ class DaemonSideEffects final : public JobListener {
   void OnAckMismatch(const std::string& job_id, const AckMismatch& mismatch) override;
   void OnDecisionFailed(const std::string& job_id) override;
   void OnSessions(const std::string& job_id, uint32_t connected) override;
-  void OnSnapshot(const std::string& job_id, const v1::ControllerState& state,
+  void OnSnapshot(const std::string& job_id, v1::ControllerState state,
                   const v1::JobMeta& meta) override;
+  Status OnJobRemoved(const std::string& job_id) override;
 
  private:
   store::SnapshotWriter* const snapshots_;
   store::EventLog* const events_;
   metrics::DaemonMetrics* const metrics_;
+  const std::string state_dir_;
 };
 
 }  // namespace gnmr

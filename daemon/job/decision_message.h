@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "daemon/controller/decision.h"
+#include "core/decision.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {

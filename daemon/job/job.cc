@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "common/secret.h"
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "daemon/job/decision_message.h"
 #include "daemon/job/unit_set_diff.h"
 
@@ -22,11 +22,22 @@ double Seconds(std::chrono::steady_clock::duration d) {
 
 StatusOr<std::unique_ptr<Job>> Job::Create(std::string job_id, uint32_t world_size,
                                            std::string token, const ControllerConfig& config,
-                                           JobOptions options, JobListener* listener) {
+                                           JobOptions options, JobListener* listener,
+                                           uint64_t first_generation) {
   StatusOr<Controller> c = Controller::Create(config);
   if (!c.ok()) return c.status();
   std::unique_ptr<Job> job(new Job(std::move(job_id), world_size, std::move(token),
                                    std::move(c).value(), options, listener));
+  if (first_generation > 1) {
+    job->generation_ = first_generation;
+    job->generation_start_ = GenerationStartMessage(
+        first_generation, job->controller_.next_lag(), job->controller_.sequence() + 1);
+  }
+  {
+    std::lock_guard<std::mutex> lock(job->mu_);
+    Status s = job->Reserve(job->ShapeLocked());  // max_o_limit, memory_budget
+    if (!s.ok()) return s;
+  }
   if (listener) listener->OnJobStarted(job->id_, world_size, job->controller_);
   return job;
 }
@@ -42,9 +53,12 @@ Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller 
       controller_(std::move(controller)),
       aggregator_(&topology_, options.aggregation),
       session_ids_(std::random_device{}()),
+      last_active_(Clock::now()),
       generation_start_(GenerationStartMessage(generation_, controller_.next_lag(),
                                                controller_.sequence() + 1)),
-      acks_(options.steps_kept_for_acks) {}
+      acks_(options.steps_kept_for_acks) {
+  PublishView(Clock::now());  // Info() has a view even if the job is busy at once
+}
 
 StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
                                             const v1::JobMeta& meta, JobOptions options,
@@ -53,6 +67,14 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
   if (!c.ok()) return c.status();
   if (meta.world_size() == 0 || static_cast<size_t>(meta.units_size()) != c->num_units()) {
     return DataLoss("job '" + meta.job_id() + "': layout does not match controller state");
+  }
+  // Checked like the controller state (state_codec.cc): a last closed step
+  // at the end of the range would make every report late, for good.
+  if (meta.last_closed_step() < -1 || meta.last_closed_step() > kMaxStep ||
+      meta.generation() > (uint64_t{1} << 62)) {
+    return DataLoss("job '" + meta.job_id() + "': last closed step " +
+                    std::to_string(meta.last_closed_step()) + " or generation " +
+                    std::to_string(meta.generation()) + " out of range");
   }
   std::unique_ptr<Job> job(new Job(meta.job_id(), meta.world_size(), meta.token(),
                                    std::move(c).value(), options, listener));
@@ -73,8 +95,23 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
   // start the same number again.
   {
     std::lock_guard<std::mutex> lock(job->mu_);
+    // Served even past a cap or the budget (lowered since it was saved):
+    // refusing would lose its state. Said loudly.
+    const JobShape shape = job->ShapeLocked();
+    const Status caps = CheckJobCaps(shape, job->EffectiveCaps());
+    job->reserved_bytes_ = JobFootprint(shape, job->EffectiveCaps());
+    if (options.budget) options.budget->ForceResize(0, job->reserved_bytes_);
+    if (!caps.ok() ||
+        (options.budget && options.budget->used() > options.budget->limit())) {
+      spdlog::warn("job {}: restored beyond the daemon's limits ({}; memory_budget {} of {} "
+                   "MiB used); new registrations of it may be refused",
+                   job->id_, caps.ok() ? "caps ok" : caps.message(),
+                   options.budget ? options.budget->used() >> 20 : 0,
+                   options.budget ? options.budget->limit() >> 20 : 0);
+    }
     job->generation_ = meta.generation();
     job->aggregator_.SetLastClosed(meta.last_closed_step());
+    job->last_active_ = SteadyFromUnix(meta.last_active_unix(), job->last_active_);
     job->StartGeneration(GenerationCause::kRestore, "the daemon restored the job from its snapshot");
   }
   return job;
@@ -84,6 +121,7 @@ bool Job::TokenMatches(const std::string& token) const { return SameSecret(token
 
 StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_.ok()) return closed_;
   if (req.world_size() != world_size_) {
     return Status(StatusCode::kFailedPrecondition,
                   "job '" + id_ + "' has world size " + std::to_string(world_size_) +
@@ -110,8 +148,9 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
                         ". A different model needs a new job id");
     }
   }
-  std::vector<std::string> new_units;
-  s = topology_.CheckRank(specs, &new_units);
+  std::vector<std::string_view> new_units;  // views into specs
+  JobTopology::Growth growth;
+  s = topology_.CheckRank(specs, &new_units, req.rank(), &growth);
   if (!s.ok()) return s;
   s = controller_.CheckNewUnits(new_units);
   if (!s.ok() || topology_.num_units() != controller_.num_units()) {
@@ -120,6 +159,15 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
                   topology_.num_units(), controller_.num_units(), s.ToString());
     return Internal("job '" + id_ + "': unit layout and controller disagree (a daemon bug)");
   }
+  JobShape next = ShapeLocked();
+  next.units += growth.units;
+  next.name_bytes += growth.name_bytes;
+  next.slots += growth.slots;
+  next.rank_units =
+      static_cast<uint64_t>(static_cast<int64_t>(next.rank_units) + growth.rank_units);
+  next.ranks += growth.ranks;
+  s = Reserve(next);  // the caps and the memory budget; the last check
+  if (!s.ok()) return s;
 
   RegisterResult result;
   std::vector<std::string> created;
@@ -139,6 +187,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   } while (rs.session_id == 0);
   rs.client_version = req.client_version();
   rs.last_seen = Clock::now();
+  last_active_ = rs.last_seen;
   rs.seen = true;
   rs.stream_ended = false;
   aggregator_.ResetRank(req.rank());
@@ -158,6 +207,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   result.last_step = controller_.last_step().value_or(-1);
   result.generation = generation_;
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
+  MaybePublishView();
   return result;
 }
 
@@ -177,12 +227,14 @@ Status Job::CheckSession(uint32_t rank, uint64_t session_id) const {
 
 Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionSink> sink) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_.ok()) return closed_;
   Status s = CheckSession(rank, session_id);
   if (!s.ok()) return s;
   RankSession& rs = sessions_[rank];
   if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new stream"));
   rs.sink = std::move(sink);
   rs.last_seen = Clock::now();
+  last_active_ = rs.last_seen;
   rs.stream_ended = false;
   // The generation, then its recent decisions in order: a rank attaching
   // late finds the decision that covers each recent step.
@@ -201,6 +253,7 @@ void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
   }
   it->second.sink.reset();
   it->second.stream_ended = true;
+  last_active_ = Clock::now();
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
 }
 
@@ -218,6 +271,7 @@ uint32_t Job::connected_sessions() const {
 Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& stats,
                     size_t bytes, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_.ok()) return closed_;
   Status s = CheckSession(rank, session_id);
   if (!s.ok()) return s;
   StepAggregator::Outcome outcome;
@@ -225,6 +279,7 @@ Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& sta
   if (!s.ok()) return s;
   RankSession& rs = sessions_[rank];
   rs.last_seen = now;
+  last_active_ = now;
   if (listener_) {
     listener_->OnReport(id_, rank, bytes, stats.overhead());
     if (outcome == StepAggregator::Outcome::kLate) listener_->OnLateReport(id_, rank);
@@ -235,6 +290,7 @@ Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& sta
 
 Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_.ok()) return closed_;
   Status s = CheckSession(rank, session_id);
   if (!s.ok()) return s;
   // An ack of a void generation is not compared (see "Acks" in job.h);
@@ -276,6 +332,7 @@ void Job::DrainReady(Clock::time_point now) {
     if (!aggregator_.PopReady(now, &closed)) break;
     Decide(closed, Seconds(Clock::now() - t0));
   }
+  MaybePublishView();
 }
 
 void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seconds) {
@@ -315,6 +372,7 @@ v1::JobMeta Job::MetaLocked() const {
   }
   meta.set_last_closed_step(aggregator_.last_closed());
   meta.set_generation(generation_);
+  meta.set_last_active_unix(LastActiveUnixLocked());
   return meta;
 }
 
@@ -323,7 +381,7 @@ void Job::RequestSnapshot() {
   if (!listener_) return;
   v1::ControllerState state;
   ControllerStateCodec::Save(controller_, &state);
-  listener_->OnSnapshot(id_, state, MetaLocked());
+  listener_->OnSnapshot(id_, std::move(state), MetaLocked());
 }
 
 void Job::SnapshotNow() {

@@ -25,6 +25,9 @@
 //   controller changed (a decision, a config change, a release, a new
 //   unit), changes nothing (every rank of a data-parallel job may load the
 //   same checkpoint);
+// - an operator's rewind (Rewind, gnmrctl rewind): like a new incarnation
+//   for the steps (any step, or any from a given one, is accepted again),
+//   while the live instances move to it as with an import;
 // - a new incarnation: every client has a random `instance`. A rank that
 //   registers with a new one while its previous instance belongs to the
 //   current generation starts a new generation; a rank whose previous
@@ -51,6 +54,7 @@
 // down, or a rank that has not yet heard of the new one).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -61,12 +65,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/aggregator/step_aggregator.h"
-#include "daemon/controller/controller.h"
+#include "controller/controller.h"
 #include "daemon/job/ack_book.h"
 #include "daemon/job/job_listener.h"
-#include "daemon/job/topology.h"
+#include "daemon/job/resource_caps.h"
+#include "daemon/topology/topology.h"
 #include "gnmr/v1/gnmr.pb.h"
 #include "gnmr/v1/job_state.pb.h"
 
@@ -83,7 +88,12 @@ class DecisionSink {
 };
 
 struct JobOptions {
-  StepAggregator::Options aggregation;
+  StepAggregator::Options aggregation;  // max_open_bytes: the open-step cap
+  // Per-job caps (resource_caps.h; max_open_step_bytes and
+  // decision_history_bytes are taken from aggregation and below), and the
+  // daemon's memory budget (null: none).
+  JobCaps caps;
+  std::shared_ptr<MemoryBudget> budget;
   uint32_t snapshot_every_steps = 50;
   size_t max_units = 1u << 20;
   // Steps whose acks are compared (and decisions whose digests are checked).
@@ -108,16 +118,21 @@ class Job {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // A new job; InvalidArgument if the config does not validate.
+  // A new job; InvalidArgument if the config does not validate. Its first
+  // generation is `first_generation` (above 1 for a job id that was
+  // deleted while its ranks may still hold decisions of the old job).
   static StatusOr<std::unique_ptr<Job>> Create(std::string job_id, uint32_t world_size,
                                                std::string token,
                                                const ControllerConfig& config,
-                                               JobOptions options, JobListener* listener);
+                                               JobOptions options, JobListener* listener,
+                                               uint64_t first_generation = 1);
   // A job restored from its snapshot; DataLoss if the two parts disagree.
   static StatusOr<std::unique_ptr<Job>> Restore(const v1::ControllerState& state,
                                                 const v1::JobMeta& meta,
                                                 JobOptions options,
                                                 JobListener* listener);
+
+  ~Job();  // gives the job's memory budget back
 
   const std::string& id() const { return id_; }
   uint32_t world_size() const { return world_size_; }
@@ -149,8 +164,17 @@ class Job {
   void Tick(Clock::time_point now);
 
   // ---- admin
+  // The job's summary for ListJobs. Never waits for the job's lock: while
+  // the job is busy (a long decision, a large Register) it returns the view
+  // published last (its ages advanced to `now`): taken by the last Info()
+  // that found the job free, and by the job itself after its operations,
+  // at least once a second while it works, and at the end of the operation
+  // during which an Info() found it busy. So one job can never hold up a
+  // listing of all jobs, and its view is at most about a second older
+  // than the operation in progress.
   v1::JobInfo Info(Clock::time_point now) const;
   std::vector<v1::UnitInfo> Units(uint32_t top) const;
+  // The config in force (never waits for the job's lock either).
   ControllerConfig config() const;
   uint64_t config_version() const;
   Status SetConfig(const ControllerConfig& config);
@@ -161,12 +185,31 @@ class Job {
   // generation's import before the controller changed is a no-op (the same
   // generation).
   Status ImportState(const v1::ControllerState& state, uint64_t* generation = nullptr);
+  // The operator's way out when the job's steps went wrong (gnmrctl
+  // rewind): starts a generation in which reports of `first_step` and
+  // later are accepted (0: any step, the first report then anchors the
+  // step-jump bound) and the controller forgets its last step
+  // (Controller::Rewind: history, locks and the sequence stay).
+  // InvalidArgument for a step outside [0, kMaxStep].
+  Status Rewind(int64_t first_step, uint64_t* generation = nullptr);
   uint64_t generation() const;
   // Closed steps the controller refused (a bug: see Decide).
   uint64_t decision_failures() const;
   // Requests a snapshot now (shutdown).
   void SnapshotNow();
   uint32_t connected_sessions() const;
+
+  // ---- lifecycle (job_lifecycle.cc; deploy/README.md, "Job lifecycle")
+  // Ends the job for good (deletion, idle expiry): every attached stream is
+  // closed with `why`, every later Register, Attach, report and ack fails
+  // with it, and the listener is never called again, so nothing recreates
+  // the job's files or metric series afterwards. Returns the number of
+  // streams it closed.
+  uint32_t Close(const Status& why);
+  // How long the job has been idle at `now`: no stream attached and no
+  // report since (zero while a stream is attached). A restored job counts
+  // from its snapshot's last activity.
+  Clock::duration IdleFor(Clock::time_point now) const;
 
  private:
   struct RankSession {
@@ -184,7 +227,7 @@ class Job {
     bool stream_ended = false;
   };
 
-  enum class GenerationCause { kImport, kRestore, kIncarnation };
+  enum class GenerationCause { kImport, kRestore, kIncarnation, kRewind };
 
   Job(std::string job_id, uint32_t world_size, std::string token, Controller controller,
       JobOptions options, JobListener* listener);
@@ -198,7 +241,8 @@ class Job {
   // Starts generation_ + 1 for `cause` (see "Generations" above): resets
   // the steps, announces it to every attached stream, rebuilds the last
   // decision (import, restore), writes an event and requests a snapshot.
-  void StartGeneration(GenerationCause cause, const std::string& detail);
+  // `rewind_to`: kRewind's first accepted step.
+  void StartGeneration(GenerationCause cause, const std::string& detail, int64_t rewind_to = 0);
   // Records `rank`'s client instance; true if it starts a new generation.
   bool NewIncarnation(RankSession& rs, uint64_t instance) const;
   // After the controller was replaced: its last decision, rebuilt from its
@@ -210,7 +254,23 @@ class Job {
   void EmitEvent(const char* kind, int64_t step, std::string detail);
 
   void EmitEvents(const Decision& d);
+  // ---- resources (resource_caps.h)
+  JobShape ShapeLocked() const;
+  JobCaps EffectiveCaps() const;
+  // Checks `next` against the caps and the budget and reserves its
+  // footprint: the last check before a change (all or nothing).
+  Status Reserve(const JobShape& next);
+  v1::JobInfo InfoLocked(Clock::time_point now) const;
+  void PublishView(Clock::time_point now) const;  // holds mu_
+  // After an operation (holds mu_): PublishView if an Info() found the job
+  // busy, or the view is a second old.
+  void MaybePublishView() const;
   void RequestSnapshot();
+  // ---- lifecycle (job_lifecycle.cc)
+  // last_active_ as Unix seconds (now while a stream is attached).
+  double LastActiveUnixLocked() const;
+  // A wall-clock time as a steady-clock one; `fallback` for 0 (unknown).
+  static Clock::time_point SteadyFromUnix(double unix_seconds, Clock::time_point fallback);
   v1::JobMeta MetaLocked() const;
   Status CheckSession(uint32_t rank, uint64_t session_id) const;
   uint32_t ConnectedLocked() const;
@@ -219,7 +279,7 @@ class Job {
   const uint32_t world_size_;
   const std::string token_;
   const JobOptions options_;
-  JobListener* const listener_;
+  JobListener* listener_;  // null once closed (and when none was given)
 
   mutable std::mutex mu_;
   JobTopology topology_;
@@ -243,6 +303,21 @@ class Job {
   // changes after it (a decision, a config change, a release, a new unit):
   // a repeat of that import before is a no-op. "" otherwise.
   std::string imported_state_;
+
+  // Lifecycle: the last report, attach or detach (idle expiry), and why
+  // the job was closed (OK while open).
+  Clock::time_point last_active_;
+  Status closed_;
+  // The view Info() returns while mu_ is held elsewhere, and when it was
+  // taken; view_wanted_: an Info() call found the job busy.
+  mutable std::mutex view_mu_;
+  mutable v1::JobInfo view_;
+  mutable Clock::time_point view_at_;
+  mutable ControllerConfig view_config_;  // published at once on a change
+  mutable uint64_t view_config_version_ = 0;
+  mutable std::atomic<bool> view_wanted_{false};
+
+  uint64_t reserved_bytes_ = 0;  // this job's share of options_.budget
 
   uint64_t steps_since_snapshot_ = 0;
   uint64_t decision_failures_ = 0;

@@ -3,13 +3,55 @@
 #include <cmath>
 
 #include "common/wall_clock.h"
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {
 
 v1::JobInfo Job::Info(Clock::time_point now) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (lock.owns_lock()) {
+    v1::JobInfo info = InfoLocked(now);
+    std::lock_guard<std::mutex> view_lock(view_mu_);
+    view_ = info;
+    view_at_ = now;
+    return info;
+  }
+  view_wanted_ = true;  // the operation holding mu_ publishes one when done
+  std::lock_guard<std::mutex> view_lock(view_mu_);
+  v1::JobInfo info = view_;
+  const double aged = std::chrono::duration<double>(now - view_at_).count();
+  if (aged > 0) {
+    for (v1::RankInfo& r : *info.mutable_ranks()) {
+      r.set_last_seen_seconds_ago(r.last_seen_seconds_ago() + aged);
+    }
+  }
+  return info;
+}
+
+void Job::PublishView(Clock::time_point now) const {
+  v1::JobInfo info = InfoLocked(now);
+  std::lock_guard<std::mutex> view_lock(view_mu_);
+  view_ = std::move(info);
+  view_at_ = now;
+  if (view_config_version_ != controller_.config_version() ||
+      view_config_ != controller_.config()) {
+    view_config_ = controller_.config();
+    view_config_version_ = controller_.config_version();
+  }
+}
+
+void Job::MaybePublishView() const {
+  const Clock::time_point now = Clock::now();
+  bool stale;
+  {
+    std::lock_guard<std::mutex> view_lock(view_mu_);
+    stale = now - view_at_ >= std::chrono::seconds(1);
+  }
+  if (view_wanted_.exchange(false) || stale) PublishView(now);
+}
+
+v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
   v1::JobInfo info;
   info.set_job_id(id_);
   info.set_world_size(world_size_);
@@ -60,15 +102,14 @@ std::vector<v1::UnitInfo> Job::Units(uint32_t top) const {
     info.set_action(static_cast<v1::Action>(u.resolved.action));
     info.set_shard_count(topology_.unit(id).shard_count);
     info.set_state(u.valid_samples < cfg.warmup ? "warmup" : "active");
-    for (const RecoveryEntry& e : controller_.recovery()) {
-      if (e.unit_id == id) {
-        info.set_state("recovery");
-        info.set_action(static_cast<v1::Action>(e.action));
-        info.set_since(e.since);
-        info.set_until(e.until);
-      }
-    }
     out.push_back(std::move(info));
+  }
+  for (const RecoveryEntry& e : controller_.recovery()) {
+    v1::UnitInfo& info = out[e.unit_id];
+    info.set_state("recovery");
+    info.set_action(static_cast<v1::Action>(e.action));
+    info.set_since(e.since);
+    info.set_until(e.until);
   }
   if (top > 0 && top < out.size()) {
     auto key = [](const v1::UnitInfo& u) { return std::isfinite(u.gnmr()) ? u.gnmr() : 0.0; };
@@ -83,18 +124,26 @@ std::vector<v1::UnitInfo> Job::Units(uint32_t top) const {
 }
 
 ControllerConfig Job::config() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return controller_.config();
+  std::lock_guard<std::mutex> view_lock(view_mu_);
+  return view_config_;
 }
 
 uint64_t Job::config_version() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return controller_.config_version();
+  std::lock_guard<std::mutex> view_lock(view_mu_);
+  return view_config_version_;
 }
 
 Status Job::SetConfig(const ControllerConfig& config) {
   std::lock_guard<std::mutex> lock(mu_);
-  Status s = controller_.SetConfig(config);
+  Status s = config.Validate();
+  if (!s.ok()) return s;
+  JobShape next = ShapeLocked();
+  next.window = static_cast<uint64_t>(config.short_window);
+  next.max_o = static_cast<uint64_t>(config.max_o);
+  next.rule_bytes = ActionResolver(config).MemoryBytes();
+  s = Reserve(next);
+  if (!s.ok()) return s;
+  s = controller_.SetConfig(config);  // validated above: cannot fail
   if (!s.ok()) return s;
   imported_state_.clear();  // a repeated import would now change the state
   if (listener_) {
@@ -110,6 +159,7 @@ Status Job::SetConfig(const ControllerConfig& config) {
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   RequestSnapshot();
+  PublishView(Clock::now());  // GetConfig shows the new config at once
   return Status::Ok();
 }
 
@@ -176,6 +226,15 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
       return Status(code, "imported state cannot be added to job '" + id_ + "': " + s.message());
     }
   }
+  JobShape next = ShapeLocked();
+  next.units = layout.num_units();
+  next.name_bytes = layout.name_bytes();
+  next.slots = layout.num_slots();
+  next.window = static_cast<uint64_t>(c->config().short_window);
+  next.max_o = static_cast<uint64_t>(c->config().max_o);
+  next.rule_bytes = c->action_rule_bytes();
+  Status reserved = Reserve(next);  // the caps and the memory budget
+  if (!reserved.ok()) return reserved;
   // Nothing below fails.
   topology_ = std::move(layout);
   controller_ = std::move(c).value();
@@ -190,6 +249,25 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   StartGeneration(GenerationCause::kImport, "controller state imported");
   imported_state_ = std::move(bytes);
+  PublishView(Clock::now());  // GetConfig shows the imported config at once
+  if (generation) *generation = generation_;
+  return Status::Ok();
+}
+
+Status Job::Rewind(int64_t first_step, uint64_t* generation) {
+  if (first_step < 0 || first_step > kMaxStep) {
+    return InvalidArgument("rewind: first step " + std::to_string(first_step) +
+                           " is outside [0, " + std::to_string(kMaxStep) + "]");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  StartGeneration(GenerationCause::kRewind,
+                  first_step == 0
+                      ? "an operator rewound the job: reports of any step are accepted"
+                      : "an operator rewound the job: reports of step " +
+                            std::to_string(first_step) + " and later are accepted",
+                  first_step);
+  if (listener_) listener_->OnControllerChanged(id_, controller_);
+  PublishView(Clock::now());
   if (generation) *generation = generation_;
   return Status::Ok();
 }

@@ -3,6 +3,7 @@
 // a step that could not be decided).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/wall_clock.h"
@@ -53,11 +54,14 @@ void Job::EmitEvents(const Decision& d) {
   };
   for (const Admission& a : d.admitted) {
     v1::Event e = base("admission", a.unit_id);
-    for (const RecoveryEntry& r : d.recovery) {
-      if (r.unit_id == a.unit_id) {
-        e.set_action(static_cast<v1::Action>(r.action));
-        e.set_until(r.until);
-      }
+    // d.recovery is in unit id order: a search, not a scan (it may be as
+    // large as max_o, and so may the admissions).
+    auto r = std::lower_bound(
+        d.recovery.begin(), d.recovery.end(), a.unit_id,
+        [](const RecoveryEntry& x, uint32_t id) { return x.unit_id < id; });
+    if (r != d.recovery.end() && r->unit_id == a.unit_id) {
+      e.set_action(static_cast<v1::Action>(r->action));
+      e.set_until(r->until);
     }
     e.set_trigger(static_cast<v1::Trigger>(a.trigger));
     // A non-finite sample is not evaluated: no GNMR or Delta exists for it.

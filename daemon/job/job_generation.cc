@@ -19,7 +19,7 @@ bool Job::NewIncarnation(RankSession& rs, uint64_t instance) const {
   return rs.instance_generation == generation_;
 }
 
-void Job::StartGeneration(GenerationCause cause, const std::string& detail) {
+void Job::StartGeneration(GenerationCause cause, const std::string& detail, int64_t rewind_to) {
   ++generation_;
   imported_state_.clear();  // ImportState sets it after this
   history_.clear();
@@ -42,8 +42,12 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail) {
       aggregator_.StartOver(
           std::max(aggregator_.last_closed(), controller_.last_step().value_or(-1)));
       break;
+    case GenerationCause::kRewind:
+      controller_.Rewind();
+      aggregator_.StartOver(rewind_to - 1);
+      break;
   }
-  if (cause == GenerationCause::kImport) {
+  if (cause == GenerationCause::kImport || cause == GenerationCause::kRewind) {
     // Live instances (attached, or registered and not attached yet) live on
     // in the new generation: a restart of theirs later starts another one.
     // One whose stream has ended stays behind: its successor joins.
@@ -53,12 +57,13 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail) {
   }
   // Import and restore begin with the rebuilt last decision (below), if the
   // controller has one; a new incarnation with the next one to be made.
-  const bool rebuilt = cause != GenerationCause::kIncarnation && controller_.last_step() &&
-                       controller_.last_apply() && controller_.sequence() > 0;
+  const bool rebuilds = cause == GenerationCause::kImport || cause == GenerationCause::kRestore;
+  const bool rebuilt = rebuilds && controller_.last_step() && controller_.last_apply() &&
+                       controller_.sequence() > 0;
   generation_start_ = GenerationStartMessage(
       generation_, controller_.next_lag(), controller_.sequence() + (rebuilt ? 0 : 1));
   SendToAttached(generation_start_);
-  if (cause != GenerationCause::kIncarnation) RebuildLastDecision();
+  if (rebuilds) RebuildLastDecision();
   spdlog::info("job {}: generation {}: {}", id_, generation_, detail);
   EmitEvent("generation", controller_.last_step().value_or(-1),
             "generation " + std::to_string(generation_) + ": " + detail);

@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "gnmr/status.h"
 #include "daemon/aggregator/step_aggregator.h"
-#include "daemon/controller/controller.h"
+#include "controller/controller.h"
 #include "daemon/job/ack_book.h"
 #include "gnmr/v1/gnmr.pb.h"
 #include "gnmr/v1/job_state.pb.h"
@@ -50,10 +51,19 @@ class JobListener {
   // `decision_failed` event.
   virtual void OnDecisionFailed(const std::string& job_id) = 0;
   virtual void OnSessions(const std::string& job_id, uint32_t connected) = 0;
-  // A snapshot should be written (asynchronously; latest wins).
-  virtual void OnSnapshot(const std::string& job_id,
-                          const v1::ControllerState& state,
+  // A snapshot should be written (asynchronously; latest wins). The state
+  // is handed over, not copied (a large job's state is large).
+  virtual void OnSnapshot(const std::string& job_id, v1::ControllerState state,
                           const v1::JobMeta& meta) = 0;
+  // The job was deleted or expired and is closed (Job::Close: no other call
+  // for it follows): forget it, its files and its metric series. Not under
+  // the job's lock, and the only method that may block (file I/O); a new
+  // job of the same id is created only after it returns. Errors are for
+  // the caller's log line and the Admin answer.
+  virtual Status OnJobRemoved(const std::string& job_id) {
+    (void)job_id;
+    return Status::Ok();
+  }
 };
 
 }  // namespace gnmr

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/job/topology.h"
+#include "daemon/topology/topology.h"
 
 namespace gnmr {
 

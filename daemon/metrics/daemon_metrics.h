@@ -27,7 +27,7 @@
 #include <string_view>
 #include <utility>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/metrics/job_metrics.h"
 #include "daemon/metrics/metric_families.h"
 #include "daemon/metrics/process_collector.h"

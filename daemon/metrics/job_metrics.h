@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/controller/controller.h"
+#include "controller/controller.h"
 #include "daemon/metrics/metric_families.h"
 #include "daemon/metrics/unit_series.h"
 #include "gnmr/v1/gnmr.pb.h"

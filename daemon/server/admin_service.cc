@@ -6,7 +6,7 @@
 
 #include "common/secret.h"
 #include "common/text.h"
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "daemon/server/peer_access.h"
 #include "daemon/server/raw_unary.h"
 #include "daemon/server/request_validation.h"
@@ -28,6 +28,8 @@ AdminService::AdminService(JobRegistry* registry, ServerStats* stats, AdminConte
   Route("ReleaseUnit", Access::kMutation, &AdminService::ReleaseUnit);
   Route("ExportState", Access::kRead, &AdminService::ExportState);
   Route("ImportState", Access::kMutation, &AdminService::ImportState);
+  Route("DeleteJob", Access::kMutation, &AdminService::DeleteJob);
+  Route("RewindJob", Access::kMutation, &AdminService::RewindJob);
 }
 
 void AdminService::SetListen(std::vector<std::string> bound) {
@@ -54,7 +56,8 @@ void AdminService::Route(const char* method, Access access, Body<Req, Resp> body
             grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
             reactor->Finish(ToGrpc(s));
             return reactor;
-          }));
+          },
+          context_.request_gate));
 }
 
 Status AdminService::CheckAccess(grpc::CallbackServerContext* ctx, Access access) const {
@@ -182,6 +185,40 @@ Status AdminService::ImportState(grpc::CallbackServerContext*, const v1::ImportS
     resp->set_generation(generation);
     spdlog::info("job {}: controller state imported (generation {})", EscapeForLog(req.job_id()),
                  generation);
+  }
+  return s;
+}
+
+Status AdminService::DeleteJob(grpc::CallbackServerContext*, const v1::DeleteJobRequest& req,
+                               v1::DeleteJobResponse* resp) {
+  const Status why(StatusCode::kAborted,
+                   "job '" + req.job_id() +
+                       "' was deleted by an operator; a rank still running registers it again "
+                       "as a new job");
+  StatusOr<uint32_t> closed = registry_->Remove(req.job_id(), why);
+  const StatusCode code = closed.status().code();
+  if (!closed.ok() && code != StatusCode::kNotFound && code != StatusCode::kUnavailable) {
+    spdlog::error("job {}: deleted by an operator, but: {}", EscapeForLog(req.job_id()),
+                  EscapeForLog(closed.status().message(), 512));
+  }
+  if (!closed.ok()) return closed.status();
+  resp->set_streams_closed(*closed);
+  spdlog::info("job {}: deleted by an operator ({} stream(s) closed); its snapshots, event log "
+               "and metric series are removed",
+               EscapeForLog(req.job_id()), *closed);
+  return Status::Ok();
+}
+
+Status AdminService::RewindJob(grpc::CallbackServerContext*, const v1::RewindJobRequest& req,
+                               v1::RewindJobResponse* resp) {
+  StatusOr<std::shared_ptr<Job>> job = registry_->Find(req.job_id());
+  if (!job.ok()) return job.status();
+  uint64_t generation = 0;
+  Status s = (*job)->Rewind(req.to_step(), &generation);
+  if (s.ok()) {
+    resp->set_generation(generation);
+    spdlog::warn("job {}: an operator rewound the job (generation {}, reports from step {})",
+                 EscapeForLog(req.job_id()), generation, req.to_step());
   }
   return s;
 }

@@ -4,12 +4,18 @@
 //   ExportState): anyone on the Unix socket or with a verified client
 //   certificate; a plain TCP peer needs the read token or the admin token
 //   in `x-gnmr-admin-token` (unless insecure_tcp).
-// - mutations (SetConfig, ReleaseUnit, ImportState): the admin token in
+// - mutations (SetConfig, ReleaseUnit, ImportState, DeleteJob, RewindJob):
+//   the admin token in
 //   `x-gnmr-admin-token`; without a configured admin token, mutations are
 //   allowed only over the Unix socket, whose file permissions then are the
 //   access control.
 // Every method parses its own request (raw_unary.h), so a request that
 // does not parse gets INVALID_ARGUMENT naming the field.
+// Waiting: GetStatus, ListJobs and GetConfig never wait for a job's lock
+// (Job::Info and Job::config serve the job's published view while it is
+// busy), so one job's long decision or Register cannot hold them up;
+// ListUnits and ExportState read one job's full state and wait for that
+// job's current operation; mutations serialise with it.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -21,6 +27,7 @@
 #include <vector>
 
 #include "daemon/server/job_registry.h"
+#include "daemon/server/request_gate.h"
 #include "daemon/server/server_stats.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
@@ -33,6 +40,9 @@ struct AdminContext {
   bool insecure_tcp = false;  // plain TCP peers are trusted (peer_access.h)
   std::vector<std::string> listen;
   std::string state_dir;
+  // Bounds the bytes of requests served at once (request_gate.h); may be
+  // null. Set by Daemon::Start from DaemonOptions.
+  RequestGate* request_gate = nullptr;
   // Recent events of a job (the store's in-memory tail); may be empty.
   std::function<std::vector<v1::Event>(const std::string& job, int64_t since_step,
                                        uint32_t limit)>
@@ -76,6 +86,11 @@ class AdminService final : public v1::Admin::CallbackService {
                      v1::ExportStateResponse*);
   Status ImportState(grpc::CallbackServerContext*, const v1::ImportStateRequest&,
                      v1::ImportStateResponse*);
+  // Job lifecycle (JobRegistry::Remove).
+  Status DeleteJob(grpc::CallbackServerContext*, const v1::DeleteJobRequest&,
+                   v1::DeleteJobResponse*);
+  Status RewindJob(grpc::CallbackServerContext*, const v1::RewindJobRequest&,
+                   v1::RewindJobResponse*);
 
   JobRegistry* const registry_;
   ServerStats* const stats_;

@@ -65,8 +65,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
   }
   admin.listen = options.listen;
   admin.insecure_tcp = options.insecure_tcp;
+  admin.request_gate = options.request_gate.get();
   d->gnmr_service_ = std::make_unique<GnmrService>(d->registry_.get(), &d->stats_, options.limits,
-                                                   &d->live_sessions_, options.insecure_tcp);
+                                                   &d->live_sessions_, options.insecure_tcp,
+                                                   options.session_queue,
+                                                   options.request_gate.get());
   d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), &d->stats_, admin);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -137,13 +140,25 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
 }
 
 void Daemon::TickLoop() {
+  // Idle expiry is checked a few times per expiry period, at most once a
+  // second: cheap, and a short test expiry is still noticed soon.
+  const auto expiry = options_.registry.idle_expiry;
+  const auto expiry_check = std::max<std::chrono::milliseconds>(
+      std::min<std::chrono::milliseconds>(expiry / 4, std::chrono::seconds(1)),
+      options_.tick_interval);
+  auto next_expiry_check = Job::Clock::now() + expiry_check;
   std::unique_lock<std::mutex> lock(tick_mu_);
   while (!stopping_) {
     tick_cv_.wait_for(lock, options_.tick_interval);
     if (stopping_) break;
     lock.unlock();
     try {
-      registry_->TickAll(Job::Clock::now());
+      const auto now = Job::Clock::now();
+      registry_->TickAll(now);
+      if (expiry > std::chrono::milliseconds::zero() && now >= next_expiry_check) {
+        next_expiry_check = now + expiry_check;
+        registry_->ExpireIdle(now);
+      }
     } catch (const std::exception& e) {  // an escaped exception kills gnmrd
       spdlog::error("deadline ticker: {}", e.what());
     } catch (...) {

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/server/admin_service.h"
 #include "daemon/server/gnmr_service.h"
 #include "daemon/server/job_registry.h"
@@ -34,6 +34,11 @@ struct DaemonOptions {
   TlsOptions tls;
   RegistryOptions registry;
   RequestLimits limits;
+  // Each Session's write queue: messages and bytes (decision_queue.h).
+  DecisionQueue::Limits session_queue;
+  // Bounds the bytes of unary requests served at once (request_gate.h);
+  // null: no bound. Shared so that a test can hold some of it.
+  std::shared_ptr<RequestGate> request_gate;
   std::chrono::milliseconds tick_interval{20};
   // Plain TCP peers are trusted like Unix-socket peers (no job token needed
   // to create a job, Admin reads without a token): only for a trusted

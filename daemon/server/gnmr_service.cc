@@ -6,7 +6,7 @@
 
 #include "common/text.h"
 #include "common/tsan_annotations.h"
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "daemon/server/peer_access.h"
 #include "daemon/server/raw_unary.h"
 #include "daemon/server/session_reactor.h"
@@ -36,12 +36,14 @@ class RefusedSession final
 }  // namespace
 
 GnmrService::GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits,
-                         LiveSessions* live, bool insecure_tcp)
+                         LiveSessions* live, bool insecure_tcp,
+                         DecisionQueue::Limits queue_limits, RequestGate* request_gate)
     : registry_(registry),
       stats_(stats),
       limits_(limits),
       live_(live),
-      insecure_tcp_(insecure_tcp) {
+      insecure_tcp_(insecure_tcp),
+      queue_limits_(queue_limits) {
   const int index = MethodIndex(
       v1::RegisterRequest::descriptor()->file()->FindServiceByName("Gnmr"), "Register");
   if (index < 0) std::abort();  // the .proto lost Register: a build error
@@ -50,7 +52,8 @@ GnmrService::GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimit
                  [this](grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
                         v1::RegisterResponse* resp) { return DoRegister(ctx, req, resp); },
                  [this](grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
-                        const Status& s) { return FinishRegister(ctx, req, s); }));
+                        const Status& s) { return FinishRegister(ctx, req, s); },
+                 request_gate));
 }
 
 Status GnmrService::CheckRegisterTransport(grpc::CallbackServerContext* ctx,
@@ -134,7 +137,7 @@ grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage>* GnmrService::Sess
     return new RefusedSession(Status(StatusCode::kUnauthenticated,
                                      "a job token is required over TCP (x-gnmr-token)"));
   }
-  return new SessionReactor(ctx, registry_, stats_, live_);
+  return new SessionReactor(ctx, registry_, stats_, live_, queue_limits_);
 }
 
 }  // namespace gnmr

@@ -14,8 +14,10 @@
 #include <chrono>
 
 #include "common/log_limiter.h"
+#include "daemon/server/decision_queue.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
+#include "daemon/server/request_gate.h"
 #include "daemon/server/request_validation.h"
 #include "daemon/server/server_stats.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
@@ -25,8 +27,12 @@ namespace gnmr {
 class GnmrService final : public v1::Gnmr::CallbackService {
  public:
   // `live` (may be null): where Session streams are tracked for shutdown.
+  // `queue_limits`: each Session's write queue (decision_queue.h).
+  // `request_gate` (may be null): bounds the Registers served at once
+  // (request_gate.h).
   GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits = {},
-              LiveSessions* live = nullptr, bool insecure_tcp = false);
+              LiveSessions* live = nullptr, bool insecure_tcp = false,
+              DecisionQueue::Limits queue_limits = {}, RequestGate* request_gate = nullptr);
 
   grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage>* Session(
       grpc::CallbackServerContext* ctx) override;
@@ -48,6 +54,7 @@ class GnmrService final : public v1::Gnmr::CallbackService {
   const RequestLimits limits_;
   LiveSessions* const live_;
   const bool insecure_tcp_;
+  const DecisionQueue::Limits queue_limits_;
   LogLimiter rejected_log_{kRejectLogInterval};
 };
 

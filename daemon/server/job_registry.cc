@@ -1,9 +1,25 @@
 #include "daemon/server/job_registry.h"
 
+#include <spdlog/spdlog.h>
+
 #include "common/secret.h"
-#include "daemon/controller/state_codec.h"
+#include "common/text.h"
+#include "controller/state_codec.h"
 
 namespace gnmr {
+namespace {
+
+// "7d 0h", "2h 5m", "3m 20s", "1.5s": idle times for the log.
+std::string HumanDuration(std::chrono::milliseconds d) {
+  const int64_t ms = d.count();
+  const int64_t s = ms / 1000;
+  if (s >= 86400) return std::to_string(s / 86400) + "d " + std::to_string(s % 86400 / 3600) + "h";
+  if (s >= 3600) return std::to_string(s / 3600) + "h " + std::to_string(s % 3600 / 60) + "m";
+  if (s >= 60) return std::to_string(s / 60) + "m " + std::to_string(s % 60) + "s";
+  return std::to_string(s) + "." + std::to_string(ms % 1000 / 100) + "s";
+}
+
+}  // namespace
 
 Status JobRegistry::CheckToken(const std::string& job_id, const Job* job,
                                const std::string& token) const {
@@ -36,6 +52,10 @@ StatusOr<std::shared_ptr<Job>> JobRegistry::ForRegister(const v1::RegisterReques
     if (!s.ok()) return s;
     return it->second;
   }
+  if (removing_.count(req.job_id())) {
+    return Status(StatusCode::kUnavailable,
+                  "job '" + req.job_id() + "' is being deleted; register again in a moment");
+  }
   Status s = CheckToken(req.job_id(), nullptr, token);
   if (!s.ok()) return s;
   if (jobs_.size() >= options_.max_jobs) {
@@ -48,8 +68,10 @@ StatusOr<std::shared_ptr<Job>> JobRegistry::ForRegister(const v1::RegisterReques
     if (!c.ok()) return InvalidArgument("config: " + c.status().message());
     config = *c;
   }
-  StatusOr<std::unique_ptr<Job>> job =
-      Job::Create(req.job_id(), req.world_size(), token, config, options_.job, listener_);
+  auto retired = retired_.find(req.job_id());
+  const uint64_t first_generation = retired == retired_.end() ? 1 : retired->second + 1;
+  StatusOr<std::unique_ptr<Job>> job = Job::Create(req.job_id(), req.world_size(), token, config,
+                                                   options_.job, listener_, first_generation);
   if (!job.ok()) return job.status();
   std::shared_ptr<Job> shared = std::move(job).value();
   jobs_.emplace(req.job_id(), shared);
@@ -98,6 +120,81 @@ void JobRegistry::TickAll(Job::Clock::time_point now) const {
 
 void JobRegistry::SnapshotAll() const {
   for (const std::shared_ptr<Job>& job : All()) job->SnapshotNow();
+}
+
+StatusOr<uint32_t> JobRegistry::Remove(const std::string& job_id, const Status& why) {
+  std::shared_ptr<Job> job;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) {
+      if (removing_.count(job_id)) {
+        return Status(StatusCode::kUnavailable, "job '" + job_id + "' is being deleted already");
+      }
+      return NotFound("unknown job '" + job_id + "'");
+    }
+    job = std::move(it->second);
+    jobs_.erase(it);
+    removing_.insert(job_id);
+  }
+  const uint32_t streams = job->Close(why);
+  const uint64_t generation = job->generation();
+  Status cleanup;
+  try {
+    if (listener_) cleanup = listener_->OnJobRemoved(job_id);
+  } catch (const std::exception& e) {  // never leave the id blocked
+    cleanup = Internal(e.what());
+  } catch (...) {
+    cleanup = Internal("unknown exception");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    removing_.erase(job_id);
+    if (retired_.insert_or_assign(job_id, generation).second) retired_order_.push_back(job_id);
+    while (retired_order_.size() > kRetiredKept) {
+      retired_.erase(retired_order_.front());
+      retired_order_.pop_front();
+    }
+  }
+  if (!cleanup.ok()) {
+    return Status(cleanup.code(), "job '" + job_id +
+                                      "' is closed and forgotten, but removing its files "
+                                      "failed (a restart may restore it): " +
+                                      cleanup.message());
+  }
+  return streams;
+}
+
+std::vector<std::string> JobRegistry::ExpireIdle(Job::Clock::time_point now) {
+  std::vector<std::string> expired;
+  if (options_.idle_expiry <= std::chrono::milliseconds::zero()) return expired;
+  for (const std::shared_ptr<Job>& job : All()) {
+    const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(job->IdleFor(now));
+    if (idle < options_.idle_expiry) continue;
+    const std::string& id = job->id();
+    // A rank that registers between the check and the removal still finds
+    // its stream ended (ABORTED, with the reason) and registers anew.
+    const Status why(StatusCode::kAborted,
+                     "job '" + id + "' expired: idle (no stream, no report) for " +
+                         HumanDuration(idle) + ", job_idle_expiry is " +
+                         HumanDuration(options_.idle_expiry) +
+                         "; a rank still running registers it again as a new job");
+    StatusOr<uint32_t> removed = Remove(id, why);
+    if (removed.status().code() == StatusCode::kNotFound ||
+        removed.status().code() == StatusCode::kUnavailable) {
+      continue;  // deleted meanwhile
+    }
+    if (removed.ok()) {
+      spdlog::info("job {}: expired after {} idle (job_idle_expiry {}); its snapshots, event "
+                   "log and metric series are removed",
+                   EscapeForLog(id), HumanDuration(idle), HumanDuration(options_.idle_expiry));
+    } else {
+      spdlog::error("job {}: expired after {} idle: {}", EscapeForLog(id), HumanDuration(idle),
+                    EscapeForLog(removed.status().message(), 512));
+    }
+    expired.push_back(id);
+  }
+  return expired;
 }
 
 }  // namespace gnmr

@@ -27,7 +27,7 @@
 #include <optional>
 #include <string>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 

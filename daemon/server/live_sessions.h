@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {

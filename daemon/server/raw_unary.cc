@@ -1,6 +1,7 @@
 #include "daemon/server/raw_unary.h"
 
 #include <google/protobuf/stubs/logging.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
 #include <mutex>
 
@@ -44,16 +45,14 @@ std::string Utf8Field(const std::string& log_line) {
 
 Status ParseRequest(const grpc::ByteBuffer& in, google::protobuf::Message* request) {
   InstallLogHandler();
-  std::vector<grpc::Slice> slices;
-  if (!in.Dump(&slices).ok()) return Internal("cannot read the request bytes");
-  std::string bytes;
-  bytes.reserve(in.Length());
-  for (const grpc::Slice& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
+  // Parsed from the received slices (a copy of the buffer shares them):
+  // no contiguous copy of a request of up to max_message_bytes.
+  grpc::ByteBuffer shared(in);
+  grpc::ProtoBufferReader reader(&shared);
+  if (!reader.status().ok()) return Internal("cannot read the request bytes");
   std::string log_line;
   captured = &log_line;
-  const bool ok = request->ParseFromString(bytes);
+  const bool ok = request->ParseFromZeroCopyStream(&reader);
   captured = nullptr;
   if (ok) return Status::Ok();
   const std::string field = Utf8Field(log_line);

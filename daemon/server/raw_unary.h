@@ -27,7 +27,8 @@
 
 #include <string>
 
-#include "common/status.h"
+#include "gnmr/status.h"
+#include "daemon/server/request_gate.h"
 
 namespace gnmr {
 
@@ -55,6 +56,7 @@ Status Guarded(const Body& body) {
 }
 
 // A handler for a raw unary method (give it to MarkMethodRawCallback):
+// admits the request's bytes through `gate` (may be null; request_gate.h),
 // parses the request, runs
 //   Status body(grpc::CallbackServerContext*, const Req&, Resp*)
 // (guarded), serializes the response, and ends the call with
@@ -62,13 +64,15 @@ Status Guarded(const Body& body) {
 //                                  const Status&)
 // which records, logs and finishes it.
 template <typename Req, typename Resp, typename Body, typename Done>
-grpc::internal::MethodHandler* RawUnaryHandler(Body body, Done done) {
+grpc::internal::MethodHandler* RawUnaryHandler(Body body, Done done, RequestGate* gate) {
   return new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
-      [body, done](grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                   grpc::ByteBuffer* out) {
+      [body, done, gate](grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                         grpc::ByteBuffer* out) {
+        RequestGate::Ticket ticket;  // outlives req and resp: ends last
         Req req;
         Resp resp;
-        Status s = ParseRequest(*in, &req);
+        Status s = gate != nullptr ? gate->Admit(in->Length(), &ticket) : Status::Ok();
+        if (s.ok()) s = ParseRequest(*in, &req);
         if (s.ok()) s = Guarded([&] { return body(ctx, req, &resp); });
         if (s.ok()) s = SerializeResponse(resp, out);
         return done(ctx, req, s);

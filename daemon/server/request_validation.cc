@@ -1,5 +1,7 @@
 #include "daemon/server/request_validation.h"
 
+#include "common/unit_name.h"
+
 namespace gnmr {
 
 Status ValidateJobId(const std::string& job_id, const RequestLimits& limits) {
@@ -17,18 +19,7 @@ Status ValidateJobId(const std::string& job_id, const RequestLimits& limits) {
 }
 
 Status ValidateUnitName(const std::string& name, const RequestLimits& limits) {
-  if (name.empty()) return InvalidArgument("unit name is empty");
-  if (name.size() > limits.max_name_bytes) {
-    return InvalidArgument("unit name is longer than " + std::to_string(limits.max_name_bytes) +
-                           " bytes");
-  }
-  for (char c : name) {
-    if (c < 0x21 || c > 0x7e) {
-      return InvalidArgument("unit name '" + name.substr(0, 64) +
-                             "' has a character outside printable ASCII");
-    }
-  }
-  return Status::Ok();
+  return CheckUnitName(name, limits.max_name_bytes);
 }
 
 Status ValidateRegister(const v1::RegisterRequest& req, const RequestLimits& limits) {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string_view>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 

@@ -7,11 +7,6 @@
 
 namespace gnmr {
 
-grpc::Status ToGrpc(const Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message());
-}
-
 std::string TokenFromMetadata(const grpc::CallbackServerContext* ctx, const char* key) {
   const auto& md = ctx->client_metadata();
   auto it = md.find(key);
@@ -28,11 +23,7 @@ void SessionSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
     std::lock_guard<std::mutex> lock(mu_);
     if (reactor_ == nullptr || finish_requested_ || finished_) return;
     if (writing_) {
-      if (queue_.size() >= kMaxQueued) {
-        queue_.pop_front();
-        reactor_->stats_->decisions_dropped++;
-      }
-      queue_.push_back(std::move(msg));
+      reactor_->stats_->decisions_dropped += queue_.Push(std::move(msg));
       return;
     }
     writing_ = true;
@@ -57,8 +48,7 @@ void SessionSink::WriteDone() {
     reactor = reactor_;
     if (reactor == nullptr) return;
     if (!queue_.empty() && !finish_requested_) {
-      reactor->in_flight_ = std::move(queue_.front());
-      queue_.pop_front();
+      reactor->in_flight_ = queue_.Pop();
       next = reactor->in_flight_.get();
     } else {
       writing_ = false;
@@ -86,7 +76,7 @@ void SessionSink::Close(const Status& why) {
     if (reactor_ == nullptr || finish_requested_ || finished_) return;
     finish_requested_ = true;
     finish_status_ = ToGrpc(why);
-    queue_.clear();
+    queue_.Clear();
     if (!TakeFinishLocked()) return;  // WriteDone or EndRearm finishes
     reactor = reactor_;
   }
@@ -114,15 +104,16 @@ void SessionSink::EndRearm() {
 void SessionSink::Detach() {
   std::lock_guard<std::mutex> lock(mu_);
   reactor_ = nullptr;
-  queue_.clear();
+  queue_.Clear();
 }
 
 // --------------------------------------------------------- SessionReactor
 
 SessionReactor::SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry,
-                               ServerStats* stats, LiveSessions* live)
+                               ServerStats* stats, LiveSessions* live,
+                               DecisionQueue::Limits queue_limits)
     : ctx_(ctx), registry_(registry), stats_(stats), live_(live) {
-  sink_ = std::make_shared<SessionSink>(this);
+  sink_ = std::make_shared<SessionSink>(this, queue_limits);
   stats_->sessions_open++;
   stats_->sessions_total++;
   GNMR_HAPPENS_BEFORE(&order_.constructed);
@@ -233,8 +224,7 @@ void SessionReactor::OnCancel() {
 
 void SessionReactor::OnDone() {
   Reacting(&order_.ended);
-  stats_->Record("Session", Status(static_cast<StatusCode>(sink_->finish_status_.error_code()),
-                                   ""));
+  stats_->Record("Session", FromGrpc(sink_->finish_status_));
   sink_->Detach();
   if (live_ != nullptr) live_->Remove(sink_.get());
   if (job_) job_->Detach(rank_, session_id_, sink_.get());

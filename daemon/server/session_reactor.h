@@ -6,9 +6,10 @@
 //   current session (from Register); then StepStats and Acks. Any invalid
 //   message ends the stream with its precise status; the client reconnects.
 // - Writes: the job pushes decisions through a SessionSink from its own
-//   thread. The sink keeps a bounded queue (drop-oldest: decisions carry the
-//   full set, so a newer one supersedes a dropped one) and has at most one
-//   write in flight. Finish is never started while a write is outstanding.
+//   thread. The sink keeps a queue bounded in messages and bytes
+//   (decision_queue.h: older decisions are dropped, the newest
+//   GenerationStart never) and has at most one write in flight. Finish is
+//   never started while a write is outstanding.
 // - Lifetime: gRPC deletes nothing; OnDone() deletes the reactor after
 //   cutting the sink's pointer to it, so a late SendDecision from the job
 //   finds no reactor and drops the message. The sink outlives the reactor
@@ -18,15 +19,16 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
-#include <deque>
 #include <memory>
 #include <mutex>
 
 #include "daemon/job/job.h"
+#include "daemon/server/decision_queue.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
 #include "daemon/server/server_stats.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
+#include "proto/grpc_status.h"
 
 namespace gnmr {
 
@@ -34,9 +36,8 @@ class SessionReactor;
 
 class SessionSink final : public DecisionSink {
  public:
-  static constexpr size_t kMaxQueued = 256;
-
-  explicit SessionSink(SessionReactor* reactor) : reactor_(reactor) {}
+  SessionSink(SessionReactor* reactor, DecisionQueue::Limits limits)
+      : reactor_(reactor), queue_(limits) {}
   void SendDecision(std::shared_ptr<const v1::ServerMessage> msg) override;
   void Close(const Status& why) override;
 
@@ -57,7 +58,7 @@ class SessionSink final : public DecisionSink {
 
   std::mutex mu_;
   SessionReactor* reactor_;  // null once the reactor is done
-  std::deque<std::shared_ptr<const v1::ServerMessage>> queue_;
+  DecisionQueue queue_;
   bool writing_ = false;
   bool rearming_ = false;
   bool finish_requested_ = false;
@@ -70,7 +71,7 @@ class SessionReactor final
  public:
   // `live` (may be null) tracks the stream for shutdown.
   SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry, ServerStats* stats,
-                 LiveSessions* live = nullptr);
+                 LiveSessions* live = nullptr, DecisionQueue::Limits queue_limits = {});
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -111,6 +112,5 @@ class SessionReactor final
 // The job token from the x-gnmr-token metadata ("" if absent).
 std::string TokenFromMetadata(const grpc::CallbackServerContext* ctx, const char* key);
 
-grpc::Status ToGrpc(const Status& s);
 
 }  // namespace gnmr

@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace store {

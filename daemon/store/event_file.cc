@@ -55,7 +55,7 @@ std::vector<std::string> CompleteLines(const std::string& buf, bool cut_head,
 
 }  // namespace
 
-StatusOr<int> OpenForAppend(const std::string& path) {
+StatusOr<int> OpenForAppend(const std::string& path, uint64_t* size_out) {
   int fd = -1;
   uint64_t size = 0;
   Status opened = OpenWithSize(path, O_RDWR | O_APPEND | O_CREAT, &fd, &size);
@@ -65,12 +65,16 @@ StatusOr<int> OpenForAppend(const std::string& path) {
     StatusOr<size_t> n =
         ReadAt(fd, &last, 1, static_cast<off_t>(size - 1), path);
     Status s = n.status();
-    if (s.ok() && last != '\n') s = WriteAll(fd, "\n", path);
+    if (s.ok() && last != '\n') {
+      s = WriteAll(fd, "\n", path);
+      ++size;
+    }
     if (!s.ok()) {
       ::close(fd);
       return s;
     }
   }
+  if (size_out != nullptr) *size_out = size;
   return fd;
 }
 

@@ -6,17 +6,19 @@
 // skipped when read back) but every later line is intact.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace store {
 
 // Opens (creating, mode 0640) `path` for appending and makes sure it ends
-// with '\n'. Returns the file descriptor; the caller closes it.
-StatusOr<int> OpenForAppend(const std::string& path);
+// with '\n'. Returns the file descriptor (the caller closes it) and, in
+// *size if given, the file's size.
+StatusOr<int> OpenForAppend(const std::string& path, uint64_t* size = nullptr);
 
 // The last `max_lines` complete lines of `path` (without '\n'), oldest
 // first, reading at most `max_bytes` from the end. A line cut by that bound

@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "common/text.h"
-#include "daemon/controller/config.h"
+#include "gnmr/config.h"
 
 namespace gnmr {
 namespace store {

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {

@@ -1,7 +1,8 @@
 // EventLog: the append-only per-job event log (SPEC section 7) and the
 // in-memory window of recent events that Admin.ListEvents serves.
 //
-//   <state_dir>/jobs/<escaped job id>/events.jsonl   one JSON object a line
+//   <state_dir>/jobs/<escaped job id>/events.jsonl     one JSON object a line
+//   <state_dir>/jobs/<escaped job id>/events.jsonl.1   the one before it
 //
 // Every admission, release, denial, config change, admin release and import
 // is one gnmr.v1.Event with the statistics that caused it (event_json.h
@@ -12,6 +13,11 @@
 //   (the last `ring_capacity` events, for ListEvents) and into a bounded
 //   write buffer shared by all jobs, then returns. The decision path pays a
 //   mutex and a copy, nothing more.
+// - Memory is bounded in bytes too (docs/limits.md, "Memory"): a job's ring
+//   holds at most `ring_bytes` of events (EventMemoryBytes; the newest is
+//   always kept), the write buffer `max_buffered_bytes`; an event's detail
+//   is capped at 1024 bytes as in the file. MemoryBound() is what the log
+//   holds at most besides its rings.
 // - A writer thread drains the buffer every `flush_interval` (sooner when it
 //   is half full), groups events by job and appends their lines with one
 //   write(2) per job. Files stay open (at most `max_open_files`).
@@ -22,7 +28,15 @@
 // - Flush waits until everything appended before it is written and
 //   fdatasync'ed; Stop (and the destructor) flushes and joins the thread.
 // - ReloadTail refills a job's ring from the end of its file after a
-//   restart, so ListEvents still shows the events before it.
+//   restart, so ListEvents still shows the events before it; when the file
+//   holds fewer events than the ring, it reads on into events.jsonl.1.
+// - Rotation by size: before a write would take a job's events.jsonl past
+//   max_file_bytes, the file is renamed to events.jsonl.1 (replacing the
+//   previous one) and a new one is started. A job's event log thus takes at
+//   most about 2 x max_file_bytes (a single write may exceed the bound by
+//   its own size).
+// - RemoveJob (a deleted or expired job) drops the job's ring and its
+//   buffered events; the writer closes its file and deletes both files.
 #pragma once
 
 #include <chrono>
@@ -33,20 +47,31 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {
 namespace store {
 
 struct EventLogOptions {
-  size_t ring_capacity = 10000;  // events kept in memory per job
-  size_t max_buffered = 65536;   // events waiting for the writer, all jobs
+  size_t ring_capacity = 10000;         // events kept in memory per job
+  size_t ring_bytes = 512u << 10;       // ... and their bytes
+  size_t max_buffered = 65536;          // events waiting for the writer, all jobs
+  size_t max_buffered_bytes = 32u << 20;  // ... and their bytes
   std::chrono::milliseconds flush_interval{200};
   size_t max_open_files = 128;
+  uint64_t max_file_bytes = uint64_t{64} << 20;  // rotate past this (above)
 };
+
+// The bytes `e` holds in memory (the message and its strings).
+size_t EventMemoryBytes(const v1::Event& e);
+// At most what one event in a ring holds (strings capped as Append caps
+// them), and what one job's ring holds.
+size_t MaxEventMemoryBytes();
+size_t RingMemoryBound(const EventLogOptions& options);
 
 class EventLog {
  public:
@@ -84,8 +109,17 @@ class EventLog {
   // Flushes, then stops the writer; later Appends only reach the ring.
   void Stop();
 
-  // Drops the job's ring (the file stays).
-  void ForgetJob(const std::string& job_id);
+  // Forgets a deleted job: its ring and buffered events are dropped, and
+  // its file is closed and (with `delete_files`) its files events.jsonl and
+  // events.jsonl.1 deleted before this returns; without, the caller removes
+  // them (store::RemoveJobDir takes the whole directory at once). Appends
+  // for the job afterwards start it anew. The error of a failed deletion
+  // (a missing file is none).
+  Status RemoveJob(const std::string& job_id, bool delete_files = true);
+
+  // Upper bound of the bytes of buffered events and of the batch being
+  // written (its lines included): a daemon-wide term of the memory formula.
+  static size_t MemoryBound(const EventLogOptions& options);
 
   struct Counters {
     uint64_t appended = 0;
@@ -93,6 +127,7 @@ class EventLog {
     uint64_t dropped = 0;         // not buffered: buffer full or stopped
     uint64_t write_failures = 0;  // events lost to write errors
     uint64_t reload_skipped = 0;  // unparsable lines seen by ReloadTail
+    uint64_t rotations = 0;       // events.jsonl renamed to events.jsonl.1
   };
   Counters counters() const;
 
@@ -101,6 +136,13 @@ class EventLog {
     std::string job_id;
     v1::Event event;
   };
+  struct Ring {
+    std::deque<v1::Event> events;
+    size_t bytes = 0;  // EventMemoryBytes, summed
+  };
+  // Drops the oldest events beyond ring_capacity or ring_bytes, keeping
+  // the newest.
+  void Trim(Ring* ring) const;
 
   struct BatchResult {
     uint64_t written = 0;
@@ -108,12 +150,26 @@ class EventLog {
     Status error;  // the first
   };
 
+  struct OpenFile {
+    int fd = -1;
+    uint64_t size = 0;
+  };
+
   void Run();
-  // Writes one batch, grouped by job. Writer thread only, as are the next.
-  BatchResult WriteBatch(const std::vector<Buffered>& batch);
+  // Writes one batch, grouped by job, leaving out the jobs in `removed`.
+  // Writer thread only, as are the next four.
+  BatchResult WriteBatch(const std::vector<Buffered>& batch,
+                         const std::vector<std::pair<std::string, bool>>& removed);
   Status WriteJob(const std::string& job_id, const std::string& lines);
+  // Renames the job's full file to events.jsonl.1 and opens a new one.
+  Status Rotate(const std::string& job_id, OpenFile* file);
   Status SyncOpenFiles();
   void CloseFiles();
+  // Closes the job's file (if open) and deletes its files if asked to.
+  Status RemoveFiles(const std::string& job_id, bool delete_files);
+  // Runs the removals taken from removals_ and books them (mu_ not held).
+  void CompleteRemovals(const std::vector<std::pair<std::string, bool>>& removals);
+  std::string EventsPath(const std::string& job_id) const;
 
   const std::string state_dir_;
   const EventLogOptions options_;
@@ -121,18 +177,25 @@ class EventLog {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // writer: work, flush request or stop
   std::condition_variable done_cv_;  // flushers: a sync completed
-  std::unordered_map<std::string, std::deque<v1::Event>> rings_;
+  std::unordered_map<std::string, Ring> rings_;
   std::vector<Buffered> buffer_;
+  size_t buffer_bytes_ = 0;
   uint64_t buffered_seq_ = 0;  // events ever buffered
   uint64_t flush_target_ = 0;  // a Flush wants events <= this synced
   uint64_t synced_seq_ = 0;    // events <= this are written and synced
   Status flush_error_;         // first write error since the last Flush
   Counters counters_;
   bool stopping_ = false;
+  bool writer_done_ = false;  // the thread has returned: RemoveJob works alone
+  // RemoveJob requests: job ids (and delete_files) for the writer, their
+  // outcome for the caller.
+  std::vector<std::pair<std::string, bool>> removals_;
+  std::unordered_map<std::string, Status> removed_;
 
   // Writer thread only.
-  std::unordered_map<std::string, int> files_;     // job id -> fd
+  std::unordered_map<std::string, OpenFile> files_;  // job id -> open file
   std::unordered_map<std::string, bool> failing_;  // job id -> last failed
+  std::unordered_set<std::string> rotation_failing_;
   std::thread thread_;
 };
 

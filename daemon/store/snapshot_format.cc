@@ -40,22 +40,36 @@ uint64_t GetU64(const char* p) {
 }  // namespace
 
 StatusOr<std::string> EncodeSnapshotFrame(const SnapshotFrame& f) {
+  return EncodeSnapshotFrame(
+      f.job_id, f.state.size(),
+      [&f](std::string* out) {
+        out->append(f.state);
+        return true;
+      },
+      f.meta, f.saved_unix_ms);
+}
+
+StatusOr<std::string> EncodeSnapshotFrame(const std::string& job_id, size_t state_len,
+                                          const std::function<bool(std::string*)>& append_state,
+                                          const std::string& meta, int64_t saved_unix_ms) {
   constexpr size_t kMax = std::numeric_limits<uint32_t>::max();
-  if (f.job_id.size() > kMax || f.state.size() > kMax || f.meta.size() > kMax) {
+  if (job_id.size() > kMax || state_len > kMax || meta.size() > kMax) {
     return InvalidArgument("snapshot part of 4 GiB or more");
   }
   std::string out;
-  out.reserve(kFixed + kHeaderLen + f.job_id.size() + f.state.size() +
-              f.meta.size() + 4);
+  out.reserve(kFixed + kHeaderLen + job_id.size() + state_len + meta.size() + 4);
   out.append(kSnapshotMagic, sizeof(kSnapshotMagic));
   PutU32(&out, kHeaderLen);
-  PutU32(&out, static_cast<uint32_t>(f.job_id.size()));
-  PutU32(&out, static_cast<uint32_t>(f.state.size()));
-  PutU32(&out, static_cast<uint32_t>(f.meta.size()));
-  PutU64(&out, static_cast<uint64_t>(f.saved_unix_ms));
-  out += f.job_id;
-  out += f.state;
-  out += f.meta;
+  PutU32(&out, static_cast<uint32_t>(job_id.size()));
+  PutU32(&out, static_cast<uint32_t>(state_len));
+  PutU32(&out, static_cast<uint32_t>(meta.size()));
+  PutU64(&out, static_cast<uint64_t>(saved_unix_ms));
+  out += job_id;
+  const size_t before = out.size();
+  if (!append_state(&out) || out.size() != before + state_len) {
+    return Internal("snapshot state did not serialize to its announced size");
+  }
+  out += meta;
   PutU32(&out, Crc32c(out));
   return out;
 }

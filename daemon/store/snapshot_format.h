@@ -19,10 +19,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace store {
@@ -39,6 +40,13 @@ struct SnapshotFrame {
 
 // InvalidArgument if a part is 4 GiB or larger.
 StatusOr<std::string> EncodeSnapshotFrame(const SnapshotFrame& frame);
+
+// The same frame, with the state written by `append_state`, which must
+// append exactly `state_len` bytes (else Internal): a large state is
+// serialized straight into the frame instead of being copied into it.
+StatusOr<std::string> EncodeSnapshotFrame(const std::string& job_id, size_t state_len,
+                                          const std::function<bool(std::string*)>& append_state,
+                                          const std::string& meta, int64_t saved_unix_ms);
 
 // DataLoss (prefixed by `what`, usually the path) unless `bytes` is a
 // complete frame with a matching checksum.

@@ -70,18 +70,17 @@ std::string SnapshotStore::SnapshotPath(const std::string& job_id) const {
   return JobDir(state_dir_, job_id) + "/" + kSnapshotName;
 }
 
-Status SnapshotStore::Save(const std::string& job_id,
-                           const v1::ControllerState& state,
+Status SnapshotStore::Save(const std::string& job_id, v1::ControllerState state,
                            const std::string& job_meta) {
-  SnapshotFrame frame;
-  frame.job_id = job_id;
-  frame.meta = job_meta;
-  frame.saved_unix_ms = NowUnixMs();
-  if (!state.SerializeToString(&frame.state)) {
-    return Internal("job " + job_id + ": cannot serialize controller state");
+  StatusOr<std::string> bytes = EncodeSnapshotFrame(
+      job_id, state.ByteSizeLong(),
+      [&state](std::string* out) { return state.AppendToString(out); }, job_meta,
+      NowUnixMs());
+  v1::ControllerState().Swap(&state);  // freed before the write
+  if (!bytes.ok()) {
+    return Status(bytes.status().code(), "job " + job_id + ": cannot encode its snapshot: " +
+                                             bytes.status().message());
   }
-  StatusOr<std::string> bytes = EncodeSnapshotFrame(frame);
-  if (!bytes.ok()) return bytes.status();
   if (bytes->size() > kMaxSnapshotBytes) {
     return Status(StatusCode::kResourceExhausted,
                   "job " + job_id + ": snapshot of " +

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/controller.pb.h"
 
 namespace gnmr {
@@ -55,7 +55,10 @@ class SnapshotStore {
 
   // Writes the job's snapshot (creating its directory). On error the
   // previous snapshot is untouched.
-  Status Save(const std::string& job_id, const v1::ControllerState& state,
+  // `state` is taken (moved in by SnapshotWriter) and freed once encoded,
+  // before the file is written: a large job's snapshot holds one copy of
+  // its state at a time besides the frame.
+  Status Save(const std::string& job_id, v1::ControllerState state,
               const std::string& job_meta);
 
   // NotFound if the job has no snapshot; DataLoss if neither generation is

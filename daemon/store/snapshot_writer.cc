@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <exception>
 
 #include "common/wall_clock.h"
@@ -81,6 +82,16 @@ void SnapshotWriter::Forget(const std::string& job_id) {
   records_.erase(job_id);
 }
 
+void SnapshotWriter::CancelJob(const std::string& job_id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (pending_.erase(job_id) > 0) {
+    order_.erase(std::remove(order_.begin(), order_.end(), job_id), order_.end());
+    done_cv_.notify_all();  // a Flush may have waited for it
+  }
+  done_cv_.wait(lock, [&] { return in_flight_seq_ == 0 || in_flight_job_ != job_id; });
+  records_.erase(job_id);
+}
+
 void SnapshotWriter::Record(const std::string& job_id, const Status& s,
                             double now) {
   JobRecord& record = records_[job_id];
@@ -113,11 +124,12 @@ void SnapshotWriter::Run() {
     p = std::move(it->second);
     pending_.erase(it);
     in_flight_seq_ = p.oldest_seq;
+    in_flight_job_ = job_id;
     lock.unlock();
 
     Status s;
     try {
-      s = store_->Save(job_id, p.state, p.meta);
+      s = store_->Save(job_id, std::move(p.state), p.meta);
     } catch (const std::exception& e) {
       s = Internal("job " + job_id + ": snapshot write threw: " + e.what());
     } catch (...) {
@@ -133,6 +145,7 @@ void SnapshotWriter::Run() {
       ++counters_.failures;  // out of memory while bookkeeping: still go on
     }
     in_flight_seq_ = 0;
+    in_flight_job_.clear();
     done_cv_.notify_all();
   }
 }

@@ -23,7 +23,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "daemon/store/snapshot_store.h"
 #include "gnmr/v1/controller.pb.h"
 
@@ -66,6 +66,12 @@ class SnapshotWriter {
   // Forgets a removed job's records (a pending write still happens).
   void Forget(const std::string& job_id);
 
+  // For a deleted job (its Job is closed: nothing more is submitted for
+  // it): drops its pending snapshot, waits until a write of it in progress
+  // has finished, and forgets its records. Afterwards no write of the job
+  // happens, so its files can be removed.
+  void CancelJob(const std::string& job_id);
+
  private:
   struct Pending {
     v1::ControllerState state;
@@ -91,6 +97,7 @@ class SnapshotWriter {
   std::deque<std::string> order_;  // pending job ids, oldest first
   uint64_t next_seq_ = 0;          // last sequence number handed out
   uint64_t in_flight_seq_ = 0;     // oldest_seq being written, 0 if idle
+  std::string in_flight_job_;      // the job being written ("" if idle)
   std::unordered_map<std::string, JobRecord> records_;
   Counters counters_;
   bool stopping_ = false;

@@ -18,7 +18,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace store {

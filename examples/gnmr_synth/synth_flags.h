@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr::synth {
 

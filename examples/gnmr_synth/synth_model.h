@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/tensor.h"
 
 namespace gnmr::synth {

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 
 def _init_worker(paths: List[str]) -> None:
@@ -50,18 +50,21 @@ def _dp_rank(rank: int, spec: Dict, port: int, out_path: str, paths: List[str]) 
 
 
 class Gnmrd:
-    """gnmrd on a private Unix socket (admin over the socket: no token)."""
+    """gnmrd on a private Unix socket (admin over the socket: no token);
+    `config`: a gnmrd YAML file (e.g. a `controller:` section); `metrics`:
+    the /metrics address (ip:port) or off."""
 
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, config: Optional[str] = None, metrics: str = "off") -> None:
         if not os.access(binary, os.X_OK):
             raise SystemExit(f"run_eval: gnmrd not found at {binary} (build first: "
                              "./scripts/build.sh, or pass --gnmrd)")
         self.dir = tempfile.mkdtemp(prefix="gnmr-eval-")
         self.target = f"unix:{self.dir}/gnmrd.sock"
         self.log = open(os.path.join(self.dir, "gnmrd.log"), "wb")
-        self.proc = subprocess.Popen(
-            [binary, "--listen", self.target, "--state-dir", os.path.join(self.dir, "state"),
-             "--metrics", "off", "--log-level", "warn"], stdout=self.log, stderr=subprocess.STDOUT)
+        cmd = [binary, *(["--config", config] if config else []), "--listen", self.target,
+               "--state-dir", os.path.join(self.dir, "state"), "--metrics", metrics,
+               "--log-level", "warn"]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 10
         while not os.path.exists(f"{self.dir}/gnmrd.sock"):
             if self.proc.poll() is not None or time.time() > deadline:

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "gnmr/cpu_isa.h"
 #include "gnmr/tensor.h"
 
 namespace gnmr::cpu {
@@ -41,12 +42,6 @@ namespace isa_avx512 {
 uint64_t Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
 }
 
-enum class Isa { kBaseline, kAvx2, kAvx512 };
-const char* IsaName(Isa isa);
-// Whether this build has the kernel and this CPU can run it.
-bool IsaAvailable(Isa isa);
-// The best available ISA (what ComputeStats uses).
-Isa SelectedIsa();
 ItemsFn ItemsFor(Isa isa);  // null if not available
 
 }  // namespace gnmr::cpu

@@ -1,54 +1,163 @@
-// Statistics and apply kernels (canonical order: kernels/stats_order.h).
+// Statistics kernels (canonical order: kernels/stats_order.h; the apply
+// kernel is in apply_kernel.cu).
 // Kept small: no logging, no library headers besides CUDA's.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
+//
+// The item kernel is built once per dtype and launched over that dtype's
+// items (the item table is grouped by dtype). One warp computes one work
+// item (kernels/cuda/item_math.h has the layout and the arithmetic):
+// - whole items whose tensor starts on a vector boundary (16 bytes; 8 for
+//   fp8) take the vector path: 16 (fp32: 32) coalesced vector loads per
+//   thread, 128 bytes of them in flight before the first is used;
+// - partial items and unaligned tensors (flat FSDP / Megatron buffers)
+//   take the scalar path: one element per load, still coalesced (32
+//   consecutive elements per warp load), byte loads only for tensors that
+//   are not even element-aligned;
+// - an item whose largest magnitude pattern is a NaN/Inf pattern is
+//   scanned again by the careful scalar path (kept out of line: rare).
+// The grid is persistent (resident blocks of the device, grid-stride over
+// items); the result never depends on it.
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/item_math.h"
 #include "kernels/cuda/stats_kernels.h"
 
 namespace gnmr::cuda {
 namespace {
 
-constexpr uint32_t kLanes = 256, kRows = 16;
+using item::Fmt;
+constexpr uint32_t kFull = 0xffffffffu;
+constexpr uint32_t kLanes = 256;
+constexpr uint32_t kItemBlock = 256, kWarpsPerBlock = kItemBlock / 32;
 constexpr uint64_t kNanBits = 0x7ff8000000000000ull;
 
-struct Fmt {
-  uint32_t size, abs_mask, nonfin, nan_min, mant, bias;
-  double sub_scale;  // 2^(1 - bias - mant)
-};
-__device__ __forceinline__ Fmt FmtOf(uint32_t dtype) {
-  switch (dtype) {
-    case 2: return {2, 0x7fffu, 0x7f80u, 0x7f81u, 7, 127, 0x1p-133};
-    case 3: return {2, 0x7fffu, 0x7c00u, 0x7c01u, 10, 15, 0x1p-24};
-    case 4: return {1, 0x7fu, 0x7fu, 0x7fu, 3, 7, 0x1p-9};
-    case 5: return {1, 0x7fu, 0x7cu, 0x7du, 2, 15, 0x1p-16};
-    default: return {4, 0x7fffffffu, 0x7f800000u, 0x7f800001u, 23, 127, 0x1p-149};
+// ---------------------------------------------------------------- items
+
+template <uint32_t P>
+__device__ __forceinline__ double WarpLaneTree(double (&v)[item::kSlots]) {
+#pragma unroll
+  for (uint32_t level = 0; level < 8; ++level) {
+    const uint32_t s = 128u >> level;
+    if (item::CrossThread<P>(s)) {
+      double partner[item::kSlots] = {};
+#pragma unroll
+      for (uint32_t i = 0; i < P; ++i) {
+        partner[i] = __shfl_down_sync(kFull, v[i], item::ShuffleDelta<P>(s));
+      }
+      item::CrossStep<P>(v, partner);
+    } else {
+      item::InThreadStep<P>(s, v);
+    }
   }
+  return v[0];  // lane 0 of the warp holds the item's partial
 }
 
-// |x| of a finite magnitude pattern, exactly, with integer operations and
-// an exact int -> double conversion (no FTZ/DAZ effect).
-__device__ __forceinline__ double Decode(const Fmt& f, uint32_t a) {
-  if (a >= (1u << f.mant)) {
-    const uint64_t bits = (static_cast<uint64_t>(a) << (52 - f.mant)) +
-                          (static_cast<uint64_t>(1023 - f.bias) << 52);
-    return __longlong_as_double(static_cast<long long>(bits));
+template <DType D>
+__device__ __forceinline__ item::Vec<D> LoadVec(const unsigned char* p) {
+  item::Vec<D> x;
+  if constexpr (item::kVecBytes<D> == 16) {
+    const uint4 u = __ldcs(reinterpret_cast<const uint4*>(p));
+    x.w[0] = u.x;
+    x.w[1] = u.y;
+    x.w[2] = u.z;
+    x.w[3] = u.w;
+  } else {
+    const uint2 u = __ldcs(reinterpret_cast<const uint2*>(p));
+    x.w[0] = u.x;
+    x.w[1] = u.y;
   }
-  return __dmul_rn(static_cast<double>(static_cast<int>(a)), f.sub_scale);
+  return x;
 }
 
-__device__ __forceinline__ uint32_t LoadBits(const unsigned char* p, uint32_t size,
-                                             bool aligned) {
+template <DType D>
+__device__ __forceinline__ uint32_t LoadElement(const unsigned char* p, uint32_t e,
+                                                bool aligned) {
+  constexpr uint32_t kSize = Fmt<D>::kSize;
+  const unsigned char* q = p + static_cast<uint64_t>(e) * kSize;
   if (aligned) {
-    if (size == 4) return *reinterpret_cast<const uint32_t*>(p);
-    if (size == 2) return *reinterpret_cast<const uint16_t*>(p);
-    return *p;
+    if constexpr (kSize == 4) return __ldcs(reinterpret_cast<const unsigned int*>(q));
+    if constexpr (kSize == 2) return __ldcs(reinterpret_cast<const unsigned short*>(q));
+    return __ldcs(q);
   }
   uint32_t v = 0;
-  for (uint32_t b = 0; b < size; ++b) v |= static_cast<uint32_t>(p[b]) << (8 * b);
+#pragma unroll
+  for (uint32_t b = 0; b < kSize; ++b) v |= static_cast<uint32_t>(__ldcs(q + b)) << (8 * b);
   return v;
 }
+
+template <DType D>
+__device__ __forceinline__ item::Result VecItem(const unsigned char* p, uint32_t lane) {
+  constexpr uint32_t P = Fmt<D>::kP;
+  double v[item::kSlots] = {};
+  item::Fast f;
+  item::ThreadVecItem<D>(
+      [&](uint32_t L) {
+        return LoadVec<D>(p + static_cast<uint64_t>(item::VecOffset<D>(lane, L)) * Fmt<D>::kSize);
+      },
+      v, &f);
+  item::Result r;
+  r.partial = WarpLaneTree<P>(v);
+  r.amax = __reduce_max_sync(kFull, item::FastAmax<D>(f));
+  r.zeros = item::kItemElems - __reduce_add_sync(kFull, item::FastNonzero<D>(f));
+  return r;
+}
+
+template <DType D, bool kCareful>
+__device__ __forceinline__ item::Result ScalarItem(const unsigned char* p, uint32_t n,
+                                                   uint32_t lane, bool aligned) {
+  double v[item::kSlots] = {};
+  item::Counts c;
+  item::ThreadScalarItem<D, kCareful>(
+      [&](uint32_t e) { return LoadElement<D>(p, e, aligned); }, lane, n, v, &c);
+  item::Result r;
+  r.partial = WarpLaneTree<1>(v);
+  r.amax = __reduce_max_sync(kFull, c.amax);
+  r.zeros = __reduce_add_sync(kFull, c.zeros);
+  if (kCareful) {
+    r.nonfinite = __reduce_add_sync(kFull, c.nonfinite);
+    r.nans = __reduce_add_sync(kFull, c.nans);
+  }
+  return r;
+}
+
+// The careful scan of an item with NaN/Inf patterns: out of line, so the
+// common path keeps its registers.
+template <DType D>
+__device__ __noinline__ item::Result CarefulItem(const unsigned char* p, uint32_t n,
+                                                 uint32_t lane, bool aligned) {
+  return ScalarItem<D, true>(p, n, lane, aligned);
+}
+
+// Resident blocks per SM the register allocation is held to: 4 (64
+// registers) where ptxas fits without spilling, 3 for the 16-bit dtypes
+// (which spill at 64). scripts/gpu_ptxas_report.py prints the figures
+// (docs/perf.md).
+template <DType D>
+constexpr int kMinItemBlocks = Fmt<D>::kSize == 2 ? 3 : 4;
+
+// Steps 1-4: one warp per work item of dtype D, items [first, end).
+template <DType D>
+__global__ void __launch_bounds__(kItemBlock, kMinItemBlocks<D>) ItemKernel(Tables t, uint64_t first, uint64_t end) {
+  const uint32_t lane = threadIdx.x % 32;
+  const uint64_t warp = (static_cast<uint64_t>(blockIdx.x) * kItemBlock + threadIdx.x) / 32;
+  const uint64_t n_warps = static_cast<uint64_t>(gridDim.x) * kWarpsPerBlock;
+  for (uint64_t k = first + warp; k < end; k += n_warps) {
+    const DevItem it = t.items[k];
+    const unsigned char* base = t.ptrs[it.tensor];
+    const unsigned char* p = base + it.offset * Fmt<D>::kSize;
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(base);
+    const bool elem_aligned = addr % Fmt<D>::kSize == 0;
+    item::Result r;
+    if (item::UsesVectorPath<D>(it.n, addr)) {
+      r = VecItem<D>(p, lane);
+    } else {
+      r = ScalarItem<D, false>(p, it.n, lane, elem_aligned);
+    }
+    if (item::NeedsCarefulScan<D>(r)) r = CarefulItem<D>(p, it.n, lane, elem_aligned);
+    if (lane == 0) t.item_out[k] = ItemOut{r.partial, r.amax, r.zeros, r.nonfinite, r.nans};
+  }
+}
+
+// ----------------------------------------------------- segments and units
 
 // stats_order.h ItemTree, on the device.
 struct Tree {
@@ -74,25 +183,10 @@ struct Tree {
   }
 };
 
-// Canonical lane tree over sh[0..256) (step 4); all threads call it.
-__device__ double LaneTree(double* sh, double v) {
-  const uint32_t j = threadIdx.x;
-  sh[j] = v;
-  __syncthreads();
-  for (uint32_t s = kLanes / 2; s >= 1; s >>= 1) {
-    if (j < s) sh[j] = __dadd_rn(sh[j], sh[j + s]);
-    __syncthreads();
-  }
-  const double r = sh[0];
-  __syncthreads();
-  return r;
-}
-
 // Step 5 inside a segment (stats_order.h): the 256 aligned 16-item subtrees
 // in sh[0..256) combined as adjacent pairs, level by level: ((B0 + B1) +
-// (B2 + B3)) + ..., the item tree's own shape (LaneTree's s = 128..1 order
-// would add B0 + B128 first). Threads without items hold +0.0, the
-// padding, which never changes a sum. All threads call it.
+// (B2 + B3)) + ..., the item tree's own shape. Threads without items hold
+// +0.0, the padding, which never changes a sum. All threads call it.
 __device__ double PairTree(double* sh, double v) {
   const uint32_t j = threadIdx.x;
   sh[j] = v;
@@ -109,10 +203,10 @@ __device__ double PairTree(double* sh, double v) {
 // Integer block reductions (order-independent): results valid in thread 0.
 __device__ void ReduceCounts(uint32_t* amax, uint32_t* c0, uint32_t* c1, uint32_t* c2) {
   __shared__ uint32_t w[4][kLanes / 32];
-  const uint32_t m = __reduce_max_sync(0xffffffffu, *amax);
-  const uint32_t a = __reduce_add_sync(0xffffffffu, *c0);
-  const uint32_t b = __reduce_add_sync(0xffffffffu, *c1);
-  const uint32_t c = __reduce_add_sync(0xffffffffu, *c2);
+  const uint32_t m = __reduce_max_sync(kFull, *amax);
+  const uint32_t a = __reduce_add_sync(kFull, *c0);
+  const uint32_t b = __reduce_add_sync(kFull, *c1);
+  const uint32_t c = __reduce_add_sync(kFull, *c2);
   const uint32_t warp = threadIdx.x / 32;
   if (threadIdx.x % 32 == 0) {
     w[0][warp] = m; w[1][warp] = a; w[2][warp] = b; w[3][warp] = c;
@@ -126,47 +220,6 @@ __device__ void ReduceCounts(uint32_t* amax, uint32_t* c0, uint32_t* c1, uint32_
     *amax = w[0][0]; *c0 = w[1][0]; *c1 = w[2][0]; *c2 = w[3][0];
   }
   __syncthreads();
-}
-
-// Steps 1-4: one block per work item, thread j = lane j.
-__global__ void __launch_bounds__(256) ItemKernel(Tables t) {
-  __shared__ double sh[kLanes];
-  const uint32_t j = threadIdx.x;
-  for (uint64_t k = blockIdx.x; k < t.n_items; k += gridDim.x) {
-    const DevItem it = t.items[k];
-    const DevTensor& ten = t.tensors[it.tensor];
-    const Fmt f = FmtOf(ten.dtype);
-    const unsigned char* base = t.ptrs[it.tensor] + it.offset * f.size;
-    const bool aligned = (reinterpret_cast<uintptr_t>(t.ptrs[it.tensor]) % f.size) == 0;
-    double lane = 0.0;
-    uint32_t amax = 0, zeros = 0, nonfin = 0, nans = 0;
-    // All 16 loads first, so each thread has them in flight at once (a load
-    // feeding the add of the same iteration left one in flight); then the
-    // lane's adds in row order 0..15 (step 3). Rows past the item's end are
-    // missing elements: +0.0 for the sum, and not counted.
-    uint32_t bits[kRows];
-#pragma unroll
-    for (uint32_t r = 0; r < kRows; ++r) {
-      const uint32_t i = r * kLanes + j;
-      bits[r] = i < it.n ? LoadBits(base + static_cast<uint64_t>(i) * f.size, f.size, aligned)
-                         : 0u;
-    }
-#pragma unroll
-    for (uint32_t r = 0; r < kRows; ++r) {
-      if (r * kLanes + j >= it.n) continue;
-      const uint32_t a = bits[r] & f.abs_mask;
-      const uint32_t fa = a < f.nonfin ? a : 0u;
-      const double m = Decode(f, fa);
-      lane = __dadd_rn(lane, __dmul_rn(m, m));
-      amax = max(amax, fa);
-      zeros += a == 0;
-      nonfin += a >= f.nonfin;
-      nans += a >= f.nan_min;
-    }
-    const double partial = LaneTree(sh, lane);
-    ReduceCounts(&amax, &zeros, &nonfin, &nans);
-    if (j == 0) t.item_out[k] = ItemOut{partial, amax, zeros, nonfin, nans};
-  }
 }
 
 // Step 5 per segment: thread j folds 16 consecutive items (an aligned
@@ -191,9 +244,26 @@ __global__ void __launch_bounds__(256) SegKernel(Tables t) {
   }
 }
 
-// Steps 5 (over segments), 5a and 6: one thread per unit.
-__global__ void UnitKernel(Tables t) {
+__device__ double DecodeMagnitude(uint32_t dtype, uint32_t a) {
+  switch (dtype) {
+    case 2: return item::Decode<DType::kBf16>(a);
+    case 3: return item::Decode<DType::kFp16>(a);
+    case 4: return item::Decode<DType::kFp8E4M3>(a);
+    case 5: return item::Decode<DType::kFp8E5M2>(a);
+    default: return item::Decode<DType::kFp32>(a);
+  }
+}
+
+// Steps 5 (over segments), 5a and 6: one thread per unit. A captured
+// launch (replay_counter set) also stamps its results with its replay
+// number, so Poll can tell which replay filled the graph slot.
+__global__ void UnitKernel(Tables t, uint64_t* replay_counter) {
   const uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
+  if (replay_counter != nullptr && u == 0) {
+    const uint64_t stamp = *replay_counter + 1;
+    *replay_counter = stamp;
+    *reinterpret_cast<uint64_t*>(t.unit_out + t.n_units) = stamp;
+  }
   if (u >= t.n_units) return;
   const DevUnit un = t.units[u];
   UnitStats out{};
@@ -202,7 +272,6 @@ __global__ void UnitKernel(Tables t) {
   for (uint32_t k = 0; k < un.n_tensors; ++k) {
     const DevTensor ten = t.tensors[un.first_tensor + k];
     if (ten.numel == 0) continue;
-    const Fmt f = FmtOf(ten.dtype);
     Tree tree;
     uint32_t amax_bits = 0;
     for (uint64_t s = ten.first_seg; s < ten.first_seg + ten.n_segs; ++s) {
@@ -214,15 +283,12 @@ __global__ void UnitKernel(Tables t) {
       nans += o.nans;
     }
     double sum = tree.Finish();
-    double amax = Decode(f, amax_bits);
+    double amax = DecodeMagnitude(ten.dtype, amax_bits);
     bool defined = true;
     if (ten.dtype == 4 || ten.dtype == 5) {
       // Read now, on the stream: a graph replay sees this step's scale.
       const float sv = ten.scale_inv_ptr != nullptr ? *ten.scale_inv_ptr : ten.scale_inv;
-      const double sc = fabs(static_cast<double>(sv));
-      defined = isfinite(sc);  // else stats_order.h step 5a: sumsq NaN
-      sum = __dmul_rn(sum, __dmul_rn(sc, sc));
-      amax = __dmul_rn(amax, sc);
+      defined = item::ApplyFp8Scale(sv, &sum, &amax);  // else step 5a: sumsq NaN
     }
     if (defined) {
       out.sumsq = __dadd_rn(out.sumsq, sum);
@@ -240,82 +306,77 @@ __global__ void UnitKernel(Tables t) {
   t.unit_out[u] = out;
 }
 
-__device__ __forceinline__ void StoreBits(unsigned char* p, uint32_t size, bool aligned,
-                                          uint32_t v) {
-  if (aligned) {
-    if (size == 4) *reinterpret_cast<uint32_t*>(p) = v;
-    else if (size == 2) *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
-    else *p = static_cast<unsigned char>(v);
-    return;
-  }
-  for (uint32_t b = 0; b < size; ++b) p[b] = static_cast<unsigned char>(v >> (8 * b));
+// ------------------------------------------------------------ launchers
+
+uint32_t Blocks(uint64_t wanted, uint32_t cap) {
+  return static_cast<uint32_t>(wanted < cap ? wanted : cap);
 }
 
-__device__ __forceinline__ uint32_t ScaleBits(uint32_t dtype, uint32_t b, float s) {
-  if (s == 0.0f) return 0u;
-  switch (dtype) {
-    case 2: {
-      const float p = __fmul_rn(__uint_as_float(b << 16), s);
-      return __bfloat16_as_ushort(__float2bfloat16_rn(p));
-    }
-    case 3: {
-      const float p = __fmul_rn(__half2float(__ushort_as_half(static_cast<unsigned short>(b))), s);
-      return __half_as_ushort(__float2half_rn(p));
-    }
-    case 4:
-    case 5: {
-      const __nv_fp8_interpretation_t k = dtype == 4 ? __NV_E4M3 : __NV_E5M2;
-      if (dtype == 5 && (b & 0x7fu) == 0x7cu) return b;  // Inf stays Inf
-      const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), k);
-      const float p = __fmul_rn(__half2float(__half(h)), s);
-      return __nv_cvt_float_to_fp8(p, __NV_SATFINITE, k);
-    }
-    default: {
-      // NaN stays that NaN, quieted (as the host's x * s does; the device's
-      // multiply would return its canonical NaN instead).
-      if ((b & 0x7fffffffu) > 0x7f800000u) return b | 0x00400000u;
-      return __float_as_uint(__fmul_rn(__uint_as_float(b), s));
-    }
-  }
+template <DType D>
+cudaError_t LaunchItems(const Tables& t, const LaunchConfig& c, cudaStream_t st) {
+  uint64_t first = t.item_range[static_cast<int>(D)][0];
+  uint64_t end = t.item_range[static_cast<int>(D)][1];
+  if (end <= first) return cudaSuccess;
+  const uint32_t blocks = Blocks((end - first + kWarpsPerBlock - 1) / kWarpsPerBlock,
+                                 c.max_item_blocks[static_cast<int>(D)]);
+  Tables copy = t;
+  void* args[] = {&copy, &first, &end};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&ItemKernel<D>), dim3(blocks),
+                          dim3(kItemBlock), args, 0, st);
 }
 
-__global__ void __launch_bounds__(256) ApplyKernel(Tables t, const float* scale) {
-  const uint32_t j = threadIdx.x;
-  for (uint64_t k = blockIdx.x; k < t.n_items; k += gridDim.x) {
-    const DevItem it = t.items[k];
-    const DevTensor& ten = t.tensors[it.tensor];
-    const float s = scale[ten.unit];
-    if (s == 1.0f) continue;
-    const Fmt f = FmtOf(ten.dtype);
-    unsigned char* base = const_cast<unsigned char*>(t.ptrs[it.tensor]) + it.offset * f.size;
-    const bool aligned = (reinterpret_cast<uintptr_t>(t.ptrs[it.tensor]) % f.size) == 0;
-    for (uint32_t r = 0; r < kRows; ++r) {
-      const uint32_t i = r * kLanes + j;
-      if (i >= it.n) break;
-      unsigned char* p = base + static_cast<uint64_t>(i) * f.size;
-      StoreBits(p, f.size, aligned, ScaleBits(ten.dtype, LoadBits(p, f.size, aligned), s));
-    }
-  }
+template <DType D>
+cudaError_t ItemOccupancy(int sms, LaunchConfig* c) {
+  int per_sm = 0;
+  const cudaError_t e =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, &ItemKernel<D>, kItemBlock, 0);
+  if (e != cudaSuccess) return e;
+  c->max_item_blocks[static_cast<int>(D)] = static_cast<uint32_t>(sms * (per_sm > 0 ? per_sm : 1));
+  return cudaSuccess;
 }
-
-uint32_t Grid(uint64_t n) { return static_cast<uint32_t>(n < (1u << 30) ? n : (1u << 30)); }
 
 }  // namespace
 
-int LaunchStats(const Tables& t, void* stream) {
-  cudaStream_t st = static_cast<cudaStream_t>(stream);
-  if (t.n_items > 0) {
-    ItemKernel<<<Grid(t.n_items), kLanes, 0, st>>>(t);
-    SegKernel<<<Grid(t.n_segs), kLanes, 0, st>>>(t);
+int InitLaunchConfig(int device, LaunchConfig* c) {
+  int sms = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  if (sms < 1) sms = 1;
+  c->max_blocks = static_cast<uint32_t>(sms) * 8;
+  using OccupancyFn = cudaError_t (*)(int, LaunchConfig*);
+  for (OccupancyFn f : {&ItemOccupancy<DType::kFp32>, &ItemOccupancy<DType::kBf16>,
+                        &ItemOccupancy<DType::kFp16>, &ItemOccupancy<DType::kFp8E4M3>,
+                        &ItemOccupancy<DType::kFp8E5M2>}) {
+    const cudaError_t r = f(sms, c);
+    if (r != cudaSuccess) return static_cast<int>(r);
   }
-  if (t.n_units > 0) UnitKernel<<<(t.n_units + 127) / 128, 128, 0, st>>>(t);
-  return static_cast<int>(cudaGetLastError());
+  return 0;
 }
 
-int LaunchApply(const Tables& t, const float* unit_scale, void* stream) {
-  if (t.n_items == 0) return 0;
-  ApplyKernel<<<Grid(t.n_items), kLanes, 0, static_cast<cudaStream_t>(stream)>>>(t, unit_scale);
-  return static_cast<int>(cudaGetLastError());
+int LaunchStats(const Tables& t, const LaunchConfig& c, uint64_t* replay_counter, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  using LaunchFn = cudaError_t (*)(const Tables&, const LaunchConfig&, cudaStream_t);
+  for (LaunchFn f : {&LaunchItems<DType::kFp32>, &LaunchItems<DType::kBf16>,
+                     &LaunchItems<DType::kFp16>, &LaunchItems<DType::kFp8E4M3>,
+                     &LaunchItems<DType::kFp8E5M2>}) {
+    const cudaError_t e = f(t, c, st);  // stops at the first failure
+    if (e != cudaSuccess) return static_cast<int>(e);
+  }
+  Tables copy = t;
+  if (t.n_segs > 0) {
+    void* args[] = {&copy};
+    const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(&SegKernel),
+                                           dim3(Blocks(t.n_segs, c.max_blocks)), dim3(kLanes),
+                                           args, 0, st);
+    if (e != cudaSuccess) return static_cast<int>(e);
+  }
+  if (t.n_units > 0 || replay_counter != nullptr) {
+    void* args[] = {&copy, &replay_counter};
+    const uint32_t blocks = t.n_units > 0 ? (t.n_units + 127) / 128 : 1;
+    const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(&UnitKernel),
+                                           dim3(blocks), dim3(128), args, 0, st);
+    if (e != cudaSuccess) return static_cast<int>(e);
+  }
+  return 0;
 }
-
 }  // namespace gnmr::cuda

@@ -1,6 +1,7 @@
 // Device tables and kernel launchers of gnmr_cuda_stats (internal).
-// Plain structs shared by the host code (gpu_stats.cc) and the kernels
-// (stats_kernels.cu); see kernels/stats_order.h for the order.
+// Plain structs shared by the host code (gpu_stats.cc, table_builder.cc)
+// and the kernels (stats_kernels.cu); see kernels/stats_order.h for the
+// order and kernels/cuda/item_math.h for the item kernel's layout.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,9 @@
 #include "gnmr/tensor.h"
 
 namespace gnmr::cuda {
+
+// DType values are 1..5; arrays indexed by them have this many entries.
+constexpr int kDTypeSlots = 6;
 
 struct DevTensor {
   uint64_t numel;
@@ -18,7 +22,9 @@ struct DevTensor {
   float scale_inv;
   uint32_t dtype;      // gnmr::DType
 };
-// A work item: 4096 elements (the last of a tensor may be partial).
+// A work item: 4096 elements (the last of a tensor may be partial). The
+// item table is grouped by dtype (Tables::item_range), each tensor's items
+// consecutive and in order.
 struct DevItem {
   uint64_t offset;  // first element
   uint32_t tensor;
@@ -54,13 +60,25 @@ struct Tables {
   const DevUnit* units;
   ItemOut* item_out;
   SegOut* seg_out;
-  UnitStats* unit_out;
+  UnitStats* unit_out;  // n_units results, then the 8-byte replay stamp
   uint64_t n_items, n_segs;
   uint32_t n_units;
+  uint64_t item_range[kDTypeSlots][2];  // [first, end) of each dtype's items
 };
 
-// Each returns the cudaError_t of its launch as int (0 = success).
-int LaunchStats(const Tables& t, void* stream);
-int LaunchApply(const Tables& t, const float* unit_scale, void* stream);
+// Launch geometry, from the device (InitLaunchConfig, under a DeviceGuard).
+struct LaunchConfig {
+  uint32_t max_item_blocks[kDTypeSlots] = {};  // resident blocks, whole device
+  uint32_t max_blocks = 0;                     // for the other kernels
+};
+
+// Each returns the cudaError_t of the first failed launch as int (0 =
+// success), read from the launch calls themselves: the thread's last-error
+// state (the trainer's) is neither read nor cleared here.
+int InitLaunchConfig(int device, LaunchConfig* config);
+// `replay_counter` non-null (captured launches): the unit kernel
+// increments it and writes the new value as the replay stamp.
+int LaunchStats(const Tables& t, const LaunchConfig& c, uint64_t* replay_counter, void* stream);
+int LaunchApply(const Tables& t, const LaunchConfig& c, const float* unit_scale, void* stream);
 
 }  // namespace gnmr::cuda

@@ -33,6 +33,7 @@ from gnmr._gnmr import (  # noqa: F401  (re-exports)
     PlanEntry,
     TensorRef,
     UnavailableError,
+    __version__,
     clip_scale,
     default_config,
     validate_config,

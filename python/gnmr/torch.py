@@ -69,7 +69,7 @@ Checkpoints: ``state_dict()`` holds the daemon's controller state of the job
 (Admin ExportState) as bytes, or ``None`` with a warning when the daemon
 cannot be reached (fail-open). ``load_state_dict()`` imports it (Admin
 ImportState; needs admin rights: allowed over a Unix socket when the daemon
-has no admin token, else pass ``admin_token``); only rank 0 imports, which
+has no admin token, else pass ``admin_token``; docs/checkpoint.md); only rank 0 imports, which
 starts a new generation of the job (decisions of the killed run are never
 applied), then all ranks meet at a barrier and wait (bounded) for the
 restored decision, so the first resumed step already has its plan. Call it

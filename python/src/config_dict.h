@@ -1,10 +1,10 @@
 // Controller configs as Python dicts for the _gnmr module: the SPEC keys
-// (daemon/controller/config.h) with clear ValueErrors naming the bad key.
+// (core/include/gnmr/config.h) with clear ValueErrors naming the bad key.
 #pragma once
 
 #include <pybind11/pybind11.h>
 
-#include "daemon/controller/config.h"
+#include "gnmr/config.h"
 
 namespace gnmr::python {
 

@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
-#include "daemon/controller/config.h"
+#include "gnmr/status.h"
+#include "gnmr/config.h"
 #include "gnmr/client.h"
+#include "gnmr/version.h"
 #include "gnmr/tensor.h"
 #include "python/src/config_dict.h"
-#include "python/src/state_rpc.h"
 
 namespace py = pybind11;
 
@@ -102,7 +102,7 @@ struct PyOptions {
   size_t max_queued_reports = 64;
   double backoff_initial_ms = 50;
   double backoff_max_ms = 1000;
-  std::string admin_token;  // for import_state only
+  std::string admin_token;  // for export_state / import_state only
   bool profile_gpu_overhead = false;
 };
 
@@ -122,6 +122,7 @@ class PyClient {
     c.rank = o.rank;
     c.world_size = o.world_size;
     c.token = o.token;
+    c.admin_token = o.admin_token;
     c.decision_wait = Ms(o.decision_wait_ms, "decision_wait_ms");
     c.max_queued_reports = o.max_queued_reports;
     c.backoff_initial = Ms(o.backoff_initial_ms, "backoff_initial_ms");
@@ -207,25 +208,24 @@ class PyClient {
     client_->Stop();
   }
 
+  // Checkpoints through the client library (Client::ExportState /
+  // ImportState, docs/checkpoint.md): the GIL is released while waiting.
   py::bytes ExportState(double timeout_ms) {
     const auto t = Ms(timeout_ms, "timeout_ms");
     StatusOr<std::string> s = [&] {
       py::gil_scoped_release release;
-      return python::ExportState(opts_.target, opts_.job_id, t);
+      return client_->ExportState(t);
     }();
     if (!s.ok()) Raise(s.status());
     return py::bytes(*s);
   }
 
   // Returns the generation the import started (docs/safety.md).
-  uint64_t ImportState(const std::string& state, double timeout_ms,
-                       const py::object& admin_token) {
+  uint64_t ImportState(const std::string& state, double timeout_ms) {
     const auto t = Ms(timeout_ms, "timeout_ms");
-    const std::string token =
-        admin_token.is_none() ? opts_.admin_token : admin_token.cast<std::string>();
     StatusOr<uint64_t> g = [&] {
       py::gil_scoped_release release;
-      return python::ImportState(opts_.target, opts_.job_id, state, token, t);
+      return client_->ImportState(state, t);
     }();
     if (!g.ok()) Raise(g.status());
     return *g;
@@ -261,6 +261,7 @@ PYBIND11_MODULE(_gnmr, m) {
   using namespace gnmr;
   using namespace gnmr::python;
   m.doc() = "GNMR client library (C++), see the gnmr package";
+  m.attr("__version__") = GNMR_VERSION_STRING;
 
   // Translators run newest first: the subclass is registered after its base.
   auto& error = py::register_exception<GnmrError>(m, "Error", PyExc_RuntimeError);
@@ -455,7 +456,7 @@ PYBIND11_MODULE(_gnmr, m) {
       .def_property_readonly("options", &PyClient::options)
       .def("export_state", &PyClient::ExportState, py::arg("timeout_ms") = 5000.0)
       .def("import_state", &PyClient::ImportState, py::arg("state"),
-           py::arg("timeout_ms") = 5000.0, py::arg("admin_token") = py::none());
+           py::arg("timeout_ms") = 5000.0);
 
   m.def("validate_config", [](const py::dict& d) { return ConfigToDict(ConfigFromDict(d)); },
         py::arg("config"),

@@ -267,7 +267,7 @@ TEST_F(ClientDaemonTest, AnExceptionOnTheIoThreadEndsTheSessionNotTheTrainer) {
   for (int64_t step = 0; step < 40; ++step) {
     r->Fill(step, 0, 1.0f);
     ASSERT_TRUE(r->client->Observe(step).ok());
-    r->client->Ack(r->client->PlanFor(step));
+    EXPECT_TRUE(r->client->Ack(r->client->PlanFor(step)).ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_GE(thrown.load(), 2);

@@ -46,7 +46,9 @@ TEST(ClientFailOpen, NeverWaitsAndReturnsEmptyPlans) {
     EXPECT_FALSE(p.global_skip);
     EXPECT_FALSE(p.skip_step);
     // Step 0 precedes any decision (lag 1); later ones were due.
-    if (step > 0) EXPECT_EQ(p.miss_reason, MissReason::kDisconnected) << step;
+    if (step > 0) {
+      EXPECT_EQ(p.miss_reason, MissReason::kDisconnected) << step;
+    }
     EXPECT_TRUE(client.Ack(p).ok());
   }
   // 50 steps with decision_wait 500 ms: any wait would show. (The missing

@@ -5,6 +5,8 @@
 // 2 s, the lock survives and no plan ever has more than max_o units in force.
 #include <gtest/gtest.h>
 
+#include "tests/testing/eventually.h"
+
 #include <functional>
 #include <thread>
 
@@ -15,16 +17,9 @@
 namespace gnmr {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using testing::Eventually;
 
-bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
-  const Clock::time_point end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return cond();
-}
+using Clock = std::chrono::steady_clock;
 
 class Trainer {
  public:
@@ -87,7 +82,7 @@ TEST(ClientWithGnmrd, AbsentAtStartThenKilledAndRestarted) {
   EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(500)) << "waited without a daemon";
 
   ASSERT_TRUE(gnmrd.Start());
-  ASSERT_TRUE(WaitFor([&] { return t.client().Counters().connected; }, std::chrono::seconds(3)));
+  ASSERT_TRUE(Eventually([&] { return t.client().Counters().connected; }, std::chrono::seconds(3)));
   bool locked = false;
   int64_t until = 0;
   for (; step < 40; ++step) {
@@ -101,7 +96,7 @@ TEST(ClientWithGnmrd, AbsentAtStartThenKilledAndRestarted) {
 
   // Wait until the admission's snapshot is durable, then kill -9.
   store::SnapshotStore disk(gnmrd.state_dir());
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(Eventually(
       [&] {
         auto s = disk.Load("job");
         return s.ok() && s->state.recovery_size() == 1;
@@ -112,7 +107,7 @@ TEST(ClientWithGnmrd, AbsentAtStartThenKilledAndRestarted) {
 
   ASSERT_TRUE(gnmrd.Start());
   const Clock::time_point back = Clock::now();
-  ASSERT_TRUE(WaitFor([&] { return t.client().Counters().connected; }, std::chrono::seconds(3)));
+  ASSERT_TRUE(Eventually([&] { return t.client().Counters().connected; }, std::chrono::seconds(3)));
   EXPECT_LT(Clock::now() - back, std::chrono::seconds(2));
   // Unit 1 spikes while unit 0's restored lock holds the only slot.
   bool still_locked = false;
@@ -129,6 +124,56 @@ TEST(ClientWithGnmrd, AbsentAtStartThenKilledAndRestarted) {
   const ClientCounters k = t.client().Counters();
   EXPECT_GE(k.reconnects, 1u);
   EXPECT_EQ(k.decisions_rejected, 0u);
+  t.client().Stop();
+}
+
+// An operator deletes the job under a running trainer (gnmrctl job
+// delete): the client is told, registers again, and follows the new job,
+// whose generation is newer than the deleted one's, so none of the old
+// job's decisions is mixed into its plans.
+TEST(ClientWithGnmrd, DeletedJobIsStartedAnewAndItsPlansApply) {
+  testing::GnmrdProcess gnmrd;
+  ASSERT_TRUE(gnmrd.Start());
+  Trainer t(gnmrd.target());
+  ASSERT_TRUE(Eventually([&] { return t.client().Counters().connected; }, std::chrono::seconds(5)));
+  int64_t step = 0;
+  for (; step < 20; ++step) t.Step(step);
+  const ClientCounters before = t.client().Counters();
+  ASSERT_GT(before.decisions_received, 0u);
+
+  auto admin = v1::Admin::NewStub(gnmrd.Channel());
+  grpc::ClientContext ctx;
+  v1::DeleteJobRequest req;
+  req.set_job_id("job");
+  v1::DeleteJobResponse resp;
+  ASSERT_TRUE(admin->DeleteJob(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.streams_closed(), 1u);
+
+  // Training goes on; the client registers the job anew.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        t.Step(step++);
+        const ClientCounters k = t.client().Counters();
+        return k.connected && k.reconnects >= 1 && k.generation > before.generation;
+      },
+      std::chrono::seconds(10)));
+  // The client says why its stream ended (not just "cancelled").
+  bool told = false;
+  for (const Problem& p : t.client().TakeProblems()) {
+    told = told || p.message.find("Session: job 'job' was deleted by an operator") !=
+                       std::string::npos;
+  }
+  EXPECT_TRUE(told);
+  // Past the new job's warmup a spike is admitted, and the plans apply it.
+  const int64_t spike = step + 10;
+  bool applied = false;
+  for (const int64_t end = step + 25; step < end; ++step) {
+    const Plan p = t.Step(step, step == spike ? 2 : -1);
+    applied = applied || (p.has_decision && p.Find(2) != nullptr);
+  }
+  EXPECT_TRUE(applied) << "the new job's admission never reached a plan";
+  const ClientCounters k = t.client().Counters();
+  EXPECT_EQ(k.decisions_rejected, 0u) << k.last_error;
   t.client().Stop();
 }
 

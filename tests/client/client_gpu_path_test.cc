@@ -6,6 +6,7 @@
 // activity profiler (measured, unavailable, backing off).
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -18,6 +19,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/eventually.h"
+
 #include "client/src/overhead_accountant.h"
 #include "daemon/server/daemon.h"
 #include "gnmr/client.h"
@@ -29,18 +32,11 @@
 namespace gnmr {
 namespace {
 
+using testing::Eventually;
+
 using Clock = std::chrono::steady_clock;
 using testing::FakeGpuInstall;
 using testing::FakeGpuState;
-
-bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
-  const Clock::time_point end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return cond();
-}
 
 TensorRef Ref(const std::vector<float>& v, int32_t device) {
   TensorRef t;
@@ -99,7 +95,10 @@ TEST(ClientGpuFallbackTest, CApiDeviceTensorsWithoutGpu) {
   uint32_t unit = 99;
   EXPECT_EQ(gnmr_add_unit(c, "dev", &dev, 1, 0, 1, &unit), GNMR_EUNAVAILABLE);
   EXPECT_NE(std::string(gnmr_last_error()).find("CUDA device 0"), std::string::npos);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
   gnmr_tensor host = {g.data(), g.size(), GNMR_DTYPE_FP32};  // 0.1-style: host
+#pragma GCC diagnostic pop
   ASSERT_EQ(gnmr_add_unit(c, "host", &host, 1, 0, 1, &unit), GNMR_OK);
   ASSERT_EQ(gnmr_start(c), GNMR_OK);
   EXPECT_EQ(gnmr_observe_on_stream(c, 0, nullptr), GNMR_OK);
@@ -158,7 +157,7 @@ TEST_F(ClientGpuPathTest, MixedUnitsReachTheDaemonAsTheCpuPath) {
   }
   ASSERT_TRUE(host->Start().ok());
   ASSERT_TRUE(mixed->Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return host->Counters().connected && mixed->Counters().connected; },
+  ASSERT_TRUE(Eventually([&] { return host->Counters().connected && mixed->Counters().connected; },
                       std::chrono::seconds(5)));
   for (int64_t step = 0; step < 12; ++step) {
     FillStep(&a, step);
@@ -188,7 +187,7 @@ TEST_F(ClientGpuPathTest, MixedUnitsReachTheDaemonAsTheCpuPath) {
   ASSERT_TRUE(host->Flush(std::chrono::seconds(5)));
   ASSERT_TRUE(mixed->Flush(std::chrono::seconds(5)));
   EXPECT_EQ(mixed->Counters().reports_sent, 13u);
-  ASSERT_TRUE(WaitFor([&] { return Units("host") == Units("mixed") && Units("host").size() == 3; },
+  ASSERT_TRUE(Eventually([&] { return Units("host") == Units("mixed") && Units("host").size() == 3; },
                       std::chrono::seconds(5)));
   for (const auto& [name, nm] : Units("host")) {
     EXPECT_GT(nm.first, 0.0) << name;  // bit-identical (== above), and real
@@ -241,12 +240,12 @@ TEST_F(ClientGpuPathTest, OverheadRatioFromTheProfiler) {
   auto client = std::move(Client::Create(o)).value();
   ASSERT_TRUE(client->AddUnit("dev", {Ref(g, 0)}).ok());
   ASSERT_TRUE(client->Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return client->Counters().connected; }, std::chrono::seconds(5)));
+  ASSERT_TRUE(Eventually([&] { return client->Counters().connected; }, std::chrono::seconds(5)));
   for (int64_t step = 0; step < 8; ++step) {
     ASSERT_TRUE(client->Observe(step).ok());
     ASSERT_TRUE(client->Flush(std::chrono::seconds(5)));
   }
-  ASSERT_TRUE(WaitFor([&] { return client->Counters().overhead_step >= 4; },
+  ASSERT_TRUE(Eventually([&] { return client->Counters().overhead_step >= 4; },
                       std::chrono::seconds(5)));
   const ClientCounters k = client->Counters();
   EXPECT_EQ(k.overhead_source, OverheadSource::kCupti);
@@ -255,6 +254,48 @@ TEST_F(ClientGpuPathTest, OverheadRatioFromTheProfiler) {
   EXPECT_EQ(state.profiler_starts, 1);
   client->Stop();
   EXPECT_EQ(state.profiler_stops, 1);
+}
+
+// The I/O thread's profiler flush (a CUPTI buffer parse: milliseconds)
+// never holds the GPU path's lock: Observe and PlanFor on the training
+// thread complete while a Collect is stuck.
+TEST_F(ClientGpuPathTest, ProfilerFlushNeverBlocksTheTrainingThread) {
+  FakeGpuState state;
+  FakeGpuInstall install(&state);
+  std::vector<float> g(256, 0.5f);
+  ClientOptions o = Options(target(), "flush");
+  o.profile_gpu_overhead = true;
+  o.decision_wait = std::chrono::milliseconds(0);  // the I/O thread is held up below
+  auto client = std::move(Client::Create(o)).value();
+  ASSERT_TRUE(client->AddUnit("dev", {Ref(g, 0)}).ok());
+  ASSERT_TRUE(client->Start().ok());
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.block_collect = true;
+  }
+  ASSERT_TRUE(client->Observe(0).ok());  // a launch: the I/O thread collects next
+  {
+    std::unique_lock<std::mutex> lock(state.mu);
+    ASSERT_TRUE(state.cv.wait_for(lock, std::chrono::seconds(30),
+                                  [&] { return state.collects_entered > 0; }));
+  }
+  // The training thread, while the I/O thread is inside Collect.
+  std::atomic<bool> done{false};
+  std::thread trainer([&] {
+    EXPECT_TRUE(client->Observe(1).ok());
+    Plan plan;
+    client->PlanFor(1, &plan);
+    done = true;
+  });
+  const bool finished = Eventually([&] { return done.load(); }, std::chrono::seconds(30));
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.block_collect = false;
+  }
+  state.cv.notify_all();
+  trainer.join();
+  EXPECT_TRUE(finished) << "Observe/PlanFor waited for the profiler's Collect";
+  client->Stop();
 }
 
 TEST_F(ClientGpuPathTest, ProfilerOwnedElsewhereBacksOffQuietly) {
@@ -269,8 +310,9 @@ TEST_F(ClientGpuPathTest, ProfilerOwnedElsewhereBacksOffQuietly) {
   auto client = std::move(Client::Create(o)).value();
   ASSERT_TRUE(client->AddUnit("dev", {Ref(g, 0)}).ok());
   ASSERT_TRUE(client->Start().ok());  // training goes on
-  // Flush is false while not connected (yet): wait, as the tests above do.
-  ASSERT_TRUE(WaitFor([&] { return client->Counters().connected; }, std::chrono::seconds(5)));
+  // Flush returns false while not connected: connect first (a loaded
+  // machine may take a while).
+  ASSERT_TRUE(client->WaitConnected(std::chrono::seconds(10)).ok());
   for (int64_t step = 0; step < 6; ++step) ASSERT_TRUE(client->Observe(step).ok());
   EXPECT_TRUE(client->Flush(std::chrono::seconds(5)));
   const ClientCounters k = client->Counters();
@@ -291,12 +333,12 @@ TEST_F(ClientGpuPathTest, ProfilerWithoutStatsRecordsBacksOff) {
   auto client = std::move(Client::Create(o)).value();
   ASSERT_TRUE(client->AddUnit("dev", {Ref(g, 0)}).ok());
   ASSERT_TRUE(client->Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return client->Counters().connected; }, std::chrono::seconds(5)));
+  ASSERT_TRUE(Eventually([&] { return client->Counters().connected; }, std::chrono::seconds(5)));
   for (int64_t step = 0; step < 40; ++step) {
     ASSERT_TRUE(client->Observe(step).ok());
     ASSERT_TRUE(client->Flush(std::chrono::seconds(5)));
   }
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(Eventually(
       [&] {
         std::lock_guard<std::mutex> lock(state.mu);
         return state.profiler_stops == 1;

@@ -2,7 +2,9 @@
 // device): device units observed on a stream reach the daemon bit-identical
 // to the same data on the CPU path (norm and history mean of every unit, per
 // step), including after SetTensors moved a unit to new device memory, and
-// the CUDA-event GPU time is counted.
+// the CUDA-event GPU time is counted; with profiling, the CUPTI overhead
+// ratio is measured whenever CUPTI can be owned. The CUDA backend itself:
+// no context on the I/O thread, timing that survives a failed launch.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -11,11 +13,17 @@
 #include <thread>
 #include <vector>
 
+#include "client/src/device_backend.h"
 #include "gnmr/client.h"
 #include "gnmr/gpu_stats.h"
+#include "gnmr/cuda_driver_fns.h"
 #include "tests/client/unit_figures.h"
 #include "tests/daemon/gnmrd_process.h"
+#include "tests/kernels/gpu_gate.h"
 #include "tests/kernels/gpu_test_util.h"
+#if GNMR_TEST_HAVE_CUPTI
+#include "client/src/cupti_profiler.h"
+#endif
 
 namespace gnmr {
 namespace {
@@ -110,8 +118,22 @@ TEST(ClientGpuTest, StreamObserveMatchesCpuThroughGnmrd) {
   }
 }
 
-TEST(ClientGpuTest, CuptiOverheadOrBackOff) {
+// Whether this process can own CUPTI now (then the client's profiler must
+// measure: backing off is only for CUPTI owned by another tool).
+bool CuptiStarts() {
+#if GNMR_TEST_HAVE_CUPTI
+  CuptiProfiler probe;
+  const bool ok = probe.Start().ok();
+  probe.Stop();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+TEST(ClientGpuTest, CuptiOverheadMeasuredWhenCuptiStarts) {
   if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
+  const bool cupti = CuptiStarts();
   GnmrdProcess gnmrd;
   ASSERT_TRUE(gnmrd.Start());
   float* d = nullptr;
@@ -130,7 +152,8 @@ TEST(ClientGpuTest, CuptiOverheadOrBackOff) {
     ASSERT_TRUE(c->Flush(std::chrono::seconds(10)));
   }
   const ClientCounters k = c->Counters();
-  if (k.overhead_source == OverheadSource::kCupti) {
+  if (cupti) {
+    ASSERT_EQ(k.overhead_source, OverheadSource::kCupti) << "CUPTI started but nothing measured";
     EXPECT_GT(k.overhead_ratio, 0.0);
     EXPECT_LE(k.overhead_ratio, 1.0);
     EXPECT_GE(k.overhead_step, 1);
@@ -138,6 +161,78 @@ TEST(ClientGpuTest, CuptiOverheadOrBackOff) {
     EXPECT_EQ(k.overhead_source, OverheadSource::kUnavailable);  // CUPTI owned elsewhere
   }
   c.reset();
+  cudaFree(d);
+}
+
+// The CUDA backend on a thread without a CUDA context (the client's I/O
+// thread): Poll and WaitOldest leave it without one.
+TEST(CudaBackendTest, PollLeavesTheIoThreadWithoutContext) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
+  const cuda::DriverFns& f = cuda::Driver();
+  if (f.ctx_get_current == nullptr) GTEST_SKIP() << "no driver entry points";
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 1 << 20), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d, 0, 1 << 20), cudaSuccess);
+  auto b = CreateCudaStatsBackend(0);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)->SetTable({{TensorRef{d, 1 << 18, DType::kFp32, 0, 1.0f}}}).ok());
+  ASSERT_TRUE((*b)->Launch(nullptr, 5).ok());
+  std::thread([&] {
+    auto bound = [&] {
+      CUcontext now = reinterpret_cast<CUcontext>(1);
+      EXPECT_EQ(f.ctx_get_current(&now), CUDA_SUCCESS);
+      return now;
+    };
+    ASSERT_EQ(bound(), nullptr);
+    (*b)->WaitOldest();
+    EXPECT_EQ(bound(), nullptr) << "WaitOldest";
+    int64_t step = 0;
+    std::vector<UnitStats> stats;
+    double seconds = 0.0;
+    EXPECT_TRUE((*b)->Poll(&step, &stats, &seconds));
+    EXPECT_EQ(bound(), nullptr) << "Poll";
+    EXPECT_EQ(step, 5);
+    EXPECT_GT(seconds, 0.0);
+  }).join();
+  b->reset();
+  cudaFree(d);
+}
+
+// A launch that fails (here: the device too far behind, held by a gate)
+// must not shift the timing pairs against the results: every launch that
+// is polled afterwards still has its own GPU time.
+TEST(CudaBackendTest, FailedLaunchKeepsTimingWithResults) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 2 << 20), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d, 0, 2 << 20), cudaSuccess);
+  auto b = CreateCudaStatsBackend(0);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)->SetTable({{TensorRef{d, 1 << 18, DType::kFp32, 0, 1.0f}}}).ok());
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  testing::GpuGate gate;
+  ASSERT_EQ(gate.Block(s), cudaSuccess);
+  int failed = 0;
+  for (int64_t i = 0; i <= GpuStats::kStagingSlots; ++i) {
+    // New pointers every launch, as FSDP2 does: each needs a staging slot.
+    ASSERT_TRUE((*b)->RefreshPointers({d + ((i + 1) % 2) * (1 << 18)}).ok());
+    if (!(*b)->Launch(s, i).ok()) ++failed;
+  }
+  EXPECT_EQ(failed, 1);
+  gate.Open();
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  int64_t step = 0;
+  std::vector<UnitStats> stats;
+  double seconds = -1.0;
+  std::vector<int64_t> steps;
+  while ((*b)->Poll(&step, &stats, &seconds)) {
+    steps.push_back(step);
+    EXPECT_GT(seconds, 0.0) << "step " << step << " lost its timing";
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{12, 13, 14, 15}));
+  cudaStreamDestroy(s);
+  b->reset();
   cudaFree(d);
 }
 

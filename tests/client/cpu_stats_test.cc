@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/cpu/cpu_stats.h"
+#include "gnmr/cpu_stats.h"
 #include "kernels/cpu/reference_stats.h"
 #include "tests/client/stats_test_util.h"
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -13,7 +14,7 @@
 
 #include "client/src/activity_profiler.h"
 #include "client/src/device_backend.h"
-#include "kernels/cpu/cpu_stats.h"
+#include "gnmr/cpu_stats.h"
 
 namespace gnmr::testing {
 
@@ -30,6 +31,11 @@ struct FakeGpuState {
   int profiler_starts = 0;
   int profiler_stops = 0;
   std::vector<int64_t> launched_steps;  // BeginStatsLaunch
+  // Collect blocks while true (a CUPTI flush parsing big buffers), after
+  // counting itself in collects_entered and notifying `cv`.
+  bool block_collect = false;
+  int collects_entered = 0;
+  std::condition_variable cv;
 };
 
 class FakeBackend : public DeviceStatsBackend {
@@ -114,7 +120,10 @@ class FakeProfiler : public ActivityProfiler {
   void EndStatsLaunch() override {}
   void Collect(std::vector<KernelActivity>* kernels, std::vector<StatsCorrelation>* corr,
                uint64_t* dropped) override {
-    std::lock_guard<std::mutex> lock(s_->mu);
+    std::unique_lock<std::mutex> lock(s_->mu);
+    ++s_->collects_entered;
+    s_->cv.notify_all();
+    s_->cv.wait(lock, [this] { return !s_->block_collect; });
     for (int64_t step : pending_) {
       const uint64_t t0 = static_cast<uint64_t>(step) * 10000;
       const uint32_t id = static_cast<uint32_t>(2 * step + 1);

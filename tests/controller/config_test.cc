@@ -1,4 +1,4 @@
-#include "daemon/controller/config.h"
+#include "gnmr/config.h"
 
 #include <gtest/gtest.h>
 
@@ -7,19 +7,24 @@
 namespace gnmr {
 namespace {
 
-TEST(ControllerConfig, DefaultsAreTheSpecDefaults) {
+// tau, tau_delta and clip_min_scale come from measurements
+// (docs/controller.md, "Defaults and why"); the others are the SPEC's.
+TEST(ControllerConfig, DefaultsAreTheDocumentedDefaults) {
   ControllerConfig c;
   EXPECT_TRUE(c.Validate().ok());
   EXPECT_EQ(c.warmup, 50);
   EXPECT_EQ(c.ema_decay, 0.98);
-  EXPECT_EQ(c.tau, 2.5);
-  EXPECT_EQ(c.tau_delta, 1.0);
+  EXPECT_EQ(c.tau, 6.0);
+  EXPECT_EQ(c.tau_delta, 4.0);
   EXPECT_EQ(c.gnmr_floor, 1.5);
   EXPECT_EQ(c.short_window, 4);
   EXPECT_EQ(c.max_o, 4);
   EXPECT_EQ(c.lock_steps, 20);
   EXPECT_EQ(c.lag, 1);
   EXPECT_EQ(c.entry, EntryTreatment::kClip);
+  EXPECT_EQ(c.clip_min_scale, 0.01);
+  EXPECT_TRUE(c.actions.empty());
+  EXPECT_EQ(ResolvedAction{}.clip_min_scale, c.clip_min_scale);
 }
 
 TEST(ControllerConfig, EachBadValueNamesItsKey) {

@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "tests/controller/controller_test_util.h"
 
 namespace gnmr::testing {
@@ -223,7 +223,9 @@ void CheckInvariants(const RunSpec& r, const std::vector<Decision>& ds,
     if (!d.denied.empty()) {
       ASSERT_EQ(static_cast<int>(d.recovery.size()), max_o);
     }
-    if (k > 0) ASSERT_EQ(d.sequence, ds[k - 1].sequence + 1);
+    if (k > 0) {
+      ASSERT_EQ(d.sequence, ds[k - 1].sequence + 1);
+    }
   }
   // Units in force at any step of each timeline never exceed max_o.
   for (auto& [u, l] : open) segment.push_back(l);

@@ -8,8 +8,13 @@
 namespace gnmr::testing {
 namespace {
 
+// Explicit thresholds (not the defaults): the worked examples below are
+// computed for tau 2.5, tau_delta 1.0, gnmr_floor 1.5.
 ControllerConfig SmallConfig() {
   ControllerConfig c;
+  c.tau = 2.5;
+  c.tau_delta = 1.0;
+  c.gnmr_floor = 1.5;
   c.warmup = 3;
   c.ema_decay = 0.5;
   c.short_window = 2;

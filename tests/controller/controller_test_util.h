@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/controller/controller.h"
+#include "controller/controller.h"
 
 namespace gnmr::testing {
 

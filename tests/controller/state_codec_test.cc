@@ -1,6 +1,11 @@
 // Controller state serialization: round trip, and rejection of corrupt or
 // hostile state (a snapshot file or `gnmrctl import` input is untrusted).
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
 #include "tests/controller/controller_test_util.h"
 
 namespace gnmr::testing {
@@ -138,5 +143,105 @@ TEST(StateCodec, RejectsGarbageAndHostileState) {
   EXPECT_FALSE(ControllerStateCodec::Restore(s).ok());
 }
 
+
+// Issue 12, item 7: values Register and Observe would never let in.
+TEST(StateCodec, RejectsOutOfRangeStepsLocksNamesAndCounters) {
+  v1::ControllerState good;
+  ControllerStateCodec::Save(Busy(), &good);
+  ASSERT_TRUE(good.has_last_step());
+  ASSERT_TRUE(ControllerStateCodec::Restore(good).ok());
+  auto rejected = [](const v1::ControllerState& s, const std::string& why) {
+    StatusOr<Controller> c = ControllerStateCodec::Restore(s);
+    EXPECT_FALSE(c.ok()) << why;
+    if (!c.ok()) {
+      EXPECT_EQ(c.status().code(), StatusCode::kDataLoss) << why;
+      for (char ch : c.status().message()) {
+        EXPECT_TRUE(ch >= 0x20 && ch <= 0x7e) << why << ": raw byte in the message";
+      }
+    }
+  };
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+
+  v1::ControllerState s = good;
+  s.set_last_step(kMax);  // every later step would be refused: a frozen job
+  s.set_last_apply(kMax);
+  rejected(s, "last_step INT64_MAX");
+  s = good;
+  s.set_last_step(-5);
+  rejected(s, "last_step -5");
+  s = good;
+  s.set_last_apply(kMax - 3);  // apply + lock_steps overflows
+  rejected(s, "last_apply near INT64_MAX");
+  s = good;
+  s.set_last_apply(s.last_step() - 1);
+  rejected(s, "last_apply before last_step");
+  s = good;
+  s.set_has_last_step(false);
+  rejected(s, "last_apply without last_step");
+
+  s = good;
+  s.mutable_recovery(0)->set_since(kMax - 10);
+  s.mutable_recovery(0)->set_until(kMax);
+  rejected(s, "lock near INT64_MAX");
+  s = good;
+  s.mutable_recovery(0)->set_since(-4);
+  rejected(s, "negative since");
+  s = good;
+  s.mutable_recovery(0)->set_until(s.recovery(0).since() + ControllerConfig::kMaxLockSteps + 1);
+  rejected(s, "lock longer than lock_steps can be");
+  s = good;
+  s.mutable_recovery(0)->set_ref_norm(std::nan(""));
+  rejected(s, "NaN ref_norm");
+  s = good;
+  s.mutable_recovery(0)->set_clip_min_scale(7);
+  rejected(s, "clip_min_scale 7");
+
+  s = good;
+  s.mutable_units(0)->set_name(std::string(1 << 20, 'a') + "\x1b[31m\n[critical] forged");
+  rejected(s, "1 MB name with ESC and newline");
+  s = good;
+  s.mutable_units(0)->set_name("has space");
+  rejected(s, "name with a space");
+  s = good;
+  s.mutable_units(0)->set_name(std::string(257, 'a'));
+  rejected(s, "257-byte name");
+  s = good;
+  s.mutable_units(0)->set_last_step(kMax);
+  rejected(s, "unit last_step INT64_MAX");
+  s = good;
+  s.mutable_units(0)->add_window(std::numeric_limits<double>::infinity());
+  rejected(s, "infinite GNMR in a window");
+
+  s = good;
+  s.add_admin_released(2);
+  s.add_admin_released(2);
+  rejected(s, "a unit released twice");
+  s = good;
+  s.add_admin_released(s.recovery(0).unit_id());
+  rejected(s, "a released unit still in recovery");
+
+  s = good;
+  s.set_sequence(std::numeric_limits<uint64_t>::max());
+  rejected(s, "sequence at the end of its range");
+  s = good;
+  s.set_config_version(0);
+  rejected(s, "config_version 0");
+  s = good;
+  s.mutable_counters()->set_steps_observed(std::numeric_limits<uint64_t>::max());
+  rejected(s, "counter at the end of its range");
+  s = good;
+  s.mutable_counters()->set_unit_steps_in_force(s.counters().unit_steps_observed() + 1);
+  rejected(s, "more unit-steps in force than observed");
+  s = good;
+  for (int i = 0; i < 5; ++i) s.mutable_counters()->add_admissions_by_trigger(1);
+  rejected(s, "nine admission counters");
+
+  // The edges themselves are fine.
+  s = good;
+  s.set_last_step(kMaxStep);
+  s.set_last_apply(kMaxStep + ControllerConfig::kMaxLag);
+  s.mutable_units(0)->set_name(std::string(256, '~'));
+  EXPECT_TRUE(ControllerStateCodec::Restore(s).ok());
+}
 }  // namespace
 }  // namespace gnmr::testing

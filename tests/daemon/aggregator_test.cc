@@ -151,6 +151,32 @@ TEST_F(TwoRanks, TooManyOpenStepsForcesTheOldestClosed) {
   EXPECT_FALSE(agg.PopReady(t0, &c));
 }
 
+// Issue 12 item 8: a silent rank kept up to 64 steps of every other rank's
+// reports (~64 x ranks x units x 12 B); the bytes held are bounded too.
+TEST_F(TwoRanks, TooManyOpenBytesForcesTheOldestClosed) {
+  StepAggregator::Options options;
+  options.deadline = std::chrono::hours(1);
+  options.max_open_bytes = 50;  // a report of 2 units: 2 x (4 + 8) = 24 B
+  StepAggregator agg(&topo, options);
+  StepAggregator::ClosedStep c;
+  Add(agg, 0, Stats(0, {0, 1}, {1.0, 1.0}), t0);
+  Add(agg, 0, Stats(1, {0, 1}, {1.0, 1.0}), t0);
+  EXPECT_EQ(agg.open_bytes(), 48u);
+  EXPECT_FALSE(agg.PopReady(t0, &c));
+  Add(agg, 0, Stats(2, {0, 1}, {1.0, 1.0}), t0);  // 72 B > 50
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  EXPECT_EQ(c.step, 0);
+  EXPECT_TRUE(c.by_deadline);
+  EXPECT_EQ(agg.open_bytes(), 48u);
+  EXPECT_FALSE(agg.PopReady(t0, &c));
+  // A report replaced (the rank registered again) counts once.
+  agg.ResetRank(0);
+  Add(agg, 0, Stats(2, {0, 1}, {2.0, 2.0}), t0);
+  EXPECT_EQ(agg.open_bytes(), 48u);
+  agg.StartOver(-1);
+  EXPECT_EQ(agg.open_bytes(), 0u);
+}
+
 // A new generation: open steps are dropped, every rank's step history is
 // forgotten and the last closed step may go backwards, so resumed steps
 // after it are accepted again instead of being late.
@@ -179,6 +205,36 @@ TEST_F(TwoRanks, StartOverAcceptsResumedSteps) {
 
   agg.StartOver(-1);  // a restarted trainer: any step
   EXPECT_EQ(Add(agg, 0, Stats(0, {1}, {1.0}), t0), StepAggregator::Outcome::kAccepted);
+}
+
+// Issue 12, item 2: one rank reporting step 2^61 - 1 used to become the
+// job's last closed step; every later report of every rank was then late.
+TEST_F(TwoRanks, AStepMayNotJumpFarAheadOfTheLastClosedStep) {
+  StepAggregator::Options options;
+  options.max_step_jump = 1000;
+  StepAggregator agg(&topo, options);
+  StepAggregator::ClosedStep c;
+  // The first report of a timeline may name any step (a trainer resumes
+  // anywhere): no anchor yet.
+  Add(agg, 0, Stats(5000, {1}, {1.0}), t0);
+  StepAggregator::Outcome o;
+  Status s = agg.Add(1, Stats(2305843009213693951, {1}, {1.0}), t0, &o);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.ToString();  // anchored at open 5000
+  EXPECT_NE(s.message().find("max_step_jump (1000)"), std::string::npos) << s.message();
+  EXPECT_EQ(agg.last_step_of_rank(1), -1);  // refused: nothing changed
+  Add(agg, 1, Stats(5000, {1}, {1.0}), t0);
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  EXPECT_EQ(c.step, 5000);
+  // Anchored at the last closed step: up to 1000 ahead is fine, beyond not.
+  EXPECT_EQ(agg.Add(0, Stats(6001, {1}, {1.0}), t0, &o).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(Add(agg, 0, Stats(6000, {1}, {1.0}), t0), StepAggregator::Outcome::kAccepted);
+  EXPECT_EQ(Add(agg, 1, Stats(5001, {1}, {1.0}), t0), StepAggregator::Outcome::kAccepted);
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  EXPECT_EQ(c.step, 5001);
+  EXPECT_EQ(agg.last_closed(), 5001);
+  // A new timeline starts unanchored again.
+  agg.StartOver(-1);
+  EXPECT_EQ(Add(agg, 0, Stats(9000000, {1}, {1.0}), t0), StepAggregator::Outcome::kAccepted);
 }
 
 TEST(Topology, RejectsInconsistentRegistrations) {

@@ -54,6 +54,24 @@ inline pid_t SpawnLogged(std::vector<std::string> args, const std::string& log, 
   return pid;
 }
 
+// Waits until gnmrd (process `pid`) answers GetStatus on `channel`: ready
+// means an RPC is answered (a connection alone could be a stale one to a
+// previous process). False if it exited (then reaped) or `limit` passed.
+inline bool WaitServing(pid_t pid, const std::shared_ptr<grpc::Channel>& channel,
+                        std::chrono::seconds limit) {
+  auto admin = v1::Admin::NewStub(channel);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;  // exited
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    v1::GetStatusResponse resp;
+    if (admin->GetStatus(&ctx, {}, &resp).ok()) return true;
+  }
+  return false;
+}
+
 inline std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
@@ -123,21 +141,8 @@ class GnmrdProcess {
                                      log_level};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = SpawnLogged(args, dir_ + "/gnmrd.log");
-    // Ready means an RPC is answered (a connection alone could be a stale
-    // one to the previous process).
-    auto admin = v1::Admin::NewStub(Channel());
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {  // exited: no retry
-        pid_ = -1;
-        return false;
-      }
-      grpc::ClientContext ctx;
-      ctx.set_wait_for_ready(true);
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-      v1::GetStatusResponse resp;
-      if (admin->GetStatus(&ctx, {}, &resp).ok()) return true;
-    }
+    if (WaitServing(pid_, Channel(), std::chrono::seconds(10))) return true;
+    if (::kill(pid_, 0) != 0) pid_ = -1;  // exited (and reaped): no retry
     return false;
   }
 

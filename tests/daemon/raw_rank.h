@@ -72,8 +72,9 @@ class RawRank {
   }
 
   // Opens the Session stream and sends the hello (none with `hello` false:
-  // a stream that belongs to no job yet).
-  void Open(uint64_t session_override = 0, bool hello = true) {
+  // a stream that belongs to no job yet). With `read` false nothing is read
+  // until StartReading(): a stalled rank, whose messages back up in gnmrd.
+  void Open(uint64_t session_override = 0, bool hello = true, bool read = true) {
     ctx_ = std::make_unique<grpc::ClientContext>();
     ctx_->AddMetadata("x-gnmr-token", token_);
     stream_ = stub_->Session(ctx_.get());
@@ -84,6 +85,10 @@ class RawRank {
       m.mutable_hello()->set_session_id(session_override ? session_override : session_id_);
       stream_->Write(m);
     }
+    if (read) StartReading();
+  }
+
+  void StartReading() {
     reader_ = std::thread([this] {
       v1::ServerMessage m;
       while (stream_->Read(&m)) {

@@ -2,7 +2,7 @@
 // another model under the same job id is refused with the difference named
 // (FAILED_PRECONDITION), a restart with the same model is accepted, and a
 // refused Register or ImportState changes nothing: the job keeps deciding.
-#include "daemon/controller/state_codec.h"
+#include "controller/state_codec.h"
 #include "tests/daemon/test_daemon.h"
 
 namespace gnmr::testing {

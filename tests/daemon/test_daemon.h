@@ -63,14 +63,21 @@ class RecordingListener : public JobListener {
   void OnSessions(const std::string& j, uint32_t n) override {
     if (forward) forward->OnSessions(j, n);
   }
-  void OnSnapshot(const std::string& job, const v1::ControllerState& state,
+  void OnSnapshot(const std::string& job, v1::ControllerState state,
                   const v1::JobMeta& meta) override {
     {
       std::lock_guard<std::mutex> lock(mu);
       snapshots[job] = {state, meta};
     }
     snapshot_count++;
-    if (forward) forward->OnSnapshot(job, state, meta);
+    if (forward) forward->OnSnapshot(job, std::move(state), meta);
+  }
+  Status OnJobRemoved(const std::string& job) override {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      removed.push_back(job);
+    }
+    return forward ? forward->OnJobRemoved(job) : Status::Ok();
   }
   // Events of `kind` of `job`.
   std::vector<v1::Event> EventsOf(const std::string& job, const std::string& kind) {
@@ -93,7 +100,18 @@ class RecordingListener : public JobListener {
   std::vector<AckMismatch> mismatches;
   std::map<std::string, std::vector<v1::Event>> events;
   std::map<std::string, std::pair<v1::ControllerState, v1::JobMeta>> snapshots;
+  std::vector<std::string> removed;  // OnJobRemoved, in order
 };
+
+// The ids of the jobs the daemon at `channel` lists (ListJobs), in order.
+inline std::vector<std::string> ListJobIds(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::ClientContext ctx;
+  v1::ListJobsResponse resp;
+  EXPECT_TRUE(v1::Admin::NewStub(channel)->ListJobs(&ctx, {}, &resp).ok());
+  std::vector<std::string> ids;
+  for (const v1::JobInfo& j : resp.jobs()) ids.push_back(j.job_id());
+  return ids;
+}
 
 inline v1::ControllerConfig FastConfig(int max_o = 2, int warmup = 5, int lag = 1) {
   v1::ControllerConfig c;

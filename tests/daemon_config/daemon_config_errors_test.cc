@@ -70,6 +70,10 @@ INSTANTIATE_TEST_SUITE_P(
         FileCase{"max_jobs: 0\n", 1, "max_jobs"},
         FileCase{"max_ranks_per_job: 70000\n", 1, "[1, 65536]"},
         FileCase{"max_units_per_job: 1e6\n", 1, "max_units_per_job"},
+        FileCase{"max_window_cells_per_job: 0\n", 1, "max_window_cells_per_job"},
+        FileCase{"max_o_limit: 20000000\n", 1, "[1, 16777216]"},
+        FileCase{"max_open_step_bytes: 1KiB\n", 1, "max_open_step_bytes"},
+        FileCase{"memory_budget: 1MiB\n", 1, "memory_budget"},
         FileCase{"job_tokens: [a]\n", 1, "map job ids to tokens"},
         FileCase{"job_tokens:\n  ok: t\n  ../etc: t\n", 3, "job id"},
         FileCase{"job_tokens:\n  a: 'has space'\n", 2, "printable ASCII"},
@@ -109,6 +113,11 @@ TEST(DaemonConfigErrorsTest, CrossKeyAndFileSystemChecks) {
       {"tls: {client_ca: " + pem + "}\n", ":1: tls.client_ca: needs tls.cert"},
       {"tls:\n  cert: " + pem + "\n  key: " + missing + "\n",
        ":3: tls.key: " + missing + ": No such file"},
+      // A default config every job would be refused with (issue 12 item 8).
+      {"max_o_limit: 16\ncontroller: {max_o: 32}\n",
+       ":1: max_o_limit: controller.max_o (32) exceeds max_o_limit (16)"},
+      {"controller: {max_o: 5000}\n",
+       ":1: controller: controller.max_o (5000) exceeds max_o_limit"},
   };
   for (const CrossCase& c : cases) {
     const std::string path = dir / "gnmrd.yaml";
@@ -181,6 +190,16 @@ TEST(ConfigValuesTest, Spellings) {
   EXPECT_TRUE(ParseByteSize("4096", 0, 1u << 30, &n).ok());
   EXPECT_FALSE(ParseByteSize("MiB", 0, 1u << 30, &n).ok());
   EXPECT_FALSE(ParseByteSize("-1", 0, 1u << 30, &n).ok());
+  EXPECT_TRUE(ParseDurationMs("500ms", 1000000, &n).ok());
+  EXPECT_EQ(n, 500u);
+  EXPECT_TRUE(ParseDurationMs("2m", 1000000, &n).ok());
+  EXPECT_EQ(n, 120000u);
+  EXPECT_TRUE(ParseDurationMs("0", 1000000, &n).ok());
+  EXPECT_EQ(n, 0u);
+  EXPECT_FALSE(ParseDurationMs("1d", 1000000, &n).ok());  // past the bound
+  EXPECT_FALSE(ParseDurationMs("5", 1000000, &n).ok());   // no unit
+  EXPECT_FALSE(ParseDurationMs("h", 1000000, &n).ok());
+  EXPECT_FALSE(ParseDurationMs("-1s", 1000000, &n).ok());
   EXPECT_FALSE(ParseUint("+5", 0, 10, &n).ok());
   EXPECT_FALSE(ParseUint("99999999999999999999999", 0, ~0ull, &n).ok());
   uint32_t mode = 0;

@@ -40,6 +40,15 @@ TEST(DaemonConfigTest, DefaultsWithoutFileOrFlags) {
   EXPECT_EQ(c.max_jobs, 1024u);
   EXPECT_EQ(c.max_ranks_per_job, 65536u);
   EXPECT_EQ(c.max_units_per_job, 1u << 20);
+  EXPECT_EQ(c.max_step_jump, 1000000u);
+  EXPECT_EQ(c.max_queued_decision_bytes, 4u << 20);
+  EXPECT_EQ(c.max_window_cells_per_job, 1u << 22);
+  EXPECT_EQ(c.max_rank_units_per_job, 1u << 24);
+  EXPECT_EQ(c.max_slots_per_job, 1u << 22);
+  EXPECT_EQ(c.max_o_limit, 4096u);
+  EXPECT_EQ(c.max_open_step_bytes, 64u << 20);
+  EXPECT_EQ(c.memory_budget, 1u << 30);
+  EXPECT_EQ(c.max_request_bytes_in_flight, 64u << 20);
   EXPECT_TRUE(c.allow_unregistered_jobs);
   EXPECT_TRUE(c.job_tokens.empty());
   EXPECT_TRUE(c.admin_token.empty());
@@ -135,6 +144,15 @@ TEST(DaemonConfigTest, FileSetsEveryKeyAndRecordsWhere) {
                       "max_jobs: 2\n"
                       "max_ranks_per_job: 8\n"
                       "max_units_per_job: 100\n"
+                      "max_step_jump: 77\n"
+                      "max_queued_decision_bytes: 1MiB\n"
+                      "max_window_cells_per_job: 1000\n"
+                      "max_rank_units_per_job: 2000\n"
+                      "max_slots_per_job: 3000\n"
+                      "max_o_limit: 16\n"
+                      "max_open_step_bytes: 2MiB\n"
+                      "memory_budget: 512MiB\n"
+                      "max_request_bytes_in_flight: 8MiB\n"
                       "job_tokens:\n"
                       "  job-a: tok-a\n"
                       "  'job:b.1': tok-b\n"
@@ -171,6 +189,15 @@ TEST(DaemonConfigTest, FileSetsEveryKeyAndRecordsWhere) {
   EXPECT_EQ(c.max_jobs, 2u);
   EXPECT_EQ(c.max_ranks_per_job, 8u);
   EXPECT_EQ(c.max_units_per_job, 100u);
+  EXPECT_EQ(c.max_step_jump, 77u);
+  EXPECT_EQ(c.max_queued_decision_bytes, 1u << 20);
+  EXPECT_EQ(c.max_window_cells_per_job, 1000u);
+  EXPECT_EQ(c.max_rank_units_per_job, 2000u);
+  EXPECT_EQ(c.max_slots_per_job, 3000u);
+  EXPECT_EQ(c.max_o_limit, 16u);
+  EXPECT_EQ(c.max_open_step_bytes, 2u << 20);
+  EXPECT_EQ(c.memory_budget, 512u << 20);
+  EXPECT_EQ(c.max_request_bytes_in_flight, 8u << 20);
   EXPECT_EQ(c.job_tokens, (std::map<std::string, std::string>{
                               {"job-a", "tok-a"}, {"job:b.1", "tok-b"}}));
   EXPECT_FALSE(c.allow_unregistered_jobs);
@@ -181,7 +208,7 @@ TEST(DaemonConfigTest, FileSetsEveryKeyAndRecordsWhere) {
   ASSERT_EQ(c.controller.actions.size(), 1u);
   EXPECT_EQ(c.origin.at("step_deadline_ms"), path + ":6");
   EXPECT_EQ(c.origin.at("metrics.top_k_units"), path + ":3");
-  EXPECT_EQ(c.origin.at("tls.key"), path + ":18");
+  EXPECT_EQ(c.origin.at("tls.key"), path + ":27");
   EXPECT_TRUE(got->warnings.empty()) << got->warnings[0];
   const std::string described = DescribeConfig(c);
   EXPECT_EQ(described.find("tok-a"), std::string::npos) << described;
@@ -263,6 +290,37 @@ TEST(DaemonConfigTest, WarningsForRiskyButValidSettings) {
                            "no job can register", "Unix socket"}) {
     EXPECT_NE(all.find(part), std::string::npos) << part << "\n" << all;
   }
+}
+
+TEST(DaemonConfigTest, JobLifecycleKeys) {
+  StatusOr<LoadedConfig> got = Load({});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->config.job_idle_expiry_ms, 7ull * 24 * 3600 * 1000);
+  EXPECT_EQ(got->config.event_log_max_bytes, 64ull << 20);
+  ScratchDir dir;
+  const std::string path = dir / "gnmrd.yaml";
+  WriteFileOrFail(path, "job_idle_expiry: 36h\nevent_log_max_bytes: 1MiB\n");
+  got = Load({"--config", path});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->config.job_idle_expiry_ms, 36ull * 3600 * 1000);
+  EXPECT_EQ(got->config.event_log_max_bytes, 1ull << 20);
+  got = Load({"--config", path, "--job-idle-expiry", "off", "--event-log-max-bytes", "4096"});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->config.job_idle_expiry_ms, 0u);
+  EXPECT_EQ(got->config.event_log_max_bytes, 4096u);
+  EXPECT_NE(DescribeConfig(got->config).find("job_idle_expiry: 0 (never) (--job-idle-expiry)"),
+            std::string::npos)
+      << DescribeConfig(got->config);
+  got = Load({"--job-idle-expiry", "7"});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().message(),
+            "--job-idle-expiry: must be a duration like 7d, 12h, 30m, 45s or 500ms (at most "
+            "3650d), or 0/off, got '7'");
+  got = Load({"--event-log-max-bytes", "1KiB"});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().message().rfind("--event-log-max-bytes: must be a size in [4096, ", 0),
+            0u)
+      << got.status().message();
 }
 
 }  // namespace

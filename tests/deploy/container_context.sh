@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The container image cannot be built here (no Docker engine), so this
-# checks its build stage as far as a plain Debian host can: the paths the
+# ctest builds no container image (scripts/deploy_check.sh does, with
+# podman, in minutes), so this checks the Dockerfile's build stage as far
+# as a plain Debian host can in seconds: the paths the
 # Dockerfile COPYs into the build stage, alone in a scratch directory,
 # configure with the Dockerfile's own cmake command line, and the binaries
 # the Dockerfile installs from (build/daemon/gnmrd/gnmrd,

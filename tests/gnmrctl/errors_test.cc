@@ -32,6 +32,7 @@ TEST_F(CtlTest, UnreachableDaemonIsOneLineAndExitOne) {
     const CtlResult r = Run(a);
     EXPECT_EQ(r.code, 1) << args[0] << "\n" << Show(r);
     EXPECT_EQ(r.err.rfind("gnmrctl: cannot reach gnmrd at " + sock + ": ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("ENOENT"), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_EQ(r.out, "") << args[0];
   }
@@ -43,6 +44,16 @@ TEST_F(CtlTest, UnreachableDaemonIsOneLineAndExitOne) {
   r = Run({"status"}, {{"GNMR_TARGET", sock}});
   EXPECT_EQ(r.code, 1) << Show(r);
   EXPECT_EQ(r.err.rfind("gnmrctl: cannot reach gnmrd at " + sock + ": ", 0), 0u) << r.err;
+}
+
+// A socket path without "unix:" is resolved by gRPC as a host name (a DNS
+// error); gnmrctl says what was meant.
+TEST_F(CtlTest, ASocketPathWithoutUnixGetsAHint) {
+  Start();
+  const std::string path = unix_.substr(5);
+  const CtlResult r = Run({"status", "--target", path, "--timeout", "2"});
+  EXPECT_EQ(r.code, 1) << Show(r);
+  EXPECT_NE(r.err.find("did you mean unix:" + path + "?"), std::string::npos) << r.err;
 }
 
 TEST_F(CtlTest, BadCommandLinesExitTwo) {
@@ -85,6 +96,45 @@ TEST_F(CtlTest, BadCommandLinesExitTwo) {
   }
   // Nothing was changed by any of them.
   EXPECT_EQ(ConfigVia("j").config_version(), 1u);
+}
+
+// Connection options before the command, as git and kubectl accept them.
+TEST_F(CtlTest, ConnectionOptionsMayComeBeforeTheCommand) {
+  Start();
+  DriveSpike();
+  CtlResult before = Run({"--target", unix_, "--json", "status"});
+  ASSERT_EQ(before.code, 0) << Show(before);
+  CtlResult after = Run({"status", "--json", "--target", unix_});
+  ASSERT_EQ(after.code, 0) << Show(after);
+  // The same answer either way (uptime aside).
+  EXPECT_NE(before.out.find("\"jobs\":1"), std::string::npos) << before.out;
+  EXPECT_NE(after.out.find("\"jobs\":1"), std::string::npos) << after.out;
+  CtlResult eq_form = Run({"--target=" + tcp_, "units", "--job", "j", "--top", "1"});
+  EXPECT_EQ(eq_form.code, 0) << Show(eq_form);
+
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--target"}, "option '--target' needs a value"},
+      {{"--target", tcp_}, "options given but no command"},
+      {{"--bogus", "status"}, "unknown option '--bogus' before the command"},
+      {{"--target", tcp_, "nosuch"}, "unknown command 'nosuch'"},
+      // Given twice: the command's own parser sees both and keeps the last.
+      {{"--timeout", "0", "jobs", "--target", tcp_}, "--timeout '0'"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CtlResult r = Run(args);
+    EXPECT_EQ(r.code, 2) << Show(r);
+    EXPECT_NE(r.err.find(message), std::string::npos) << Show(r);
+  }
+}
+
+TEST_F(CtlTest, BashCompletionScriptParsesAndNamesTheCommands) {
+  CtlResult r = Run({"completion", "bash"});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_NE(r.out.find("complete -o default -F _gnmrctl gnmrctl"), std::string::npos) << r.out;
+  for (const char* command : {"status", "jobs", "units", "replay", "completion"}) {
+    EXPECT_NE(r.out.find(std::string(command) + " "), std::string::npos) << command;
+  }
+  EXPECT_EQ(Run({"completion", "fish"}).code, 2);
 }
 
 }  // namespace

@@ -115,6 +115,32 @@ TEST_F(CtlMutationTest, ReleaseEndsARecovery) {
   EXPECT_EQ(r.code, 2) << Show(r);
 }
 
+// Issue 12, item 2: the operator's way out of a job whose steps went wrong.
+TEST_F(CtlMutationTest, RewindStartsTheStepsOverInANewGeneration) {
+  Start();
+  DriveSpike();  // steps 0..10 decided in generation 1
+  CtlResult r = RunTcp({"rewind", "--job", "j"});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_EQ(r.out, "job j: rewound (generation 2): reports of any step are accepted\n");
+  ASSERT_TRUE(rank_->WaitGeneration(2));
+  v1::Decision d;
+  EXPECT_TRUE(rank_->SendStats(3, {1.0, 1.0, 1.0, 1.0}));  // earlier than step 10
+  ASSERT_TRUE(rank_->WaitDecisionIn(2, 3, &d));
+  EXPECT_EQ(StateOf(UnitsVia("j"), "layers.1.mlp"), "recovery");  // locks stay
+
+  r = RunTcp({"rewind", "--job", "j", "--to", "1000", "--json"});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_EQ(r.out, "{\"generation\":\"3\"}\n");
+  r = RunTcp({"rewind", "--job", "j", "--to", "-4"});
+  EXPECT_EQ(r.code, 2) << Show(r);
+  r = Run({"rewind", "--job", "j", "--target", tcp_});
+  EXPECT_EQ(r.code, 1) << Show(r);
+  EXPECT_EQ(r.err, "gnmrctl: UNAUTHENTICATED: wrong or missing admin token\n");
+  r = RunTcp({"rewind", "--job", "nope"});
+  EXPECT_EQ(r.code, 1) << Show(r);
+  EXPECT_EQ(r.err.rfind("gnmrctl: NOT_FOUND: ", 0), 0u) << r.err;
+}
+
 TEST_F(CtlMutationTest, AdminTokenFromEnvironmentOrFile) {
   Start();
   DriveSpike();

@@ -216,7 +216,7 @@ TEST_F(CtlTest, NonFiniteStatisticsShowAsNan) {
 TEST_F(CtlTest, EveryCommandHasHelp) {
   Start();
   for (const std::string cmd : {"status", "jobs", "units", "events", "release", "config get",
-                                "config set", "export", "import"}) {
+                                "config set", "export", "import", "rewind"}) {
     std::vector<std::string> args = Fields(cmd);
     args.push_back("--help");
     const CtlResult r = Run(args);
@@ -227,7 +227,7 @@ TEST_F(CtlTest, EveryCommandHasHelp) {
   const CtlResult r = Run({"--help"});
   ASSERT_EQ(r.code, 0);
   for (const char* cmd : {"status", "jobs", "units", "events", "release", "config", "export",
-                          "import", "replay"}) {
+                          "import", "rewind", "replay"}) {
     EXPECT_NE(r.out.find(std::string("  ") + cmd + " "), std::string::npos) << cmd;
   }
 }

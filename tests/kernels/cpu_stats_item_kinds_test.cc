@@ -16,7 +16,7 @@
 #include <xmmintrin.h>
 #endif
 
-#include "kernels/cpu/cpu_stats.h"
+#include "gnmr/cpu_stats.h"
 #include "kernels/cpu/reference_stats.h"
 #include "tests/client/stats_test_util.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gnmr/gpu_stats.h"
-#include "kernels/cpu/cpu_stats.h"
+#include "gnmr/cpu_stats.h"
 #include "kernels/stats_order.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -95,8 +95,8 @@ TEST(GpuStatsScaleTest, GraphReplaysSeeTheCurrentScale) {
   int rep = 0;
   for (float v : {0.5f, 0.375f, 6.0f}) {
     scale.Set(v, s);  // as a recipe updates scale_inv between steps
-    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
     (*g)->OnGraphReplay(7 + rep);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     int64_t step = 0;
     std::vector<UnitStats> got;

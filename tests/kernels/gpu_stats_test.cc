@@ -1,6 +1,8 @@
 // GpuStats (kernels/cuda) against the CPU reference path: bit-identical
-// statistics for every dtype, size, special value and alignment; run-to-run
-// identity, pointer refresh, CUDA graph capture and replay, apply kernels.
+// statistics for every dtype, size, special value and alignment (vector,
+// scalar and byte paths of the item kernel, the careful rescan of items
+// with NaN/Inf); run-to-run identity, pointer refresh, CUDA graph capture
+// and replay, apply kernels.
 // Without a CUDA device every test but NoDeviceIsUnavailable skips.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -15,7 +17,7 @@
 #include <vector>
 
 #include "gnmr/gpu_stats.h"
-#include "kernels/cpu/cpu_stats.h"
+#include "gnmr/cpu_stats.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -78,7 +80,9 @@ TEST(GpuStatsTest, SpecialValuesAndUnalignedStarts) {
   if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
   std::mt19937_64 rng(7);
   for (DType d : kAll) {
-    for (size_t off : {0, 1, 2, 3}) {
+    // 0: vector path; 4, 8, 12: element-aligned, not on a vector boundary
+    // (scalar path); 1, 2, 3: not even element-aligned (byte loads).
+    for (size_t off : {0, 1, 2, 3, 4, 8, 12}) {
       for (int pattern = 0; pattern < 5; ++pattern) {
         const uint64_t n = 3 * 4096 + 123;
         DevTensor t(TestTensor(d, n, off), off);
@@ -175,8 +179,8 @@ TEST(GpuStatsTest, GraphCaptureAndReplay) {
     TensorRef ha = a.host.Ref(), hb = bh.Ref();
     ASSERT_TRUE(cpu::ComputeStats(&ha, 1, &want[0]).ok());
     ASSERT_TRUE(cpu::ComputeStats(&hb, 1, &want[1]).ok());
+    (*g)->OnGraphReplay(42 + rep);  // before the launch (gpu_stats.h)
     ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-    (*g)->OnGraphReplay(42 + rep);
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     int64_t step = 0;
     std::vector<UnitStats> got;

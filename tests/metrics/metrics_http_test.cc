@@ -36,7 +36,9 @@ class MetricsHttpTest : public ::testing::Test {
     addr.sin_port = htons(static_cast<uint16_t>(metrics_->port()));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    if (!partial.empty()) ASSERT_GT(::send(fd, partial.data(), partial.size(), 0), 0);
+    if (!partial.empty()) {
+      ASSERT_GT(::send(fd, partial.data(), partial.size(), 0), 0);
+    }
     idle_.push_back(fd);
   }
 

@@ -12,7 +12,9 @@ import gnmr
 import gnmr.torch as gt
 from gnmr_testlib import UNITS, make, train
 
-SPIKES = {8: ("a", 50.0), 14: ("b", 50.0), 20: ("c", 50.0), 26: ("d", 50.0)}
+# d's spike is large enough for its lag-0 entry clip to hit the default
+# clip_min_scale (0.01: a x50 spike would be scaled to its mean, unclamped).
+SPIKES = {8: ("a", 50.0), 14: ("b", 50.0), 20: ("c", 50.0), 26: ("d", 1000.0)}
 
 
 def config(lag):
@@ -85,7 +87,8 @@ def test_actions_applied_as_planned(gnmrd, lag):
     # unit's (entry clip) spike steps are scaled down.
     if lag == 0:
         assert recs[8].applied.clipped["a"] < 0.1
-        assert recs[26].applied.clipped["d"] == 0.1  # clamped at the default clip_min_scale
+        # clamped at the default clip_min_scale
+        assert recs[26].applied.clipped["d"] == gnmr.default_config()["clip_min_scale"] == 0.01
     assert recs[14 + lag].applied.skipped == ["b"]
     assert "c" in recs[20 + lag].applied.reset
     assert ("d", True) in calls and ("d", False) in calls  # promoted, then demoted

@@ -1,6 +1,6 @@
 // YAML controller configs: every key, errors with file:line, `--set`
 // overrides, and rendering back to YAML.
-#include "daemon/config/controller_config_yaml.h"
+#include "controller/config_yaml.h"
 
 #include <gtest/gtest.h>
 

@@ -114,7 +114,8 @@ TEST_F(Gnmrctl, QuietSuppressesTheSummary) {
 
 TEST_F(Gnmrctl, Help) {
   ASSERT_EQ(Run("--help"), 0);
-  EXPECT_NE(out_.find("usage: gnmrctl COMMAND"), std::string::npos);
+  EXPECT_NE(out_.find("usage: gnmrctl [connection options] COMMAND"), std::string::npos);
+  EXPECT_NE(out_.find("  completion "), std::string::npos);
   EXPECT_NE(out_.find("  replay "), std::string::npos);
   ASSERT_EQ(Run("replay --help"), 0);
   EXPECT_NE(out_.find("usage: gnmrctl replay --trace TRACE.csv"),

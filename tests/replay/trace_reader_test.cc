@@ -1,6 +1,6 @@
 // TraceReader: column orders, optional columns, nan/inf, name resolution,
 // chunked file reading, and every input error with its line number.
-#include "daemon/replay/trace_reader.h"
+#include "controller/replay/trace_reader.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace gnmr {
 namespace testing_util {
@@ -46,6 +48,14 @@ inline std::string ReadFileOrEmpty(const std::string& path) {
     while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
     std::fclose(f);
   }
+  return out;
+}
+
+// The lines of `text`, without their '\n'.
+inline std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/store/job_removal.h"
 #include "tests/store/scratch_dir.h"
 
 namespace gnmr {
@@ -108,6 +109,28 @@ TEST(SnapshotWriterTest, FailuresAreCountedAndReportedNotFatal) {
   ASSERT_TRUE(writer.Submit("j", StateWithSequence(2), ""));
   EXPECT_FALSE(writer.Flush().ok());
   EXPECT_EQ(writer.counters().failures, 2u);
+}
+
+TEST(SnapshotWriterTest, CancelJobLeavesNoWriteOfTheJobBehind) {
+  ScratchDir dir;
+  SnapshotStore store(dir.path());
+  SnapshotWriter writer(&store);
+  // Many writes of "j" pending or in flight when it is cancelled.
+  for (uint64_t i = 1; i <= 200; ++i) {
+    ASSERT_TRUE(writer.Submit("j", StateWithSequence(i), ""));
+    ASSERT_TRUE(writer.Submit("k", StateWithSequence(i), ""));
+  }
+  writer.CancelJob("j");
+  ASSERT_TRUE(RemoveJobDir(dir.path(), "j").ok());
+  ASSERT_TRUE(writer.Flush().ok());
+  EXPECT_EQ(store.Load("j").status().code(), StatusCode::kNotFound)
+      << "a snapshot of the cancelled job was written after CancelJob";
+  EXPECT_FALSE(writer.LastSuccessUnix("j").has_value());
+  EXPECT_EQ(store.Load("k")->state.sequence(), 200u);  // others unaffected
+  // The id can be written again afterwards.
+  ASSERT_TRUE(writer.Submit("j", StateWithSequence(7), ""));
+  ASSERT_TRUE(writer.Flush().ok());
+  EXPECT_EQ(store.Load("j")->state.sequence(), 7u);
 }
 
 }  // namespace

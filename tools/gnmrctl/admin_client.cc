@@ -1,6 +1,7 @@
 #include "tools/gnmrctl/admin_client.h"
 
 #include "common/default_target.h"
+#include "common/target_check.h"
 
 #include <google/protobuf/util/json_util.h>
 
@@ -171,9 +172,14 @@ int AdminClient::Fail(const grpc::Status& status) const {
       (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
        channel_->GetState(false) != GRPC_CHANNEL_READY);
   if (unreachable) {
-    PrintError("cannot reach gnmrd at " + target_ + ": " + status.error_message());
+    // Say what can be seen locally (a missing socket, a path without
+    // "unix:") before gRPC's own words, which for a path are a DNS error.
+    const std::string problem = TargetProblem(target_);
+    PrintError("cannot reach gnmrd at " + target_ + ": " +
+               (problem.empty() ? status.error_message()
+                                : problem + " (" + status.error_message() + ")"));
   } else {
-    PrintError(std::string(StatusCodeName(static_cast<StatusCode>(status.error_code()))) +
+    PrintError(std::string(StatusCodeName(CodeOf(status))) +
                ": " + status.error_message());
   }
   return kExitFailure;

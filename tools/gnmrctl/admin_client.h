@@ -14,8 +14,9 @@
 #include <optional>
 #include <string>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
+#include "proto/grpc_status.h"
 #include "tools/gnmrctl/flags.h"
 
 namespace gnmr {

@@ -3,7 +3,8 @@
 // replay), and the daemon's admin commands, which share admin_client.h
 // (connection flags, errors) and table.h (output): overview_cmd.cc (status,
 // jobs), units_cmd.cc (units, release), events_cmd.cc, config_cmd.cc
-// (config get/set), state_cmd.cc (export, import), top_cmd.cc (live view).
+// (config get/set), state_cmd.cc (export, import), top_cmd.cc (live view),
+// job_cmd.cc (job delete).
 #pragma once
 
 #include <string>
@@ -38,6 +39,8 @@ int TopCommand(int argc, char** argv);
 int ConfigCommand(int argc, char** argv);
 int ExportCommand(int argc, char** argv);
 int ImportCommand(int argc, char** argv);
+int JobCommand(int argc, char** argv);
+int RewindCommand(int argc, char** argv);
 
 }  // namespace cli
 }  // namespace gnmr

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/config/controller_config_yaml.h"
-#include "daemon/controller/state_codec.h"
+#include "controller/config_yaml.h"
+#include "controller/state_codec.h"
 #include "tools/gnmrctl/admin_client.h"
 #include "tools/gnmrctl/commands.h"
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "common/status.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace cli {

@@ -1,5 +1,5 @@
 // `gnmrctl replay`: offline replay of a recorded trace through the GNMR
-// controller (see daemon/replay/replay.h for the output format).
+// controller (see controller/replay/replay.h for the output format).
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/config/controller_config_yaml.h"
-#include "daemon/replay/replay.h"
+#include "controller/config_yaml.h"
+#include "controller/replay/replay.h"
 #include "tools/gnmrctl/commands.h"
 #include "tools/gnmrctl/flags.h"
 #include "tools/gnmrctl/output_file.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "daemon/controller/config.h"
+#include "gnmr/config.h"
 
 namespace gnmr {
 namespace cli {

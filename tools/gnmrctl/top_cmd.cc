@@ -411,7 +411,7 @@ std::string ErrorText(const AdminClient& client, const grpc::Status& g) {
     return "cannot reach gnmrd at " + client.target() + ": " + g.error_message() +
            " (retrying)";
   }
-  return std::string(StatusCodeName(static_cast<StatusCode>(g.error_code()))) + ": " +
+  return std::string(StatusCodeName(CodeOf(g))) + ": " +
          g.error_message();
 }
 

@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
-#include "daemon/controller/config.h"
+#include "gnmr/status.h"
+#include "gnmr/config.h"
 #include "gnmr/tensor.h"
 
 namespace gnmr {
@@ -51,6 +51,10 @@ struct ClientOptions {
   uint32_t rank = 0;         // < world_size
   uint32_t world_size = 1;
   std::string token;         // job token, sent as x-gnmr-token metadata
+  // Sent as x-gnmr-admin-token by ExportState/ImportState only: the
+  // daemon's read or admin token where it requires one (TCP listeners;
+  // over a Unix socket file permissions stand in for it). Empty: none.
+  std::string admin_token;
   // How long PlanFor(step) may wait for a decision that covers `step` and
   // has not arrived yet (docs/safety.md, "Plan validity"). At lag >= 1 the
   // decision was sent a step earlier, so a connected rank in a healthy job
@@ -272,6 +276,28 @@ class Client {
   // The problems seen since the last call, one entry per kind (ProblemKind
   // order). Cheap when there are none.
   std::vector<Problem> TakeProblems();
+
+  // Checkpoints (docs/checkpoint.md). These two block the calling thread
+  // on the network for up to `timeout`: call them when a training
+  // checkpoint is written or loaded, never per step. They use a channel of
+  // their own, so the report stream is not disturbed, and work before
+  // Start() as well.
+  //
+  // The job's controller state, serialized (a gnmr.v1.ControllerState), to
+  // be stored in the training checkpoint. It covers the steps the daemon
+  // has decided: Flush() and wait until Counters().last_decided_step has
+  // reached the last observed step first to include that step.
+  StatusOr<std::string> ExportState(std::chrono::milliseconds timeout);
+
+  // Replaces the job's controller state with one from ExportState (the
+  // daemon checks it as it checks a registration). Needs admin rights
+  // (ClientOptions::admin_token, or a Unix socket to a daemon without an
+  // admin token). Returns the job generation the import started: once
+  // Counters().generation reaches it, no decision of the state replaced
+  // can be applied any more (docs/safety.md, "Generations"). In a
+  // data-parallel job one rank imports and the others wait for the same
+  // generation.
+  StatusOr<uint64_t> ImportState(const std::string& state, std::chrono::milliseconds timeout);
 
   // Waits until every queued report and ack is written, or the timeout, or
   // the client is disconnected. True if the queue is empty.

@@ -30,7 +30,9 @@
  * nonfinite_observed and skip_step (the same-step guard: skip the
  * optimizer step when skip_step is 1, docs/safety.md), gnmr_counters gained
  * decisions_stale, skipped_steps and generation, and decision_wait_ms
- * defaults to 2000; gnmr_wait_connected is new. gnmr_tensor gained `location`, `scale_inv` and `scale_inv_ptr`, gnmr_counters
+ * defaults to 2000; gnmr_wait_connected, gnmr_export_state,
+ * gnmr_import_state and gnmr_free are new, gnmr_options gained
+ * `admin_token`. gnmr_tensor gained `location`, `scale_inv` and `scale_inv_ptr`, gnmr_counters
  * gained the GPU/overhead fields, gnmr_options gained
  * `profile_gpu_overhead`. The new gnmr_tensor fields read zero as the 0.1
  * meaning (host memory, scale_inv 1, no pointer), so zero-initialised and brace-
@@ -99,6 +101,9 @@ typedef struct gnmr_options {
   /* 0.2: 1 = measure the GPU statistics kernels' share of all kernel time
    * with CUPTI (ClientOptions::profile_gpu_overhead); default 0. */
   int32_t profile_gpu_overhead;
+  /* 0.2: sent by gnmr_export_state / gnmr_import_state only
+   * (ClientOptions::admin_token); may be NULL. */
+  const char* admin_token;
 } gnmr_options;
 
 /* gnmr_tensor.location: where the memory is. */
@@ -191,6 +196,9 @@ enum { GNMR_OVERHEAD_HOST_WALL = 1, GNMR_OVERHEAD_CUPTI = 2, GNMR_OVERHEAD_UNAVA
 /* The message of this thread's last failed call ("" if none). Valid until
  * the thread's next gnmr_* call. */
 const char* gnmr_last_error(void);
+/* The library's version, e.g. "0.2.0" (compare with GNMR_VERSION_STRING of
+ * <gnmr/version.h> to detect a header/library mismatch). 0.2. */
+const char* gnmr_version(void);
 
 void gnmr_options_init(gnmr_options* options);
 
@@ -220,6 +228,20 @@ int gnmr_get_counters(const gnmr_client* client, gnmr_counters* out);
  * GNMR_EFAILED_PRECONDITION for a refused registration,
  * GNMR_EDEADLINE_EXCEEDED while still trying) and gnmr_last_error(). */
 int gnmr_wait_connected(gnmr_client* client, int32_t timeout_ms);
+
+/* 0.2, checkpoints (gnmr::Client::ExportState / ImportState,
+ * docs/checkpoint.md): these block on the network for up to timeout_ms;
+ * call them when a checkpoint is written or loaded, never per step.
+ * gnmr_export_state stores the job's controller state in *state_out (a
+ * buffer of *len_out bytes the caller frees with gnmr_free).
+ * gnmr_import_state replaces it and stores in *generation_out (may be NULL)
+ * the job generation the import started. */
+int gnmr_export_state(gnmr_client* client, int32_t timeout_ms, void** state_out,
+                      size_t* len_out);
+int gnmr_import_state(gnmr_client* client, const void* state, size_t len, int32_t timeout_ms,
+                      uint64_t* generation_out);
+/* Frees a buffer this library returned; NULL is a no-op. */
+void gnmr_free(void* buffer);
 
 gnmr_plan* gnmr_plan_new(void);
 void gnmr_plan_free(gnmr_plan* plan);

@@ -1,0 +1,96 @@
+// What the client's I/O thread does with what the daemon sends (IoLoop,
+// io_loop.h): decisions are validated and stored by generation and
+// sequence (decision_cache.h), GenerationStart voids older decisions, and a
+// job config that differs from the one this client asked for is reported.
+// The reader thread runs this; it never throws (ReadDecisions catches all).
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/src/io_loop.h"
+#include "core/config_codec.h"
+
+namespace gnmr {
+
+void IoLoop::ReadDecisions(Stream* stream, std::atomic<bool>* broken) {
+  try {
+    v1::ServerMessage msg;
+    while (stream->Read(&msg)) {
+      if (msg.has_decision()) {
+        Accept(msg.decision());
+      } else if (msg.has_generation()) {
+        AcceptGeneration(msg.generation());
+      }
+    }
+  } catch (...) {
+    // Ends the session like a read error; Pump notices `broken`.
+  }
+  broken->store(true, std::memory_order_release);
+  outbox_->Wake();
+}
+
+void IoLoop::Accept(const v1::Decision& d) {
+  StatusOr<CachedDecision> c = validator_.Validate(d);
+  if (!c.ok()) {
+    shared_->decisions_rejected.fetch_add(1, std::memory_order_relaxed);
+    RecordError(c.status());
+    shared_->problems.Record(ProblemKind::kBadDecision, c.status().message());
+    return;
+  }
+  DecisionCache::Insert result;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    result = shared_->AddDecisionLocked(std::move(c).value());
+    shared_->slow = false;  // the daemon speaks again
+  }
+  switch (result) {
+    case DecisionCache::Insert::kStored:
+      shared_->decisions_received.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case DecisionCache::Insert::kDuplicate:  // re-sent history: already held
+      break;
+    case DecisionCache::Insert::kStale:
+      shared_->decisions_stale.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case DecisionCache::Insert::kConflict: {
+      shared_->decisions_rejected.fetch_add(1, std::memory_order_relaxed);
+      const Status s = InvalidArgument(
+          "decision seq " + std::to_string(d.sequence()) + " of generation " +
+          std::to_string(d.generation()) + " differs from the one held with that sequence");
+      RecordError(s);
+      shared_->problems.Record(ProblemKind::kBadDecision, s.message());
+      break;
+    }
+  }
+  shared_->decision_cv.notify_all();
+}
+
+void IoLoop::AcceptGeneration(const v1::GenerationStart& g) {
+  if (g.next_lag() < 0 || g.next_lag() > ControllerConfig::kMaxLag) {
+    shared_->decisions_rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->StartGenerationLocked(g.generation(), g.next_lag(), g.first_sequence());
+    shared_->slow = false;
+  }
+  shared_->decision_cv.notify_all();
+}
+
+void IoLoop::CheckConfig(const v1::RegisterResponse& resp) {
+  if (!options_.config) return;
+  StatusOr<ControllerConfig> job = ConfigFromProto(resp.config());
+  if (!job.ok()) return;
+  const std::vector<std::string> keys = DifferingKeys(*options_.config, *job);
+  if (keys.empty()) return;
+  std::string list;
+  for (const std::string& k : keys) list += (list.empty() ? "" : ", ") + k;
+  shared_->problems.Record(
+      ProblemKind::kConfigDiffers,
+      "job '" + options_.job_id + "' already runs with another config; the daemon's stands (an "
+      "operator may have changed it, see `gnmrctl config get`); it differs from this client's "
+      "in: " + list);
+}
+
+}  // namespace gnmr

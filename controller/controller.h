@@ -1,0 +1,223 @@
+// Controller: the GNMR decision engine of one training job (SPEC section 3).
+//
+// Design notes
+// - Pure and deterministic: no I/O, no threads, no clocks, no randomness.
+//   The same sequence of calls yields bit-identical decisions, so the daemon,
+//   `gnmrctl replay` and the tests all run exactly this code, and a recorded
+//   trace can be replayed offline to tune a config.
+// - Per observed step t the controller (1) updates each unit's history and
+//   evaluates GNMR / Delta-GNMR, (2) releases every lock ending at or before
+//   apply = t + lag, (3) admits triggered candidates in risk order while
+//   fewer than max_o units are in recovery. A unit counts against max_o from
+//   admission to release, the lag before its lock takes force included, and
+//   locks are never pre-empted or shortened by the controller itself.
+// - Each decision announces `next_lag`, the lag its successor uses (the
+//   config's lag when the decision is made), and the successor's apply step
+//   is max(t + announced lag, previous apply). So a lag change takes effect
+//   one decision after it is announced (a trainer rank can tell which
+//   decision will cover a step: docs/safety.md), and the apply step never
+//   goes backwards, even when `lag` is lowered at run time. Together with the
+//   rule above this keeps "units in force at any step <= max_o" under config
+//   changes. With a constant lag, apply = t + lag exactly.
+// - Rewind() starts the step sequence over (a trainer restarted from an
+//   earlier step without importing state) and keeps everything else.
+// - Not thread-safe: the daemon serialises calls per job.
+// - State is plain data; ControllerStateCodec::Save/Restore (state_codec.h)
+//   round-trip it and a restored controller continues bit-identically.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gnmr/status.h"
+#include "controller/action_resolver.h"
+#include "gnmr/config.h"
+#include "core/decision.h"
+
+namespace gnmr {
+
+// Cumulative counters, for summaries and metrics.
+struct ControllerStats {
+  uint64_t steps_observed = 0;
+  uint64_t unit_steps_observed = 0;  // sample rows seen
+  uint64_t unit_steps_in_force = 0;  // of those, units in force at the step
+  uint64_t inactive_samples = 0;
+  uint64_t nonfinite_samples = 0;
+  uint64_t admissions_by_trigger[4] = {0, 0, 0, 0};  // indexed by Trigger
+  uint64_t admissions_by_action[4] = {0, 0, 0, 0};   // indexed by Action
+  uint64_t denials = 0;
+  uint64_t releases = 0;
+  uint64_t global_skips = 0;
+  uint64_t peak_in_recovery = 0;
+
+  uint64_t admissions() const {
+    return admissions_by_trigger[0] + admissions_by_trigger[1] +
+           admissions_by_trigger[2] + admissions_by_trigger[3];
+  }
+  double recovery_fraction() const {
+    return unit_steps_observed == 0
+               ? 0.0
+               : static_cast<double>(unit_steps_in_force) /
+                     static_cast<double>(unit_steps_observed);
+  }
+};
+
+// Per-unit history and last evaluation.
+struct UnitState {
+  std::string name;
+  ResolvedAction resolved;      // from the config's action rules
+  int64_t valid_samples = 0;    // finite, active samples seen (warmup)
+  double mu = 0.0;              // historical mean of the norm
+  // Last observation, for admin views (not used by the decision rule).
+  int64_t last_step = -1;
+  double last_norm = 0.0;
+  double last_gnmr = 0.0;
+  double last_delta = 0.0;
+  Trigger last_trigger = Trigger::kNone;
+};
+
+class Controller {
+ public:
+  // Fails with InvalidArgument if the config does not validate.
+  static StatusOr<Controller> Create(const ControllerConfig& config);
+
+  // Registers a unit; ids are dense and follow registration order, which is
+  // also the final tie-break of the admission order. AlreadyExists if the
+  // name is registered (use FindUnit first for idempotent registration).
+  StatusOr<uint32_t> AddUnit(const std::string& name);
+  std::optional<uint32_t> FindUnit(const std::string& name) const;
+  size_t num_units() const { return units_.size(); }
+  // id < num_units(); a larger id is a programming error and throws
+  // std::out_of_range rather than reading past the table.
+  const UnitState& unit(uint32_t id) const { return units_.at(id); }
+
+  // Checks that AddUnit would accept every name (none empty, registered or
+  // listed twice; capacity): lets a caller validate before changing its own
+  // state, so AddUnit of these names cannot fail after it.
+  // Views: a Register of 10^6 units need not copy every name once more.
+  Status CheckNewUnits(const std::vector<std::string_view>& names) const;
+
+  // Observes step `step` (strictly greater than every step observed since
+  // creation or the last Rewind) with any subset of the units, each at most
+  // once, and writes the decision for it.
+  // On error nothing changes: unknown unit (NotFound), repeated unit, step not
+  // increasing or a negative finite sumsq (InvalidArgument). NaN and +/-Inf
+  // are signals: the unit triggers `nonfinite`.
+  Status Observe(int64_t step, const UnitSample* samples, size_t count,
+                 Decision* out);
+  Status Observe(int64_t step, const std::vector<UnitSample>& samples,
+                 Decision* out) {
+    return Observe(step, samples.data(), samples.size(), out);
+  }
+
+  // Replaces the config (validated first). Applies to future decisions:
+  // existing locks keep their interval; actions are re-resolved for future
+  // admissions; Delta-GNMR windows keep their most recent values.
+  Status SetConfig(const ControllerConfig& config);
+  const ControllerConfig& config() const { return config_; }
+  uint64_t config_version() const { return config_version_; }
+  // Heap bytes of the compiled action rules (memory accounting).
+  size_t action_rule_bytes() const { return resolver_.MemoryBytes(); }
+
+  // Operator override (gnmrctl release): ends the unit's recovery now. The
+  // next decision lists it as released. NotFound if it is not in recovery.
+  Status Release(uint32_t unit_id);
+
+  // The trainer restarted from an earlier step without importing this
+  // controller's state (a crash-restart from a checkpoint under the same
+  // job id): forgets the last observed step and the last apply step, so the
+  // next observed step may be any step, also one observed before, and its
+  // apply step is that step + next_lag() even if earlier than the last one.
+  // Keeps everything else: unit history and windows, the recovery set with
+  // its locks (a held lock still ends at its `until` and counts against
+  // max_o until released, so the budget holds on the resumed steps too),
+  // next_lag, counters and the sequence (which keeps increasing).
+  void Rewind();
+
+  // The recovery set as of the last decision, unit id order.
+  const std::vector<RecoveryEntry>& recovery() const { return recovery_; }
+  // O(1): a decision checks every candidate, and a recovery set can be as
+  // large as max_o.
+  bool InRecovery(uint32_t unit_id) const {
+    return unit_id < in_recovery_.size() && in_recovery_[unit_id] != 0;
+  }
+  // Units of the current set in force at `step`.
+  int InForceAt(int64_t step) const;
+
+  const ControllerStats& stats() const { return stats_; }
+  std::optional<int64_t> last_step() const {
+    return has_last_step_ ? std::optional<int64_t>(last_step_) : std::nullopt;
+  }
+  uint64_t sequence() const { return sequence_; }
+  // The apply step of the last decision.
+  std::optional<int64_t> last_apply() const {
+    return has_last_apply_ ? std::optional<int64_t>(last_apply_) : std::nullopt;
+  }
+  // The last decision's global_skip (false before any decision).
+  bool last_global_skip() const { return last_global_skip_; }
+  // The lag the next decision uses: announced by the last decision (its
+  // next_lag), or the config's lag when none has announced one yet.
+  int32_t next_lag() const { return has_next_lag_ ? next_lag_ : config_.lag; }
+
+  // The unit's Delta-GNMR window, oldest first.
+  std::vector<double> Window(uint32_t unit_id) const;
+
+ private:
+  friend class ControllerStateCodec;  // serialization (state_codec.h)
+
+  explicit Controller(const ControllerConfig& config);
+
+  struct Candidate {
+    uint32_t unit_id;
+    Trigger trigger;
+    double risk;
+    Admission evidence;
+  };
+
+  // Evaluates one sample; appends to candidates_ if triggered.
+  void Evaluate(const UnitSample& s);
+  void PushWindow(uint32_t unit_id, double gnmr);
+  double WindowMean(uint32_t unit_id) const;
+  void ResizeWindows(int32_t new_size);
+
+  ControllerConfig config_;
+  ActionResolver resolver_;  // config_'s action rules, compiled
+  uint64_t config_version_ = 1;
+  std::vector<UnitState> units_;
+  std::unordered_map<std::string, uint32_t> ids_by_name_;
+  // Delta-GNMR windows: short_window slots per unit, a ring with its own
+  // fill count and next-write position.
+  std::vector<double> window_values_;
+  std::vector<int32_t> window_fill_;
+  std::vector<int32_t> window_next_;
+
+  std::vector<RecoveryEntry> recovery_;  // unit id order
+  // Per unit: 1 while it is in recovery_. Derived from recovery_ (not part
+  // of the serialized state) and kept in step with it everywhere it
+  // changes.
+  std::vector<uint8_t> in_recovery_;
+  std::vector<uint32_t> admin_released_;  // reported by the next decision
+  bool has_last_step_ = false;
+  int64_t last_step_ = 0;
+  bool has_last_apply_ = false;
+  int64_t last_apply_ = 0;
+  bool last_global_skip_ = false;
+  // The lag of the next decision, once announced (a decision, or a config
+  // change after which the lag before it stays in force for one decision).
+  bool has_next_lag_ = false;
+  int32_t next_lag_ = 0;
+  uint64_t sequence_ = 0;
+  ControllerStats stats_;
+
+  // Scratch, reused between steps to avoid allocation; not state.
+  std::vector<Candidate> candidates_;
+  std::vector<uint64_t> seen_epoch_;
+  uint64_t epoch_ = 0;
+};
+
+}  // namespace gnmr

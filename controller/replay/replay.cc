@@ -1,0 +1,206 @@
+#include "controller/replay/replay.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstring>
+
+#include "common/text.h"
+
+namespace gnmr {
+namespace {
+
+constexpr size_t kFlushBytes = 64 * 1024;
+
+void AppendNumberOrNull(std::string* out, double v) {
+  if (std::isfinite(v)) {
+    AppendDouble(out, v);
+  } else {
+    out->append("null");
+  }
+}
+
+void AppendNames(const std::vector<uint32_t>& ids, const Controller& c,
+                 std::string* out) {
+  out->push_back('[');
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out->push_back(',');
+    AppendJsonString(out, c.unit(ids[i]).name);
+  }
+  out->push_back(']');
+}
+
+const RecoveryEntry* FindEntry(const std::vector<RecoveryEntry>& set,
+                               uint32_t id) {
+  auto it = std::lower_bound(
+      set.begin(), set.end(), id,
+      [](const RecoveryEntry& e, uint32_t x) { return e.unit_id < x; });
+  return it != set.end() && it->unit_id == id ? &*it : nullptr;
+}
+
+}  // namespace
+
+Status FileSink::Write(std::string_view bytes) {
+  if (std::fwrite(bytes.data(), 1, bytes.size(), f_) != bytes.size()) {
+    return DataLoss(name_ + ": write error: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status FileSink::Flush() {
+  if (std::fflush(f_) != 0) {
+    return DataLoss(name_ + ": write error: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status OstreamSink::Write(std::string_view bytes) {
+  os_.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!os_) return DataLoss("output stream: write error");
+  return Status::Ok();
+}
+
+void AppendDecisionJson(const Decision& d, const Controller& c,
+                        std::string* out) {
+  out->append("{\"observed_step\":");
+  AppendInt(out, d.observed_step);
+  out->append(",\"apply_step\":");
+  AppendInt(out, d.apply_step);
+  out->append(",\"admitted\":[");
+  for (size_t i = 0; i < d.admitted.size(); ++i) {
+    const Admission& a = d.admitted[i];
+    const RecoveryEntry* e = FindEntry(d.recovery, a.unit_id);
+    if (i > 0) out->push_back(',');
+    out->append("{\"unit\":");
+    AppendJsonString(out, c.unit(a.unit_id).name);
+    out->append(",\"action\":\"");
+    out->append(e != nullptr ? ActionName(e->action) : "unknown");
+    out->append("\",\"until\":");
+    AppendInt(out, e != nullptr ? e->until : d.apply_step);
+    out->append(",\"trigger\":\"");
+    out->append(TriggerName(a.trigger));
+    const bool evaluated = a.trigger != Trigger::kNonFinite;
+    out->append("\",\"gnmr\":");
+    AppendNumberOrNull(out, evaluated ? a.gnmr : NAN);
+    out->append(",\"delta\":");
+    AppendNumberOrNull(out, evaluated ? a.delta : NAN);
+    out->push_back('}');
+  }
+  out->append("],\"released\":");
+  AppendNames(d.released, c, out);
+  out->append(",\"denied\":[");
+  for (size_t i = 0; i < d.denied.size(); ++i) {
+    if (i > 0) out->push_back(',');
+    AppendJsonString(out, c.unit(d.denied[i].unit_id).name);
+  }
+  out->append("],\"in_recovery\":[");
+  for (size_t i = 0; i < d.recovery.size(); ++i) {
+    if (i > 0) out->push_back(',');
+    AppendJsonString(out, c.unit(d.recovery[i].unit_id).name);
+  }
+  out->append("],\"global_skip\":");
+  out->append(d.global_skip ? "true" : "false");
+  out->append("}\n");
+}
+
+StatusOr<ReplaySummary> RunReplay(TraceReader* reader,
+                                  const ReplayOptions& options,
+                                  ByteSink* out) {
+  StatusOr<Controller> created = Controller::Create(options.config);
+  if (!created.ok()) return created.status();
+  Controller& controller = created.value();
+
+  ReplaySummary summary;
+  summary.trace = reader->name();
+  TraceStep step;
+  Decision decision;
+  std::string buf;
+  buf.reserve(kFlushBytes * 2);
+  for (;;) {
+    bool got = false;
+    Status s = reader->Next(&step, &got);
+    if (!s.ok()) return s;
+    if (!got) break;
+    // Units are registered in first-appearance order, so the controller's
+    // ids equal the reader's.
+    while (controller.num_units() < reader->num_units()) {
+      const uint32_t id = static_cast<uint32_t>(controller.num_units());
+      StatusOr<uint32_t> added =
+          controller.AddUnit(std::string(reader->unit_name(id)));
+      if (!added.ok()) {
+        return InvalidArgument(reader->name() + ":" +
+                               std::to_string(step.first_line) + ": " +
+                               added.status().message());
+      }
+    }
+    s = controller.Observe(step.step, step.samples.data(), step.samples.size(),
+                           &decision);
+    if (!s.ok()) {
+      return InvalidArgument(reader->name() + ":" +
+                             std::to_string(step.first_line) + ": " +
+                             s.message());
+    }
+    if (summary.steps == 0) summary.first_step = step.step;
+    summary.last_step = step.step;
+    ++summary.steps;
+    if (decision.HasChanges()) {
+      AppendDecisionJson(decision, controller, &buf);
+      ++summary.decisions_written;
+      if (buf.size() >= kFlushBytes) {
+        s = out->Write(buf);
+        if (!s.ok()) return s;
+        buf.clear();
+      }
+    }
+    if (options.on_step) {
+      options.on_step({summary.steps, reader->rows(), reader->bytes_consumed(),
+                       reader->total_bytes()});
+    }
+  }
+  if (!buf.empty()) {
+    Status s = out->Write(buf);
+    if (!s.ok()) return s;
+  }
+  Status s = out->Flush();
+  if (!s.ok()) return s;
+  summary.units = controller.num_units();
+  summary.stats = controller.stats();
+  return summary;
+}
+
+std::string FormatReplaySummary(const ReplaySummary& s) {
+  const ControllerStats& st = s.stats;
+  const auto& by = st.admissions_by_trigger;
+  char buf[1024];
+  std::string out;
+  std::snprintf(buf, sizeof(buf),
+                "replay %s: %" PRIu64 " steps (%" PRId64 "..%" PRId64
+                "), %" PRIu64 " units, %" PRIu64 " unit observations\n",
+                s.trace.c_str(), s.steps, s.first_step, s.last_step, s.units,
+                st.unit_steps_observed);
+  out += buf;
+  std::snprintf(
+      buf, sizeof(buf),
+      "  admissions: %" PRIu64 " (nonfinite %" PRIu64 ", gnmr %" PRIu64
+      ", delta %" PRIu64 "); denials: %" PRIu64 "; releases: %" PRIu64
+      "; global skips: %" PRIu64 "\n",
+      st.admissions(), by[static_cast<int>(Trigger::kNonFinite)],
+      by[static_cast<int>(Trigger::kGnmr)],
+      by[static_cast<int>(Trigger::kDelta)], st.denials, st.releases,
+      st.global_skips);
+  out += buf;
+  std::snprintf(buf, sizeof(buf),
+                "  recovery fraction: %.6g (%" PRIu64 " of %" PRIu64
+                " unit-steps in recovery); peak units in recovery: %" PRIu64
+                "\n",
+                st.recovery_fraction(), st.unit_steps_in_force,
+                st.unit_steps_observed, st.peak_in_recovery);
+  out += buf;
+  std::snprintf(buf, sizeof(buf), "  decisions written: %" PRIu64 "\n",
+                s.decisions_written);
+  out += buf;
+  return out;
+}
+
+}  // namespace gnmr

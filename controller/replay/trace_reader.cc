@@ -1,0 +1,383 @@
+#include <cmath>
+#include "controller/replay/trace_reader.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+namespace gnmr {
+namespace {
+
+constexpr size_t kChunk = 1 << 20;  // bytes read from a file at once
+constexpr size_t kMaxLine = kChunk;  // longer lines are an error (files)
+constexpr uint32_t kNoGuess = std::numeric_limits<uint32_t>::max();
+
+struct ColumnName {
+  const char* name;
+  uint8_t col;  // TraceReader::Col
+};
+// Same order as TraceReader::Col, kIgnore excluded.
+constexpr ColumnName kColumns[] = {{"step", 1},      {"unit", 2},
+                                   {"sumsq", 3},     {"amax", 4},
+                                   {"nonfinite", 5}, {"zeros", 6},
+                                   {"numel", 7}};
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+bool IsBlank(std::string_view s) { return Trim(s).empty(); }
+
+template <typename T>
+bool ParseNumber(std::string_view f, T* out) {
+  if (!f.empty() && f.front() == '+') f.remove_prefix(1);
+  const char* end = f.data() + f.size();
+  auto r = std::from_chars(f.data(), end, *out);
+  return !f.empty() && r.ec == std::errc() && r.ptr == end;
+}
+
+std::string Quoted(std::string_view s) {
+  constexpr size_t kMax = 64;  // keep error lines short
+  return "'" + std::string(s.substr(0, kMax)) + (s.size() > kMax ? "...'" : "'");
+}
+
+}  // namespace
+
+TraceReader::TraceReader() : next_after_(1, kNoGuess) {}
+
+TraceReader::~TraceReader() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+Status TraceReader::Error(uint64_t line, const std::string& problem) const {
+  return InvalidArgument(name_ + ":" + std::to_string(line) + ": " + problem);
+}
+
+Status TraceReader::OpenFile(const std::string& path) {
+  name_ = path;
+  file_ = std::fopen(path.c_str(), "rb");
+  if (file_ == nullptr) {
+    return NotFound(path + ": cannot open: " + std::strerror(errno));
+  }
+  struct stat st;
+  if (::fstat(fileno(file_), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return InvalidArgument(path + ": is a directory, not a trace");
+    }
+    if (S_ISREG(st.st_mode)) total_bytes_ = static_cast<uint64_t>(st.st_size);
+  }
+  buf_.resize(kChunk);
+  data_ = pos_ = end_ = buf_.data();
+  return Begin();
+}
+
+Status TraceReader::OpenBuffer(std::string_view data, std::string name) {
+  name_ = std::move(name);
+  data_ = pos_ = data.data();
+  end_ = data.data() + data.size();
+  eof_ = true;
+  total_bytes_ = data.size();
+  return Begin();
+}
+
+Status TraceReader::Begin() {
+  std::string_view line;
+  bool got = false;
+  for (;;) {
+    Status s = NextLine(&line, &got);
+    if (!s.ok()) return s;
+    if (!got) {
+      return Error(line_no_ == 0 ? 1 : line_no_,
+                   "empty trace: expected a header such as "
+                   "'step,unit,sumsq,amax,nonfinite,zeros,numel'");
+    }
+    if (!IsBlank(line)) return ParseHeader(line);
+  }
+}
+
+Status TraceReader::Refill() {
+  const size_t keep = static_cast<size_t>(end_ - pos_);
+  base_offset_ += static_cast<uint64_t>(pos_ - data_);
+  if (keep >= kMaxLine) return Error(line_no_ + 1, "line longer than 1 MiB");
+  if (keep > 0 && pos_ != buf_.data()) std::memmove(buf_.data(), pos_, keep);
+  const size_t want = buf_.size() - keep;
+  const size_t n = std::fread(buf_.data() + keep, 1, want, file_);
+  if (n < want) {
+    if (std::ferror(file_)) {
+      return DataLoss(name_ + ": read error: " + std::strerror(errno));
+    }
+    eof_ = true;
+  }
+  data_ = pos_ = buf_.data();
+  end_ = data_ + keep + n;
+  return Status::Ok();
+}
+
+Status TraceReader::NextLine(std::string_view* line, bool* got) {
+  for (;;) {
+    const void* nl = pos_ == end_ ? nullptr
+                                  : std::memchr(pos_, '\n',
+                                                static_cast<size_t>(end_ - pos_));
+    const char* stop = static_cast<const char*>(nl);
+    if (stop == nullptr && eof_) {
+      if (pos_ == end_) {
+        *got = false;
+        return Status::Ok();
+      }
+      stop = end_;  // last line without a newline
+    }
+    if (stop != nullptr) {
+      size_t len = static_cast<size_t>(stop - pos_);
+      if (len > 0 && pos_[len - 1] == '\r') --len;
+      *line = std::string_view(pos_, len);
+      pos_ = stop == end_ ? end_ : stop + 1;
+      ++line_no_;
+      *got = true;
+      return Status::Ok();
+    }
+    Status s = Refill();
+    if (!s.ok()) return s;
+  }
+}
+
+Status TraceReader::ParseHeader(std::string_view line) {
+  if (line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);  // BOM
+  for (;;) {
+    const size_t comma = line.find(',');
+    const std::string_view name = Trim(line.substr(0, comma));
+    Col col = kIgnore;
+    for (const ColumnName& c : kColumns) {
+      if (name == c.name) col = static_cast<Col>(c.col);
+    }
+    for (size_t i = 0; i < header_.size(); ++i) {
+      if (col != kIgnore && header_[i] == name) {
+        return Error(line_no_, "duplicate column " + Quoted(name));
+      }
+    }
+    header_.emplace_back(name);
+    cols_.push_back(col);
+    if (comma == std::string_view::npos) break;
+    line.remove_prefix(comma + 1);
+  }
+  for (const char* required : {"step", "unit", "sumsq"}) {
+    if (!has_column(required)) {
+      return Error(line_no_, "missing column '" + std::string(required) +
+                                 "' in the header (required: step, unit, "
+                                 "sumsq; optional: amax, nonfinite, zeros, "
+                                 "numel)");
+    }
+  }
+  return Status::Ok();
+}
+
+bool TraceReader::has_column(std::string_view column) const {
+  for (const std::string& h : header_) {
+    if (h == column) return true;
+  }
+  return false;
+}
+
+Status TraceReader::ParseRow(std::string_view line, Row* row) {
+  row->sample = UnitSample();
+  const char* p = line.data();
+  const char* const e = p + line.size();
+  size_t i = 0;
+  bool complete = false;  // all fields read, no more than the header's
+  for (;; ++i) {
+    if (i >= cols_.size()) break;  // too many fields
+    const char* comma =
+        static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(e - p)));
+    const char* fe = comma != nullptr ? comma : e;
+    std::string_view f(p, static_cast<size_t>(fe - p));
+    if (!f.empty() && (f.front() == ' ' || f.back() == ' ' ||
+                       f.front() == '\t' || f.back() == '\t')) {
+      f = Trim(f);
+    }
+    bool ok = true;
+    switch (cols_[i]) {
+      case kIgnore: break;
+      case kStep:
+        ok = ParseNumber(f, &row->step);
+        if (ok && row->step < 0) {
+          return Error(line_no_, "step " + std::string(f) + " is negative");
+        }
+        if (ok && row->step > kMaxStep) {  // the controller would refuse it
+          return Error(line_no_, "step " + std::string(f) + " is above the largest step " +
+                                     std::to_string(kMaxStep));
+        }
+        break;
+      case kUnit:
+        if (f.empty()) return Error(line_no_, "empty unit name");
+        row->unit = f;
+        break;
+      case kSumsq:
+        ok = ParseNumber(f, &row->sample.sumsq);
+        // NaN and +/-Inf are signals (non-finite); a negative number is not.
+        if (ok && std::isfinite(row->sample.sumsq) && row->sample.sumsq < 0.0) {
+          return Error(line_no_, "column 'sumsq': " + Quoted(f) +
+                                     " is negative (a sum of squares is >= "
+                                     "0, nan or inf)");
+        }
+        break;
+      case kAmax:
+        ok = f.empty() || ParseNumber(f, &row->sample.amax);
+        break;
+      case kNonfinite:
+        ok = f.empty() || ParseNumber(f, &row->sample.nonfinite);
+        break;
+      case kZeros:
+        ok = f.empty() || ParseNumber(f, &row->sample.zeros);
+        break;
+      case kNumel:
+        ok = f.empty() || ParseNumber(f, &row->sample.numel);
+        break;
+    }
+    if (!ok) {
+      const bool count = cols_[i] >= kNonfinite;
+      return Error(line_no_, "column '" + header_[i] + "': " +
+                                 (f.empty() ? std::string("empty value")
+                                            : Quoted(f) + " is not " +
+                                                  (count ? "a non-negative integer"
+                                                         : "a number")));
+    }
+    if (comma == nullptr) {
+      complete = i + 1 == cols_.size();
+      break;
+    }
+    p = comma + 1;
+  }
+  if (!complete) {
+    size_t fields = 1;
+    for (char c : line) fields += c == ',' ? 1 : 0;
+    return Error(line_no_, "expected " + std::to_string(cols_.size()) +
+                               " fields as in the header, got " +
+                               std::to_string(fields));
+  }
+  return Status::Ok();
+}
+
+void TraceReader::Rehash(size_t capacity) {
+  slots_.assign(capacity, 0);
+  const size_t mask = capacity - 1;
+  for (uint32_t id = 0; id < views_.size(); ++id) {
+    size_t i = hashes_[id] & mask;
+    while (slots_[i] != 0) i = (i + 1) & mask;
+    slots_[i] = id + 1;
+  }
+}
+
+uint32_t TraceReader::Lookup(std::string_view unit, uint64_t hash) {
+  if (slots_.empty()) Rehash(64);
+  const size_t mask = slots_.size() - 1;
+  size_t i = hash & mask;
+  while (slots_[i] != 0) {
+    const uint32_t id = slots_[i] - 1;
+    if (hashes_[id] == hash && views_[id] == unit) return id;
+    i = (i + 1) & mask;
+  }
+  const uint32_t id = static_cast<uint32_t>(views_.size());
+  names_.emplace_back(unit);
+  views_.push_back(names_.back());
+  hashes_.push_back(hash);
+  next_after_.push_back(kNoGuess);
+  seen_epoch_.push_back(0);
+  seen_line_.push_back(0);
+  slots_[i] = id + 1;
+  if (views_.size() * 2 > slots_.size()) Rehash(slots_.size() * 2);
+  return id;
+}
+
+uint32_t TraceReader::Resolve(std::string_view unit) {
+  const uint32_t guess = next_after_[prev_slot_];
+  uint32_t id;
+  if (guess != kNoGuess && views_[guess] == unit) {
+    id = guess;
+  } else {
+    id = Lookup(unit, std::hash<std::string_view>()(unit));
+  }
+  next_after_[prev_slot_] = id;
+  prev_slot_ = static_cast<size_t>(id) + 1;
+  return id;
+}
+
+Status TraceReader::Next(TraceStep* out, bool* got) {
+  out->samples.clear();
+  bool in_step = false;
+  if (has_pending_) {
+    has_pending_ = false;
+    in_step = true;
+    step_ = pending_.step;
+    out->step = pending_.step;
+    out->first_line = pending_line_;
+    out->samples.push_back(pending_.sample);
+  }
+  std::string_view line;
+  bool more = false;
+  Row row;
+  for (;;) {
+    Status s = NextLine(&line, &more);
+    if (!s.ok()) return s;
+    if (!more) break;
+    if (line.empty() || IsBlank(line)) continue;
+    s = ParseRow(line, &row);
+    if (!s.ok()) return s;
+    ++rows_;
+    const bool new_step = !in_step;
+    if (in_step && row.step != step_) {
+      if (row.step < step_) {
+        return Error(line_no_, "step " + std::to_string(row.step) +
+                                   " goes backwards after step " +
+                                   std::to_string(step_) +
+                                   " (steps must increase and the rows of "
+                                   "a step be contiguous)");
+      }
+      ++epoch_;  // the row opens the next step: keep it for the next call
+      prev_slot_ = 0;
+      row.sample.unit_id = Resolve(row.unit);
+      seen_epoch_[row.sample.unit_id] = epoch_;
+      seen_line_[row.sample.unit_id] = line_no_;
+      pending_ = row;
+      pending_.unit = std::string_view();  // points into the chunk
+      pending_line_ = line_no_;
+      has_pending_ = true;
+      break;
+    }
+    if (new_step) {
+      if (started_ && row.step <= step_) {
+        return Error(line_no_, "step " + std::to_string(row.step) +
+                                   " goes backwards after step " +
+                                   std::to_string(step_));
+      }
+      ++epoch_;
+      prev_slot_ = 0;
+      started_ = in_step = true;
+      step_ = out->step = row.step;
+      out->first_line = line_no_;
+    }
+    const uint32_t id = Resolve(row.unit);
+    if (seen_epoch_[id] == epoch_) {
+      return Error(line_no_, "unit " + Quoted(row.unit) +
+                                 " appears twice in step " +
+                                 std::to_string(step_) + " (first on line " +
+                                 std::to_string(seen_line_[id]) + ")");
+    }
+    seen_epoch_[id] = epoch_;
+    seen_line_[id] = line_no_;
+    row.sample.unit_id = id;
+    out->samples.push_back(row.sample);
+  }
+  *got = in_step;
+  return Status::Ok();
+}
+
+}  // namespace gnmr

@@ -1,0 +1,241 @@
+#include "controller/state_codec.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/unit_name.h"
+
+namespace gnmr {
+
+void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
+  out->Clear();
+  out->set_format_version(kFormatVersion);
+  ConfigToProto(c.config_, out->mutable_config());
+  out->set_config_version(c.config_version_);
+  // Exact capacities: a doubling growth would hold up to twice the bytes.
+  out->mutable_units()->Reserve(static_cast<int>(c.units_.size()));
+  for (uint32_t id = 0; id < c.units_.size(); ++id) {
+    const UnitState& u = c.units_[id];
+    v1::UnitHistory* h = out->add_units();
+    h->set_name(u.name);
+    h->set_valid_samples(u.valid_samples);
+    h->set_mu(u.mu);
+    const std::vector<double> window = c.Window(id);
+    h->mutable_window()->Reserve(static_cast<int>(window.size()));
+    for (double g : window) h->add_window(g);
+    h->set_last_step(u.last_step);
+    h->set_last_norm(u.last_norm);
+    h->set_last_gnmr(u.last_gnmr);
+    h->set_last_delta(u.last_delta);
+    h->set_last_trigger(static_cast<v1::Trigger>(u.last_trigger));
+  }
+  for (const RecoveryEntry& e : c.recovery_) {
+    v1::RecoveryEntryState* r = out->add_recovery();
+    r->set_unit_id(e.unit_id);
+    r->set_action(static_cast<v1::Action>(e.action));
+    r->set_entry(static_cast<v1::EntryTreatment>(e.entry));
+    r->set_since(e.since);
+    r->set_until(e.until);
+    r->set_clip_min_scale(e.clip_min_scale);
+    r->set_ref_norm(e.ref_norm);
+  }
+  for (uint32_t id : c.admin_released_) out->add_admin_released(id);
+  out->set_has_last_step(c.has_last_step_);
+  out->set_last_step(c.last_step_);
+  out->set_has_last_apply(c.has_last_apply_);
+  out->set_last_apply(c.last_apply_);
+  out->set_sequence(c.sequence_);
+  out->set_last_global_skip(c.last_global_skip_);
+  out->set_has_next_lag(c.has_next_lag_);
+  out->set_next_lag(c.next_lag_);
+  const ControllerStats& s = c.stats_;
+  v1::ControllerCounters* k = out->mutable_counters();
+  k->set_steps_observed(s.steps_observed);
+  k->set_unit_steps_observed(s.unit_steps_observed);
+  k->set_unit_steps_in_force(s.unit_steps_in_force);
+  k->set_inactive_samples(s.inactive_samples);
+  k->set_nonfinite_samples(s.nonfinite_samples);
+  for (uint64_t v : s.admissions_by_trigger) k->add_admissions_by_trigger(v);
+  for (uint64_t v : s.admissions_by_action) k->add_admissions_by_action(v);
+  k->set_denials(s.denials);
+  k->set_releases(s.releases);
+  k->set_global_skips(s.global_skips);
+  k->set_peak_in_recovery(s.peak_in_recovery);
+}
+
+namespace {
+
+// Counters and sequence numbers a state may carry: far from wrapping.
+constexpr uint64_t kMaxCount = uint64_t{1} << 62;
+
+Status Bad(const std::string& what) { return DataLoss("controller state: " + what); }
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+// Every value is checked as Register and Observe would check it, so an
+// imported state can neither freeze the job (a last step at the end of the
+// step range), nor overflow the step arithmetic (apply + lag, since +
+// lock_steps), nor bring in a name Register would refuse. Ranges:
+//   last_step in [0, kMaxStep]; last_apply in [last_step, last_step +
+//   kMaxLag] (apply = max(step + lag, previous apply));
+//   recovery: since in [0, kMaxStep + kMaxLag], until - since in
+//   [1, kMaxLockSteps], clip_min_scale in [0, 1], ref_norm finite >= 0;
+//   unit names per common/unit_name.h, windows finite, unit last_step -1
+//   or in [0, kMaxStep]; released ids distinct and not in recovery;
+//   counters and the sequence below 2^62, unit-steps in force <= observed.
+StatusOr<Controller> ControllerStateCodec::Restore(
+    const v1::ControllerState& in) {
+  if (in.format_version() != kFormatVersion) {
+    return DataLoss("controller state has format version " +
+                    std::to_string(in.format_version()) + ", expected " +
+                    std::to_string(kFormatVersion));
+  }
+  StatusOr<ControllerConfig> config = ConfigFromProto(in.config());
+  if (!config.ok()) return config.status();
+  StatusOr<Controller> made = Controller::Create(*config);
+  if (!made.ok()) return made.status();
+  Controller c = std::move(made).value();
+  if (in.config_version() < 1 || in.config_version() > kMaxCount) {
+    return Bad("config_version " + std::to_string(in.config_version()) + " out of range");
+  }
+  c.config_version_ = in.config_version();
+
+  const int32_t w = c.config_.short_window;
+  for (int i = 0; i < in.units_size(); ++i) {
+    const v1::UnitHistory& h = in.units(i);
+    Status named = CheckUnitName(h.name());
+    if (!named.ok()) return Bad("unit " + std::to_string(i) + ": " + named.message());
+    bool window_ok = h.window_size() <= w;
+    for (double g : h.window()) window_ok = window_ok && std::isfinite(g) && g >= 0;
+    if (h.valid_samples() < 0 || static_cast<uint64_t>(h.valid_samples()) > kMaxCount ||
+        !std::isfinite(h.mu()) || h.mu() < 0 || !window_ok ||
+        !ValidTrigger(h.last_trigger()) || h.last_step() < -1 || h.last_step() > kMaxStep) {
+      return Bad("unit '" + h.name() + "' has out-of-range history");
+    }
+    StatusOr<uint32_t> id = c.AddUnit(h.name());
+    if (!id.ok()) return Bad(id.status().message());
+    UnitState& u = c.units_[*id];
+    u.valid_samples = h.valid_samples();
+    u.mu = h.mu();
+    u.last_step = h.last_step();
+    u.last_norm = h.last_norm();
+    u.last_gnmr = h.last_gnmr();
+    u.last_delta = h.last_delta();
+    u.last_trigger = static_cast<Trigger>(h.last_trigger());
+    for (double g : h.window()) c.PushWindow(*id, g);
+  }
+  uint32_t prev_id = 0;
+  for (const v1::RecoveryEntryState& r : in.recovery()) {
+    const bool ordered = c.recovery_.empty() || r.unit_id() > prev_id;
+    const bool since_ok = r.since() >= 0 && r.since() <= kMaxStep + ControllerConfig::kMaxLag;
+    const bool lock_ok = since_ok && r.until() > r.since() &&
+                         r.until() - r.since() <= ControllerConfig::kMaxLockSteps;
+    const bool scales_ok = std::isfinite(r.clip_min_scale()) && r.clip_min_scale() >= 0 &&
+                           r.clip_min_scale() <= 1 && std::isfinite(r.ref_norm()) &&
+                           r.ref_norm() >= 0;
+    if (r.unit_id() >= c.units_.size() || !ordered || !ValidAction(r.action()) ||
+        !ValidEntry(r.entry()) || !lock_ok || !scales_ok) {
+      return Bad("invalid recovery entry for unit " + std::to_string(r.unit_id()) + " (since " +
+                 Str(r.since()) + ", until " + Str(r.until()) + ")");
+    }
+    prev_id = r.unit_id();
+    RecoveryEntry e;
+    e.unit_id = r.unit_id();
+    e.action = static_cast<Action>(r.action());
+    e.entry = static_cast<EntryTreatment>(r.entry());
+    e.since = r.since();
+    e.until = r.until();
+    e.clip_min_scale = r.clip_min_scale();
+    e.ref_norm = r.ref_norm();
+    c.recovery_.push_back(e);
+    c.in_recovery_[e.unit_id] = 1;
+  }
+  std::vector<uint8_t> released(c.units_.size(), 0);
+  for (uint32_t id : in.admin_released()) {
+    if (id >= c.units_.size() || released[id] || c.in_recovery_[id]) {
+      return Bad("bad release of unit " + std::to_string(id));
+    }
+    released[id] = 1;
+    c.admin_released_.push_back(id);
+  }
+  if (in.has_last_step()) {
+    if (in.last_step() < 0 || in.last_step() > kMaxStep) {
+      return Bad("last_step " + Str(in.last_step()) + " out of range [0, " + Str(kMaxStep) + "]");
+    }
+    c.has_last_step_ = true;
+    c.last_step_ = in.last_step();
+  }
+  if (in.has_last_apply()) {
+    if (!in.has_last_step() || in.last_apply() < in.last_step() ||
+        in.last_apply() - in.last_step() > ControllerConfig::kMaxLag) {
+      return Bad("last_apply " + Str(in.last_apply()) + " is not within " +
+                 std::to_string(ControllerConfig::kMaxLag) + " steps after last_step " +
+                 (in.has_last_step() ? Str(in.last_step()) : std::string("(none)")));
+    }
+    c.has_last_apply_ = true;
+    c.last_apply_ = in.last_apply();
+  }
+  if (in.sequence() > kMaxCount) {
+    return Bad("sequence " + std::to_string(in.sequence()) + " out of range");
+  }
+  c.sequence_ = in.sequence();
+  c.last_global_skip_ = in.last_global_skip();
+  // A state written before next_lag existed has none: config.lag is next.
+  if (in.has_next_lag()) {
+    if (in.next_lag() < 0 || in.next_lag() > ControllerConfig::kMaxLag) {
+      return DataLoss("controller state: next_lag " + std::to_string(in.next_lag()) +
+                      " out of range");
+    }
+    c.has_next_lag_ = true;
+    c.next_lag_ = in.next_lag();
+  }
+  const v1::ControllerCounters& k = in.counters();
+  bool counts_ok = k.admissions_by_trigger_size() <= 4 && k.admissions_by_action_size() <= 4 &&
+                   k.unit_steps_in_force() <= k.unit_steps_observed();
+  for (uint64_t v : {k.steps_observed(), k.unit_steps_observed(), k.unit_steps_in_force(),
+                     k.inactive_samples(), k.nonfinite_samples(), k.denials(), k.releases(),
+                     k.global_skips(), k.peak_in_recovery()}) {
+    counts_ok = counts_ok && v <= kMaxCount;
+  }
+  for (uint64_t v : k.admissions_by_trigger()) counts_ok = counts_ok && v <= kMaxCount;
+  for (uint64_t v : k.admissions_by_action()) counts_ok = counts_ok && v <= kMaxCount;
+  if (!counts_ok) return Bad("counters out of range");
+  ControllerStats& s = c.stats_;
+  s.steps_observed = k.steps_observed();
+  s.unit_steps_observed = k.unit_steps_observed();
+  s.unit_steps_in_force = k.unit_steps_in_force();
+  s.inactive_samples = k.inactive_samples();
+  s.nonfinite_samples = k.nonfinite_samples();
+  for (int i = 0; i < k.admissions_by_trigger_size(); ++i) {
+    s.admissions_by_trigger[i] = k.admissions_by_trigger(i);
+  }
+  for (int i = 0; i < k.admissions_by_action_size(); ++i) {
+    s.admissions_by_action[i] = k.admissions_by_action(i);
+  }
+  s.denials = k.denials();
+  s.releases = k.releases();
+  s.global_skips = k.global_skips();
+  s.peak_in_recovery = k.peak_in_recovery();
+  return c;
+}
+
+std::string ControllerStateCodec::SaveToString(const Controller& c) {
+  v1::ControllerState state;
+  Save(c, &state);
+  return state.SerializeAsString();
+}
+
+StatusOr<Controller> ControllerStateCodec::RestoreFromString(
+    const std::string& bytes) {
+  v1::ControllerState state;
+  if (!state.ParseFromString(bytes)) {
+    return DataLoss("controller state is not a valid ControllerState message");
+  }
+  return Restore(state);
+}
+
+}  // namespace gnmr

@@ -1,0 +1,98 @@
+// ControllerConfig: every tunable of the GNMR controller (SPEC section 3).
+//
+// The names match the SPEC, the YAML config file, `gnmrctl --set key=value`
+// and the wire protocol, so one word means one thing everywhere. This is the
+// one place the defaults live; tau, tau_delta and clip_min_scale were chosen
+// from measurements (docs/controller.md, "Defaults and why"), the rest are
+// the SPEC's. Validate() is called before a config is accepted, so the
+// controller itself can assume every field is in range.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gnmr/status.h"
+
+namespace gnmr {
+
+// What recovery means for a unit (SPEC section 3, "Actions").
+enum class Action : uint8_t {
+  kPromote = 0,     // switch to the high-fidelity path for the lock
+  kClip = 1,        // scale the gradient by clamp(mu/norm, clip_min_scale, 1)
+  kSkip = 2,        // zero the unit's update on the first step in force
+  kResetState = 3,  // reset the unit's optimizer moments on the first step
+};
+
+// With lag 0 and `promote`, the first step in force is the observed step,
+// whose forward pass already ran on the low-cost path: its gradient gets this
+// treatment instead (SPEC: `entry`).
+enum class EntryTreatment : uint8_t { kNone = 0, kClip = 1, kSkip = 2 };
+
+// Why a unit became a candidate; ordered by priority.
+enum class Trigger : uint8_t { kNone = 0, kGnmr = 1, kDelta = 2, kNonFinite = 3 };
+
+const char* ActionName(Action a);
+const char* EntryTreatmentName(EntryTreatment e);
+const char* TriggerName(Trigger t);
+bool ParseAction(const std::string& s, Action* out);
+bool ParseEntryTreatment(const std::string& s, EntryTreatment* out);
+
+// Maps unit names to actions. `pattern` is a glob (`*`, `?`, `[abc]`)
+// matched against the whole unit name; the first matching rule wins.
+struct ActionRule {
+  std::string pattern;
+  Action action = Action::kPromote;
+  // Lower bound of the clip scale for this rule; < 0 means "use the
+  // config-wide clip_min_scale".
+  double clip_min_scale = -1.0;
+
+  bool operator==(const ActionRule& o) const {
+    return pattern == o.pattern && action == o.action &&
+           clip_min_scale == o.clip_min_scale;
+  }
+};
+
+struct ControllerConfig {
+  int32_t warmup = 50;          // valid samples that only build history
+  double ema_decay = 0.98;      // historical mean decay
+  double tau = 6.0;             // GNMR trigger threshold
+  double tau_delta = 4.0;       // Delta-GNMR trigger threshold
+  double gnmr_floor = 1.5;      // Delta-GNMR counts only at GNMR >= floor
+  int32_t short_window = 4;     // evaluated steps in the Delta-GNMR window
+  int32_t max_o = 4;            // hard budget: units in recovery at once
+  int32_t lock_steps = 20;      // steps a recovered unit stays recovered
+  int32_t lag = 1;              // decision for step t applies from t + lag
+  EntryTreatment entry = EntryTreatment::kClip;  // lag-0 promote entry
+  double clip_min_scale = 0.01;  // default lower bound of clip scales
+  std::vector<ActionRule> actions;  // first match wins; default promote
+
+  // Upper bounds that keep a hostile or mistyped config from allocating
+  // absurd amounts or overflowing step arithmetic.
+  static constexpr int32_t kMaxWindow = 1024;
+  static constexpr int32_t kMaxLag = 1000;
+  static constexpr int32_t kMaxLockSteps = 1000000;
+  static constexpr int32_t kMaxWarmup = 1000000;
+  static constexpr size_t kMaxActionRules = 256;
+
+  // OK, or InvalidArgument naming the first offending key.
+  Status Validate() const;
+
+  bool operator==(const ControllerConfig& o) const;
+  bool operator!=(const ControllerConfig& o) const { return !(*this == o); }
+};
+
+// The keys whose values differ between `a` and `b`, in declaration order,
+// each as "key (a_value vs b_value)", e.g. "tau (2.5 vs 6)"; "actions" when
+// the rule lists differ.
+std::vector<std::string> DifferingKeys(const ControllerConfig& a, const ControllerConfig& b);
+
+// The action (and clip floor) a unit of this name gets under `config`.
+struct ResolvedAction {
+  Action action = Action::kPromote;
+  double clip_min_scale = ControllerConfig{}.clip_min_scale;
+};
+ResolvedAction ResolveAction(const ControllerConfig& config,
+                             const std::string& unit_name);
+
+}  // namespace gnmr

@@ -1,0 +1,39 @@
+#include "daemon/server/request_gate.h"
+
+#include <string>
+
+namespace gnmr {
+
+void RequestGate::Ticket::Reset() {
+  if (gate_ != nullptr) gate_->Release(bytes_);
+  gate_ = nullptr;
+  bytes_ = 0;
+}
+
+Status RequestGate::Admit(uint64_t bytes, Ticket* ticket) {
+  ticket->Reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_ > 0 && in_flight_ + bytes > max_bytes_) {
+    return Status(StatusCode::kResourceExhausted,
+                  "gnmrd is serving " + std::to_string(in_flight_) +
+                      " bytes of requests; this one of " + std::to_string(bytes) +
+                      " bytes would exceed max_request_bytes_in_flight (" +
+                      std::to_string(max_bytes_) + "): retry shortly");
+  }
+  in_flight_ += bytes;
+  ticket->gate_ = this;
+  ticket->bytes_ = bytes;
+  return Status::Ok();
+}
+
+uint64_t RequestGate::in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_;
+}
+
+void RequestGate::Release(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  in_flight_ -= bytes;
+}
+
+}  // namespace gnmr

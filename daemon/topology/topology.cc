@@ -1,0 +1,193 @@
+#include "daemon/topology/topology.h"
+
+#include <algorithm>
+#include <string_view>
+#include <unordered_set>
+
+namespace gnmr {
+
+Status JobTopology::ValidateSpecs(const std::vector<RankUnitSpec>& units) const {
+  std::unordered_set<std::string_view> seen;  // views: no copy of every name
+  for (size_t i = 0; i < units.size(); ++i) {
+    const RankUnitSpec& u = units[i];
+    const std::string where = "unit " + std::to_string(i) + " ('" + u.name + "')";
+    if (u.name.empty()) return InvalidArgument("unit " + std::to_string(i) + " has an empty name");
+    if (!seen.insert(u.name).second) {
+      return InvalidArgument(where + " is listed twice");
+    }
+    const uint32_t shards = u.shard_count == 0 ? 1 : u.shard_count;
+    if (shards > limits_.max_shards) {
+      return InvalidArgument(where + " has shard_count " + std::to_string(shards) +
+                             " > " + std::to_string(limits_.max_shards));
+    }
+    if (u.shard_index >= shards) {
+      return InvalidArgument(where + " has shard_index " + std::to_string(u.shard_index) +
+                             " >= shard_count " + std::to_string(shards));
+    }
+  }
+  return Status::Ok();
+}
+
+Status JobTopology::CheckRank(const std::vector<RankUnitSpec>& units,
+                              std::vector<std::string_view>* new_units, uint32_t rank,
+                              Growth* growth) const {
+  Status s = ValidateSpecs(units);
+  if (!s.ok()) return s;
+  size_t fresh = 0;
+  Growth g;
+  for (size_t i = 0; i < units.size(); ++i) {
+    const RankUnitSpec& u = units[i];
+    const uint32_t shards = u.shard_count == 0 ? 1 : u.shard_count;
+    auto it = ids_.find(u.name);
+    if (it == ids_.end()) {
+      ++fresh;
+      g.name_bytes += u.name.size();
+      g.slots += shards;
+      if (new_units) new_units->push_back(u.name);
+      continue;
+    }
+    const std::string where = "unit " + std::to_string(i) + " ('" + u.name + "')";
+    const UnitLayout& l = units_[it->second];
+    if (l.shard_count != shards) {
+      return Status(StatusCode::kFailedPrecondition,
+                    where + " has shard_count " + std::to_string(shards) +
+                        " but was registered with " + std::to_string(l.shard_count) +
+                        "; a different model needs a new job id");
+    }
+    const uint64_t known = l.shard_numel[u.shard_index];
+    if (known != 0 && u.numel != 0 && known != u.numel) {
+      return Status(StatusCode::kFailedPrecondition,
+                    where + " shard " + std::to_string(u.shard_index) + "/" +
+                        std::to_string(shards) + " has numel " + std::to_string(u.numel) +
+                        " but was registered with " + std::to_string(known) +
+                        "; a different model needs a new job id");
+    }
+  }
+  if (units_.size() + fresh > limits_.max_units) {
+    return Status(StatusCode::kResourceExhausted,
+                  "job would have more than " + std::to_string(limits_.max_units) +
+                      " units (max_units_per_job)");
+  }
+  if (growth) {
+    g.units = fresh;
+    auto r = ranks_.find(rank);
+    const uint64_t before = r == ranks_.end() ? 0 : r->second.entries.size();
+    g.rank_units = static_cast<int64_t>(units.size()) - static_cast<int64_t>(before);
+    g.ranks = r == ranks_.end() ? 1 : 0;
+    *growth = g;
+  }
+  return Status::Ok();
+}
+
+Status JobTopology::RegisterRank(uint32_t rank,
+                                 const std::vector<RankUnitSpec>& units,
+                                 std::vector<uint32_t>* unit_ids,
+                                 std::vector<std::string>* new_units) {
+  // Pass 1: validate everything against the current layout.
+  Status s = CheckRank(units, nullptr);
+  if (!s.ok()) return s;
+
+  // Pass 2: apply.
+  RankLayout layout;
+  layout.entries.reserve(units.size());
+  unit_ids->clear();
+  for (const RankUnitSpec& u : units) {
+    const uint32_t shards = u.shard_count == 0 ? 1 : u.shard_count;
+    auto it = ids_.find(u.name);
+    uint32_t id;
+    if (it == ids_.end()) {
+      id = static_cast<uint32_t>(units_.size());
+      UnitLayout l;
+      l.name = u.name;
+      l.shard_count = shards;
+      l.first_slot = static_cast<uint32_t>(num_slots_);
+      l.shard_numel.assign(shards, 0);
+      num_slots_ += shards;
+      name_bytes_ += u.name.size();
+      units_.push_back(std::move(l));
+      ids_.emplace(u.name, id);
+      new_units->push_back(u.name);
+    } else {
+      id = it->second;
+    }
+    UnitLayout& l = units_[id];
+    if (u.numel != 0) l.shard_numel[u.shard_index] = u.numel;
+    const uint32_t slot = l.first_slot + u.shard_index;
+    layout.entries.push_back({id, slot});
+    unit_ids->push_back(id);
+  }
+  layout.by_unit = layout.entries;
+  std::sort(layout.by_unit.begin(), layout.by_unit.end(),
+            [](const RankEntry& a, const RankEntry& b) { return a.unit_id < b.unit_id; });
+  RankLayout& held = ranks_[rank];
+  rank_units_ = rank_units_ - held.entries.size() + layout.entries.size();
+  held = std::move(layout);
+  return Status::Ok();
+}
+
+Status JobTopology::RestoreUnit(const std::string& name, uint32_t shard_count,
+                                const std::vector<uint64_t>& shard_numel) {
+  if (units_.size() >= limits_.max_units) {
+    return Status(StatusCode::kResourceExhausted,
+                  "job would have more than " + std::to_string(limits_.max_units) + " units");
+  }
+  if (name.empty() || ids_.count(name) || shard_count == 0 ||
+      shard_count > limits_.max_shards || shard_numel.size() != shard_count) {
+    return DataLoss("invalid unit layout for '" + name + "' in job state");
+  }
+  UnitLayout l;
+  l.name = name;
+  l.shard_count = shard_count;
+  l.first_slot = static_cast<uint32_t>(num_slots_);
+  l.shard_numel = shard_numel;
+  num_slots_ += shard_count;
+  name_bytes_ += name.size();
+  ids_.emplace(name, static_cast<uint32_t>(units_.size()));
+  units_.push_back(std::move(l));
+  return Status::Ok();
+}
+
+int64_t JobTopology::SlotOf(uint32_t rank, size_t position, uint32_t unit_id) const {
+  auto r = ranks_.find(rank);
+  if (r == ranks_.end()) return -1;
+  const RankLayout& l = r->second;
+  if (position < l.entries.size() && l.entries[position].unit_id == unit_id) {
+    return l.entries[position].slot;
+  }
+  auto it = std::lower_bound(
+      l.by_unit.begin(), l.by_unit.end(), unit_id,
+      [](const RankEntry& e, uint32_t id) { return e.unit_id < id; });
+  return it == l.by_unit.end() || it->unit_id != unit_id ? -1 : static_cast<int64_t>(it->slot);
+}
+
+bool JobTopology::HasRank(uint32_t rank) const { return ranks_.count(rank) != 0; }
+
+std::vector<uint32_t> JobTopology::Ranks() const {
+  std::vector<uint32_t> out;
+  for (const auto& [r, l] : ranks_) out.push_back(r);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<RankUnitSpec> JobTopology::SpecsOfRank(uint32_t rank) const {
+  std::vector<RankUnitSpec> out;
+  auto r = ranks_.find(rank);
+  if (r == ranks_.end()) return out;
+  out.reserve(r->second.entries.size());
+  for (const RankEntry& e : r->second.entries) {
+    const UnitLayout& l = units_[e.unit_id];
+    const uint32_t index = e.slot - l.first_slot;
+    out.push_back({l.name, l.shard_numel[index], index, l.shard_count});
+  }
+  return out;
+}
+
+std::vector<uint32_t> JobTopology::UnitsOfRank(uint32_t rank) const {
+  std::vector<uint32_t> out;
+  auto r = ranks_.find(rank);
+  if (r == ranks_.end()) return out;
+  for (const RankEntry& e : r->second.entries) out.push_back(e.unit_id);
+  return out;
+}
+
+}  // namespace gnmr

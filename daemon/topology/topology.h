@@ -1,0 +1,126 @@
+// JobTopology: which units a job has, how each is sharded, and which rank
+// reports which shard.
+//
+// Built from Register requests (untrusted: every call validates and either
+// applies completely or changes nothing). Each (unit, shard) pair gets a dense
+// "slot" so step aggregation can use flat arrays instead of maps. Ranks
+// holding the same shard are data-parallel replicas of it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gnmr/status.h"
+
+namespace gnmr {
+
+struct UnitLayout {
+  std::string name;
+  uint32_t shard_count = 1;
+  uint32_t first_slot = 0;       // slots [first_slot, first_slot + shard_count)
+  std::vector<uint64_t> shard_numel;  // as registered (0 = not yet seen)
+};
+
+// One unit as registered by one rank.
+struct RankUnitSpec {
+  std::string name;
+  uint64_t numel = 0;
+  uint32_t shard_index = 0;
+  uint32_t shard_count = 1;
+};
+
+class JobTopology {
+ public:
+  struct Limits {
+    uint32_t max_units = 1u << 20;
+    uint32_t max_shards = 4096;
+  };
+
+  JobTopology() = default;
+  explicit JobTopology(Limits limits) : limits_(limits) {}
+
+  // The checks of one rank's unit list on its own (InvalidArgument): empty or
+  // duplicate names, shard count above the limit, shard index out of range.
+  Status ValidateSpecs(const std::vector<RankUnitSpec>& units) const;
+
+  // What RegisterRank would add to the layout's size (resource_caps.h).
+  struct Growth {
+    uint64_t units = 0;
+    uint64_t name_bytes = 0;
+    uint64_t slots = 0;
+    int64_t rank_units = 0;  // may be negative: a rank registering fewer
+    uint64_t ranks = 0;      // 1 for a rank not registered before
+  };
+
+  // Every check RegisterRank makes, changing nothing: ValidateSpecs, then
+  // against the layout (FailedPrecondition): a shard count different from
+  // the one the unit was first registered with, a numel for a shard
+  // different from the one registered for it before (0 = not stated:
+  // never differs); then capacity (ResourceExhausted). `new_units` (may be
+  // null) receives the names RegisterRank would create, in order (views
+  // into `units`); `growth`
+  // (may be null) what `rank`'s registration would add.
+  Status CheckRank(const std::vector<RankUnitSpec>& units,
+                   std::vector<std::string_view>* new_units, uint32_t rank = 0,
+                   Growth* growth = nullptr) const;
+
+  // Registers `units` for `rank`, replacing what that rank registered before.
+  // Units are created on first sight (`new_units` receives their names, in
+  // order, so the caller can add them to the controller with the same ids).
+  // Errors (those of CheckRank) change nothing.
+  Status RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>& units,
+                      std::vector<uint32_t>* unit_ids,
+                      std::vector<std::string>* new_units);
+
+  // Recreates a unit from a snapshot (ids follow call order). Ranks are not
+  // restored: they register again after a daemon restart. ResourceExhausted
+  // past max_units, DataLoss for an invalid layout; nothing changes then.
+  Status RestoreUnit(const std::string& name, uint32_t shard_count,
+                     const std::vector<uint64_t>& shard_numel);
+
+  // Resolves entry `position` of a report from `rank` naming `unit_id` to its
+  // slot; -1 if the rank did not register that unit. O(1) when the rank
+  // reports units in registration order, a binary search otherwise.
+  int64_t SlotOf(uint32_t rank, size_t position, uint32_t unit_id) const;
+
+  size_t num_units() const { return units_.size(); }
+  size_t num_slots() const { return num_slots_; }
+  uint64_t name_bytes() const { return name_bytes_; }
+  // Units registered, summed over the ranks.
+  uint64_t rank_units() const { return rank_units_; }
+  size_t num_ranks() const { return ranks_.size(); }
+  const UnitLayout& unit(uint32_t id) const { return units_[id]; }
+  const std::vector<UnitLayout>& units() const { return units_; }
+  bool HasRank(uint32_t rank) const;
+  std::vector<uint32_t> Ranks() const;  // ascending
+  // Units registered by `rank`, in its registration order.
+  std::vector<uint32_t> UnitsOfRank(uint32_t rank) const;
+  // What `rank` registered, in its registration order (numel: the one known
+  // for its shard); empty if it has not registered.
+  std::vector<RankUnitSpec> SpecsOfRank(uint32_t rank) const;
+
+ private:
+  struct RankEntry {
+    uint32_t unit_id;
+    uint32_t slot;
+  };
+  struct RankLayout {
+    std::vector<RankEntry> entries;  // registration order
+    // The same entries in unit id order, for reports in another order: 8
+    // bytes per entry (a hash map took ~48; a rank may hold 10^6 units).
+    std::vector<RankEntry> by_unit;
+  };
+
+  Limits limits_;
+  std::vector<UnitLayout> units_;
+  std::unordered_map<std::string, uint32_t> ids_;
+  std::unordered_map<uint32_t, RankLayout> ranks_;
+  size_t num_slots_ = 0;
+  uint64_t name_bytes_ = 0;
+  uint64_t rank_units_ = 0;
+};
+
+}  // namespace gnmr

@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""Checks that every #include points down the layer order of
+docs/architecture.md, never up or sideways into another layer's private
+files. Run by ctest (include_layers); exits 1 listing each violation.
+
+    scripts/check_layers.py [--root DIR]    # check the tree
+    scripts/check_layers.py --self-test     # plants violations, expects them found
+
+A file's layer is its top folder (for daemon/ its module folder); an
+include's layer is found from its path. A layer may include its own files
+and the public headers (see PUBLIC) of the layers before it. tests/,
+bench/, examples/, experiments/ and fuzz/ sit on top and may include
+anything.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+
+# Bottom to top. The daemon's modules are layers of their own, so its
+# aggregator and job cannot include each other both ways.
+ORDER = [
+    "common", "proto_messages", "core", "controller", "kernels", "proto_services",
+    "client",
+    "daemon/topology", "daemon/aggregator", "daemon/job", "daemon/store",
+    "daemon/metrics", "daemon/server", "daemon/daemon_config", "daemon/gnmrd",
+    "tools", "python",
+]
+RANK = {name: i for i, name in enumerate(ORDER)}
+TOP = {"tests", "bench", "examples", "experiments", "fuzz"}
+
+# Include paths (prefix match) that other layers may use, and their layer.
+# Anything else under a layer's folder is private to that layer.
+PUBLIC = [
+    ("gnmr/version.h", "common"),
+    ("common/", "common"),
+    ("gnmr/status.h", "common"),
+    ("gnmr/v1/controller.pb.h", "proto_messages"),
+    ("gnmr/v1/job_state.pb.h", "proto_messages"),
+    ("gnmr/v1/gnmr.pb.h", "proto_services"),
+    ("gnmr/v1/gnmr.grpc.pb.h", "proto_services"),
+    ("proto/grpc_status.h", "proto_services"),
+    ("core/", "core"),
+    ("gnmr/config.h", "core"),
+    ("controller/", "controller"),
+    ("gnmr/tensor.h", "kernels"),
+    ("gnmr/cpu_stats.h", "kernels"),
+    ("gnmr/cpu_isa.h", "kernels"),
+    ("gnmr/gpu_stats.h", "kernels"),
+    ("gnmr/cuda_util.h", "kernels"),
+    ("gnmr/cuda_driver_fns.h", "kernels"),
+    ("gnmr/client.h", "client"),
+    ("gnmr/gnmr_c.h", "client"),
+]
+# Folders whose files are private to their layer (reachable only from it).
+PRIVATE = [("kernels/", "kernels"), ("client/", "client"), ("python/", "python"),
+           ("tools/", "tools")]
+
+SOURCE = re.compile(r"\.(h|hh|hpp|cc|cpp|cu|cuh)$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def layer_of_file(rel: str) -> str | None:
+    parts = rel.split("/")
+    if parts[0] == "daemon" and len(parts) > 2:
+        return "daemon/" + parts[1]
+    if parts[0] in RANK:
+        return parts[0]
+    if parts[0] in TOP:
+        return "top"
+    return None
+
+
+def layer_of_include(path: str) -> tuple[str | None, bool]:
+    """(layer, public) of an include path; (None, True) if not ours."""
+    for prefix, layer in PUBLIC:
+        if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+            return layer, True
+    parts = path.split("/")
+    if parts[0] == "daemon" and len(parts) > 2:
+        return "daemon/" + parts[1], True
+    for prefix, layer in PRIVATE:
+        if path.startswith(prefix):
+            return layer, False
+    return None, True
+
+
+def check(root: str) -> list[str]:
+    problems = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        dirnames[:] = [d for d in dirnames
+                       if not d.startswith(".") and not d.startswith("build")
+                       and not (rel_dir == "." and d in ("shared",))]
+        for name in filenames:
+            if not SOURCE.search(name):
+                continue
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            src_layer = layer_of_file(rel)
+            if src_layer is None or src_layer == "top":
+                continue
+            with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            for m in INCLUDE.finditer(text):
+                inc = m.group(1)
+                layer, public = layer_of_include(inc)
+                if layer is None or layer == src_layer:
+                    continue
+                line = text.count("\n", 0, m.start()) + 1
+                where = f"{rel}:{line}: {src_layer} includes \"{inc}\""
+                if not public:
+                    problems.append(f"{where}: a private file of {layer}")
+                elif RANK[layer] > RANK[src_layer]:
+                    problems.append(f"{where}: {layer} is above {src_layer}")
+    return sorted(problems)
+
+
+def self_test() -> int:
+    """A violation of each kind must be found; a clean tree must pass."""
+    with tempfile.TemporaryDirectory() as root:
+        def write(rel: str, text: str) -> None:
+            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w") as f:
+                f.write(text)
+        write("core/config.h", '#include "common/status.h"\n#include "gnmr/v1/controller.pb.h"\n')
+        write("client/src/a.cc", '#include "core/config.h"\n#include "gnmr/cpu_stats.h"\n')
+        write("tests/t.cc", '#include "daemon/job/job.h"\n#include "client/src/a.h"\n')
+        if check(root):
+            print("self-test: a clean tree was reported:", check(root))
+            return 1
+        write("core/bad.cc", '#include "controller/controller.h"\n')
+        write("client/src/b.cc", '#include "kernels/cpu/item_kernels.h"\n')
+        write("daemon/aggregator/c.cc", '#include "daemon/job/job.h"\n')
+        write("controller/d.cc", '#include "gnmr/v1/gnmr.grpc.pb.h"\n')
+        found = check(root)
+        expected = ["core/bad.cc", "client/src/b.cc", "daemon/aggregator/c.cc",
+                    "controller/d.cc"]
+        missing = [e for e in expected if not any(p.startswith(e + ":") for p in found)]
+        if missing or len(found) != len(expected):
+            print("self-test: expected one violation in each of", expected, "got", found)
+            return 1
+    print("self-test: ok (4 planted violations found, clean tree passes)")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", default=os.path.join(os.path.dirname(__file__), ".."))
+    ap.add_argument("--self-test", action="store_true",
+                    help="plant violations in a temporary tree and check they are found")
+    args = ap.parse_args()
+    if args.self_test:
+        return self_test()
+    problems = check(os.path.abspath(args.root))
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{len(problems)} include(s) against the layer order (docs/architecture.md)")
+        return 1
+    print("includes follow the layer order: " + " < ".join(ORDER))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
