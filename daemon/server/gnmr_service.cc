@@ -110,7 +110,7 @@ void GnmrService::LogRejected(const v1::RegisterRequest& req, const Status& s) {
                            &held_back)) {
     return;
   }
-  spdlog::warn("Register job={} rank={}: {}{}", job, req.rank(), EscapeForLog(s.ToString(), 512),
+  spdlog::warn("Register job={} rank={}: {}{}", job, req.rank(), EscapeMessageForLog(s.ToString()),
                held_back == 0 ? std::string()
                               : " (" + std::to_string(held_back) +
                                     " more like it since the last such line)");

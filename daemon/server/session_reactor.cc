@@ -197,7 +197,7 @@ void SessionReactor::OnReadDone(bool ok) {
   if (!s.ok()) {
     stats_->bad_requests++;
     spdlog::debug("session job={} rank={}: {}", job_ ? job_->id() : "?", rank_,
-                  EscapeForLog(s.ToString(), 512));
+                  EscapeMessageForLog(s.ToString()));
     sink_->Close(s);
     Reacted();
     return;
