@@ -34,7 +34,7 @@ void CheckingSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
   if (decisions_.size() < 64) decisions_.push_back(d);
 }
 
-void CheckingListener::OnSnapshot(const std::string& job_id, const v1::ControllerState& state,
+void CheckingListener::OnSnapshot(const std::string& job_id, v1::ControllerState state,
                                   const v1::JobMeta& meta) {
   ++snapshots;
   StatusOr<Controller> c = ControllerStateCodec::Restore(state);

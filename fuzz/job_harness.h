@@ -56,7 +56,7 @@ class CheckingListener : public JobListener {
   void OnAckMismatch(const std::string&, const AckMismatch&) override { ++mismatches; }
   void OnDecisionFailed(const std::string&) override { ++decision_failures; }
   void OnSessions(const std::string&, uint32_t) override {}
-  void OnSnapshot(const std::string& job_id, const v1::ControllerState& state,
+  void OnSnapshot(const std::string& job_id, v1::ControllerState state,
                   const v1::JobMeta& meta) override;
 
   uint64_t decisions = 0;
