@@ -54,14 +54,16 @@ void AppendJsonString(std::string* out, std::string_view s) {
   out->push_back('"');
 }
 
-std::string EscapeForLog(std::string_view s, size_t max_bytes) {
+namespace {
+
+std::string Escape(std::string_view s, size_t max_bytes, bool double_backslash) {
   static const char kHex[] = "0123456789abcdef";
   const size_t shown = std::min(s.size(), max_bytes);
   std::string out;
   out.reserve(shown + 16);
   for (size_t i = 0; i < shown; ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '\\') {
+    if (c == '\\' && double_backslash) {
       out.append("\\\\");
     } else if (c >= 0x20 && c <= 0x7e) {
       out.push_back(static_cast<char>(c));
@@ -76,6 +78,16 @@ std::string EscapeForLog(std::string_view s, size_t max_bytes) {
     out.append(" bytes)");
   }
   return out;
+}
+
+}  // namespace
+
+std::string EscapeForLog(std::string_view s, size_t max_bytes) {
+  return Escape(s, max_bytes, /*double_backslash=*/true);
+}
+
+std::string EscapeMessageForLog(std::string_view message, size_t max_bytes) {
+  return Escape(message, max_bytes, /*double_backslash=*/false);
 }
 
 }  // namespace gnmr

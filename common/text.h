@@ -33,4 +33,13 @@ void AppendJsonString(std::string* out, std::string_view s);
 // input bytes are shown; a longer input ends in "...(N bytes)".
 std::string EscapeForLog(std::string_view s, size_t max_bytes = 256);
 
+// A message of ours (a Status message, which may carry a peer's strings)
+// for one log line. The peer's strings in it are escaped already
+// (EscapeForLog, e.g. common/unit_name.h), so a backslash is kept as it is:
+// escaping it again would log a unit name "u<newline>" as "u\\x0a", not
+// "u\x0a". Every byte outside printable ASCII still becomes \xNN, so a
+// message built from raw bytes cannot end the line either. Capped like
+// EscapeForLog.
+std::string EscapeMessageForLog(std::string_view message, size_t max_bytes = 512);
+
 }  // namespace gnmr

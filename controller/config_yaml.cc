@@ -160,6 +160,14 @@ Status ReadActionRule(const Origin& o, const std::string& key,
     } else if (k == "clip_min_scale") {
       Status s = ReadDouble(o, full, at, v, &rule->clip_min_scale);
       if (!s.ok()) return s;
+      // A negative value is the "use the config-wide value" mark of the
+      // wire format, not a number to write: -0.2 was taken for it, and
+      // rendered back without the key (as any other negative), so the
+      // config read back differed from the one read.
+      if (rule->clip_min_scale < 0.0) {
+        return o.Error(at, "config key '" + full + "' must be in [0, 1] (leave it out to use " +
+                               "the config-wide clip_min_scale), got " + Describe(v));
+      }
     } else {
       return o.Error(kv.first, "unknown key '" + k + "' in '" + key +
                                    "' (known: pattern, action, "

@@ -116,6 +116,15 @@ Status ControllerConfig::Validate() const {
     const std::string key = "actions[" + std::to_string(i) + "]";
     if (r.pattern.empty()) return Bad(key + ".pattern", "is empty");
     if (r.pattern.size() > 1024) return Bad(key + ".pattern", "is too long");
+    // Unit names are printable ASCII without space (Register checks them),
+    // so a pattern with any other byte matches nothing; and a byte that is
+    // not UTF-8 would make the job's snapshots unreadable (a proto3 string).
+    for (const char ch : r.pattern) {
+      if (ch < 0x21 || ch > 0x7e) {
+        return Bad(key + ".pattern",
+                   "has a byte outside printable ASCII 0x21..0x7e (no unit name has one)");
+      }
+    }
     if (!(r.clip_min_scale < 0.0) &&
         !(Finite(r.clip_min_scale) && r.clip_min_scale <= 1.0)) {
       return Bad(key + ".clip_min_scale", "must be in [0, 1]");

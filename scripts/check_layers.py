@@ -9,7 +9,8 @@ files. Run by ctest (include_layers); exits 1 listing each violation.
 A file's layer is its top folder (for daemon/ its module folder); an
 include's layer is found from its path. A layer may include its own files
 and the public headers (see PUBLIC) of the layers before it. tests/,
-bench/, examples/ and experiments/ sit on top and may include anything.
+bench/, examples/, experiments/ and fuzz/ sit on top and may include
+anything.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ ORDER = [
     "tools", "python",
 ]
 RANK = {name: i for i, name in enumerate(ORDER)}
-TOP = {"tests", "bench", "examples", "experiments"}
+TOP = {"tests", "bench", "examples", "experiments", "fuzz"}
 
 # Include paths (prefix match) that other layers may use, and their layer.
 # Anything else under a layer's folder is private to that layer.

@@ -29,6 +29,8 @@ packages=(
   prometheus  # promtool + server for tests/observability
   # experiments/ (the evaluation): the text corpus and the plots
   fortunes python3-matplotlib
+  # scripts/test.sh --asan / --tsan and the libFuzzer targets (fuzz/)
+  clang-16 libclang-rt-16-dev llvm-16  # llvm-16: llvm-symbolizer for reports
 )
 
 case "${1:-}" in

@@ -233,12 +233,12 @@ Status Client::Observe(int64_t step, void* stream) {
     if (m.any_device && !m.stopped) {
       // Device units: the launch's columns and overhead come with its
       // results; the host time spent here is the enqueue.
-      Status g = m.gpu->Launch(stream, step, r);  // parks or gives back r
+      // Parks or gives back r: from here on r is not ours to touch.
+      Status g = m.gpu->Launch(stream, step, t0, r);
       const Clock::time_point t1 = Clock::now();
       m.stats_nanos.fetch_add(
           std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
           std::memory_order_relaxed);
-      r->stats_seconds = std::chrono::duration<double>(t1 - t0).count();
       if (!g.ok()) return g;  // this step goes unreported; nothing else changes
       m.last_observed = step;
       m.last_observe_time = t0;

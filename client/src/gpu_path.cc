@@ -100,7 +100,8 @@ void GpuPath::SetPointers(UnitHandle unit, const TensorRef* tensors, size_t coun
   dirty_ = true;
 }
 
-Status GpuPath::Launch(void* stream, int64_t step, Report* r) {
+Status GpuPath::Launch(void* stream, int64_t step,
+                       std::chrono::steady_clock::time_point observe_start, Report* r) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopped_) {
     outbox_->Abandon(r);
@@ -126,6 +127,8 @@ Status GpuPath::Launch(void* stream, int64_t step, Report* r) {
     outbox_->Drop(parked_.front().report);
     parked_.pop_front();
   }
+  r->stats_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - observe_start).count();
   parked_.push_back(Parked{step, r});
   ++uncollected_launches_;
   return Status::Ok();

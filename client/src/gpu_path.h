@@ -24,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -57,8 +58,12 @@ class GpuPath {
   // New pointers of client unit `unit` (layout already checked).
   void SetPointers(UnitHandle unit, const TensorRef* tensors, size_t count);
   // Launches on `stream` and parks `r` until the results are in; on error
-  // `r` is given back to the outbox. Training thread.
-  Status Launch(void* stream, int64_t step, Report* r);
+  // `r` is given back to the outbox. Either way `r` is no longer the
+  // caller's when this returns (the I/O thread may publish and send it at
+  // once), so its host time is set here: from `observe_start` to the end of
+  // the enqueue. Training thread.
+  Status Launch(void* stream, int64_t step, std::chrono::steady_clock::time_point observe_start,
+                Report* r);
   // Publishes every completed parked report; `collect`: also read the
   // profiler's records (I/O thread only: it flushes CUPTI buffers).
   void Drain(bool collect);

@@ -216,6 +216,10 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
         if (ok && row->step < 0) {
           return Error(line_no_, "step " + std::string(f) + " is negative");
         }
+        if (ok && row->step > kMaxStep) {  // the controller would refuse it
+          return Error(line_no_, "step " + std::string(f) + " is above the largest step " +
+                                     std::to_string(kMaxStep));
+        }
         break;
       case kUnit:
         if (f.empty()) return Error(line_no_, "empty unit name");

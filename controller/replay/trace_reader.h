@@ -3,12 +3,14 @@
 // A trace is CSV with a header naming its columns in any order: required
 // `step,unit,sumsq`, optional `amax,nonfinite,zeros,numel` (other columns
 // are ignored). One row per unit and observed step; the rows of a step are
-// contiguous and steps never go backwards. `sumsq` and `amax` accept
-// `nan`, `inf`, `-inf` in any case (NaN/Inf are signals, not errors), but
-// sumsq must not be negative. Fields are not quoted; blank lines are
-// skipped; an empty optional field reads as 0. When `unit` is the last
-// column it runs to the end of the line, so a unit name may hold commas
-// (gnmrd's trace recorder writes `step,sumsq,amax,nonfinite,zeros,numel,unit`).
+// contiguous and steps never go backwards; a step is in [0, kMaxStep], as
+// the controller takes it. `sumsq` and `amax` accept `nan`, `inf`, `-inf`
+// in any case (NaN and +-Inf are signals, not errors, as in the daemon's
+// StepStats), but a finite sumsq must not be negative. Fields are not
+// quoted; blank lines are skipped; an empty optional field reads as 0. When
+// `unit` is the last column it runs to the end of the line, so a unit name
+// may hold commas (gnmrd's trace recorder writes
+// `step,sumsq,amax,nonfinite,zeros,numel,unit`).
 //
 // Why it looks the way it does: replay must sustain millions of rows per
 // second, so the reader streams the file in large chunks (bounded memory),

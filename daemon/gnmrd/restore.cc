@@ -42,7 +42,7 @@ void SetAside(store::SnapshotStore& store, const std::string& id, const std::str
     spdlog::critical(
         "job {}: NOT RESTORED: {}; moving its snapshot files aside failed too ({}): the next "
         "registration of the job may overwrite them",
-        id, why, EscapeForLog(kept.status().ToString(), 512));
+        id, why, EscapeMessageForLog(kept.status().ToString()));
   }
 }
 
@@ -60,7 +60,8 @@ std::vector<std::unique_ptr<Job>> RestoreJobs(store::SnapshotStore& store,
     const std::string id = EscapeForLog(raw_id);  // ids come from disk: for the log
     StatusOr<store::SnapshotStore::Loaded> loaded = store.Load(raw_id);
     if (!loaded.ok()) {
-      SetAside(store, raw_id, "no intact snapshot: " + EscapeForLog(loaded.status().ToString(), 512));
+      SetAside(store, raw_id,
+               "no intact snapshot: " + EscapeMessageForLog(loaded.status().ToString()));
       continue;
     }
     StatusOr<std::unique_ptr<Job>> job = RestoreOne(*loaded, options, listener);
@@ -73,7 +74,7 @@ std::vector<std::unique_ptr<Job>> RestoreJobs(store::SnapshotStore& store,
     if (!job.ok()) {
       why = (loaded->from_previous ? "previous snapshot (the newest is damaged): "
                                    : "newest snapshot: ") +
-            EscapeForLog(job.status().ToString(), 512);
+            EscapeMessageForLog(job.status().ToString());
       if (loaded->from_previous) {
         SetAside(store, raw_id, why);
         continue;
@@ -81,13 +82,13 @@ std::vector<std::unique_ptr<Job>> RestoreJobs(store::SnapshotStore& store,
       loaded = store.LoadPrevious(raw_id);
       if (!loaded.ok()) {
         SetAside(store, raw_id,
-                 why + "; previous snapshot: " + EscapeForLog(loaded.status().ToString(), 512));
+                 why + "; previous snapshot: " + EscapeMessageForLog(loaded.status().ToString()));
         continue;
       }
       job = RestoreOne(*loaded, options, listener);
       if (!job.ok()) {
         SetAside(store, raw_id,
-                 why + "; previous snapshot: " + EscapeForLog(job.status().ToString(), 512));
+                 why + "; previous snapshot: " + EscapeMessageForLog(job.status().ToString()));
         continue;
       }
     } else {
@@ -101,7 +102,7 @@ std::vector<std::unique_ptr<Job>> RestoreJobs(store::SnapshotStore& store,
                   id, why, Describe(*loaded),
                   kept.ok() ? "the newest is kept as " + *kept
                             : "keeping the newest failed: " +
-                                  EscapeForLog(kept.status().ToString(), 512));
+                                  EscapeMessageForLog(kept.status().ToString()));
     jobs.push_back(std::move(job).value());
   }
   return jobs;

@@ -15,7 +15,8 @@ void DaemonSideEffects::OnJobStarted(const std::string& job_id, uint32_t world_s
     const Status s = events_->ReloadTail(job_id);
     if (!s.ok()) {
       // The file stays; only ListEvents' recent view starts empty.
-      spdlog::warn("job {}: recent events not reloaded: {}", EscapeForLog(job_id), s.ToString());
+      spdlog::warn("job {}: recent events not reloaded: {}", EscapeForLog(job_id),
+                   EscapeMessageForLog(s.ToString()));
     }
   }
   if (!metrics_) return;

@@ -57,7 +57,7 @@ void AdminService::Route(const char* method, Access access, Body<Req, Resp> body
             reactor->Finish(ToGrpc(s));
             return reactor;
           },
-          context_.request_gate));
+          context_.request_gate, /*gate_answer=*/access == Access::kRead));
 }
 
 Status AdminService::CheckAccess(grpc::CallbackServerContext* ctx, Access access) const {
@@ -170,7 +170,16 @@ Status AdminService::ExportState(grpc::CallbackServerContext*, const v1::ExportS
                                  v1::ExportStateResponse* resp) {
   StatusOr<std::shared_ptr<Job>> job = registry_->Find(req.job_id());
   if (!job.ok()) return job.status();
-  *resp->mutable_state() = (*job)->ExportState();
+  v1::ControllerState state = (*job)->ExportState();
+  const uint64_t bytes = state.ByteSizeLong();
+  if (bytes > context_.max_answer_bytes) {
+    return Status(StatusCode::kResourceExhausted,
+                  "the job's state is " + std::to_string(bytes) +
+                      " bytes, more than one answer may carry (max_message_bytes " +
+                      std::to_string(context_.max_answer_bytes) +
+                      "); raise max_message_bytes to export it");
+  }
+  resp->mutable_state()->Swap(&state);
   return Status::Ok();
 }
 
@@ -198,7 +207,7 @@ Status AdminService::DeleteJob(grpc::CallbackServerContext*, const v1::DeleteJob
   const StatusCode code = closed.status().code();
   if (!closed.ok() && code != StatusCode::kNotFound && code != StatusCode::kUnavailable) {
     spdlog::error("job {}: deleted by an operator, but: {}", EscapeForLog(req.job_id()),
-                  EscapeForLog(closed.status().message(), 512));
+                  EscapeMessageForLog(closed.status().message()));
   }
   if (!closed.ok()) return closed.status();
   resp->set_streams_closed(*closed);

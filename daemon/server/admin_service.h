@@ -43,6 +43,9 @@ struct AdminContext {
   // Bounds the bytes of requests served at once (request_gate.h); may be
   // null. Set by Daemon::Start from DaemonOptions.
   RequestGate* request_gate = nullptr;
+  // The largest answer gnmrd may send (max_message_bytes): a larger one is
+  // refused with a status that names the key, not gRPC's own.
+  uint64_t max_answer_bytes = 64u << 20;
   // Recent events of a job (the store's in-memory tail); may be empty.
   std::function<std::vector<v1::Event>(const std::string& job, int64_t since_step,
                                        uint32_t limit)>

@@ -66,6 +66,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
   admin.listen = options.listen;
   admin.insecure_tcp = options.insecure_tcp;
   admin.request_gate = options.request_gate.get();
+  admin.max_answer_bytes = static_cast<uint64_t>(options.max_message_bytes);
   d->gnmr_service_ = std::make_unique<GnmrService>(d->registry_.get(), &d->stats_, options.limits,
                                                    &d->live_sessions_, options.insecure_tcp,
                                                    options.session_queue,

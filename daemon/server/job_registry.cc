@@ -9,6 +9,12 @@
 namespace gnmr {
 namespace {
 
+// How much of an unknown job id a NotFound message echoes. The id comes
+// from a peer and may be anything a request's size allows (8 KiB of it in
+// gRPC's status trailer made the client see RESOURCE_EXHAUSTED instead of
+// NOT_FOUND): escaped and cut, like in the log.
+constexpr size_t kIdShown = 128;
+
 // "7d 0h", "2h 5m", "3m 20s", "1.5s": idle times for the log.
 std::string HumanDuration(std::chrono::milliseconds d) {
   const int64_t ms = d.count();
@@ -84,7 +90,9 @@ StatusOr<std::shared_ptr<Job>> JobRegistry::Authenticate(const std::string& job_
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(job_id);
-    if (it == jobs_.end()) return NotFound("unknown job '" + job_id + "'; register first");
+    if (it == jobs_.end()) {
+      return NotFound("unknown job '" + EscapeForLog(job_id, kIdShown) + "'; register first");
+    }
     job = it->second;
   }
   Status s = CheckToken(job_id, job.get(), token);
@@ -95,7 +103,7 @@ StatusOr<std::shared_ptr<Job>> JobRegistry::Authenticate(const std::string& job_
 StatusOr<std::shared_ptr<Job>> JobRegistry::Find(const std::string& job_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return NotFound("unknown job '" + job_id + "'");
+  if (it == jobs_.end()) return NotFound("unknown job '" + EscapeForLog(job_id, kIdShown) + "'");
   return it->second;
 }
 
@@ -131,7 +139,7 @@ StatusOr<uint32_t> JobRegistry::Remove(const std::string& job_id, const Status& 
       if (removing_.count(job_id)) {
         return Status(StatusCode::kUnavailable, "job '" + job_id + "' is being deleted already");
       }
-      return NotFound("unknown job '" + job_id + "'");
+      return NotFound("unknown job '" + EscapeForLog(job_id, kIdShown) + "'");
     }
     job = std::move(it->second);
     jobs_.erase(it);
@@ -190,7 +198,7 @@ std::vector<std::string> JobRegistry::ExpireIdle(Job::Clock::time_point now) {
                    EscapeForLog(id), HumanDuration(idle), HumanDuration(options_.idle_expiry));
     } else {
       spdlog::error("job {}: expired after {} idle: {}", EscapeForLog(id), HumanDuration(idle),
-                    EscapeForLog(removed.status().message(), 512));
+                    EscapeMessageForLog(removed.status().message()));
     }
     expired.push_back(id);
   }

@@ -59,21 +59,28 @@ Status Guarded(const Body& body) {
 // admits the request's bytes through `gate` (may be null; request_gate.h),
 // parses the request, runs
 //   Status body(grpc::CallbackServerContext*, const Req&, Resp*)
-// (guarded), serializes the response, and ends the call with
+// (guarded), admits the response's bytes through `gate` too when
+// `gate_answer` (read methods only: a mutation that was done must not be
+// answered RESOURCE_EXHAUSTED; a refused answer is dropped unsent),
+// serializes it, and ends the call with
 //   grpc::ServerUnaryReactor* done(grpc::CallbackServerContext*, const Req&,
 //                                  const Status&)
 // which records, logs and finishes it.
 template <typename Req, typename Resp, typename Body, typename Done>
-grpc::internal::MethodHandler* RawUnaryHandler(Body body, Done done, RequestGate* gate) {
+grpc::internal::MethodHandler* RawUnaryHandler(Body body, Done done, RequestGate* gate,
+                                               bool gate_answer = false) {
   return new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
-      [body, done, gate](grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                         grpc::ByteBuffer* out) {
+      [body, done, gate, gate_answer](grpc::CallbackServerContext* ctx,
+                                      const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
         RequestGate::Ticket ticket;  // outlives req and resp: ends last
         Req req;
         Resp resp;
         Status s = gate != nullptr ? gate->Admit(in->Length(), &ticket) : Status::Ok();
         if (s.ok()) s = ParseRequest(*in, &req);
         if (s.ok()) s = Guarded([&] { return body(ctx, req, &resp); });
+        if (s.ok() && gate != nullptr && gate_answer) {
+          s = gate->AdmitAnswer(resp.ByteSizeLong(), &ticket);
+        }
         if (s.ok()) s = SerializeResponse(resp, out);
         return done(ctx, req, s);
       });

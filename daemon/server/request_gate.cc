@@ -26,6 +26,23 @@ Status RequestGate::Admit(uint64_t bytes, Ticket* ticket) {
   return Status::Ok();
 }
 
+Status RequestGate::AdmitAnswer(uint64_t bytes, Ticket* ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t own = ticket->gate_ == this ? ticket->bytes_ : 0;
+  const uint64_t others = in_flight_ - own;
+  if (others > 0 && in_flight_ + bytes > max_bytes_) {
+    return Status(StatusCode::kResourceExhausted,
+                  "gnmrd is serving " + std::to_string(others) +
+                      " bytes of other requests; this answer of " + std::to_string(bytes) +
+                      " bytes would exceed max_request_bytes_in_flight (" +
+                      std::to_string(max_bytes_) + "): retry shortly");
+  }
+  in_flight_ += bytes;
+  ticket->gate_ = this;
+  ticket->bytes_ = own + bytes;
+  return Status::Ok();
+}
+
 uint64_t RequestGate::in_flight() const {
   std::lock_guard<std::mutex> lock(mu_);
   return in_flight_;

@@ -11,8 +11,9 @@
 //   if (!s.ok()) return s;                   // RESOURCE_EXHAUSTED
 //   ... parse and serve; the ticket gives the bytes back when it ends.
 //
-// A request is admitted when the bytes in flight plus its own stay within
-// `max_bytes`, or when nothing else is in flight (so one request of any
+// A request, and then its answer (AdmitAnswer), is admitted when the bytes
+// in flight plus its own stay within `max_bytes`, or when nothing else is in
+// flight (so one request of any
 // size max_message_bytes allows always gets through). Refused requests are
 // retried by the client library (it retries every failed Register with
 // backoff), so a burst of large Registers is served a few at a time.
@@ -47,6 +48,13 @@ class RequestGate {
   // OK and `ticket` holds `bytes`, or RESOURCE_EXHAUSTED naming
   // max_request_bytes_in_flight (the ticket is left empty).
   Status Admit(uint64_t bytes, Ticket* ticket);
+
+  // The answer to an admitted request (`ticket`), `bytes` long, before it is
+  // serialized: an answer can be far larger than its request (ExportState,
+  // ListUnits of a large job). Admitted like a request, where "alone" means
+  // no other call in flight; on OK the ticket holds both. On
+  // RESOURCE_EXHAUSTED the ticket keeps what it had.
+  Status AdmitAnswer(uint64_t bytes, Ticket* ticket);
 
   uint64_t in_flight() const;
   uint64_t max_bytes() const { return max_bytes_; }

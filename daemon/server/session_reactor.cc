@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/text.h"
+#include "common/tsan_annotations.h"
 
 namespace gnmr {
 
@@ -32,7 +33,7 @@ void SessionSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
   }
   // Only the thread that set writing_ starts a write, and the reactor cannot
   // be finished (hence deleted) while writing_ is set.
-  reactor->StartWrite(next);
+  reactor->Write(next);
 }
 
 void SessionSink::WriteDone() {
@@ -56,9 +57,9 @@ void SessionSink::WriteDone() {
     }
   }
   if (finish) {
-    reactor->Finish(finish_status_);
+    reactor->End(finish_status_);
   } else if (next != nullptr) {
-    reactor->StartWrite(next);
+    reactor->Write(next);
   }
 }
 
@@ -79,7 +80,7 @@ void SessionSink::Close(const Status& why) {
     if (!TakeFinishLocked()) return;  // WriteDone or EndRearm finishes
     reactor = reactor_;
   }
-  reactor->Finish(finish_status_);
+  reactor->End(finish_status_);
 }
 
 bool SessionSink::BeginRearm() {
@@ -97,7 +98,7 @@ void SessionSink::EndRearm() {
     if (!TakeFinishLocked()) return;
     reactor = reactor_;
   }
-  reactor->Finish(finish_status_);
+  reactor->End(finish_status_);
 }
 
 void SessionSink::Detach() {
@@ -115,13 +116,36 @@ SessionReactor::SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* re
   sink_ = std::make_shared<SessionSink>(this, queue_limits);
   stats_->sessions_open++;
   stats_->sessions_total++;
+  GNMR_HAPPENS_BEFORE(&order_.constructed);
   Status closing;
   if (live_ != nullptr && !live_->Add(sink_, &closing)) {
     sink_->Close(closing);  // the daemon is shutting down: no read at all
     return;
   }
+  Read();
+}
+
+void SessionReactor::Read() {
+  GNMR_HAPPENS_BEFORE(&order_.read);
   StartRead(&in_);
 }
+
+void SessionReactor::Write(const v1::ServerMessage* msg) {
+  GNMR_HAPPENS_BEFORE(&order_.write);
+  StartWrite(msg);
+}
+
+void SessionReactor::End(const grpc::Status& status) {
+  GNMR_HAPPENS_BEFORE(&order_.ended);
+  Finish(status);
+}
+
+void SessionReactor::Reacting(char* op) {
+  GNMR_HAPPENS_AFTER(&order_.constructed);
+  if (op != nullptr) GNMR_HAPPENS_AFTER(op);
+}
+
+void SessionReactor::Reacted() { GNMR_HAPPENS_BEFORE(&order_.ended); }
 
 Status SessionReactor::HandleHello(const v1::SessionHello& hello) {
   StatusOr<std::shared_ptr<Job>> job =
@@ -156,8 +180,10 @@ Status SessionReactor::Handle(const v1::ClientMessage& msg) {
 }
 
 void SessionReactor::OnReadDone(bool ok) {
+  Reacting(&order_.read);
   if (!ok) {  // client half-closed, or the call is cancelled
     sink_->Close(Status::Ok());
+    Reacted();
     return;
   }
   Status s;
@@ -171,23 +197,33 @@ void SessionReactor::OnReadDone(bool ok) {
   if (!s.ok()) {
     stats_->bad_requests++;
     spdlog::debug("session job={} rank={}: {}", job_ ? job_->id() : "?", rank_,
-                  EscapeForLog(s.ToString(), 512));
+                  EscapeMessageForLog(s.ToString()));
     sink_->Close(s);
+    Reacted();
     return;
   }
-  if (!sink_->BeginRearm()) return;  // closing: no read after Finish
-  StartRead(&in_);
-  sink_->EndRearm();
+  if (sink_->BeginRearm()) {  // else closing: no read after Finish
+    Read();
+    sink_->EndRearm();
+  }
+  Reacted();
 }
 
 void SessionReactor::OnWriteDone(bool ok) {
+  Reacting(&order_.write);
   if (ok) stats_->decisions_sent++;
   sink_->WriteDone();
+  Reacted();
 }
 
-void SessionReactor::OnCancel() { sink_->Close(Status(StatusCode::kCancelled, "cancelled")); }
+void SessionReactor::OnCancel() {
+  Reacting(nullptr);
+  sink_->Close(Status(StatusCode::kCancelled, "cancelled"));
+  Reacted();
+}
 
 void SessionReactor::OnDone() {
+  Reacting(&order_.ended);
   stats_->Record("Session", FromGrpc(sink_->finish_status_));
   sink_->Detach();
   if (live_ != nullptr) live_->Remove(sink_.get());

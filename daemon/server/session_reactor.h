@@ -82,6 +82,13 @@ class SessionReactor final
   friend class SessionSink;
   Status Handle(const v1::ClientMessage& msg);
   Status HandleHello(const v1::SessionHello& hello);
+  // StartRead, StartWrite and Finish with what gRPC orders after them told
+  // to TSan (common/tsan_annotations.h); Reacting() starts every reaction.
+  void Read();
+  void Write(const v1::ServerMessage* msg);
+  void End(const grpc::Status& status);
+  void Reacting(char* op);
+  void Reacted();
 
   grpc::CallbackServerContext* const ctx_;
   JobRegistry* const registry_;
@@ -94,6 +101,12 @@ class SessionReactor final
   uint64_t session_id_ = 0;
   // The message being written; kept alive until OnWriteDone.
   std::shared_ptr<const v1::ServerMessage> in_flight_;
+  // Sync addresses for those annotations, one per thing gRPC orders: the
+  // constructor, a read, a write, and every reaction or Finish (before
+  // OnDone).
+  struct {
+    char constructed, read, write, ended;
+  } order_ = {};
 };
 
 // The job token from the x-gnmr-token metadata ("" if absent).

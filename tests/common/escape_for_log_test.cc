@@ -35,5 +35,15 @@ TEST(EscapeForLogTest, CapsTheLengthAndSaysHowLongTheInputWas) {
   EXPECT_EQ(EscapeForLog(""), "");
 }
 
+TEST(EscapeForLogTest, MessageOfOursKeepsItsEscapesAndStillCannotEndTheLine) {
+  // A status message carries a unit name escaped once already.
+  const std::string message = "unit name '" + EscapeForLog("u\n[critical] x") + "' is invalid";
+  EXPECT_EQ(EscapeMessageForLog(message), "unit name 'u\\x0a[critical] x' is invalid");
+  // Raw bytes in a message are escaped all the same.
+  EXPECT_EQ(EscapeMessageForLog(std::string("a\nb\0\x1b", 5)), "a\\x0ab\\x00\\x1b");
+  EXPECT_EQ(EscapeMessageForLog(std::string(600, 'm')),
+            std::string(512, 'm') + "...(600 bytes)");
+}
+
 }  // namespace
 }  // namespace gnmr

@@ -237,5 +237,48 @@ TEST_F(BadRequestTest, AdminMutationsNeedTheAdminToken) {
   }
 }
 
+// A job id that names no job, however long or strange, is NOT_FOUND, with
+// the id escaped and cut in the message. 8 KiB of it echoed raw overflowed
+// gRPC's status trailer: the client saw RESOURCE_EXHAUSTED.
+TEST_F(BadRequestTest, AnUnknownJobIdOfAnySizeIsNotFoundWithAShortMessage) {
+  auto admin = v1::Admin::NewStub(Tcp());
+  const std::string id = "bad\n\x1b[2J" + std::string(8 * 1024, 'x');
+  const auto check = [](const grpc::Status& s, const char* rpc) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << rpc << ": " << s.error_message();
+    EXPECT_LT(s.error_message().size(), 400u) << rpc;
+    EXPECT_NE(s.error_message().find("unknown job 'bad\\x0a\\x1b[2Jxxx"), std::string::npos)
+        << rpc << ": " << s.error_message();
+  };
+  {
+    grpc::ClientContext ctx;
+    v1::GetConfigRequest req;
+    req.set_job_id(id);
+    v1::GetConfigResponse resp;
+    check(admin->GetConfig(&ctx, req, &resp), "GetConfig");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ExportStateRequest req;
+    req.set_job_id(id);
+    v1::ExportStateResponse resp;
+    check(admin->ExportState(&ctx, req, &resp), "ExportState");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ListUnitsRequest req;
+    req.set_job_id(id);
+    v1::ListUnitsResponse resp;
+    check(admin->ListUnits(&ctx, req, &resp), "ListUnits");
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-gnmr-admin-token", admin_token_);
+    v1::DeleteJobRequest req;
+    req.set_job_id(id);
+    v1::DeleteJobResponse resp;
+    check(admin->DeleteJob(&ctx, req, &resp), "DeleteJob");
+  }
+}
+
 }  // namespace
 }  // namespace gnmr::testing

@@ -5,6 +5,9 @@
 // rebuilt; a stream that attaches gets the generation and its recent
 // decisions; next_lag announces a lag change one decision ahead.
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
 
 #include "tests/daemon/test_daemon.h"
 #include "tests/testing/eventually.h"
@@ -318,6 +321,32 @@ TEST_F(DaemonTest, RepeatingAnImportBeforeAnyDecisionIsTheSameGeneration) {
   v1::ControllerState now;
   ASSERT_TRUE(ExportState("j", &now).ok());
   EXPECT_EQ(now.config().max_o(), saved.config().max_o());  // replaced again
+}
+
+// An imported state whose sequence is at the end of its range is refused,
+// and the job decides on in its generation. Found by the job_sequence fuzz
+// target (fuzz/corpus/job_sequence/import_sequence_wraps.bin): the import
+// was accepted and the next decision's sequence wrapped to 0, so every rank
+// would have taken it for an old decision.
+TEST_F(DaemonTest, ImportOfASequenceAtTheEndOfItsRangeIsRefused) {
+  StartDaemon();
+  RawRank a(Tcp(), "j", 0, 1);
+  ASSERT_TRUE(a.Register(kUnits, nullptr, nullptr, 0xA).ok());
+  a.Open();
+  RunSteps({&a}, 0, 3);
+  v1::Decision d2;
+  ASSERT_TRUE(a.WaitDecision(2, &d2));
+  v1::ControllerState state;
+  ASSERT_TRUE(ExportState("j", &state).ok());
+  state.set_sequence(std::numeric_limits<uint64_t>::max());
+  const grpc::Status s = ImportState("j", state);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("sequence"), std::string::npos) << s.error_message();
+  RunSteps({&a}, 3, 4);
+  v1::Decision d3;
+  ASSERT_TRUE(a.WaitDecisionIn(1, 3, &d3));
+  EXPECT_EQ(d3.sequence(), d2.sequence() + 1);
+  EXPECT_TRUE(listener_.EventsOf("j", "generation").empty());
 }
 
 // A rank that attaches late gets the generation and then the job's recent

@@ -235,5 +235,83 @@ TEST_F(LimitsTest, RequestsServedAtOnceAreBoundedInBytes) {
   EXPECT_EQ(options.request_gate->in_flight(), 0u);
 }
 
+// An answer can be far larger than its request: ExportState or ListUnits of
+// a large job. A read's answer is admitted like a request (so K readers
+// cannot make gnmrd hold K large answers), and one above max_message_bytes
+// is refused with a status naming the key, before it is serialized.
+TEST_F(LimitsTest, AnswersAreBoundedToo) {
+  DaemonOptions options;
+  options.max_message_bytes = 512 << 10;
+  options.request_gate = std::make_shared<RequestGate>(64u << 10);
+  StartDaemon(options);
+  RawRank big(Tcp(), "big", 0, 1);
+  ASSERT_TRUE(big.Register(Units(20000)).ok());
+  big.Open();  // a decided step gives every unit its statistics: ~1 MiB of state
+  big.SendStats(0, std::vector<double>(20000, 1.0));
+  v1::Decision d;
+  ASSERT_TRUE(big.WaitDecision(0, &d));
+  RawRank mid(Tcp(), "mid", 0, 1);
+  ASSERT_TRUE(mid.Register(Units(1000)).ok());
+  auto admin = v1::Admin::NewStub(Unix());
+  const auto list_units = [&](const std::string& job) {
+    grpc::ClientContext ctx;
+    v1::ListUnitsRequest req;
+    req.set_job_id(job);
+    v1::ListUnitsResponse resp;
+    return admin->ListUnits(&ctx, req, &resp);
+  };
+  {
+    grpc::ClientContext ctx;
+    v1::ExportStateRequest req;
+    req.set_job_id("big");
+    v1::ExportStateResponse resp;
+    const grpc::Status s = admin->ExportState(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_NE(s.error_message().find("max_message_bytes 524288"), std::string::npos)
+        << s.error_message();
+  }
+  // Alone, a read's answer passes whatever its size (mid's units: > 1 KiB).
+  ASSERT_TRUE(list_units("mid").ok());
+  // With 63 KiB of another request being served, the large answer is
+  // refused, naming the key; a small one (GetConfig) fits.
+  RequestGate::Ticket other;
+  ASSERT_TRUE(options.request_gate->Admit(63u << 10, &other).ok());
+  const grpc::Status s = list_units("mid");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("this answer of"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("max_request_bytes_in_flight"), std::string::npos);
+  {
+    grpc::ClientContext ctx;
+    v1::GetConfigRequest get;
+    get.set_job_id("mid");
+    v1::GetConfigResponse config;
+    EXPECT_TRUE(admin->GetConfig(&ctx, get, &config).ok());
+  }
+  other.Reset();
+  EXPECT_TRUE(list_units("mid").ok());
+  EXPECT_EQ(options.request_gate->in_flight(), 0u);  // every answer's bytes given back
+}
+
+TEST(RequestGateTest, AnAnswerJoinsItsRequestsTicket) {
+  RequestGate gate(100);
+  RequestGate::Ticket a;
+  ASSERT_TRUE(gate.Admit(10, &a).ok());
+  EXPECT_TRUE(gate.AdmitAnswer(500, &a).ok());  // alone: any size
+  EXPECT_EQ(gate.in_flight(), 510u);
+  a.Reset();
+  EXPECT_EQ(gate.in_flight(), 0u);
+  RequestGate::Ticket b;
+  ASSERT_TRUE(gate.Admit(10, &a).ok());
+  ASSERT_TRUE(gate.Admit(10, &b).ok());
+  EXPECT_EQ(gate.AdmitAnswer(81, &a).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(gate.in_flight(), 20u);  // a refused answer leaves the ticket as it was
+  EXPECT_TRUE(gate.AdmitAnswer(80, &a).ok());
+  EXPECT_EQ(gate.in_flight(), 100u);
+  b.Reset();
+  EXPECT_EQ(gate.in_flight(), 90u);
+  a.Reset();
+  EXPECT_EQ(gate.in_flight(), 0u);
+}
+
 }  // namespace
 }  // namespace gnmr::testing

@@ -67,10 +67,11 @@ TEST_F(LogSafetyTest, ClientStringsAreEscapedInTheLog) {
   EXPECT_EQ(LinesContaining(log, "(client 1.0\\x0a[critical] forged by client\\x1b[2J, generation 1)"), 1)
       << log;
   EXPECT_EQ(LinesContaining(log, "job=bad\\x0a[critical] forged job"), 1) << log;
-  // A unit name is escaped in the status message already (common/unit_name.h),
-  // and the line escapes the message again: its backslashes are doubled.
-  EXPECT_EQ(LinesContaining(log, "u\\\\x0a[critical] forged unit"), 1) << log;
-  EXPECT_EQ(LinesContaining(log, "nul\\\\x00\\\\x1b]0;title\\\\x07"), 1) << log;
+  // A unit name is escaped once: in the status message (common/unit_name.h);
+  // the line keeps the message's backslashes (EscapeMessageForLog).
+  EXPECT_EQ(LinesContaining(log, "u\\x0a[critical] forged unit"), 1) << log;
+  EXPECT_EQ(LinesContaining(log, "nul\\x00\\x1b]0;title\\x07"), 1) << log;
+  EXPECT_EQ(LinesContaining(log, "\\\\x"), 0) << log;  // nothing escaped twice
 }
 
 TEST_F(LogSafetyTest, RejectedRegisterRetriedInALoopLogsOneLinePerJobAndCause) {

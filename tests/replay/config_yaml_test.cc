@@ -101,6 +101,12 @@ TEST(ConfigYaml, ValidationErrorsPointAtTheKey) {
                     "    clip_min_scale: 2\n"),
             "cfg.yaml:4: config key 'actions[1].clip_min_scale' must be in "
             "[0, 1]");
+  // Negative is the wire format's "use the config-wide value" (fuzz seed
+  // controller_config_yaml/rule_clip_negative.yaml): not for a file.
+  EXPECT_EQ(ErrorOf("actions:\n"
+                    "  - {pattern: b, action: clip, clip_min_scale: -0.2}\n"),
+            "cfg.yaml:2: config key 'actions[0].clip_min_scale' must be in [0, 1] (leave it out "
+            "to use the config-wide clip_min_scale), got '-0.2'");
   EXPECT_EQ(ErrorOf("actions:\n  - {pattern: \"\"}\n"),
             "cfg.yaml:2: config key 'actions[0].pattern' is empty");
 }
@@ -249,7 +255,7 @@ TEST(ConfigRender, DefaultsAreReadableAndRoundTrip) {
 TEST(ConfigRender, QuotesAwkwardPatterns) {
   ControllerConfig c;
   c.ema_decay = 0.1 + 0.2;  // not representable in few digits
-  c.actions = {{"we\"ird: [x]\\#*", Action::kClip, 0.3}};
+  c.actions = {{"we\"ird:[x]\\#*{,}'", Action::kClip, 0.3}};  // no space: unit names have none
   StatusOr<ControllerConfig> back =
       ParseControllerConfigYaml(ControllerConfigToYaml(c), "r.yaml");
   ASSERT_TRUE(back.ok()) << back.status().message();

@@ -174,13 +174,13 @@ TEST(Replay, TraceErrorsStopTheReplayWithTheLine) {
       << r.status.message();
 }
 
-TEST(Replay, ControllerRejectionsCarryTheStepsLine) {
-  // A step beyond the controller's range: reported at its first row.
+TEST(Replay, StepsBeyondTheControllersRangeStopAtTheirLine) {
+  // The reader refuses what the controller would (8840197), at its row.
   Result r = Replay("step,unit,sumsq\n0,a,1\n\n9000000000000000000,a,1\n",
                     ControllerConfig());
   EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status.message(),
-            "t.csv:4: step 9000000000000000000 out of range");
+            "t.csv:4: step 9000000000000000000 is above the largest step 2305843009213693951");
 }
 
 TEST(Replay, InvalidConfigIsRejected) {

@@ -303,6 +303,9 @@ const ErrorCase kErrors[] = {
     {"FractionalStep", "step,unit,sumsq\n1.5,a,1\n",
      "t.csv:2: column 'step': '1.5' is not a number"},
     {"NegativeStep", "step,unit,sumsq\n-1,a,1\n", "t.csv:2: step -1 is negative"},
+    // Found by trace_reader_fuzz: read to the end, then refused by replay.
+    {"StepAboveTheControllersRange", "step,unit,sumsq\n0,a,1\n6000000000297947182,a,1\n",
+     "t.csv:3: step 6000000000297947182 is above the largest step 2305843009213693951"},
     {"EmptySumsq", "step,unit,sumsq\n1,a,\n",
      "t.csv:2: column 'sumsq': empty value"},
     {"NegativeCount", "step,unit,sumsq,nonfinite\n1,a,1,-1\n",

@@ -1,0 +1,54 @@
+#include "fuzz/job_harness.h"
+
+#include <google/protobuf/stubs/logging.h>
+#include <spdlog/spdlog.h>
+
+#include "controller/state_codec.h"
+#include "fuzz/fuzz_check.h"
+
+namespace gnmr::fuzz {
+
+void CheckingSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
+  FUZZ_CHECK(msg != nullptr, "null message");
+  if (msg->kind_case() == v1::ServerMessage::kGeneration) {
+    const uint64_t g = msg->generation().generation();
+    FUZZ_CHECK(!started_ || g >= generation_, "generation %llu after %llu",
+               static_cast<unsigned long long>(g), static_cast<unsigned long long>(generation_));
+    if (!started_ || g != generation_) have_sequence_ = false;
+    started_ = true;
+    generation_ = g;
+    return;
+  }
+  FUZZ_CHECK(msg->kind_case() == v1::ServerMessage::kDecision, "empty ServerMessage");
+  FUZZ_CHECK(started_, "a decision before the stream's GenerationStart");
+  const v1::Decision& d = msg->decision();
+  FUZZ_CHECK(d.generation() == generation_, "decision of generation %llu in generation %llu",
+             static_cast<unsigned long long>(d.generation()),
+             static_cast<unsigned long long>(generation_));
+  FUZZ_CHECK(!have_sequence_ || d.sequence() > last_sequence_, "sequence %llu after %llu",
+             static_cast<unsigned long long>(d.sequence()),
+             static_cast<unsigned long long>(last_sequence_));
+  have_sequence_ = true;
+  last_sequence_ = d.sequence();
+  if (static_cast<size_t>(d.recovery_size()) > max_recovery_) max_recovery_ = d.recovery_size();
+  if (decisions_.size() < 64) decisions_.push_back(d);
+}
+
+void CheckingListener::OnSnapshot(const std::string& job_id, v1::ControllerState state,
+                                  const v1::JobMeta& meta) {
+  ++snapshots;
+  StatusOr<Controller> c = ControllerStateCodec::Restore(state);
+  FUZZ_CHECK(c.ok(), "job %s asked to snapshot a state that does not restore: %s",
+             job_id.c_str(), c.status().ToString().c_str());
+  FUZZ_CHECK(static_cast<size_t>(meta.units_size()) == c->num_units(),
+             "snapshot layout has %d units, the state %zu", meta.units_size(), c->num_units());
+}
+
+void QuietLogs() {
+  spdlog::set_level(spdlog::level::off);
+  // protobuf logs each string field with invalid UTF-8 it refuses to parse.
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
+                                     const std::string&) {});
+}
+
+}  // namespace gnmr::fuzz
