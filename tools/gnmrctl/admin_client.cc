@@ -74,14 +74,12 @@ int UsageError(const std::string& command, const std::string& problem) {
 
 StatusOr<int64_t> ParseIntFlag(const std::string& flag, const std::string& text, int64_t min,
                                int64_t max) {
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max) {
+  int64_t v = 0;
+  if (!ParseFlagInt(text, min, max, &v)) {
     return InvalidArgument("--" + flag + " '" + text + "': expected an integer in [" +
                            std::to_string(min) + ", " + std::to_string(max) + "]");
   }
-  return static_cast<int64_t>(v);
+  return v;
 }
 
 void PrintJson(const google::protobuf::Message& message) {
