@@ -12,7 +12,6 @@
 // BM_CpuStats / BM_MemoryRead: statistics throughput per dtype against the
 //   best single-core vectorized read of the same bytes (both single-threaded,
 //   same buffer); BM_MemoryReadScalar is the old plain-loop baseline.
-#include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,9 +23,11 @@
 #include <thread>
 #include <vector>
 
+#include <benchmark/benchmark.h>
+
+#include "bench/stats_throughput.h"
 #include "daemon/server/daemon.h"
 #include "gnmr/client.h"
-#include "bench/stats_throughput.h"
 #include "gnmr/cpu_stats.h"
 
 namespace gnmr {
@@ -79,8 +80,8 @@ void RunSteps(benchmark::State& state, Client* client) {
 
 void BM_ObservePlanFor_FailOpen(benchmark::State& state) {
   std::vector<float> storage;
-  auto client = MakeClient("unix:" + SocketPath("absent"), static_cast<int>(state.range(0)),
-                           &storage);
+  auto client =
+      MakeClient("unix:" + SocketPath("absent"), static_cast<int>(state.range(0)), &storage);
   if (!client) return state.SkipWithError("client");
   RunSteps(state, client.get());
 }

@@ -4,13 +4,13 @@
 //
 // Target (docs/perf.md): <= 1 ms per decision over 10,000 units on one
 // core, i.e. about 100 ns per unit observation.
-#include <benchmark/benchmark.h>
-
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <benchmark/benchmark.h>
 
 #include "controller/controller.h"
 
@@ -52,8 +52,7 @@ Controller WarmController(uint32_t units) {
   ControllerConfig config;  // SPEC defaults: warmup 50, max_o 4, lock 20
   Controller c = Controller::Create(config).value();
   for (uint32_t u = 0; u < units; ++u) {
-    (void)c.AddUnit("model.layers." + std::to_string(u / 8) + ".unit" +
-                    std::to_string(u % 8));
+    (void)c.AddUnit("model.layers." + std::to_string(u / 8) + ".unit" + std::to_string(u % 8));
   }
   std::vector<std::vector<UnitSample>> quiet = MakeSteps(units, 0);
   for (auto& s : quiet) {
@@ -86,10 +85,9 @@ void BM_Decision(benchmark::State& state) {
     benchmark::DoNotOptimize(d.digest);
   }
   state.SetItemsProcessed(state.iterations() * units);
-  state.counters["per_unit"] = benchmark::Counter(
-      static_cast<double>(units),
-      benchmark::Counter::kIsIterationInvariantRate |
-          benchmark::Counter::kInvert);
+  state.counters["per_unit"] =
+      benchmark::Counter(static_cast<double>(units), benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
   const ControllerStats& st = c.stats();
   state.counters["admissions"] = static_cast<double>(st.admissions());
   state.counters["denials"] = static_cast<double>(st.denials);
@@ -103,7 +101,6 @@ BENCHMARK(BM_Decision)
     ->Args({1000, 8})
     ->Args({100000, 8})
     ->Unit(benchmark::kMicrosecond);
-
 
 // Issue 12, item 9: a decision whose recovery set is large. Every unit is
 // non-finite at every step and max_o admits them all, so each step has
@@ -174,9 +171,9 @@ void BM_AddUnitTypicalRules(benchmark::State& state) {
   uint64_t n = 0;
   for (auto _ : state) {
     const uint64_t i = n++;
-    benchmark::DoNotOptimize(c.AddUnit("model.layers." + std::to_string(i / 8) + ".mlp.unit" +
-                                       std::to_string(i % 8))
-                                 .ok());
+    benchmark::DoNotOptimize(
+        c.AddUnit("model.layers." + std::to_string(i / 8) + ".mlp.unit" + std::to_string(i % 8))
+            .ok());
   }
   state.SetItemsProcessed(state.iterations());
 }

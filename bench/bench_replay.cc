@@ -4,8 +4,6 @@
 // newlines (the floor any reader pays) and parsing alone.
 //
 // Target (docs/perf.md): >= 1 M unit observations per second end to end.
-#include <benchmark/benchmark.h>
-
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +11,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <benchmark/benchmark.h>
 
 #include "controller/replay/replay.h"
 #include "controller/replay/trace_reader.h"
@@ -33,15 +33,12 @@ const std::string& Trace() {
     std::normal_distribution<double> noise(0.0, 0.08);
     std::vector<std::string> names;
     for (int u = 0; u < kUnits; ++u) {
-      static const char* kKinds[] = {"attn.qkv", "attn.out", "mlp.fc1",
-                                     "mlp.fc2"};
-      names.push_back("model.layers." + std::to_string(u / 4) + "." +
-                      kKinds[u % 4]);
+      static const char* kKinds[] = {"attn.qkv", "attn.out", "mlp.fc1", "mlp.fc2"};
+      names.push_back("model.layers." + std::to_string(u / 4) + "." + kKinds[u % 4]);
     }
     char buf[32];
     auto num = [&](double v) {
-      auto r = std::to_chars(buf, buf + sizeof(buf), v,
-                             std::chars_format::general, 7);
+      auto r = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::general, 7);
       t.append(buf, r.ptr);
     };
     for (int s = 0; s < kSteps; ++s) {
@@ -73,8 +70,7 @@ const std::string& Trace() {
 
 void Finish(benchmark::State& state, uint64_t rows) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * rows));
-  state.SetBytesProcessed(
-      static_cast<int64_t>(state.iterations() * Trace().size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * Trace().size()));
 }
 
 // Baseline: the cheapest pass over the same bytes.
@@ -122,8 +118,7 @@ void RunReplayBench(benchmark::State& state, bool from_file) {
   if (from_file) {
     path = "/tmp/gnmr_bench_replay_trace.csv";
     std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (f == nullptr || std::fwrite(Trace().data(), 1, Trace().size(), f) !=
-                            Trace().size()) {
+    if (f == nullptr || std::fwrite(Trace().data(), 1, Trace().size(), f) != Trace().size()) {
       state.SkipWithError("cannot write the temporary trace");
       if (f != nullptr) std::fclose(f);
       return;
@@ -152,16 +147,13 @@ void RunReplayBench(benchmark::State& state, bool from_file) {
   if (from_file) std::remove(path.c_str());
   Finish(state, summary.stats.unit_steps_observed);
   state.counters["decisions"] = static_cast<double>(summary.decisions_written);
-  state.counters["admissions"] =
-      static_cast<double>(summary.stats.admissions());
+  state.counters["admissions"] = static_cast<double>(summary.stats.admissions());
   state.counters["denials"] = static_cast<double>(summary.stats.denials);
   state.counters["jsonl_bytes"] = static_cast<double>(out_bytes);
 }
 
 void BM_Replay(benchmark::State& state) { RunReplayBench(state, false); }
-void BM_ReplayFromFile(benchmark::State& state) {
-  RunReplayBench(state, true);
-}
+void BM_ReplayFromFile(benchmark::State& state) { RunReplayBench(state, true); }
 
 BENCHMARK(BM_CountNewlines)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ParseOnly)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -4,11 +4,11 @@
 // next to the decision itself (Controller::Observe) over the same units.
 // The background writer runs meanwhile, as in gnmrd, and is waited for
 // (untimed) every 32 steps (docs/perf.md, "Trace recording").
-#include <benchmark/benchmark.h>
-
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <benchmark/benchmark.h>
 
 #include "controller/controller.h"
 #include "daemon/store/trace_recorder.h"

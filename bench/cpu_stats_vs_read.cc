@@ -45,13 +45,14 @@ int ParseArgs(int argc, char** argv, Options* o, bool* run) {
   FlagParser p("cpu_stats_vs_read [--mib N | --kib N] [--reps N] [--calib N] [--daz]",
                "Ratio of the CPU statistics throughput (kernels/cpu, one thread) to the\n"
                "best single-core streaming read of the same buffer, rep by rep.");
-  p.AddInt("mib", "N", "buffer size per input in MiB (default 64; use more than the L3)", 1,
-           16384, &mib);
-  p.AddInt("kib", "N", "buffer size in KiB instead (e.g. 256: in-cache compute rate);\n"
-           "a multiple of 16", 16, 16384 << 10, &kib);
+  p.AddInt("mib", "N", "buffer size per input in MiB (default 64; use more than the L3)", 1, 16384,
+           &mib);
+  p.AddInt("kib", "N",
+           "buffer size in KiB instead (e.g. 256: in-cache compute rate);\n"
+           "a multiple of 16",
+           16, 16384 << 10, &kib);
   p.AddInt("reps", "N", "read/kernel/read rounds per input (default 41)", 1, 100000, &reps);
-  p.AddInt("calib", "N", "rounds to pick the fastest read variant (default 7)", 1, 100000,
-           &calib);
+  p.AddInt("calib", "N", "rounds to pick the fastest read variant (default 7)", 1, 100000, &calib);
   p.AddBool("daz",
             "set MXCSR FTZ and DAZ first, as torch.set_flush_denormal(True)\n"
             "does (the kernels then take their DAZ-proof path)",
@@ -59,10 +60,10 @@ int ParseArgs(int argc, char** argv, Options* o, bool* run) {
   *run = false;
   const Status s = p.Parse(argc - 1, argv + 1);
   if (!s.ok() || (kib != 0 && kib % 16 != 0) || (kib != 0 && mib != 0)) {
-    std::fprintf(stderr, "cpu_stats_vs_read: %s\n%s",
-                 s.ok() ? "--kib must be a multiple of 16 and not given with --mib"
-                        : s.message().c_str(),
-                 p.Help().c_str());
+    std::fprintf(
+        stderr, "cpu_stats_vs_read: %s\n%s",
+        s.ok() ? "--kib must be a multiple of 16 and not given with --mib" : s.message().c_str(),
+        p.Help().c_str());
     return 2;
   }
   if (p.help_requested()) {
@@ -143,7 +144,8 @@ int main(int argc, char** argv) {
       {"bf16, almost all subnormal", DType::kBf16, true, false},
   };
   std::vector<std::vector<unsigned char>> bufs;
-  for (const Input& in : inputs) bufs.push_back(bench::GradientBuffer(in.dtype, in.denormal, bytes));
+  for (const Input& in : inputs)
+    bufs.push_back(bench::GradientBuffer(in.dtype, in.denormal, bytes));
 
   // 1. The fastest read variant (on the first buffer; all are the same size).
   const unsigned char* b0 = bufs[0].data();
@@ -151,7 +153,8 @@ int main(int argc, char** argv) {
   for (const bench::ReadVariant& v : reads) g_sink = v.fn(b0, bytes);  // page in, warm the TLB
   for (int r = 0; r < opt.calib; ++r) {
     for (size_t i = 0; i < reads.size(); ++i) {
-      calib[i].push_back(static_cast<double>(bytes) / Seconds([&] { g_sink = reads[i].fn(b0, bytes); }));
+      calib[i].push_back(static_cast<double>(bytes) /
+                         Seconds([&] { g_sink = reads[i].fn(b0, bytes); }));
     }
   }
   size_t best = 0;
@@ -189,7 +192,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < opt.reps; ++r) {
       const double s = Seconds([&] { (void)cpu::ComputeStats(&t, 1, &u); });  // checked above
       g_sink = static_cast<uint64_t>(u.zeros);
-      const double next_read = static_cast<double>(bytes) / Seconds([&] { g_sink = read(p, bytes); });
+      const double next_read =
+          static_cast<double>(bytes) / Seconds([&] { g_sink = read(p, bytes); });
       const double kr = static_cast<double>(bytes) / s;
       kernel_rate.push_back(kr);
       read_rate.push_back(next_read);

@@ -15,7 +15,6 @@
 //        --trace-dir: the spawned gnmrd records the job's trace there
 //        (docs/replay.md); the counters of its recorder are printed.
 //        daemon_load --target unix:/path ...   (an already running gnmrd)
-#include <grpcpp/grpcpp.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -38,6 +37,8 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
+
 #include "common/flag_parser.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
@@ -51,8 +52,8 @@ struct Options {
   int ranks = 64;
   int units = 1024;
   int steps = 500;
-  double rate = 50;  // steps/s; 0 = as fast as the window allows
-  int window = 8;    // max steps in flight
+  double rate = 50;       // steps/s; 0 = as fast as the window allows
+  int window = 8;         // max steps in flight
   std::string trace_dir;  // passed to the spawned gnmrd
 };
 
@@ -107,8 +108,10 @@ class Rank : public grpc::ClientBidiReactor<gnmr::v1::ClientMessage, gnmr::v1::S
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.pop_front();
-    if (ok && !queue_.empty()) StartWrite(&queue_.front());
-    else writing_ = false;
+    if (ok && !queue_.empty())
+      StartWrite(&queue_.front());
+    else
+      writing_ = false;
   }
   void OnReadDone(bool ok) override {
     if (!ok) return;
@@ -259,8 +262,10 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
   p.AddInt("ranks", "N", "ranks (default 64)", 1, 1 << 20, &ranks);
   p.AddInt("units", "N", "units per rank (default 1024)", 1, 1 << 22, &units);
   p.AddInt("steps", "N", "steps (default 500)", 1, 1 << 30, &steps);
-  p.AddDouble("rate", "STEPS_PER_S", "steps per second; 0 = as fast as the window allows\n"
-              "(default 50)", &o->rate);
+  p.AddDouble("rate", "STEPS_PER_S",
+              "steps per second; 0 = as fast as the window allows\n"
+              "(default 50)",
+              &o->rate);
   p.AddInt("window", "N", "most steps in flight (default 8)", 1, 1 << 20, &window);
   p.AddString("trace-dir", "DIR", "record traces there (the spawned gnmrd's --trace-dir)",
               &o->trace_dir);
@@ -309,9 +314,9 @@ int main(int argc, char** argv) {
     const std::string metrics = "127.0.0.1:" + std::to_string(metrics_port);
     child = fork();
     if (child == 0) {
-      std::vector<const char*> args = {o.gnmrd.c_str(), "--listen",  o.target.c_str(),
+      std::vector<const char*> args = {o.gnmrd.c_str(), "--listen",        o.target.c_str(),
                                        "--state-dir",   state_dir.c_str(), "--metrics",
-                                       metrics.c_str(), "--log-level", "warn"};
+                                       metrics.c_str(), "--log-level",     "warn"};
       if (!o.trace_dir.empty()) {
         args.push_back("--trace-dir");
         args.push_back(o.trace_dir.c_str());
@@ -360,11 +365,12 @@ int main(int argc, char** argv) {
   }
 
   const auto start = Clock::now();
-  const auto period = o.rate > 0 ? std::chrono::duration<double>(1.0 / o.rate)
-                                 : std::chrono::duration<double>(0);
+  const auto period =
+      o.rate > 0 ? std::chrono::duration<double>(1.0 / o.rate) : std::chrono::duration<double>(0);
   for (int t = 0; t < o.steps; ++t) {
     if (o.rate > 0) {
-      std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(period * t));
+      std::this_thread::sleep_until(start +
+                                    std::chrono::duration_cast<Clock::duration>(period * t));
     }
     {
       std::unique_lock<std::mutex> lock(log.mu);
@@ -399,24 +405,28 @@ int main(int argc, char** argv) {
     waitpid(child, &status, 0);
   }
   const double steps_per_s = static_cast<double>(lat.size()) / elapsed;
-  std::printf("| ranks | units | steps decided | steps/s | unit stats/s | latency p50 | p99 | max | gnmrd peak RSS |\n");
+  std::printf(
+      "| ranks | units | steps decided | steps/s | unit stats/s | latency p50 | p99 | max | gnmrd "
+      "peak RSS |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   std::printf("| %d | %d | %zu/%d | %.1f | %.2f M | %.2f ms | %.2f ms | %.2f ms | %s |\n", o.ranks,
-              o.units, lat.size(), o.steps, steps_per_s,
-              steps_per_s * o.ranks * o.units / 1e6, Percentile(lat, 0.5), Percentile(lat, 0.99),
-              Percentile(lat, 1.0), rss > 0 ? (std::to_string(rss / 1024) + " MB").c_str() : "n/a");
+              o.units, lat.size(), o.steps, steps_per_s, steps_per_s * o.ranks * o.units / 1e6,
+              Percentile(lat, 0.5), Percentile(lat, 0.99), Percentile(lat, 1.0),
+              rss > 0 ? (std::to_string(rss / 1024) + " MB").c_str() : "n/a");
   if (server_p99 > 0) {
-    std::printf("\ngnmrd's own decision latency (last report in -> decision out, histogram "
-                "bucket bounds): p50 <= %.2f ms, p99 <= %.2f ms\n",
-                server_p50 * 1e3, server_p99 * 1e3);
+    std::printf(
+        "\ngnmrd's own decision latency (last report in -> decision out, histogram "
+        "bucket bounds): p50 <= %.2f ms, p99 <= %.2f ms\n",
+        server_p50 * 1e3, server_p99 * 1e3);
   }
   if (!o.trace_dir.empty()) {
-    std::printf("\ntrace recording: %.0f steps written, %.0f dropped, %.0f failed, %.1f MB "
-                "(at the last scrape, before the stop)\n",
-                MetricValue(scraped, "gnmr_trace_steps_written_total"),
-                MetricValue(scraped, "gnmr_trace_steps_dropped_total"),
-                MetricValue(scraped, "gnmr_trace_steps_failed_total"),
-                MetricValue(scraped, "gnmr_trace_bytes_written_total") / 1e6);
+    std::printf(
+        "\ntrace recording: %.0f steps written, %.0f dropped, %.0f failed, %.1f MB "
+        "(at the last scrape, before the stop)\n",
+        MetricValue(scraped, "gnmr_trace_steps_written_total"),
+        MetricValue(scraped, "gnmr_trace_steps_dropped_total"),
+        MetricValue(scraped, "gnmr_trace_steps_failed_total"),
+        MetricValue(scraped, "gnmr_trace_bytes_written_total") / 1e6);
   }
   if (!state_dir.empty()) std::system(("rm -rf " + state_dir).c_str());
   return lat.size() == static_cast<size_t>(o.steps) ? 0 : 1;

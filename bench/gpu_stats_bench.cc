@@ -18,8 +18,6 @@
 // "copy GB/s" is bytes copied / time of a device-to-device cudaMemcpy of
 // min(size, 4 GB); a copy reads and writes each byte, so "copy traffic" is
 // twice that. ratio = stats GB/s / copy traffic GB/s (target >= 0.90).
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -27,17 +25,19 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #include "gnmr/gpu_stats.h"
 
 namespace {
 
-#define CK(x)                                                                     \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                      \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));               \
-      std::exit(1);                                                               \
-    }                                                                             \
+#define CK(x)                                                       \
+  do {                                                              \
+    cudaError_t e_ = (x);                                           \
+    if (e_ != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                 \
+    }                                                               \
   } while (0)
 
 double Median(std::vector<double> v) {
@@ -73,9 +73,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::printf("usage: gpu_stats_bench [--sizes-gb=1,4,16] [--dtype=mixed] [--offset=0] "
-                  "[--tensors=300] [--iters=20] [--csv=FILE]\n  GpuStats launch time vs "
-                  "device-to-device copy bandwidth (docs/perf.md)\n");
+      std::printf(
+          "usage: gpu_stats_bench [--sizes-gb=1,4,16] [--dtype=mixed] [--offset=0] "
+          "[--tensors=300] [--iters=20] [--csv=FILE]\n  GpuStats launch time vs "
+          "device-to-device copy bandwidth (docs/perf.md)\n");
       return 0;
     } else if (a.rfind("--dtype=", 0) == 0) {
       dtype_name = a.substr(8);
@@ -124,8 +125,9 @@ int main(int argc, char** argv) {
   if (probe != nullptr) std::fclose(probe);
   FILE* out = csv.empty() ? nullptr : std::fopen(csv.c_str(), "a");
   if (out && fresh) {
-    std::fprintf(out, "size_gb,dtype,offset,tensors,units,stats_ms,stats_gbps,copy_gbps,"
-                      "copy_traffic_gbps,ratio\n");
+    std::fprintf(out,
+                 "size_gb,dtype,offset,tensors,units,stats_ms,stats_gbps,copy_gbps,"
+                 "copy_traffic_gbps,ratio\n");
   }
   std::printf("%8s %-11s %6s %8s %10s %12s %12s %14s %7s\n", "size GB", "dtype", "offset",
               "tensors", "stats ms", "stats GB/s", "copy GB/s", "copy traffic", "ratio");
@@ -154,8 +156,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n_tensors; ++i) {
       gnmr::TensorRef r;
       r.dtype = dtype != 0 ? static_cast<gnmr::DType>(dtype)
-                : i % 2  ? gnmr::DType::kFp32
-                         : gnmr::DType::kBf16;
+                : i % 2    ? gnmr::DType::kFp32
+                           : gnmr::DType::kBf16;
       r.numel = total / shares * share[i] / gnmr::DTypeSize(r.dtype);
       r.data = base + off + offset;
       r.device = 0;
@@ -209,13 +211,12 @@ int main(int argc, char** argv) {
     const double stats_gbps = bytes / (stats_ms * 1e-3) / 1e9;
     const double copy_gbps = cb / (Median(cms) * 1e-3) / 1e9;
     const double ratio = stats_gbps / (2 * copy_gbps);
-    std::printf("%8.1f %-11s %6d %8d %10.3f %12.1f %12.1f %14.1f %7.3f\n", gb,
-                dtype_name.c_str(), offset, n_tensors, stats_ms, stats_gbps, copy_gbps,
-                2 * copy_gbps, ratio);
+    std::printf("%8.1f %-11s %6d %8d %10.3f %12.1f %12.1f %14.1f %7.3f\n", gb, dtype_name.c_str(),
+                offset, n_tensors, stats_ms, stats_gbps, copy_gbps, 2 * copy_gbps, ratio);
     if (out) {
       std::fprintf(out, "%g,%s,%d,%d,%zu,%.4f,%.1f,%.1f,%.1f,%.4f\n", gb, dtype_name.c_str(),
-                   offset, n_tensors, units.size(), stats_ms, stats_gbps, copy_gbps,
-                   2 * copy_gbps, ratio);
+                   offset, n_tensors, units.size(), stats_ms, stats_gbps, copy_gbps, 2 * copy_gbps,
+                   ratio);
     }
   }
   if (out) std::fclose(out);

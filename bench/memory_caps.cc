@@ -151,8 +151,9 @@ void Ranks(const std::string& bin, const char* name, int ranks, int units, int s
   auto rs = StartRanks(d, "r", ranks, units, Config(4, 4));
   Drive(rs, steps, 1.0);
   Sleep(500);
-  Report(name, std::to_string(ranks) + " ranks (a connection each) x " + std::to_string(units) +
-                   " units", d, Footprint(units, 4, ranks, 4));
+  Report(name,
+         std::to_string(ranks) + " ranks (a connection each) x " + std::to_string(units) + " units",
+         d, Footprint(units, 4, ranks, 4));
 }
 
 void Stalled(const std::string& bin, int ranks, int units, int steps) {
@@ -160,8 +161,9 @@ void Stalled(const std::string& bin, int ranks, int units, int steps) {
   auto rs = StartRanks(d, "s", ranks, units, Config(4, 4));
   Drive(rs, steps, 1.0, /*silent=*/1);
   Sleep(2000);
-  Report("stalled", std::to_string(ranks) + " ranks x " + std::to_string(units) + " units, " +
-                        std::to_string(steps) + " steps, 1 rank silent",
+  Report("stalled",
+         std::to_string(ranks) + " ranks x " + std::to_string(units) + " units, " +
+             std::to_string(steps) + " steps, 1 rank silent",
          d, Footprint(units, 4, ranks, 4));
 }
 
@@ -170,8 +172,9 @@ void Queue(const std::string& bin, int units, int steps) {
   auto rs = StartRanks(d, "q", 2, units, Config(4, units), /*read=*/false);
   Drive(rs, steps, NAN);
   Sleep(500);
-  Report("queue", std::to_string(units) + " units in recovery (max_o " + std::to_string(units) +
-                      "), " + std::to_string(steps) + " steps, 1 rank never reads",
+  Report("queue",
+         std::to_string(units) + " units in recovery (max_o " + std::to_string(units) + "), " +
+             std::to_string(steps) + " steps, 1 rank never reads",
          d, Footprint(units, 4, 2, units));
 }
 
@@ -180,9 +183,9 @@ void Events(const std::string& bin, int units, int steps) {
   auto rs = StartRanks(d, "e", 1, units, Config(4, 1));
   Drive(rs, steps, NAN);
   Sleep(1000);
-  Report("events", std::to_string(units) + " non-finite units, max_o 1, " +
-                       std::to_string(steps) + " steps (" +
-                       std::to_string(static_cast<int64_t>(units - 1) * steps) + " denials)",
+  Report("events",
+         std::to_string(units) + " non-finite units, max_o 1, " + std::to_string(steps) +
+             " steps (" + std::to_string(static_cast<int64_t>(units - 1) * steps) + " denials)",
          d, Footprint(units, 4, 1, 1));
 }
 
@@ -216,10 +219,11 @@ void Inflight(const std::string& bin, int clients, int units) {
   for (std::thread& t : threads) t.join();
   Sleep(300);
   const uint64_t growth = d.PeakGrowth();
-  std::printf("| inflight | %d Registers of %.1f MiB at once (%d refused) | %.0f | %.1f | - | - "
-              "| %.1f x the bytes | |\n",
-              clients, Mib(bytes), refused.load(), Mib(d.base()), Mib(growth),
-              static_cast<double>(growth) / static_cast<double>(clients * bytes));
+  std::printf(
+      "| inflight | %d Registers of %.1f MiB at once (%d refused) | %.0f | %.1f | - | - "
+      "| %.1f x the bytes | |\n",
+      clients, Mib(bytes), refused.load(), Mib(d.base()), Mib(growth),
+      static_cast<double>(growth) / static_cast<double>(clients * bytes));
   std::fflush(stdout);
 }
 
@@ -277,11 +281,11 @@ void Worst(const std::string& bin, double scale) {
   }
   Sleep(2000);  // snapshots and event files written
   const uint64_t budget = uint64_t{1} << 30;
-  std::printf("(worst: %d + %d fill jobs; formula reserved %.0f MiB of the 1024 MiB budget)\n",
-              big, small, Mib(reserved));
-  Row("worst", "default caps, filled until memory_budget refused (4 worst shapes + " +
-                   std::to_string(big) + " x 65536 units + " + std::to_string(small) +
-                   " x 16 units)",
+  std::printf("(worst: %d + %d fill jobs; formula reserved %.0f MiB of the 1024 MiB budget)\n", big,
+              small, Mib(reserved));
+  Row("worst",
+      "default caps, filled until memory_budget refused (4 worst shapes + " + std::to_string(big) +
+          " x 65536 units + " + std::to_string(small) + " x 16 units)",
       d.base(), d.PeakGrowth(), reserved);
   // docs/limits.md: base + budget + event log + 10 x the requests in flight.
   const uint64_t documented = d.base() + budget + EventLogTerm() + 10 * (uint64_t{64} << 20);
@@ -296,15 +300,16 @@ void Worst(const std::string& bin, double scale) {
 void Caps(const std::string& bin) {
   Gnmrd d(bin, "max_rank_units_per_job: 100000\nmemory_budget: 256MiB\n");
   std::printf("\n| request | result | message |\n| --- | --- | --- |\n");
-  auto try_register = [&](const char* what, const std::string& job, uint32_t rank,
-                          uint32_t world, int units, int window, int max_o) {
+  auto try_register = [&](const char* what, const std::string& job, uint32_t rank, uint32_t world,
+                          int units, int window, int max_o) {
     SimRank r(d.channel(), job, rank, world);
     const v1::ControllerConfig c = Config(window, max_o);
     const grpc::Status s = r.Register(units, &c);
     std::printf("| %s | %s | %s |\n", what,
-                s.ok() ? "OK" : s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED
-                                    ? "RESOURCE_EXHAUSTED"
-                                    : std::to_string(s.error_code()).c_str(),
+                s.ok() ? "OK"
+                : s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED
+                    ? "RESOURCE_EXHAUSTED"
+                    : std::to_string(s.error_code()).c_str(),
                 s.error_message().c_str());
   };
   try_register("20000 units x window 1024", "a", 0, 1, 20000, 1024, 4);
@@ -318,10 +323,10 @@ void Caps(const std::string& bin) {
 void Run(const std::string& bin, const std::string& scenario, double scale) {
   auto n = [scale](int v) { return std::max(1, static_cast<int>(v * scale)); };
   auto run = [&](const char* name) { return scenario == "all" || scenario == name; };
-  std::printf("formula terms: event log %.1f MiB, a job's event ring %.0f KiB, an empty job "
-              "%.2f MiB\n\n",
-              Mib(EventLogTerm()), gnmr::store::RingMemoryBound({}) / 1024.0,
-              Mib(Footprint(0, 4, 0, 4)));
+  std::printf(
+      "formula terms: event log %.1f MiB, a job's event ring %.0f KiB, an empty job "
+      "%.2f MiB\n\n",
+      Mib(EventLogTerm()), gnmr::store::RingMemoryBound({}) / 1024.0, Mib(Footprint(0, 4, 0, 4)));
   std::printf(
       "| scenario | shape | baseline RSS MiB | peak growth MiB | footprints MiB | + event log "
       "MiB | growth / bound | |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
@@ -350,16 +355,17 @@ int main(int argc, char** argv) {
                      "gnmrd's memory against its caps and budget (docs/limits.md), each\n"
                      "scenario against a real gnmrd; prints a table.");
   p.AddString("gnmrd", "PATH", "the gnmrd binary (required)", &bin);
-  p.AddValue("scenario", "NAME", "window|ranks|jobs|worst|inflight|caps|all (default all)",
-             [&scenario](const std::string& v) {
-               for (const char* known : {"window", "ranks", "jobs", "worst", "inflight", "caps", "all"}) {
-                 if (v == known) {
-                   scenario = v;
-                   return gnmr::Status::Ok();
-                 }
-               }
-               return gnmr::InvalidArgument("unknown scenario '" + v + "'");
-             });
+  p.AddValue(
+      "scenario", "NAME", "window|ranks|jobs|worst|inflight|caps|all (default all)",
+      [&scenario](const std::string& v) {
+        for (const char* known : {"window", "ranks", "jobs", "worst", "inflight", "caps", "all"}) {
+          if (v == known) {
+            scenario = v;
+            return gnmr::Status::Ok();
+          }
+        }
+        return gnmr::InvalidArgument("unknown scenario '" + v + "'");
+      });
   p.AddDouble("scale", "F", "multiply each scenario's size by F (default 1)", &scale);
   p.AddInt("name-pad", "N", "pad unit names to N bytes", 0, 1 << 20, &name_pad);
   const gnmr::Status s = p.Parse(argc - 1, argv + 1);
@@ -368,8 +374,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!s.ok() || bin.empty()) {
-    std::fprintf(stderr, "memory_caps: %s\n%s", s.ok() ? "--gnmrd is required" : s.message().c_str(),
-                 p.Help().c_str());
+    std::fprintf(stderr, "memory_caps: %s\n%s",
+                 s.ok() ? "--gnmrd is required" : s.message().c_str(), p.Help().c_str());
     return 2;
   }
   g_name_pad = static_cast<int>(name_pad);

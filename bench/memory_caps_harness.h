@@ -2,7 +2,6 @@
 // read from /proc, and simulated ranks that register and stream over gRPC.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -19,6 +18,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "gnmr/v1/gnmr.grpc.pb.h"
 

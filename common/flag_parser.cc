@@ -68,8 +68,7 @@ void FlagParser::AddInt(const char* name, const char* metavar, const char* help,
   });
 }
 
-void FlagParser::AddDouble(const char* name, const char* metavar, const char* help,
-                           double* out) {
+void FlagParser::AddDouble(const char* name, const char* metavar, const char* help, double* out) {
   AddValue(name, metavar, help, [out](const std::string& v) {
     if (ParseFlagDouble(v, out)) return Status::Ok();
     return InvalidArgument("'" + v + "': expected a finite number");

@@ -55,8 +55,8 @@ class FlagParser {
     std::string metavar;
     std::string help;
     Kind kind;
-    ValueFn on_value;   // kValue
-    bool* bool_out;     // kBool
+    ValueFn on_value;  // kValue
+    bool* bool_out;    // kBool
   };
   const Flag* Find(const std::string& name) const;
 

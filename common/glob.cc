@@ -109,9 +109,10 @@ GlobPattern::GlobPattern(std::string_view pattern) {
     uint64_t h = 1469598103934665603ull;
     for (size_t w = 0; w < words_; ++w) h = (h ^ row[w]) * 1099511628211ull;
     size_t id = 0;
-    while (id < class_hash.size() &&
-           (class_hash[id] != h ||
-            !std::equal(row, row + words_, accept_.begin() + static_cast<ptrdiff_t>(id * words_)))) {
+    while (
+        id < class_hash.size() &&
+        (class_hash[id] != h ||
+         !std::equal(row, row + words_, accept_.begin() + static_cast<ptrdiff_t>(id * words_)))) {
       ++id;
     }
     if (id == class_hash.size()) {

@@ -29,14 +29,12 @@ class GlobPattern {
   bool Matches(std::string_view text) const;
 
   // Heap bytes held (the transition table), for memory accounting.
-  size_t MemoryBytes() const {
-    return (accept_.capacity() + star_.capacity()) * sizeof(uint64_t);
-  }
+  size_t MemoryBytes() const { return (accept_.capacity() + star_.capacity()) * sizeof(uint64_t); }
 
  private:
-  size_t positions_ = 0;   // non-star tokens
+  size_t positions_ = 0;  // non-star tokens
   bool has_star_ = false;
-  size_t words_ = 1;       // ceil((positions_ + 1) / 64)
+  size_t words_ = 1;  // ceil((positions_ + 1) / 64)
   // Bytes that no token tells apart share a class: the table has one row
   // per class instead of one per byte value.
   std::array<uint8_t, 256> class_of_{};

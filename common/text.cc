@@ -39,11 +39,21 @@ void AppendJsonString(std::string* out, std::string_view s) {
     out->append(s.data() + run, i - run);
     run = i + 1;
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default: {
         const char esc[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
         out->append(esc, sizeof(esc));

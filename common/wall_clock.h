@@ -7,9 +7,7 @@
 namespace gnmr {
 
 inline double UnixNowSeconds() {
-  return std::chrono::duration<double>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace gnmr

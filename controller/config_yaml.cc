@@ -1,7 +1,5 @@
 #include "controller/config_yaml.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -10,6 +8,8 @@
 #include <limits>
 #include <map>
 #include <set>
+
+#include <yaml-cpp/yaml.h>
 
 #include "common/text.h"
 
@@ -26,10 +26,8 @@ struct DoubleKey {
 };
 
 constexpr IntKey kIntKeys[] = {
-    {"warmup", &ControllerConfig::warmup},
-    {"short_window", &ControllerConfig::short_window},
-    {"max_o", &ControllerConfig::max_o},
-    {"lock_steps", &ControllerConfig::lock_steps},
+    {"warmup", &ControllerConfig::warmup}, {"short_window", &ControllerConfig::short_window},
+    {"max_o", &ControllerConfig::max_o},   {"lock_steps", &ControllerConfig::lock_steps},
     {"lag", &ControllerConfig::lag},
 };
 constexpr DoubleKey kDoubleKeys[] = {
@@ -44,8 +42,7 @@ constexpr DoubleKey kDoubleKeys[] = {
 // `--set` assignment (messages carry "--set k=v: ", no line).
 class Origin {
  public:
-  Origin(std::string source, bool has_lines)
-      : source_(std::move(source)), has_lines_(has_lines) {}
+  Origin(std::string source, bool has_lines) : source_(std::move(source)), has_lines_(has_lines) {}
 
   std::string Prefix(const YAML::Mark& m) const {
     if (!has_lines_ || m.is_null()) return source_ + ": ";
@@ -71,8 +68,7 @@ bool ParseInt32(std::string_view s, int32_t* out) {
   int64_t v = 0;
   auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() ||
-      v < std::numeric_limits<int32_t>::min() ||
-      v > std::numeric_limits<int32_t>::max()) {
+      v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
     return false;
   }
   *out = static_cast<int32_t>(v);
@@ -102,35 +98,31 @@ bool ParseDouble(std::string_view s, double* out) {
 
 // An empty value has no mark of its own (yaml-cpp points past it): errors
 // about it go to its key's line.
-YAML::Node ErrorSite(const YAML::Node& key, const YAML::Node& v) {
-  return v.IsNull() ? key : v;
-}
+YAML::Node ErrorSite(const YAML::Node& key, const YAML::Node& v) { return v.IsNull() ? key : v; }
 
-Status ReadInt(const Origin& o, const std::string& key, const YAML::Node& at,
-               const YAML::Node& v, int32_t* out) {
+Status ReadInt(const Origin& o, const std::string& key, const YAML::Node& at, const YAML::Node& v,
+               int32_t* out) {
   if (!v.IsScalar() || !ParseInt32(v.Scalar(), out)) {
-    return o.Error(at, "config key '" + key +
-                          "' must be a 32-bit integer, got " + Describe(v));
+    return o.Error(at, "config key '" + key + "' must be a 32-bit integer, got " + Describe(v));
   }
   return Status::Ok();
 }
 
-Status ReadDouble(const Origin& o, const std::string& key,
-                  const YAML::Node& at, const YAML::Node& v, double* out) {
+Status ReadDouble(const Origin& o, const std::string& key, const YAML::Node& at,
+                  const YAML::Node& v, double* out) {
   if (!v.IsScalar() || !ParseDouble(v.Scalar(), out)) {
-    return o.Error(at, "config key '" + key + "' must be a number, got " +
-                          Describe(v));
+    return o.Error(at, "config key '" + key + "' must be a number, got " + Describe(v));
   }
   return Status::Ok();
 }
 
-Status ReadActionRule(const Origin& o, const std::string& key,
-                      const YAML::Node& item, ActionRule* rule,
-                      KeyMarks* marks) {
+Status ReadActionRule(const Origin& o, const std::string& key, const YAML::Node& item,
+                      ActionRule* rule, KeyMarks* marks) {
   if (!item.IsMap()) {
     return o.Error(item, "'" + key +
                              "' must be a mapping {pattern, action, "
-                             "clip_min_scale}, got " + Describe(item));
+                             "clip_min_scale}, got " +
+                             Describe(item));
   }
   (*marks)[key] = item.Mark();
   bool has_pattern = false;
@@ -146,16 +138,16 @@ Status ReadActionRule(const Origin& o, const std::string& key,
     (*marks)[full] = at.Mark();
     if (k == "pattern") {
       if (!v.IsScalar()) {
-        return o.Error(at, "'" + full + "' must be a string, got " +
-                              Describe(v));
+        return o.Error(at, "'" + full + "' must be a string, got " + Describe(v));
       }
       rule->pattern = v.Scalar();
       has_pattern = true;
     } else if (k == "action") {
       if (!v.IsScalar() || !ParseAction(v.Scalar(), &rule->action)) {
         return o.Error(at, "'" + full +
-                              "' must be one of promote, clip, skip, "
-                              "reset_state, got " + Describe(v));
+                               "' must be one of promote, clip, skip, "
+                               "reset_state, got " +
+                               Describe(v));
       }
     } else if (k == "clip_min_scale") {
       Status s = ReadDouble(o, full, at, v, &rule->clip_min_scale);
@@ -178,19 +170,19 @@ Status ReadActionRule(const Origin& o, const std::string& key,
   return Status::Ok();
 }
 
-Status ReadActions(const Origin& o, const YAML::Node& v,
-                   std::vector<ActionRule>* out, KeyMarks* marks) {
+Status ReadActions(const Origin& o, const YAML::Node& v, std::vector<ActionRule>* out,
+                   KeyMarks* marks) {
   std::vector<ActionRule> rules;
   if (!v.IsNull()) {
     if (!v.IsSequence()) {
-      return o.Error(v, "config key 'actions' must be a list of "
-                        "{pattern, action, clip_min_scale}, got " +
-                            Describe(v));
+      return o.Error(v,
+                     "config key 'actions' must be a list of "
+                     "{pattern, action, clip_min_scale}, got " +
+                         Describe(v));
     }
     for (size_t i = 0; i < v.size(); ++i) {
       ActionRule rule;
-      Status s = ReadActionRule(o, "actions[" + std::to_string(i) + "]",
-                                v[i], &rule, marks);
+      Status s = ReadActionRule(o, "actions[" + std::to_string(i) + "]", v[i], &rule, marks);
       if (!s.ok()) return s;
       rules.push_back(std::move(rule));
     }
@@ -200,9 +192,8 @@ Status ReadActions(const Origin& o, const YAML::Node& v,
 }
 
 // Sets one top-level key. `key_node` locates "unknown key" errors.
-Status SetKey(const Origin& o, const std::string& key,
-              const YAML::Node& key_node, const YAML::Node& v,
-              ControllerConfig* c, KeyMarks* marks) {
+Status SetKey(const Origin& o, const std::string& key, const YAML::Node& key_node,
+              const YAML::Node& v, ControllerConfig* c, KeyMarks* marks) {
   const YAML::Node at = ErrorSite(key_node, v);
   (*marks)[key] = at.Mark();
   for (const IntKey& k : kIntKeys) {
@@ -213,8 +204,10 @@ Status SetKey(const Origin& o, const std::string& key,
   }
   if (key == "entry") {
     if (!v.IsScalar() || !ParseEntryTreatment(v.Scalar(), &c->entry)) {
-      return o.Error(at, "config key 'entry' must be one of none, clip, "
-                        "skip, got " + Describe(v));
+      return o.Error(at,
+                     "config key 'entry' must be one of none, clip, "
+                     "skip, got " +
+                         Describe(v));
     }
     return Status::Ok();
   }
@@ -223,21 +216,18 @@ Status SetKey(const Origin& o, const std::string& key,
   for (const std::string& k : ControllerConfigKeys()) {
     known += (known.empty() ? "" : ", ") + k;
   }
-  return o.Error(key_node,
-                 "unknown config key '" + key + "' (known: " + known + ")");
+  return o.Error(key_node, "unknown config key '" + key + "' (known: " + known + ")");
 }
 
 // Validates `c`, placing the error at the line of the key it names.
-Status ValidateAt(const Origin& o, const ControllerConfig& c,
-                  const KeyMarks& marks) {
+Status ValidateAt(const Origin& o, const ControllerConfig& c, const KeyMarks& marks) {
   Status s = c.Validate();
   if (s.ok()) return s;
   const std::string& m = s.message();
   const std::string lead = "config key '";
   YAML::Mark mark = YAML::Mark::null_mark();
   if (m.compare(0, lead.size(), lead) == 0) {
-    std::string key = m.substr(lead.size(), m.find('\'', lead.size()) -
-                                                lead.size());
+    std::string key = m.substr(lead.size(), m.find('\'', lead.size()) - lead.size());
     // Most specific first: actions[0].pattern, actions[0], actions.
     while (!key.empty()) {
       auto it = marks.find(key);
@@ -252,18 +242,15 @@ Status ValidateAt(const Origin& o, const ControllerConfig& c,
   return Status(s.code(), o.Prefix(mark) + m);
 }
 
-Status ApplyMapping(const Origin& o, const YAML::Node& root,
-                    ControllerConfig* c, KeyMarks* marks) {
+Status ApplyMapping(const Origin& o, const YAML::Node& root, ControllerConfig* c, KeyMarks* marks) {
   if (root.IsNull()) return Status::Ok();  // empty file: all defaults
   if (!root.IsMap()) {
-    return o.Error(root, "expected a mapping of config keys, got " +
-                             Describe(root));
+    return o.Error(root, "expected a mapping of config keys, got " + Describe(root));
   }
   std::set<std::string> seen;
   for (const auto& kv : root) {
     if (!kv.first.IsScalar()) {
-      return o.Error(kv.first, "config keys must be names, got " +
-                                   Describe(kv.first));
+      return o.Error(kv.first, "config keys must be names, got " + Describe(kv.first));
     }
     const std::string key = kv.first.Scalar();
     if (!seen.insert(key).second) {
@@ -288,24 +275,27 @@ Status ApplyOverrideUnescaped(ControllerConfig* config, std::string_view assignm
 
 std::string DescribeYamlNode(const YAML::Node& n) {
   switch (n.Type()) {
-    case YAML::NodeType::Scalar: return "'" + n.Scalar() + "'";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a mapping";
-    default: return "nothing";
+    case YAML::NodeType::Scalar:
+      return "'" + n.Scalar() + "'";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    default:
+      return "nothing";
   }
 }
 
 const std::vector<std::string>& ControllerConfigKeys() {
   static const std::vector<std::string> kKeys = {
-      "warmup",     "ema_decay", "tau", "tau_delta", "gnmr_floor",
-      "short_window", "max_o",   "lock_steps", "lag", "entry",
-      "clip_min_scale", "actions"};
+      "warmup", "ema_decay",  "tau", "tau_delta", "gnmr_floor",     "short_window",
+      "max_o",  "lock_steps", "lag", "entry",     "clip_min_scale", "actions"};
   return kKeys;
 }
 
-StatusOr<ControllerConfig> ParseControllerConfigYaml(
-    std::string_view text, const std::string& source,
-    const ControllerConfig& base) {
+StatusOr<ControllerConfig> ParseControllerConfigYaml(std::string_view text,
+                                                     const std::string& source,
+                                                     const ControllerConfig& base) {
   const Origin origin(source, /*has_lines=*/true);
   try {
     StatusOr<ControllerConfig> c =
@@ -320,9 +310,9 @@ StatusOr<ControllerConfig> ParseControllerConfigYaml(
   }
 }
 
-StatusOr<ControllerConfig> ParseControllerConfigNode(
-    const YAML::Node& node, const std::string& source,
-    const ControllerConfig& base) {
+StatusOr<ControllerConfig> ParseControllerConfigNode(const YAML::Node& node,
+                                                     const std::string& source,
+                                                     const ControllerConfig& base) {
   const Origin origin(source, /*has_lines=*/true);
   try {
     ControllerConfig c = base;
@@ -339,8 +329,8 @@ StatusOr<ControllerConfig> ParseControllerConfigNode(
   }
 }
 
-StatusOr<ControllerConfig> LoadControllerConfigFile(
-    const std::string& path, const ControllerConfig& base) {
+StatusOr<ControllerConfig> LoadControllerConfigFile(const std::string& path,
+                                                    const ControllerConfig& base) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     return NotFound(path + ": cannot open: " + std::strerror(errno));
@@ -378,8 +368,7 @@ Status ApplyOverrideUnescaped(ControllerConfig* config, std::string_view assignm
   try {
     const YAML::Node v = YAML::Load(value);
     if (v.IsNull() && key != "actions") {
-      return InvalidArgument(what + ": empty value for '" + std::string(key) +
-                             "'");
+      return InvalidArgument(what + ": empty value for '" + std::string(key) + "'");
     }
     ControllerConfig c = *config;
     KeyMarks marks;

@@ -22,8 +22,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "gnmr/config.h"
+#include "gnmr/status.h"
 
 namespace YAML {
 class Node;  // yaml-cpp; include <yaml-cpp/yaml.h> to call the Node entry

@@ -13,8 +13,7 @@ namespace {
 constexpr double kEps = 1e-12;
 
 // Admission order: non-finite first, then risk descending, then unit id.
-bool CandidateBefore(Trigger ta, double ra, uint32_t ia, Trigger tb, double rb,
-                     uint32_t ib) {
+bool CandidateBefore(Trigger ta, double ra, uint32_t ia, Trigger tb, double rb, uint32_t ib) {
   const bool na = ta == Trigger::kNonFinite, nb = tb == Trigger::kNonFinite;
   if (na != nb) return na;
   if (!na && ra != rb) return ra > rb;
@@ -34,8 +33,7 @@ Controller::Controller(const ControllerConfig& config) : config_(config), resolv
 StatusOr<uint32_t> Controller::AddUnit(const std::string& name) {
   if (name.empty()) return InvalidArgument("unit name is empty");
   if (ids_by_name_.count(name)) {
-    return Status(StatusCode::kAlreadyExists,
-                  "unit '" + name + "' is already registered");
+    return Status(StatusCode::kAlreadyExists, "unit '" + name + "' is already registered");
   }
   if (units_.size() >= std::numeric_limits<uint32_t>::max()) {
     return Status(StatusCode::kResourceExhausted, "too many units");
@@ -115,14 +113,12 @@ double Controller::WindowMean(uint32_t id) const {
 }
 
 void Controller::ResizeWindows(int32_t new_size) {
-  std::vector<double> values(units_.size() * static_cast<size_t>(new_size),
-                             0.0);
+  std::vector<double> values(units_.size() * static_cast<size_t>(new_size), 0.0);
   for (uint32_t id = 0; id < units_.size(); ++id) {
     std::vector<double> old = Window(id);
     const size_t keep = std::min(old.size(), static_cast<size_t>(new_size));
     for (size_t k = 0; k < keep; ++k) {
-      values[id * static_cast<size_t>(new_size) + k] =
-          old[old.size() - keep + k];
+      values[id * static_cast<size_t>(new_size) + k] = old[old.size() - keep + k];
     }
     window_fill_[id] = static_cast<int32_t>(keep);
     window_next_[id] = new_size == 0 ? 0 : static_cast<int32_t>(keep) % new_size;
@@ -149,8 +145,8 @@ void Controller::Evaluate(const UnitSample& s) {
     ev.norm = norm;
     ev.mu = u.mu;
     ev.nonfinite = s.nonfinite;
-    candidates_.push_back({s.unit_id, Trigger::kNonFinite,
-                           std::numeric_limits<double>::infinity(), ev});
+    candidates_.push_back(
+        {s.unit_id, Trigger::kNonFinite, std::numeric_limits<double>::infinity(), ev});
     return;
   }
   if (s.sumsq == 0.0) {  // inactive: frozen, or an expert with no tokens
@@ -199,17 +195,14 @@ void Controller::Evaluate(const UnitSample& s) {
   ev.delta = delta;
   ev.norm = norm;
   ev.mu = mu_before;
-  candidates_.push_back(
-      {s.unit_id, trigger, std::max(gnmr_risk, delta_risk), ev});
+  candidates_.push_back({s.unit_id, trigger, std::max(gnmr_risk, delta_risk), ev});
 }
 
-Status Controller::Observe(int64_t step, const UnitSample* samples,
-                           size_t count, Decision* out) {
+Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count, Decision* out) {
   // Validate everything before touching state, so an error changes nothing.
   if (has_last_step_ && step <= last_step_) {
     return InvalidArgument("step " + std::to_string(step) +
-                           " is not after the last observed step " +
-                           std::to_string(last_step_));
+                           " is not after the last observed step " + std::to_string(last_step_));
   }
   if (step < 0 || step > kMaxStep) {
     return InvalidArgument("step " + std::to_string(step) + " out of range");
@@ -221,14 +214,12 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
       return NotFound("unknown unit id " + std::to_string(s.unit_id));
     }
     if (seen_epoch_[s.unit_id] == epoch_) {
-      return InvalidArgument("unit '" + units_[s.unit_id].name +
-                             "' appears twice in step " +
+      return InvalidArgument("unit '" + units_[s.unit_id].name + "' appears twice in step " +
                              std::to_string(step));
     }
     seen_epoch_[s.unit_id] = epoch_;
     if (std::isfinite(s.sumsq) && s.sumsq < 0.0) {  // NaN/Inf: signals
-      return InvalidArgument("unit '" + units_[s.unit_id].name +
-                             "' has negative sumsq");
+      return InvalidArgument("unit '" + units_[s.unit_id].name + "' has negative sumsq");
     }
   }
 
@@ -276,11 +267,9 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
   stats_.releases += d.released.size();
 
   // 2-3. Candidates in risk order; admit while the budget allows.
-  std::sort(candidates_.begin(), candidates_.end(),
-            [](const Candidate& a, const Candidate& b) {
-              return CandidateBefore(a.trigger, a.risk, a.unit_id, b.trigger,
-                                     b.risk, b.unit_id);
-            });
+  std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
+    return CandidateBefore(a.trigger, a.risk, a.unit_id, b.trigger, b.risk, b.unit_id);
+  });
   // Admitted entries are appended, then merged into unit id order once:
   // O(set + admitted log admitted) per step, whatever the budget.
   const size_t budget = static_cast<size_t>(config_.max_o);
@@ -328,8 +317,7 @@ Status Controller::Observe(int64_t step, const UnitSample* samples,
   ++stats_.steps_observed;
   stats_.unit_steps_observed += count;
   stats_.unit_steps_in_force += in_force_now;
-  stats_.peak_in_recovery =
-      std::max<uint64_t>(stats_.peak_in_recovery, recovery_.size());
+  stats_.peak_in_recovery = std::max<uint64_t>(stats_.peak_in_recovery, recovery_.size());
   return Status::Ok();
 }
 

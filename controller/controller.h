@@ -34,10 +34,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "controller/action_resolver.h"
-#include "gnmr/config.h"
 #include "core/decision.h"
+#include "gnmr/config.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 
@@ -56,23 +56,22 @@ struct ControllerStats {
   uint64_t peak_in_recovery = 0;
 
   uint64_t admissions() const {
-    return admissions_by_trigger[0] + admissions_by_trigger[1] +
-           admissions_by_trigger[2] + admissions_by_trigger[3];
+    return admissions_by_trigger[0] + admissions_by_trigger[1] + admissions_by_trigger[2] +
+           admissions_by_trigger[3];
   }
   double recovery_fraction() const {
-    return unit_steps_observed == 0
-               ? 0.0
-               : static_cast<double>(unit_steps_in_force) /
-                     static_cast<double>(unit_steps_observed);
+    return unit_steps_observed == 0 ? 0.0
+                                    : static_cast<double>(unit_steps_in_force) /
+                                          static_cast<double>(unit_steps_observed);
   }
 };
 
 // Per-unit history and last evaluation.
 struct UnitState {
   std::string name;
-  ResolvedAction resolved;      // from the config's action rules
-  int64_t valid_samples = 0;    // finite, active samples seen (warmup)
-  double mu = 0.0;              // historical mean of the norm
+  ResolvedAction resolved;    // from the config's action rules
+  int64_t valid_samples = 0;  // finite, active samples seen (warmup)
+  double mu = 0.0;            // historical mean of the norm
   // Last observation, for admin views (not used by the decision rule).
   int64_t last_step = -1;
   double last_norm = 0.0;
@@ -108,10 +107,8 @@ class Controller {
   // On error nothing changes: unknown unit (NotFound), repeated unit, step not
   // increasing or a negative finite sumsq (InvalidArgument). NaN and +/-Inf
   // are signals: the unit triggers `nonfinite`.
-  Status Observe(int64_t step, const UnitSample* samples, size_t count,
-                 Decision* out);
-  Status Observe(int64_t step, const std::vector<UnitSample>& samples,
-                 Decision* out) {
+  Status Observe(int64_t step, const UnitSample* samples, size_t count, Decision* out);
+  Status Observe(int64_t step, const std::vector<UnitSample>& samples, Decision* out) {
     return Observe(step, samples.data(), samples.size(), out);
   }
 

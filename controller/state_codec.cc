@@ -79,12 +79,10 @@ std::string Str(int64_t v) { return std::to_string(v); }
 //   unit names per common/unit_name.h, windows finite, unit last_step -1
 //   or in [0, kMaxStep]; released ids distinct and not in recovery;
 //   counters and the sequence below 2^62, unit-steps in force <= observed.
-StatusOr<Controller> ControllerStateCodec::Restore(
-    const v1::ControllerState& in) {
+StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in) {
   if (in.format_version() != kFormatVersion) {
-    return DataLoss("controller state has format version " +
-                    std::to_string(in.format_version()) + ", expected " +
-                    std::to_string(kFormatVersion));
+    return DataLoss("controller state has format version " + std::to_string(in.format_version()) +
+                    ", expected " + std::to_string(kFormatVersion));
   }
   StatusOr<ControllerConfig> config = ConfigFromProto(in.config());
   if (!config.ok()) return config.status();
@@ -104,8 +102,8 @@ StatusOr<Controller> ControllerStateCodec::Restore(
     bool window_ok = h.window_size() <= w;
     for (double g : h.window()) window_ok = window_ok && std::isfinite(g) && g >= 0;
     if (h.valid_samples() < 0 || static_cast<uint64_t>(h.valid_samples()) > kMaxCount ||
-        !std::isfinite(h.mu()) || h.mu() < 0 || !window_ok ||
-        !ValidTrigger(h.last_trigger()) || h.last_step() < -1 || h.last_step() > kMaxStep) {
+        !std::isfinite(h.mu()) || h.mu() < 0 || !window_ok || !ValidTrigger(h.last_trigger()) ||
+        h.last_step() < -1 || h.last_step() > kMaxStep) {
       return Bad("unit '" + h.name() + "' has out-of-range history");
     }
     StatusOr<uint32_t> id = c.AddUnit(h.name());
@@ -176,9 +174,9 @@ StatusOr<Controller> ControllerStateCodec::Restore(
   const v1::ControllerCounters& k = in.counters();
   bool counts_ok = k.admissions_by_trigger_size() <= 4 && k.admissions_by_action_size() <= 4 &&
                    k.unit_steps_in_force() <= k.unit_steps_observed();
-  for (uint64_t v : {k.steps_observed(), k.unit_steps_observed(), k.unit_steps_in_force(),
-                     k.inactive_samples(), k.nonfinite_samples(), k.denials(), k.releases(),
-                     k.global_skips(), k.peak_in_recovery()}) {
+  for (uint64_t v :
+       {k.steps_observed(), k.unit_steps_observed(), k.unit_steps_in_force(), k.inactive_samples(),
+        k.nonfinite_samples(), k.denials(), k.releases(), k.global_skips(), k.peak_in_recovery()}) {
     counts_ok = counts_ok && v <= kMaxCount;
   }
   for (uint64_t v : k.admissions_by_trigger()) counts_ok = counts_ok && v <= kMaxCount;
@@ -209,8 +207,7 @@ std::string ControllerStateCodec::SaveToString(const Controller& c) {
   return state.SerializeAsString();
 }
 
-StatusOr<Controller> ControllerStateCodec::RestoreFromString(
-    const std::string& bytes) {
+StatusOr<Controller> ControllerStateCodec::RestoreFromString(const std::string& bytes) {
   v1::ControllerState state;
   if (!state.ParseFromString(bytes)) {
     return DataLoss("controller state is not a valid ControllerState message");

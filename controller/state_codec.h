@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include "gnmr/status.h"
 #include "controller/controller.h"
 #include "core/config_codec.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/controller.pb.h"
 
 namespace gnmr {

@@ -23,9 +23,8 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
     v1::Event e = base(v1::EVENT_KIND_ADMISSION, a.unit_id);
     // d.recovery is in unit id order: a search, not a scan (it may be as
     // large as max_o, and so may the admissions).
-    auto r = std::lower_bound(
-        d.recovery.begin(), d.recovery.end(), a.unit_id,
-        [](const RecoveryEntry& x, uint32_t id) { return x.unit_id < id; });
+    auto r = std::lower_bound(d.recovery.begin(), d.recovery.end(), a.unit_id,
+                              [](const RecoveryEntry& x, uint32_t id) { return x.unit_id < id; });
     if (r != d.recovery.end() && r->unit_id == a.unit_id) {
       e.set_action(static_cast<v1::Action>(r->action));
       e.set_until(r->until);

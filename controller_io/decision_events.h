@@ -19,7 +19,6 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
                           std::vector<v1::Event>* out);
 
 // An event of the job itself (a generation, an import, a failure).
-v1::Event JobEvent(v1::EventKind kind, int64_t observed_step, double time_unix,
-                   std::string detail);
+v1::Event JobEvent(v1::EventKind kind, int64_t observed_step, double time_unix, std::string detail);
 
 }  // namespace gnmr

@@ -1,11 +1,11 @@
 #include "controller_io/event_json.h"
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
 
 #include "common/text.h"
 #include "controller_io/wire_names.h"
@@ -21,9 +21,7 @@ constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
 
 // Length of the valid UTF-8 sequence starting at s[i], 0 if invalid.
 size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  const auto byte = [&](size_t k) {
-    return static_cast<unsigned char>(s[i + k]);
-  };
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
   const unsigned char c = byte(0);
   if (c < 0x80) return 1;
   size_t n;
@@ -64,16 +62,14 @@ void AppendKey(std::string* out, const char* key) {
   out->append("\":");
 }
 
-void AppendString(std::string* out, const char* key, std::string_view v,
-                  size_t max_bytes) {
+void AppendString(std::string* out, const char* key, std::string_view v, size_t max_bytes) {
   AppendKey(out, key);
   AppendJsonString(out, SanitizeUtf8(v, max_bytes));
 }
 
 // Action/trigger by name; an out-of-range (open enum) value by number.
 template <typename Enum>
-void AppendEnum(std::string* out, const char* key, int value,
-                const char* (*name)(Enum)) {
+void AppendEnum(std::string* out, const char* key, int value, const char* (*name)(Enum)) {
   AppendKey(out, key);
   if (value >= 0 && value <= 3) {
     AppendJsonString(out, name(static_cast<Enum>(value)));
@@ -90,8 +86,7 @@ Status TypeError(const std::string& key, const char* want) {
 
 Status ReadInt64(const std::string& key, const Value& v, int64_t* out) {
   constexpr double kLimit = 9223372036854775807.0;
-  if (v.kind_case() != Value::kNumberValue ||
-      v.number_value() != std::trunc(v.number_value()) ||
+  if (v.kind_case() != Value::kNumberValue || v.number_value() != std::trunc(v.number_value()) ||
       !(std::fabs(v.number_value()) < kLimit)) {
     return TypeError(key, "an integer");
   }
@@ -112,8 +107,7 @@ Status ReadDouble(const std::string& key, const Value& v, double* out) {
 
 // Name, or the number an unknown enum value is written as.
 template <typename Enum>
-Status ReadEnum(const std::string& key, const Value& v,
-                const char* (*name)(Enum), int* out) {
+Status ReadEnum(const std::string& key, const Value& v, const char* (*name)(Enum), int* out) {
   if (v.kind_case() == Value::kStringValue) {
     for (int i = 0; i <= 3; ++i) {
       if (v.string_value() == name(static_cast<Enum>(i))) {
@@ -173,8 +167,7 @@ std::string SanitizeUtf8(std::string_view s, size_t max_bytes) {
   out.reserve(std::min(s.size(), max_bytes));
   for (size_t i = 0; i < s.size();) {
     const size_t n = Utf8SequenceLength(s, i);
-    const std::string_view piece =
-        n == 0 ? std::string_view(kReplacement) : s.substr(i, n);
+    const std::string_view piece = n == 0 ? std::string_view(kReplacement) : s.substr(i, n);
     if (out.size() + piece.size() > max_bytes) break;
     out.append(piece);
     i += n == 0 ? 1 : n;
@@ -182,8 +175,7 @@ std::string SanitizeUtf8(std::string_view s, size_t max_bytes) {
   return out;
 }
 
-void AppendEventJsonLine(std::string_view job_id, const v1::Event& e,
-                         std::string* out) {
+void AppendEventJsonLine(std::string_view job_id, const v1::Event& e, std::string* out) {
   out->append("{\"job_id\":");
   AppendJsonString(out, SanitizeUtf8(job_id, kMaxIdBytes));
   AppendKey(out, "observed_step");
@@ -215,8 +207,8 @@ StatusOr<v1::Event> ParseEventJsonLine(std::string_view line) {
     line.remove_suffix(1);
   }
   if (line.size() > kMaxEventLineBytes) {
-    return InvalidArgument("event line longer than " +
-                           std::to_string(kMaxEventLineBytes) + " bytes");
+    return InvalidArgument("event line longer than " + std::to_string(kMaxEventLineBytes) +
+                           " bytes");
   }
   google::protobuf::Struct object;
   const auto parsed = google::protobuf::util::JsonStringToMessage(

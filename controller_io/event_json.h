@@ -28,8 +28,7 @@ namespace gnmr {
 inline constexpr size_t kMaxEventLineBytes = 16 * 1024;
 
 // Appends the line, '\n' included.
-void AppendEventJsonLine(std::string_view job_id, const v1::Event& event,
-                         std::string* out);
+void AppendEventJsonLine(std::string_view job_id, const v1::Event& event, std::string* out);
 
 // Parses a line written by AppendEventJsonLine (with or without its '\n').
 // Unknown keys are ignored, missing ones keep their defaults; InvalidArgument

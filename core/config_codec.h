@@ -4,8 +4,8 @@
 // never runs the controller (controller/ is the algorithm).
 #pragma once
 
-#include "gnmr/status.h"
 #include "gnmr/config.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/controller.pb.h"
 
 namespace gnmr {

@@ -22,10 +22,10 @@ constexpr int64_t kMaxStep = std::numeric_limits<int64_t>::max() / 4;
 // Combined statistics of one unit at one step (SPEC section 5).
 struct UnitSample {
   uint32_t unit_id = 0;
-  double sumsq = 0.0;       // sum of squares; NaN/Inf are signals, not errors
-  double amax = 0.0;        // max |x| over finite values
-  uint64_t nonfinite = 0;   // count of NaN and Inf elements
-  uint64_t zeros = 0;       // count of exact zeros
+  double sumsq = 0.0;      // sum of squares; NaN/Inf are signals, not errors
+  double amax = 0.0;       // max |x| over finite values
+  uint64_t nonfinite = 0;  // count of NaN and Inf elements
+  uint64_t zeros = 0;      // count of exact zeros
   uint64_t numel = 0;
 };
 
@@ -49,10 +49,10 @@ struct RecoveryEntry {
 struct Admission {
   uint32_t unit_id = 0;
   Trigger trigger = Trigger::kNone;
-  double gnmr = 0.0;    // 0 when non-finite
-  double delta = 0.0;   // Delta-GNMR; 0 when its window was empty
-  double norm = 0.0;    // sqrt(sumsq); NaN/Inf when non-finite
-  double mu = 0.0;      // historical mean before this sample
+  double gnmr = 0.0;   // 0 when non-finite
+  double delta = 0.0;  // Delta-GNMR; 0 when its window was empty
+  double norm = 0.0;   // sqrt(sumsq); NaN/Inf when non-finite
+  double mu = 0.0;     // historical mean before this sample
   uint64_t nonfinite = 0;
 };
 
@@ -67,14 +67,14 @@ struct Denial {
 struct Decision {
   int64_t observed_step = 0;
   int64_t apply_step = 0;
-  uint64_t sequence = 0;        // 1, 2, 3, ... per controller
-  uint64_t config_version = 0;  // which config produced this decision
+  uint64_t sequence = 0;                // 1, 2, 3, ... per controller
+  uint64_t config_version = 0;          // which config produced this decision
   std::vector<RecoveryEntry> recovery;  // full set after it, unit id order
   std::vector<Admission> admitted;      // in admission (priority) order
   std::vector<uint32_t> released;       // unit ids, ascending
   std::vector<Denial> denied;           // in priority order
-  bool global_skip = false;  // a non-finite gradient was observed
-  uint64_t digest = 0;       // DigestOf(apply_step, recovery, global_skip)
+  bool global_skip = false;             // a non-finite gradient was observed
+  uint64_t digest = 0;                  // DigestOf(apply_step, recovery, global_skip)
   // The lag the next decision uses: its apply step is max(its observed step
   // + next_lag, this apply_step). The config's lag as of this decision, so a
   // lag change takes effect one decision after it is announced
@@ -83,15 +83,13 @@ struct Decision {
 
   // True if it admits, releases or denies anything (or asks a global skip).
   bool HasChanges() const {
-    return !admitted.empty() || !released.empty() || !denied.empty() ||
-           global_skip;
+    return !admitted.empty() || !released.empty() || !denied.empty() || global_skip;
   }
 };
 
 // 64-bit FNV-1a over a canonical little-endian encoding of the set's
 // identity (unit, action, entry, since, until), the apply step and
 // global_skip. Platform independent, so a client can recompute it.
-uint64_t DigestOf(int64_t apply_step, const std::vector<RecoveryEntry>& set,
-                  bool global_skip);
+uint64_t DigestOf(int64_t apply_step, const std::vector<RecoveryEntry>& set, bool global_skip);
 
 }  // namespace gnmr

@@ -18,8 +18,7 @@ void Mix(uint64_t* h, uint64_t value, int bytes) {
 
 }  // namespace
 
-uint64_t DigestOf(int64_t apply_step, const std::vector<RecoveryEntry>& set,
-                  bool global_skip) {
+uint64_t DigestOf(int64_t apply_step, const std::vector<RecoveryEntry>& set, bool global_skip) {
   uint64_t h = kFnvOffset;
   Mix(&h, static_cast<uint64_t>(apply_step), 8);
   Mix(&h, global_skip ? 1 : 0, 1);

@@ -115,8 +115,7 @@ void CheckImport(const std::string& bytes) {
   }
   const v1::ControllerState exported = (*job)->ExportState();
   StatusOr<Controller> c = ControllerStateCodec::Restore(exported);
-  FUZZ_CHECK(c.ok(), "an imported job's state does not restore: %s",
-             c.status().ToString().c_str());
+  FUZZ_CHECK(c.ok(), "an imported job's state does not restore: %s", c.status().ToString().c_str());
 
   // The rank reports the steps after the imported state's last one.
   Job::Clock::time_point now(std::chrono::hours(1));

@@ -92,13 +92,11 @@ void CheckTail(std::string_view text, size_t max_lines, size_t max_bytes) {
   for (size_t nl; (nl = text.find('\n', start)) != std::string_view::npos; start = nl + 1) {
     if (nl > start) complete.push_back(text.substr(start, nl - start));
   }
-  FUZZ_CHECK(lines->size() <= complete.size(), "%zu lines of %zu", lines->size(),
-             complete.size());
+  FUZZ_CHECK(lines->size() <= complete.size(), "%zu lines of %zu", lines->size(), complete.size());
   const size_t skip = complete.size() - lines->size();
   for (size_t i = 0; i < lines->size(); ++i) {
     FUZZ_CHECK((*lines)[i] == complete[skip + i],
-               "line %zu is not the file's complete line %zu from the end", i,
-               lines->size() - i);
+               "line %zu is not the file's complete line %zu from the end", i, lines->size() - i);
   }
 }
 

@@ -6,13 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define FUZZ_CHECK(cond, ...)                                              \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      std::fprintf(stderr, "%s:%d: FUZZ_CHECK(%s) failed: ", __FILE__,     \
-                   __LINE__, #cond);                                       \
-      std::fprintf(stderr, __VA_ARGS__);                                   \
-      std::fprintf(stderr, "\n");                                          \
-      std::abort();                                                        \
-    }                                                                      \
+#define FUZZ_CHECK(cond, ...)                                                            \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
+      std::fprintf(stderr, "%s:%d: FUZZ_CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                                 \
+      std::fprintf(stderr, "\n");                                                        \
+      std::abort();                                                                      \
+    }                                                                                    \
   } while (0)

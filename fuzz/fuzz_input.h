@@ -45,14 +45,22 @@ class FuzzInput {
   // negative) and otherwise a small non-negative value or raw bits.
   double Double() {
     switch (Byte() % 12) {
-      case 0: return std::numeric_limits<double>::quiet_NaN();
-      case 1: return std::numeric_limits<double>::infinity();
-      case 2: return -std::numeric_limits<double>::infinity();
-      case 3: return 0.0;
-      case 4: return -0.0;
-      case 5: return std::numeric_limits<double>::max();
-      case 6: return std::numeric_limits<double>::denorm_min();
-      case 7: return -1.0;
+      case 0:
+        return std::numeric_limits<double>::quiet_NaN();
+      case 1:
+        return std::numeric_limits<double>::infinity();
+      case 2:
+        return -std::numeric_limits<double>::infinity();
+      case 3:
+        return 0.0;
+      case 4:
+        return -0.0;
+      case 5:
+        return std::numeric_limits<double>::max();
+      case 6:
+        return std::numeric_limits<double>::denorm_min();
+      case 7:
+        return -1.0;
       case 8: {
         double d;
         const uint64_t bits = Int<uint64_t>();

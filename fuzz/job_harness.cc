@@ -38,8 +38,8 @@ void CheckingListener::OnSnapshot(const std::string& job_id, v1::ControllerState
                                   const v1::JobMeta& meta) {
   ++snapshots;
   StatusOr<Controller> c = ControllerStateCodec::Restore(state);
-  FUZZ_CHECK(c.ok(), "job %s asked to snapshot a state that does not restore: %s",
-             job_id.c_str(), c.status().ToString().c_str());
+  FUZZ_CHECK(c.ok(), "job %s asked to snapshot a state that does not restore: %s", job_id.c_str(),
+             c.status().ToString().c_str());
   FUZZ_CHECK(static_cast<size_t>(meta.units_size()) == c->num_units(),
              "snapshot layout has %d units, the state %zu", meta.units_size(), c->num_units());
 }
@@ -47,8 +47,8 @@ void CheckingListener::OnSnapshot(const std::string& job_id, v1::ControllerState
 void QuietLogs() {
   spdlog::set_level(spdlog::level::off);
   // protobuf logs each string field with invalid UTF-8 it refuses to parse.
-  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
-                                     const std::string&) {});
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char*, int, const std::string&) {});
 }
 
 }  // namespace gnmr::fuzz

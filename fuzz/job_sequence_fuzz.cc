@@ -68,28 +68,46 @@ class Driver {
     for (int op = 0; op < kMaxOps && !in_.empty(); ++op) Step();
     if (job_) Finish();
     if (std::getenv("GNMR_FUZZ_VERBOSE") != nullptr) {  // to check a seed does what it says
-      std::fprintf(stderr, "job %s: %llu decisions, %llu events, %llu snapshots, %llu ack mismatches\n",
-                   job_ ? "created" : "never created",
-                   static_cast<unsigned long long>(listener_.decisions),
-                   static_cast<unsigned long long>(listener_.events),
-                   static_cast<unsigned long long>(listener_.snapshots),
-                   static_cast<unsigned long long>(listener_.mismatches));
+      std::fprintf(
+          stderr, "job %s: %llu decisions, %llu events, %llu snapshots, %llu ack mismatches\n",
+          job_ ? "created" : "never created", static_cast<unsigned long long>(listener_.decisions),
+          static_cast<unsigned long long>(listener_.events),
+          static_cast<unsigned long long>(listener_.snapshots),
+          static_cast<unsigned long long>(listener_.mismatches));
     }
   }
 
  private:
   void Step() {
     switch (in_.Byte() % 10) {
-      case 0: Register(); break;
-      case 1: Attach(); break;
-      case 2: Detach(); break;
+      case 0:
+        Register();
+        break;
+      case 1:
+        Attach();
+        break;
+      case 2:
+        Detach();
+        break;
       case 3:
-      case 4: Stats(); break;
-      case 5: Ack(); break;
-      case 6: Tick(); break;
-      case 7: Admin(); break;
-      case 8: ExportImport(); break;
-      case 9: if (job_) job_->SnapshotNow(); break;
+      case 4:
+        Stats();
+        break;
+      case 5:
+        Ack();
+        break;
+      case 6:
+        Tick();
+        break;
+      case 7:
+        Admin();
+        break;
+      case 8:
+        ExportImport();
+        break;
+      case 9:
+        if (job_) job_->SnapshotNow();
+        break;
     }
   }
 
@@ -101,10 +119,14 @@ class Driver {
   int64_t PickStep() {
     const int64_t last = last_step_sent_;
     switch (in_.Byte() % 8) {
-      case 0: return in_.Int<int64_t>();  // anything a peer may send
-      case 1: return last - in_.Range(0, 3);
-      case 2: return last + in_.Range(2, 40);
-      default: return last + 1;
+      case 0:
+        return in_.Int<int64_t>();  // anything a peer may send
+      case 1:
+        return last - in_.Range(0, 3);
+      case 2:
+        return last + in_.Range(2, 40);
+      default:
+        return last + 1;
     }
   }
   std::string PickName() {
@@ -238,14 +260,20 @@ class Driver {
         c.short_window = static_cast<int32_t>(in_.Range(1, 5));
         c.lock_steps = static_cast<int32_t>(in_.Range(0, 5));
         c.tau = in_.Double();
-        if (in_.Bool()) c.actions = {ActionRule{PickName(), static_cast<Action>(in_.Range(0, 3)),
-                                                in_.Double()}};
+        if (in_.Bool())
+          c.actions = {ActionRule{PickName(), static_cast<Action>(in_.Range(0, 3)), in_.Double()}};
         if (job_->SetConfig(c).ok()) max_o_seen_ = std::max(max_o_seen_, c.max_o);
         break;
       }
-      case 1: (void)job_->ReleaseUnit(PickName()); break;
-      case 2: (void)job_->Info(now_); break;
-      case 3: (void)job_->Units(static_cast<uint32_t>(in_.Range(0, 4))); break;
+      case 1:
+        (void)job_->ReleaseUnit(PickName());
+        break;
+      case 2:
+        (void)job_->Info(now_);
+        break;
+      case 3:
+        (void)job_->Units(static_cast<uint32_t>(in_.Range(0, 4)));
+        break;
     }
   }
 

@@ -102,12 +102,12 @@ void Header(Script& s) {
 
 // Driver::Register: rank `rank` with units a and b, instance 1.
 void Register(Script& s, uint8_t rank) {
-  s.Byte(0);      // opcode
-  s.Byte(0);      // job id: the fuzz job
-  s.Byte(rank);   // rank
-  s.Byte(0);      // world size: the job's
-  s.Byte(1);      // instance
-  s.Byte(2);      // two units
+  s.Byte(0);     // opcode
+  s.Byte(0);     // job id: the fuzz job
+  s.Byte(rank);  // rank
+  s.Byte(0);     // world size: the job's
+  s.Byte(1);     // instance
+  s.Byte(2);     // two units
   for (uint8_t name : {0, 1}) {
     s.Byte(name);  // kNames[name]
     s.U32(1000);   // numel

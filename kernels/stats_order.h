@@ -40,8 +40,8 @@
 //    ignore it. A scale read at computation time (TensorRef::scale_inv_ptr)
 //    that is not finite leaves the tensor's values undefined: the unit's
 //    sumsq is the canonical NaN (as for a NaN element) and the tensor adds
-//    nothing to amax; zeros and nonfinite still count its stored patterns. (Scaling each element instead would round x * scale_inv
-//    squared, and would cost a multiply per element.)
+//    nothing to amax; zeros and nonfinite still count its stored patterns. (Scaling each element
+//    instead would round x * scale_inv squared, and would cost a multiply per element.)
 // 6. Unit. The unit's sumsq is ((0.0 + t0) + t1) + ... over its tensors in
 //    the order they were given.
 //

@@ -1,11 +1,11 @@
 #include "client/local/local_transport.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cerrno>
 #include <cstring>
 #include <exception>
 #include <utility>
+
+#include <spdlog/spdlog.h>
 
 #include "common/wall_clock.h"
 #include "controller/state_codec.h"
@@ -88,9 +88,10 @@ Status LocalTransport::Start(TransportWiring w) {
   }
   shared_->registrations.fetch_add(1, std::memory_order_relaxed);
   shared_->decision_cv.notify_all();
-  spdlog::info("gnmr client: job {} rank {}: controller in this process (target \"local\", "
-               "{} units, lag {})",
-               options_.job_id, options_.rank, ids.size(), lag);
+  spdlog::info(
+      "gnmr client: job {} rank {}: controller in this process (target \"local\", "
+      "{} units, lag {})",
+      options_.job_id, options_.rank, ids.size(), lag);
   started_ = true;
   thread_ = std::thread([this] { Run(); });
   return Status::Ok();
@@ -170,9 +171,9 @@ void LocalTransport::DecideLocked(const Report& r) {
   Decision d;
   Status s = controller_.Observe(r.step, samples_, &d);
   if (!s.ok()) {  // cannot happen: steps increase and the statistics are ours
-    RecordError(ProblemKind::kStream, Status(s.code(), "local controller: step " +
-                                                           std::to_string(r.step) +
-                                                           " not decided: " + s.message()));
+    RecordError(ProblemKind::kStream,
+                Status(s.code(), "local controller: step " + std::to_string(r.step) +
+                                     " not decided: " + s.message()));
     return;
   }
   PublishLocked(d);
@@ -207,15 +208,14 @@ void LocalTransport::WriteEventsLocked(const std::vector<v1::Event>& events) {
   if (events_ == nullptr || events.empty()) return;
   event_line_.clear();
   for (const v1::Event& e : events) AppendEventJsonLine(options_.job_id, e, &event_line_);
-  const bool ok = std::fwrite(event_line_.data(), 1, event_line_.size(), events_) ==
-                      event_line_.size() &&
-                  std::fflush(events_) == 0;
+  const bool ok =
+      std::fwrite(event_line_.data(), 1, event_line_.size(), events_) == event_line_.size() &&
+      std::fflush(events_) == 0;
   if (!ok && !events_failed_) {
     events_failed_ = true;  // once: a full disk must not log every step
-    RecordError(ProblemKind::kStream,
-                Status(StatusCode::kUnavailable, "local_events_path '" +
-                                                     options_.local_events_path +
-                                                     "': write failed: " + std::strerror(errno)));
+    RecordError(ProblemKind::kStream, Status(StatusCode::kUnavailable,
+                                             "local_events_path '" + options_.local_events_path +
+                                                 "': write failed: " + std::strerror(errno)));
   } else if (ok) {
     events_failed_ = false;
   }
@@ -238,13 +238,15 @@ StatusOr<std::string> LocalTransport::ExportState(std::chrono::milliseconds) {
 StatusOr<uint64_t> LocalTransport::ImportState(const std::string& bytes,
                                                std::chrono::milliseconds) {
   if (!started_) {
-    return FailedPrecondition("ImportState before Start: in local mode the controller learns "
-                              "its units at Start");
+    return FailedPrecondition(
+        "ImportState before Start: in local mode the controller learns "
+        "its units at Start");
   }
   v1::ControllerState state;
   if (!state.ParseFromString(bytes)) {
-    return InvalidArgument("ImportState: the bytes are not a gnmr.v1.ControllerState "
-                           "(not from ExportState?)");
+    return InvalidArgument(
+        "ImportState: the bytes are not a gnmr.v1.ControllerState "
+        "(not from ExportState?)");
   }
   StatusOr<Controller> c = ControllerStateCodec::Restore(state);
   if (!c.ok()) return InvalidArgument(c.status().message());
@@ -258,8 +260,8 @@ StatusOr<uint64_t> LocalTransport::ImportState(const std::string& bytes,
   for (uint32_t id = 0; id < n; ++id) {
     if (c->unit(id).name != controller_.unit(id).name) {
       return FailedPrecondition("imported state has unit '" + c->unit(id).name + "' at id " +
-                                std::to_string(id) + ", the job has '" +
-                                controller_.unit(id).name + "'");
+                                std::to_string(id) + ", the job has '" + controller_.unit(id).name +
+                                "'");
     }
   }
   controller_ = std::move(c).value();
@@ -277,7 +279,8 @@ StatusOr<uint64_t> LocalTransport::ImportState(const std::string& bytes,
   const double now = UnixNowSeconds();
   const int64_t step = controller_.last_step().value_or(-1);
   WriteEventsLocked(
-      {JobEvent(v1::EVENT_KIND_IMPORT, step, now, "units=" + std::to_string(controller_.num_units())),
+      {JobEvent(v1::EVENT_KIND_IMPORT, step, now,
+                "units=" + std::to_string(controller_.num_units())),
        JobEvent(v1::EVENT_KIND_GENERATION, step, now,
                 "generation " + std::to_string(generation_) + ": controller state imported")});
   return generation_;

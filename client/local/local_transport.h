@@ -71,12 +71,12 @@ class LocalTransport final : public Transport {
   void RecordError(ProblemKind kind, const Status& s);
 
   const ClientOptions& options_;  // the client's, which outlives this
-  std::FILE* const events_;      // null: no events file
+  std::FILE* const events_;       // null: no events file
 
   std::mutex mu_;
-  Controller controller_;     // guarded by mu_
-  uint64_t generation_ = 1;   // guarded by mu_
-  std::vector<uint64_t> numel_;     // per unit, from Start
+  Controller controller_;            // guarded by mu_
+  uint64_t generation_ = 1;          // guarded by mu_
+  std::vector<uint64_t> numel_;      // per unit, from Start
   std::vector<UnitSample> samples_;  // scratch of DecideLocked
   DecisionValidator validator_;      // guarded by mu_
   std::string event_line_;           // scratch of WriteEventsLocked

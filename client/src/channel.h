@@ -3,12 +3,12 @@
 // Internal to the client library.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <memory>
 
-#include "gnmr/status.h"
+#include <grpcpp/grpcpp.h>
+
 #include "gnmr/client.h"
+#include "gnmr/status.h"
 #include "proto/grpc_status.h"
 
 namespace gnmr {

@@ -97,8 +97,7 @@ StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   return out;
 }
 
-StatusOr<UnitHandle> Client::AddUnit(const std::string& name,
-                                     const std::vector<TensorRef>& tensors,
+StatusOr<UnitHandle> Client::AddUnit(const std::string& name, const std::vector<TensorRef>& tensors,
                                      uint32_t shard_index, uint32_t shard_count) {
   UnitHandle h = 0;
   Status s = Guard([&] {
@@ -118,8 +117,8 @@ StatusOr<UnitHandle> Client::AddUnit(const std::string& name,
         if (!g.ok()) {
           return Status(g.status().code(),
                         "unit '" + name + "': its tensors are on CUDA device " +
-                            std::to_string(*device) +
-                            " but GPU statistics are unavailable (" + g.status().message() +
+                            std::to_string(*device) + " but GPU statistics are unavailable (" +
+                            g.status().message() +
                             "); register host tensors instead, host units are unaffected");
         }
         m.gpu = std::move(g).value();
@@ -236,9 +235,8 @@ Status Client::Observe(int64_t step, void* stream) {
       // Parks or gives back r: from here on r is not ours to touch.
       Status g = m.gpu->Launch(stream, step, t0, r);
       const Clock::time_point t1 = Clock::now();
-      m.stats_nanos.fetch_add(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
-          std::memory_order_relaxed);
+      m.stats_nanos.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
+                              std::memory_order_relaxed);
       if (!g.ok()) return g;  // this step goes unreported; nothing else changes
       m.last_observed = step;
       m.last_observe_time = t0;
@@ -296,8 +294,7 @@ void Client::PlanFor(int64_t step, Plan* out) {
     for (PlanEntry& e : out->entries) {
       double norm = std::numeric_limits<double>::quiet_NaN();
       bool have = false;
-      if (m.any_device && e.unit < m.units.size() &&
-          m.units.unit(e.unit).device != kHostDevice) {
+      if (m.any_device && e.unit < m.units.size() && m.units.unit(e.unit).device != kHostDevice) {
         have = m.gpu->NormAt(step, e.unit, &norm);
       } else if (known && e.unit < m.norms.size()) {
         norm = m.norms[e.unit];
@@ -351,7 +348,8 @@ bool FlushImpl(Client::Impl& m, std::chrono::milliseconds timeout) {
   if (!m.started) return true;
   const Clock::time_point deadline = Clock::now() + timeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     const auto slice = std::min(left, std::chrono::milliseconds(20));
     if (m.any_device) {
       // Reports still waiting for their GPU results count as queued.

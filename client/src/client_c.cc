@@ -1,7 +1,5 @@
 // The C API: thin wrappers over gnmr::Client that turn Status into int
 // codes plus a thread-local message, and catch everything.
-#include "gnmr/gnmr_c.h"
-
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "gnmr/client.h"
+#include "gnmr/gnmr_c.h"
 #include "gnmr/version.h"
 
 struct gnmr_client {
@@ -165,7 +164,8 @@ int gnmr_start(gnmr_client* c) {
 }
 
 int gnmr_observe(gnmr_client* c, int64_t step) {
-  return Call([&]() -> int { return c == nullptr ? Null("client") : Report(c->client->Observe(step)); });
+  return Call(
+      [&]() -> int { return c == nullptr ? Null("client") : Report(c->client->Observe(step)); });
 }
 
 int gnmr_observe_on_stream(gnmr_client* c, int64_t step, void* stream) {

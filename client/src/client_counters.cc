@@ -63,31 +63,40 @@ ClientCounters CountersImpl(const Client::Impl& m) {
 
 size_t Client::num_units() const { return impl_->units.size(); }
 
-const std::string& Client::unit_name(UnitHandle unit) const {
-  return impl_->units.name(unit);
-}
+const std::string& Client::unit_name(UnitHandle unit) const { return impl_->units.name(unit); }
 
 const ClientOptions& Client::options() const { return impl_->options; }
 
 const char* MissReasonName(MissReason r) {
   switch (r) {
-    case MissReason::kNone: return "none";
-    case MissReason::kNoDecisionYet: return "no_decision_yet";
-    case MissReason::kTimeout: return "timeout";
-    case MissReason::kDisconnected: return "disconnected";
-    case MissReason::kNotReceived: return "not_received";
+    case MissReason::kNone:
+      return "none";
+    case MissReason::kNoDecisionYet:
+      return "no_decision_yet";
+    case MissReason::kTimeout:
+      return "timeout";
+    case MissReason::kDisconnected:
+      return "disconnected";
+    case MissReason::kNotReceived:
+      return "not_received";
   }
   return "unknown";
 }
 
 const char* ProblemKindName(ProblemKind k) {
   switch (k) {
-    case ProblemKind::kUnauthenticated: return "unauthenticated";
-    case ProblemKind::kUnreachable: return "unreachable";
-    case ProblemKind::kRefused: return "refused";
-    case ProblemKind::kConfigDiffers: return "config_differs";
-    case ProblemKind::kBadDecision: return "bad_decision";
-    case ProblemKind::kStream: return "stream";
+    case ProblemKind::kUnauthenticated:
+      return "unauthenticated";
+    case ProblemKind::kUnreachable:
+      return "unreachable";
+    case ProblemKind::kRefused:
+      return "refused";
+    case ProblemKind::kConfigDiffers:
+      return "config_differs";
+    case ProblemKind::kBadDecision:
+      return "bad_decision";
+    case ProblemKind::kStream:
+      return "stream";
   }
   return "unknown";
 }
@@ -98,15 +107,14 @@ Status Client::WaitConnected(std::chrono::milliseconds timeout) {
     if (!m.started) return FailedPrecondition("WaitConnected before Start");
     SharedState& sh = m.shared;
     std::unique_lock<std::mutex> lock(sh.mu);
-    sh.decision_cv.wait_for(lock, timeout, [&] {
-      return sh.connected || sh.stopping || sh.attempts_done > 0;
-    });
+    sh.decision_cv.wait_for(lock, timeout,
+                            [&] { return sh.connected || sh.stopping || sh.attempts_done > 0; });
     if (sh.connected) return Status::Ok();
     if (sh.stopping) return Status(StatusCode::kCancelled, "client stopped");
     if (sh.attempts_done > 0 && !sh.last_attempt.ok()) return sh.last_attempt;
-    return Status(StatusCode::kDeadlineExceeded,
-                  "not connected to " + m.options.target + " within " +
-                      std::to_string(timeout.count()) + " ms (still trying)");
+    return Status(StatusCode::kDeadlineExceeded, "not connected to " + m.options.target +
+                                                     " within " + std::to_string(timeout.count()) +
+                                                     " ms (still trying)");
   });
 }
 
@@ -118,6 +126,5 @@ std::vector<Problem> Client::TakeProblems() {
   });
   return out;
 }
-
 
 }  // namespace gnmr

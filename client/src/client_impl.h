@@ -19,7 +19,6 @@
 #include "gnmr/client.h"
 #include "gnmr/version.h"
 
-
 namespace gnmr {
 
 // Runs a public method's body: not even std::bad_alloc crosses the API.

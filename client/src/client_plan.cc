@@ -103,9 +103,8 @@ void Client::Impl::FillPlanFromDecisions(int64_t step, Plan* out) {
   if (Coming(sh, step)) {
     auto reachable = [&] { return (sh.connected || sh.connecting) && !sh.stopping; };
     if (reachable() && !sh.slow && options.decision_wait.count() > 0) {
-      const bool arrived = sh.decision_cv.wait_for(lock, options.decision_wait, [&] {
-        return !reachable() || !Coming(sh, step);
-      });
+      const bool arrived = sh.decision_cv.wait_for(
+          lock, options.decision_wait, [&] { return !reachable() || !Coming(sh, step); });
       if (!arrived) sh.slow = true;  // no more waiting until the daemon speaks
     }
     if (Coming(sh, step)) {
@@ -163,8 +162,7 @@ uint64_t NewInstanceId() {
   uint64_t id = 0;
   while (id == 0) {
     id = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-         static_cast<uint64_t>(
-             std::chrono::steady_clock::now().time_since_epoch().count());
+         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   }
   return id;
 }

@@ -112,10 +112,11 @@ Status CuptiProfiler::Start() {
       api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     }
     Release();
-    return Status(StatusCode::kUnavailable,
-                  e != CUPTI_SUCCESS
-                      ? "CUPTI unavailable: cuptiActivityEnable(CONCURRENT_KERNEL): " + ResultName(e)
-                      : std::string("CUPTI unavailable: no kernel launch callback could be enabled"));
+    return Status(
+        StatusCode::kUnavailable,
+        e != CUPTI_SUCCESS
+            ? "CUPTI unavailable: cuptiActivityEnable(CONCURRENT_KERNEL): " + ResultName(e)
+            : std::string("CUPTI unavailable: no kernel launch callback could be enabled"));
   }
   running_ = true;
   return Status::Ok();

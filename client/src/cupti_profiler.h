@@ -33,13 +33,13 @@
 // throw or call CUDA; Collect() moves the queues out on the I/O thread.
 #pragma once
 
-#include <cupti.h>
-
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
+
+#include <cupti.h>
 
 #include "client/src/activity_profiler.h"
 
@@ -80,8 +80,8 @@ class CuptiProfiler : public ActivityProfiler {
 
   // The CUPTI callbacks (static: the buffer callbacks get no user pointer).
   static void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
-  static void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer,
-                                       size_t size, size_t valid);
+  static void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t size,
+                                       size_t valid);
   static void CUPTIAPI OnLaunch(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                 const void* data);
   // Parses one completed buffer into the active profiler's queue (tests

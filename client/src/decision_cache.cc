@@ -110,7 +110,7 @@ DecisionCache::Insert DecisionCache::Add(CachedDecision d) {
   while (it != decisions_.begin() && std::prev(it)->sequence >= d.sequence) --it;
   if (it != decisions_.end() && it->sequence == d.sequence) {
     return it->digest == d.digest && it->apply_step == d.apply_step ? Insert::kDuplicate
-                                                                      : Insert::kConflict;
+                                                                    : Insert::kConflict;
   }
   if (it == decisions_.begin() && decisions_.size() >= kCapacity) {
     return Insert::kDuplicate;  // older than everything held: of no use

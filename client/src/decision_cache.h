@@ -21,9 +21,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "core/decision.h"
 #include "gnmr/client.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {

@@ -10,13 +10,13 @@
 // so the time is this launch's alone. Poll reports a launch only once its
 // end event has completed (recorded after GpuStats' own completion event),
 // so reading the elapsed time never waits. GpuPath serialises every call.
-#include <cuda_runtime.h>
-
 #include <string>
 
+#include <cuda_runtime.h>
+
 #include "client/src/device_backend.h"
-#include "gnmr/gpu_stats.h"
 #include "gnmr/cuda_util.h"
+#include "gnmr/gpu_stats.h"
 
 namespace gnmr {
 namespace {

@@ -1,9 +1,9 @@
 #include "client/src/gpu_path.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cmath>
 #include <utility>
+
+#include <spdlog/spdlog.h>
 
 namespace gnmr {
 namespace {
@@ -195,9 +195,10 @@ void GpuPath::AccountLocked(uint64_t dropped, std::shared_ptr<ActivityProfiler>*
     // Launches complete but no statistics kernel is ever attributed (the
     // records are not ours, or another tool took CUPTI over): stop paying
     // for the profiler.
-    spdlog::warn("gnmr client: no GPU overhead measured for {} launches; CUPTI profiling off, "
-                 "overhead_ratio unavailable",
-                 kBackoffLaunches);
+    spdlog::warn(
+        "gnmr client: no GPU overhead measured for {} launches; CUPTI profiling off, "
+        "overhead_ratio unavailable",
+        kBackoffLaunches);
     *to_stop = std::move(profiler_);
     have_overhead_ = false;
   }

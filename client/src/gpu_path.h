@@ -106,24 +106,24 @@ class GpuPath {
   Outbox* outbox_ = nullptr;
 
   mutable std::mutex mu_;
-  std::vector<int> index_;                 // client unit -> device unit, -1 host
-  std::vector<UnitHandle> handles_;        // device unit -> client unit
-  std::vector<size_t> first_ptr_;          // device unit -> first pointer
-  std::vector<uint32_t> shard_count_;      // client unit
-  std::vector<const void*> pointers_;      // SetTable order
+  std::vector<int> index_;             // client unit -> device unit, -1 host
+  std::vector<UnitHandle> handles_;    // device unit -> client unit
+  std::vector<size_t> first_ptr_;      // device unit -> first pointer
+  std::vector<uint32_t> shard_count_;  // client unit
+  std::vector<const void*> pointers_;  // SetTable order
   bool dirty_ = false;
   bool stopped_ = false;
   std::deque<Parked> parked_;
-  std::vector<UnitStats> stats_;           // Poll scratch
-  std::vector<double> norms_;              // device unit, at norms_step_
+  std::vector<UnitStats> stats_;  // Poll scratch
+  std::vector<double> norms_;     // device unit, at norms_step_
   int64_t norms_step_ = -1;
-  bool nonfinite_ = false;                 // any device unit, at norms_step_
+  bool nonfinite_ = false;                // any device unit, at norms_step_
   uint64_t launches_since_overhead_ = 0;  // polled since a step was final
   uint64_t uncollected_launches_ = 0;     // launched since the last Collect
   bool have_overhead_ = false;
   double last_ratio_ = 0.0;
   int64_t last_overhead_step_ = -1;
-  std::vector<KernelActivity> kernel_scratch_;   // I/O thread only (Drain(true))
+  std::vector<KernelActivity> kernel_scratch_;  // I/O thread only (Drain(true))
   std::vector<StatsCorrelation> corr_scratch_;  // I/O thread only
 
   std::atomic<int64_t> gpu_nanos_{0};

@@ -1,11 +1,11 @@
 #include "client/src/io_loop.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <exception>
 #include <string>
 #include <utility>
+
+#include <spdlog/spdlog.h>
 
 #include "client/src/channel.h"
 #include "common/target_check.h"
@@ -73,7 +73,10 @@ void SetReportWriteHookForTesting(std::function<void()> hook) {
 
 IoLoop::IoLoop(const ClientOptions& options, v1::RegisterRequest request, Outbox* outbox,
                SharedState* shared, GpuPath* gpu)
-    : options_(options), request_(std::move(request)), outbox_(outbox), shared_(shared),
+    : options_(options),
+      request_(std::move(request)),
+      outbox_(outbox),
+      shared_(shared),
       gpu_(gpu) {}
 
 IoLoop::~IoLoop() { Stop(); }
@@ -150,8 +153,8 @@ Status IoLoop::Attempt(bool* established) {
   Status s = Register(&resp);
   if (!s.ok()) return s;
   if (resp.unit_ids_size() != request_.units_size()) {
-    return Internal("Register returned " + std::to_string(resp.unit_ids_size()) +
-                    " unit ids for " + std::to_string(request_.units_size()) + " units");
+    return Internal("Register returned " + std::to_string(resp.unit_ids_size()) + " unit ids for " +
+                    std::to_string(request_.units_size()) + " units");
   }
   unit_ids_.assign(resp.unit_ids().begin(), resp.unit_ids().end());
   validator_.Reset(unit_ids_);
@@ -202,11 +205,11 @@ Status IoLoop::Register(v1::RegisterResponse* resp) {
                   msg);
   }
   if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-    return Status(StatusCode::kUnauthenticated,
-                  "Register: job '" + options_.job_id + "' refused the token" +
-                      (options_.token.empty() ? " (none was given: set ClientOptions::token)"
-                                              : "") +
-                      ": " + st.error_message());
+    return Status(
+        StatusCode::kUnauthenticated,
+        "Register: job '" + options_.job_id + "' refused the token" +
+            (options_.token.empty() ? " (none was given: set ClientOptions::token)" : "") + ": " +
+            st.error_message());
   }
   return FromGrpc(st, "Register");
 }

@@ -18,8 +18,6 @@
 //   kIdleWait, so a report leaves within about that of its GPU results.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -29,14 +27,16 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
+
 #include "client/src/channel.h"
 #include "client/src/decision_cache.h"
 #include "client/src/gpu_path.h"
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
 #include "common/log_limiter.h"
-#include "gnmr/status.h"
 #include "gnmr/client.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace gnmr {
@@ -98,7 +98,7 @@ class IoLoop {
 
   std::atomic<bool> stop_{false};
   std::mutex call_mu_;
-  std::condition_variable stop_cv_;     // wakes backoff sleeps
+  std::condition_variable stop_cv_;      // wakes backoff sleeps
   grpc::ClientContext* call_ = nullptr;  // the RPC in flight, guarded by call_mu_
   std::thread thread_;
 };
@@ -106,6 +106,5 @@ class IoLoop {
 // Tests: called by the I/O thread before it writes each report, so a test
 // can make that path throw (an empty function removes it).
 void SetReportWriteHookForTesting(std::function<void()> hook);
-
 
 }  // namespace gnmr

@@ -54,9 +54,9 @@ void IoLoop::Accept(const v1::Decision& d) {
       break;
     case DecisionCache::Insert::kConflict: {
       shared_->decisions_rejected.fetch_add(1, std::memory_order_relaxed);
-      const Status s = InvalidArgument(
-          "decision seq " + std::to_string(d.sequence()) + " of generation " +
-          std::to_string(d.generation()) + " differs from the one held with that sequence");
+      const Status s = InvalidArgument("decision seq " + std::to_string(d.sequence()) +
+                                       " of generation " + std::to_string(d.generation()) +
+                                       " differs from the one held with that sequence");
       RecordError(s);
       shared_->problems.Record(ProblemKind::kBadDecision, s.message());
       break;
@@ -88,9 +88,11 @@ void IoLoop::CheckConfig(const v1::RegisterResponse& resp) {
   for (const std::string& k : keys) list += (list.empty() ? "" : ", ") + k;
   shared_->problems.Record(
       ProblemKind::kConfigDiffers,
-      "job '" + options_.job_id + "' already runs with another config; the daemon's stands (an "
-      "operator may have changed it, see `gnmrctl config get`); it differs from this client's "
-      "in: " + list);
+      "job '" + options_.job_id +
+          "' already runs with another config; the daemon's stands (an "
+          "operator may have changed it, see `gnmrctl config get`); it differs from this client's "
+          "in: " +
+          list);
 }
 
 }  // namespace gnmr

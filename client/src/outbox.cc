@@ -132,8 +132,7 @@ void Outbox::Wake() {
 
 bool Outbox::WaitEmpty(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  return empty_cv_.wait_for(lock, timeout,
-                            [this] { return !HasWorkLocked() && in_flight_ == 0; });
+  return empty_cv_.wait_for(lock, timeout, [this] { return !HasWorkLocked() && in_flight_ == 0; });
 }
 
 uint64_t Outbox::reports_dropped() const {

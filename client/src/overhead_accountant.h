@@ -36,8 +36,8 @@ namespace gnmr {
 
 struct StepOverhead {
   int64_t step = -1;
-  bool valid = false;          // false: records were lost, ratio unknown
-  double ratio = 0.0;          // stats / total, in [0, 1]
+  bool valid = false;  // false: records were lost, ratio unknown
+  double ratio = 0.0;  // stats / total, in [0, 1]
   double stats_gpu_seconds = 0.0;
   double total_gpu_seconds = 0.0;
 };

@@ -27,25 +27,25 @@ struct SharedState {
   // the first connection attempt and on stop (PlanFor and WaitConnected
   // wait on it).
   std::condition_variable decision_cv;
-  DecisionCache cache;             // guarded by mu
+  DecisionCache cache;  // guarded by mu
   // Steps this rank observed in the cache's generation, ascending: a
   // decision for each is coming while the daemon is reachable.
-  std::deque<int64_t> observed;    // guarded by mu
-  bool has_generation = false;     // guarded by mu: a Register answered
-  bool connected = false;          // guarded by mu: Session stream is up
+  std::deque<int64_t> observed;  // guarded by mu
+  bool has_generation = false;   // guarded by mu: a Register answered
+  bool connected = false;        // guarded by mu: Session stream is up
   // Until the first connection attempt ends, PlanFor may wait as if
   // connected (a rank that starts training at once must not miss the
   // decisions its peers get).
-  bool connecting = true;          // guarded by mu
+  bool connecting = true;  // guarded by mu
   // A wait for a due decision timed out: no more waiting until the daemon
   // sends something (a hung daemon costs one decision_wait, not one per step).
-  bool slow = false;               // guarded by mu
-  bool stopping = false;           // guarded by mu
-  uint64_t attempts_done = 0;      // guarded by mu: finished connection attempts
-  Status last_attempt;             // guarded by mu: how the newest one ended
-  std::string last_error;          // guarded by mu
+  bool slow = false;           // guarded by mu
+  bool stopping = false;       // guarded by mu
+  uint64_t attempts_done = 0;  // guarded by mu: finished connection attempts
+  Status last_attempt;         // guarded by mu: how the newest one ended
+  std::string last_error;      // guarded by mu
 
-  ProblemLog problems;             // its own lock
+  ProblemLog problems;  // its own lock
 
   std::atomic<bool> connected_flag{false};  // lock-free mirror of connected
   std::atomic<uint64_t> reports_sent{0};

@@ -3,21 +3,21 @@
 // Plain unary Admin RPCs with a deadline on a channel of their own, made per
 // call: a checkpoint is rare, and a fresh channel never reuses a connection
 // to a daemon process that has since been replaced.
-#include <grpcpp/grpcpp.h>
+#include "client/src/state_transfer.h"
 
 #include <chrono>
 #include <string>
 
+#include <grpcpp/grpcpp.h>
+
 #include "client/src/channel.h"
 #include "client/src/client_impl.h"
-#include "client/src/state_transfer.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace gnmr {
 namespace {
 
-void Prepare(const ClientOptions& o, std::chrono::milliseconds timeout,
-             grpc::ClientContext* ctx) {
+void Prepare(const ClientOptions& o, std::chrono::milliseconds timeout, grpc::ClientContext* ctx) {
   ctx->set_deadline(std::chrono::system_clock::now() + timeout);
   if (!o.admin_token.empty()) ctx->AddMetadata("x-gnmr-admin-token", o.admin_token);
 }
@@ -51,8 +51,9 @@ StatusOr<uint64_t> ImportStateRpc(const ClientOptions& o, const std::string& sta
   v1::ImportStateRequest req;
   req.set_job_id(o.job_id);
   if (!req.mutable_state()->ParseFromString(state)) {
-    return InvalidArgument("ImportState: the bytes are not a gnmr.v1.ControllerState "
-                           "(not from ExportState?)");
+    return InvalidArgument(
+        "ImportState: the bytes are not a gnmr.v1.ControllerState "
+        "(not from ExportState?)");
   }
   auto stub = v1::Admin::NewStub(MakeChannel(o));
   grpc::ClientContext ctx;

@@ -81,14 +81,15 @@ Status CheckUnitName(const std::string& name) {
 }
 
 StatusOr<UnitHandle> UnitRegistry::Add(const std::string& name,
-                                       const std::vector<TensorRef>& tensors,
-                                       uint32_t shard_index, uint32_t shard_count) {
+                                       const std::vector<TensorRef>& tensors, uint32_t shard_index,
+                                       uint32_t shard_count) {
   Status s = CheckUnitName(name);
   if (!s.ok()) return s;
   if (names_.count(name)) return Status(StatusCode::kAlreadyExists, "unit '" + name + "' exists");
   if (tensors.empty()) return InvalidArgument("unit '" + name + "' has no tensors");
   StatusOr<int32_t> device = UnitDevice(tensors.data(), tensors.size());
-  if (!device.ok()) return Status(device.status().code(), "unit '" + name + "': " + device.status().message());
+  if (!device.ok())
+    return Status(device.status().code(), "unit '" + name + "': " + device.status().message());
   s = CheckTensorsOn(*device, tensors.data(), tensors.size());
   if (!s.ok()) return Status(s.code(), "unit '" + name + "': " + s.message());
   if (shard_count < 1 || shard_index >= shard_count) {

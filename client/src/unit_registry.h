@@ -9,8 +9,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "gnmr/client.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {

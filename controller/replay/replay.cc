@@ -21,8 +21,7 @@ void AppendNumberOrNull(std::string* out, double v) {
   }
 }
 
-void AppendNames(const std::vector<uint32_t>& ids, const Controller& c,
-                 std::string* out) {
+void AppendNames(const std::vector<uint32_t>& ids, const Controller& c, std::string* out) {
   out->push_back('[');
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i > 0) out->push_back(',');
@@ -31,11 +30,9 @@ void AppendNames(const std::vector<uint32_t>& ids, const Controller& c,
   out->push_back(']');
 }
 
-const RecoveryEntry* FindEntry(const std::vector<RecoveryEntry>& set,
-                               uint32_t id) {
-  auto it = std::lower_bound(
-      set.begin(), set.end(), id,
-      [](const RecoveryEntry& e, uint32_t x) { return e.unit_id < x; });
+const RecoveryEntry* FindEntry(const std::vector<RecoveryEntry>& set, uint32_t id) {
+  auto it = std::lower_bound(set.begin(), set.end(), id,
+                             [](const RecoveryEntry& e, uint32_t x) { return e.unit_id < x; });
   return it != set.end() && it->unit_id == id ? &*it : nullptr;
 }
 
@@ -61,8 +58,7 @@ Status OstreamSink::Write(std::string_view bytes) {
   return Status::Ok();
 }
 
-void AppendDecisionJson(const Decision& d, const Controller& c,
-                        std::string* out) {
+void AppendDecisionJson(const Decision& d, const Controller& c, std::string* out) {
   out->append("{\"observed_step\":");
   AppendInt(out, d.observed_step);
   out->append(",\"apply_step\":");
@@ -124,8 +120,7 @@ Status ObserveTraceStep(const TraceReader& reader, const TraceStep& step, Contro
   return Status::Ok();
 }
 
-StatusOr<ReplaySummary> RunReplay(TraceReader* reader,
-                                  const ReplayOptions& options,
+StatusOr<ReplaySummary> RunReplay(TraceReader* reader, const ReplayOptions& options,
                                   ByteSink* out) {
   StatusOr<Controller> created = Controller::Create(options.config);
   if (!created.ok()) return created.status();
@@ -157,8 +152,8 @@ StatusOr<ReplaySummary> RunReplay(TraceReader* reader,
       }
     }
     if (options.on_step) {
-      options.on_step({summary.steps, reader->rows(), reader->bytes_consumed(),
-                       reader->total_bytes()});
+      options.on_step(
+          {summary.steps, reader->rows(), reader->bytes_consumed(), reader->total_bytes()});
     }
   }
   if (!buf.empty()) {
@@ -178,30 +173,25 @@ std::string FormatReplaySummary(const ReplaySummary& s) {
   char buf[1024];
   std::string out;
   std::snprintf(buf, sizeof(buf),
-                "replay %s: %" PRIu64 " steps (%" PRId64 "..%" PRId64
-                "), %" PRIu64 " units, %" PRIu64 " unit observations\n",
+                "replay %s: %" PRIu64 " steps (%" PRId64 "..%" PRId64 "), %" PRIu64
+                " units, %" PRIu64 " unit observations\n",
                 s.trace.c_str(), s.steps, s.first_step, s.last_step, s.units,
                 st.unit_steps_observed);
   out += buf;
-  std::snprintf(
-      buf, sizeof(buf),
-      "  admissions: %" PRIu64 " (nonfinite %" PRIu64 ", gnmr %" PRIu64
-      ", delta %" PRIu64 "); denials: %" PRIu64 "; releases: %" PRIu64
-      "; global skips: %" PRIu64 "\n",
-      st.admissions(), by[static_cast<int>(Trigger::kNonFinite)],
-      by[static_cast<int>(Trigger::kGnmr)],
-      by[static_cast<int>(Trigger::kDelta)], st.denials, st.releases,
-      st.global_skips);
+  std::snprintf(buf, sizeof(buf),
+                "  admissions: %" PRIu64 " (nonfinite %" PRIu64 ", gnmr %" PRIu64 ", delta %" PRIu64
+                "); denials: %" PRIu64 "; releases: %" PRIu64 "; global skips: %" PRIu64 "\n",
+                st.admissions(), by[static_cast<int>(Trigger::kNonFinite)],
+                by[static_cast<int>(Trigger::kGnmr)], by[static_cast<int>(Trigger::kDelta)],
+                st.denials, st.releases, st.global_skips);
   out += buf;
   std::snprintf(buf, sizeof(buf),
                 "  recovery fraction: %.6g (%" PRIu64 " of %" PRIu64
-                " unit-steps in recovery); peak units in recovery: %" PRIu64
-                "\n",
-                st.recovery_fraction(), st.unit_steps_in_force,
-                st.unit_steps_observed, st.peak_in_recovery);
+                " unit-steps in recovery); peak units in recovery: %" PRIu64 "\n",
+                st.recovery_fraction(), st.unit_steps_in_force, st.unit_steps_observed,
+                st.peak_in_recovery);
   out += buf;
-  std::snprintf(buf, sizeof(buf), "  decisions written: %" PRIu64 "\n",
-                s.decisions_written);
+  std::snprintf(buf, sizeof(buf), "  decisions written: %" PRIu64 "\n", s.decisions_written);
   out += buf;
   return out;
 }

@@ -23,9 +23,9 @@
 #include <string>
 #include <string_view>
 
-#include "gnmr/status.h"
 #include "controller/controller.h"
 #include "controller/replay/trace_reader.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 
@@ -95,9 +95,7 @@ struct ReplaySummary {
 
 // Replays every step of `reader` (already opened) into a fresh controller,
 // writing decisions to `out`. Trace errors come back as "FILE:LINE: ...".
-StatusOr<ReplaySummary> RunReplay(TraceReader* reader,
-                                  const ReplayOptions& options,
-                                  ByteSink* out);
+StatusOr<ReplaySummary> RunReplay(TraceReader* reader, const ReplayOptions& options, ByteSink* out);
 
 // Feeds one step of `reader` to `controller`: registers the units the step
 // names first (in the reader's first-appearance order, so the controller's
@@ -107,8 +105,7 @@ Status ObserveTraceStep(const TraceReader& reader, const TraceStep& step, Contro
 
 // Appends one decision as a JSON object and a newline; names come from
 // `controller`, which produced the decision.
-void AppendDecisionJson(const Decision& d, const Controller& controller,
-                        std::string* out);
+void AppendDecisionJson(const Decision& d, const Controller& controller, std::string* out);
 
 // A human-readable summary, several lines, each ending in a newline.
 std::string FormatReplaySummary(const ReplaySummary& s);

@@ -1,10 +1,10 @@
-#include <cmath>
 #include "controller/replay/trace_reader.h"
 
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -12,7 +12,7 @@
 namespace gnmr {
 namespace {
 
-constexpr size_t kChunk = 1 << 20;  // bytes read from a file at once
+constexpr size_t kChunk = 1 << 20;   // bytes read from a file at once
 constexpr size_t kMaxLine = kChunk;  // longer lines are an error (files)
 constexpr uint32_t kNoGuess = std::numeric_limits<uint32_t>::max();
 
@@ -21,10 +21,8 @@ struct ColumnName {
   uint8_t col;  // TraceReader::Col
 };
 // Same order as TraceReader::Col, kIgnore excluded.
-constexpr ColumnName kColumns[] = {{"step", 1},      {"unit", 2},
-                                   {"sumsq", 3},     {"amax", 4},
-                                   {"nonfinite", 5}, {"zeros", 6},
-                                   {"numel", 7}};
+constexpr ColumnName kColumns[] = {{"step", 1},      {"unit", 2},  {"sumsq", 3}, {"amax", 4},
+                                   {"nonfinite", 5}, {"zeros", 6}, {"numel", 7}};
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
@@ -125,9 +123,8 @@ Status TraceReader::Refill() {
 
 Status TraceReader::NextLine(std::string_view* line, bool* got) {
   for (;;) {
-    const void* nl = pos_ == end_ ? nullptr
-                                  : std::memchr(pos_, '\n',
-                                                static_cast<size_t>(end_ - pos_));
+    const void* nl =
+        pos_ == end_ ? nullptr : std::memchr(pos_, '\n', static_cast<size_t>(end_ - pos_));
     const char* stop = static_cast<const char*>(nl);
     if (stop == nullptr && eof_) {
       if (pos_ == end_) {
@@ -199,18 +196,18 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
     // may hold commas (the recorder writes the unit last for this).
     const bool rest_of_line = cols_[i] == kUnit && i + 1 == cols_.size();
     const char* comma =
-        rest_of_line
-            ? nullptr
-            : static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(e - p)));
+        rest_of_line ? nullptr
+                     : static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(e - p)));
     const char* fe = comma != nullptr ? comma : e;
     std::string_view f(p, static_cast<size_t>(fe - p));
-    if (!f.empty() && (f.front() == ' ' || f.back() == ' ' ||
-                       f.front() == '\t' || f.back() == '\t')) {
+    if (!f.empty() &&
+        (f.front() == ' ' || f.back() == ' ' || f.front() == '\t' || f.back() == '\t')) {
       f = Trim(f);
     }
     bool ok = true;
     switch (cols_[i]) {
-      case kIgnore: break;
+      case kIgnore:
+        break;
       case kStep:
         ok = ParseNumber(f, &row->step);
         if (ok && row->step < 0) {
@@ -252,8 +249,7 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
       return Error(line_no_, "column '" + header_[i] + "': " +
                                  (f.empty() ? std::string("empty value")
                                             : Quoted(f) + " is not " +
-                                                  (count ? "a non-negative integer"
-                                                         : "a number")));
+                                                  (count ? "a non-negative integer" : "a number")));
     }
     if (comma == nullptr) {
       complete = i + 1 == cols_.size();
@@ -265,8 +261,7 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
     size_t fields = 1;
     for (char c : line) fields += c == ',' ? 1 : 0;
     return Error(line_no_, "expected " + std::to_string(cols_.size()) +
-                               " fields as in the header, got " +
-                               std::to_string(fields));
+                               " fields as in the header, got " + std::to_string(fields));
   }
   return Status::Ok();
 }
@@ -340,8 +335,7 @@ Status TraceReader::Next(TraceStep* out, bool* got) {
     const bool new_step = !in_step;
     if (in_step && row.step != step_) {
       if (row.step < step_) {
-        return Error(line_no_, "step " + std::to_string(row.step) +
-                                   " goes backwards after step " +
+        return Error(line_no_, "step " + std::to_string(row.step) + " goes backwards after step " +
                                    std::to_string(step_) +
                                    " (steps must increase and the rows of "
                                    "a step be contiguous)");
@@ -359,8 +353,7 @@ Status TraceReader::Next(TraceStep* out, bool* got) {
     }
     if (new_step) {
       if (started_ && row.step <= step_) {
-        return Error(line_no_, "step " + std::to_string(row.step) +
-                                   " goes backwards after step " +
+        return Error(line_no_, "step " + std::to_string(row.step) + " goes backwards after step " +
                                    std::to_string(step_));
       }
       ++epoch_;
@@ -371,8 +364,7 @@ Status TraceReader::Next(TraceStep* out, bool* got) {
     }
     const uint32_t id = Resolve(row.unit);
     if (seen_epoch_[id] == epoch_) {
-      return Error(line_no_, "unit " + Quoted(row.unit) +
-                                 " appears twice in step " +
+      return Error(line_no_, "unit " + Quoted(row.unit) + " appears twice in step " +
                                  std::to_string(step_) + " (first on line " +
                                  std::to_string(seen_line_[id]) + ")");
     }

@@ -30,8 +30,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "core/decision.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 
@@ -65,15 +65,11 @@ class TraceReader {
   bool has_column(std::string_view column) const;
 
   uint64_t rows() const { return rows_; }
-  uint64_t bytes_consumed() const {
-    return base_offset_ + static_cast<uint64_t>(pos_ - data_);
-  }
+  uint64_t bytes_consumed() const { return base_offset_ + static_cast<uint64_t>(pos_ - data_); }
   uint64_t total_bytes() const { return total_bytes_; }  // 0 if unknown
 
  private:
-  enum Col : uint8_t {
-    kIgnore, kStep, kUnit, kSumsq, kAmax, kNonfinite, kZeros, kNumel
-  };
+  enum Col : uint8_t { kIgnore, kStep, kUnit, kSumsq, kAmax, kNonfinite, kZeros, kNumel };
   struct Row {
     int64_t step = 0;
     std::string_view unit;
@@ -123,8 +119,8 @@ class TraceReader {
   std::vector<uint64_t> seen_line_;
   uint64_t epoch_ = 0;
 
-  bool started_ = false;  // a step has been read
-  int64_t step_ = 0;      // the step being read
+  bool started_ = false;      // a step has been read
+  int64_t step_ = 0;          // the step being read
   bool has_pending_ = false;  // first row of the next step, already parsed
   Row pending_;
   uint64_t pending_line_ = 0;

@@ -10,8 +10,8 @@ int64_t StepAggregator::last_step_of_rank(uint32_t rank) const {
   return it == last_step_of_rank_.end() ? -1 : it->second;
 }
 
-Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s,
-                           Clock::time_point now, Outcome* outcome) {
+Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_point now,
+                           Outcome* outcome) {
   const int64_t step = s.step();
   if (step < 0 || step > kMaxStep) {
     return InvalidArgument("step " + std::to_string(step) + " is out of range");
@@ -27,8 +27,9 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s,
   }
   const int64_t prev = last_step_of_rank(rank);
   if (step <= prev) {
-    return InvalidArgument("step " + std::to_string(step) + (step == prev ? " repeats" : " goes back from") +
-                           " rank " + std::to_string(rank) + "'s last step " + std::to_string(prev));
+    return InvalidArgument("step " + std::to_string(step) +
+                           (step == prev ? " repeats" : " goes back from") + " rank " +
+                           std::to_string(rank) + "'s last step " + std::to_string(prev));
   }
   const int n = s.unit_id_size();
   auto optional_len_ok = [n](int len) { return len == n || len == 0; };

@@ -32,9 +32,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "core/decision.h"
 #include "daemon/topology/topology.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {
@@ -56,7 +56,7 @@ class StepAggregator {
     uint32_t incomplete_units = 0;    // registered units not evaluated
     uint32_t ranks_reported = 0;
     uint32_t ranks_expected = 0;
-    bool by_deadline = false;         // closed without every rank
+    bool by_deadline = false;  // closed without every rank
     Clock::time_point first_report;
     Clock::time_point last_report;
   };
@@ -70,8 +70,7 @@ class StepAggregator {
   // lengths, a unit twice, negative sumsq, step not after this rank's last
   // report), OutOfRange (a step more than max_step_jump ahead) or NotFound
   // (a unit this rank did not register) change nothing.
-  Status Add(uint32_t rank, const v1::StepStats& stats, Clock::time_point now,
-             Outcome* outcome);
+  Status Add(uint32_t rank, const v1::StepStats& stats, Clock::time_point now, Outcome* outcome);
 
   // Pops the oldest step if it is ready to close at `now`.
   bool PopReady(Clock::time_point now, ClosedStep* out);

@@ -23,9 +23,9 @@
 #include <utility>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "daemon/daemon_config/config_keys.h"
 #include "daemon/daemon_config/daemon_config.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace daemon_config {

@@ -1,13 +1,14 @@
 #include "daemon/daemon_config/config_file.h"
 
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include <yaml-cpp/yaml.h>
 
 #include "controller/config_yaml.h"
 #include "daemon/daemon_config/config_keys.h"
@@ -29,8 +30,7 @@ std::string JoinKnown(const std::vector<std::string>& names) {
 // of the key (or list item) at fault.
 class Reader {
  public:
-  Reader(std::string source, DaemonConfig* config)
-      : source_(std::move(source)), c_(config) {}
+  Reader(std::string source, DaemonConfig* config) : source_(std::move(source)), c_(config) {}
 
   Status Apply(const YAML::Node& root);
   // A whole document that maps job ids to tokens (job_tokens_file).
@@ -42,17 +42,13 @@ class Reader {
     if (m.is_null()) return source_;
     return source_ + ":" + std::to_string(m.line + 1);
   }
-  Status Error(const YAML::Node& at, const std::string& key,
-               const std::string& problem) const {
+  Status Error(const YAML::Node& at, const std::string& key, const std::string& problem) const {
     return InvalidArgument(Where(at) + ": " + key + ": " + problem);
   }
 
-  Status Key(const std::string& key, const YAML::Node& key_node,
-             const YAML::Node& value);
-  Status Scalar(const ScalarKey& spec, const YAML::Node& key_node,
-                const YAML::Node& value);
-  Status Block(const std::string& key, const YAML::Node& key_node,
-               const YAML::Node& value);
+  Status Key(const std::string& key, const YAML::Node& key_node, const YAML::Node& value);
+  Status Scalar(const ScalarKey& spec, const YAML::Node& key_node, const YAML::Node& value);
+  Status Block(const std::string& key, const YAML::Node& key_node, const YAML::Node& value);
   Status Listen(const YAML::Node& key_node, const YAML::Node& value);
   Status JobTokens(const YAML::Node& key_node, const YAML::Node& value);
 
@@ -63,8 +59,7 @@ class Reader {
 Status Reader::Apply(const YAML::Node& root) {
   if (root.IsNull()) return Status::Ok();  // an empty file: all defaults
   if (!root.IsMap()) {
-    return InvalidArgument(Where(root) + ": expected a mapping of keys, got " +
-                           Describe(root));
+    return InvalidArgument(Where(root) + ": expected a mapping of keys, got " + Describe(root));
   }
   std::set<std::string> seen;
   for (const auto& kv : root) {
@@ -76,8 +71,7 @@ Status Reader::Apply(const YAML::Node& root) {
   return Status::Ok();
 }
 
-Status Reader::Key(const std::string& key, const YAML::Node& key_node,
-                   const YAML::Node& value) {
+Status Reader::Key(const std::string& key, const YAML::Node& key_node, const YAML::Node& value) {
   if (key == "metrics" || key == "tls" || key == "trace") return Block(key, key_node, value);
   Status s;
   if (key == "listen") {
@@ -85,8 +79,7 @@ Status Reader::Key(const std::string& key, const YAML::Node& key_node,
   } else if (key == "job_tokens") {
     s = JobTokens(key_node, value);
   } else if (key == "controller") {
-    StatusOr<ControllerConfig> cc =
-        ParseControllerConfigNode(value, source_, c_->controller);
+    StatusOr<ControllerConfig> cc = ParseControllerConfigNode(value, source_, c_->controller);
     if (cc.ok()) c_->controller = std::move(cc.value());
     s = cc.status();
   } else if (const ScalarKey* spec = FindScalarKey(key)) {
@@ -99,11 +92,9 @@ Status Reader::Key(const std::string& key, const YAML::Node& key_node,
   return s;
 }
 
-Status Reader::Scalar(const ScalarKey& spec, const YAML::Node& key_node,
-                      const YAML::Node& value) {
+Status Reader::Scalar(const ScalarKey& spec, const YAML::Node& key_node, const YAML::Node& value) {
   if (!value.IsScalar()) {
-    return Error(key_node, spec.key,
-                 "must be a single value, got " + Describe(value));
+    return Error(key_node, spec.key, "must be a single value, got " + Describe(value));
   }
   Status s = spec.bind(c_)(value.Scalar());
   if (!s.ok()) return Error(key_node, spec.key, s.message());
@@ -112,8 +103,7 @@ Status Reader::Scalar(const ScalarKey& spec, const YAML::Node& key_node,
 }
 
 // "metrics:", "tls:" and "trace:": mappings of dotted scalar keys.
-Status Reader::Block(const std::string& key, const YAML::Node& key_node,
-                     const YAML::Node& value) {
+Status Reader::Block(const std::string& key, const YAML::Node& key_node, const YAML::Node& value) {
   std::vector<std::string> known;
   for (const ScalarKey& k : ScalarKeys()) {
     const std::string name = k.key;
@@ -123,18 +113,15 @@ Status Reader::Block(const std::string& key, const YAML::Node& key_node,
   }
   if (!value.IsMap()) {
     return Error(key_node, key,
-                 "must be a mapping of " + JoinKnown(known) + ", got " +
-                     Describe(value));
+                 "must be a mapping of " + JoinKnown(known) + ", got " + Describe(value));
   }
   std::set<std::string> seen;
   for (const auto& kv : value) {
     const std::string full = key + "." + kv.first.Scalar();
-    if (!seen.insert(full).second)
-      return Error(kv.first, full, "duplicate key");
+    if (!seen.insert(full).second) return Error(kv.first, full, "duplicate key");
     const ScalarKey* spec = FindScalarKey(full);
     if (spec == nullptr) {
-      return Error(kv.first, full,
-                   "unknown key (known: " + JoinKnown(known) + ")");
+      return Error(kv.first, full, "unknown key (known: " + JoinKnown(known) + ")");
     }
     Status s = Scalar(*spec, kv.first, kv.second);
     if (!s.ok()) return s;
@@ -149,15 +136,13 @@ Status Reader::Listen(const YAML::Node& key_node, const YAML::Node& value) {
   } else if (value.IsSequence()) {
     for (const YAML::Node& item : value) {
       if (!item.IsScalar()) {
-        return Error(item, "listen",
-                     "each address must be a string, got " + Describe(item));
+        return Error(item, "listen", "each address must be a string, got " + Describe(item));
       }
       items.emplace_back(item.Scalar(), item);
     }
   } else {
-    return Error(
-        key_node, "listen",
-        "must be an address or a list of addresses, got " + Describe(value));
+    return Error(key_node, "listen",
+                 "must be an address or a list of addresses, got " + Describe(value));
   }
   if (items.empty()) return Error(key_node, "listen", "names no address");
   std::vector<std::string> out;
@@ -178,8 +163,7 @@ Status Reader::Listen(const YAML::Node& key_node, const YAML::Node& value) {
 
 Status Reader::JobTokens(const YAML::Node& key_node, const YAML::Node& value) {
   if (!value.IsMap() && !value.IsNull()) {
-    return Error(key_node, "job_tokens",
-                 "must map job ids to tokens, got " + Describe(value));
+    return Error(key_node, "job_tokens", "must map job ids to tokens, got " + Describe(value));
   }
   std::map<std::string, std::string> tokens;
   for (const auto& kv : value) {
@@ -189,8 +173,7 @@ Status Reader::JobTokens(const YAML::Node& key_node, const YAML::Node& value) {
     if (!s.ok()) return Error(kv.first, "job_tokens", s.message());
     if (tokens.count(job) != 0) return Error(kv.first, full, "duplicate job");
     if (!kv.second.IsScalar()) {
-      return Error(kv.first, full,
-                   "token must be a string, got " + Describe(kv.second));
+      return Error(kv.first, full, "token must be a string, got " + Describe(kv.second));
     }
     s = CheckToken(kv.second.Scalar());
     if (!s.ok()) return Error(kv.first, full, s.message());
@@ -240,8 +223,7 @@ std::string AbsolutePath(const std::string& path) {
   return (base == "/" ? "" : base) + "/" + rel;
 }
 
-Status ApplyConfigText(std::string_view text, const std::string& source,
-                       DaemonConfig* config) {
+Status ApplyConfigText(std::string_view text, const std::string& source, DaemonConfig* config) {
   DaemonConfig copy = *config;  // `config` is unchanged on error
   try {
     Reader reader(source, &copy);
@@ -249,8 +231,7 @@ Status ApplyConfigText(std::string_view text, const std::string& source,
     if (!s.ok()) return s;
   } catch (const YAML::Exception& e) {
     const std::string where =
-        e.mark.is_null() ? source
-                         : source + ":" + std::to_string(e.mark.line + 1);
+        e.mark.is_null() ? source : source + ":" + std::to_string(e.mark.line + 1);
     return InvalidArgument(where + ": invalid YAML: " + e.msg);
   } catch (const std::exception& e) {
     return Internal(source + ": " + e.what());

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "daemon/daemon_config/daemon_config.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace daemon_config {
@@ -25,8 +25,7 @@ namespace daemon_config {
 Status ApplyConfigFile(const std::string& path, DaemonConfig* config);
 
 // The same for text; `source` names it in messages.
-Status ApplyConfigText(std::string_view text, const std::string& source,
-                       DaemonConfig* config);
+Status ApplyConfigText(std::string_view text, const std::string& source, DaemonConfig* config);
 
 const std::vector<std::string>& DaemonConfigKeys();
 

@@ -10,8 +10,7 @@ namespace daemon_config {
 namespace {
 
 template <typename Field>
-std::function<Setter(DaemonConfig*)> Uint(uint64_t lo, uint64_t hi,
-                                          Field DaemonConfig::*field) {
+std::function<Setter(DaemonConfig*)> Uint(uint64_t lo, uint64_t hi, Field DaemonConfig::*field) {
   return [=](DaemonConfig* c) -> Setter {
     return [=](const std::string& t) {
       uint64_t n = 0;
@@ -36,8 +35,7 @@ std::function<Setter(DaemonConfig*)> ByteSize(uint64_t lo, uint64_t hi,
 }
 
 // A path, made absolute against the current directory.
-std::function<Setter(DaemonConfig*)> PathIn(
-    std::string* (*field)(DaemonConfig*)) {
+std::function<Setter(DaemonConfig*)> PathIn(std::string* (*field)(DaemonConfig*)) {
   return [=](DaemonConfig* c) -> Setter {
     return [=](const std::string& t) {
       if (t.empty()) return InvalidArgument("must not be empty");
@@ -64,21 +62,14 @@ std::vector<ScalarKey> MakeKeys() {
   return {
       {"unix_socket_mode", nullptr, "", "",
        [](DaemonConfig* c) -> Setter {
-         return [c](const std::string& t) {
-           return ParseFileMode(t, &c->unix_socket_mode);
-         };
+         return [c](const std::string& t) { return ParseFileMode(t, &c->unix_socket_mode); };
        }},
-      {"metrics.listen", "metrics", "ADDR",
-       "ip:port of /metrics, or off (default 127.0.0.1:9464)",
+      {"metrics.listen", "metrics", "ADDR", "ip:port of /metrics, or off (default 127.0.0.1:9464)",
        [](DaemonConfig* c) -> Setter {
-         return [c](const std::string& t) {
-           return ParseMetricsAddress(t, &c->metrics_listen);
-         };
+         return [c](const std::string& t) { return ParseMetricsAddress(t, &c->metrics_listen); };
        }},
-      {"metrics.top_k_units", nullptr, "", "",
-       Uint(0, 10000, &DaemonConfig::metrics_top_k_units)},
-      {"state_dir", "state-dir", "DIR",
-       "snapshots and event logs (default /var/lib/gnmr)",
+      {"metrics.top_k_units", nullptr, "", "", Uint(0, 10000, &DaemonConfig::metrics_top_k_units)},
+      {"state_dir", "state-dir", "DIR", "snapshots and event logs (default /var/lib/gnmr)",
        PathIn([](DaemonConfig* c) { return &c->state_dir; })},
       {"snapshot_every_steps", "snapshot-every", "N",
        "snapshot each job every N steps (default 50)",
@@ -125,12 +116,9 @@ std::vector<ScalarKey> MakeKeys() {
          };
        }},
       {"max_jobs", nullptr, "", "", Uint(1, 1000000, &DaemonConfig::max_jobs)},
-      {"max_ranks_per_job", nullptr, "", "",
-       Uint(1, 65536, &DaemonConfig::max_ranks_per_job)},
-      {"max_units_per_job", nullptr, "", "",
-       Uint(1, 1u << 24, &DaemonConfig::max_units_per_job)},
-      {"max_step_jump", nullptr, "", "",
-       Uint(1, uint64_t{1} << 60, &DaemonConfig::max_step_jump)},
+      {"max_ranks_per_job", nullptr, "", "", Uint(1, 65536, &DaemonConfig::max_ranks_per_job)},
+      {"max_units_per_job", nullptr, "", "", Uint(1, 1u << 24, &DaemonConfig::max_units_per_job)},
+      {"max_step_jump", nullptr, "", "", Uint(1, uint64_t{1} << 60, &DaemonConfig::max_step_jump)},
       {"max_queued_decision_bytes", nullptr, "", "",
        ByteSize(4096, uint64_t{1} << 34, &DaemonConfig::max_queued_decision_bytes)},
       {"max_window_cells_per_job", nullptr, "", "",
@@ -149,31 +137,23 @@ std::vector<ScalarKey> MakeKeys() {
        ByteSize(16u << 20, uint64_t{1} << 44, &DaemonConfig::memory_budget)},
       {"allow_unregistered_jobs", nullptr, "", "",
        [](DaemonConfig* c) -> Setter {
-         return [c](const std::string& t) {
-           return ParseBool(t, &c->allow_unregistered_jobs);
-         };
+         return [c](const std::string& t) { return ParseBool(t, &c->allow_unregistered_jobs); };
        }},
-      {"job_tokens_file", "job-tokens-file", "FILE",
-       "YAML file mapping job ids to job tokens",
+      {"job_tokens_file", "job-tokens-file", "FILE", "YAML file mapping job ids to job tokens",
        PathIn([](DaemonConfig* c) { return &c->job_tokens_file; })},
       {"insecure_tcp", nullptr, "", "",
        [](DaemonConfig* c) -> Setter {
          return [c](const std::string& t) { return ParseBool(t, &c->insecure_tcp); };
        }},
-      {"admin_token", nullptr, "", "",
-       Checked(&CheckToken, &DaemonConfig::admin_token)},
-      {"admin_token_file", "admin-token-file", "FILE",
-       "file holding the token for Admin mutations",
+      {"admin_token", nullptr, "", "", Checked(&CheckToken, &DaemonConfig::admin_token)},
+      {"admin_token_file", "admin-token-file", "FILE", "file holding the token for Admin mutations",
        PathIn([](DaemonConfig* c) { return &c->admin_token_file; })},
-      {"read_token", nullptr, "", "",
-       Checked(&CheckToken, &DaemonConfig::read_token)},
+      {"read_token", nullptr, "", "", Checked(&CheckToken, &DaemonConfig::read_token)},
       {"read_token_file", "read-token-file", "FILE",
        "file holding the token for Admin reads over TCP",
        PathIn([](DaemonConfig* c) { return &c->read_token_file; })},
-      {"tls.cert", nullptr, "", "",
-       PathIn([](DaemonConfig* c) { return &c->tls.cert_file; })},
-      {"tls.key", nullptr, "", "",
-       PathIn([](DaemonConfig* c) { return &c->tls.key_file; })},
+      {"tls.cert", nullptr, "", "", PathIn([](DaemonConfig* c) { return &c->tls.cert_file; })},
+      {"tls.key", nullptr, "", "", PathIn([](DaemonConfig* c) { return &c->tls.key_file; })},
       {"tls.client_ca", nullptr, "", "",
        PathIn([](DaemonConfig* c) { return &c->tls.client_ca_file; })},
       {"log_level", "log-level", "LEVEL",

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "daemon/daemon_config/daemon_config.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace daemon_config {

@@ -7,9 +7,7 @@ namespace gnmr {
 namespace daemon_config {
 namespace {
 
-std::string Quoted(std::string_view text) {
-  return "'" + std::string(text) + "'";
-}
+std::string Quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
 bool IsDigits(std::string_view s) {
   if (s.empty()) return false;
@@ -21,8 +19,7 @@ bool IsDigits(std::string_view s) {
 
 std::string Lower(std::string_view s) {
   std::string out(s);
-  for (char& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
@@ -33,8 +30,7 @@ bool IsIpv4(std::string_view host) {
     const size_t dot = host.find('.', start);
     const std::string_view part = host.substr(start, dot - start);
     uint64_t v = 0;
-    if (part.size() > 3 || !IsDigits(part) ||
-        !ParseUint(part, 0, 255, &v).ok()) {
+    if (part.size() > 3 || !IsDigits(part) || !ParseUint(part, 0, 255, &v).ok()) {
       return false;
     }
     ++parts;
@@ -78,21 +74,18 @@ bool SplitHostPort(std::string_view text, std::string_view* host) {
 
 }  // namespace
 
-Status ParseUint(std::string_view text, uint64_t lo, uint64_t hi,
-                 uint64_t* out) {
+Status ParseUint(std::string_view text, uint64_t lo, uint64_t hi, uint64_t* out) {
   uint64_t v = 0;
   auto r = std::from_chars(text.data(), text.data() + text.size(), v);
   if (!IsDigits(text) || r.ec != std::errc() || v < lo || v > hi) {
-    return InvalidArgument("must be an integer in [" + std::to_string(lo) +
-                           ", " + std::to_string(hi) + "], got " +
-                           Quoted(text));
+    return InvalidArgument("must be an integer in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "], got " + Quoted(text));
   }
   *out = v;
   return Status::Ok();
 }
 
-Status ParseByteSize(std::string_view text, uint64_t lo, uint64_t hi,
-                     uint64_t* out) {
+Status ParseByteSize(std::string_view text, uint64_t lo, uint64_t hi, uint64_t* out) {
   static const struct {
     const char* suffix;
     int shift;
@@ -101,8 +94,7 @@ Status ParseByteSize(std::string_view text, uint64_t lo, uint64_t hi,
   int shift = 0;
   for (const auto& u : kUnits) {
     const std::string_view suffix = u.suffix;
-    if (number.size() > suffix.size() &&
-        number.substr(number.size() - suffix.size()) == suffix) {
+    if (number.size() > suffix.size() && number.substr(number.size() - suffix.size()) == suffix) {
       number.remove_suffix(suffix.size());
       shift = u.shift;
       break;
@@ -111,9 +103,8 @@ Status ParseByteSize(std::string_view text, uint64_t lo, uint64_t hi,
   uint64_t v = 0;
   const bool ok = ParseUint(number, 0, hi >> shift, &v).ok();
   if (!ok || (v << shift) < lo) {
-    return InvalidArgument(
-        "must be a size in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-        "] bytes (suffix KiB, MiB or GiB allowed), got " + Quoted(text));
+    return InvalidArgument("must be a size in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                           "] bytes (suffix KiB, MiB or GiB allowed), got " + Quoted(text));
   }
   *out = v << shift;
   return Status::Ok();
@@ -142,8 +133,7 @@ Status ParseDurationMs(std::string_view text, uint64_t hi_ms, uint64_t* out_ms) 
     break;
   }
   return InvalidArgument("must be a duration like 7d, 12h, 30m, 45s or 500ms (at most " +
-                         std::to_string(hi_ms / 86400000) + "d), or 0/off, got " +
-                         Quoted(text));
+                         std::to_string(hi_ms / 86400000) + "d), or 0/off, got " + Quoted(text));
 }
 
 Status ParseBool(std::string_view text, bool* out) {
@@ -160,16 +150,14 @@ Status ParseBool(std::string_view text, bool* out) {
 
 Status ParseFileMode(std::string_view text, uint32_t* out) {
   std::string_view digits = text;
-  if (digits.size() > 2 &&
-      (digits.substr(0, 2) == "0o" || digits.substr(0, 2) == "0O")) {
+  if (digits.size() > 2 && (digits.substr(0, 2) == "0o" || digits.substr(0, 2) == "0O")) {
     digits.remove_prefix(2);
   }
   uint32_t v = 0;
   auto r = std::from_chars(digits.data(), digits.data() + digits.size(), v, 8);
-  if (!IsDigits(digits) || r.ec != std::errc() ||
-      r.ptr != digits.data() + digits.size() || v > 0777) {
-    return InvalidArgument("must be octal permission bits like 0660, got " +
-                           Quoted(text));
+  if (!IsDigits(digits) || r.ec != std::errc() || r.ptr != digits.data() + digits.size() ||
+      v > 0777) {
+    return InvalidArgument("must be octal permission bits like 0660, got " + Quoted(text));
   }
   *out = v;
   return Status::Ok();
@@ -192,8 +180,7 @@ Status ParseListenAddress(std::string_view text, std::string* normalized) {
     return Status::Ok();
   }
   std::string_view host;
-  if (!SplitHostPort(text, &host) ||
-      !(IsHostName(host) || IsIpv4(host) || IsBracketedIpv6(host))) {
+  if (!SplitHostPort(text, &host) || !(IsHostName(host) || IsIpv4(host) || IsBracketedIpv6(host))) {
     return InvalidArgument(
         "must be 'unix:/path' or 'host:port' (port 0..65535, IPv6 in "
         "brackets), got " +
@@ -223,25 +210,22 @@ Status ParseMetricsAddress(std::string_view text, std::string* normalized) {
 bool IsLoopbackAddress(std::string_view host_port) {
   std::string_view host;
   if (!SplitHostPort(host_port, &host)) return false;
-  return host == "localhost" || host == "[::1]" ||
-         (IsIpv4(host) && host.substr(0, 4) == "127.");
+  return host == "localhost" || host == "[::1]" || (IsIpv4(host) && host.substr(0, 4) == "127.");
 }
 
 Status CheckLogLevel(std::string_view level) {
-  for (const char* known :
-       {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+  for (const char* known : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
     if (level == known) return Status::Ok();
   }
-  return InvalidArgument(
-      "must be one of trace, debug, info, warn, error, critical, off, got " +
-      Quoted(level));
+  return InvalidArgument("must be one of trace, debug, info, warn, error, critical, off, got " +
+                         Quoted(level));
 }
 
 Status CheckJobId(std::string_view job_id) {
   bool ok = !job_id.empty() && job_id.size() <= 128;
   for (char c : job_id) {
-    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
-                c == '_' || c == ':' || c == '-');
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' ||
+                c == '-');
   }
   if (!ok) {
     return InvalidArgument(
@@ -256,8 +240,7 @@ Status CheckToken(std::string_view token) {
   bool ok = !token.empty() && token.size() <= 4096;
   for (char c : token) ok = ok && c > 0x20 && c < 0x7f;
   if (!ok) {
-    return InvalidArgument(
-        "a token must be 1..4096 bytes of printable ASCII without spaces");
+    return InvalidArgument("a token must be 1..4096 bytes of printable ASCII without spaces");
   }
   return Status::Ok();
 }

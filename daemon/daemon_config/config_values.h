@@ -16,12 +16,10 @@ namespace gnmr {
 namespace daemon_config {
 
 // A decimal integer in [lo, hi].
-Status ParseUint(std::string_view text, uint64_t lo, uint64_t hi,
-                 uint64_t* out);
+Status ParseUint(std::string_view text, uint64_t lo, uint64_t hi, uint64_t* out);
 
 // Bytes: an integer with an optional suffix KiB, MiB or GiB ("64MiB").
-Status ParseByteSize(std::string_view text, uint64_t lo, uint64_t hi,
-                     uint64_t* out);
+Status ParseByteSize(std::string_view text, uint64_t lo, uint64_t hi, uint64_t* out);
 
 // A duration: an integer with a unit, ms, s, m, h or d ("7d", "500ms"), in
 // milliseconds in [0, hi_ms]; "0" (no unit needed) and "off" are 0.

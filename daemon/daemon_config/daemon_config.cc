@@ -16,7 +16,6 @@
 #include "daemon/daemon_config/config_values.h"
 #include "gnmr/version.h"
 
-
 namespace gnmr {
 namespace {
 
@@ -28,8 +27,7 @@ bool IsAbsolute(const std::optional<std::string>& path) {
 }
 
 // "<where>: <key>: <problem>", or "--flag: <problem>" for a flag.
-Status AtKey(const DaemonConfig& c, const std::string& key,
-             const std::string& problem) {
+Status AtKey(const DaemonConfig& c, const std::string& key, const std::string& problem) {
   auto it = c.origin.find(key);
   if (it == c.origin.end()) return InvalidArgument(key + ": " + problem);
   if (it->second.compare(0, 2, "--") == 0) {
@@ -38,8 +36,7 @@ Status AtKey(const DaemonConfig& c, const std::string& key,
   return InvalidArgument(it->second + ": " + key + ": " + problem);
 }
 
-Status CheckReadableFile(const DaemonConfig& c, const std::string& key,
-                         const std::string& path) {
+Status CheckReadableFile(const DaemonConfig& c, const std::string& key, const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || ::access(path.c_str(), R_OK) != 0) {
     return AtKey(c, key, path + ": " + std::strerror(errno));
@@ -71,8 +68,8 @@ Status ReadTokenFile(DaemonConfig* c, const std::string& token_key, const std::s
   std::ostringstream text;
   text << in.rdbuf();
   std::string value = text.str();
-  while (!value.empty() && (value.back() == '\n' || value.back() == '\r' ||
-                            value.back() == ' ' || value.back() == '\t')) {
+  while (!value.empty() && (value.back() == '\n' || value.back() == '\r' || value.back() == ' ' ||
+                            value.back() == '\t')) {
     value.pop_back();
   }
   s = CheckToken(value);
@@ -87,8 +84,7 @@ Status ReadJobTokens(DaemonConfig* c, std::vector<std::string>* warnings) {
   if (path.empty()) return Status::Ok();
   if (!c->job_tokens.empty()) {
     return AtKey(*c, "job_tokens_file",
-                 "job_tokens is also set (at " + c->origin["job_tokens"] +
-                     "); keep one of them");
+                 "job_tokens is also set (at " + c->origin["job_tokens"] + "); keep one of them");
   }
   Status s = CheckReadableFile(*c, "job_tokens_file", path);
   if (!s.ok()) return s;
@@ -113,10 +109,11 @@ Status CheckTcpSecurity(const DaemonConfig& c, std::vector<std::string>* warning
   const bool mtls = !c.tls.client_ca_file.empty();
   if (!mtls && c.job_tokens.empty() && !c.insecure_tcp) {
     return AtKey(c, "listen",
-                 tcp + " is TCP without authentication: set job_tokens (or job_tokens_file) so "
-                       "that every job needs its token, or mutual TLS (tls.client_ca); or, on a "
-                       "trusted network only, insecure_tcp: true (deploy/README.md, security "
-                       "model)");
+                 tcp +
+                     " is TCP without authentication: set job_tokens (or job_tokens_file) so "
+                     "that every job needs its token, or mutual TLS (tls.client_ca); or, on a "
+                     "trusted network only, insecure_tcp: true (deploy/README.md, security "
+                     "model)");
   }
   if (c.insecure_tcp) {
     warnings->push_back("insecure_tcp: anyone who reaches " + tcp +
@@ -127,8 +124,9 @@ Status CheckTcpSecurity(const DaemonConfig& c, std::vector<std::string>* warning
                           " without TLS: job tokens cross the network in plaintext");
     }
     if (c.admin_token.empty() && c.read_token.empty()) {
-      warnings->push_back("no read_token or admin_token: Admin reads over TCP (gnmrctl) are "
-                          "refused; use the Unix socket");
+      warnings->push_back(
+          "no read_token or admin_token: Admin reads over TCP (gnmrctl) are "
+          "refused; use the Unix socket");
     }
   }
   return Status::Ok();
@@ -140,8 +138,7 @@ Status CheckTls(const DaemonConfig& c, std::vector<std::string>* warnings) {
     return Status::Ok();
   }
   if (t.cert_file.empty()) {
-    return AtKey(c, t.key_file.empty() ? "tls.client_ca" : "tls.key",
-                 "needs tls.cert as well");
+    return AtKey(c, t.key_file.empty() ? "tls.client_ca" : "tls.key", "needs tls.cert as well");
   }
   if (t.key_file.empty()) return AtKey(c, "tls.cert", "needs tls.key as well");
   for (const auto& [key, path] :
@@ -153,8 +150,7 @@ Status CheckTls(const DaemonConfig& c, std::vector<std::string>* warnings) {
     if (!s.ok()) return s;
   }
   bool tcp = false;
-  for (const std::string& l : c.listen)
-    tcp = tcp || l.compare(0, 5, "unix:") != 0;
+  for (const std::string& l : c.listen) tcp = tcp || l.compare(0, 5, "unix:") != 0;
   if (!tcp) {
     warnings->push_back(
         "tls is configured but every listen address is a "
@@ -164,8 +160,7 @@ Status CheckTls(const DaemonConfig& c, std::vector<std::string>* warnings) {
 }
 
 // Cross-key checks and the values that need the file system.
-Status Finish(DaemonConfig* c, const Environment& env,
-              std::vector<std::string>* warnings) {
+Status Finish(DaemonConfig* c, const Environment& env, std::vector<std::string>* warnings) {
   if (c->listen.empty()) {
     c->listen.push_back(DefaultListen(env));
     c->origin["listen"] = "default";
@@ -202,8 +197,7 @@ Status Finish(DaemonConfig* c, const Environment& env,
   return Status::Ok();
 }
 
-StatusOr<LoadedConfig> LoadUnescaped(int argc, const char* const* argv,
-                                     const Environment& env);
+StatusOr<LoadedConfig> LoadUnescaped(int argc, const char* const* argv, const Environment& env);
 
 }  // namespace
 
@@ -226,8 +220,7 @@ Environment SystemEnvironment() {
 std::string DefaultListen(const Environment& env) {
   if (env.writable_dir("/run/gnmr")) return "unix:/run/gnmr/gnmrd.sock";
   const std::optional<std::string> runtime = env.getenv("XDG_RUNTIME_DIR");
-  if (IsAbsolute(runtime) && runtime->size() <= 90 &&
-      env.writable_dir(*runtime)) {
+  if (IsAbsolute(runtime) && runtime->size() <= 90 && env.writable_dir(*runtime)) {
     return "unix:" + *runtime + "/gnmrd.sock";
   }
   return "unix:/tmp/gnmrd-" + std::to_string(env.uid) + ".sock";
@@ -244,8 +237,7 @@ std::string DefaultStateDir(const Environment& env) {
   return "/tmp/gnmr-" + std::to_string(env.uid) + "/state";
 }
 
-StatusOr<LoadedConfig> LoadDaemonConfig(int argc, const char* const* argv,
-                                        const Environment& env) {
+StatusOr<LoadedConfig> LoadDaemonConfig(int argc, const char* const* argv, const Environment& env) {
   // Messages echo keys and values from the file and the command line:
   // escaped, so binary bytes never reach the terminal or the journal raw.
   StatusOr<LoadedConfig> loaded = LoadUnescaped(argc, argv, env);
@@ -255,10 +247,8 @@ StatusOr<LoadedConfig> LoadDaemonConfig(int argc, const char* const* argv,
 
 namespace {
 
-StatusOr<LoadedConfig> LoadUnescaped(int argc, const char* const* argv,
-                                     const Environment& env) {
-  StatusOr<daemon_config::CommandLine> flags =
-      daemon_config::ParseCommandLine(argc, argv);
+StatusOr<LoadedConfig> LoadUnescaped(int argc, const char* const* argv, const Environment& env) {
+  StatusOr<daemon_config::CommandLine> flags = daemon_config::ParseCommandLine(argc, argv);
   if (!flags.ok()) return flags.status();
   LoadedConfig out;
   out.show_help = flags->help;
@@ -286,12 +276,10 @@ std::string DescribeConfig(const DaemonConfig& c) {
   std::string out;
   auto line = [&](const std::string& key, const std::string& value) {
     auto it = c.origin.find(key);
-    out += key + ": " + value + " (" +
-           (it == c.origin.end() ? "default" : it->second) + ")\n";
+    out += key + ": " + value + " (" + (it == c.origin.end() ? "default" : it->second) + ")\n";
   };
   std::string listen;
-  for (const std::string& l : c.listen)
-    listen += (listen.empty() ? "" : ", ") + l;
+  for (const std::string& l : c.listen) listen += (listen.empty() ? "" : ", ") + l;
   char mode[8];
   std::snprintf(mode, sizeof(mode), "0%03o", c.unix_socket_mode);
   std::string jobs;
@@ -305,9 +293,8 @@ std::string DescribeConfig(const DaemonConfig& c) {
   line("state_dir", c.state_dir);
   line("snapshot_every_steps", std::to_string(c.snapshot_every_steps));
   line("step_deadline_ms", std::to_string(c.step_deadline_ms));
-  line("job_idle_expiry", c.job_idle_expiry_ms == 0
-                              ? std::string("0 (never)")
-                              : std::to_string(c.job_idle_expiry_ms) + "ms");
+  line("job_idle_expiry", c.job_idle_expiry_ms == 0 ? std::string("0 (never)")
+                                                    : std::to_string(c.job_idle_expiry_ms) + "ms");
   line("event_log_max_bytes", std::to_string(c.event_log_max_bytes));
   line("trace.dir", c.trace_dir.empty() ? "off" : c.trace_dir);
   line("trace.jobs", c.trace_jobs);
@@ -331,19 +318,16 @@ std::string DescribeConfig(const DaemonConfig& c) {
   line("allow_unregistered_jobs", c.allow_unregistered_jobs ? "true" : "false");
   line("insecure_tcp", c.insecure_tcp ? "true" : "false");
   line("admin_token", c.admin_token.empty() ? "unset" : "set (not shown)");
-  line("admin_token_file",
-       c.admin_token_file.empty() ? "unset" : c.admin_token_file);
+  line("admin_token_file", c.admin_token_file.empty() ? "unset" : c.admin_token_file);
   line("read_token", c.read_token.empty() ? "unset" : "set (not shown)");
   line("read_token_file", c.read_token_file.empty() ? "unset" : c.read_token_file);
   line("tls.cert", c.tls.cert_file.empty() ? "unset" : c.tls.cert_file);
   line("tls.key", c.tls.key_file.empty() ? "unset" : c.tls.key_file);
-  line("tls.client_ca",
-       c.tls.client_ca_file.empty() ? "unset" : c.tls.client_ca_file);
+  line("tls.client_ca", c.tls.client_ca_file.empty() ? "unset" : c.tls.client_ca_file);
   line("log_level", c.log_level);
   std::string controller = ControllerConfigToYaml(c.controller);
-  for (size_t i = 0; (i = controller.find('\n', i)) != std::string::npos &&
-                     i + 1 < controller.size();
-       i += 3) {
+  for (size_t i = 0;
+       (i = controller.find('\n', i)) != std::string::npos && i + 1 < controller.size(); i += 3) {
     controller.replace(i, 1, "\n  ");
   }
   out += "controller:\n  " + controller;

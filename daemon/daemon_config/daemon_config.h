@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "gnmr/config.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 
@@ -131,17 +131,16 @@ std::string DefaultStateDir(const Environment& env);
 
 struct LoadedConfig {
   DaemonConfig config;
-  bool show_help = false;     // --help: print DaemonHelpText, exit 0
-  bool show_version = false;  // --version: print DaemonVersionText, exit 0
+  bool show_help = false;             // --help: print DaemonHelpText, exit 0
+  bool show_version = false;          // --version: print DaemonVersionText, exit 0
   std::vector<std::string> warnings;  // worth a log line, not fatal
 };
 
 // Parses flags (argv[0] is the program), reads --config, applies the
 // flags, fills machine defaults, reads the admin token file and checks the
 // result. With --help or --version nothing else is read.
-StatusOr<LoadedConfig> LoadDaemonConfig(
-    int argc, const char* const* argv,
-    const Environment& env = SystemEnvironment());
+StatusOr<LoadedConfig> LoadDaemonConfig(int argc, const char* const* argv,
+                                        const Environment& env = SystemEnvironment());
 
 std::string DaemonHelpText(const std::string& program);
 std::string DaemonVersionText();

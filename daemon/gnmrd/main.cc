@@ -6,7 +6,6 @@
 // and event logs. Exit codes: 0 clean stop, 1 cannot start or a snapshot
 // failed, 2 bad config or command line.
 #include <signal.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -15,6 +14,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "common/text.h"
 #include "daemon/daemon_config/daemon_config.h"
@@ -89,8 +90,8 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
 sigset_t HandledSignals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM,
-                  SIGPROF, SIGXCPU, SIGPWR, SIGIO, SIGSTKFLT}) {
+  for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF,
+                  SIGXCPU, SIGPWR, SIGIO, SIGSTKFLT}) {
     sigaddset(&set, sig);
   }
   for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaddset(&set, sig);
@@ -109,8 +110,9 @@ std::string WaitForShutdownSignal(const sigset_t& signals) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      spdlog::warn("SIGHUP ignored: gnmrd does not reload its config file; restart it to apply "
-                   "changes");
+      spdlog::warn(
+          "SIGHUP ignored: gnmrd does not reload its config file; restart it to apply "
+          "changes");
       continue;
     }
     return SignalName(sig);
@@ -260,12 +262,11 @@ int Run(int argc, char** argv) {
   }
   std::string where;
   for (const std::string& b : (*daemon)->bound()) where += (where.empty() ? "" : ", ") + b;
-  spdlog::info("gnmrd {} listening on {}; metrics {}; state {}; {} job(s) restored", kVersion,
-               where,
-               metrics ? "on " + config.metrics_listen + " (port " +
-                             std::to_string(metrics->port()) + ")"
-                       : std::string("off"),
-               config.state_dir, restored_count);
+  spdlog::info(
+      "gnmrd {} listening on {}; metrics {}; state {}; {} job(s) restored", kVersion, where,
+      metrics ? "on " + config.metrics_listen + " (port " + std::to_string(metrics->port()) + ")"
+              : std::string("off"),
+      config.state_dir, restored_count);
 
   if (traces) {
     spdlog::info("recording the steps of jobs matching '{}' to {} (docs/replay.md)",

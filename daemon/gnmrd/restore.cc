@@ -1,8 +1,8 @@
 #include "daemon/gnmrd/restore.h"
 
-#include <spdlog/spdlog.h>
-
 #include <string>
+
+#include <spdlog/spdlog.h>
 
 #include "common/text.h"
 
@@ -97,12 +97,12 @@ std::vector<std::unique_ptr<Job>> RestoreJobs(store::SnapshotStore& store,
     // The previous generation restored: make it the newest on disk, so the
     // next Save keeps it (not the bad one) as the fallback.
     StatusOr<std::string> kept = store.ReplaceNewestByPrevious(raw_id);
-    spdlog::error("job {}: {}; restored the PREVIOUS snapshot instead ({}); the steps since it "
-                  "are lost; {}",
-                  id, why, Describe(*loaded),
-                  kept.ok() ? "the newest is kept as " + *kept
-                            : "keeping the newest failed: " +
-                                  EscapeMessageForLog(kept.status().ToString()));
+    spdlog::error(
+        "job {}: {}; restored the PREVIOUS snapshot instead ({}); the steps since it "
+        "are lost; {}",
+        id, why, Describe(*loaded),
+        kept.ok() ? "the newest is kept as " + *kept
+                  : "keeping the newest failed: " + EscapeMessageForLog(kept.status().ToString()));
     jobs.push_back(std::move(job).value());
   }
   return jobs;

@@ -11,7 +11,7 @@ namespace gnmr {
 void DaemonSideEffects::OnJobStarted(const std::string& job_id, uint32_t world_size,
                                      const Controller& controller) {
   if (traces_) traces_->ForgetNames(job_id);  // a restored job's units
-  if (events_) {  // before the job's first Append
+  if (events_) {                              // before the job's first Append
     const Status s = events_->ReloadTail(job_id);
     if (!s.ok()) {
       // The file stays; only ListEvents' recent view starts empty.
@@ -35,9 +35,8 @@ void DaemonSideEffects::OnLateReport(const std::string& job_id, uint32_t) {
 }
 
 void DaemonSideEffects::OnDecision(const std::string& job_id,
-                                   const StepAggregator::ClosedStep& step,
-                                   const Decision& decision, const Controller& controller,
-                                   const StepTiming& timing) {
+                                   const StepAggregator::ClosedStep& step, const Decision& decision,
+                                   const Controller& controller, const StepTiming& timing) {
   if (traces_ && traces_->Record(job_id, step.step, step.samples, controller) ==
                      store::TraceRecorder::Outcome::kGapStarted) {
     if (events_) {
@@ -60,8 +59,7 @@ void DaemonSideEffects::OnDecision(const std::string& job_id,
   metrics_->ForJob(job_id)->OnDecision(decision, controller, f);
 }
 
-void DaemonSideEffects::OnEvents(const std::string& job_id,
-                                 const std::vector<v1::Event>& events) {
+void DaemonSideEffects::OnEvents(const std::string& job_id, const std::vector<v1::Event>& events) {
   if (events_) events_->Append(job_id, events);
 }
 

@@ -1,10 +1,10 @@
 #include "daemon/job/job.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <utility>
+
+#include <spdlog/spdlog.h>
 
 #include "common/secret.h"
 #include "controller/state_codec.h"
@@ -30,8 +30,8 @@ StatusOr<std::unique_ptr<Job>> Job::Create(std::string job_id, uint32_t world_si
                                    std::move(c).value(), options, listener));
   if (first_generation > 1) {
     job->generation_ = first_generation;
-    job->generation_start_ = GenerationStartMessage(
-        first_generation, job->controller_.next_lag(), job->controller_.sequence() + 1);
+    job->generation_start_ = GenerationStartMessage(first_generation, job->controller_.next_lag(),
+                                                    job->controller_.sequence() + 1);
   }
   {
     std::lock_guard<std::mutex> lock(job->mu_);
@@ -54,8 +54,8 @@ Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller 
       aggregator_(&topology_, options.aggregation),
       session_ids_(std::random_device{}()),
       last_active_(Now()),
-      generation_start_(GenerationStartMessage(generation_, controller_.next_lag(),
-                                               controller_.sequence() + 1)),
+      generation_start_(
+          GenerationStartMessage(generation_, controller_.next_lag(), controller_.sequence() + 1)),
       acks_(options.steps_kept_for_acks) {
   PublishView(Now());  // Info() has a view even if the job is busy at once
 }
@@ -81,12 +81,12 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
   for (int i = 0; i < meta.units_size(); ++i) {
     const v1::UnitLayoutState& u = meta.units(i);
     if (job->controller_.unit(i).name != u.name()) {
-      return DataLoss("job '" + meta.job_id() + "': unit " + std::to_string(i) +
-                      " is '" + u.name() + "' in the layout but '" +
-                      job->controller_.unit(i).name + "' in the controller state");
+      return DataLoss("job '" + meta.job_id() + "': unit " + std::to_string(i) + " is '" +
+                      u.name() + "' in the layout but '" + job->controller_.unit(i).name +
+                      "' in the controller state");
     }
-    Status s = job->topology_.RestoreUnit(
-        u.name(), u.shard_count(), {u.shard_numel().begin(), u.shard_numel().end()});
+    Status s = job->topology_.RestoreUnit(u.name(), u.shard_count(),
+                                          {u.shard_numel().begin(), u.shard_numel().end()});
     if (!s.ok()) return s;
   }
   if (listener) listener->OnJobStarted(job->id_, job->world_size_, job->controller_);
@@ -101,18 +101,19 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
     const Status caps = CheckJobCaps(shape, job->EffectiveCaps());
     job->reserved_bytes_ = JobFootprint(shape, job->EffectiveCaps());
     if (options.budget) options.budget->ForceResize(0, job->reserved_bytes_);
-    if (!caps.ok() ||
-        (options.budget && options.budget->used() > options.budget->limit())) {
-      spdlog::warn("job {}: restored beyond the daemon's limits ({}; memory_budget {} of {} "
-                   "MiB used); new registrations of it may be refused",
-                   job->id_, caps.ok() ? "caps ok" : caps.message(),
-                   options.budget ? options.budget->used() >> 20 : 0,
-                   options.budget ? options.budget->limit() >> 20 : 0);
+    if (!caps.ok() || (options.budget && options.budget->used() > options.budget->limit())) {
+      spdlog::warn(
+          "job {}: restored beyond the daemon's limits ({}; memory_budget {} of {} "
+          "MiB used); new registrations of it may be refused",
+          job->id_, caps.ok() ? "caps ok" : caps.message(),
+          options.budget ? options.budget->used() >> 20 : 0,
+          options.budget ? options.budget->limit() >> 20 : 0);
     }
     job->generation_ = meta.generation();
     job->aggregator_.SetLastClosed(meta.last_closed_step());
     job->last_active_ = SteadyFromUnix(meta.last_active_unix(), job->last_active_);
-    job->StartGeneration(GenerationCause::kRestore, "the daemon restored the job from its snapshot");
+    job->StartGeneration(GenerationCause::kRestore,
+                         "the daemon restored the job from its snapshot");
   }
   return job;
 }
@@ -180,7 +181,8 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   if (!created.empty()) imported_state_.clear();
 
   RankSession& rs = sessions_[req.rank()];
-  if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new session of this rank"));
+  if (rs.sink)
+    rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new session of this rank"));
   rs.sink.reset();
   do {
     rs.session_id = session_ids_();
@@ -218,9 +220,9 @@ Status Job::CheckSession(uint32_t rank, uint64_t session_id) const {
                   "rank " + std::to_string(rank) + " of job '" + id_ + "' is not registered");
   }
   if (it->second.session_id != session_id) {
-    return Status(StatusCode::kFailedPrecondition,
-                  "session is not the current one of rank " + std::to_string(rank) +
-                      " (it registered again); register anew");
+    return Status(StatusCode::kFailedPrecondition, "session is not the current one of rank " +
+                                                       std::to_string(rank) +
+                                                       " (it registered again); register anew");
   }
   return Status::Ok();
 }
@@ -268,8 +270,8 @@ uint32_t Job::connected_sessions() const {
   return ConnectedLocked();
 }
 
-Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& stats,
-                    size_t bytes, Clock::time_point now) {
+Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& stats, size_t bytes,
+                    Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
   Status s = CheckSession(rank, session_id);

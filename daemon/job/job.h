@@ -66,13 +66,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gnmr/status.h"
-#include "daemon/aggregator/step_aggregator.h"
 #include "controller/controller.h"
+#include "daemon/aggregator/step_aggregator.h"
 #include "daemon/job/ack_book.h"
 #include "daemon/job/job_listener.h"
 #include "daemon/job/resource_caps.h"
 #include "daemon/topology/topology.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
 #include "gnmr/v1/job_state.pb.h"
 
@@ -127,14 +127,12 @@ class Job {
   // generation is `first_generation` (above 1 for a job id that was
   // deleted while its ranks may still hold decisions of the old job).
   static StatusOr<std::unique_ptr<Job>> Create(std::string job_id, uint32_t world_size,
-                                               std::string token,
-                                               const ControllerConfig& config,
+                                               std::string token, const ControllerConfig& config,
                                                JobOptions options, JobListener* listener,
                                                uint64_t first_generation = 1);
   // A job restored from its snapshot; DataLoss if the two parts disagree.
   static StatusOr<std::unique_ptr<Job>> Restore(const v1::ControllerState& state,
-                                                const v1::JobMeta& meta,
-                                                JobOptions options,
+                                                const v1::JobMeta& meta, JobOptions options,
                                                 JobListener* listener);
 
   ~Job();  // gives the job's memory budget back
@@ -159,8 +157,8 @@ class Job {
   void Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink);
 
   // A StepStats from a rank's stream. Late reports are counted, not errors.
-  Status OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& stats,
-                 size_t bytes, Clock::time_point now);
+  Status OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& stats, size_t bytes,
+                 Clock::time_point now);
   // A rank's ack of a planned step: compared with the other ranks' acks of
   // the step and with the decision the job sent (see "Acks" above).
   Status OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack);

@@ -203,9 +203,9 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
   // the ids the ranks hold stay valid; it may add units after them.
   const size_t n = topology_.num_units();
   if (c->num_units() < n) {
-    return Status(StatusCode::kFailedPrecondition,
-                  "imported state has " + std::to_string(c->num_units()) +
-                      " units, the job has " + std::to_string(n));
+    return Status(StatusCode::kFailedPrecondition, "imported state has " +
+                                                       std::to_string(c->num_units()) +
+                                                       " units, the job has " + std::to_string(n));
   }
   for (uint32_t id = 0; id < n; ++id) {
     if (c->unit(id).name != topology_.unit(id).name) {
@@ -256,15 +256,14 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
 
 Status Job::Rewind(int64_t first_step, uint64_t* generation) {
   if (first_step < 0 || first_step > kMaxStep) {
-    return InvalidArgument("rewind: first step " + std::to_string(first_step) +
-                           " is outside [0, " + std::to_string(kMaxStep) + "]");
+    return InvalidArgument("rewind: first step " + std::to_string(first_step) + " is outside [0, " +
+                           std::to_string(kMaxStep) + "]");
   }
   std::lock_guard<std::mutex> lock(mu_);
   StartGeneration(GenerationCause::kRewind,
-                  first_step == 0
-                      ? "an operator rewound the job: reports of any step are accepted"
-                      : "an operator rewound the job: reports of step " +
-                            std::to_string(first_step) + " and later are accepted",
+                  first_step == 0 ? "an operator rewound the job: reports of any step are accepted"
+                                  : "an operator rewound the job: reports of step " +
+                                        std::to_string(first_step) + " and later are accepted",
                   first_step);
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   PublishView(Now());

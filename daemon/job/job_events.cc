@@ -3,7 +3,6 @@
 // a step that could not be decided).
 #include <spdlog/spdlog.h>
 
-
 #include "common/wall_clock.h"
 #include "controller_io/decision_events.h"
 #include "daemon/job/job.h"
@@ -16,8 +15,8 @@ void Job::DecisionFailed(int64_t step, const Status& why) {
   // step.
   const Clock::time_point now = Now();
   if (decision_failures_ == 1 || now - last_failure_log_ >= std::chrono::seconds(10)) {
-    spdlog::error("job {}: step {} closed but not decided ({} more since the last report): {}",
-                  id_, step, failures_not_logged_, why.ToString());
+    spdlog::error("job {}: step {} closed but not decided ({} more since the last report): {}", id_,
+                  step, failures_not_logged_, why.ToString());
     last_failure_log_ = now;
     failures_not_logged_ = 0;
   } else {

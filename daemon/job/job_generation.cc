@@ -1,8 +1,8 @@
 // Job generations and the decision history: see "Generations" in job.h and
 // docs/safety.md, rule 3.
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
+
+#include <spdlog/spdlog.h>
 
 #include "daemon/job/decision_message.h"
 #include "daemon/job/job.h"
@@ -58,10 +58,10 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
   // Import and restore begin with the rebuilt last decision (below), if the
   // controller has one; a new incarnation with the next one to be made.
   const bool rebuilds = cause == GenerationCause::kImport || cause == GenerationCause::kRestore;
-  const bool rebuilt = rebuilds && controller_.last_step() && controller_.last_apply() &&
-                       controller_.sequence() > 0;
-  generation_start_ = GenerationStartMessage(
-      generation_, controller_.next_lag(), controller_.sequence() + (rebuilt ? 0 : 1));
+  const bool rebuilt =
+      rebuilds && controller_.last_step() && controller_.last_apply() && controller_.sequence() > 0;
+  generation_start_ = GenerationStartMessage(generation_, controller_.next_lag(),
+                                             controller_.sequence() + (rebuilt ? 0 : 1));
   SendToAttached(generation_start_);
   if (rebuilds) RebuildLastDecision();
   spdlog::info("job {}: generation {}: {}", id_, generation_, detail);

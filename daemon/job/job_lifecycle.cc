@@ -49,8 +49,8 @@ Job::Clock::time_point Job::SteadyFromUnix(double unix_seconds, Clock::time_poin
   // Bounded, so a corrupt value cannot overflow the conversion: a year is
   // past any sensible idle expiry.
   const double bounded = std::min(ago, 366.0 * 24 * 3600);
-  const auto back = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(bounded));
+  const auto back =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bounded));
   return fallback - back;
 }
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "gnmr/status.h"
-#include "daemon/aggregator/step_aggregator.h"
 #include "controller/controller.h"
+#include "daemon/aggregator/step_aggregator.h"
 #include "daemon/job/ack_book.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
 #include "gnmr/v1/job_state.pb.h"
 
@@ -34,13 +34,10 @@ class JobListener {
   virtual void OnReport(const std::string& job_id, uint32_t rank, size_t bytes,
                         const v1::ClientOverhead& overhead) = 0;
   virtual void OnLateReport(const std::string& job_id, uint32_t rank) = 0;
-  virtual void OnDecision(const std::string& job_id,
-                          const StepAggregator::ClosedStep& step,
-                          const Decision& decision,
-                          const Controller& controller,
+  virtual void OnDecision(const std::string& job_id, const StepAggregator::ClosedStep& step,
+                          const Decision& decision, const Controller& controller,
                           const StepTiming& timing) = 0;
-  virtual void OnEvents(const std::string& job_id,
-                        const std::vector<v1::Event>& events) = 0;
+  virtual void OnEvents(const std::string& job_id, const std::vector<v1::Event>& events) = 0;
   // The controller changed outside a decision (config, release, import).
   virtual void OnControllerChanged(const std::string& job_id, const Controller& controller) = 0;
   // Two ranks (or a rank and the daemon) disagree on the plan of a step;

@@ -10,7 +10,7 @@ namespace {
 // aggregator's arrays, the decision scratch (every unit a candidate) and
 // the snapshot's copies; each name is held four times (controller, layout,
 // their name maps) plus up to three snapshot copies.
-constexpr uint64_t kJobBase = 256u << 10;     // job, aggregator, acks, metrics
+constexpr uint64_t kJobBase = 256u << 10;  // job, aggregator, acks, metrics
 constexpr uint64_t kPerUnit = 1600;
 constexpr uint64_t kPerNameByte = 20;
 // A window cell: 8 B in the controller, in the state of a pending snapshot,
@@ -33,9 +33,8 @@ std::string Mib(uint64_t bytes) {
 }
 
 Status Exhausted(const std::string& what, uint64_t value, const char* key, uint64_t cap) {
-  return Status(StatusCode::kResourceExhausted,
-                what + " " + std::to_string(value) + " exceeds " + key + " (" +
-                    std::to_string(cap) + ")");
+  return Status(StatusCode::kResourceExhausted, what + " " + std::to_string(value) + " exceeds " +
+                                                    key + " (" + std::to_string(cap) + ")");
 }
 
 }  // namespace
@@ -70,9 +69,9 @@ uint64_t JobFootprint(const JobShape& s, const JobCaps& caps) {
   const uint64_t open_steps =
       std::min(caps.max_open_step_bytes, kOpenSteps * s.rank_units * kReportBytesPerUnit);
   return kJobBase + s.units * kPerUnit + s.name_bytes * kPerNameByte +
-         s.units * s.window * kPerWindowCell + s.rank_units * kPerRankUnit +
-         s.slots * kPerSlot + s.ranks * (kPerRank + decision) + s.max_o * kPerMaxO +
-         s.rule_bytes + open_steps + queued + history + caps.event_ring_bytes;
+         s.units * s.window * kPerWindowCell + s.rank_units * kPerRankUnit + s.slots * kPerSlot +
+         s.ranks * (kPerRank + decision) + s.max_o * kPerMaxO + s.rule_bytes + open_steps + queued +
+         history + caps.event_ring_bytes;
 }
 
 Status MemoryBudget::Resize(const std::string& what, uint64_t old_bytes, uint64_t new_bytes) {
@@ -80,8 +79,8 @@ Status MemoryBudget::Resize(const std::string& what, uint64_t old_bytes, uint64_
   const uint64_t others = used_ - std::min(used_, old_bytes);
   if (new_bytes > old_bytes && others + new_bytes > limit_) {
     return Status(StatusCode::kResourceExhausted,
-                  what + " would need " + Mib(new_bytes) + ", and memory_budget (" +
-                      Mib(limit_) + ") has " + Mib(limit_ - std::min(limit_, others)) +
+                  what + " would need " + Mib(new_bytes) + ", and memory_budget (" + Mib(limit_) +
+                      ") has " + Mib(limit_ - std::min(limit_, others)) +
                       " left for it (docs/limits.md)");
   }
   used_ = others + new_bytes;

@@ -1,11 +1,11 @@
 #include "daemon/metrics/daemon_metrics.h"
 
-#include <prometheus/text_serializer.h>
-
 #include <algorithm>
 #include <exception>
 #include <string>
 #include <vector>
+
+#include <prometheus/text_serializer.h>
 
 #include "common/wall_clock.h"
 
@@ -52,16 +52,14 @@ DaemonMetrics::~DaemonMetrics() {
   jobs_.clear();
 }
 
-StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(
-    MetricsOptions options) {
+StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(MetricsOptions options) {
   std::unique_ptr<DaemonMetrics> m(new DaemonMetrics(std::move(options)));
   if (m->options_.listen.empty()) return m;
   try {
     m->exposer_ = std::make_unique<prometheus::Exposer>(CivetOptions(m->options_));
   } catch (const std::exception& e) {
-    return Status(
-        StatusCode::kUnavailable,
-        "metrics: cannot listen on " + m->options_.listen + ": " + e.what());
+    return Status(StatusCode::kUnavailable,
+                  "metrics: cannot listen on " + m->options_.listen + ": " + e.what());
   }
   m->exposer_->RegisterCollectable(m->registry_);
   m->exposer_->RegisterCollectable(m->store_collector_);
@@ -75,8 +73,8 @@ JobMetrics* DaemonMetrics::ForJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
   if (it != jobs_.end()) return it->second.get();
-  auto jm = std::make_unique<JobMetrics>(
-      &families_, job_id, options_.top_k_units, options_.unit_refresh);
+  auto jm =
+      std::make_unique<JobMetrics>(&families_, job_id, options_.top_k_units, options_.unit_refresh);
   JobMetrics* raw = jm.get();
   jobs_.emplace(job_id, std::move(jm));
   families_.jobs.Add({}).Set(static_cast<double>(jobs_.size()));
@@ -107,8 +105,8 @@ void DaemonMetrics::RecordRpc(std::string_view method, StatusCode code) {
   auto key = std::make_pair(std::string(method), static_cast<int>(code));
   auto it = rpcs_.find(key);
   if (it == rpcs_.end()) {
-    prometheus::Counter* c = &families_.rpcs.Add(
-        {{"method", key.first}, {"code", StatusCodeName(code)}});
+    prometheus::Counter* c =
+        &families_.rpcs.Add({{"method", key.first}, {"code", StatusCodeName(code)}});
     it = rpcs_.emplace(std::move(key), c).first;
   }
   it->second->Increment();

@@ -16,9 +16,6 @@
 // tables before removing its metrics.
 #pragma once
 
-#include <prometheus/exposer.h>
-#include <prometheus/registry.h>
-
 #include <chrono>
 #include <map>
 #include <memory>
@@ -27,11 +24,14 @@
 #include <string_view>
 #include <utility>
 
-#include "gnmr/status.h"
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
 #include "daemon/metrics/job_metrics.h"
 #include "daemon/metrics/metric_families.h"
 #include "daemon/metrics/process_collector.h"
 #include "daemon/metrics/store_collector.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 namespace metrics {

@@ -37,14 +37,13 @@ bool UsableOverheadRatio(const v1::ClientOverhead& o, double* ratio) {
 // finite value in [0, 1 h] counts (one report cannot claim more).
 bool UsableSeconds(double seconds) {
   constexpr double kMaxSecondsPerReport = 3600.0;
-  return std::isfinite(seconds) && seconds >= 0.0 &&
-         seconds <= kMaxSecondsPerReport;
+  return std::isfinite(seconds) && seconds >= 0.0 && seconds <= kMaxSecondsPerReport;
 }
 
 }  // namespace
 
-JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id,
-                       size_t top_k_units, Clock::duration unit_refresh)
+JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units,
+                       Clock::duration unit_refresh)
     : f_(f),
       job_id_(std::move(job_id)),
       labels_({{"job_id", job_id_}}),
@@ -75,8 +74,7 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id,
       unit_series_(f, job_id_) {
   // Every real (action, trigger) pair exists from the start, so rate()
   // sees a zero before the first admission.
-  for (Action a :
-       {Action::kPromote, Action::kClip, Action::kSkip, Action::kResetState}) {
+  for (Action a : {Action::kPromote, Action::kClip, Action::kSkip, Action::kResetState}) {
     for (Trigger t : {Trigger::kGnmr, Trigger::kDelta, Trigger::kNonFinite}) {
       Admissions(a, t);
     }
@@ -137,32 +135,27 @@ JobMetrics::RankSeries& JobMetrics::Rank(uint32_t rank) {
   if (it != ranks_.end()) return it->second;
   prometheus::Labels labels = labels_;
   labels["rank"] = std::to_string(rank);
-  RankSeries r{&f_->client_overhead_ratio.Add(labels),
-               &f_->client_dropped_reports.Add(labels),
-               &f_->client_missed_decisions.Add(labels),
-               &f_->client_stats_seconds.Add(labels),
+  RankSeries r{&f_->client_overhead_ratio.Add(labels), &f_->client_dropped_reports.Add(labels),
+               &f_->client_missed_decisions.Add(labels), &f_->client_stats_seconds.Add(labels),
                &f_->client_stats_gpu_seconds.Add(labels)};
   return ranks_.emplace(rank, r).first->second;
 }
 
 void JobMetrics::SetWorldSize(uint32_t ranks) { ranks_expected_.Set(ranks); }
 
-void JobMetrics::SetRanksConnected(uint32_t ranks) {
-  ranks_connected_.Set(ranks);
-}
+void JobMetrics::SetRanksConnected(uint32_t ranks) { ranks_connected_.Set(ranks); }
 
-void JobMetrics::OnReport(uint32_t rank, size_t bytes,
-                          const v1::ClientOverhead& overhead) {
+void JobMetrics::OnReport(uint32_t rank, size_t bytes, const v1::ClientOverhead& overhead) {
   reports_.Increment();
   report_bytes_.Increment(static_cast<double>(bytes));
   std::lock_guard<std::mutex> lock(mu_);
   RankSeries& r = Rank(rank);
   double ratio = 0.0;
   if (UsableOverheadRatio(overhead, &ratio)) r.overhead_ratio->Set(ratio);
-  r.dropped_reports->Increment(static_cast<double>(
-      Advance(overhead.dropped_reports(), &r.last_dropped)));
-  r.missed_decisions->Increment(static_cast<double>(
-      Advance(overhead.missed_decisions(), &r.last_missed)));
+  r.dropped_reports->Increment(
+      static_cast<double>(Advance(overhead.dropped_reports(), &r.last_dropped)));
+  r.missed_decisions->Increment(
+      static_cast<double>(Advance(overhead.missed_decisions(), &r.last_missed)));
   if (UsableSeconds(overhead.stats_seconds())) {
     r.stats_seconds->Increment(overhead.stats_seconds());
   }
@@ -177,8 +170,7 @@ void JobMetrics::OnAckMismatch() { ack_mismatches_.Increment(); }
 
 void JobMetrics::OnDecisionFailed() { decision_failures_.Increment(); }
 
-void JobMetrics::OnDecision(const Decision& d, const Controller& c,
-                            const StepFigures& step) {
+void JobMetrics::OnDecision(const Decision& d, const Controller& c, const StepFigures& step) {
   decisions_.Increment();
   decision_latency_.Observe(step.decision_seconds);
   aggregation_time_.Observe(step.aggregation_seconds);
@@ -196,8 +188,7 @@ void JobMetrics::OnDecision(const Decision& d, const Controller& c,
   }
   SyncController(c, /*count=*/true);
   const Clock::time_point now = Clock::now();
-  if (!d.admitted.empty() || !d.released.empty() ||
-      now - last_unit_refresh_ >= unit_refresh_) {
+  if (!d.admitted.empty() || !d.released.empty() || now - last_unit_refresh_ >= unit_refresh_) {
     RefreshUnits(c);
     last_unit_refresh_ = now;
   }
@@ -216,8 +207,7 @@ void JobMetrics::SyncController(const Controller& c, bool count) {
   // controller was restored or replaced, and this only re-bases.
   const bool consecutive = count && c.sequence() == last_sequence_ + 1;
   const uint64_t steps = Advance(s.unit_steps_observed, &last_unit_steps_);
-  const uint64_t in_recovery =
-      Advance(s.unit_steps_in_force, &last_unit_steps_in_recovery_);
+  const uint64_t in_recovery = Advance(s.unit_steps_in_force, &last_unit_steps_in_recovery_);
   if (consecutive) {
     unit_steps_.Increment(static_cast<double>(steps));
     unit_steps_in_recovery_.Increment(static_cast<double>(in_recovery));
@@ -232,16 +222,14 @@ void JobMetrics::SyncController(const Controller& c, bool count) {
 
 void JobMetrics::RefreshUnits(const Controller& c) {
   const std::vector<size_t> chosen = SelectExportedUnits(
-      c.num_units(),
-      [&c](size_t i) { return c.unit(static_cast<uint32_t>(i)).last_gnmr; },
-      [&c](size_t i) { return c.InRecovery(static_cast<uint32_t>(i)); },
-      top_k_);
+      c.num_units(), [&c](size_t i) { return c.unit(static_cast<uint32_t>(i)).last_gnmr; },
+      [&c](size_t i) { return c.InRecovery(static_cast<uint32_t>(i)); }, top_k_);
   std::vector<UnitFigures> figures;
   figures.reserve(chosen.size());
   for (size_t i : chosen) {
     const UnitState& u = c.unit(static_cast<uint32_t>(i));
-    figures.push_back({u.name, u.last_gnmr, u.last_norm, u.mu,
-                       c.InRecovery(static_cast<uint32_t>(i))});
+    figures.push_back(
+        {u.name, u.last_gnmr, u.last_norm, u.mu, c.InRecovery(static_cast<uint32_t>(i))});
   }
   unit_series_.Set(figures);
 }

@@ -64,13 +64,11 @@ class JobMetrics {
 
   void SetWorldSize(uint32_t ranks);
   void SetRanksConnected(uint32_t ranks);
-  void OnReport(uint32_t rank, size_t bytes,
-                const v1::ClientOverhead& overhead);
+  void OnReport(uint32_t rank, size_t bytes, const v1::ClientOverhead& overhead);
   void OnLateReport();
   void OnAckMismatch();
   void OnDecisionFailed();
-  void OnDecision(const Decision& decision, const Controller& controller,
-                  const StepFigures& step);
+  void OnDecision(const Decision& decision, const Controller& controller, const StepFigures& step);
   void Refresh(const Controller& controller);
 
   // Per-unit series from a full unit list, for callers without a

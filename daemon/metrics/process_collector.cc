@@ -9,8 +9,7 @@ namespace gnmr {
 namespace metrics {
 namespace {
 
-prometheus::MetricFamily Gauge(const char* name, const char* help,
-                               double value) {
+prometheus::MetricFamily Gauge(const char* name, const char* help, double value) {
   prometheus::MetricFamily f{name, help, prometheus::MetricType::Gauge, {}};
   prometheus::ClientMetric m;
   m.gauge.value = value;
@@ -33,8 +32,7 @@ ProcessFigures ReadProcessFigures(const std::string& proc_self) {
   }
   if (DIR* d = ::opendir((proc_self + "/fd").c_str())) {
     // In the real /proc/self/fd, the descriptor opendir holds is listed too.
-    const std::string own =
-        proc_self == "/proc/self" ? std::to_string(::dirfd(d)) : "";
+    const std::string own = proc_self == "/proc/self" ? std::to_string(::dirfd(d)) : "";
     double n = 0;
     while (const dirent* e = ::readdir(d)) {
       if (e->d_name[0] != '.' && own != e->d_name) ++n;
@@ -49,16 +47,15 @@ std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
   const ProcessFigures p = ReadProcessFigures(proc_self_);
   std::vector<prometheus::MetricFamily> out;
   if (p.resident_bytes) {
-    out.push_back(Gauge("gnmr_process_resident_memory_bytes",
-                        "Resident memory of gnmrd.", *p.resident_bytes));
+    out.push_back(Gauge("gnmr_process_resident_memory_bytes", "Resident memory of gnmrd.",
+                        *p.resident_bytes));
   }
   if (p.virtual_bytes) {
-    out.push_back(Gauge("gnmr_process_virtual_memory_bytes",
-                        "Virtual memory of gnmrd.", *p.virtual_bytes));
+    out.push_back(
+        Gauge("gnmr_process_virtual_memory_bytes", "Virtual memory of gnmrd.", *p.virtual_bytes));
   }
   if (p.open_fds) {
-    out.push_back(Gauge("gnmr_process_open_fds",
-                        "Open file descriptors of gnmrd.", *p.open_fds));
+    out.push_back(Gauge("gnmr_process_open_fds", "Open file descriptors of gnmrd.", *p.open_fds));
   }
   return out;
 }

@@ -8,13 +8,13 @@
 // A figure that cannot be read (no /proc) is left out of the scrape.
 #pragma once
 
-#include <prometheus/collectable.h>
-#include <prometheus/metric_family.h>
-
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
 
 namespace gnmr {
 namespace metrics {

@@ -8,8 +8,7 @@ namespace gnmr {
 namespace metrics {
 namespace {
 
-prometheus::MetricFamily Counter(const char* name, const char* help,
-                                 uint64_t value) {
+prometheus::MetricFamily Counter(const char* name, const char* help, uint64_t value) {
   prometheus::MetricFamily f{name, help, prometheus::MetricType::Counter, {}};
   prometheus::ClientMetric m;
   m.counter.value = static_cast<double>(value);
@@ -39,19 +38,16 @@ std::vector<prometheus::MetricFamily> StoreCollector::Collect() const {
   std::vector<prometheus::MetricFamily> out;
   if (sources_.figures) {
     const StoreFigures s = sources_.figures();
-    out.push_back(Counter("gnmr_snapshot_writes_total",
-                          "Controller snapshots written.", s.snapshot_writes));
-    out.push_back(Counter("gnmr_snapshot_failures_total",
-                          "Controller snapshot writes that failed.",
+    out.push_back(
+        Counter("gnmr_snapshot_writes_total", "Controller snapshots written.", s.snapshot_writes));
+    out.push_back(Counter("gnmr_snapshot_failures_total", "Controller snapshot writes that failed.",
                           s.snapshot_failures));
-    out.push_back(Counter("gnmr_events_written_total",
-                          "Event log lines written.", s.events_written));
+    out.push_back(
+        Counter("gnmr_events_written_total", "Event log lines written.", s.events_written));
     out.push_back(Counter("gnmr_events_dropped_total",
-                          "Events not written: the write buffer was full.",
-                          s.events_dropped));
+                          "Events not written: the write buffer was full.", s.events_dropped));
     out.push_back(Counter("gnmr_event_write_failures_total",
-                          "Events lost to event log write errors.",
-                          s.event_write_failures));
+                          "Events lost to event log write errors.", s.event_write_failures));
     if (s.traces) {
       out.push_back(Counter("gnmr_trace_steps_written_total",
                             "Decided steps written to the jobs' replay traces.",
@@ -61,11 +57,9 @@ std::vector<prometheus::MetricFamily> StoreCollector::Collect() const {
                             "full.",
                             s.trace_steps_dropped));
       out.push_back(Counter("gnmr_trace_steps_failed_total",
-                            "Decided steps lost to trace write errors.",
-                            s.trace_steps_failed));
+                            "Decided steps lost to trace write errors.", s.trace_steps_failed));
       out.push_back(Counter("gnmr_trace_bytes_written_total",
-                            "Bytes written to the jobs' replay traces.",
-                            s.trace_bytes_written));
+                            "Bytes written to the jobs' replay traces.", s.trace_bytes_written));
     }
   }
   if (sources_.last_snapshot_unix && !jobs_.empty()) {

@@ -12,9 +12,6 @@
 // the daemon wires them to SnapshotWriter / EventLog.
 #pragma once
 
-#include <prometheus/collectable.h>
-#include <prometheus/metric_family.h>
-
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -22,6 +19,9 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
 
 namespace gnmr {
 namespace metrics {
@@ -44,8 +44,7 @@ struct StoreSources {
   // Cumulative store counters; unset: not exported.
   std::function<StoreFigures()> figures;
   // Unix time of the job's last successful snapshot, nullopt if none.
-  std::function<std::optional<double>(const std::string& job_id)>
-      last_snapshot_unix;
+  std::function<std::optional<double>(const std::string& job_id)> last_snapshot_unix;
 };
 
 class StoreCollector : public prometheus::Collectable {

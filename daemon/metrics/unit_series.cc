@@ -7,9 +7,9 @@
 namespace gnmr {
 namespace metrics {
 
-std::vector<size_t> SelectExportedUnits(
-    size_t n, const std::function<double(size_t)>& gnmr,
-    const std::function<bool(size_t)>& in_recovery, size_t top_k) {
+std::vector<size_t> SelectExportedUnits(size_t n, const std::function<double(size_t)>& gnmr,
+                                        const std::function<bool(size_t)>& in_recovery,
+                                        size_t top_k) {
   std::vector<size_t> chosen;
   std::vector<std::pair<double, size_t>> others;
   others.reserve(n);
@@ -22,8 +22,7 @@ std::vector<size_t> SelectExportedUnits(
     }
   }
   // Highest GNMR first, then lowest index.
-  auto better = [](const std::pair<double, size_t>& a,
-                   const std::pair<double, size_t>& b) {
+  auto better = [](const std::pair<double, size_t>& a, const std::pair<double, size_t>& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   };
   const size_t k = std::min(top_k, others.size());
@@ -44,10 +43,8 @@ UnitSeries::~UnitSeries() {
 
 UnitSeries::Series UnitSeries::Add(const std::string& unit) {
   const prometheus::Labels labels = {{"job_id", job_id_}, {"unit", unit}};
-  return Series{&families_->unit_gnmr.Add(labels),
-                &families_->unit_norm.Add(labels),
-                &families_->unit_mu.Add(labels),
-                &families_->unit_in_recovery.Add(labels)};
+  return Series{&families_->unit_gnmr.Add(labels), &families_->unit_norm.Add(labels),
+                &families_->unit_mu.Add(labels), &families_->unit_in_recovery.Add(labels)};
 }
 
 void UnitSeries::Remove(const Series& s) {

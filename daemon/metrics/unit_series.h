@@ -32,9 +32,9 @@ struct UnitFigures {
 // Indices (ascending) of the units to export out of `n`: all for which
 // `in_recovery(i)`, plus the `top_k` others with the highest `gnmr(i)`
 // (NaN ranks lowest; ties go to the lower index). O(n).
-std::vector<size_t> SelectExportedUnits(
-    size_t n, const std::function<double(size_t)>& gnmr,
-    const std::function<bool(size_t)>& in_recovery, size_t top_k);
+std::vector<size_t> SelectExportedUnits(size_t n, const std::function<double(size_t)>& gnmr,
+                                        const std::function<bool(size_t)>& in_recovery,
+                                        size_t top_k);
 
 class UnitSeries {
  public:

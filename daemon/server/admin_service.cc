@@ -1,8 +1,8 @@
 #include "daemon/server/admin_service.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstdlib>
+
+#include <spdlog/spdlog.h>
 
 #include "common/secret.h"
 #include "common/text.h"
@@ -39,8 +39,8 @@ void AdminService::SetListen(std::vector<std::string> bound) {
 
 template <typename Req, typename Resp>
 void AdminService::Route(const char* method, Access access, Body<Req, Resp> body) {
-  const int index = MethodIndex(
-      v1::GetStatusRequest::descriptor()->file()->FindServiceByName("Admin"), method);
+  const int index =
+      MethodIndex(v1::GetStatusRequest::descriptor()->file()->FindServiceByName("Admin"), method);
   if (index < 0) std::abort();  // this table and the .proto disagree: a build error
   const std::string name = std::string("Admin.") + method;
   MarkMethodRawCallback(
@@ -70,8 +70,7 @@ Status AdminService::CheckAccess(grpc::CallbackServerContext* ctx, Access access
                     "(read_token or admin_token); use its Unix socket");
     }
     const bool read_ok = !context_.read_token.empty() && SameSecret(token, context_.read_token);
-    const bool admin_ok =
-        !context_.admin_token.empty() && SameSecret(token, context_.admin_token);
+    const bool admin_ok = !context_.admin_token.empty() && SameSecret(token, context_.admin_token);
     if (!read_ok && !admin_ok) {
       return Status(StatusCode::kUnauthenticated,
                     "wrong or missing token: Admin reads over TCP need the read token or the "
@@ -211,9 +210,10 @@ Status AdminService::DeleteJob(grpc::CallbackServerContext*, const v1::DeleteJob
   }
   if (!closed.ok()) return closed.status();
   resp->set_streams_closed(*closed);
-  spdlog::info("job {}: deleted by an operator ({} stream(s) closed); its snapshots, event log "
-               "and metric series are removed",
-               EscapeForLog(req.job_id()), *closed);
+  spdlog::info(
+      "job {}: deleted by an operator ({} stream(s) closed); its snapshots, event log "
+      "and metric series are removed",
+      EscapeForLog(req.job_id()), *closed);
   return Status::Ok();
 }
 

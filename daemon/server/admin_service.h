@@ -18,13 +18,13 @@
 // job's current operation; mutations serialise with it.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <chrono>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "daemon/server/job_registry.h"
 #include "daemon/server/request_gate.h"
@@ -35,8 +35,8 @@ namespace gnmr {
 
 struct AdminContext {
   std::string version;
-  std::string admin_token;  // empty: mutations only over the Unix socket
-  std::string read_token;   // also allows reads over plain TCP; may be empty
+  std::string admin_token;    // empty: mutations only over the Unix socket
+  std::string read_token;     // also allows reads over plain TCP; may be empty
   bool insecure_tcp = false;  // plain TCP peers are trusted (peer_access.h)
   std::vector<std::string> listen;
   std::string state_dir;
@@ -47,8 +47,7 @@ struct AdminContext {
   // refused with a status that names the key, not gRPC's own.
   uint64_t max_answer_bytes = 64u << 20;
   // Recent events of a job (the store's in-memory tail); may be empty.
-  std::function<std::vector<v1::Event>(const std::string& job, int64_t since_step,
-                                       uint32_t limit)>
+  std::function<std::vector<v1::Event>(const std::string& job, int64_t since_step, uint32_t limit)>
       events;
 };
 
@@ -73,8 +72,7 @@ class AdminService final : public v1::Admin::CallbackService {
 
   Status GetStatus(grpc::CallbackServerContext*, const v1::GetStatusRequest&,
                    v1::GetStatusResponse*);
-  Status ListJobs(grpc::CallbackServerContext*, const v1::ListJobsRequest&,
-                  v1::ListJobsResponse*);
+  Status ListJobs(grpc::CallbackServerContext*, const v1::ListJobsRequest&, v1::ListJobsResponse*);
   Status ListUnits(grpc::CallbackServerContext*, const v1::ListUnitsRequest&,
                    v1::ListUnitsResponse*);
   Status ListEvents(grpc::CallbackServerContext*, const v1::ListEventsRequest&,

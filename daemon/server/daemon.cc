@@ -1,8 +1,5 @@
 #include "daemon/server/daemon.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +8,10 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
 
 namespace gnmr {
 namespace {
@@ -35,8 +36,7 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(const TlsOptio
     StatusOr<std::string> ca = ReadFile(tls.client_ca_file);
     if (!ca.ok()) return ca.status();
     ssl.pem_root_certs = *ca;
-    ssl.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
 }
@@ -67,10 +67,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
   admin.insecure_tcp = options.insecure_tcp;
   admin.request_gate = options.request_gate.get();
   admin.max_answer_bytes = static_cast<uint64_t>(options.max_message_bytes);
-  d->gnmr_service_ = std::make_unique<GnmrService>(d->registry_.get(), &d->stats_, options.limits,
-                                                   &d->live_sessions_, options.insecure_tcp,
-                                                   options.session_queue,
-                                                   options.request_gate.get());
+  d->gnmr_service_ = std::make_unique<GnmrService>(
+      d->registry_.get(), &d->stats_, options.limits, &d->live_sessions_, options.insecure_tcp,
+      options.session_queue, options.request_gate.get());
   d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), &d->stats_, admin);
 
   grpc::EnableDefaultHealthCheckService(true);

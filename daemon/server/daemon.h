@@ -4,8 +4,6 @@
 // gnmrd binary composes the full daemon; tests start this one in-process.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -17,12 +15,14 @@
 #include <utility>
 #include <vector>
 
-#include "gnmr/status.h"
+#include <grpcpp/grpcpp.h>
+
 #include "daemon/server/admin_service.h"
 #include "daemon/server/gnmr_service.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/listeners.h"
 #include "daemon/server/server_stats.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 
@@ -57,9 +57,9 @@ class Daemon {
   // A listener that cannot work is an error naming the address and why
   // (listeners.h): port in use, no permission, TLS key not matching its
   // certificate, a live socket of another daemon at the path.
-  static StatusOr<std::unique_ptr<Daemon>> Start(
-      DaemonOptions options, JobListener* listener, AdminContext admin,
-      std::vector<std::unique_ptr<Job>> restored = {});
+  static StatusOr<std::unique_ptr<Daemon>> Start(DaemonOptions options, JobListener* listener,
+                                                 AdminContext admin,
+                                                 std::vector<std::unique_ptr<Job>> restored = {});
   ~Daemon();
 
   // Stops accepting, ends streams (waiting up to `grace`), stops the ticker.

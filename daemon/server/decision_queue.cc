@@ -25,8 +25,7 @@ bool DecisionQueue::DropOne() {
   }
   for (const bool generations : {false, true}) {
     for (size_t i = 0; i < queue_.size(); ++i) {
-      if (queue_[i].generation != generations || i == newest_decision ||
-          i == newest_generation) {
+      if (queue_[i].generation != generations || i == newest_decision || i == newest_generation) {
         continue;
       }
       bytes_ -= queue_[i].bytes;

@@ -1,8 +1,8 @@
 #include "daemon/server/gnmr_service.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstdlib>
+
+#include <spdlog/spdlog.h>
 
 #include "common/text.h"
 #include "common/tsan_annotations.h"
@@ -17,8 +17,7 @@ namespace {
 // A Session refused before it starts: ends the stream with `why`. OnDone
 // runs on another gRPC thread, after the constructor (told to TSan:
 // common/tsan_annotations.h).
-class RefusedSession final
-    : public grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage> {
+class RefusedSession final : public grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage> {
  public:
   explicit RefusedSession(const Status& why) {
     GNMR_HAPPENS_BEFORE(&constructed_);
@@ -36,16 +35,16 @@ class RefusedSession final
 }  // namespace
 
 GnmrService::GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits,
-                         LiveSessions* live, bool insecure_tcp,
-                         DecisionQueue::Limits queue_limits, RequestGate* request_gate)
+                         LiveSessions* live, bool insecure_tcp, DecisionQueue::Limits queue_limits,
+                         RequestGate* request_gate)
     : registry_(registry),
       stats_(stats),
       limits_(limits),
       live_(live),
       insecure_tcp_(insecure_tcp),
       queue_limits_(queue_limits) {
-  const int index = MethodIndex(
-      v1::RegisterRequest::descriptor()->file()->FindServiceByName("Gnmr"), "Register");
+  const int index =
+      MethodIndex(v1::RegisterRequest::descriptor()->file()->FindServiceByName("Gnmr"), "Register");
   if (index < 0) std::abort();  // the .proto lost Register: a build error
   MarkMethodRawCallback(
       index, RawUnaryHandler<v1::RegisterRequest, v1::RegisterResponse>(
@@ -61,8 +60,7 @@ Status GnmrService::CheckRegisterTransport(grpc::CallbackServerContext* ctx,
                                            const std::string& token) const {
   if (TransportTrusted(ctx, insecure_tcp_)) return Status::Ok();
   if (token.empty()) {
-    return Status(StatusCode::kUnauthenticated,
-                  "a job token is required over TCP (x-gnmr-token)");
+    return Status(StatusCode::kUnauthenticated, "a job token is required over TCP (x-gnmr-token)");
   }
   if (registry_->options().job_tokens.count(req.job_id()) == 0 &&
       !registry_->Find(req.job_id()).ok()) {
@@ -111,9 +109,9 @@ void GnmrService::LogRejected(const v1::RegisterRequest& req, const Status& s) {
     return;
   }
   spdlog::warn("Register job={} rank={}: {}{}", job, req.rank(), EscapeMessageForLog(s.ToString()),
-               held_back == 0 ? std::string()
-                              : " (" + std::to_string(held_back) +
-                                    " more like it since the last such line)");
+               held_back == 0
+                   ? std::string()
+                   : " (" + std::to_string(held_back) + " more like it since the last such line)");
 }
 
 grpc::ServerUnaryReactor* GnmrService::FinishRegister(grpc::CallbackServerContext* ctx,
@@ -134,8 +132,8 @@ grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage>* GnmrService::Sess
   if (!TransportTrusted(ctx, insecure_tcp_) && TokenFromMetadata(ctx, "x-gnmr-token").empty()) {
     stats_->bad_requests++;
     stats_->Record("Session", Status(StatusCode::kUnauthenticated, ""));
-    return new RefusedSession(Status(StatusCode::kUnauthenticated,
-                                     "a job token is required over TCP (x-gnmr-token)"));
+    return new RefusedSession(
+        Status(StatusCode::kUnauthenticated, "a job token is required over TCP (x-gnmr-token)"));
   }
   return new SessionReactor(ctx, registry_, stats_, live_, queue_limits_);
 }

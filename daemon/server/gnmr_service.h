@@ -9,9 +9,9 @@
 // unless `insecure_tcp`.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <chrono>
+
+#include <grpcpp/grpcpp.h>
 
 #include "common/log_limiter.h"
 #include "daemon/server/decision_queue.h"
@@ -41,8 +41,8 @@ class GnmrService final : public v1::Gnmr::CallbackService {
   Status DoRegister(grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
                     v1::RegisterResponse* resp);
   // The TCP rules above; OK on a trusted transport.
-  Status CheckRegisterTransport(grpc::CallbackServerContext* ctx,
-                                const v1::RegisterRequest& req, const std::string& token) const;
+  Status CheckRegisterTransport(grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
+                                const std::string& token) const;
   grpc::ServerUnaryReactor* FinishRegister(grpc::CallbackServerContext* ctx,
                                            const v1::RegisterRequest& req, const Status& s);
   void LogRejected(const v1::RegisterRequest& req, const Status& s);

@@ -31,14 +31,16 @@ Status JobRegistry::CheckToken(const std::string& job_id, const Job* job,
                                const std::string& token) const {
   if (job != nullptr) {
     if (!job->TokenMatches(token)) {
-      return Status(StatusCode::kUnauthenticated, "wrong or missing token for job '" + job_id + "'");
+      return Status(StatusCode::kUnauthenticated,
+                    "wrong or missing token for job '" + job_id + "'");
     }
     return Status::Ok();
   }
   auto configured = options_.job_tokens.find(job_id);
   if (configured != options_.job_tokens.end()) {
     if (!SameSecret(configured->second, token)) {
-      return Status(StatusCode::kUnauthenticated, "wrong or missing token for job '" + job_id + "'");
+      return Status(StatusCode::kUnauthenticated,
+                    "wrong or missing token for job '" + job_id + "'");
     }
     return Status::Ok();
   }
@@ -193,9 +195,10 @@ std::vector<std::string> JobRegistry::ExpireIdle(Job::Clock::time_point now) {
       continue;  // deleted meanwhile
     }
     if (removed.ok()) {
-      spdlog::info("job {}: expired after {} idle (job_idle_expiry {}); its snapshots, event "
-                   "log and metric series are removed",
-                   EscapeForLog(id), HumanDuration(idle), HumanDuration(options_.idle_expiry));
+      spdlog::info(
+          "job {}: expired after {} idle (job_idle_expiry {}); its snapshots, event "
+          "log and metric series are removed",
+          EscapeForLog(id), HumanDuration(idle), HumanDuration(options_.idle_expiry));
     } else {
       spdlog::error("job {}: expired after {} idle: {}", EscapeForLog(id), HumanDuration(idle),
                     EscapeMessageForLog(removed.status().message()));

@@ -20,14 +20,14 @@
 #include <chrono>
 #include <deque>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "daemon/job/job.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 

@@ -114,8 +114,7 @@ std::optional<Status> DiagnoseUnix(const std::string& address) {
   }
   if (err == EACCES || err == EPERM || err == EROFS) {
     return Failed(where + "cannot create the socket in " + dir + ": " + Errno(err) +
-                  " (the directory must be writable by uid " + std::to_string(::geteuid()) +
-                  ")");
+                  " (the directory must be writable by uid " + std::to_string(::geteuid()) + ")");
   }
   return Failed(where + Errno(err));
 }
@@ -134,8 +133,8 @@ std::optional<Status> DiagnoseTcp(const std::string& address) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
-  const int gai = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints,
-                                &found);
+  const int gai =
+      ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
   if (gai != 0) {
     return Failed(where + "cannot resolve '" + host + "': " + ::gai_strerror(gai));
   }
@@ -155,8 +154,7 @@ std::optional<Status> DiagnoseTcp(const std::string& address) {
     case EADDRINUSE:
       return Failed(where + "the port is in use by another process");
     case EACCES:
-      return Failed(where + Errno(err) +
-                    " (ports below 1024 need root or CAP_NET_BIND_SERVICE)");
+      return Failed(where + Errno(err) + " (ports below 1024 need root or CAP_NET_BIND_SERVICE)");
     case EADDRNOTAVAIL:
       return Failed(where + "'" + host + "' is not an address of this machine");
     default:
@@ -186,13 +184,15 @@ Status PrepareUnixSocket(const std::string& path) {
                   ": another process is listening on it (a second gnmrd?); stop it first");
   }
   if (err != ECONNREFUSED) {
-    return Failed("cannot listen on unix:" + path + ": cannot tell whether the socket there is "
-                  "in use: " + Errno(err));
+    return Failed("cannot listen on unix:" + path +
+                  ": cannot tell whether the socket there is "
+                  "in use: " +
+                  Errno(err));
   }
   // Stale: left by a daemon that died without removing it.
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return Failed("cannot listen on unix:" + path + ": cannot remove the stale socket: " +
-                  Errno(errno));
+    return Failed("cannot listen on unix:" + path +
+                  ": cannot remove the stale socket: " + Errno(errno));
   }
   return Status::Ok();
 }

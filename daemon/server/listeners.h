@@ -32,7 +32,7 @@
 namespace gnmr {
 
 struct TlsOptions {
-  std::string cert_file;       // PEM; empty = plaintext TCP
+  std::string cert_file;  // PEM; empty = plaintext TCP
   std::string key_file;
   std::string client_ca_file;  // set: mutual TLS, client certificates required
 };

@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "daemon/job/job.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 

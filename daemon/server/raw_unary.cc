@@ -1,9 +1,9 @@
 #include "daemon/server/raw_unary.h"
 
+#include <mutex>
+
 #include <google/protobuf/stubs/logging.h>
 #include <grpcpp/support/proto_buffer_reader.h>
-
-#include <mutex>
 
 namespace gnmr {
 namespace {
@@ -25,9 +25,8 @@ void CapturingLogHandler(google::protobuf::LogLevel level, const char* file, int
 
 void InstallLogHandler() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    previous_handler = google::protobuf::SetLogHandler(&CapturingLogHandler);
-  });
+  std::call_once(once,
+                 [] { previous_handler = google::protobuf::SetLogHandler(&CapturingLogHandler); });
 }
 
 // "String field 'gnmr.v1.RegisterRequest.job_id' contains invalid UTF-8

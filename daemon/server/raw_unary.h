@@ -20,15 +20,15 @@
 // API reports a failed read as the end of the stream).
 #pragma once
 
+#include <string>
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/server_callback_handlers.h>
 
-#include <string>
-
-#include "gnmr/status.h"
 #include "daemon/server/request_gate.h"
+#include "gnmr/status.h"
 
 namespace gnmr {
 
@@ -70,8 +70,8 @@ template <typename Req, typename Resp, typename Body, typename Done>
 grpc::internal::MethodHandler* RawUnaryHandler(Body body, Done done, RequestGate* gate,
                                                bool gate_answer = false) {
   return new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
-      [body, done, gate, gate_answer](grpc::CallbackServerContext* ctx,
-                                      const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+      [body, done, gate, gate_answer](grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                      grpc::ByteBuffer* out) {
         RequestGate::Ticket ticket;  // outlives req and resp: ends last
         Req req;
         Resp resp;

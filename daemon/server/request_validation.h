@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "gnmr/status.h"
 #include "common/unit_name.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {

@@ -168,8 +168,7 @@ Status SessionReactor::Handle(const v1::ClientMessage& msg) {
   }
   switch (msg.kind_case()) {
     case v1::ClientMessage::kStats:
-      return job_->OnStats(rank_, session_id_, msg.stats(), msg.ByteSizeLong(),
-                           job_->Now());
+      return job_->OnStats(rank_, session_id_, msg.stats(), msg.ByteSizeLong(), job_->Now());
     case v1::ClientMessage::kAck:
       return job_->OnAck(rank_, session_id_, msg.ack());
     case v1::ClientMessage::kHello:

@@ -16,11 +16,11 @@
 //   (shared with the job) and never calls into the job under its own lock.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <atomic>
 #include <memory>
 #include <mutex>
+
+#include <grpcpp/grpcpp.h>
 
 #include "daemon/job/job.h"
 #include "daemon/server/decision_queue.h"
@@ -66,8 +66,7 @@ class SessionSink final : public DecisionSink {
   grpc::Status finish_status_;
 };
 
-class SessionReactor final
-    : public grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage> {
+class SessionReactor final : public grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage> {
  public:
   // `live` (may be null) tracks the stream for shutdown.
   SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry, ServerStats* stats,
@@ -111,6 +110,5 @@ class SessionReactor final
 
 // The job token from the x-gnmr-token metadata ("" if absent).
 std::string TokenFromMetadata(const grpc::CallbackServerContext* ctx, const char* key);
-
 
 }  // namespace gnmr

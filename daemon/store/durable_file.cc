@@ -22,8 +22,7 @@ std::string DirName(const std::string& path) {
 
 std::string TempPath(const std::string& path) {
   static std::atomic<uint64_t> counter{0};
-  return path + ".tmp-" + std::to_string(::getpid()) + "-" +
-         std::to_string(counter.fetch_add(1));
+  return path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
 }
 
 // Closes on scope exit; Close() reports the close(2) error.
@@ -65,8 +64,7 @@ Status ErrnoStatus(const std::string& what, int err) {
   }
 }
 
-Status OpenWithSize(const std::string& path, int flags, int* fd,
-                    uint64_t* size) {
+Status OpenWithSize(const std::string& path, int flags, int* fd, uint64_t* size) {
   *fd = ::open(path.c_str(), flags | O_CLOEXEC, 0640);
   if (*fd < 0) return ErrnoStatus("open " + path, errno);
   struct stat st;
@@ -124,8 +122,7 @@ Status ReplaceFileDurably(const std::string& path, std::string_view bytes,
     Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
     if (fd.get() < 0) return ErrnoStatus("create " + tmp, errno);
     Status s = WriteAll(fd.get(), bytes, tmp);
-    if (s.ok() && ::fsync(fd.get()) != 0)
-      s = ErrnoStatus("fsync " + tmp, errno);
+    if (s.ok() && ::fsync(fd.get()) != 0) s = ErrnoStatus("fsync " + tmp, errno);
     if (s.ok() && fd.Close() != 0) s = ErrnoStatus("close " + tmp, errno);
     if (!s.ok()) {
       ::unlink(tmp.c_str());
@@ -164,10 +161,9 @@ StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
   if (!opened.ok()) return opened;
   Fd fd(raw);
   if (size > max_bytes) {
-    return Status(StatusCode::kResourceExhausted,
-                  path + ": " + std::to_string(size) +
-                      " bytes, more than the limit of " +
-                      std::to_string(max_bytes));
+    return Status(StatusCode::kResourceExhausted, path + ": " + std::to_string(size) +
+                                                      " bytes, more than the limit of " +
+                                                      std::to_string(max_bytes));
   }
   std::string out(static_cast<size_t>(size), '\0');
   size_t got = 0;

@@ -50,8 +50,7 @@ Status FsyncDir(const std::string& dir);
 
 // Opens `path` with `flags` (O_CLOEXEC added; O_CREAT uses mode 0640) and
 // reports its size. The caller closes *fd.
-Status OpenWithSize(const std::string& path, int flags, int* fd,
-                    uint64_t* size);
+Status OpenWithSize(const std::string& path, int flags, int* fd, uint64_t* size);
 
 // "<what>: <strerror(err)>" with a code for the errno: ENOENT NotFound,
 // ENOSPC ResourceExhausted, EACCES PermissionDenied, else Internal.

@@ -15,12 +15,10 @@ namespace store {
 namespace {
 
 // pread until `size` bytes are in or EOF.
-StatusOr<size_t> ReadAt(int fd, char* buf, size_t size, off_t offset,
-                        const std::string& path) {
+StatusOr<size_t> ReadAt(int fd, char* buf, size_t size, off_t offset, const std::string& path) {
   size_t got = 0;
   while (got < size) {
-    const ssize_t n =
-        ::pread(fd, buf + got, size - got, offset + static_cast<off_t>(got));
+    const ssize_t n = ::pread(fd, buf + got, size - got, offset + static_cast<off_t>(got));
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus("read " + path, errno);
@@ -34,8 +32,7 @@ StatusOr<size_t> ReadAt(int fd, char* buf, size_t size, off_t offset,
 // The last `max_lines` non-empty complete lines of `buf`, oldest first.
 // The text after the last '\n' is a torn line; with `cut_head` the text
 // before the first '\n' is a partial one.
-std::vector<std::string> CompleteLines(const std::string& buf, bool cut_head,
-                                       size_t max_lines) {
+std::vector<std::string> CompleteLines(const std::string& buf, bool cut_head, size_t max_lines) {
   std::vector<std::string> lines;
   const size_t last = buf.rfind('\n');
   if (last == std::string::npos) return lines;
@@ -43,8 +40,7 @@ std::vector<std::string> CompleteLines(const std::string& buf, bool cut_head,
   size_t end = last;  // one past the current line
   while (end > begin && lines.size() < max_lines) {
     const size_t prev = buf.rfind('\n', end - 1);
-    const size_t start =
-        (prev == std::string::npos || prev < begin) ? begin : prev + 1;
+    const size_t start = (prev == std::string::npos || prev < begin) ? begin : prev + 1;
     if (end > start) lines.emplace_back(buf, start, end - start);
     if (start == begin) break;
     end = start - 1;
@@ -62,8 +58,7 @@ StatusOr<int> OpenForAppend(const std::string& path, uint64_t* size_out) {
   if (!opened.ok()) return opened;
   if (size > 0) {
     char last = '\n';
-    StatusOr<size_t> n =
-        ReadAt(fd, &last, 1, static_cast<off_t>(size - 1), path);
+    StatusOr<size_t> n = ReadAt(fd, &last, 1, static_cast<off_t>(size - 1), path);
     Status s = n.status();
     if (s.ok() && last != '\n') {
       s = WriteAll(fd, "\n", path);
@@ -78,8 +73,7 @@ StatusOr<int> OpenForAppend(const std::string& path, uint64_t* size_out) {
   return fd;
 }
 
-StatusOr<std::vector<std::string>> ReadTailLines(const std::string& path,
-                                                 size_t max_lines,
+StatusOr<std::vector<std::string>> ReadTailLines(const std::string& path, size_t max_lines,
                                                  size_t max_bytes) {
   int fd = -1;
   uint64_t size = 0;
@@ -91,15 +85,13 @@ StatusOr<std::vector<std::string>> ReadTailLines(const std::string& path,
   size_t window = std::min<size_t>(limit, 1 << 20);
   for (;;) {
     buf.assign(window, '\0');
-    StatusOr<size_t> got =
-        ReadAt(fd, buf.data(), window, static_cast<off_t>(size - window), path);
+    StatusOr<size_t> got = ReadAt(fd, buf.data(), window, static_cast<off_t>(size - window), path);
     if (!got.ok()) {
       ::close(fd);
       return got.status();
     }
     buf.resize(*got);
-    const size_t newlines =
-        static_cast<size_t>(std::count(buf.begin(), buf.end(), '\n'));
+    const size_t newlines = static_cast<size_t>(std::count(buf.begin(), buf.end(), '\n'));
     if (newlines > max_lines || window == limit) break;
     window = std::min(limit, window * 4);
   }

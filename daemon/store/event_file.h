@@ -23,8 +23,7 @@ StatusOr<int> OpenForAppend(const std::string& path, uint64_t* size = nullptr);
 // The last `max_lines` complete lines of `path` (without '\n'), oldest
 // first, reading at most `max_bytes` from the end. A line cut by that bound
 // is left out, and so is a torn last line. NotFound if there is no file.
-StatusOr<std::vector<std::string>> ReadTailLines(const std::string& path,
-                                                 size_t max_lines,
+StatusOr<std::vector<std::string>> ReadTailLines(const std::string& path, size_t max_lines,
                                                  size_t max_bytes);
 
 }  // namespace store

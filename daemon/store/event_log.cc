@@ -1,12 +1,13 @@
 #include "daemon/store/event_log.h"
 
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <exception>
 #include <utility>
+
+#include <spdlog/spdlog.h>
 
 #include "common/unit_name.h"
 #include "common/wall_clock.h"
@@ -50,8 +51,7 @@ size_t EventMemoryBytes(const v1::Event& e) {
 
 size_t MaxEventMemoryBytes() {
   // Capacities may exceed sizes (growth): at most twice.
-  return sizeof(v1::Event) + StringBytes(2 * kMaxUnitBytes) +
-         StringBytes(2 * kMaxDetailBytes);
+  return sizeof(v1::Event) + StringBytes(2 * kMaxUnitBytes) + StringBytes(2 * kMaxDetailBytes);
 }
 
 size_t RingMemoryBound(const EventLogOptions& o) {
@@ -71,8 +71,8 @@ size_t EventLog::MemoryBound(const EventLogOptions& o) {
 }
 
 void EventLog::Trim(Ring* ring) const {
-  while (ring->events.size() > 1 && (ring->events.size() > options_.ring_capacity ||
-                                     ring->bytes > options_.ring_bytes)) {
+  while (ring->events.size() > 1 &&
+         (ring->events.size() > options_.ring_capacity || ring->bytes > options_.ring_bytes)) {
     ring->bytes -= EventMemoryBytes(ring->events.front());
     ring->events.pop_front();
   }
@@ -89,8 +89,7 @@ bool EventLog::Append(const std::string& job_id, v1::Event event) {
   return Append(job_id, std::vector<v1::Event>{std::move(event)}) == 1;
 }
 
-size_t EventLog::Append(const std::string& job_id,
-                        std::vector<v1::Event> events) {
+size_t EventLog::Append(const std::string& job_id, std::vector<v1::Event> events) {
   const double now = UnixNowSeconds();
   for (v1::Event& e : events) {
     if (e.time_unix() == 0) e.set_time_unix(now);
@@ -130,8 +129,7 @@ size_t EventLog::Append(const std::string& job_id,
   return buffered;
 }
 
-std::vector<v1::Event> EventLog::List(const std::string& job_id,
-                                      int64_t since_step,
+std::vector<v1::Event> EventLog::List(const std::string& job_id, int64_t since_step,
                                       uint32_t limit) const {
   const size_t want = limit == 0 ? kDefaultListLimit : limit;
   std::vector<v1::Event> out;
@@ -151,8 +149,8 @@ Status EventLog::ReloadTail(const std::string& job_id) {
     auto it = rings_.find(job_id);
     return it != rings_.end() && !it->second.events.empty();
   };
-  const Status in_use = FailedPrecondition("event log of job '" + job_id +
-                                           "' already has events in memory");
+  const Status in_use =
+      FailedPrecondition("event log of job '" + job_id + "' already has events in memory");
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (ring_in_use()) return in_use;
@@ -165,8 +163,7 @@ Status EventLog::ReloadTail(const std::string& job_id) {
   for (const std::string& file : {path, path + kRotatedSuffix}) {
     const size_t want = options_.ring_capacity - events.size();
     if (want == 0) break;
-    StatusOr<std::vector<std::string>> lines =
-        ReadTailLines(file, want, want * kMaxEventLineBytes);
+    StatusOr<std::vector<std::string>> lines = ReadTailLines(file, want, want * kMaxEventLineBytes);
     if (!lines.ok()) {
       if (lines.status().code() == StatusCode::kNotFound) continue;
       return lines.status();
@@ -338,8 +335,7 @@ Status EventLog::RemoveFiles(const std::string& job_id, bool delete_files) {
 }
 
 EventLog::BatchResult EventLog::WriteBatch(
-    const std::vector<Buffered>& batch,
-    const std::vector<std::pair<std::string, bool>>& removed) {
+    const std::vector<Buffered>& batch, const std::vector<std::pair<std::string, bool>>& removed) {
   // Group by job, keeping each job's order: one write per job.
   std::vector<std::string> order;
   std::unordered_map<std::string, std::pair<std::string, uint64_t>> jobs;

@@ -57,9 +57,9 @@ namespace gnmr {
 namespace store {
 
 struct EventLogOptions {
-  size_t ring_capacity = 10000;         // events kept in memory per job
-  size_t ring_bytes = 512u << 10;       // ... and their bytes
-  size_t max_buffered = 65536;          // events waiting for the writer, all jobs
+  size_t ring_capacity = 10000;           // events kept in memory per job
+  size_t ring_bytes = 512u << 10;         // ... and their bytes
+  size_t max_buffered = 65536;            // events waiting for the writer, all jobs
   size_t max_buffered_bytes = 32u << 20;  // ... and their bytes
   std::chrono::milliseconds flush_interval{200};
   size_t max_open_files = 128;
@@ -93,8 +93,7 @@ class EventLog {
 
   // The newest `limit` (0: kDefaultListLimit) events of the job with
   // observed_step >= since_step, oldest first. Empty for an unknown job.
-  std::vector<v1::Event> List(const std::string& job_id, int64_t since_step,
-                              uint32_t limit) const;
+  std::vector<v1::Event> List(const std::string& job_id, int64_t since_step, uint32_t limit) const;
 
   // Fills the job's ring with the last ring_capacity events of its file
   // (lines that do not parse are skipped and counted). Call when restoring
@@ -194,7 +193,7 @@ class EventLog {
 
   // Writer thread only.
   std::unordered_map<std::string, OpenFile> files_;  // job id -> open file
-  std::unordered_map<std::string, bool> failing_;  // job id -> last failed
+  std::unordered_map<std::string, bool> failing_;    // job id -> last failed
   std::unordered_set<std::string> rotation_failing_;
   std::thread thread_;
 };

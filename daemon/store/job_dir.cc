@@ -10,8 +10,8 @@ constexpr char kHex[] = "0123456789ABCDEF";
 
 bool IsPlain(unsigned char c, bool first) {
   if (c == '.') return !first;
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-         (c >= '0' && c <= '9') || c == '_' || c == '-' || c == ':';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == ':';
 }
 
 int HexValue(char c) {
@@ -83,9 +83,7 @@ std::optional<std::string> UnescapeJobDir(std::string_view name) {
   return out;
 }
 
-std::string JobsDir(const std::string& state_dir) {
-  return state_dir + "/jobs";
-}
+std::string JobsDir(const std::string& state_dir) { return state_dir + "/jobs"; }
 
 std::string JobDir(const std::string& state_dir, std::string_view job_id) {
   return JobsDir(state_dir) + "/" + EscapeJobId(job_id);

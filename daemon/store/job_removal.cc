@@ -34,8 +34,8 @@ StatusOr<std::vector<std::string>> Entries(const std::string& dir) {
 // only; anything else makes rmdir fail and is reported).
 Status RemoveTree(const std::string& dir) {
   StatusOr<std::vector<std::string>> names = Entries(dir);
-  if (!names.ok()) return names.status().code() == StatusCode::kNotFound ? Status::Ok()
-                                                                         : names.status();
+  if (!names.ok())
+    return names.status().code() == StatusCode::kNotFound ? Status::Ok() : names.status();
   Status result;
   for (const std::string& name : *names) {
     const std::string path = dir + "/" + name;
@@ -60,8 +60,8 @@ int64_t NowUnixMs() {
 Status RemoveJobDir(const std::string& state_dir, const std::string& job_id) {
   const std::string jobs = JobsDir(state_dir);
   const std::string dir = JobDir(state_dir, job_id);
-  const std::string base = jobs + "/" + kDeletedPrefix + EscapeJobId(job_id) + "-" +
-                           std::to_string(NowUnixMs());
+  const std::string base =
+      jobs + "/" + kDeletedPrefix + EscapeJobId(job_id) + "-" + std::to_string(NowUnixMs());
   std::string doomed = base;
   struct stat st;
   for (int n = 2; ::lstat(doomed.c_str(), &st) == 0; ++n) doomed = base + "-" + std::to_string(n);

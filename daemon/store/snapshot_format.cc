@@ -9,8 +9,8 @@ namespace gnmr {
 namespace store {
 namespace {
 
-constexpr uint32_t kHeaderLen = 20;       // the fields this version writes
-constexpr uint32_t kMaxHeaderLen = 4096;  // a bound for future versions
+constexpr uint32_t kHeaderLen = 20;                    // the fields this version writes
+constexpr uint32_t kMaxHeaderLen = 4096;               // a bound for future versions
 constexpr size_t kFixed = sizeof(kSnapshotMagic) + 4;  // magic + header_len
 
 void PutU32(std::string* out, uint32_t v) {
@@ -74,8 +74,7 @@ StatusOr<std::string> EncodeSnapshotFrame(const std::string& job_id, size_t stat
   return out;
 }
 
-StatusOr<SnapshotFrame> DecodeSnapshotFrame(std::string_view bytes,
-                                            const std::string& what) {
+StatusOr<SnapshotFrame> DecodeSnapshotFrame(std::string_view bytes, const std::string& what) {
   auto loss = [&what](const std::string& why) {
     return DataLoss(what + ": corrupt snapshot: " + why);
   };
@@ -99,11 +98,10 @@ StatusOr<SnapshotFrame> DecodeSnapshotFrame(std::string_view bytes,
   const uint64_t id_len = GetU32(h);
   const uint64_t state_len = GetU32(h + 4);
   const uint64_t meta_len = GetU32(h + 8);
-  const uint64_t expected =
-      kFixed + header_len + id_len + state_len + meta_len + 4;
+  const uint64_t expected = kFixed + header_len + id_len + state_len + meta_len + 4;
   if (expected != bytes.size()) {
-    return loss("lengths account for " + std::to_string(expected) +
-                " bytes, file has " + std::to_string(bytes.size()));
+    return loss("lengths account for " + std::to_string(expected) + " bytes, file has " +
+                std::to_string(bytes.size()));
   }
   SnapshotFrame f;
   f.saved_unix_ms = static_cast<int64_t>(GetU64(h + 12));

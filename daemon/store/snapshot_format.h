@@ -28,8 +28,7 @@
 namespace gnmr {
 namespace store {
 
-inline constexpr char kSnapshotMagic[8] = {'G', 'N', 'M', 'R',
-                                           'S', 'N', 'P', '1'};
+inline constexpr char kSnapshotMagic[8] = {'G', 'N', 'M', 'R', 'S', 'N', 'P', '1'};
 
 struct SnapshotFrame {
   std::string job_id;
@@ -50,8 +49,7 @@ StatusOr<std::string> EncodeSnapshotFrame(const std::string& job_id, size_t stat
 
 // DataLoss (prefixed by `what`, usually the path) unless `bytes` is a
 // complete frame with a matching checksum.
-StatusOr<SnapshotFrame> DecodeSnapshotFrame(std::string_view bytes,
-                                            const std::string& what);
+StatusOr<SnapshotFrame> DecodeSnapshotFrame(std::string_view bytes, const std::string& what);
 
 }  // namespace store
 }  // namespace gnmr

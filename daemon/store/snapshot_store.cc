@@ -63,8 +63,7 @@ StatusOr<std::vector<std::string>> JobDirNames(const std::string& state_dir) {
 
 }  // namespace
 
-SnapshotStore::SnapshotStore(std::string state_dir)
-    : state_dir_(std::move(state_dir)) {}
+SnapshotStore::SnapshotStore(std::string state_dir) : state_dir_(std::move(state_dir)) {}
 
 std::string SnapshotStore::SnapshotPath(const std::string& job_id) const {
   return JobDir(state_dir_, job_id) + "/" + kSnapshotName;
@@ -74,28 +73,25 @@ Status SnapshotStore::Save(const std::string& job_id, v1::ControllerState state,
                            const std::string& job_meta) {
   StatusOr<std::string> bytes = EncodeSnapshotFrame(
       job_id, state.ByteSizeLong(),
-      [&state](std::string* out) { return state.AppendToString(out); }, job_meta,
-      NowUnixMs());
+      [&state](std::string* out) { return state.AppendToString(out); }, job_meta, NowUnixMs());
   v1::ControllerState().Swap(&state);  // freed before the write
   if (!bytes.ok()) {
-    return Status(bytes.status().code(), "job " + job_id + ": cannot encode its snapshot: " +
-                                             bytes.status().message());
+    return Status(bytes.status().code(),
+                  "job " + job_id + ": cannot encode its snapshot: " + bytes.status().message());
   }
   if (bytes->size() > kMaxSnapshotBytes) {
     return Status(StatusCode::kResourceExhausted,
-                  "job " + job_id + ": snapshot of " +
-                      std::to_string(bytes->size()) + " bytes exceeds " +
-                      std::to_string(kMaxSnapshotBytes));
+                  "job " + job_id + ": snapshot of " + std::to_string(bytes->size()) +
+                      " bytes exceeds " + std::to_string(kMaxSnapshotBytes));
   }
   const std::string dir = JobDir(state_dir_, job_id);
   Status s = MakeDirs(dir);
   if (!s.ok()) return s;
-  return ReplaceFileDurably(dir + "/" + kSnapshotName, *bytes,
-                            dir + "/" + kPreviousName);
+  return ReplaceFileDurably(dir + "/" + kSnapshotName, *bytes, dir + "/" + kPreviousName);
 }
 
-StatusOr<SnapshotStore::Loaded> SnapshotStore::LoadFile(
-    const std::string& path, const std::string& job_id) const {
+StatusOr<SnapshotStore::Loaded> SnapshotStore::LoadFile(const std::string& path,
+                                                        const std::string& job_id) const {
   StatusOr<std::string> bytes = ReadWholeFile(path, kMaxSnapshotBytes);
   if (!bytes.ok()) return bytes.status();
   StatusOr<SnapshotFrame> frame = DecodeSnapshotFrame(*bytes, path);
@@ -113,8 +109,7 @@ StatusOr<SnapshotStore::Loaded> SnapshotStore::LoadFile(
   return out;
 }
 
-StatusOr<SnapshotStore::Loaded> SnapshotStore::Load(
-    const std::string& job_id) const {
+StatusOr<SnapshotStore::Loaded> SnapshotStore::Load(const std::string& job_id) const {
   const std::string dir = JobDir(state_dir_, job_id);
   StatusOr<Loaded> newest = LoadFile(dir + "/" + kSnapshotName, job_id);
   if (newest.ok() || newest.status().code() != StatusCode::kDataLoss) {
@@ -129,16 +124,13 @@ StatusOr<SnapshotStore::Loaded> SnapshotStore::Load(
   return previous;
 }
 
-StatusOr<SnapshotStore::Loaded> SnapshotStore::LoadPrevious(
-    const std::string& job_id) const {
-  StatusOr<Loaded> previous =
-      LoadFile(JobDir(state_dir_, job_id) + "/" + kPreviousName, job_id);
+StatusOr<SnapshotStore::Loaded> SnapshotStore::LoadPrevious(const std::string& job_id) const {
+  StatusOr<Loaded> previous = LoadFile(JobDir(state_dir_, job_id) + "/" + kPreviousName, job_id);
   if (previous.ok()) previous->from_previous = true;
   return previous;
 }
 
-StatusOr<std::string> SnapshotStore::ReplaceNewestByPrevious(
-    const std::string& job_id) {
+StatusOr<std::string> SnapshotStore::ReplaceNewestByPrevious(const std::string& job_id) {
   const std::string dir = JobDir(state_dir_, job_id);
   const std::string newest = dir + "/" + kSnapshotName;
   const std::string previous = dir + "/" + kPreviousName;
@@ -163,8 +155,7 @@ StatusOr<std::string> SnapshotStore::ReplaceNewestByPrevious(
   return kept;
 }
 
-StatusOr<std::vector<std::string>> SnapshotStore::SetAside(
-    const std::string& job_id) {
+StatusOr<std::vector<std::string>> SnapshotStore::SetAside(const std::string& job_id) {
   const std::string dir = JobDir(state_dir_, job_id);
   std::vector<std::string> kept;
   // The previous generation first: a crash in between leaves snapshot.pb,
@@ -196,8 +187,7 @@ StatusOr<std::vector<std::string>> SnapshotStore::ListJobs() const {
     // A shortened (hashed) name: an intact frame knows the id.
     for (const char* file : {kSnapshotName, kPreviousName}) {
       if (id) break;
-      StatusOr<std::string> bytes =
-          ReadWholeFile(dir + "/" + file, kMaxSnapshotBytes);
+      StatusOr<std::string> bytes = ReadWholeFile(dir + "/" + file, kMaxSnapshotBytes);
       if (!bytes.ok()) continue;
       StatusOr<SnapshotFrame> frame = DecodeSnapshotFrame(*bytes, dir);
       if (frame.ok() && EscapeJobId(frame->job_id) == name) {

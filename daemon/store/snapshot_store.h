@@ -58,8 +58,7 @@ class SnapshotStore {
   // `state` is taken (moved in by SnapshotWriter) and freed once encoded,
   // before the file is written: a large job's snapshot holds one copy of
   // its state at a time besides the frame.
-  Status Save(const std::string& job_id, v1::ControllerState state,
-              const std::string& job_meta);
+  Status Save(const std::string& job_id, v1::ControllerState state, const std::string& job_meta);
 
   // NotFound if the job has no snapshot; DataLoss if neither generation is
   // intact (the message names the file and what is wrong).
@@ -91,8 +90,7 @@ class SnapshotStore {
   std::string SnapshotPath(const std::string& job_id) const;
 
  private:
-  StatusOr<Loaded> LoadFile(const std::string& path,
-                            const std::string& job_id) const;
+  StatusOr<Loaded> LoadFile(const std::string& path, const std::string& job_id) const;
 
   std::string state_dir_;
 };

@@ -1,22 +1,21 @@
 #include "daemon/store/snapshot_writer.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <exception>
+
+#include <spdlog/spdlog.h>
 
 #include "common/wall_clock.h"
 
 namespace gnmr {
 namespace store {
 
-SnapshotWriter::SnapshotWriter(SnapshotStore* store)
-    : store_(store), thread_([this] { Run(); }) {}
+SnapshotWriter::SnapshotWriter(SnapshotStore* store) : store_(store), thread_([this] { Run(); }) {}
 
 SnapshotWriter::~SnapshotWriter() { Stop(); }
 
-bool SnapshotWriter::Submit(const std::string& job_id,
-                            v1::ControllerState state, std::string job_meta) {
+bool SnapshotWriter::Submit(const std::string& job_id, v1::ControllerState state,
+                            std::string job_meta) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
@@ -28,8 +27,7 @@ bool SnapshotWriter::Submit(const std::string& job_id,
       it->second.state = std::move(state);
       it->second.meta = std::move(job_meta);
     } else {
-      pending_.emplace(job_id,
-                       Pending{std::move(state), std::move(job_meta), seq});
+      pending_.emplace(job_id, Pending{std::move(state), std::move(job_meta), seq});
       order_.push_back(job_id);
     }
   }
@@ -69,8 +67,7 @@ SnapshotWriter::Counters SnapshotWriter::counters() const {
   return counters_;
 }
 
-std::optional<double> SnapshotWriter::LastSuccessUnix(
-    const std::string& job_id) const {
+std::optional<double> SnapshotWriter::LastSuccessUnix(const std::string& job_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find(job_id);
   if (it == records_.end()) return std::nullopt;
@@ -92,8 +89,7 @@ void SnapshotWriter::CancelJob(const std::string& job_id) {
   records_.erase(job_id);
 }
 
-void SnapshotWriter::Record(const std::string& job_id, const Status& s,
-                            double now) {
+void SnapshotWriter::Record(const std::string& job_id, const Status& s, double now) {
   JobRecord& record = records_[job_id];
   if (s.ok()) {
     ++counters_.writes;

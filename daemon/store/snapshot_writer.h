@@ -23,8 +23,8 @@
 #include <thread>
 #include <unordered_map>
 
-#include "gnmr/status.h"
 #include "daemon/store/snapshot_store.h"
+#include "gnmr/status.h"
 #include "gnmr/v1/controller.pb.h"
 
 namespace gnmr {
@@ -40,8 +40,7 @@ class SnapshotWriter {
 
   // Queues a snapshot of the job, replacing one still pending. Returns
   // false (and drops it) after Stop.
-  bool Submit(const std::string& job_id, v1::ControllerState state,
-              std::string job_meta);
+  bool Submit(const std::string& job_id, v1::ControllerState state, std::string job_meta);
 
   // Waits until every snapshot submitted before the call is written or has
   // failed. OK if the latest write of every job succeeded, else the error

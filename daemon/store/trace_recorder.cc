@@ -1,6 +1,5 @@
 #include "daemon/store/trace_recorder.h"
 
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +7,8 @@
 #include <cmath>
 #include <exception>
 #include <utility>
+
+#include <spdlog/spdlog.h>
 
 #include "common/glob.h"
 #include "common/text.h"
@@ -308,9 +309,10 @@ void TraceRecorder::Book(const std::string& job_id, const Status& s, uint64_t st
   if (s.ok() && failing) {
     spdlog::info("trace of job '{}' writable again", EscapeForLog(job_id));
   } else if (!s.ok() && !failing) {
-    spdlog::error("trace of job '{}': {} (its steps are missing from the trace until writes "
-                  "succeed again)",
-                  EscapeForLog(job_id), s.ToString());
+    spdlog::error(
+        "trace of job '{}': {} (its steps are missing from the trace until writes "
+        "succeed again)",
+        EscapeForLog(job_id), s.ToString());
   }
   failing = !s.ok();
   std::lock_guard<std::mutex> lock(mu_);

@@ -52,8 +52,8 @@ namespace gnmr {
 namespace store {
 
 struct TraceRecorderOptions {
-  std::string dir;          // where the traces go (the daemon's trace.dir)
-  std::string jobs = "*";   // glob of the job ids recorded
+  std::string dir;                                 // where the traces go (the daemon's trace.dir)
+  std::string jobs = "*";                          // glob of the job ids recorded
   uint64_t max_file_bytes = uint64_t{256} << 20;   // start a new file past this
   uint64_t max_queued_bytes = uint64_t{64} << 20;  // steps waiting, all jobs
   std::chrono::milliseconds flush_interval{200};
@@ -98,9 +98,9 @@ class TraceRecorder {
   struct Counters {
     uint64_t steps_queued = 0;
     uint64_t steps_written = 0;
-    uint64_t steps_dropped = 0;      // queue full or stopped
-    uint64_t steps_failed = 0;       // lost to write errors
-    uint64_t rotations = 0;          // new files started over an old one
+    uint64_t steps_dropped = 0;  // queue full or stopped
+    uint64_t steps_failed = 0;   // lost to write errors
+    uint64_t rotations = 0;      // new files started over an old one
     uint64_t bytes_written = 0;
   };
   Counters counters() const;
@@ -114,7 +114,7 @@ class TraceRecorder {
     std::shared_ptr<const Names> names;
     size_t bytes = 0;
   };
-  struct JobState {  // under mu_
+  struct JobState {        // under mu_
     bool matched = false;  // `jobs` matches the id
     bool in_gap = false;   // the last step was dropped
     std::shared_ptr<const Names> names;
@@ -123,7 +123,7 @@ class TraceRecorder {
     int fd = -1;
     uint64_t size = 0;
     int64_t last_step = -1;
-    std::string pending;   // formatted lines not yet written
+    std::string pending;  // formatted lines not yet written
     uint64_t pending_steps = 0;
   };
 
@@ -146,8 +146,8 @@ class TraceRecorder {
   std::unordered_map<std::string, JobState> jobs_;
   std::vector<Queued> queue_;
   uint64_t queued_bytes_ = 0;
-  uint64_t queued_seq_ = 0;   // steps ever queued
-  uint64_t done_seq_ = 0;     // of those, written or failed
+  uint64_t queued_seq_ = 0;  // steps ever queued
+  uint64_t done_seq_ = 0;    // of those, written or failed
   uint64_t flush_target_ = 0;
   std::vector<std::string> removals_;
   Status flush_error_;

@@ -17,8 +17,8 @@ Status JobTopology::ValidateSpecs(const std::vector<RankUnitSpec>& units) const 
     }
     const uint32_t shards = u.shard_count == 0 ? 1 : u.shard_count;
     if (shards > limits_.max_shards) {
-      return InvalidArgument(where + " has shard_count " + std::to_string(shards) +
-                             " > " + std::to_string(limits_.max_shards));
+      return InvalidArgument(where + " has shard_count " + std::to_string(shards) + " > " +
+                             std::to_string(limits_.max_shards));
     }
     if (u.shard_index >= shards) {
       return InvalidArgument(where + " has shard_index " + std::to_string(u.shard_index) +
@@ -64,9 +64,9 @@ Status JobTopology::CheckRank(const std::vector<RankUnitSpec>& units,
     }
   }
   if (units_.size() + fresh > limits_.max_units) {
-    return Status(StatusCode::kResourceExhausted,
-                  "job would have more than " + std::to_string(limits_.max_units) +
-                      " units (max_units_per_job)");
+    return Status(StatusCode::kResourceExhausted, "job would have more than " +
+                                                      std::to_string(limits_.max_units) +
+                                                      " units (max_units_per_job)");
   }
   if (growth) {
     g.units = fresh;
@@ -79,8 +79,7 @@ Status JobTopology::CheckRank(const std::vector<RankUnitSpec>& units,
   return Status::Ok();
 }
 
-Status JobTopology::RegisterRank(uint32_t rank,
-                                 const std::vector<RankUnitSpec>& units,
+Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>& units,
                                  std::vector<uint32_t>* unit_ids,
                                  std::vector<std::string>* new_units) {
   // Pass 1: validate everything against the current layout.
@@ -131,8 +130,8 @@ Status JobTopology::RestoreUnit(const std::string& name, uint32_t shard_count,
     return Status(StatusCode::kResourceExhausted,
                   "job would have more than " + std::to_string(limits_.max_units) + " units");
   }
-  if (name.empty() || ids_.count(name) || shard_count == 0 ||
-      shard_count > limits_.max_shards || shard_numel.size() != shard_count) {
+  if (name.empty() || ids_.count(name) || shard_count == 0 || shard_count > limits_.max_shards ||
+      shard_numel.size() != shard_count) {
     return DataLoss("invalid unit layout for '" + name + "' in job state");
   }
   UnitLayout l;
@@ -154,9 +153,8 @@ int64_t JobTopology::SlotOf(uint32_t rank, size_t position, uint32_t unit_id) co
   if (position < l.entries.size() && l.entries[position].unit_id == unit_id) {
     return l.entries[position].slot;
   }
-  auto it = std::lower_bound(
-      l.by_unit.begin(), l.by_unit.end(), unit_id,
-      [](const RankEntry& e, uint32_t id) { return e.unit_id < id; });
+  auto it = std::lower_bound(l.by_unit.begin(), l.by_unit.end(), unit_id,
+                             [](const RankEntry& e, uint32_t id) { return e.unit_id < id; });
   return it == l.by_unit.end() || it->unit_id != unit_id ? -1 : static_cast<int64_t>(it->slot);
 }
 

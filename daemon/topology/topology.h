@@ -20,7 +20,7 @@ namespace gnmr {
 struct UnitLayout {
   std::string name;
   uint32_t shard_count = 1;
-  uint32_t first_slot = 0;       // slots [first_slot, first_slot + shard_count)
+  uint32_t first_slot = 0;            // slots [first_slot, first_slot + shard_count)
   std::vector<uint64_t> shard_numel;  // as registered (0 = not yet seen)
 };
 
@@ -63,17 +63,15 @@ class JobTopology {
   // null) receives the names RegisterRank would create, in order (views
   // into `units`); `growth`
   // (may be null) what `rank`'s registration would add.
-  Status CheckRank(const std::vector<RankUnitSpec>& units,
-                   std::vector<std::string_view>* new_units, uint32_t rank = 0,
-                   Growth* growth = nullptr) const;
+  Status CheckRank(const std::vector<RankUnitSpec>& units, std::vector<std::string_view>* new_units,
+                   uint32_t rank = 0, Growth* growth = nullptr) const;
 
   // Registers `units` for `rank`, replacing what that rank registered before.
   // Units are created on first sight (`new_units` receives their names, in
   // order, so the caller can add them to the controller with the same ids).
   // Errors (those of CheckRank) change nothing.
   Status RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>& units,
-                      std::vector<uint32_t>* unit_ids,
-                      std::vector<std::string>* new_units);
+                      std::vector<uint32_t>* unit_ids, std::vector<std::string>* new_units);
 
   // Recreates a unit from a snapshot (ids follow call order). Ranks are not
   // restored: they register again after a daemon restart. ResourceExhausted

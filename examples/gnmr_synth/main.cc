@@ -6,15 +6,15 @@
 // global skip: skip the step), Ack. With --json it ends by printing one
 // JSON object: rank, steps run, decisions received, missed decisions,
 // dropped reports, and the (step, digest) of every plan it applied.
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "common/text.h"
 #include "examples/gnmr_synth/synth_flags.h"
@@ -153,9 +153,8 @@ int Run(const Flags& f) {
   }
   Client& client = **c;
   for (uint32_t u = 0; u < layout.size(); ++u) {
-    StatusOr<UnitHandle> h =
-        client.AddUnit(layout[u].name, model.Tensors(u), layout[u].shard_index,
-                       layout[u].shard_count);
+    StatusOr<UnitHandle> h = client.AddUnit(layout[u].name, model.Tensors(u), layout[u].shard_index,
+                                            layout[u].shard_count);
     if (!h.ok()) {
       std::fprintf(stderr, "gnmr-synth: %s\n", h.status().ToString().c_str());
       return 1;

@@ -24,13 +24,14 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 struct Parser {
   Flags f;
   int64_t rank = -1, world_size = -1, steps = -1, units = 16;
-  FlagParser p{"gnmr-synth --target T --job J --rank R --world-size W --steps N\n"
-               "                  [--units U] [--spike STEP:UNIT:FACTOR]... [--nan STEP:UNIT]...\n"
-               "                  [--step-ms MS] [--decision-wait-ms MS] [--token TOKEN] [--json]",
-               "A synthetic trainer rank for GNMR: registers U units (4 per layer: attn.qkv,\n"
-               "attn.out, mlp.fc1, mlp.fc2; qkv and fc1 sharded over 2 ranks when W is even),\n"
-               "produces noisy per-unit gradients each step, calls Observe/PlanFor/Ack and\n"
-               "applies the plan (promote, clip, skip). Run one process per rank."};
+  FlagParser p{
+      "gnmr-synth --target T --job J --rank R --world-size W --steps N\n"
+      "                  [--units U] [--spike STEP:UNIT:FACTOR]... [--nan STEP:UNIT]...\n"
+      "                  [--step-ms MS] [--decision-wait-ms MS] [--token TOKEN] [--json]",
+      "A synthetic trainer rank for GNMR: registers U units (4 per layer: attn.qkv,\n"
+      "attn.out, mlp.fc1, mlp.fc2; qkv and fc1 sharded over 2 ranks when W is even),\n"
+      "produces noisy per-unit gradients each step, calls Observe/PlanFor/Ack and\n"
+      "applies the plan (promote, clip, skip). Run one process per rank."};
 
   Parser() {
     p.AddString("target", "T", "gnmrd address: unix:/path or host:port", &f.target);
@@ -53,19 +54,19 @@ struct Parser {
                  f.spikes.push_back(s);
                  return Status::Ok();
                });
-    p.AddValue("nan", "STEP:UNIT", "put a NaN in UNIT's gradient at STEP; repeatable",
-               [this](const std::string& v) {
-                 const std::vector<std::string> parts = Split(v, ':');
-                 NanAt n;
-                 if (parts.size() != 2 || !ParseFlagInt(parts[0], 0, kMaxStepArg, &n.step) ||
-                     parts[1].empty()) {
-                   return InvalidArgument("'" + v +
-                                          "': expected STEP:UNIT, e.g. 200:layers.1.mlp.fc1");
-                 }
-                 n.unit = parts[1];
-                 f.nans.push_back(n);
-                 return Status::Ok();
-               });
+    p.AddValue(
+        "nan", "STEP:UNIT", "put a NaN in UNIT's gradient at STEP; repeatable",
+        [this](const std::string& v) {
+          const std::vector<std::string> parts = Split(v, ':');
+          NanAt n;
+          if (parts.size() != 2 || !ParseFlagInt(parts[0], 0, kMaxStepArg, &n.step) ||
+              parts[1].empty()) {
+            return InvalidArgument("'" + v + "': expected STEP:UNIT, e.g. 200:layers.1.mlp.fc1");
+          }
+          n.unit = parts[1];
+          f.nans.push_back(n);
+          return Status::Ok();
+        });
     p.AddInt("step-ms", "MS", "pace steps to at least MS milliseconds (default 0)", 0, 3600000,
              &f.step_ms);
     p.AddInt("decision-wait-ms", "MS",

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -145,8 +145,7 @@ void SyntheticModel::Produce(int64_t step) {
     // Same for every shard and replica of the unit: the norm's fluctuation.
     float g, unused;
     Normals(Key(seed_, step, u, ~0ull), &g, &unused);
-    const float s = static_cast<float>(l.base_scale) *
-                    (1.0f + 0.07f * std::clamp(g, -2.0f, 2.0f));
+    const float s = static_cast<float>(l.base_scale) * (1.0f + 0.07f * std::clamp(g, -2.0f, 2.0f));
     for (size_t t = 0; t < data_[u].size(); ++t) {
       const uint64_t key = Key(seed_, step, u * 16 + t, l.shard_index);
       float pair[2];
@@ -170,9 +169,8 @@ void SyntheticModel::Zero(uint32_t unit) {
 }
 
 void SyntheticModel::PutNan(uint32_t unit) {
-  ForEach(layout_[unit].dtype, &data_[unit][0], [](size_t i, float x) {
-    return i == 0 ? std::numeric_limits<float>::quiet_NaN() : x;
-  });
+  ForEach(layout_[unit].dtype, &data_[unit][0],
+          [](size_t i, float x) { return i == 0 ? std::numeric_limits<float>::quiet_NaN() : x; });
 }
 
 }  // namespace gnmr::synth

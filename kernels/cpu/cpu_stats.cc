@@ -47,8 +47,8 @@ TensorResult TensorStats(ItemsFn items_fn, const TensorRef& ref, float scale_inv
   double partials[kChunkItems];
   for (uint64_t first = 0; first < ref.numel; first += kChunk) {
     const uint64_t n = ref.numel - first < kChunk ? ref.numel - first : kChunk;
-    const uint64_t items = items_fn(ref.dtype, data + first * DTypeSize(ref.dtype), n,
-                                    partials, &t.counters);
+    const uint64_t items =
+        items_fn(ref.dtype, data + first * DTypeSize(ref.dtype), n, partials, &t.counters);
     for (uint64_t i = 0; i < items; ++i) tree.Push(partials[i]);
   }
   t.sum = tree.Finish();
@@ -60,8 +60,7 @@ TensorResult TensorStats(ItemsFn items_fn, const TensorRef& ref, float scale_inv
   return t;
 }
 
-Status Compute(ItemsFn items_fn, const TensorRef* tensors, size_t count,
-               UnitStats* out) {
+Status Compute(ItemsFn items_fn, const TensorRef* tensors, size_t count, UnitStats* out) {
   Status s = CheckTensors(tensors, count);
   if (!s.ok()) return s;
   UnitStats u;
@@ -98,9 +97,12 @@ Status Compute(ItemsFn items_fn, const TensorRef* tensors, size_t count,
 
 const char* IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kBaseline: return "baseline";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kBaseline:
+      return "baseline";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }
@@ -138,12 +140,15 @@ ItemsFn ItemsFor(Isa isa) {
   if (!IsaAvailable(isa)) return nullptr;
   switch (isa) {
 #if defined(GNMR_CPU_HAVE_AVX2)
-    case Isa::kAvx2: return &isa_avx2::Items;
+    case Isa::kAvx2:
+      return &isa_avx2::Items;
 #endif
 #if defined(GNMR_CPU_HAVE_AVX512)
-    case Isa::kAvx512: return &isa_avx512::Items;
+    case Isa::kAvx512:
+      return &isa_avx512::Items;
 #endif
-    default: return &isa_baseline::Items;
+    default:
+      return &isa_baseline::Items;
   }
 }
 
@@ -158,8 +163,7 @@ Status CheckTensors(const TensorRef* tensors, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     const TensorRef& t = tensors[i];
     if (t.device != kHostDevice) {
-      return error(StatusCode::kUnimplemented, i,
-                   "device tensors need the CUDA statistics path");
+      return error(StatusCode::kUnimplemented, i, "device tensors need the CUDA statistics path");
     }
     switch (t.dtype) {
       case DType::kFp32:
@@ -194,12 +198,10 @@ Status ComputeStats(const TensorRef* tensors, size_t count, UnitStats* out) {
   return Compute(best, tensors, count, out);
 }
 
-Status ComputeStatsWithIsa(Isa isa, const TensorRef* tensors, size_t count,
-                           UnitStats* out) {
+Status ComputeStatsWithIsa(Isa isa, const TensorRef* tensors, size_t count, UnitStats* out) {
   const ItemsFn fn = ItemsFor(isa);
   if (fn == nullptr) {
-    return Status(StatusCode::kUnimplemented,
-                  std::string("ISA not available: ") + IsaName(isa));
+    return Status(StatusCode::kUnimplemented, std::string("ISA not available: ") + IsaName(isa));
   }
   return Compute(fn, tensors, count, out);
 }

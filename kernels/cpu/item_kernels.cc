@@ -26,10 +26,11 @@
 // Neither path lets a floating-point instruction see a denormal, so the
 // FTZ/DAZ modes of a training framework cannot change a result. Products
 // of decoded elements are exact, so FMA contraction cannot either.
+#include "kernels/cpu/item_kernels.h"
+
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/item_kernels.h"
 #include "kernels/stats_order.h"
 
 #ifndef GNMR_CPU_ISA
@@ -51,8 +52,7 @@ namespace {
 
 // A binary format. kNonfinite: smallest magnitude pattern that is Inf or
 // NaN; kNanMin: smallest that is NaN (e4m3fn has no Inf: both are 0x7f).
-template <typename BitsT, uint32_t kAbs, uint32_t kNonfin, uint32_t kNan, int kMant,
-          int kBiasV>
+template <typename BitsT, uint32_t kAbs, uint32_t kNonfin, uint32_t kNan, int kMant, int kBiasV>
 struct Format {
   using Bits = BitsT;
   static constexpr uint32_t kAbsMask = kAbs;
@@ -261,8 +261,7 @@ bool FastItem(const unsigned char* p, double* partial, u32x16* amax, uint64_t* z
 }
 
 template <typename F>
-uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials,
-                 ItemCounters* c) {
+uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials, ItemCounters* c) {
   constexpr uint64_t kItem = stats_order::kItemElems;
   uint32_t amax_bits = 0;
   u32x16 amax_vec = u32x16{};
@@ -306,15 +305,21 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials,
 
 }  // namespace
 
-uint64_t Items(DType dtype, const unsigned char* data, uint64_t numel,
-               double* partials, ItemCounters* c) {
+uint64_t Items(DType dtype, const unsigned char* data, uint64_t numel, double* partials,
+               ItemCounters* c) {
   switch (dtype) {
-    case DType::kFp32: return ItemsOf<Fp32>(data, numel, partials, c);
-    case DType::kBf16: return ItemsOf<Bf16>(data, numel, partials, c);
-    case DType::kFp16: return ItemsOf<Fp16>(data, numel, partials, c);
-    case DType::kFp8E4M3: return ItemsOf<E4M3>(data, numel, partials, c);
-    case DType::kFp8E5M2: return ItemsOf<E5M2>(data, numel, partials, c);
-    default: return 0;  // checked by the caller
+    case DType::kFp32:
+      return ItemsOf<Fp32>(data, numel, partials, c);
+    case DType::kBf16:
+      return ItemsOf<Bf16>(data, numel, partials, c);
+    case DType::kFp16:
+      return ItemsOf<Fp16>(data, numel, partials, c);
+    case DType::kFp8E4M3:
+      return ItemsOf<E4M3>(data, numel, partials, c);
+    case DType::kFp8E5M2:
+      return ItemsOf<E5M2>(data, numel, partials, c);
+    default:
+      return 0;  // checked by the caller
   }
 }
 

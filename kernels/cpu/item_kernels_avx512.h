@@ -99,9 +99,9 @@ double SumItem(const unsigned char* p, ItemScan* scan) {
   constexpr int kElem = ElemBytes(M);
   constexpr int kRowBytes = 256 * kElem;
   constexpr int kStepBytes = kRowBytes / 2;  // one row of one 128-lane block
-  ItemScan sc{ElemBytes(M) == 4 || K == ScanKind::kLean ? _mm512_setzero_si512()
-                                                       : _mm512_set1_epi16(-1),
-              _mm512_set1_epi32(-1), _mm512_setzero_si512(), 0};
+  ItemScan sc{
+      ElemBytes(M) == 4 || K == ScanKind::kLean ? _mm512_setzero_si512() : _mm512_set1_epi16(-1),
+      _mm512_set1_epi32(-1), _mm512_setzero_si512(), 0};
   // One 128-lane block of the item: its 16 half rows into a[16].
   const auto block = [&](int b, __m512d a[16]) __attribute__((always_inline)) {
     for (int v = 0; v < 16; ++v) a[v] = _mm512_setzero_pd();
@@ -189,13 +189,12 @@ double SumItem(const unsigned char* p, ItemScan* scan) {
 // neither (NaN/Inf, subnormals mixed with normals, fp16 subnormals) go
 // back to the caller's generic paths.
 template <typename F>
-bool Item(const unsigned char* p, double* partial, __m512i* amax_w, uint64_t* zeros,
-          bool* sub_hint, bool daz_clear) {
+bool Item(const unsigned char* p, double* partial, __m512i* amax_w, uint64_t* zeros, bool* sub_hint,
+          bool daz_clear) {
   using Bits = typename F::Bits;
   constexpr bool kFp16 = F::kBias == 15;
   constexpr bool k32 = sizeof(Bits) == 4;
-  constexpr Mode kNormal = k32 ? Mode::kFp32Normal : kFp16 ? Mode::kFp16Normal
-                                                           : Mode::kBf16Normal;
+  constexpr Mode kNormal = k32 ? Mode::kFp32Normal : kFp16 ? Mode::kFp16Normal : Mode::kBf16Normal;
   constexpr Mode kSub = k32 ? Mode::kFp32Sub : Mode::kBf16Sub;  // unused for fp16
   ItemScan s;
   if (daz_clear) {
@@ -220,8 +219,8 @@ bool Item(const unsigned char* p, double* partial, __m512i* amax_w, uint64_t* ze
   }
   // Zeros and normals: no nonzero magnitude below the smallest normal
   // (mn, see ItemScan), nothing >= Inf.
-  const bool fits_normal = !AnyLt<Bits>(s.mn, (1u << F::kMantBits) - 1) &&
-                           !AnyGe<Bits>(s.mx, F::kNonfinite);
+  const bool fits_normal =
+      !AnyLt<Bits>(s.mn, (1u << F::kMantBits) - 1) && !AnyGe<Bits>(s.mx, F::kNonfinite);
   // Zeros and subnormals: every magnitude below the smallest normal.
   const bool fits_sub = !kFp16 && !AnyGe<Bits>(s.mx, 1u << F::kMantBits);
   if (guess_sub ? fits_sub : fits_normal) {

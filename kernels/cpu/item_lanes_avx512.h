@@ -23,9 +23,7 @@ namespace avx512 {
 
 enum class Mode { kFp32Normal, kFp32Sub, kBf16Normal, kBf16Sub, kFp16Normal };
 
-constexpr int ElemBytes(Mode m) {
-  return m == Mode::kFp32Normal || m == Mode::kFp32Sub ? 4 : 2;
-}
+constexpr int ElemBytes(Mode m) { return m == Mode::kFp32Normal || m == Mode::kFp32Sub ? 4 : 2; }
 
 // The values of 32 consecutive elements at `q` (the integers m of the top
 // comment in the Sub modes) as four vectors of 8 doubles, exact. Lane of

@@ -17,8 +17,7 @@ __device__ __forceinline__ uint32_t SizeOf(uint32_t dtype) {
   return dtype == 1 ? 4u : dtype <= 3 ? 2u : 1u;
 }
 
-__device__ __forceinline__ uint32_t LoadBits(const unsigned char* p, uint32_t size,
-                                             bool aligned) {
+__device__ __forceinline__ uint32_t LoadBits(const unsigned char* p, uint32_t size, bool aligned) {
   if (aligned) {
     if (size == 4) return *reinterpret_cast<const uint32_t*>(p);
     if (size == 2) return *reinterpret_cast<const uint16_t*>(p);
@@ -32,9 +31,12 @@ __device__ __forceinline__ uint32_t LoadBits(const unsigned char* p, uint32_t si
 __device__ __forceinline__ void StoreBits(unsigned char* p, uint32_t size, bool aligned,
                                           uint32_t v) {
   if (aligned) {
-    if (size == 4) *reinterpret_cast<uint32_t*>(p) = v;
-    else if (size == 2) *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
-    else *p = static_cast<unsigned char>(v);
+    if (size == 4)
+      *reinterpret_cast<uint32_t*>(p) = v;
+    else if (size == 2)
+      *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
+    else
+      *p = static_cast<unsigned char>(v);
     return;
   }
   for (uint32_t b = 0; b < size; ++b) p[b] = static_cast<unsigned char>(v >> (8 * b));

@@ -1,11 +1,11 @@
 // GpuStats: creation, tables, staging, apply (gnmr/gpu_stats.h; the state
 // is described in gpu_stats_impl.h, launches and results are in
 // gpu_stats_launch.cc). Host code against the CUDA runtime only.
-#include <cuda_runtime.h>
-
 #include <cmath>
 #include <cstring>
 #include <string>
+
+#include <cuda_runtime.h>
 
 #include "kernels/cuda/gpu_stats_impl.h"
 #include "kernels/cuda/table_builder.h"
@@ -65,7 +65,7 @@ Status GpuStats::Impl::AcquireStage(unsigned char** slot, int* index) {
   const int k = static_cast<int>(stage_uses % kStaging);
   cudaError_t q;
   {
-    RelaxedCaptureMode relaxed;  // legal beside another thread's capture
+    RelaxedCaptureMode relaxed;           // legal beside another thread's capture
     q = cudaEventQuery(stage_events[k]);  // never recorded: done
   }
   if (q == cudaErrorNotReady) {
@@ -109,9 +109,9 @@ StatusOr<std::unique_ptr<GpuStats>> GpuStats::Create(int device) {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (pending == cudaSuccess) cudaGetLastError();  // ours: not the trainer's to find
   if (e != cudaSuccess || count <= 0) {
-    return Status(StatusCode::kUnavailable,
-                  std::string("no CUDA device: ") +
-                      (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices"));
+    return Status(
+        StatusCode::kUnavailable,
+        std::string("no CUDA device: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices"));
   }
   if (device < 0 || device >= count) {
     return Status(StatusCode::kUnavailable, "CUDA device " + std::to_string(device) +
@@ -176,8 +176,7 @@ Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
   auto upload = [&](cuda::DevBuf& b, const void* src, size_t bytes) {
     Status st = b.Reserve(bytes);
     if (!st.ok() || bytes == 0) return st;
-    const cudaError_t r =
-        cudaMemcpyAsync(b.p, src, bytes, cudaMemcpyHostToDevice, m.setup_stream);
+    const cudaError_t r = cudaMemcpyAsync(b.p, src, bytes, cudaMemcpyHostToDevice, m.setup_stream);
     return r == cudaSuccess ? Status::Ok() : CudaError(r, "cudaMemcpyAsync");
   };
   const size_t nu = h.units.size();
@@ -189,8 +188,7 @@ Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
       !(s = m.item_out.Reserve(h.items.size() * sizeof(cuda::ItemOut))).ok() ||
       !(s = m.seg_out.Reserve(h.segs.size() * sizeof(cuda::SegOut))).ok() ||
       !(s = m.unit_out.Reserve(nu * sizeof(UnitStats) + 8)).ok() ||
-      !(s = m.scales.Reserve(nu * sizeof(float))).ok() ||
-      !(s = m.replay_counter.Reserve(8)).ok()) {
+      !(s = m.scales.Reserve(nu * sizeof(float))).ok() || !(s = m.replay_counter.Reserve(8)).ok()) {
     return s;
   }
   cudaError_t e = cudaMemsetAsync(m.replay_counter.p, 0, 8, m.setup_stream);  // stamps from 1
@@ -274,8 +272,8 @@ Status GpuStats::ApplyScale(const std::vector<float>& per_unit_scale, void* stre
   Impl& m = *impl_;
   if (!m.ready) return FailedPrecondition("GpuStats::ApplyScale without a valid table");
   if (per_unit_scale.size() != m.n_units) {
-    return InvalidArgument("ApplyScale: " + std::to_string(per_unit_scale.size()) +
-                           " scales for " + std::to_string(m.n_units) + " units");
+    return InvalidArgument("ApplyScale: " + std::to_string(per_unit_scale.size()) + " scales for " +
+                           std::to_string(m.n_units) + " units");
   }
   bool any = false;
   for (float s : per_unit_scale) {

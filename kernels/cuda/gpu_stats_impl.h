@@ -15,14 +15,14 @@
 // nodes).
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include <atomic>
 #include <mutex>
 #include <vector>
 
-#include "gnmr/gpu_stats.h"
+#include <cuda_runtime.h>
+
 #include "gnmr/cuda_util.h"
+#include "gnmr/gpu_stats.h"
 #include "kernels/cuda/launch_ring.h"
 #include "kernels/cuda/stats_kernels.h"
 

@@ -1,8 +1,8 @@
 // GpuStats: launches, graph replays, results (gnmr/gpu_stats.h; the state
 // is described in gpu_stats_impl.h).
-#include <cuda_runtime.h>
-
 #include <cstring>
+
+#include <cuda_runtime.h>
 
 #include "kernels/cuda/gpu_stats_impl.h"
 
@@ -28,8 +28,8 @@ Status GpuStats::Launch(void* stream, int64_t step, void* start_event) {
   }
   // After our previous operation, on whatever stream it ran (in a capture:
   // an external event node, so every replay waits for it too).
-  cudaError_t e =
-      cudaStreamWaitEvent(st, m.order_event, captured ? cudaEventWaitExternal : cudaEventWaitDefault);
+  cudaError_t e = cudaStreamWaitEvent(st, m.order_event,
+                                      captured ? cudaEventWaitExternal : cudaEventWaitDefault);
   if (e != cudaSuccess) return CudaError(e, "cudaStreamWaitEvent");
   if (start_event != nullptr && !captured) {
     e = cudaEventRecord(static_cast<cudaEvent_t>(start_event), st);

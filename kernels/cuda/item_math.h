@@ -29,12 +29,12 @@
 // (16-bit) or four (fp8) elements per instruction.
 #pragma once
 
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "gnmr/tensor.h"
 
@@ -50,9 +50,9 @@
 namespace gnmr::cuda::item {
 
 constexpr uint32_t kWarp = 32;
-constexpr uint32_t kSlots = 8;      // lanes per thread
-constexpr uint32_t kRows = 16;      // stats_order.h kRowsPerItem
-constexpr uint32_t kLanes = 256;    // stats_order.h kLanes
+constexpr uint32_t kSlots = 8;    // lanes per thread
+constexpr uint32_t kRows = 16;    // stats_order.h kRowsPerItem
+constexpr uint32_t kLanes = 256;  // stats_order.h kLanes
 constexpr uint32_t kItemElems = kRows * kLanes;
 
 // Per-dtype constants: element size, the magnitude mask, the first NaN/Inf
@@ -235,15 +235,15 @@ template <DType D, class Load>
 GNMR_HD void ThreadVecItem(const Load& load, double (&v)[kSlots], Fast* f) {
   constexpr uint32_t P = Fmt<D>::kP, kParts = kSlots / P;
   constexpr uint32_t kPerWord = 4 / Fmt<D>::kSize;
-GNMR_UNROLL
+  GNMR_UNROLL
   for (uint32_t b = 0; b < kVecLoads<D>; b += kVecBatch<D>) {
     Vec<D> x[kVecBatch<D>];
-GNMR_UNROLL
+    GNMR_UNROLL
     for (uint32_t j = 0; j < kVecBatch<D>; ++j) x[j] = load(b + j);
-GNMR_UNROLL
+    GNMR_UNROLL
     for (uint32_t j = 0; j < kVecBatch<D>; ++j) {
       const uint32_t part = (b + j) % kParts;
-GNMR_UNROLL
+      GNMR_UNROLL
       for (uint32_t k = 0; k < kVecBytes<D> / 4; ++k) {
         AccumulateWord<D>(x[j].w[k], &v[part * P + k * kPerWord], f);
       }
@@ -289,15 +289,15 @@ template <DType D, bool kCareful, class Load>
 GNMR_HD void ThreadScalarItem(const Load& load, uint32_t t, uint32_t n, double (&v)[kSlots],
                               Counts* c) {
   constexpr uint32_t kBatchRows = 2;
-GNMR_NO_UNROLL
+  GNMR_NO_UNROLL
   for (uint32_t r0 = 0; r0 < kRows; r0 += kBatchRows) {
     uint32_t bits[kBatchRows * kSlots];
-GNMR_UNROLL
+    GNMR_UNROLL
     for (uint32_t j = 0; j < kBatchRows * kSlots; ++j) {
       const uint32_t e = (r0 + j / kSlots) * kLanes + Lane<1>(t, j % kSlots);
       bits[j] = e < n ? load(e) : 0u;
     }
-GNMR_UNROLL
+    GNMR_UNROLL
     for (uint32_t j = 0; j < kBatchRows * kSlots; ++j) {
       const uint32_t e = (r0 + j / kSlots) * kLanes + Lane<1>(t, j % kSlots);
       if (e < n) AccumulateElement<D, kCareful>(bits[j], &v[j % kSlots], c);
@@ -319,14 +319,14 @@ GNMR_HD constexpr uint32_t ShuffleDelta(uint32_t s) {
 template <uint32_t P>
 GNMR_HD void InThreadStep(uint32_t s, double (&v)[kSlots]) {
   const uint32_t stride = s >= kWarp * P ? s / kWarp : s;
-GNMR_UNROLL
+  GNMR_UNROLL
   for (uint32_t i = 0; i < kSlots; ++i) {
     if (i < stride && i + stride < kSlots) v[i] = v[i] + v[i + stride];
   }
 }
 template <uint32_t P>
 GNMR_HD void CrossStep(double (&v)[kSlots], const double (&partner)[kSlots]) {
-GNMR_UNROLL
+  GNMR_UNROLL
   for (uint32_t i = 0; i < P; ++i) v[i] = v[i] + partner[i];
 }
 

@@ -69,8 +69,7 @@ __device__ __forceinline__ item::Vec<D> LoadVec(const unsigned char* p) {
 }
 
 template <DType D>
-__device__ __forceinline__ uint32_t LoadElement(const unsigned char* p, uint32_t e,
-                                                bool aligned) {
+__device__ __forceinline__ uint32_t LoadElement(const unsigned char* p, uint32_t e, bool aligned) {
   constexpr uint32_t kSize = Fmt<D>::kSize;
   const unsigned char* q = p + static_cast<uint64_t>(e) * kSize;
   if (aligned) {
@@ -106,8 +105,8 @@ __device__ __forceinline__ item::Result ScalarItem(const unsigned char* p, uint3
                                                    uint32_t lane, bool aligned) {
   double v[item::kSlots] = {};
   item::Counts c;
-  item::ThreadScalarItem<D, kCareful>(
-      [&](uint32_t e) { return LoadElement<D>(p, e, aligned); }, lane, n, v, &c);
+  item::ThreadScalarItem<D, kCareful>([&](uint32_t e) { return LoadElement<D>(p, e, aligned); },
+                                      lane, n, v, &c);
   item::Result r;
   r.partial = WarpLaneTree<1>(v);
   r.amax = __reduce_max_sync(kFull, c.amax);
@@ -122,8 +121,8 @@ __device__ __forceinline__ item::Result ScalarItem(const unsigned char* p, uint3
 // The careful scan of an item with NaN/Inf patterns: out of line, so the
 // common path keeps its registers.
 template <DType D>
-__device__ __noinline__ item::Result CarefulItem(const unsigned char* p, uint32_t n,
-                                                 uint32_t lane, bool aligned) {
+__device__ __noinline__ item::Result CarefulItem(const unsigned char* p, uint32_t n, uint32_t lane,
+                                                 bool aligned) {
   return ScalarItem<D, true>(p, n, lane, aligned);
 }
 
@@ -136,7 +135,8 @@ constexpr int kMinItemBlocks = Fmt<D>::kSize == 2 ? 3 : 4;
 
 // Steps 1-4: one warp per work item of dtype D, items [first, end).
 template <DType D>
-__global__ void __launch_bounds__(kItemBlock, kMinItemBlocks<D>) ItemKernel(Tables t, uint64_t first, uint64_t end) {
+__global__ void __launch_bounds__(kItemBlock, kMinItemBlocks<D>)
+    ItemKernel(Tables t, uint64_t first, uint64_t end) {
   const uint32_t lane = threadIdx.x % 32;
   const uint64_t warp = (static_cast<uint64_t>(blockIdx.x) * kItemBlock + threadIdx.x) / 32;
   const uint64_t n_warps = static_cast<uint64_t>(gridDim.x) * kWarpsPerBlock;
@@ -209,15 +209,23 @@ __device__ void ReduceCounts(uint32_t* amax, uint32_t* c0, uint32_t* c1, uint32_
   const uint32_t c = __reduce_add_sync(kFull, *c2);
   const uint32_t warp = threadIdx.x / 32;
   if (threadIdx.x % 32 == 0) {
-    w[0][warp] = m; w[1][warp] = a; w[2][warp] = b; w[3][warp] = c;
+    w[0][warp] = m;
+    w[1][warp] = a;
+    w[2][warp] = b;
+    w[3][warp] = c;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     for (uint32_t i = 1; i < kLanes / 32; ++i) {
       w[0][0] = max(w[0][0], w[0][i]);
-      w[1][0] += w[1][i]; w[2][0] += w[2][i]; w[3][0] += w[3][i];
+      w[1][0] += w[1][i];
+      w[2][0] += w[2][i];
+      w[3][0] += w[3][i];
     }
-    *amax = w[0][0]; *c0 = w[1][0]; *c1 = w[2][0]; *c2 = w[3][0];
+    *amax = w[0][0];
+    *c0 = w[1][0];
+    *c1 = w[2][0];
+    *c2 = w[3][0];
   }
   __syncthreads();
 }
@@ -236,7 +244,9 @@ __global__ void __launch_bounds__(256) SegKernel(Tables t) {
       const ItemOut o = t.item_out[seg.first_item + i];
       tree.Push(o.partial);
       amax = max(amax, o.amax);
-      zeros += o.zeros; nonfin += o.nonfinite; nans += o.nans;
+      zeros += o.zeros;
+      nonfin += o.nonfinite;
+      nans += o.nans;
     }
     const double sum = PairTree(sh, tree.Finish());
     ReduceCounts(&amax, &zeros, &nonfin, &nans);
@@ -246,11 +256,16 @@ __global__ void __launch_bounds__(256) SegKernel(Tables t) {
 
 __device__ double DecodeMagnitude(uint32_t dtype, uint32_t a) {
   switch (dtype) {
-    case 2: return item::Decode<DType::kBf16>(a);
-    case 3: return item::Decode<DType::kFp16>(a);
-    case 4: return item::Decode<DType::kFp8E4M3>(a);
-    case 5: return item::Decode<DType::kFp8E5M2>(a);
-    default: return item::Decode<DType::kFp32>(a);
+    case 2:
+      return item::Decode<DType::kBf16>(a);
+    case 3:
+      return item::Decode<DType::kFp16>(a);
+    case 4:
+      return item::Decode<DType::kFp8E4M3>(a);
+    case 5:
+      return item::Decode<DType::kFp8E5M2>(a);
+    default:
+      return item::Decode<DType::kFp32>(a);
   }
 }
 
@@ -344,9 +359,9 @@ int InitLaunchConfig(int device, LaunchConfig* c) {
   if (sms < 1) sms = 1;
   c->max_blocks = static_cast<uint32_t>(sms) * 8;
   using OccupancyFn = cudaError_t (*)(int, LaunchConfig*);
-  for (OccupancyFn f : {&ItemOccupancy<DType::kFp32>, &ItemOccupancy<DType::kBf16>,
-                        &ItemOccupancy<DType::kFp16>, &ItemOccupancy<DType::kFp8E4M3>,
-                        &ItemOccupancy<DType::kFp8E5M2>}) {
+  for (OccupancyFn f :
+       {&ItemOccupancy<DType::kFp32>, &ItemOccupancy<DType::kBf16>, &ItemOccupancy<DType::kFp16>,
+        &ItemOccupancy<DType::kFp8E4M3>, &ItemOccupancy<DType::kFp8E5M2>}) {
     const cudaError_t r = f(sms, c);
     if (r != cudaSuccess) return static_cast<int>(r);
   }
@@ -356,25 +371,25 @@ int InitLaunchConfig(int device, LaunchConfig* c) {
 int LaunchStats(const Tables& t, const LaunchConfig& c, uint64_t* replay_counter, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   using LaunchFn = cudaError_t (*)(const Tables&, const LaunchConfig&, cudaStream_t);
-  for (LaunchFn f : {&LaunchItems<DType::kFp32>, &LaunchItems<DType::kBf16>,
-                     &LaunchItems<DType::kFp16>, &LaunchItems<DType::kFp8E4M3>,
-                     &LaunchItems<DType::kFp8E5M2>}) {
+  for (LaunchFn f :
+       {&LaunchItems<DType::kFp32>, &LaunchItems<DType::kBf16>, &LaunchItems<DType::kFp16>,
+        &LaunchItems<DType::kFp8E4M3>, &LaunchItems<DType::kFp8E5M2>}) {
     const cudaError_t e = f(t, c, st);  // stops at the first failure
     if (e != cudaSuccess) return static_cast<int>(e);
   }
   Tables copy = t;
   if (t.n_segs > 0) {
     void* args[] = {&copy};
-    const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(&SegKernel),
-                                           dim3(Blocks(t.n_segs, c.max_blocks)), dim3(kLanes),
-                                           args, 0, st);
+    const cudaError_t e =
+        cudaLaunchKernel(reinterpret_cast<const void*>(&SegKernel),
+                         dim3(Blocks(t.n_segs, c.max_blocks)), dim3(kLanes), args, 0, st);
     if (e != cudaSuccess) return static_cast<int>(e);
   }
   if (t.n_units > 0 || replay_counter != nullptr) {
     void* args[] = {&copy, &replay_counter};
     const uint32_t blocks = t.n_units > 0 ? (t.n_units + 127) / 128 : 1;
-    const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(&UnitKernel),
-                                           dim3(blocks), dim3(128), args, 0, st);
+    const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(&UnitKernel), dim3(blocks),
+                                           dim3(128), args, 0, st);
     if (e != cudaSuccess) return static_cast<int>(e);
   }
   return 0;

@@ -15,12 +15,12 @@ constexpr int kDTypeSlots = 6;
 
 struct DevTensor {
   uint64_t numel;
-  uint64_t first_seg;  // index into the segment table
+  uint64_t first_seg;          // index into the segment table
   const float* scale_inv_ptr;  // fp8: read at run time if set (TensorRef)
   uint32_t n_segs;
   uint32_t unit;
   float scale_inv;
-  uint32_t dtype;      // gnmr::DType
+  uint32_t dtype;  // gnmr::DType
 };
 // A work item: 4096 elements (the last of a tensor may be partial). The
 // item table is grouped by dtype (Tables::item_range), each tensor's items
@@ -28,7 +28,7 @@ struct DevTensor {
 struct DevItem {
   uint64_t offset;  // first element
   uint32_t tensor;
-  uint32_t n;       // elements, 1..4096
+  uint32_t n;  // elements, 1..4096
 };
 // A segment: an aligned block of up to kSegItems items of one tensor, an
 // exact subtree of the tensor's item tree (stats_order.h step 5).

@@ -23,8 +23,8 @@ Status BuildTables(const std::vector<std::vector<TensorRef>>& units, int device,
                    const ReadableCheck& check, HostTables* out) {
   HostTables h;
   for (size_t u = 0; u < units.size(); ++u) {
-    h.units.push_back(DevUnit{static_cast<uint32_t>(h.tensors.size()),
-                              static_cast<uint32_t>(units[u].size())});
+    h.units.push_back(
+        DevUnit{static_cast<uint32_t>(h.tensors.size()), static_cast<uint32_t>(units[u].size())});
     for (const TensorRef& t : units[u]) {
       const std::string name =
           "unit " + std::to_string(u) + " tensor " + std::to_string(h.tensors.size());
@@ -67,10 +67,10 @@ Status BuildTables(const std::vector<std::vector<TensorRef>>& units, int device,
       for (uint64_t i = 0; i < ItemsOf(numel); ++i) {
         const uint64_t off = i * stats_order::kItemElems;
         const uint64_t left = numel - off;
-        h.items.push_back(DevItem{off, static_cast<uint32_t>(k),
-                                  static_cast<uint32_t>(left < stats_order::kItemElems
-                                                            ? left
-                                                            : stats_order::kItemElems)});
+        h.items.push_back(DevItem{
+            off, static_cast<uint32_t>(k),
+            static_cast<uint32_t>(left < stats_order::kItemElems ? left
+                                                                 : stats_order::kItemElems)});
       }
     }
     h.item_range[g][1] = h.items.size();

@@ -1,18 +1,18 @@
 #include "python/src/config_dict.h"
 
-#include <pybind11/stl.h>
-
 #include <string>
 #include <vector>
+
+#include <pybind11/stl.h>
 
 namespace py = pybind11;
 
 namespace gnmr::python {
 namespace {
 
-const char* const kConfigKeys[] = {"warmup",     "ema_decay", "tau",        "tau_delta",
-                                   "gnmr_floor", "short_window", "max_o", "lock_steps",
-                                   "lag",        "entry",     "clip_min_scale", "actions"};
+const char* const kConfigKeys[] = {
+    "warmup", "ema_decay",  "tau", "tau_delta", "gnmr_floor",     "short_window",
+    "max_o",  "lock_steps", "lag", "entry",     "clip_min_scale", "actions"};
 
 std::string KeyList() {
   std::string s;
@@ -58,16 +58,26 @@ ControllerConfig ConfigFromDict(const py::dict& d) {
     }
     const std::string key = item.first.cast<std::string>();
     const py::handle v = item.second;
-    if (key == "warmup") c.warmup = AsInt(v, key);
-    else if (key == "ema_decay") c.ema_decay = AsDouble(v, key);
-    else if (key == "tau") c.tau = AsDouble(v, key);
-    else if (key == "tau_delta") c.tau_delta = AsDouble(v, key);
-    else if (key == "gnmr_floor") c.gnmr_floor = AsDouble(v, key);
-    else if (key == "short_window") c.short_window = AsInt(v, key);
-    else if (key == "max_o") c.max_o = AsInt(v, key);
-    else if (key == "lock_steps") c.lock_steps = AsInt(v, key);
-    else if (key == "lag") c.lag = AsInt(v, key);
-    else if (key == "clip_min_scale") c.clip_min_scale = AsDouble(v, key);
+    if (key == "warmup")
+      c.warmup = AsInt(v, key);
+    else if (key == "ema_decay")
+      c.ema_decay = AsDouble(v, key);
+    else if (key == "tau")
+      c.tau = AsDouble(v, key);
+    else if (key == "tau_delta")
+      c.tau_delta = AsDouble(v, key);
+    else if (key == "gnmr_floor")
+      c.gnmr_floor = AsDouble(v, key);
+    else if (key == "short_window")
+      c.short_window = AsInt(v, key);
+    else if (key == "max_o")
+      c.max_o = AsInt(v, key);
+    else if (key == "lock_steps")
+      c.lock_steps = AsInt(v, key);
+    else if (key == "lag")
+      c.lag = AsInt(v, key);
+    else if (key == "clip_min_scale")
+      c.clip_min_scale = AsDouble(v, key);
     else if (key == "entry") {
       const std::string s = AsStr(v, key);
       if (!ParseEntryTreatment(s, &c.entry)) {
@@ -97,10 +107,12 @@ ControllerConfig ConfigFromDict(const py::dict& d) {
             if (!ParseAction(a, &rule.action)) {
               throw py::value_error("config key '" + k +
                                     ".action' must be one of promote, clip, skip, "
-                                    "reset_state; got '" + a + "'");
+                                    "reset_state; got '" +
+                                    a + "'");
             }
           } else if (fk == "clip_min_scale") {
-            if (!f.second.is_none()) rule.clip_min_scale = AsDouble(f.second, k + ".clip_min_scale");
+            if (!f.second.is_none())
+              rule.clip_min_scale = AsDouble(f.second, k + ".clip_min_scale");
           } else {
             throw py::value_error("config key '" + k + "' has unknown field '" + fk +
                                   "' (known: pattern, action, clip_min_scale)");

@@ -7,20 +7,20 @@
 // background thread never raises: its problems show in counters().
 // Blocking calls (observe, plan_for with a decision_wait, flush, export and
 // import) release the GIL.
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
-
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "gnmr/status.h"
-#include "gnmr/config.h"
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
 #include "gnmr/client.h"
 #include "gnmr/client_local.h"
-#include "gnmr/version.h"
+#include "gnmr/config.h"
+#include "gnmr/status.h"
 #include "gnmr/tensor.h"
+#include "gnmr/version.h"
 #include "python/src/config_dict.h"
 
 namespace py = pybind11;
@@ -86,9 +86,12 @@ TensorRef MakeRef(uint64_t data_ptr, uint64_t numel, const std::string& dtype, i
 
 const char* OverheadSourceName(OverheadSource s) {
   switch (s) {
-    case OverheadSource::kHostWall: return "host_wall";
-    case OverheadSource::kCupti: return "cupti";
-    case OverheadSource::kUnavailable: return "unavailable";
+    case OverheadSource::kHostWall:
+      return "host_wall";
+    case OverheadSource::kCupti:
+      return "cupti";
+    case OverheadSource::kUnavailable:
+      return "unavailable";
   }
   return "unknown";
 }
@@ -159,8 +162,9 @@ class PyClient {
     void* s_ptr = nullptr;
     if (!stream.is_none()) {
       if (!py::isinstance<py::int_>(stream)) {
-        throw py::value_error("stream must be an int (a cudaStream_t, e.g. "
-                              "torch.cuda.current_stream().cuda_stream) or None");
+        throw py::value_error(
+            "stream must be an int (a cudaStream_t, e.g. "
+            "torch.cuda.current_stream().cuda_stream) or None");
       }
       s_ptr = reinterpret_cast<void*>(stream.cast<uintptr_t>());
     }
@@ -250,9 +254,8 @@ std::string PlanRepr(const Plan& p) {
                   ", skip_step=" + (p.skip_step ? "True" : "False") + ", entries=[";
   for (size_t i = 0; i < p.entries.size(); ++i) {
     const PlanEntry& e = p.entries[i];
-    s += (i ? ", " : "") + std::string("(") + std::to_string(e.unit) + ", " +
-         ActionName(e.action) + ", " + std::to_string(e.since) + ".." + std::to_string(e.until) +
-         ")";
+    s += (i ? ", " : "") + std::string("(") + std::to_string(e.unit) + ", " + ActionName(e.action) +
+         ", " + std::to_string(e.since) + ".." + std::to_string(e.until) + ")";
   }
   return s + "])";
 }
@@ -371,10 +374,13 @@ PYBIND11_MODULE(_gnmr, m) {
       .def_readonly("digest", &Plan::digest)
       .def_readonly("global_skip", &Plan::global_skip)
       .def_readonly("entries", &Plan::entries)
-      .def("find", [](const Plan& p, UnitHandle u) -> py::object {
-        const PlanEntry* e = p.Find(u);
-        return e ? py::cast(*e) : py::none();
-      }, py::arg("unit"))
+      .def(
+          "find",
+          [](const Plan& p, UnitHandle u) -> py::object {
+            const PlanEntry* e = p.Find(u);
+            return e ? py::cast(*e) : py::none();
+          },
+          py::arg("unit"))
       .def("__repr__", &PlanRepr);
 
   py::class_<ClientCounters>(m, "Counters")
@@ -396,9 +402,9 @@ PYBIND11_MODULE(_gnmr, m) {
       .def_readonly("last_decided_step", &ClientCounters::last_decided_step)
       .def_readonly("stats_seconds", &ClientCounters::stats_seconds)
       .def_readonly("stats_gpu_seconds", &ClientCounters::stats_gpu_seconds)
-      .def_property_readonly("overhead_source", [](const ClientCounters& c) {
-        return OverheadSourceName(c.overhead_source);
-      })
+      .def_property_readonly(
+          "overhead_source",
+          [](const ClientCounters& c) { return OverheadSourceName(c.overhead_source); })
       .def_readonly("overhead_ratio", &ClientCounters::overhead_ratio)
       .def_readonly("overhead_step", &ClientCounters::overhead_step)
       .def_readonly("last_error", &ClientCounters::last_error)
@@ -438,12 +444,15 @@ PYBIND11_MODULE(_gnmr, m) {
       .def("start", &PyClient::Start)
       .def("observe", &PyClient::Observe, py::arg("step"), py::arg("stream") = py::none())
       .def("plan_for", &PyClient::PlanFor, py::arg("step"))
-      .def("ack", [](PyClient& c, Plan plan, const py::object& skip_step) {
-        // The trainer may have agreed on another skip than this rank's own
-        // (the guard's flag all-reduced over sharded units): ack what it did.
-        if (!skip_step.is_none()) plan.skip_step = skip_step.cast<bool>();
-        c.Ack(plan);
-      }, py::arg("plan"), py::arg("skip_step") = py::none())
+      .def(
+          "ack",
+          [](PyClient& c, Plan plan, const py::object& skip_step) {
+            // The trainer may have agreed on another skip than this rank's own
+            // (the guard's flag all-reduced over sharded units): ack what it did.
+            if (!skip_step.is_none()) plan.skip_step = skip_step.cast<bool>();
+            c.Ack(plan);
+          },
+          py::arg("plan"), py::arg("skip_step") = py::none())
       .def("flush", &PyClient::Flush, py::arg("timeout_ms") = 1000.0)
       .def("wait_connected", &PyClient::WaitConnected, py::arg("timeout_ms") = 5000.0,
            "(connected, reason): waits until registered, the first connection attempt "
@@ -452,26 +461,30 @@ PYBIND11_MODULE(_gnmr, m) {
            "[(kind, message, count)] seen since the last call: client set-up problems "
            "and daemon refusals (see gnmr::ProblemKind)")
       .def("stop", &PyClient::Stop)
-      .def("counters", [](const PyClient& c) {
-        return const_cast<PyClient&>(c).client().Counters();
-      })
-      .def("unit_norms", [](PyClient& c, int64_t step) { return c.client().UnitNorms(step); },
-           py::arg("step"),
-           "[norm per unit] at `step` (Client::UnitNorms): NaN where not known (not the "
-           "newest observed step; a GPU unit whose results are not read yet)")
+      .def("counters",
+           [](const PyClient& c) { return const_cast<PyClient&>(c).client().Counters(); })
+      .def(
+          "unit_norms", [](PyClient& c, int64_t step) { return c.client().UnitNorms(step); },
+          py::arg("step"),
+          "[norm per unit] at `step` (Client::UnitNorms): NaN where not known (not the "
+          "newest observed step; a GPU unit whose results are not read yet)")
       .def_property_readonly("num_units", [](PyClient& c) { return c.client().num_units(); })
-      .def("unit_name", [](PyClient& c, UnitHandle u) {
-        if (u >= c.client().num_units()) throw py::index_error("no unit " + std::to_string(u));
-        return c.client().unit_name(u);
-      }, py::arg("unit"))
+      .def(
+          "unit_name",
+          [](PyClient& c, UnitHandle u) {
+            if (u >= c.client().num_units()) throw py::index_error("no unit " + std::to_string(u));
+            return c.client().unit_name(u);
+          },
+          py::arg("unit"))
       .def_property_readonly("options", &PyClient::options)
       .def("export_state", &PyClient::ExportState, py::arg("timeout_ms") = 5000.0)
       .def("import_state", &PyClient::ImportState, py::arg("state"),
            py::arg("timeout_ms") = 5000.0);
 
-  m.def("validate_config", [](const py::dict& d) { return ConfigToDict(ConfigFromDict(d)); },
-        py::arg("config"),
-        "The config with defaults filled in; ValueError naming the first bad key.");
+  m.def(
+      "validate_config", [](const py::dict& d) { return ConfigToDict(ConfigFromDict(d)); },
+      py::arg("config"),
+      "The config with defaults filled in; ValueError naming the first bad key.");
   m.def("default_config", [] { return ConfigToDict(ControllerConfig{}); });
   m.def("clip_scale", &ClipScale, py::arg("ref_norm"), py::arg("norm"), py::arg("min_scale"));
 }

@@ -52,8 +52,8 @@ TEST(CApi, FullStepSequenceFailsOpen) {
   EXPECT_EQ(gnmr_add_unit(c, "bad", &bad, 1, 0, 1, &unit), GNMR_EINVALID_ARGUMENT);
   // 0.2: scale_inv_ptr reaches the library (a misaligned one is named).
   alignas(8) static const unsigned char scale_bytes[8] = {};
-  gnmr_tensor fp8 = {h.data(), h.size(), GNMR_DTYPE_FP8_E4M3FN, GNMR_LOCATION_HOST, 0.0f,
-                     reinterpret_cast<const float*>(scale_bytes + 1)};
+  gnmr_tensor fp8 = {h.data(),           h.size(), GNMR_DTYPE_FP8_E4M3FN,
+                     GNMR_LOCATION_HOST, 0.0f,     reinterpret_cast<const float*>(scale_bytes + 1)};
   EXPECT_EQ(gnmr_add_unit(c, "fp8", &fp8, 1, 0, 1, &unit), GNMR_EINVALID_ARGUMENT);
   EXPECT_NE(std::string(gnmr_last_error()).find("scale_inv_ptr"), std::string::npos)
       << gnmr_last_error();
@@ -79,7 +79,8 @@ TEST(CApi, FullStepSequenceFailsOpen) {
   EXPECT_EQ(gnmr_observe(c, 3), GNMR_EINVALID_ARGUMENT);
   EXPECT_NE(std::string(gnmr_last_error()).find("increase"), std::string::npos);
 
-  gnmr_tensor moved[2] = {{g.data(), g.size(), GNMR_DTYPE_FP32}, {h.data(), h.size(), GNMR_DTYPE_BF16}};
+  gnmr_tensor moved[2] = {{g.data(), g.size(), GNMR_DTYPE_FP32},
+                          {h.data(), h.size(), GNMR_DTYPE_BF16}};
   EXPECT_EQ(gnmr_set_tensors(c, 0, moved, 2), GNMR_OK);
   EXPECT_EQ(gnmr_set_tensors(c, 0, moved, 1), GNMR_EINVALID_ARGUMENT);  // numel changes
 

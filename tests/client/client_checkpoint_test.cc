@@ -38,9 +38,7 @@ ControllerConfig Fast() {
 
 class ClientCheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    path_ = "/tmp/gnmr_ckpt_test_" + std::to_string(getpid()) + ".sock";
-  }
+  void SetUp() override { path_ = "/tmp/gnmr_ckpt_test_" + std::to_string(getpid()) + ".sock"; }
   void TearDown() override {
     client_.reset();
     StopDaemon();
@@ -174,8 +172,7 @@ TEST_F(ClientCheckpointTest, OverTcpTheAdminTokenIsSentAndRequired) {
   ASSERT_TRUE(anonymous.ok());
   StatusOr<std::string> refused = (*anonymous)->ExportState(milliseconds(5000));
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kUnauthenticated)
-      << refused.status().ToString();
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnauthenticated) << refused.status().ToString();
 
   ClientOptions with_token = Options(tcp);
   with_token.admin_token = "adm-secret";

@@ -56,9 +56,7 @@ struct Rank {
 
 class ClientDaemonTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    path_ = "/tmp/gnmr_client_test_" + std::to_string(getpid()) + ".sock";
-  }
+  void SetUp() override { path_ = "/tmp/gnmr_client_test_" + std::to_string(getpid()) + ".sock"; }
   void TearDown() override {
     ranks_.clear();
     if (daemon_) daemon_->Shutdown(std::chrono::milliseconds(200));

@@ -60,7 +60,7 @@ TEST(ClientFailOpen, NeverWaitsAndReturnsEmptyPlans) {
   EXPECT_FALSE(k.connected);
   EXPECT_EQ(k.reports_enqueued, 50u);
   EXPECT_EQ(k.reports_sent, 0u);
-  EXPECT_EQ(k.reports_dropped, 46u);  // queue of 4, drop-oldest
+  EXPECT_EQ(k.reports_dropped, 46u);   // queue of 4, drop-oldest
   EXPECT_EQ(k.missed_decisions, 49u);  // every due decision, counted
   EXPECT_EQ(k.decisions_received, 0u);
   EXPECT_GT(k.stats_seconds, 0.0);
@@ -203,13 +203,13 @@ TEST(ClientFailOpen, UnitNormsAreTheNewestObservedStepsOnly) {
   Client& client = **c;
   TensorRef ta{a.data(), a.size()}, tb{b.data(), b.size()};
   ASSERT_TRUE(client.AddUnit("a", {ta}).ok());
-  ASSERT_TRUE(client.AddUnit("b", {tb}, 1, 4).ok());  // a quarter: scaled by 4
+  ASSERT_TRUE(client.AddUnit("b", {tb}, 1, 4).ok());   // a quarter: scaled by 4
   EXPECT_TRUE(std::isnan(client.UnitNorms(0).at(0)));  // before Start
   ASSERT_TRUE(client.Start().ok());
   ASSERT_TRUE(client.Observe(3).ok());
   std::vector<double> n = client.UnitNorms(3);
   ASSERT_EQ(n.size(), 2u);
-  EXPECT_DOUBLE_EQ(n[0], 30.0);                 // sqrt(100 * 9)
+  EXPECT_DOUBLE_EQ(n[0], 30.0);  // sqrt(100 * 9)
   EXPECT_DOUBLE_EQ(n[1], std::sqrt(16 * 0.25 * 4));
   a.assign(a.size(), 1.0f);
   ASSERT_TRUE(client.Observe(4).ok());

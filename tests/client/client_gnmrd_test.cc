@@ -3,16 +3,15 @@
 // appears), is killed with -9 mid-run while a unit is locked, and comes back
 // from its state dir. Training never stops, the client reconnects within
 // 2 s, the lock survives and no plan ever has more than max_o units in force.
-#include <gtest/gtest.h>
-
-#include "tests/testing/eventually.h"
-
 #include <functional>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "daemon/store/snapshot_store.h"
 #include "gnmr/client.h"
 #include "tests/daemon/gnmrd_process.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr {
 namespace {
@@ -160,8 +159,8 @@ TEST(ClientWithGnmrd, DeletedJobIsStartedAnewAndItsPlansApply) {
   // The client says why its stream ended (not just "cancelled").
   bool told = false;
   for (const Problem& p : t.client().TakeProblems()) {
-    told = told || p.message.find("Session: job 'job' was deleted by an operator") !=
-                       std::string::npos;
+    told = told ||
+           p.message.find("Session: job 'job' was deleted by an operator") != std::string::npos;
   }
   EXPECT_TRUE(told);
   // Past the new job's warmup a spike is admitted, and the plans apply it.

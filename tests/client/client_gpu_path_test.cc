@@ -19,8 +19,6 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include "tests/testing/eventually.h"
-
 #include "client/src/overhead_accountant.h"
 #include "daemon/server/daemon.h"
 #include "gnmr/client.h"
@@ -28,6 +26,7 @@
 #include "gnmr/v1/gnmr.grpc.pb.h"
 #include "tests/client/fake_gpu.h"
 #include "tests/client/unit_figures.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr {
 namespace {
@@ -138,7 +137,9 @@ class ClientGpuPathTest : public ::testing::Test {
 void FillStep(std::vector<std::vector<float>>* grads, int64_t step) {
   for (size_t u = 0; u < grads->size(); ++u) {
     for (size_t i = 0; i < (*grads)[u].size(); ++i) {
-      (*grads)[u][i] = 0.001f * static_cast<float>((i * 13 + u * 7 + static_cast<size_t>(step) * 5) % 101) - 0.05f;
+      (*grads)[u][i] =
+          0.001f * static_cast<float>((i * 13 + u * 7 + static_cast<size_t>(step) * 5) % 101) -
+          0.05f;
     }
   }
 }
@@ -158,7 +159,7 @@ TEST_F(ClientGpuPathTest, MixedUnitsReachTheDaemonAsTheCpuPath) {
   ASSERT_TRUE(host->Start().ok());
   ASSERT_TRUE(mixed->Start().ok());
   ASSERT_TRUE(Eventually([&] { return host->Counters().connected && mixed->Counters().connected; },
-                      std::chrono::seconds(5)));
+                         std::chrono::seconds(5)));
   for (int64_t step = 0; step < 12; ++step) {
     FillStep(&a, step);
     FillStep(&b, step);
@@ -187,8 +188,9 @@ TEST_F(ClientGpuPathTest, MixedUnitsReachTheDaemonAsTheCpuPath) {
   ASSERT_TRUE(host->Flush(std::chrono::seconds(5)));
   ASSERT_TRUE(mixed->Flush(std::chrono::seconds(5)));
   EXPECT_EQ(mixed->Counters().reports_sent, 13u);
-  ASSERT_TRUE(Eventually([&] { return Units("host") == Units("mixed") && Units("host").size() == 3; },
-                      std::chrono::seconds(5)));
+  ASSERT_TRUE(
+      Eventually([&] { return Units("host") == Units("mixed") && Units("host").size() == 3; },
+                 std::chrono::seconds(5)));
   for (const auto& [name, nm] : Units("host")) {
     EXPECT_GT(nm.first, 0.0) << name;  // bit-identical (== above), and real
   }
@@ -245,8 +247,8 @@ TEST_F(ClientGpuPathTest, OverheadRatioFromTheProfiler) {
     ASSERT_TRUE(client->Observe(step).ok());
     ASSERT_TRUE(client->Flush(std::chrono::seconds(5)));
   }
-  ASSERT_TRUE(Eventually([&] { return client->Counters().overhead_step >= 4; },
-                      std::chrono::seconds(5)));
+  ASSERT_TRUE(
+      Eventually([&] { return client->Counters().overhead_step >= 4; }, std::chrono::seconds(5)));
   const ClientCounters k = client->Counters();
   EXPECT_EQ(k.overhead_source, OverheadSource::kCupti);
   EXPECT_DOUBLE_EQ(k.overhead_ratio, 0.1);

@@ -5,18 +5,18 @@
 // the CUDA-event GPU time is counted; with profiling, the CUPTI overhead
 // ratio is measured whenever CUPTI can be owned. The CUDA backend itself:
 // no context on the I/O thread, timing that survives a failed launch.
-#include <cuda_runtime.h>
-#include <gtest/gtest.h>
-
 #include <functional>
 #include <map>
 #include <thread>
 #include <vector>
 
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
 #include "client/src/device_backend.h"
 #include "gnmr/client.h"
-#include "gnmr/gpu_stats.h"
 #include "gnmr/cuda_driver_fns.h"
+#include "gnmr/gpu_stats.h"
 #include "tests/client/unit_figures.h"
 #include "tests/daemon/gnmrd_process.h"
 #include "tests/kernels/gpu_gate.h"
@@ -40,7 +40,8 @@ std::map<std::string, std::pair<double, double>> Units(GnmrdProcess* d, const st
 void Fill(std::vector<float>* v, int64_t step, int unit) {
   for (size_t i = 0; i < v->size(); ++i) {
     (*v)[i] = 1e-3f * static_cast<float>((i * 31 + static_cast<size_t>(unit) * 7 +
-                                          static_cast<size_t>(step) * 11) % 997) -
+                                          static_cast<size_t>(step) * 11) %
+                                         997) -
               0.4f;
   }
 }
@@ -84,9 +85,9 @@ TEST(ClientGpuTest, StreamObserveMatchesCpuThroughGnmrd) {
     for (int u = 0; u < kUnits; ++u) {
       Fill(&host[u], step, u);
       float* target = moved ? dev2[u] : dev[u];
-      ASSERT_EQ(cudaMemcpyAsync(target, host[u].data(), sizes[u] * 4, cudaMemcpyHostToDevice,
-                                stream),
-                cudaSuccess);
+      ASSERT_EQ(
+          cudaMemcpyAsync(target, host[u].data(), sizes[u] * 4, cudaMemcpyHostToDevice, stream),
+          cudaSuccess);
       if (step == 5) {
         TensorRef d{target, sizes[u], DType::kFp32, 0, 1.0f};
         ASSERT_TRUE(gpu->SetTensors(static_cast<UnitHandle>(u), {d}).ok());

@@ -6,7 +6,7 @@
 // byte for byte. Also: sharded units and bad set-ups are refused loudly, a
 // state round-trips through ExportState/ImportState (also one exported by
 // gnmrd), and the training thread never waits on a stopped local client.
-#include <gtest/gtest.h>
+#include "gnmr/client_local.h"
 
 #include <cmath>
 #include <cstring>
@@ -16,13 +16,14 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "controller_io/event_json.h"
+#include "controller_io/wire_names.h"
 #include "gnmr/client.h"
-#include "gnmr/client_local.h"
 #include "gnmr/gnmr_c.h"
 #include "tests/daemon/gnmrd_process.h"
 #include "tests/testing/eventually.h"
-#include "controller_io/wire_names.h"
 
 namespace gnmr {
 namespace {

@@ -41,13 +41,12 @@ struct Special {
 };
 
 const Special kSpecials[] = {
-    {DType::kFp32, 0x7fc00001u, 0x7f800000u, 0xff800000u, 0x00000001u,
-     0x80000000u, 0x7f7fffffu, std::ldexp(1.0, -149),
-     static_cast<double>(std::numeric_limits<float>::max())},
-    {DType::kBf16, 0xffc1u, 0x7f80u, 0xff80u, 0x0001u, 0x8000u, 0x7f7fu,
-     std::ldexp(1.0, -133), std::ldexp(255.0, 120)},
-    {DType::kFp16, 0x7e01u, 0x7c00u, 0xfc00u, 0x0001u, 0x8000u, 0x7bffu,
-     std::ldexp(1.0, -24), 65504.0},
+    {DType::kFp32, 0x7fc00001u, 0x7f800000u, 0xff800000u, 0x00000001u, 0x80000000u, 0x7f7fffffu,
+     std::ldexp(1.0, -149), static_cast<double>(std::numeric_limits<float>::max())},
+    {DType::kBf16, 0xffc1u, 0x7f80u, 0xff80u, 0x0001u, 0x8000u, 0x7f7fu, std::ldexp(1.0, -133),
+     std::ldexp(255.0, 120)},
+    {DType::kFp16, 0x7e01u, 0x7c00u, 0xfc00u, 0x0001u, 0x8000u, 0x7bffu, std::ldexp(1.0, -24),
+     65504.0},
 };
 
 class Specials : public ::testing::TestWithParam<Special> {};

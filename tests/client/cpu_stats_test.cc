@@ -1,6 +1,8 @@
 // CPU statistics: bit-identity with the literal canonical order, accuracy
 // against a long-double reference, alignment and run independence, sizes
 // from 0 to ~3M for fp32, bf16 and fp16.
+#include "gnmr/cpu_stats.h"
+
 #include <cmath>
 #include <cstdio>
 #include <tuple>
@@ -8,7 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include "gnmr/cpu_stats.h"
 #include "kernels/cpu/reference_stats.h"
 #include "tests/client/stats_test_util.h"
 
@@ -36,8 +37,7 @@ void ExpectSame(const UnitStats& a, const UnitStats& b) {
   EXPECT_EQ(a.numel, b.numel);
 }
 
-class RandomSizes
-    : public ::testing::TestWithParam<std::tuple<DType, uint64_t>> {};
+class RandomSizes : public ::testing::TestWithParam<std::tuple<DType, uint64_t>> {};
 
 TEST_P(RandomSizes, MatchesCanonicalAndReference) {
   const DType dtype = std::get<0>(GetParam());
@@ -65,11 +65,10 @@ TEST_P(RandomSizes, MatchesCanonicalAndReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllDtypes, RandomSizes,
-    ::testing::Combine(
-        ::testing::Values(DType::kFp32, DType::kBf16, DType::kFp16, DType::kFp8E4M3,
-                          DType::kFp8E5M2),
-        ::testing::Values(0u, 1u, 7u, 255u, 256u, 257u, 4095u, 4096u, 4097u,
-                          8192u, 12289u, 65553u, 1048576u, 3000001u)));
+    ::testing::Combine(::testing::Values(DType::kFp32, DType::kBf16, DType::kFp16, DType::kFp8E4M3,
+                                         DType::kFp8E5M2),
+                       ::testing::Values(0u, 1u, 7u, 255u, 256u, 257u, 4095u, 4096u, 4097u, 8192u,
+                                         12289u, 65553u, 1048576u, 3000001u)));
 
 TEST(CpuStats, UnalignedStartsGiveIdenticalBits) {
   for (DType dtype : {DType::kFp32, DType::kBf16, DType::kFp16}) {
@@ -114,8 +113,8 @@ TEST(CpuStats, RepeatedRunsGiveIdenticalBits) {
 }
 
 TEST(CpuStats, UnitSumsTensorsInOrderAcrossDtypes) {
-  TestTensor a(DType::kFp32, 10000), b(DType::kBf16, 5000, 1),
-      c(DType::kFp16, 70000, 3), empty(DType::kFp32, 0);
+  TestTensor a(DType::kFp32, 10000), b(DType::kBf16, 5000, 1), c(DType::kFp16, 70000, 3),
+      empty(DType::kFp32, 0);
   a.FillNormal(1, 1e-3f);
   b.FillNormal(2, 10.0f);
   c.FillNormal(3, 0.5f);
@@ -126,8 +125,8 @@ TEST(CpuStats, UnitSumsTensorsInOrderAcrossDtypes) {
                sc = Stats({c.Ref()}).sumsq;
   EXPECT_EQ(Bits(u.sumsq), Bits((sa + sb) + sc));
   EXPECT_EQ(u.numel, 85000u);
-  EXPECT_EQ(u.amax, std::max({Stats({a.Ref()}).amax, Stats({b.Ref()}).amax,
-                              Stats({c.Ref()}).amax}));
+  EXPECT_EQ(u.amax,
+            std::max({Stats({a.Ref()}).amax, Stats({b.Ref()}).amax, Stats({c.Ref()}).amax}));
 }
 
 TEST(CpuStats, EmptyUnit) {

@@ -9,14 +9,14 @@
 // overhead ratio whenever Start succeeded.
 #include "client/src/cupti_profiler.h"
 
-#include <cuda_runtime.h>
-#include <gtest/gtest.h>
-
 #include <cstdlib>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
 #include "client/src/overhead_accountant.h"
 #include "gnmr/gpu_stats.h"

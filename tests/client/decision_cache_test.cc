@@ -1,10 +1,10 @@
 // Decision validation and the plan logic, without a network.
+#include "client/src/decision_cache.h"
+
 #include <cmath>
 #include <vector>
 
 #include <gtest/gtest.h>
-
-#include "client/src/decision_cache.h"
 
 namespace gnmr {
 namespace {
@@ -71,7 +71,7 @@ TEST(DecisionValidator, RejectsEveryKindOfBadDecision) {
     DecisionValidator v = Validator();
     return !v.Validate(d).ok();
   };
-  EXPECT_TRUE(rejected(Make(5, 6, 1, {{99, Action::kClip, 6, 26}})));  // unknown unit
+  EXPECT_TRUE(rejected(Make(5, 6, 1, {{99, Action::kClip, 6, 26}})));   // unknown unit
   EXPECT_TRUE(rejected(Make(5, 6, 1, {{10, Action::kClip, 26, 26}})));  // since == until
   EXPECT_TRUE(rejected(Make(5, 4, 1, {})));                             // apply < observed
   EXPECT_TRUE(rejected(Make(-1, 4, 1, {})));                            // negative step

@@ -20,14 +20,14 @@ namespace gnmr::testing {
 
 struct FakeGpuState {
   std::mutex mu;
-  bool hold = false;             // Poll reports nothing while true
-  bool fail_launch = false;      // the next Launch fails
+  bool hold = false;         // Poll reports nothing while true
+  bool fail_launch = false;  // the next Launch fails
   std::vector<std::vector<TensorRef>> table;
   std::vector<std::vector<const void*>> refreshes;  // every RefreshPointers
   int launches = 0;
   // Profiler
   Status profiler_start = Status::Ok();
-  bool tag_stats = true;          // false: records never name the stats launches
+  bool tag_stats = true;  // false: records never name the stats launches
   int profiler_starts = 0;
   int profiler_stops = 0;
   std::vector<int64_t> launched_steps;  // BeginStatsLaunch
@@ -144,10 +144,9 @@ class FakeProfiler : public ActivityProfiler {
 class FakeGpuInstall {
  public:
   explicit FakeGpuInstall(FakeGpuState* s) {
-    SetDeviceBackendFactoryForTesting(
-        [s](int) -> StatusOr<std::unique_ptr<DeviceStatsBackend>> {
-          return std::unique_ptr<DeviceStatsBackend>(new FakeBackend(s));
-        });
+    SetDeviceBackendFactoryForTesting([s](int) -> StatusOr<std::unique_ptr<DeviceStatsBackend>> {
+      return std::unique_ptr<DeviceStatsBackend>(new FakeBackend(s));
+    });
     SetActivityProfilerFactoryForTesting([s]() -> StatusOr<std::unique_ptr<ActivityProfiler>> {
       return std::unique_ptr<ActivityProfiler>(new FakeProfiler(s));
     });

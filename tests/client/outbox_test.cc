@@ -1,10 +1,10 @@
 // The bounded report/ack queues between the training and I/O threads.
+#include "client/src/outbox.h"
+
 #include <chrono>
 #include <thread>
 
 #include <gtest/gtest.h>
-
-#include "client/src/outbox.h"
 
 namespace gnmr {
 namespace {
@@ -27,7 +27,7 @@ TEST(Outbox, DropsOldestReportAndCounts) {
   EXPECT_EQ(box.reports_dropped(), 6u);
   Report* r = box.PopReport();
   ASSERT_NE(r, nullptr);
-  EXPECT_EQ(r->step, 6);  // the newest four survive
+  EXPECT_EQ(r->step, 6);              // the newest four survive
   EXPECT_EQ(r->dropped_reports, 3u);  // stamped when it was queued
   box.Release(r, /*sent=*/true);
   r = box.PopReport();

@@ -3,16 +3,15 @@
 // and out-of-order records, lost records.
 #include "client/src/overhead_accountant.h"
 
-#include <gtest/gtest.h>
-
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace gnmr {
 namespace {
 
 // Statistics launch of `step`: one kernel [start, end) tagged with `corr`.
-void StatsLaunch(OverheadAccountant* a, int64_t step, uint32_t corr, uint64_t start,
-                 uint64_t end) {
+void StatsLaunch(OverheadAccountant* a, int64_t step, uint32_t corr, uint64_t start, uint64_t end) {
   a->Add({KernelActivity{start, end, corr}}, {StatsCorrelation{corr, step}});
 }
 

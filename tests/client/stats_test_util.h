@@ -33,9 +33,12 @@ inline uint16_t ToFp16(float f) {
     return sign | static_cast<uint16_t>(m);  // m == 1024 rolls into normal
   }
   int e;
-  const double fr = std::frexp(a, &e);  // a = fr * 2^e, fr in [0.5, 1)
+  const double fr = std::frexp(a, &e);     // a = fr * 2^e, fr in [0.5, 1)
   double m = std::nearbyint(fr * 2048.0);  // 11 significant bits
-  if (m == 2048.0) { m = 1024.0; ++e; }
+  if (m == 2048.0) {
+    m = 1024.0;
+    ++e;
+  }
   if (e - 1 + 15 >= 31) return sign | 0x7c00;
   const uint16_t exp_field = static_cast<uint16_t>(e - 1 + 15);
   return sign | static_cast<uint16_t>(exp_field << 10) |
@@ -50,13 +53,14 @@ inline double Fp8ToDouble(uint8_t b, bool e4m3) {
   if (e4m3 ? (b & 0x7f) == 0x7f : e == 31) {
     return !e4m3 && m == 0 ? sign * INFINITY : NAN;
   }
-  return sign * (e == 0 ? std::ldexp(m, 1 - bias - mant)
-                        : std::ldexp((1 << mant) + m, e - bias - mant));
+  return sign *
+         (e == 0 ? std::ldexp(m, 1 - bias - mant) : std::ldexp((1 << mant) + m, e - bias - mant));
 }
 
 inline std::vector<double> Fp8Table(bool e4m3) {
   std::vector<double> v;
-  for (int b = 0; b <= (e4m3 ? 0x7e : 0x7b); ++b) v.push_back(Fp8ToDouble(static_cast<uint8_t>(b), e4m3));
+  for (int b = 0; b <= (e4m3 ? 0x7e : 0x7b); ++b)
+    v.push_back(Fp8ToDouble(static_cast<uint8_t>(b), e4m3));
   return v;
 }
 
@@ -69,8 +73,7 @@ inline uint8_t ToFp8(float f, bool e4m3) {
   const std::vector<double>& v = values[e4m3 ? 1 : 0];  // increasing
   size_t hi = static_cast<size_t>(std::lower_bound(v.begin(), v.end(), a) - v.begin());
   if (hi == v.size()) hi = v.size() - 1;  // saturate
-  const uint8_t best = static_cast<uint8_t>(
-      hi > 0 && a - v[hi - 1] <= v[hi] - a ? hi - 1 : hi);
+  const uint8_t best = static_cast<uint8_t>(hi > 0 && a - v[hi - 1] <= v[hi] - a ? hi - 1 : hi);
   return sign | best;
 }
 
@@ -79,7 +82,9 @@ inline uint8_t ToFp8(float f, bool e4m3) {
 class TestTensor {
  public:
   TestTensor(DType dtype, uint64_t numel, size_t offset = 0)
-      : dtype_(dtype), numel_(numel), offset_(offset),
+      : dtype_(dtype),
+        numel_(numel),
+        offset_(offset),
         bytes_(offset + numel * DTypeSize(dtype) + 8, 0) {}
 
   void Set(uint64_t i, float v) {
@@ -108,8 +113,7 @@ class TestTensor {
   TestTensor Moved(size_t offset) const {
     TestTensor t(dtype_, numel_, offset);
     t.scale_inv_ = scale_inv_;
-    std::memcpy(t.bytes_.data() + offset, bytes_.data() + offset_,
-                numel_ * DTypeSize(dtype_));
+    std::memcpy(t.bytes_.data() + offset, bytes_.data() + offset_, numel_ * DTypeSize(dtype_));
     return t;
   }
   TensorRef Ref() const {

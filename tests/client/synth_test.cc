@@ -22,8 +22,8 @@
 namespace gnmr::synth {
 namespace {
 
-const std::vector<std::string> kRequired = {"--target", "unix:/x", "--job", "j", "--rank",
-                                            "1", "--world-size", "2", "--steps", "10"};
+const std::vector<std::string> kRequired = {
+    "--target", "unix:/x", "--job", "j", "--rank", "1", "--world-size", "2", "--steps", "10"};
 
 std::vector<std::string> With(std::vector<std::string> extra) {
   std::vector<std::string> a = kRequired;
@@ -32,9 +32,9 @@ std::vector<std::string> With(std::vector<std::string> extra) {
 }
 
 TEST(SynthFlags, ParsesTheStableInterface) {
-  StatusOr<Flags> f = ParseFlags(With({"--units", "8", "--spike", "5:3:25", "--spike=7:layers.1.mlp.fc1:0.5",
-                                       "--nan", "9:2", "--step-ms=4", "--decision-wait-ms", "100",
-                                       "--token", "t", "--json"}));
+  StatusOr<Flags> f = ParseFlags(
+      With({"--units", "8", "--spike", "5:3:25", "--spike=7:layers.1.mlp.fc1:0.5", "--nan", "9:2",
+            "--step-ms=4", "--decision-wait-ms", "100", "--token", "t", "--json"}));
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ(f->target, "unix:/x");
   EXPECT_EQ(f->rank, 1u);
@@ -54,7 +54,8 @@ TEST(SynthFlags, ParsesTheStableInterface) {
 
 TEST(SynthFlags, RejectsBadCommandLines) {
   EXPECT_FALSE(ParseFlags({}).ok());
-  EXPECT_FALSE(ParseFlags({"--target", "x", "--job", "j", "--rank", "0", "--world-size", "1"}).ok());
+  EXPECT_FALSE(
+      ParseFlags({"--target", "x", "--job", "j", "--rank", "0", "--world-size", "1"}).ok());
   EXPECT_FALSE(ParseFlags(With({"--units", "0"})).ok());
   EXPECT_FALSE(ParseFlags(With({"--spike", "5:3"})).ok());
   EXPECT_FALSE(ParseFlags(With({"--spike", "x:3:2"})).ok());
@@ -64,7 +65,8 @@ TEST(SynthFlags, RejectsBadCommandLines) {
   EXPECT_FALSE(ParseFlags(With({"--steps"})).ok());
   EXPECT_FALSE(ParseFlags(With({"--step-ms", "-1"})).ok());
   EXPECT_FALSE(ParseFlags({"--target", "x", "--job", "j", "--rank", "2", "--world-size", "2",
-                           "--steps", "1"}).ok());
+                           "--steps", "1"})
+                   .ok());
 }
 
 TEST(SynthModel, LayoutShardsWhenTheWorldIsEven) {
@@ -190,7 +192,9 @@ TEST(SynthBinary, ExitCodesAndTwoRanksAgainstADaemon) {
   EXPECT_EQ(RunCommand(bin + " --help").first, 0);
   EXPECT_EQ(RunCommand(bin + " --steps 3 2>/dev/null").first, 2);
   EXPECT_EQ(RunCommand(bin + " --target unix:/x --job j --rank 0 --world-size 1 --steps 1 "
-                             "--nan 0:99 2>/dev/null").first, 2);
+                             "--nan 0:99 2>/dev/null")
+                .first,
+            2);
 
   const std::string path = "/tmp/gnmr_synth_test_" + std::to_string(getpid()) + ".sock";
   DaemonOptions d;

@@ -2,12 +2,12 @@
 // job (Admin.ListUnits over `channel`); empty if the call fails.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
+
+#include <grpcpp/grpcpp.h>
 
 #include "gnmr/v1/gnmr.grpc.pb.h"
 

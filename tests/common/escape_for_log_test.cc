@@ -1,8 +1,8 @@
 // EscapeForLog: no byte a peer sends can end a log line, forge a log level
 // or reach a terminal as a control sequence.
-#include <gtest/gtest.h>
-
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "common/text.h"
 
@@ -30,7 +30,8 @@ TEST(EscapeForLogTest, ForgedLogLineStaysOnOneLine) {
 TEST(EscapeForLogTest, CapsTheLengthAndSaysHowLongTheInputWas) {
   const std::string big(100000, 'a');
   EXPECT_EQ(EscapeForLog(big, 8), "aaaaaaaa...(100000 bytes)");
-  EXPECT_EQ(EscapeForLog(std::string(300, 'b')).size(), 256u + std::string("...(300 bytes)").size());
+  EXPECT_EQ(EscapeForLog(std::string(300, 'b')).size(),
+            256u + std::string("...(300 bytes)").size());
   EXPECT_EQ(EscapeForLog("abc", 3), "abc");
   EXPECT_EQ(EscapeForLog(""), "");
 }
@@ -41,8 +42,7 @@ TEST(EscapeForLogTest, MessageOfOursKeepsItsEscapesAndStillCannotEndTheLine) {
   EXPECT_EQ(EscapeMessageForLog(message), "unit name 'u\\x0a[critical] x' is invalid");
   // Raw bytes in a message are escaped all the same.
   EXPECT_EQ(EscapeMessageForLog(std::string("a\nb\0\x1b", 5)), "a\\x0ab\\x00\\x1b");
-  EXPECT_EQ(EscapeMessageForLog(std::string(600, 'm')),
-            std::string(512, 'm') + "...(600 bytes)");
+  EXPECT_EQ(EscapeMessageForLog(std::string(600, 'm')), std::string(512, 'm') + "...(600 bytes)");
 }
 
 }  // namespace

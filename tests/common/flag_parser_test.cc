@@ -1,9 +1,9 @@
 #include "common/flag_parser.h"
 
-#include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace gnmr {
 namespace {
@@ -65,8 +65,9 @@ TEST(FlagParser, HelpComesFromTheDeclarations) {
   f.p.SetEpilog("exit codes: none\n");
   const std::string help = f.p.Help();
   EXPECT_EQ(help.rfind("usage: prog [options]\n\nA test program.\n", 0), 0u) << help;
-  for (const char* line : {"  --name N                a name\n", "  --count K               1..10\n",
-                           "  --verbose               talk\n", "\nexit codes: none\n"}) {
+  for (const char* line :
+       {"  --name N                a name\n", "  --count K               1..10\n",
+        "  --verbose               talk\n", "\nexit codes: none\n"}) {
     EXPECT_NE(help.find(line), std::string::npos) << line << "\n" << help;
   }
 }

@@ -1,10 +1,10 @@
 // LogLimiter: one line per key and interval, the rest counted; a bounded
 // table that a peer inventing keys cannot grow or use to escape the limit.
-#include <gtest/gtest.h>
+#include "common/log_limiter.h"
 
 #include <string>
 
-#include "common/log_limiter.h"
+#include <gtest/gtest.h>
 
 namespace gnmr {
 namespace {

@@ -1,8 +1,8 @@
 #include "gnmr/config.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 namespace gnmr {
 namespace {
@@ -44,26 +44,36 @@ TEST(ControllerConfig, EachBadValueNamesItsKey) {
       {"lock_steps", [](ControllerConfig& c) { c.lock_steps = 0; }},
       {"lag", [](ControllerConfig& c) { c.lag = -1; }},
       {"clip_min_scale", [](ControllerConfig& c) { c.clip_min_scale = 2.0; }},
-      {"actions[0].pattern", [](ControllerConfig& c) { c.actions = {{"", Action::kClip, -1}}; }},
+      {"actions[0].pattern",
+       [](ControllerConfig& c) {
+         c.actions = {{"", Action::kClip, -1}};
+       }},
       // Found by controller_config_yaml_fuzz: a byte that is not UTF-8 was
       // accepted and rendered back to YAML as another pattern; a job's
       // snapshot with it would not parse (proto3 string).
       {"actions[0].pattern",
-       [](ControllerConfig& c) { c.actions = {{"lm_head\xff", Action::kClip, -1}}; }},
+       [](ControllerConfig& c) {
+         c.actions = {{"lm_head\xff", Action::kClip, -1}};
+       }},
       {"actions[0].pattern",
-       [](ControllerConfig& c) { c.actions = {{"*.fc 1", Action::kClip, -1}}; }},
+       [](ControllerConfig& c) {
+         c.actions = {{"*.fc 1", Action::kClip, -1}};
+       }},
       {"actions[0].pattern",
-       [](ControllerConfig& c) { c.actions = {{"a\nb", Action::kClip, -1}}; }},
+       [](ControllerConfig& c) {
+         c.actions = {{"a\nb", Action::kClip, -1}};
+       }},
       {"actions[0].clip_min_scale",
-       [](ControllerConfig& c) { c.actions = {{"x", Action::kClip, 1.5}}; }},
+       [](ControllerConfig& c) {
+         c.actions = {{"x", Action::kClip, 1.5}};
+       }},
   };
   for (const Case& k : cases) {
     ControllerConfig c;
     k.mutate(c);
     Status s = c.Validate();
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << k.key;
-    EXPECT_NE(s.message().find(std::string("'") + k.key + "'"), std::string::npos)
-        << s.message();
+    EXPECT_NE(s.message().find(std::string("'") + k.key + "'"), std::string::npos) << s.message();
   }
 }
 

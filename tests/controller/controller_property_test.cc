@@ -25,9 +25,7 @@ struct RunSpec {
 
 RunSpec Generate(uint64_t seed) {
   std::mt19937_64 rng(seed);
-  auto uni = [&](int lo, int hi) {
-    return std::uniform_int_distribution<int>(lo, hi)(rng);
-  };
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   std::uniform_real_distribution<double> u01(0.0, 1.0);
   RunSpec r;
   ControllerConfig& c = r.config;
@@ -141,8 +139,7 @@ void CheckSegmentBudget(const std::vector<Lock>& locks, int64_t first_apply, int
   for (auto& [s, n] : in_force) ASSERT_LE(n, max_o) << "at step " << s;
 }
 
-void CheckInvariants(const RunSpec& r, const std::vector<Decision>& ds,
-                     uint64_t seed) {
+void CheckInvariants(const RunSpec& r, const std::vector<Decision>& ds, uint64_t seed) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const int max_o = r.config.max_o;
   std::map<uint32_t, Lock> open;
@@ -243,8 +240,8 @@ TEST(ControllerProperties, InvariantsHoldOverThousandsOfRuns) {
     admissions += c.stats().admissions();
     denials += c.stats().denials;
     nonfinite += c.stats().admissions_by_trigger[3];
-    full_budget_runs += r.config.max_o > 0 &&
-                        c.stats().peak_in_recovery == static_cast<uint64_t>(r.config.max_o);
+    full_budget_runs +=
+        r.config.max_o > 0 && c.stats().peak_in_recovery == static_cast<uint64_t>(r.config.max_o);
   }
   // The generator must actually exercise the budget, not just pass quietly.
   EXPECT_GT(admissions, 10000u);
@@ -271,9 +268,8 @@ TEST(ControllerProperties, SampleOrderDoesNotMatter) {
     RunSpec r = Generate(seed);
     RunSpec sorted = r;
     for (auto& [t, v] : sorted.steps) {
-      std::sort(v.begin(), v.end(), [](const UnitSample& x, const UnitSample& y) {
-        return x.unit_id < y.unit_id;
-      });
+      std::sort(v.begin(), v.end(),
+                [](const UnitSample& x, const UnitSample& y) { return x.unit_id < y.unit_id; });
     }
     Controller a = MakeController(r.config, r.units);
     Controller b = MakeController(r.config, r.units);

@@ -208,8 +208,7 @@ TEST(ControllerRules, AdmissionOrderNonFiniteThenRiskThenId) {
   cfg.short_window = 0;
   Controller c = MakeController(cfg, 5);
   Flat(c, 0, 3, 5);
-  Decision d = Step(c, 3, {Norm(0, 5.0), Norm(1, 9.0), Norm(2, 9.0),
-                           NonFinite(3), Norm(4, 20.0)});
+  Decision d = Step(c, 3, {Norm(0, 5.0), Norm(1, 9.0), Norm(2, 9.0), NonFinite(3), Norm(4, 20.0)});
   ASSERT_EQ(d.admitted.size(), 3u);
   EXPECT_EQ(d.admitted[0].unit_id, 3u);  // non-finite first
   EXPECT_EQ(d.admitted[1].unit_id, 4u);  // highest risk
@@ -250,7 +249,7 @@ TEST(ControllerRules, ActionsByFirstMatchingPattern) {
   Flat(c, 0, 3, 4);
   Decision d = Step(c, 3, {Norm(0, 9.0), Norm(1, 9.0), Norm(2, 9.0), Norm(3, 9.0)});
   ASSERT_EQ(d.recovery.size(), 4u);
-  EXPECT_EQ(d.recovery[0].action, Action::kClip);   // first rule wins
+  EXPECT_EQ(d.recovery[0].action, Action::kClip);  // first rule wins
   EXPECT_EQ(d.recovery[0].clip_min_scale, cfg.clip_min_scale);
   EXPECT_EQ(d.recovery[1].action, Action::kSkip);
   EXPECT_EQ(d.recovery[2].action, Action::kResetState);
@@ -265,14 +264,11 @@ TEST(ControllerRules, InvalidInputChangesNothing) {
   const double mu = c.unit(0).mu;
   Decision d;
   EXPECT_EQ(c.Observe(4, {Norm(0, 1.0)}, &d).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.Observe(5, {Norm(0, 9.0), Norm(0, 1.0)}, &d).code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.Observe(5, {Norm(0, 9.0), Norm(7, 1.0)}, &d).code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(c.Observe(5, {Norm(0, 9.0), Norm(0, 1.0)}, &d).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Observe(5, {Norm(0, 9.0), Norm(7, 1.0)}, &d).code(), StatusCode::kNotFound);
   UnitSample neg = Norm(1, 1.0);
   neg.sumsq = -1.0;
-  EXPECT_EQ(c.Observe(5, {Norm(0, 9.0), neg}, &d).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Observe(5, {Norm(0, 9.0), neg}, &d).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(c.sequence(), seq);
   EXPECT_EQ(c.unit(0).mu, mu);
   EXPECT_EQ(*c.last_step(), 4);
@@ -451,7 +447,7 @@ TEST(ControllerRules, RecoveryFractionCountsUnitStepsInForce) {
   Controller c = MakeController(cfg, 2);
   Flat(c, 0, 3, 2);
   Step(c, 3, {Norm(0, 9.0), Norm(1, 1.0)});  // unit 0 in force at 4, 5
-  Flat(c, 4, 4, 2);                            // steps 4..7
+  Flat(c, 4, 4, 2);                          // steps 4..7
   EXPECT_EQ(c.stats().unit_steps_observed, 16u);
   EXPECT_EQ(c.stats().unit_steps_in_force, 2u);
   EXPECT_DOUBLE_EQ(c.stats().recovery_fraction(), 2.0 / 16.0);

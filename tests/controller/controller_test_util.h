@@ -42,8 +42,7 @@ inline UnitSample NonFinite(uint32_t unit) {
 }
 
 // Observes one step and expects success.
-inline Decision Step(Controller& c, int64_t step,
-                     const std::vector<UnitSample>& samples) {
+inline Decision Step(Controller& c, int64_t step, const std::vector<UnitSample>& samples) {
   Decision d;
   Status s = c.Observe(step, samples, &d);
   EXPECT_TRUE(s.ok()) << s.ToString();
@@ -51,8 +50,7 @@ inline Decision Step(Controller& c, int64_t step,
 }
 
 // Feeds `steps` steps where every unit has norm 1.0, starting at `first`.
-inline int64_t Flat(Controller& c, int64_t first, int steps, int units,
-                    double norm = 1.0) {
+inline int64_t Flat(Controller& c, int64_t first, int steps, int units, double norm = 1.0) {
   for (int k = 0; k < steps; ++k) {
     std::vector<UnitSample> v;
     for (int u = 0; u < units; ++u) v.push_back(Norm(u, norm));
@@ -61,9 +59,7 @@ inline int64_t Flat(Controller& c, int64_t first, int steps, int units,
   return first + steps;
 }
 
-inline bool SameBits(double a, double b) {
-  return std::memcmp(&a, &b, sizeof a) == 0;
-}
+inline bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // Full, bitwise comparison of two decisions; returns "" when identical.
 inline std::string DiffDecisions(const Decision& a, const Decision& b) {
@@ -77,8 +73,7 @@ inline std::string DiffDecisions(const Decision& a, const Decision& b) {
   for (size_t i = 0; i < a.recovery.size(); ++i) {
     const RecoveryEntry &x = a.recovery[i], &y = b.recovery[i];
     if (x.unit_id != y.unit_id || x.action != y.action || x.entry != y.entry ||
-        x.since != y.since || x.until != y.until ||
-        !SameBits(x.clip_min_scale, y.clip_min_scale) ||
+        x.since != y.since || x.until != y.until || !SameBits(x.clip_min_scale, y.clip_min_scale) ||
         !SameBits(x.ref_norm, y.ref_norm)) {
       return "recovery entry " + std::to_string(i);
     }
@@ -86,9 +81,8 @@ inline std::string DiffDecisions(const Decision& a, const Decision& b) {
   if (a.admitted.size() != b.admitted.size()) return "admitted size";
   for (size_t i = 0; i < a.admitted.size(); ++i) {
     const Admission &x = a.admitted[i], &y = b.admitted[i];
-    if (x.unit_id != y.unit_id || x.trigger != y.trigger ||
-        !SameBits(x.gnmr, y.gnmr) || !SameBits(x.delta, y.delta) ||
-        !SameBits(x.norm, y.norm) || !SameBits(x.mu, y.mu) ||
+    if (x.unit_id != y.unit_id || x.trigger != y.trigger || !SameBits(x.gnmr, y.gnmr) ||
+        !SameBits(x.delta, y.delta) || !SameBits(x.norm, y.norm) || !SameBits(x.mu, y.mu) ||
         x.nonfinite != y.nonfinite) {
       return "admission " + std::to_string(i);
     }
@@ -96,8 +90,7 @@ inline std::string DiffDecisions(const Decision& a, const Decision& b) {
   if (a.released != b.released) return "released";
   if (a.denied.size() != b.denied.size()) return "denied size";
   for (size_t i = 0; i < a.denied.size(); ++i) {
-    if (a.denied[i].unit_id != b.denied[i].unit_id ||
-        a.denied[i].trigger != b.denied[i].trigger ||
+    if (a.denied[i].unit_id != b.denied[i].unit_id || a.denied[i].trigger != b.denied[i].trigger ||
         !SameBits(a.denied[i].risk, b.denied[i].risk)) {
       return "denial " + std::to_string(i);
     }

@@ -1,9 +1,9 @@
 #include "common/glob.h"
 
-#include <gtest/gtest.h>
-
 #include <random>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "controller/action_resolver.h"
 
@@ -132,7 +132,8 @@ TEST(GlobMatch, AgreesWithTheBacktrackingMatcherOnRandomInputs) {
     for (int k = 0; k < plen; ++k) pattern += pattern_chars[rng() % pattern_chars.size()];
     for (int k = 0; k < tlen; ++k) text += text_chars[rng() % text_chars.size()];
     const bool want = ReferenceMatch(pattern, text);
-    ASSERT_EQ(GlobMatch(pattern, text), want) << "pattern '" << pattern << "' text '" << text << "'";
+    ASSERT_EQ(GlobMatch(pattern, text), want)
+        << "pattern '" << pattern << "' text '" << text << "'";
     matches += want ? 1 : 0;
   }
   EXPECT_GT(matches, 2000u);  // the comparison covered both outcomes

@@ -1,8 +1,8 @@
 #include "core/recovery_entry_codec.h"
 
-#include <gtest/gtest.h>
-
 #include <limits>
+
+#include <gtest/gtest.h>
 
 #include "gnmr/v1/controller.pb.h"
 #include "gnmr/v1/gnmr.pb.h"

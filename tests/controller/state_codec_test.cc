@@ -115,8 +115,7 @@ TEST(StateCodec, RejectsGarbageAndHostileState) {
 
   s = good;
   s.mutable_config()->set_max_o(-3);
-  EXPECT_EQ(ControllerStateCodec::Restore(s).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ControllerStateCodec::Restore(s).status().code(), StatusCode::kInvalidArgument);
 
   s = good;
   s.mutable_recovery(0)->set_unit_id(1000);
@@ -142,7 +141,6 @@ TEST(StateCodec, RejectsGarbageAndHostileState) {
   s.mutable_config()->mutable_actions(0)->set_action(static_cast<v1::Action>(17));
   EXPECT_FALSE(ControllerStateCodec::Restore(s).ok());
 }
-
 
 // Issue 12, item 7: values Register and Observe would never let in.
 TEST(StateCodec, RejectsOutOfRangeStepsLocksNamesAndCounters) {

@@ -1,9 +1,9 @@
 #include "controller_io/wire_names.h"
 
-#include <gtest/gtest.h>
-
 #include <set>
 #include <string>
+
+#include <gtest/gtest.h>
 
 namespace gnmr {
 namespace {

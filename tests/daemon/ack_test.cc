@@ -88,11 +88,10 @@ TEST_F(AckTest, DifferentPlansAtAStepAreOneMismatchNamingTheRanks) {
   const std::vector<v1::Event> events = listener_.EventsOf("j", "ack_mismatch");
   ASSERT_EQ(events.size(), 3u);
   char digest[24];
-  std::snprintf(digest, sizeof digest, "0x%016llx",
-                static_cast<unsigned long long>(d1.digest()));
+  std::snprintf(digest, sizeof digest, "0x%016llx", static_cast<unsigned long long>(d1.digest()));
   EXPECT_EQ(events[0].observed_step(), 2);
-  EXPECT_EQ(events[0].detail(), "step 2: rank 0 digest " + std::string(digest) +
-                                    " (decision seq " + std::to_string(d1.sequence()) +
+  EXPECT_EQ(events[0].detail(), "step 2: rank 0 digest " + std::string(digest) + " (decision seq " +
+                                    std::to_string(d1.sequence()) +
                                     ", generation 1), rank 1 no decision (generation 1)");
   EXPECT_NE(events[1].detail().find("step 3: rank 0 digest"), std::string::npos);
   EXPECT_NE(events[2].detail().find("rank 1 digest " + std::string(digest)), std::string::npos);
@@ -110,9 +109,9 @@ TEST_F(AckTest, AnAckedDigestTheDaemonDidNotSendIsAMismatch) {
   ASSERT_EQ(listener_.ack_mismatches.load(), 1u);
   const std::vector<v1::Event> events = listener_.EventsOf("j", "ack_mismatch");
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_NE(events[0].detail().find("but the daemon sent decision seq " +
-                                    std::to_string(d0.sequence())),
-            std::string::npos)
+  EXPECT_NE(
+      events[0].detail().find("but the daemon sent decision seq " + std::to_string(d0.sequence())),
+      std::string::npos)
       << events[0].detail();
 }
 

@@ -1,11 +1,11 @@
 // StepAggregator: completion, deadline, late reports, shard/replica
 // combination, ordering independence and validation.
-#include "daemon/aggregator/step_aggregator.h"
+#include <cmath>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstring>
+#include "daemon/aggregator/step_aggregator.h"
 
 namespace gnmr {
 namespace {
@@ -50,9 +50,9 @@ TEST_F(TwoRanks, CompleteStepCombinesShardsAndReplicas) {
   ASSERT_TRUE(agg.PopReady(t0, &c));
   EXPECT_FALSE(c.by_deadline);
   ASSERT_EQ(c.samples.size(), 2u);
-  EXPECT_EQ(c.samples[0].sumsq, 9.0);    // shards summed: 4 + 5
+  EXPECT_EQ(c.samples[0].sumsq, 9.0);  // shards summed: 4 + 5
   EXPECT_EQ(c.samples[0].numel, 200u);
-  EXPECT_EQ(c.samples[1].sumsq, 10.0);   // replicas averaged: (9 + 11) / 2
+  EXPECT_EQ(c.samples[1].sumsq, 10.0);  // replicas averaged: (9 + 11) / 2
   EXPECT_EQ(c.samples[1].numel, 50u);
   EXPECT_EQ(c.incomplete_units, 0u);
 }
@@ -200,7 +200,7 @@ TEST_F(TwoRanks, StartOverAcceptsResumedSteps) {
   EXPECT_EQ(Add(agg, 1, Stats(5, {1}, {4.0}), t0), StepAggregator::Outcome::kAccepted);
   ASSERT_TRUE(agg.PopReady(t0, &c));
   EXPECT_EQ(c.step, 5);
-  EXPECT_EQ(c.samples[0].sumsq, 3.0);  // only the resumed reports
+  EXPECT_EQ(c.samples[0].sumsq, 3.0);                          // only the resumed reports
   EXPECT_FALSE(agg.PopReady(t0 + std::chrono::hours(1), &c));  // step 10 is gone
 
   agg.StartOver(-1);  // a restarted trainer: any step

@@ -134,11 +134,11 @@ TEST_F(BadRequestTest, StreamMessagesAreValidated) {
     std::vector<uint32_t> u = ids(tmp);
     cases.push_back({"columns of different lengths", grpc::StatusCode::INVALID_ARGUMENT,
                      StatsMsg(6, {u[0], u[1]}, {1.0})});
-    cases.push_back({"unit twice", grpc::StatusCode::INVALID_ARGUMENT,
-                     StatsMsg(6, {u[0], u[0]}, {1.0, 1.0})});
+    cases.push_back(
+        {"unit twice", grpc::StatusCode::INVALID_ARGUMENT, StatsMsg(6, {u[0], u[0]}, {1.0, 1.0})});
     cases.push_back({"unknown unit", grpc::StatusCode::NOT_FOUND, StatsMsg(6, {77}, {1.0})});
-    cases.push_back({"negative sumsq", grpc::StatusCode::INVALID_ARGUMENT,
-                     StatsMsg(6, {u[0]}, {-2.0})});
+    cases.push_back(
+        {"negative sumsq", grpc::StatusCode::INVALID_ARGUMENT, StatsMsg(6, {u[0]}, {-2.0})});
     cases.push_back({"second hello", grpc::StatusCode::FAILED_PRECONDITION, {}});
     cases.back().msg.mutable_hello()->set_job_id("j");
     cases.push_back({"empty message", grpc::StatusCode::INVALID_ARGUMENT, {}});

@@ -225,8 +225,7 @@ TEST_F(DaemonTest, ShutdownEndsStreamsThatBelongToNoJobYet) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, 5.0);
   const grpc::StatusCode code = silent.WaitEnd().error_code();
-  EXPECT_TRUE(code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::CANCELLED)
-      << code;
+  EXPECT_TRUE(code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::CANCELLED) << code;
 }
 
 }  // namespace
@@ -253,8 +252,7 @@ TEST_F(DaemonTest, ShutdownEndsStreamsPromptlyWithUnavailable) {
   // before the trailers arrive, which the client sees as CANCELLED. Either
   // way the client reconnects.
   const grpc::StatusCode code = open.WaitEnd().error_code();
-  EXPECT_TRUE(code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::CANCELLED)
-      << code;
+  EXPECT_TRUE(code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::CANCELLED) << code;
 }
 
 }  // namespace

@@ -2,10 +2,10 @@
 // bytes; older decisions go, the newest GenerationStart never.
 #include "daemon/server/decision_queue.h"
 
-#include <gtest/gtest.h>
-
 #include <memory>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace gnmr {
 namespace {

@@ -104,7 +104,7 @@ TEST_F(DaemonTest, NewIncarnationStartsAGenerationTheOthersJoinAndStepsRewind) {
   v1::RegisterResponse resp;
   ASSERT_TRUE(b0.Register(kUnits, &resp, &cfg, 0xB0).ok());
   EXPECT_EQ(resp.generation(), 2u);
-  EXPECT_EQ(resp.last_step(), -1);  // rewound: any step may come
+  EXPECT_EQ(resp.last_step(), -1);    // rewound: any step may come
   ASSERT_TRUE(a1.WaitGeneration(2));  // the old incarnation hears of it
   ASSERT_TRUE(b1.Register(kUnits, &resp, &cfg, 0xB1).ok());
   EXPECT_EQ(resp.generation(), 2u);  // joined, not a third generation

@@ -4,13 +4,12 @@
 // bounded wait) while a busy one stays; event logs rotate by size and the
 // reload after a restart reads across the rotated file.
 #include <dirent.h>
-#include <gtest/gtest.h>
-
-#include "tests/testing/eventually.h"
 #include <sys/stat.h>
 
 #include <functional>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "daemon/store/event_json.h"
 #include "daemon/store/job_dir.h"
@@ -18,6 +17,7 @@
 #include "tests/daemon/raw_rank.h"
 #include "tests/daemon/test_daemon.h"
 #include "tests/metrics/metrics_scrape.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr::testing {
 namespace {
@@ -99,8 +99,8 @@ TEST_F(GnmrdJobs, DeletedJobLosesItsSeriesAndNoRestartRestoresIt) {
   ASSERT_GT(SeriesOf(before, "b"), 5u);
   EXPECT_EQ(before["gnmr_jobs"], 2);
   // (Snapshots are written in the background.)
-  ASSERT_TRUE(Eventually([&] { return Exists(JobDir("a") + "/snapshot.pb"); },
-                      std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      Eventually([&] { return Exists(JobDir("a") + "/snapshot.pb"); }, std::chrono::seconds(10)));
 
   ASSERT_TRUE(Delete("a").ok());
   EXPECT_EQ(a->WaitEnd().error_code(), grpc::StatusCode::ABORTED);

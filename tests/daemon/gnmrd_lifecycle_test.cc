@@ -4,8 +4,9 @@
 // restore falls back to the previous one, and when none restores the files
 // are moved aside instead of being overwritten.
 #include <dirent.h>
-#include <gtest/gtest.h>
 #include <sys/stat.h>
+
+#include <gtest/gtest.h>
 
 #include "daemon/store/job_dir.h"
 #include "daemon/store/snapshot_store.h"
@@ -72,8 +73,8 @@ TEST(GnmrdSignals, EveryTerminatingSignalStopsGracefullyAndSighupIsIgnored) {
       Drive(gnmrd, job, 6, 8);
     }
     const int status = gnmrd.Kill(sig);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "wait status " << status << "\n" << gnmrd.log();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status << "\n"
+                                                               << gnmrd.log();
     EXPECT_NE(gnmrd.log().find(name + ": shutting down"), std::string::npos) << gnmrd.log();
     EXPECT_FALSE(Exists(gnmrd.socket_path())) << "socket left behind";
     EXPECT_TRUE(Named(gnmrd.dir(), ".gnmrd.sock").empty());
@@ -140,8 +141,7 @@ TEST_F(GnmrdRestoreFallback, NoGenerationRestoresSoBothAreMovedAsideNotOverwritt
   ASSERT_FALSE(newest.empty());
   ASSERT_FALSE(previous.empty());
   ASSERT_TRUE(gnmrd_.Start({}, "info")) << gnmrd_.log();
-  EXPECT_NE(gnmrd_.log().find("[critical] job j: NOT RESTORED"), std::string::npos)
-      << gnmrd_.log();
+  EXPECT_NE(gnmrd_.log().find("[critical] job j: NOT RESTORED"), std::string::npos) << gnmrd_.log();
   // The job starts afresh when it registers again...
   v1::RegisterResponse resp;
   Drive(gnmrd_, "j", 0, 3, &resp);

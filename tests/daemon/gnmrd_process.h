@@ -3,8 +3,6 @@
 #pragma once
 
 #include <fcntl.h>
-#include <grpc/grpc.h>
-#include <grpcpp/grpcpp.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,6 +15,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <grpc/grpc.h>
+#include <grpcpp/grpcpp.h>
 
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
@@ -136,9 +137,9 @@ class GnmrdProcess {
 
   // Starts gnmrd and waits until it accepts connections.
   bool Start(std::vector<std::string> extra = {}, const std::string& log_level = "warn") {
-    std::vector<std::string> args = {GnmrdPath(), "--listen",  target(),   "--state-dir",
-                                     state_dir(),  "--metrics", "off",      "--log-level",
-                                     log_level};
+    std::vector<std::string> args = {GnmrdPath(),   "--listen",    target(),
+                                     "--state-dir", state_dir(),   "--metrics",
+                                     "off",         "--log-level", log_level};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = SpawnLogged(args, dir_ + "/gnmrd.log");
     if (WaitServing(pid_, Channel(), std::chrono::seconds(10))) return true;

@@ -1,13 +1,14 @@
 // The real gnmrd binary at start-up: a listener or state dir that cannot
 // work is exit code 1 with a sentence naming the address (or directory) and
 // why, never a crash; one daemon per state dir and per socket.
-#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
 #include <cstdio>
+
+#include <gtest/gtest.h>
 
 #include "tests/daemon/gnmrd_process.h"
 
@@ -38,8 +39,10 @@ class GnmrdStartupTest : public ::testing::Test {
   // Flags for a daemon in dir_: Unix socket, state, no metrics, and a
   // config with a job token so that a TCP listener is allowed.
   std::vector<std::string> Flags(std::vector<std::string> listen, const std::string& extra = "") {
-    std::vector<std::string> f = {"--config", Write("gnmrd.yaml", "job_tokens:\n  j: tok\n" + extra),
-                                  "--state-dir", dir_ + "/state", "--metrics", "off"};
+    std::vector<std::string> f = {
+        "--config",    Write("gnmrd.yaml", "job_tokens:\n  j: tok\n" + extra),
+        "--state-dir", dir_ + "/state",
+        "--metrics",   "off"};
     for (const std::string& l : listen) f.insert(f.end(), {"--listen", l});
     return f;
   }
@@ -111,9 +114,8 @@ TEST_F(GnmrdStartupTest, SocketInUnwritableDirectoryIsExitOne) {
     ASSERT_EQ(::chown(state.c_str(), uid, uid), 0);
     ASSERT_EQ(::chown(Write("gnmrd.yaml", "").c_str(), uid, uid), 0);
   }
-  GnmrdExit r = RunGnmrdToExit({"--listen", "unix:" + ro + "/g.sock", "--state-dir", state,
-                                "--metrics", "off"},
-                               dir_, uid);
+  GnmrdExit r = RunGnmrdToExit(
+      {"--listen", "unix:" + ro + "/g.sock", "--state-dir", state, "--metrics", "off"}, dir_, uid);
   EXPECT_TRUE(r.exited_with(1)) << "status " << r.status << "\n" << r.output;
   EXPECT_NE(r.output.find("cannot listen on unix:" + ro + "/g.sock: cannot create the socket in " +
                           ro + ": Permission denied"),
@@ -124,9 +126,9 @@ TEST_F(GnmrdStartupTest, SocketInUnwritableDirectoryIsExitOne) {
 TEST_F(GnmrdStartupTest, ReadOnlyStateDirIsExitOneAtStart) {
   const std::string state = dir_ + "/state";
   ASSERT_EQ(::mkdir(state.c_str(), 0555), 0);
-  GnmrdExit r = RunGnmrdToExit({"--listen", "unix:" + dir_ + "/g.sock", "--state-dir", state,
-                                "--metrics", "off"},
-                               dir_, UnprivilegedUid());
+  GnmrdExit r = RunGnmrdToExit(
+      {"--listen", "unix:" + dir_ + "/g.sock", "--state-dir", state, "--metrics", "off"}, dir_,
+      UnprivilegedUid());
   EXPECT_TRUE(r.exited_with(1)) << "status " << r.status << "\n" << r.output;
   EXPECT_NE(r.output.find("gnmrd: state dir " + state + " is not writable: Permission denied"),
             std::string::npos)
@@ -137,9 +139,10 @@ TEST_F(GnmrdStartupTest, TlsKeyNotMatchingOrNotPemIsExitOne) {
   if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl";
   const std::string d = "cd '" + dir_ + "' && ";
   for (const char* who : {"a", "b"}) {
-    ASSERT_EQ(std::system((d + "openssl req -x509 -newkey ec -pkeyopt "
-                               "ec_paramgen_curve:prime256v1 -nodes -keyout " + who +
-                           ".key -out " + who + ".pem -days 2 -subj /CN=" + who +
+    ASSERT_EQ(std::system((d +
+                           "openssl req -x509 -newkey ec -pkeyopt "
+                           "ec_paramgen_curve:prime256v1 -nodes -keyout " +
+                           who + ".key -out " + who + ".pem -days 2 -subj /CN=" + who +
                            " >/dev/null 2>&1")
                               .c_str()),
               0);
@@ -189,9 +192,9 @@ TEST_F(GnmrdStartupTest, LiveSocketIsNotTakenOverAndStaleOneIsReplaced) {
   GnmrdExit r = RunGnmrdToExit(
       {"--listen", first.target(), "--state-dir", dir_ + "/state", "--metrics", "off"}, dir_);
   EXPECT_TRUE(r.exited_with(1)) << "status " << r.status << "\n" << r.output;
-  EXPECT_NE(r.output.find("cannot listen on " + first.target() +
-                          ": another process is listening on it"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("cannot listen on " + first.target() + ": another process is listening on it"),
+      std::string::npos)
       << r.output;
   EXPECT_EQ(Inode(first.socket_path()), before);  // still the first daemon's socket
   EXPECT_EQ(first.Kill(SIGTERM), 0) << first.log();

@@ -3,12 +3,13 @@
 // job anew (a newer generation), no Register racing the cleanup, reports in
 // flight that cannot bring the deleted job's files or series back, the job
 // cap that deletion and idle expiry free again.
-#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "daemon/gnmrd/side_effects.h"
 #include "daemon/metrics/daemon_metrics.h"
@@ -187,7 +188,8 @@ TEST_F(JobDeleteTest, ReportsInFlightCannotBringTheFilesOrSeriesBack) {
   store::EventLog events(dir.path());
   metrics::MetricsOptions mo;
   mo.listen = "";
-  std::unique_ptr<metrics::DaemonMetrics> metrics = std::move(metrics::DaemonMetrics::Start(mo)).value();
+  std::unique_ptr<metrics::DaemonMetrics> metrics =
+      std::move(metrics::DaemonMetrics::Start(mo)).value();
   DaemonSideEffects effects(&writer, &events, metrics.get(), dir.path());
   listener_.forward = &effects;
   DaemonOptions opts;

@@ -1,7 +1,5 @@
 // Job-level tests of issue 12's limits: one job cannot hold up the others'
 // listing, how far a step may jump ahead, the operator's rewind.
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -9,6 +7,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "daemon/job/job.h"
 
@@ -122,7 +122,6 @@ TEST(JobInfo, ListingDoesNotWaitForALongDecision) {
   // Once the job is free again, Info() is current.
   EXPECT_EQ(job->Info(Clock::now()).last_step(), 1);
 }
-
 
 // A job with one rank and `units` units that decided steps [0, steps).
 struct RunningJob {

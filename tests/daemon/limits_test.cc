@@ -1,10 +1,10 @@
 // gnmrd over its real gRPC surface, issue 12's limits: a step far ahead is
 // refused, the operator's rewind, the resource caps.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/decision.h"
 #include "tests/daemon/test_daemon.h"
@@ -92,8 +92,7 @@ TEST_F(LimitsTest, RewindJobStartsTheStepsOverInANewGeneration) {
   EXPECT_EQ(listener_.late, 1u);
 
   // Refused: no admin token over TCP, a negative step, an unknown job.
-  EXPECT_EQ(Rewind("stuck", 0, nullptr, "wrong").error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Rewind("stuck", 0, nullptr, "wrong").error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(Rewind("stuck", -1).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Rewind("nope", 0).error_code(), grpc::StatusCode::NOT_FOUND);
 
@@ -211,7 +210,7 @@ TEST_F(LimitsTest, RequestsServedAtOnceAreBoundedInBytes) {
   options.request_gate = std::make_shared<RequestGate>(64u << 10);
   StartDaemon(options);
   RawRank alone(Tcp(), "alone", 0, 1);
-  ASSERT_TRUE(alone.Register(Units(20000)).ok());  // ~200 KiB: over the bound, but alone
+  ASSERT_TRUE(alone.Register(Units(20000)).ok());    // ~200 KiB: over the bound, but alone
   EXPECT_EQ(options.request_gate->in_flight(), 0u);  // given back
   // Another request being served (as a held ticket): what would take the
   // bytes past the bound is refused, naming the key; what fits passes.

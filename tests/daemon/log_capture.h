@@ -3,12 +3,12 @@
 // the previous default logger on destruction.
 #pragma once
 
-#include <spdlog/sinks/base_sink.h>
-#include <spdlog/spdlog.h>
-
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 
 namespace gnmr::testing {
 

@@ -56,15 +56,15 @@ TEST_F(LogSafetyTest, ClientStringsAreEscapedInTheLog) {
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(rank.RegisterRaw(Request("j2", "u\n[critical] forged unit")).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(rank.RegisterRaw(Request("j3", std::string("nul\0\x1b]0;title\x07", 14)))
-                .error_code(),
+  EXPECT_EQ(rank.RegisterRaw(Request("j3", std::string("nul\0\x1b]0;title\x07", 14))).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
   const std::string log = log_.text();
   EXPECT_EQ(LinesStartingWith(log, "[critical]"), 0) << log;
   EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
   EXPECT_EQ(log.find('\0'), std::string::npos);
-  EXPECT_EQ(LinesContaining(log, "(client 1.0\\x0a[critical] forged by client\\x1b[2J, generation 1)"), 1)
+  EXPECT_EQ(
+      LinesContaining(log, "(client 1.0\\x0a[critical] forged by client\\x1b[2J, generation 1)"), 1)
       << log;
   EXPECT_EQ(LinesContaining(log, "job=bad\\x0a[critical] forged job"), 1) << log;
   // A unit name is escaped once: in the status message (common/unit_name.h);

@@ -3,8 +3,6 @@
 // with exact control over every message (including invalid ones).
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -14,14 +12,16 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
+
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace gnmr::testing {
 
 class RawRank {
  public:
-  RawRank(std::shared_ptr<grpc::Channel> channel, std::string job, uint32_t rank,
-          uint32_t world, std::string token = "")
+  RawRank(std::shared_ptr<grpc::Channel> channel, std::string job, uint32_t rank, uint32_t world,
+          std::string token = "")
       : stub_(v1::Gnmr::NewStub(channel)),
         job_(std::move(job)),
         rank_(rank),

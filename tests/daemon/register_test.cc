@@ -39,7 +39,9 @@ TEST_F(DaemonTest, ARankRegisteringAnotherUnitSetIsRefusedWithTheDifference) {
        {{"fc1", 0, 1, 4096}, {"fc2", 0, 1, 512}},
        0xB,
        "unit 'bar' is missing"},
-      {"sharding", {{"fc1", 1, 2, 2048}, {"fc2", 0, 1, 512}, {"bar", 0, 1, 64}}, 0xB,
+      {"sharding",
+       {{"fc1", 1, 2, 2048}, {"fc2", 0, 1, 512}, {"bar", 0, 1, 64}},
+       0xB,
        "unit 'fc1' shard 1/2 vs 0/1 before"},
   };
   for (const Case& c : cases) {

@@ -4,9 +4,9 @@
 // after a restart the job's newest decision is rebuilt from its state. Every
 // restart starts a new generation, snapshotted at once: a second crash
 // right after a restart cannot start the same generation again.
-#include <gtest/gtest.h>
-
 #include <map>
+
+#include <gtest/gtest.h>
 
 #include "daemon/store/snapshot_store.h"
 #include "tests/daemon/gnmrd_process.h"

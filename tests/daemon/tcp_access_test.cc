@@ -61,7 +61,7 @@ TEST_F(TcpAccessTest, JobsOverTcpNeedTheirToken) {
   EXPECT_EQ(Register(Unix(), "local", "bound-token"), C::OK);
   EXPECT_EQ(Register(Tcp(), "local", "bound-token"), C::OK);
   EXPECT_EQ(Register(Tcp(), "local", "other"), C::UNAUTHENTICATED);
-  EXPECT_EQ(Register(Unix(), "open", ""), C::OK);  // empty token: fine on the socket...
+  EXPECT_EQ(Register(Unix(), "open", ""), C::OK);              // empty token: fine on the socket...
   EXPECT_EQ(Register(Tcp(), "open", ""), C::UNAUTHENTICATED);  // ...never over TCP
   // A Session without a token over TCP ends at once.
   RawRank no_token(Tcp(), "open", 0, 1, "");

@@ -2,7 +2,6 @@
 // that records the jobs' side effects for assertions.
 #pragma once
 
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,9 +9,11 @@
 #include <mutex>
 #include <string>
 
+#include <gtest/gtest.h>
+
+#include "controller_io/wire_names.h"
 #include "daemon/server/daemon.h"
 #include "tests/daemon/raw_rank.h"
-#include "controller_io/wire_names.h"
 
 namespace gnmr::testing {
 
@@ -95,8 +96,8 @@ class RecordingListener : public JobListener {
   }
 
   JobListener* forward = nullptr;  // set before the daemon starts
-  std::atomic<uint64_t> jobs_started{0}, reports{0}, late{0}, decisions{0}, incomplete{0}, by_deadline{0},
-      ack_mismatches{0}, decision_failures{0}, snapshot_count{0};
+  std::atomic<uint64_t> jobs_started{0}, reports{0}, late{0}, decisions{0}, incomplete{0},
+      by_deadline{0}, ack_mismatches{0}, decision_failures{0}, snapshot_count{0};
   std::mutex mu;
   std::vector<AckMismatch> mismatches;
   std::map<std::string, std::vector<v1::Event>> events;
@@ -133,8 +134,8 @@ inline v1::ControllerConfig FastConfig(int max_o = 2, int warmup = 5, int lag = 
 class DaemonTest : public ::testing::Test {
  protected:
   void StartDaemon(DaemonOptions opts = {}) {
-    socket_path_ = "/tmp/gnmr-test-" + std::to_string(::getpid()) + "-" +
-                   std::to_string(counter_++) + ".sock";
+    socket_path_ =
+        "/tmp/gnmr-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++) + ".sock";
     if (opts.listen.empty()) opts.listen = {"127.0.0.1:0", "unix:" + socket_path_};
     // Most tests drive jobs over loopback TCP without tokens: their daemon
     // opts in to trusting TCP peers. The TCP access rules themselves are

@@ -5,8 +5,6 @@
 // replayed with the controller replay library, yields exactly the decisions
 // the ranks received - every field, the digest included - and the same
 // admissions and denials as the job's event log.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +12,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "controller/replay/replay.h"
 #include "controller/replay/trace_reader.h"
@@ -34,8 +34,8 @@ constexpr int64_t kSteps = 80;
 // Replicated units (every rank holds all of them: averaged) and one unit
 // sharded over the ranks (summed). A name may hold a comma.
 std::vector<RawRank::Unit> UnitsOf(uint32_t rank) {
-  std::vector<RawRank::Unit> u = {{"layers.0.attn"}, {"layers.0.mlp,fc1"}, {"layers.1.attn"},
-                                  {"layers.1.mlp"},  {"head"}};
+  std::vector<RawRank::Unit> u = {
+      {"layers.0.attn"}, {"layers.0.mlp,fc1"}, {"layers.1.attn"}, {"layers.1.mlp"}, {"head"}};
   u.push_back({"embed", rank, kRanks, 4000});
   return u;
 }
@@ -131,9 +131,10 @@ TEST(TraceRecord, RecordedTraceReplaysToTheLiveDecisions) {
     ASSERT_TRUE(s.ok()) << s.message();
     if (!got) break;
     while (controller.num_units() < reader.num_units()) {
-      ASSERT_TRUE(controller.AddUnit(std::string(reader.unit_name(
-                                         static_cast<uint32_t>(controller.num_units()))))
-                      .ok());
+      ASSERT_TRUE(
+          controller
+              .AddUnit(std::string(reader.unit_name(static_cast<uint32_t>(controller.num_units()))))
+              .ok());
     }
     Decision d;
     ASSERT_TRUE(controller.Observe(step.step, step.samples, &d).ok());
@@ -164,7 +165,8 @@ TEST(TraceRecord, RecordedTraceReplaysToTheLiveDecisions) {
   ASSERT_TRUE(summary.ok()) << summary.status().message();
   const ControllerStats& st = summary->stats;
   const auto kinds = EventKinds(store::JobDir(gnmrd.state_dir(), job) + "/events.jsonl");
-  EXPECT_EQ(st.admissions(), static_cast<uint64_t>(kinds.count("admission") ? kinds.at("admission") : 0));
+  EXPECT_EQ(st.admissions(),
+            static_cast<uint64_t>(kinds.count("admission") ? kinds.at("admission") : 0));
   EXPECT_EQ(st.denials, static_cast<uint64_t>(kinds.count("denial") ? kinds.at("denial") : 0));
   EXPECT_EQ(st.releases, static_cast<uint64_t>(kinds.count("release") ? kinds.at("release") : 0));
   EXPECT_EQ(kinds.count("trace_dropped"), 0u);

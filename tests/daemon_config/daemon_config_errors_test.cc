@@ -31,61 +31,58 @@ TEST_P(FileErrorTest, NamesFileLineAndProblem) {
   const Status s = LoadArgs({"--config", path});
   ASSERT_FALSE(s.ok()) << GetParam().yaml;
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  const std::string prefix =
-      path + ":" + std::to_string(GetParam().line) + ": ";
+  const std::string prefix = path + ":" + std::to_string(GetParam().line) + ": ";
   EXPECT_EQ(s.message().rfind(prefix, 0), 0u) << s.message();
-  EXPECT_NE(s.message().find(GetParam().needle), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find(GetParam().needle), std::string::npos) << s.message();
   EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Keys, FileErrorTest,
-    ::testing::Values(
-        FileCase{"log_level: info\nlistn: x\n", 2, "unknown key 'listn'"},
-        FileCase{"max_jobs: 1\nmax_jobs: 2\n", 2, "duplicate key"},
-        FileCase{"- a\n- b\n", 1, "expected a mapping"},
-        FileCase{"listen: {a: b}\n", 1, "address or a list"},
-        FileCase{"listen: []\n", 1, "names no address"},
-        FileCase{"listen:\n  - unix:/a\n  - unix:relative\n", 3,
-                 "unix:/absolute/path"},
-        FileCase{"listen: [host]\n", 1, "'host:port'"},
-        FileCase{"listen: ['h:70000']\n", 1, "'host:port'"},
-        FileCase{"listen: [unix:/a, 'unix:///a']\n", 1, "listed twice"},
-        FileCase{"listen: [[a]]\n", 1, "must be a string"},
-        FileCase{"unix_socket_mode: 999\n", 1, "octal"},
-        FileCase{"metrics: {listen: example.com:9464}\n", 1, "ip:port"},
-        FileCase{"metrics:\n  top_k_units: -1\n", 2, "metrics.top_k_units"},
-        FileCase{"metrics:\n  port: 1\n", 2,
-                 "unknown key (known: listen, "
-                 "top_k_units)"},
-        FileCase{"metrics: off\n", 1, "must be a mapping"},
-        FileCase{"state_dir: ''\n", 1, "must not be empty"},
-        FileCase{"state_dir:\n", 1, "got nothing"},
-        FileCase{"snapshot_every_steps: 0\n", 1, "[1, 1000000]"},
-        FileCase{"step_deadline_ms: abc\n", 1, "got 'abc'"},
-        FileCase{"step_deadline_ms: [1]\n", 1, "single value"},
-        FileCase{"max_message_bytes: 1KiB\n", 1, "[4096, 2147483647]"},
-        FileCase{"max_message_bytes: 3GiB\n", 1, "bytes"},
-        FileCase{"max_jobs: 0\n", 1, "max_jobs"},
-        FileCase{"max_ranks_per_job: 70000\n", 1, "[1, 65536]"},
-        FileCase{"max_units_per_job: 1e6\n", 1, "max_units_per_job"},
-        FileCase{"max_window_cells_per_job: 0\n", 1, "max_window_cells_per_job"},
-        FileCase{"max_o_limit: 20000000\n", 1, "[1, 16777216]"},
-        FileCase{"max_open_step_bytes: 1KiB\n", 1, "max_open_step_bytes"},
-        FileCase{"memory_budget: 1MiB\n", 1, "memory_budget"},
-        FileCase{"job_tokens: [a]\n", 1, "map job ids to tokens"},
-        FileCase{"job_tokens:\n  ok: t\n  ../etc: t\n", 3, "job id"},
-        FileCase{"job_tokens:\n  a: 'has space'\n", 2, "printable ASCII"},
-        FileCase{"job_tokens:\n  a: {x: y}\n", 2, "must be a string"},
-        FileCase{"allow_unregistered_jobs: maybe\n", 1, "true or false"},
-        FileCase{"admin_token: ''\n", 1, "token"},
-        FileCase{"tls:\n  cert: /x\n  pem: /y\n", 3, "tls.pem"},
-        FileCase{"log_level: loud\n", 1, "trace, debug"},
-        FileCase{"controller:\n  warmup: 5\n  max_o: -1\n", 3, "max_o"},
-        FileCase{"controller:\n  maxo: 3\n", 2, "unknown config key 'maxo'"},
-        FileCase{"controller: [1]\n", 1, "expected a mapping"},
-        FileCase{"listen: [a\nmax_jobs: 1\n", 2, "invalid YAML"}));
+    ::testing::Values(FileCase{"log_level: info\nlistn: x\n", 2, "unknown key 'listn'"},
+                      FileCase{"max_jobs: 1\nmax_jobs: 2\n", 2, "duplicate key"},
+                      FileCase{"- a\n- b\n", 1, "expected a mapping"},
+                      FileCase{"listen: {a: b}\n", 1, "address or a list"},
+                      FileCase{"listen: []\n", 1, "names no address"},
+                      FileCase{"listen:\n  - unix:/a\n  - unix:relative\n", 3,
+                               "unix:/absolute/path"},
+                      FileCase{"listen: [host]\n", 1, "'host:port'"},
+                      FileCase{"listen: ['h:70000']\n", 1, "'host:port'"},
+                      FileCase{"listen: [unix:/a, 'unix:///a']\n", 1, "listed twice"},
+                      FileCase{"listen: [[a]]\n", 1, "must be a string"},
+                      FileCase{"unix_socket_mode: 999\n", 1, "octal"},
+                      FileCase{"metrics: {listen: example.com:9464}\n", 1, "ip:port"},
+                      FileCase{"metrics:\n  top_k_units: -1\n", 2, "metrics.top_k_units"},
+                      FileCase{"metrics:\n  port: 1\n", 2,
+                               "unknown key (known: listen, "
+                               "top_k_units)"},
+                      FileCase{"metrics: off\n", 1, "must be a mapping"},
+                      FileCase{"state_dir: ''\n", 1, "must not be empty"},
+                      FileCase{"state_dir:\n", 1, "got nothing"},
+                      FileCase{"snapshot_every_steps: 0\n", 1, "[1, 1000000]"},
+                      FileCase{"step_deadline_ms: abc\n", 1, "got 'abc'"},
+                      FileCase{"step_deadline_ms: [1]\n", 1, "single value"},
+                      FileCase{"max_message_bytes: 1KiB\n", 1, "[4096, 2147483647]"},
+                      FileCase{"max_message_bytes: 3GiB\n", 1, "bytes"},
+                      FileCase{"max_jobs: 0\n", 1, "max_jobs"},
+                      FileCase{"max_ranks_per_job: 70000\n", 1, "[1, 65536]"},
+                      FileCase{"max_units_per_job: 1e6\n", 1, "max_units_per_job"},
+                      FileCase{"max_window_cells_per_job: 0\n", 1, "max_window_cells_per_job"},
+                      FileCase{"max_o_limit: 20000000\n", 1, "[1, 16777216]"},
+                      FileCase{"max_open_step_bytes: 1KiB\n", 1, "max_open_step_bytes"},
+                      FileCase{"memory_budget: 1MiB\n", 1, "memory_budget"},
+                      FileCase{"job_tokens: [a]\n", 1, "map job ids to tokens"},
+                      FileCase{"job_tokens:\n  ok: t\n  ../etc: t\n", 3, "job id"},
+                      FileCase{"job_tokens:\n  a: 'has space'\n", 2, "printable ASCII"},
+                      FileCase{"job_tokens:\n  a: {x: y}\n", 2, "must be a string"},
+                      FileCase{"allow_unregistered_jobs: maybe\n", 1, "true or false"},
+                      FileCase{"admin_token: ''\n", 1, "token"},
+                      FileCase{"tls:\n  cert: /x\n  pem: /y\n", 3, "tls.pem"},
+                      FileCase{"log_level: loud\n", 1, "trace, debug"},
+                      FileCase{"controller:\n  warmup: 5\n  max_o: -1\n", 3, "max_o"},
+                      FileCase{"controller:\n  maxo: 3\n", 2, "unknown config key 'maxo'"},
+                      FileCase{"controller: [1]\n", 1, "expected a mapping"},
+                      FileCase{"listen: [a\nmax_jobs: 1\n", 2, "invalid YAML"}));
 
 struct CrossCase {
   std::string yaml;
@@ -152,8 +149,7 @@ TEST(DaemonConfigErrorsTest, FlagErrorsNameTheFlag) {
     const Status s = LoadArgs(args);
     ASSERT_FALSE(s.ok()) << args[0];
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-    EXPECT_NE(s.message().find(needle), std::string::npos)
-        << s.message() << "\nwanted: " << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message() << "\nwanted: " << needle;
   }
 }
 
@@ -163,14 +159,14 @@ TEST(DaemonConfigErrorsTest, BinaryBytesInErrorsAreEscaped) {
   WriteFileOrFail(path, "log_level: info\nstep_deadline_ms: \"\x1b[2J\x07\"\n");
   Status s = LoadArgs({"--config", path});
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), path + ":2: step_deadline_ms: must be an integer in [1, 3600000], got "
-                                "'\\x1b[2J\\x07'");
+  EXPECT_EQ(s.message(), path +
+                             ":2: step_deadline_ms: must be an integer in [1, 3600000], got "
+                             "'\\x1b[2J\\x07'");
   WriteFileOrFail(path, "\"bad\\nkey\x7f\": 1\n");
   s = LoadArgs({"--config", path});
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("unknown key 'bad\\x0akey\\x7f'"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("unknown key 'bad\\x0akey\\x7f'"), std::string::npos) << s.message();
   s = LoadArgs({"--log-level", "x\x1b[0m"});
   EXPECT_NE(s.message().find("got 'x\\x1b[0m'"), std::string::npos) << s.message();
 }
@@ -178,8 +174,7 @@ TEST(DaemonConfigErrorsTest, BinaryBytesInErrorsAreEscaped) {
 TEST(DaemonConfigErrorsTest, MissingConfigFileIsNotFound) {
   const Status s = LoadArgs({"--config", "/does/not/exist.yaml"});
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
-  EXPECT_EQ(s.message().rfind("/does/not/exist.yaml: cannot open", 0), 0u)
-      << s.message();
+  EXPECT_EQ(s.message().rfind("/does/not/exist.yaml: cannot open", 0), 0u) << s.message();
 }
 
 TEST(ConfigValuesTest, Spellings) {

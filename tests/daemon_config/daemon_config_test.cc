@@ -2,10 +2,10 @@
 // file, machine defaults, and every error path naming file:line or flag.
 #include "daemon/daemon_config/daemon_config.h"
 
-#include <gtest/gtest.h>
-
 #include <map>
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "daemon/daemon_config/config_file.h"
 #include "daemon/daemon_config/config_keys.h"
@@ -69,9 +69,7 @@ TEST(DaemonConfigTest, MachineDefaultsFollowTheDocumentedOrder) {
     if (it == vars.end()) return std::nullopt;
     return it->second;
   };
-  env.writable_dir = [&writable](const std::string& d) {
-    return writable.count(d) != 0;
-  };
+  env.writable_dir = [&writable](const std::string& d) { return writable.count(d) != 0; };
   EXPECT_EQ(DefaultListen(env), "unix:/tmp/gnmrd-1234.sock");
   EXPECT_EQ(DefaultStateDir(env), "/tmp/gnmr-1234/state");
   vars["HOME"] = "/home/u";
@@ -92,8 +90,7 @@ TEST(DaemonConfigTest, MachineDefaultsFollowTheDocumentedOrder) {
 }
 
 TEST(DaemonConfigTest, ExampleFileDocumentsEveryKeyAndHoldsTheDefaults) {
-  const std::string path =
-      std::string(GNMR_SOURCE_DIR) + "/deploy/gnmrd.example.yaml";
+  const std::string path = std::string(GNMR_SOURCE_DIR) + "/deploy/gnmrd.example.yaml";
   const std::string text = ReadFileOrEmpty(path);
   ASSERT_FALSE(text.empty()) << path;
   for (const std::string& key : daemon_config::DaemonConfigKeys()) {
@@ -104,8 +101,7 @@ TEST(DaemonConfigTest, ExampleFileDocumentsEveryKeyAndHoldsTheDefaults) {
     const std::string leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(text.find(leaf + ":"), std::string::npos) << key;
     if (k.flag != nullptr) {
-      EXPECT_NE(text.find(std::string("--") + k.flag), std::string::npos)
-          << k.flag;
+      EXPECT_NE(text.find(std::string("--") + k.flag), std::string::npos) << k.flag;
     }
   }
   StatusOr<LoadedConfig> got = Load({"--config", path});
@@ -177,8 +173,7 @@ TEST(DaemonConfigTest, FileSetsEveryKeyAndRecordsWhere) {
   StatusOr<LoadedConfig> got = Load({"--config=" + path});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const DaemonConfig& c = got->config;
-  EXPECT_EQ(c.listen, (std::vector<std::string>{"unix:/run/x/g.sock",
-                                                "0.0.0.0:50051", "[::1]:0"}));
+  EXPECT_EQ(c.listen, (std::vector<std::string>{"unix:/run/x/g.sock", "0.0.0.0:50051", "[::1]:0"}));
   EXPECT_EQ(c.unix_socket_mode, 0600u);
   EXPECT_EQ(c.metrics_listen, "");
   EXPECT_EQ(c.metrics_top_k_units, 3u);
@@ -198,8 +193,8 @@ TEST(DaemonConfigTest, FileSetsEveryKeyAndRecordsWhere) {
   EXPECT_EQ(c.max_open_step_bytes, 2u << 20);
   EXPECT_EQ(c.memory_budget, 512u << 20);
   EXPECT_EQ(c.max_request_bytes_in_flight, 8u << 20);
-  EXPECT_EQ(c.job_tokens, (std::map<std::string, std::string>{
-                              {"job-a", "tok-a"}, {"job:b.1", "tok-b"}}));
+  EXPECT_EQ(c.job_tokens,
+            (std::map<std::string, std::string>{{"job-a", "tok-a"}, {"job:b.1", "tok-b"}}));
   EXPECT_FALSE(c.allow_unregistered_jobs);
   EXPECT_EQ(c.admin_token, "s3cret-admin");
   EXPECT_EQ(c.tls.client_ca_file, dir.path() + "/ca.pem");
@@ -213,8 +208,7 @@ TEST(DaemonConfigTest, FileSetsEveryKeyAndRecordsWhere) {
   const std::string described = DescribeConfig(c);
   EXPECT_EQ(described.find("tok-a"), std::string::npos) << described;
   EXPECT_EQ(described.find("s3cret"), std::string::npos) << described;
-  EXPECT_NE(described.find("step_deadline_ms: 500 (" + path + ":6)"),
-            std::string::npos)
+  EXPECT_NE(described.find("step_deadline_ms: 500 (" + path + ":6)"), std::string::npos)
       << described;
   EXPECT_NE(described.find("\n  max_o: 2\n"), std::string::npos) << described;
 }
@@ -231,11 +225,10 @@ TEST(DaemonConfigTest, FlagsOverrideTheFile) {
                   "snapshot_every_steps: 9\n"
                   "admin_token: in-the-file\n"
                   "log_level: warn\n");
-  StatusOr<LoadedConfig> got =
-      Load({"--config", path, "--listen", "unix:/b.sock", "--listen=[::]:7",
-            "--step-deadline-ms=700", "--snapshot-every", "3", "--metrics",
-            "off", "--state-dir", "rel/state", "--log-level=error",
-            "--admin-token-file", token_file, "--step-deadline-ms", "800"});
+  StatusOr<LoadedConfig> got = Load(
+      {"--config", path, "--listen", "unix:/b.sock", "--listen=[::]:7", "--step-deadline-ms=700",
+       "--snapshot-every", "3", "--metrics", "off", "--state-dir", "rel/state", "--log-level=error",
+       "--admin-token-file", token_file, "--step-deadline-ms", "800"});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const DaemonConfig& c = got->config;
   EXPECT_EQ(c.listen, (std::vector<std::string>{"unix:/b.sock", "[::]:7"}));
@@ -259,10 +252,9 @@ TEST(DaemonConfigTest, HelpAndVersionReadNothingElse) {
   EXPECT_TRUE(got->show_version);
   EXPECT_EQ(DaemonVersionText().rfind("gnmrd ", 0), 0u);
   const std::string help = DaemonHelpText("gnmrd");
-  for (const char* flag :
-       {"--config FILE", "--listen ADDR", "--metrics ADDR", "--state-dir DIR",
-        "--log-level LEVEL", "--admin-token-file FILE", "--step-deadline-ms MS",
-        "--snapshot-every N", "--help", "--version"}) {
+  for (const char* flag : {"--config FILE", "--listen ADDR", "--metrics ADDR", "--state-dir DIR",
+                           "--log-level LEVEL", "--admin-token-file FILE", "--step-deadline-ms MS",
+                           "--snapshot-every N", "--help", "--version"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag << "\n" << help;
   }
 }
@@ -286,8 +278,8 @@ TEST(DaemonConfigTest, WarningsForRiskyButValidSettings) {
   ASSERT_EQ(got->warnings.size(), 4u);
   std::string all;
   for (const std::string& w : got->warnings) all += w + "\n";
-  for (const char* part : {"readable by other users", "reachable from other",
-                           "no job can register", "Unix socket"}) {
+  for (const char* part :
+       {"readable by other users", "reachable from other", "no job can register", "Unix socket"}) {
     EXPECT_NE(all.find(part), std::string::npos) << part << "\n" << all;
   }
 }
@@ -318,8 +310,7 @@ TEST(DaemonConfigTest, JobLifecycleKeys) {
             "3650d), or 0/off, got '7'");
   got = Load({"--event-log-max-bytes", "1KiB"});
   ASSERT_FALSE(got.ok());
-  EXPECT_EQ(got.status().message().rfind("--event-log-max-bytes: must be a size in [4096, ", 0),
-            0u)
+  EXPECT_EQ(got.status().message().rfind("--event-log-max-bytes: must be a size in [4096, ", 0), 0u)
       << got.status().message();
 }
 

@@ -64,10 +64,14 @@ TEST(TcpSecurityTest, JobTokensAndReadTokenFromFiles) {
   ScratchDir dir;
   WriteFileWithMode(dir / "jobs.yaml", "llama-7b-run3: s3cret-a\n'moe:1': s3cret-b\n", 0600);
   WriteFileWithMode(dir / "read.token", "r3ad\n", 0600);
-  WriteFileOrFail(dir / "g.yaml", "listen: [unix:/a.sock, 0.0.0.0:7070]\n"
-                                  "job_tokens_file: " + (dir / "jobs.yaml") + "\n"
-                                  "allow_unregistered_jobs: false\n"
-                                  "read_token_file: " + (dir / "read.token") + "\n");
+  WriteFileOrFail(dir / "g.yaml",
+                  "listen: [unix:/a.sock, 0.0.0.0:7070]\n"
+                  "job_tokens_file: " +
+                      (dir / "jobs.yaml") +
+                      "\n"
+                      "allow_unregistered_jobs: false\n"
+                      "read_token_file: " +
+                      (dir / "read.token") + "\n");
   StatusOr<LoadedConfig> got = LoadWith({"--config", dir / "g.yaml"});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->config.job_tokens, (std::map<std::string, std::string>{
@@ -99,8 +103,7 @@ TEST(TcpSecurityTest, BadJobTokensFilesNameTheFileAndLine) {
     WriteFileWithMode(dir / "jobs.yaml", text, 0600);
     StatusOr<LoadedConfig> got = LoadWith({"--job-tokens-file", dir / "jobs.yaml"});
     ASSERT_FALSE(got.ok()) << text;
-    EXPECT_EQ(got.status().message().rfind("--job-tokens-file: ", 0), 0u)
-        << got.status().message();
+    EXPECT_EQ(got.status().message().rfind("--job-tokens-file: ", 0), 0u) << got.status().message();
     EXPECT_NE(got.status().message().find(needle), std::string::npos)
         << got.status().message() << "\nwanted: " << needle;
   }

@@ -30,8 +30,7 @@ inline StatusOr<LoadedConfig> LoadWith(const std::vector<std::string>& args,
   return LoadDaemonConfig(static_cast<int>(argv.size()), argv.data(), env);
 }
 
-inline void WriteFileWithMode(const std::string& path, const std::string& text,
-                              mode_t mode) {
+inline void WriteFileWithMode(const std::string& path, const std::string& text, mode_t mode) {
   WriteFileOrFail(path, text);
   ::chmod(path.c_str(), mode);
 }

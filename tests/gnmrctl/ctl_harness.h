@@ -5,7 +5,6 @@
 #pragma once
 
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -21,6 +20,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "tests/daemon/test_daemon.h"
 
@@ -165,8 +166,8 @@ class CtlTest : public ::testing::Test {
 
   // Starts `gnmrctl ARGS` with stdout/stderr to files. The environment is
   // this process's without GNMR_TARGET and GNMR_ADMIN_TOKEN, plus `env`.
-  pid_t Spawn(const std::vector<std::string>& args, const std::string& out,
-              const std::string& err, const std::map<std::string, std::string>& env = {}) {
+  pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
+              const std::map<std::string, std::string>& env = {}) {
     std::vector<std::string> argv_s = {GNMRCTL_PATH};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;

@@ -23,10 +23,15 @@ int ClosedPort() {
 
 TEST_F(CtlTest, UnreachableDaemonIsOneLineAndExitOne) {
   const std::string sock = "unix:" + Path("no-such.sock");
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"status"}, {"jobs"}, {"units", "--job", "j"}, {"events", "--job", "j", "--follow"},
-           {"config", "get", "--job", "j"}, {"config", "set", "--job", "j", "--set", "max_o=2"},
-           {"release", "--job", "j", "--unit", "u"}, {"export", "--job", "j", "--out", "-"}}) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"status"},
+                                             {"jobs"},
+                                             {"units", "--job", "j"},
+                                             {"events", "--job", "j", "--follow"},
+                                             {"config", "get", "--job", "j"},
+                                             {"config", "set", "--job", "j", "--set", "max_o=2"},
+                                             {"release", "--job", "j", "--unit", "u"},
+                                             {"export", "--job", "j", "--out", "-"}}) {
     std::vector<std::string> a = args;
     a.insert(a.end(), {"--target", sock});
     const CtlResult r = Run(a);

@@ -2,8 +2,8 @@
 // release, export/import round trips, and the admin-token rules.
 #include <google/protobuf/util/json_util.h>
 
-#include "tests/gnmrctl/ctl_harness.h"
 #include "controller_io/wire_names.h"
+#include "tests/gnmrctl/ctl_harness.h"
 
 namespace gnmr::testing {
 namespace {
@@ -161,12 +161,12 @@ TEST_F(CtlMutationTest, MutationsWithoutTheAdminTokenAreRefused) {
   CtlResult r = Run({"config", "set", "--job", "j", "--set", "max_o=3", "--target", tcp_});
   EXPECT_EQ(r.code, 1) << Show(r);
   EXPECT_EQ(r.err, "gnmrctl: UNAUTHENTICATED: wrong or missing admin token\n");
-  r = Run({"release", "--job", "j", "--unit", "layers.1.mlp", "--target", unix_,
-           "--admin-token", "wrong"});
+  r = Run({"release", "--job", "j", "--unit", "layers.1.mlp", "--target", unix_, "--admin-token",
+           "wrong"});
   EXPECT_EQ(r.code, 1) << Show(r);
   EXPECT_EQ(r.err, "gnmrctl: UNAUTHENTICATED: wrong or missing admin token\n");
-  r = Run({"import", "--job", "j", "--in", Write("s.json", "{\"format_version\": 1}"),
-           "--target", tcp_});
+  r = Run({"import", "--job", "j", "--in", Write("s.json", "{\"format_version\": 1}"), "--target",
+           tcp_});
   EXPECT_EQ(r.code, 1) << Show(r);
   EXPECT_NE(r.err.find("UNAUTHENTICATED"), std::string::npos) << r.err;
   EXPECT_EQ(ConfigVia("j").config_version(), 1u);
@@ -197,11 +197,10 @@ TEST_F(CtlMutationTest, ExportImportRoundTripBinaryAndJson) {
   for (const std::string format : {"binary", "json"}) {
     SCOPED_TRACE(format);
     const std::string file = Path("state." + format);
-    CtlResult r = Run({"export", "--job", "j", "--out", file, "--format", format, "--target",
-                       unix_});
+    CtlResult r =
+        Run({"export", "--job", "j", "--out", file, "--format", format, "--target", unix_});
     ASSERT_EQ(r.code, 0) << Show(r);
-    EXPECT_NE(r.err.find("job j: exported 4 units, 1 in recovery, last step 10"),
-              std::string::npos)
+    EXPECT_NE(r.err.find("job j: exported 4 units, 1 in recovery, last step 10"), std::string::npos)
         << r.err;
     const std::string bytes = ReadAll(file);
     if (format == "json") {

@@ -1,7 +1,6 @@
 // `gnmrctl replay --variant`: the real binary prints one what-if row per
 // config (base first), each row equal to what a plain replay of that config
 // reports; --table, --out, and the error for a bad variant.
-#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -10,6 +9,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace {
 

@@ -29,8 +29,8 @@ class CtlTlsTest : public CtlTest {
       ASSERT_EQ(std::system((d + "openssl req" + ec + " -keyout " + who + ".key -out " + who +
                              ".csr -subj /CN=" + (who == "server" ? "localhost" : "gnmrctl") +
                              quiet + " && openssl x509 -req -in " + who +
-                             ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out " +
-                             who + ".pem -extfile ext" + quiet)
+                             ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out " + who +
+                             ".pem -extfile ext" + quiet)
                                 .c_str()),
                 0)
           << who;
@@ -62,8 +62,8 @@ TEST_F(CtlTlsTest, TlsNeedsTheCa) {
   r = Run({"status", "--target", tcp_, "--tls-ca", ca, "--admin-token", admin_token_});
   ASSERT_EQ(r.code, 0) << Show(r);
   EXPECT_NE(r.out.find("version:    test-1.2"), std::string::npos) << r.out;
-  r = Run({"status", "--target", "localhost:" + tcp_.substr(tcp_.rfind(':') + 1), "--tls-ca",
-           ca, "--admin-token", admin_token_});
+  r = Run({"status", "--target", "localhost:" + tcp_.substr(tcp_.rfind(':') + 1), "--tls-ca", ca,
+           "--admin-token", admin_token_});
   EXPECT_EQ(r.code, 0) << Show(r);
   // Plaintext to a TLS port, or a certificate for another name: no
   // connection.

@@ -51,8 +51,8 @@ TEST_F(CtlTest, TopOnceShowsBudgetRecoveryUnitsRanksEvents) {
   const auto rec = Section(r.out, "IN RECOVERY");
   ASSERT_EQ(rec.size(), 3u) << r.out;
   EXPECT_EQ(rec[0], "IN RECOVERY (1/1)");
-  EXPECT_EQ(Fields(rec[1]), (std::vector<std::string>{"UNIT", "ACTION", "SINCE", "UNTIL",
-                                                      "STEPS", "LEFT", "GNMR"}));
+  EXPECT_EQ(Fields(rec[1]), (std::vector<std::string>{"UNIT", "ACTION", "SINCE", "UNTIL", "STEPS",
+                                                      "LEFT", "GNMR"}));
   EXPECT_EQ(Fields(rec[2]),
             (std::vector<std::string>{"layers.1.mlp", "promote", "11", "16", "6", "20"}));
 
@@ -119,7 +119,9 @@ bool ReadUntil(int fd, const std::string& needle, std::string* out,
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         end - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
-    struct pollfd p {fd, POLLIN, 0};
+    struct pollfd p {
+      fd, POLLIN, 0
+    };
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     char buf[4096];
     const ssize_t n = ::read(fd, buf, sizeof(buf));
@@ -161,7 +163,8 @@ TEST_F(CtlTest, TopLiveInAPtyQuitsOnQAndRestoresTheTerminal) {
   const size_t first = out.find("\x1b[H\x1b[2J");
   ASSERT_NE(first, std::string::npos) << out;
   ASSERT_TRUE(ReadUntil(master, "\x1b[H\x1b[2J", &out, std::chrono::seconds(5), first + 1))
-      << "no second frame:\n" << out;
+      << "no second frame:\n"
+      << out;
   EXPECT_EQ(out.rfind("\x1b[?1049h", 0), 0u) << "alternate screen first";
 
   // The job moves on: the header shows the step rate and the sparklines

@@ -45,13 +45,12 @@ TEST_F(CtlTest, JobsTableRanksAndJson) {
   ASSERT_EQ(r.code, 0) << Show(r);
   ASSERT_EQ(LinesWith(r.out, "JOB").size(), 1u) << r.out;
   EXPECT_EQ(Fields(LinesWith(r.out, "JOB")[0]),
-            (std::vector<std::string>{"JOB", "WORLD", "RANKS", "UNITS", "LAST", "STEP",
-                                      "RECOVERY", "ADMITTED", "DENIED", "RECOVERY%"}));
+            (std::vector<std::string>{"JOB", "WORLD", "RANKS", "UNITS", "LAST", "STEP", "RECOVERY",
+                                      "ADMITTED", "DENIED", "RECOVERY%"}));
   // j: world 1, 1/1 ranks connected, 4 units, step 10, 1 of max_o 1 in
   // recovery, 1 admission, 1 denial; recovery fraction 0 (not yet in force).
   const std::vector<std::string> row = Fields(r.out.substr(r.out.find('\n') + 1));
-  EXPECT_EQ(row, (std::vector<std::string>{"j", "1", "1/1", "4", "10", "1/1", "1", "1",
-                                           "0.00%"}))
+  EXPECT_EQ(row, (std::vector<std::string>{"j", "1", "1/1", "4", "10", "1/1", "1", "1", "0.00%"}))
       << r.out;
   EXPECT_TRUE(LinesWith(r.out, "raw-test").empty());  // no ranks without --ranks
 
@@ -100,8 +99,8 @@ TEST_F(CtlTest, UnitsTopAndStateFilter) {
   // Highest GNMR first: the admitted unit (norm 20 over mu 1, Delta 20 - 1),
   // then the denied one (10); since = apply step 11, until = 11 + 5. The
   // spike entered the mean capped at tau * mu: mu = 0.9 * 1 + 0.1 * 2.5.
-  EXPECT_EQ(Fields(first), (std::vector<std::string>{"layers.1.mlp", "recovery", "20", "19",
-                                                     "20", "1.15", "promote", "11", "16", "10"}));
+  EXPECT_EQ(Fields(first), (std::vector<std::string>{"layers.1.mlp", "recovery", "20", "19", "20",
+                                                     "1.15", "promote", "11", "16", "10"}));
   EXPECT_EQ(Fields(second), (std::vector<std::string>{"layers.1.attn", "active", "10", "9", "10",
                                                       "1.15", "promote", "-", "-", "10"}));
   // Columns are aligned: every GNMR cell ends where the header's does.
@@ -112,8 +111,7 @@ TEST_F(CtlTest, UnitsTopAndStateFilter) {
   EXPECT_EQ(LinesWith(r.out, "layers.").size(), 1u) << r.out;
   EXPECT_EQ(LinesWith(r.out, "layers.1.mlp").size(), 1u) << r.out;
 
-  r = Run({"units", "--job", "j", "--state", "active", "--top", "1", "--json", "--target",
-           tcp_});
+  r = Run({"units", "--job", "j", "--state", "active", "--top", "1", "--json", "--target", tcp_});
   ASSERT_EQ(r.code, 0) << Show(r);
   const auto units = ParseJson<v1::ListUnitsResponse>(r.out);
   ASSERT_EQ(units.units_size(), 1);
@@ -165,8 +163,8 @@ TEST_F(CtlTest, FollowPrintsNewEventsOnceUntilInterrupted) {
   Start();
   DriveSpike();
   const std::string out = Path("follow.out"), err = Path("follow.err");
-  const pid_t pid = Spawn({"events", "--job", "j", "--follow", "--json", "--target", tcp_}, out,
-                          err);
+  const pid_t pid =
+      Spawn({"events", "--job", "j", "--follow", "--json", "--target", tcp_}, out, err);
   auto wait_for = [&](const std::string& needle) {
     return Eventually([&] { return ReadAll(out).find(needle) != std::string::npos; });
   };

@@ -58,12 +58,11 @@ TEST_P(Fp8Random, MatchesCanonicalAndReference) {
   EXPECT_EQ(fast.numel, n);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fp8, Fp8Random,
-    ::testing::Combine(::testing::Values(DType::kFp8E4M3, DType::kFp8E5M2),
-                       ::testing::Values(0u, 1u, 255u, 4095u, 4096u, 4097u, 65553u, 1048576u,
-                                         2000003u),
-                       ::testing::Values(1.0f, 3.0e-3f, 1234.5f)));
+INSTANTIATE_TEST_SUITE_P(Fp8, Fp8Random,
+                         ::testing::Combine(::testing::Values(DType::kFp8E4M3, DType::kFp8E5M2),
+                                            ::testing::Values(0u, 1u, 255u, 4095u, 4096u, 4097u,
+                                                              65553u, 1048576u, 2000003u),
+                                            ::testing::Values(1.0f, 3.0e-3f, 1234.5f)));
 
 TEST(Fp8, ScaleEntersOncePerTensor) {
   for (DType dtype : {DType::kFp8E4M3, DType::kFp8E5M2}) {
@@ -184,11 +183,11 @@ TEST(Fp8, ScaleInvPointerChecks) {
 TEST(Fp8, E4M3HasNaNButNoInf) {
   TestTensor t(DType::kFp8E4M3, 9000, 3);
   t.FillNormal(1, 1.0f);
-  t.SetBits(5, 0x7e);    // 448, the largest finite
-  t.SetBits(6, 0x7f);    // NaN
+  t.SetBits(5, 0x7e);     // 448, the largest finite
+  t.SetBits(6, 0x7f);     // NaN
   t.SetBits(7000, 0xff);  // -NaN
-  t.SetBits(8, 0x80);    // -0
-  t.SetBits(9, 0x01);    // smallest subnormal 2^-9
+  t.SetBits(8, 0x80);     // -0
+  t.SetBits(9, 0x01);     // smallest subnormal 2^-9
   const UnitStats u = Stats({t.Ref()});
   EXPECT_EQ(u.nonfinite, 2u);
   EXPECT_EQ(Bits(u.sumsq), stats_order::kCanonicalNanBits);

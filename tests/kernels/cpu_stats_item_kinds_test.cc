@@ -152,15 +152,9 @@ void CheckKinds(DType dtype, const ItemKind (&kinds)[N], unsigned int csr) {
   }
 }
 
-TEST(CpuStatsItemKinds, Fp32ItemKindsMatchCanonical) {
-  CheckKinds(DType::kFp32, kFp32Items, 0);
-}
-TEST(CpuStatsItemKinds, Bf16ItemKindsMatchCanonical) {
-  CheckKinds(DType::kBf16, kBf16Items, 0);
-}
-TEST(CpuStatsItemKinds, Fp16ItemKindsMatchCanonical) {
-  CheckKinds(DType::kFp16, kFp16Items, 0);
-}
+TEST(CpuStatsItemKinds, Fp32ItemKindsMatchCanonical) { CheckKinds(DType::kFp32, kFp32Items, 0); }
+TEST(CpuStatsItemKinds, Bf16ItemKindsMatchCanonical) { CheckKinds(DType::kBf16, kBf16Items, 0); }
+TEST(CpuStatsItemKinds, Fp16ItemKindsMatchCanonical) { CheckKinds(DType::kFp16, kFp16Items, 0); }
 // FTZ and DAZ alone and together.
 TEST(CpuStatsItemKinds, FtzDazDoNotChangeResults) {
   for (unsigned int csr : {kFtz | kDaz, kDaz, kFtz}) {
@@ -177,15 +171,24 @@ TEST(CpuStatsItemKinds, FtzDazDoNotChangeResults) {
 // with and without FTZ, bit-identical to the reference (and ready for a
 // kernel that reads MXCSR and skips the subnormal check when DAZ is clear).
 TEST(CpuStatsItemKinds, SubnormalItemsUnderDazClearAndSet) {
-  const ItemKind fp32[] = {kFp32Items[4], kFp32Items[5], kFp32Items[6], kFp32Items[7],
+  const ItemKind fp32[] = {kFp32Items[4],
+                           kFp32Items[5],
+                           kFp32Items[6],
+                           kFp32Items[7],
                            {"smallest subnormals", 1, 4, 0},
                            {"smallest subnormals + max finite", 1, 4, 0x7f7fffff},
                            kFp32Items[0]};
-  const ItemKind bf16[] = {kBf16Items[4], kBf16Items[5], kBf16Items[6], kBf16Items[7],
-                           kBf16Items[8], {"smallest subnormals", 1, 2, 0},
+  const ItemKind bf16[] = {kBf16Items[4],
+                           kBf16Items[5],
+                           kBf16Items[6],
+                           kBf16Items[7],
+                           kBf16Items[8],
+                           {"smallest subnormals", 1, 2, 0},
                            {"smallest subnormals + max finite", 1, 2, 0x7f7f},
                            kBf16Items[0]};
-  const ItemKind fp16[] = {kFp16Items[4], kFp16Items[5], {"smallest subnormals", 1, 2, 0},
+  const ItemKind fp16[] = {kFp16Items[4],
+                           kFp16Items[5],
+                           {"smallest subnormals", 1, 2, 0},
                            {"smallest subnormals + max finite", 1, 2, 0x7bff},
                            kFp16Items[0]};
   const TestTensor ts = Build(DType::kFp32, fp32, 300, 21, 0);
@@ -210,8 +213,8 @@ TEST(CpuStatsItemKinds, SubnormalItemsUnderDazClearAndSet) {
 // Finite kinds only, so the sums stay comparable: identical bits at any
 // byte offset (the AVX-512 path uses unaligned loads) and on every ISA.
 TEST(CpuStatsItemKinds, UnalignedStartsAndAllIsas) {
-  const ItemKind bf16[] = {kBf16Items[0], kBf16Items[2], kBf16Items[4], kBf16Items[6],
-                           kBf16Items[7], kBf16Items[9]};
+  const ItemKind bf16[] = {kBf16Items[0], kBf16Items[2], kBf16Items[4],
+                           kBf16Items[6], kBf16Items[7], kBf16Items[9]};
   const ItemKind fp16[] = {kFp16Items[0], kFp16Items[2], kFp16Items[4], kFp16Items[5]};
   const ItemKind fp32[] = {kFp32Items[0], kFp32Items[4], kFp32Items[6], kFp32Items[7]};
   const TestTensor tb = Build(DType::kBf16, bf16, 77, 5, 0);
@@ -235,7 +238,6 @@ TEST(CpuStatsItemKinds, UnalignedStartsAndAllIsas) {
   }
 }
 
-
 // The AVX-512 path sums each item in the mode of the last item that took
 // one (normals or subnormals) while scanning it, and re-sums it from L1 if
 // the guess was wrong: runs of each kind, switches in both directions,
@@ -247,8 +249,27 @@ TEST(CpuStatsItemKinds, ModeSwitchesMatchCanonical) {
       const ItemKind& n = kFp32Items[0];
       const ItemKind& s = kFp32Items[4];
       const ItemKind& z = kFp32Items[8];
-      const ItemKind seq[] = {s, s, n, n, s, z, s, z, n, z, z, s, kFp32Items[11], s,
-                              kFp32Items[6], s, kFp32Items[10], n, kFp32Items[7], s, n};
+      const ItemKind seq[] = {s,
+                              s,
+                              n,
+                              n,
+                              s,
+                              z,
+                              s,
+                              z,
+                              n,
+                              z,
+                              z,
+                              s,
+                              kFp32Items[11],
+                              s,
+                              kFp32Items[6],
+                              s,
+                              kFp32Items[10],
+                              n,
+                              kFp32Items[7],
+                              s,
+                              n};
       const TestTensor t = Build(DType::kFp32, seq, 0, 11, 0);
       const TensorRef r = t.Ref();
       ExpectSame(Fast(r, ftz_daz), cpu::CanonicalStatsNaive(&r, 1));
@@ -257,8 +278,27 @@ TEST(CpuStatsItemKinds, ModeSwitchesMatchCanonical) {
       const ItemKind& n = kBf16Items[0];
       const ItemKind& s = kBf16Items[4];
       const ItemKind& z = kBf16Items[9];
-      const ItemKind seq[] = {s, s, n, n, s, z, s, z, n, z, z, s, kBf16Items[12], s,
-                              kBf16Items[6], s, kBf16Items[11], n, kBf16Items[8], s, n};
+      const ItemKind seq[] = {s,
+                              s,
+                              n,
+                              n,
+                              s,
+                              z,
+                              s,
+                              z,
+                              n,
+                              z,
+                              z,
+                              s,
+                              kBf16Items[12],
+                              s,
+                              kBf16Items[6],
+                              s,
+                              kBf16Items[11],
+                              n,
+                              kBf16Items[8],
+                              s,
+                              n};
       const TestTensor t = Build(DType::kBf16, seq, 0, 12, 0);
       const TensorRef r = t.Ref();
       ExpectSame(Fast(r, ftz_daz), cpu::CanonicalStatsNaive(&r, 1));

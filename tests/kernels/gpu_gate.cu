@@ -1,6 +1,6 @@
-#include "tests/kernels/gpu_gate.h"
-
 #include <cstdint>
+
+#include "tests/kernels/gpu_gate.h"
 
 namespace gnmr::testing {
 namespace {

@@ -2,9 +2,9 @@
 // bookkeeping (a failed launch drops nothing, replays are labelled by
 // their stamps, never with a later step) and the table layout (items
 // grouped by dtype for one kernel per dtype, segments as exact subtrees).
-#include <gtest/gtest.h>
-
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "kernels/cuda/launch_ring.h"
 #include "kernels/cuda/table_builder.h"

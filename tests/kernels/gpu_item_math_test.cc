@@ -6,14 +6,14 @@
 // (kernels/cpu/reference_stats.h, which shares no code with item_math.h).
 // The element decoder is checked on every 8- and 16-bit pattern, and the
 // fp8 scale step against the CPU path. Runs without a GPU.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "gnmr/cpu_stats.h"
 #include "kernels/cpu/reference_stats.h"
@@ -62,8 +62,7 @@ item::Result SimVecItem(const unsigned char* p) {
     item::ThreadVecItem<D>(
         [&](uint32_t L) {
           item::Vec<D> x;
-          std::memcpy(x.w, p + item::VecOffset<D>(t, L) * item::Fmt<D>::kSize,
-                      item::kVecBytes<D>);
+          std::memcpy(x.w, p + item::VecOffset<D>(t, L) * item::Fmt<D>::kSize, item::kVecBytes<D>);
           return x;
         },
         v[t], &f);
@@ -83,8 +82,8 @@ item::Result SimScalarItem(const unsigned char* p, uint32_t n) {
   item::Result r;
   for (uint32_t t = 0; t < item::kWarp; ++t) {
     item::Counts c;
-    item::ThreadScalarItem<D, kCareful>([&](uint32_t e) { return ElementBits<D>(p, e); }, t,
-                                        n, v[t], &c);
+    item::ThreadScalarItem<D, kCareful>([&](uint32_t e) { return ElementBits<D>(p, e); }, t, n,
+                                        v[t], &c);
     r.amax = std::max(r.amax, c.amax);
     r.zeros += c.zeros;
     r.nonfinite += c.nonfinite;
@@ -132,8 +131,8 @@ Expected Reference(const unsigned char* p, uint32_t n) {
   }
   TensorRef f = t;
   f.data = finite.data();
-  return Expected{cpu::CanonicalStatsNaive(&f, 1).sumsq, ref.amax, ref.zeros,
-                  ref.nans + ref.infs, ref.nans};
+  return Expected{cpu::CanonicalStatsNaive(&f, 1).sumsq, ref.amax, ref.zeros, ref.nans + ref.infs,
+                  ref.nans};
 }
 
 template <DType D>
@@ -162,8 +161,8 @@ uint32_t MaxBits() {
 // every bit pattern (NaN/Inf included), wide-range finite, one NaN or Inf
 // in a finite item.
 enum class Pattern { kNormal, kSubnormal, kZeros, kAnyBits, kWideFinite, kOneNaN, kOneInf };
-const Pattern kPatterns[] = {Pattern::kNormal,     Pattern::kSubnormal, Pattern::kZeros,
-                             Pattern::kAnyBits,    Pattern::kWideFinite, Pattern::kOneNaN,
+const Pattern kPatterns[] = {Pattern::kNormal,  Pattern::kSubnormal,  Pattern::kZeros,
+                             Pattern::kAnyBits, Pattern::kWideFinite, Pattern::kOneNaN,
                              Pattern::kOneInf};
 
 template <DType D>
@@ -174,10 +173,11 @@ std::vector<unsigned char> MakeItem(Pattern pat, uint32_t n, uint64_t seed) {
   const uint32_t nonfin = item::Fmt<D>::kNonfinite;
   const uint32_t sign = (MaxBits<D>() >> 1) + 1;
   // The smallest normal magnitude pattern: one exponent step.
-  const uint32_t min_normal = kSize == 4 ? 0x00800000u
-                              : D == DType::kBf16 ? 0x80u
-                              : D == DType::kFp16 ? 0x400u
-                              : D == DType::kFp8E4M3 ? 0x08u : 0x04u;
+  const uint32_t min_normal = kSize == 4             ? 0x00800000u
+                              : D == DType::kBf16    ? 0x80u
+                              : D == DType::kFp16    ? 0x400u
+                              : D == DType::kFp8E4M3 ? 0x08u
+                                                     : 0x04u;
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t r = static_cast<uint32_t>(rng());
     uint32_t bits = 0;
@@ -220,8 +220,8 @@ void CheckAllPaths() {
   for (Pattern pat : kPatterns) {
     for (uint32_t n : {4096u, 4095u, 1u, 255u, 2049u}) {
       const std::vector<unsigned char> b = MakeItem<D>(pat, n, seed++);
-      const std::string what = std::string(DTypeName(D)) + " pattern " +
-                               std::to_string(static_cast<int>(pat));
+      const std::string what =
+          std::string(DTypeName(D)) + " pattern " + std::to_string(static_cast<int>(pat));
       ExpectItem<D>(b.data(), n, 0, what);  // aligned tensor
       if (n == 4096) {
         // Element-aligned and (for multi-byte dtypes) byte-misaligned starts.
@@ -250,8 +250,8 @@ void CheckEveryPattern() {
       const uint32_t bits = (first + i) % patterns;
       std::memcpy(&b[i * kSize], &bits, kSize);
     }
-    ExpectItem<D>(b.data(), item::kItemElems, 0, std::string(DTypeName(D)) + " patterns from " +
-                                                     std::to_string(first));
+    ExpectItem<D>(b.data(), item::kItemElems, 0,
+                  std::string(DTypeName(D)) + " patterns from " + std::to_string(first));
   }
 }
 
@@ -295,8 +295,8 @@ TEST(GpuItemMathTest, DecodeIsExactForEveryFinitePattern) {
 
 // The packed counters never carry between fields, whatever the magnitudes.
 TEST(GpuItemMathTest, PackedCountersOfExtremeWords) {
-  for (uint32_t w : {0x00000000u, 0x7fff7fffu, 0xffffffffu, 0x80008000u, 0x00017fffu,
-                     0x7fff0001u, 0x80000000u, 0x00008000u}) {
+  for (uint32_t w : {0x00000000u, 0x7fff7fffu, 0xffffffffu, 0x80008000u, 0x00017fffu, 0x7fff0001u,
+                     0x80000000u, 0x00008000u}) {
     double v[8] = {};
     item::Fast f;
     for (int k = 0; k < 64; ++k) item::AccumulateWord<DType::kBf16>(w, v, &f);
@@ -304,8 +304,8 @@ TEST(GpuItemMathTest, PackedCountersOfExtremeWords) {
     EXPECT_EQ(item::FastNonzero<DType::kBf16>(f), 64u * ((lo != 0) + (hi != 0))) << w;
     EXPECT_EQ(item::FastAmax<DType::kBf16>(f), std::max(lo, hi)) << w;
   }
-  for (uint32_t w : {0x00000000u, 0x7f7f7f7fu, 0xffffffffu, 0x80808080u, 0x01000001u,
-                     0x7f00007fu, 0x00800100u}) {
+  for (uint32_t w : {0x00000000u, 0x7f7f7f7fu, 0xffffffffu, 0x80808080u, 0x01000001u, 0x7f00007fu,
+                     0x00800100u}) {
     double v[8] = {};
     item::Fast f;
     for (int k = 0; k < 32; ++k) item::AccumulateWord<DType::kFp8E5M2>(w, v, &f);
@@ -323,14 +323,19 @@ TEST(GpuItemMathTest, PackedCountersOfExtremeWords) {
 // Step 5a as the unit kernel runs it, against the CPU path, for one-item
 // fp8 tensors and scales of every kind (subnormal, huge, negative, NaN).
 TEST(GpuItemMathTest, Fp8ScaleMatchesCpuPath) {
-  const float scales[] = {1.0f, 0.0078125f * 3, 448.0f, -0.375f, 1e-40f, 3.0e38f,
+  const float scales[] = {1.0f,
+                          0.0078125f * 3,
+                          448.0f,
+                          -0.375f,
+                          1e-40f,
+                          3.0e38f,
                           std::numeric_limits<float>::quiet_NaN(),
                           std::numeric_limits<float>::infinity()};
   for (DType d : {DType::kFp8E4M3, DType::kFp8E5M2}) {
     for (Pattern pat : {Pattern::kNormal, Pattern::kSubnormal, Pattern::kWideFinite}) {
-      const std::vector<unsigned char> b =
-          d == DType::kFp8E4M3 ? MakeItem<DType::kFp8E4M3>(pat, 4096, 9)
-                               : MakeItem<DType::kFp8E5M2>(pat, 4096, 9);
+      const std::vector<unsigned char> b = d == DType::kFp8E4M3
+                                               ? MakeItem<DType::kFp8E4M3>(pat, 4096, 9)
+                                               : MakeItem<DType::kFp8E5M2>(pat, 4096, 9);
       bool vec = false, rescanned = false;
       const item::Result r = d == DType::kFp8E4M3
                                  ? SimItem<DType::kFp8E4M3>(b.data(), 4096, 0, &vec, &rescanned)

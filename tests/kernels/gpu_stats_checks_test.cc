@@ -2,18 +2,18 @@
 // sticky error in the trainer's CUDA context), and a failed SetTable or
 // RefreshPointers leaves nothing half-built behind. Without a CUDA device
 // every test skips.
-#include <cuda_runtime.h>
-#include <gtest/gtest.h>
-
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-#include "gnmr/gpu_stats.h"
-#include "gnmr/cuda_util.h"
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
 #include "gnmr/cpu_stats.h"
+#include "gnmr/cuda_util.h"
+#include "gnmr/gpu_stats.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -212,7 +212,7 @@ TEST(GpuStatsChecksTest, LeavesTheThreadsLastErrorAsItFoundIt) {
     (void)(*g)->Launch(nullptr, 3);
     (*g)->WaitOldest();
     (*g)->Poll(&step, &out);
-    (*g)->Poll(&step, &out);  // nothing pending
+    (*g)->Poll(&step, &out);                         // nothing pending
     (void)(*g)->RefreshPointers({pageable.data()});  // refused unless HMM/ATS
     (void)(*g)->RefreshPointers({t.Ref().data});
     (void)(*g)->ApplyScale({1.0f}, nullptr);

@@ -6,15 +6,15 @@
 // offsets). Results equal the CPU path bit for bit. The driver functions
 // come through cudart's entry points (no libcuda link). Without a CUDA
 // device every test skips.
-#include <cuda_runtime.h>
-#include <gtest/gtest.h>
-
 #include <cstring>
 #include <vector>
 
-#include "gnmr/gpu_stats.h"
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
 #include "gnmr/cpu_stats.h"
 #include "gnmr/cuda_driver_fns.h"
+#include "gnmr/gpu_stats.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -39,8 +39,8 @@ class VmmRange {
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop_.location.id = 0;
-    if (f.mem_get_allocation_granularity(&granularity_, &prop_,
-                                         CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+    if (f.mem_get_allocation_granularity(&granularity_, &prop_, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+            CUDA_SUCCESS ||
         f.mem_address_reserve(&base_, granularity_ * chunks, 0, 0, 0) != CUDA_SUCCESS) {
       base_ = 0;
     }

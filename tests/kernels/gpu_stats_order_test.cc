@@ -6,17 +6,17 @@
 // step registered before their launch. Results equal the CPU path. The
 // gate makes every check deterministic (no timing). Without a CUDA device
 // every test skips.
-#include <cuda_runtime.h>
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
-#include "gnmr/gpu_stats.h"
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
 #include "gnmr/cpu_stats.h"
+#include "gnmr/gpu_stats.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_gate.h"
 #include "tests/kernels/gpu_test_util.h"

@@ -3,14 +3,14 @@
 // replay after one) is used by the next computation, bit-identical to the
 // CPU path with that value; memory the device cannot read is refused.
 // Without a CUDA device every test skips.
-#include <cuda_runtime.h>
-#include <gtest/gtest.h>
-
 #include <limits>
 #include <vector>
 
-#include "gnmr/gpu_stats.h"
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
 #include "gnmr/cpu_stats.h"
+#include "gnmr/gpu_stats.h"
 #include "kernels/stats_order.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"

@@ -4,11 +4,7 @@
 // with NaN/Inf); run-to-run identity, pointer refresh, CUDA graph capture
 // and replay, apply kernels.
 // Without a CUDA device every test but NoDeviceIsUnavailable skips.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-#include <cuda_runtime.h>
-#include <gtest/gtest.h>
+#include "gnmr/gpu_stats.h"
 
 #include <cmath>
 #include <cstring>
@@ -16,7 +12,12 @@
 #include <random>
 #include <vector>
 
-#include "gnmr/gpu_stats.h"
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
 #include "gnmr/cpu_stats.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -50,11 +51,11 @@ void CheckUnits(const std::vector<std::vector<DevTensor*>>& units, const std::st
   ASSERT_TRUE((*g)->SetTable(refs).ok());
   const std::vector<UnitStats> got = RunGpu(g->get());
   ASSERT_EQ(got.size(), units.size());
-  for (size_t u = 0; u < units.size(); ++u) ExpectSame(want[u], got[u], what + " unit " + std::to_string(u));
+  for (size_t u = 0; u < units.size(); ++u)
+    ExpectSame(want[u], got[u], what + " unit " + std::to_string(u));
 }
 
-const DType kAll[] = {DType::kFp32, DType::kBf16, DType::kFp16, DType::kFp8E4M3,
-                      DType::kFp8E5M2};
+const DType kAll[] = {DType::kFp32, DType::kBf16, DType::kFp16, DType::kFp8E4M3, DType::kFp8E5M2};
 
 TEST(GpuStatsTest, NoDeviceIsUnavailable) {
   if (GpuAvailable()) GTEST_SKIP() << "a CUDA device is present";
@@ -87,13 +88,16 @@ TEST(GpuStatsTest, SpecialValuesAndUnalignedStarts) {
         const uint64_t n = 3 * 4096 + 123;
         DevTensor t(TestTensor(d, n, off), off);
         t.host.FillNormal(pattern + off, 1e-3f);
-        const uint32_t bits_max = DTypeSize(d) == 4 ? 0xffffffffu : DTypeSize(d) == 2 ? 0xffffu : 0xffu;
+        const uint32_t bits_max = DTypeSize(d) == 4   ? 0xffffffffu
+                                  : DTypeSize(d) == 2 ? 0xffffu
+                                                      : 0xffu;
         for (uint64_t i = 0; i < n; ++i) {
           const uint32_t r = static_cast<uint32_t>(rng());
-          if (pattern == 1 && i % 97 == 0) t.host.SetBits(i, r & bits_max);  // any pattern
+          if (pattern == 1 && i % 97 == 0) t.host.SetBits(i, r & bits_max);          // any pattern
           if (pattern == 2 && i % 5 == 0) t.host.SetBits(i, (r & 0xff) & bits_max);  // denormals
-          if (pattern == 3 && i % 3 == 0) t.host.SetBits(i, (i & 1) ? (bits_max / 2 + 1) : 0u);  // +-0
-          if (pattern == 4) t.host.SetBits(i, r & bits_max);  // all random (NaN/Inf too)
+          if (pattern == 3 && i % 3 == 0)
+            t.host.SetBits(i, (i & 1) ? (bits_max / 2 + 1) : 0u);  // +-0
+          if (pattern == 4) t.host.SetBits(i, r & bits_max);       // all random (NaN/Inf too)
         }
         CheckUnits({{&t}}, std::string(DTypeName(d)) + " off=" + std::to_string(off) +
                                " pattern=" + std::to_string(pattern));
@@ -243,7 +247,9 @@ TEST(GpuStatsTest, ApplyScaleExact) {
     for (DType d : kAll) {
       ts.push_back(std::make_unique<DevTensor>(TestTensor(d, 9000 + u, u % 2), u % 2));
       ts.back()->host.FillNormal(u * 10 + static_cast<int>(d), 3.0f);
-      ts.back()->host.SetBits(5, DTypeSize(d) == 4 ? 0x7fc00000u : DTypeSize(d) == 2 ? 0x7e00u : 0x7fu);
+      ts.back()->host.SetBits(5, DTypeSize(d) == 4   ? 0x7fc00000u
+                                 : DTypeSize(d) == 2 ? 0x7e00u
+                                                     : 0x7fu);
       ts.back()->host.SetBits(6, 1u);  // smallest subnormal
       ts.back()->Upload();
       refs[u].push_back(ts.back()->Ref());

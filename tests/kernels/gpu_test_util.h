@@ -3,12 +3,12 @@
 // comparison with the CPU path. CUDA runtime only (no driver API).
 #pragma once
 
-#include <cuda_runtime.h>
-#include <gtest/gtest.h>
-
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
 #include "gnmr/gpu_stats.h"
 #include "tests/client/stats_test_util.h"

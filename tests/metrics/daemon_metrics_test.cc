@@ -2,12 +2,12 @@
 // rules, job removal, RPC counts, scrape-time store figures, promtool.
 #include "daemon/metrics/daemon_metrics.h"
 
-#include <gtest/gtest.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "tests/metrics/metrics_scrape.h"
 #include "tests/store/scratch_dir.h"
@@ -36,8 +36,7 @@ void Populate(DaemonMetrics* m) {
   v1::ClientOverhead o;
   o.set_overhead_ratio(0.01);
   jm->OnReport(0, 64, o);
-  jm->UpdateUnits({{"layers.0.fc1", 3.5, 2.0, 0.5, true},
-                   {"layers.1.fc1", 1.1, 1.0, 0.9, false}});
+  jm->UpdateUnits({{"layers.0.fc1", 3.5, 2.0, 0.5, true}, {"layers.1.fc1", 1.1, 1.0, 0.9, false}});
   ControllerConfig config;
   StatusOr<Controller> c = Controller::Create(config);
   ASSERT_TRUE(c.ok());
@@ -66,10 +65,8 @@ TEST(DaemonMetricsTest, ServesMetricsOverHttpOnAFreePort) {
   EXPECT_EQ(samples["gnmr_jobs"], 1);
   EXPECT_EQ(samples["gnmr_ranks_connected{job_id=\"j\"}"], 2);
   EXPECT_GT(samples["gnmr_start_time_seconds"], 1.6e9);
-  EXPECT_NE(r.body.find("# TYPE gnmr_reports_total counter"),
-            std::string::npos);
-  EXPECT_NE(r.body.find("# TYPE gnmr_decision_latency_seconds histogram"),
-            std::string::npos);
+  EXPECT_NE(r.body.find("# TYPE gnmr_reports_total counter"), std::string::npos);
+  EXPECT_NE(r.body.find("# TYPE gnmr_decision_latency_seconds histogram"), std::string::npos);
   // prometheus-cpp's own exposer_* families come first, then ours. The
   // gnmr_process_* figures (RSS, fds) change between two reads: left out.
   const auto stable = [](const std::string& text) {
@@ -84,8 +81,7 @@ TEST(DaemonMetricsTest, ServesMetricsOverHttpOnAFreePort) {
   const std::string body = stable(r.body);
   ASSERT_GE(body.size(), ours.size());
   EXPECT_EQ(body.substr(body.size() - ours.size()), ours);
-  EXPECT_NE(r.body.find("# TYPE gnmr_process_resident_memory_bytes gauge"),
-            std::string::npos);
+  EXPECT_NE(r.body.find("# TYPE gnmr_process_resident_memory_bytes gauge"), std::string::npos);
 }
 
 TEST(DaemonMetricsTest, PortInUseIsUnavailableAndEmptyListenHasNoEndpoint) {
@@ -93,8 +89,7 @@ TEST(DaemonMetricsTest, PortInUseIsUnavailableAndEmptyListenHasNoEndpoint) {
   ASSERT_NE(first, nullptr);
   MetricsOptions options;
   options.listen = "127.0.0.1:" + std::to_string(first->port());
-  StatusOr<std::unique_ptr<DaemonMetrics>> second =
-      DaemonMetrics::Start(options);
+  StatusOr<std::unique_ptr<DaemonMetrics>> second = DaemonMetrics::Start(options);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(second.status().message().find(options.listen), std::string::npos);
@@ -124,8 +119,7 @@ TEST(DaemonMetricsTest, NamingRulesAndNoJobLabel) {
     if (name.rfind("exposer_", 0) == 0) continue;  // prometheus-cpp's own
     ++families;
     EXPECT_EQ(name.rfind("gnmr_", 0), 0u) << name;
-    const bool total =
-        name.size() > 6 && name.substr(name.size() - 6) == "_total";
+    const bool total = name.size() > 6 && name.substr(name.size() - 6) == "_total";
     EXPECT_EQ(type == "counter", total) << name << " is a " << type;
     if (type == "histogram") {
       EXPECT_EQ(name.substr(name.size() - 8), "_seconds") << name;
@@ -163,9 +157,7 @@ TEST(DaemonMetricsTest, RpcCountsByMethodAndCode) {
   m->RecordRpc("Admin.ListJobs", StatusCode::kUnauthenticated);
   auto samples = ParseSamples(m->Render());
   EXPECT_EQ(samples["gnmr_rpcs_total{code=\"OK\",method=\"Register\"}"], 2);
-  EXPECT_EQ(
-      samples["gnmr_rpcs_total{code=\"INVALID_ARGUMENT\",method=\"Register\"}"],
-      1);
+  EXPECT_EQ(samples["gnmr_rpcs_total{code=\"INVALID_ARGUMENT\",method=\"Register\"}"], 1);
   EXPECT_EQ(samples["gnmr_rpcs_total{code=\"UNAUTHENTICATED\","
                     "method=\"Admin.ListJobs\"}"],
             1);
@@ -176,9 +168,8 @@ TEST(DaemonMetricsTest, SnapshotAgeAndStoreCountersAtScrapeTime) {
   ASSERT_NE(m, nullptr);
   m->ForJob("fresh");
   m->ForJob("never");
-  const double now = std::chrono::duration<double>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   m->SetStoreSources({[] {
                         return StoreFigures{5, 2, 100, 3, 1};
                       },
@@ -187,8 +178,7 @@ TEST(DaemonMetricsTest, SnapshotAgeAndStoreCountersAtScrapeTime) {
                         return std::nullopt;
                       }});
   auto samples = ParseSamples(HttpGet(m->port(), "/metrics").body);
-  EXPECT_NEAR(samples["gnmr_snapshot_age_seconds{job_id=\"fresh\"}"], 30.0,
-              5.0);
+  EXPECT_NEAR(samples["gnmr_snapshot_age_seconds{job_id=\"fresh\"}"], 30.0, 5.0);
   EXPECT_GE(samples["gnmr_snapshot_age_seconds{job_id=\"never\"}"], 0.0);
   EXPECT_LT(samples["gnmr_snapshot_age_seconds{job_id=\"never\"}"], 5.0);
   EXPECT_EQ(samples["gnmr_snapshot_writes_total"], 5);
@@ -216,8 +206,7 @@ TEST(DaemonMetricsTest, PromtoolAcceptsTheOutput) {
   ASSERT_NE(p, nullptr);
   std::string out;
   char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;)
-    out.append(buf, n);
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
   const int rc = ::pclose(p);
   EXPECT_EQ(rc, 0) << out;
 }

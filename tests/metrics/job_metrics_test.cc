@@ -3,12 +3,12 @@
 // controllers do not show their history as a burst.
 #include "daemon/metrics/job_metrics.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <limits>
 #include <random>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "daemon/metrics/daemon_metrics.h"
 #include "tests/metrics/metrics_scrape.h"
@@ -86,20 +86,16 @@ TEST(JobMetricsTest, DecisionFiguresMatchTheController) {
                     "trigger=\"gnmr\"}"],
             static_cast<double>(s.admissions_by_trigger[1]));
   EXPECT_EQ(samples["gnmr_denials_total" + j], static_cast<double>(s.denials));
-  EXPECT_EQ(samples["gnmr_releases_total" + j],
-            static_cast<double>(s.releases));
-  EXPECT_EQ(samples["gnmr_unit_steps_total" + j],
-            static_cast<double>(s.unit_steps_observed));
+  EXPECT_EQ(samples["gnmr_releases_total" + j], static_cast<double>(s.releases));
+  EXPECT_EQ(samples["gnmr_unit_steps_total" + j], static_cast<double>(s.unit_steps_observed));
   EXPECT_EQ(samples["gnmr_unit_steps_in_recovery_total" + j],
             static_cast<double>(s.unit_steps_in_force));
-  EXPECT_DOUBLE_EQ(samples["gnmr_recovery_fraction" + j],
-                   s.recovery_fraction());
+  EXPECT_DOUBLE_EQ(samples["gnmr_recovery_fraction" + j], s.recovery_fraction());
   EXPECT_EQ(samples["gnmr_decisions_total" + j], 60);
   EXPECT_EQ(samples["gnmr_last_step" + j], 59);
   EXPECT_EQ(samples["gnmr_units" + j], 20);
   EXPECT_EQ(samples["gnmr_max_o" + j], 2);
-  EXPECT_EQ(samples["gnmr_units_in_recovery" + j],
-            static_cast<double>(c.recovery().size()));
+  EXPECT_EQ(samples["gnmr_units_in_recovery" + j], static_cast<double>(c.recovery().size()));
   EXPECT_EQ(samples["gnmr_incomplete_steps_total" + j], 6);
   EXPECT_EQ(samples["gnmr_incomplete_unit_steps_total" + j], 18);
   EXPECT_EQ(samples["gnmr_decision_latency_seconds_count" + j], 60);
@@ -145,8 +141,7 @@ TEST(JobMetricsTest, ReportsRanksAndClientFigures) {
   EXPECT_DOUBLE_EQ(samples["gnmr_client_overhead_ratio" + r1], 0.03);
   EXPECT_EQ(samples["gnmr_client_dropped_reports_total" + r1], 8);
   EXPECT_EQ(samples["gnmr_client_missed_decisions_total" + r1], 2);
-  EXPECT_EQ(
-      samples.count("gnmr_client_overhead_ratio{job_id=\"j\",rank=\"2\"}"), 1u);
+  EXPECT_EQ(samples.count("gnmr_client_overhead_ratio{job_id=\"j\",rank=\"2\"}"), 1u);
 }
 
 // The overhead figures are untrusted client input: NaN, negative or
@@ -258,14 +253,13 @@ TEST(JobMetricsTest, UnitSeriesStayBounded) {
     ASSERT_EQ(series, jm->unit_series());
     // Every unit in recovery is exported, flagged.
     for (const RecoveryEntry& e : c.recovery()) {
-      const std::string s = "gnmr_unit_in_recovery{job_id=\"j\",unit=\"u" +
-                            std::to_string(e.unit_id) + "\"}";
+      const std::string s =
+          "gnmr_unit_in_recovery{job_id=\"j\",unit=\"u" + std::to_string(e.unit_id) + "\"}";
       ASSERT_EQ(samples.count(s), 1u) << s;
       EXPECT_EQ(samples[s], 1);
     }
   }
-  EXPECT_EQ(CountSeries(ParseSamples(m->Render()), "gnmr_unit_mu{"),
-            jm->unit_series());
+  EXPECT_EQ(CountSeries(ParseSamples(m->Render()), "gnmr_unit_mu{"), jm->unit_series());
 }
 
 TEST(JobMetricsTest, UpdateUnitsExportsRecoveryAndTopK) {
@@ -282,9 +276,7 @@ TEST(JobMetricsTest, UpdateUnitsExportsRecoveryAndTopK) {
   auto samples = ParseSamples(m->Render());
   EXPECT_EQ(CountSeries(samples, "gnmr_unit_gnmr{"), 5u);
   for (const char* u : {"u5", "u6", "u999", "u998", "u997"}) {
-    EXPECT_EQ(samples.count(std::string("gnmr_unit_gnmr{job_id=\"j\",unit=\"") +
-                            u + "\"}"),
-              1u)
+    EXPECT_EQ(samples.count(std::string("gnmr_unit_gnmr{job_id=\"j\",unit=\"") + u + "\"}"), 1u)
         << u;
   }
   // Units that leave the set lose their series.
@@ -305,8 +297,7 @@ TEST(JobMetricsTest, RestoredControllerIsRebasedNotCountedAgain) {
   jm->OnDecision(Step(&c, 30, &rng, 0.0), c, StepFigures());
   auto samples = ParseSamples(m->Render());
   EXPECT_EQ(samples["gnmr_unit_steps_total{job_id=\"j\"}"], 0);
-  EXPECT_DOUBLE_EQ(samples["gnmr_recovery_fraction{job_id=\"j\"}"],
-                   c.stats().recovery_fraction());
+  EXPECT_DOUBLE_EQ(samples["gnmr_recovery_fraction{job_id=\"j\"}"], c.stats().recovery_fraction());
   jm->OnDecision(Step(&c, 31, &rng, 0.0), c, StepFigures());
   samples = ParseSamples(m->Render());
   EXPECT_EQ(samples["gnmr_unit_steps_total{job_id=\"j\"}"], 10);
@@ -327,8 +318,7 @@ TEST(JobMetricsTest, ConcurrentUpdatesScrapesAndJobChurn) {
       JobMetrics* jm = m->ForJob("shared");
       std::vector<UnitFigures> units;
       for (int i = 0; i < 50; ++i) {
-        units.push_back(
-            {"u" + std::to_string(i), 1.0 * ((i * 7 + t) % 50), 1, 1, i == t});
+        units.push_back({"u" + std::to_string(i), 1.0 * ((i * 7 + t) % 50), 1, 1, i == t});
       }
       v1::ClientOverhead o;
       for (int i = 0; i < 300; ++i) {
@@ -355,19 +345,15 @@ TEST(JobMetricsTest, ConcurrentUpdatesScrapesAndJobChurn) {
 
 TEST(SelectExportedUnitsTest, InRecoveryPlusTopKDeterministic) {
   const std::vector<double> g = {1, 5, 5, NAN, 3, 9, 0};
-  const std::vector<bool> rec = {false, false, false, true,
-                                 false, false, false};
+  const std::vector<bool> rec = {false, false, false, true, false, false, false};
   auto sel = SelectExportedUnits(
-      g.size(), [&](size_t i) { return g[i]; },
-      [&](size_t i) { return rec[i]; }, 3);
+      g.size(), [&](size_t i) { return g[i]; }, [&](size_t i) { return rec[i]; }, 3);
   EXPECT_EQ(sel, (std::vector<size_t>{1, 2, 3, 5}));
   sel = SelectExportedUnits(
-      g.size(), [&](size_t i) { return g[i]; },
-      [&](size_t i) { return rec[i]; }, 2);
+      g.size(), [&](size_t i) { return g[i]; }, [&](size_t i) { return rec[i]; }, 2);
   EXPECT_EQ(sel, (std::vector<size_t>{1, 3, 5}));  // tie 1 vs 2: lower index
   sel = SelectExportedUnits(
-      g.size(), [&](size_t i) { return g[i]; },
-      [&](size_t i) { return rec[i]; }, 100);
+      g.size(), [&](size_t i) { return g[i]; }, [&](size_t i) { return rec[i]; }, 100);
   EXPECT_EQ(sel.size(), g.size());
 }
 

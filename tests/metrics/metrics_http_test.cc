@@ -2,10 +2,10 @@
 // nothing (or half a request) hold an HTTP thread only until the request
 // timeout, and there are enough threads that a few of them do not delay a
 // scrape at all.
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "daemon/metrics/daemon_metrics.h"
 #include "tests/metrics/metrics_scrape.h"

@@ -42,17 +42,14 @@ inline HttpResponse HttpGet(int port, const std::string& path, int timeout_s = 0
     ::close(fd);
     return r;
   }
-  const std::string request =
-      "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (::send(fd, request.data(), request.size(), 0) !=
-      static_cast<ssize_t>(request.size())) {
+  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (::send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
     ::close(fd);
     return r;
   }
   std::string raw;
   char buf[65536];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
-    raw.append(buf, n);
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) raw.append(buf, n);
   ::close(fd);
   // "HTTP/1.1 200 OK\r\n...\r\n\r\nbody"
   const size_t sp = raw.find(' ');
@@ -77,8 +74,7 @@ inline std::map<std::string, double> ParseSamples(const std::string& text) {
 }
 
 // Number of samples whose series starts with `prefix`.
-inline size_t CountSeries(const std::map<std::string, double>& samples,
-                          const std::string& prefix) {
+inline size_t CountSeries(const std::map<std::string, double>& samples, const std::string& prefix) {
   size_t n = 0;
   for (const auto& [series, value] : samples) {
     if (series.compare(0, prefix.size(), prefix) == 0) ++n;

@@ -1,7 +1,6 @@
 // gnmr_process_* gauges (daemon/metrics/process_collector.h).
 #include "daemon/metrics/process_collector.h"
 
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,6 +8,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "daemon/metrics/daemon_metrics.h"
 
@@ -18,8 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const prometheus::MetricFamily* Find(
-    const std::vector<prometheus::MetricFamily>& fs, const std::string& name) {
+const prometheus::MetricFamily* Find(const std::vector<prometheus::MetricFamily>& fs,
+                                     const std::string& name) {
   for (const auto& f : fs) {
     if (f.name == name) return &f;
   }
@@ -46,8 +47,7 @@ TEST(ProcessCollector, CountsADescriptorItOpens) {
 }
 
 TEST(ProcessCollector, FakeProcDirectory) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("gnmr-proc-" + std::to_string(::getpid()));
+  const fs::path dir = fs::temp_directory_path() / ("gnmr-proc-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir / "fd");
   std::ofstream(dir / "statm") << "100 25 3 1 0 10 0\n";
@@ -79,8 +79,7 @@ TEST(ProcessCollector, DaemonMetricsRendersThem) {
   auto m = DaemonMetrics::Start(options);
   ASSERT_TRUE(m.ok());
   const std::string text = (*m)->Render();
-  EXPECT_NE(text.find("# TYPE gnmr_process_resident_memory_bytes gauge"),
-            std::string::npos);
+  EXPECT_NE(text.find("# TYPE gnmr_process_resident_memory_bytes gauge"), std::string::npos);
   EXPECT_NE(text.find("gnmr_process_open_fds "), std::string::npos);
 }
 

@@ -2,9 +2,9 @@
 // overrides, and rendering back to YAML.
 #include "controller/config_yaml.h"
 
-#include <gtest/gtest.h>
-
 #include <string>
+
+#include <gtest/gtest.h>
 
 namespace gnmr {
 namespace {
@@ -61,30 +61,25 @@ TEST(ConfigYaml, AbsentKeysKeepTheBase) {
   ControllerConfig base;
   base.max_o = 9;
   base.tau = 4.0;
-  StatusOr<ControllerConfig> c =
-      ParseControllerConfigYaml("tau: 3\n", "cfg.yaml", base);
+  StatusOr<ControllerConfig> c = ParseControllerConfigYaml("tau: 3\n", "cfg.yaml", base);
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->max_o, 9);
   EXPECT_EQ(c->tau, 3.0);
   StatusOr<ControllerConfig> empty = ParseControllerConfigYaml("", "e.yaml");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty.value(), ControllerConfig());
-  StatusOr<ControllerConfig> comments =
-      ParseControllerConfigYaml("# nothing\n", "e.yaml");
+  StatusOr<ControllerConfig> comments = ParseControllerConfigYaml("# nothing\n", "e.yaml");
   ASSERT_TRUE(comments.ok());
   EXPECT_EQ(comments.value(), ControllerConfig());
 }
 
 TEST(ConfigYaml, UnknownKeyNamesKeyAndLine) {
   const std::string m = ErrorOf("warmup: 5\n\nmaxo: 3\n");
-  EXPECT_EQ(m.rfind("cfg.yaml:3: unknown config key 'maxo' (known: warmup,", 0),
-            0u)
-      << m;
+  EXPECT_EQ(m.rfind("cfg.yaml:3: unknown config key 'maxo' (known: warmup,", 0), 0u) << m;
 }
 
 TEST(ConfigYaml, NegativeMaxOIsRejectedAtItsLine) {
-  EXPECT_EQ(ErrorOf("tau: 3\nmax_o: -1\n"),
-            "cfg.yaml:2: config key 'max_o' must be >= 0, got -1");
+  EXPECT_EQ(ErrorOf("tau: 3\nmax_o: -1\n"), "cfg.yaml:2: config key 'max_o' must be >= 0, got -1");
 }
 
 TEST(ConfigYaml, ValidationErrorsPointAtTheKey) {
@@ -138,18 +133,15 @@ TEST(ConfigYaml, TypeErrorsNameKeyLineAndValue) {
   EXPECT_EQ(ErrorOf("actions:\n  - {pattern: a, level: 3}\n"),
             "cfg.yaml:2: unknown key 'level' in 'actions[0]' (known: pattern, "
             "action, clip_min_scale)");
-  EXPECT_EQ(ErrorOf("actions:\n  - {action: clip}\n"),
-            "cfg.yaml:2: 'actions[0]' has no 'pattern'");
+  EXPECT_EQ(ErrorOf("actions:\n  - {action: clip}\n"), "cfg.yaml:2: 'actions[0]' has no 'pattern'");
   EXPECT_EQ(ErrorOf("actions:\n  - promote\n"),
             "cfg.yaml:2: 'actions[0]' must be a mapping {pattern, action, "
             "clip_min_scale}, got 'promote'");
 }
 
 TEST(ConfigYaml, StructuralErrors) {
-  EXPECT_EQ(ErrorOf("- warmup\n"),
-            "cfg.yaml:1: expected a mapping of config keys, got a list");
-  EXPECT_EQ(ErrorOf("warmup: 5\nwarmup: 6\n"),
-            "cfg.yaml:2: duplicate config key 'warmup'");
+  EXPECT_EQ(ErrorOf("- warmup\n"), "cfg.yaml:1: expected a mapping of config keys, got a list");
+  EXPECT_EQ(ErrorOf("warmup: 5\nwarmup: 6\n"), "cfg.yaml:2: duplicate config key 'warmup'");
   const std::string syntax = ErrorOf("warmup: 5\nmax_o: [3\n");
   EXPECT_EQ(syntax.rfind("cfg.yaml:", 0), 0u) << syntax;
   EXPECT_NE(syntax.find(": invalid YAML: "), std::string::npos) << syntax;
@@ -159,13 +151,12 @@ TEST(ConfigYaml, LoadFileReportsMissingFile) {
   StatusOr<ControllerConfig> c = LoadControllerConfigFile("/nonexistent.yaml");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(c.status().message().rfind("/nonexistent.yaml: cannot open", 0),
-            0u);
+  EXPECT_EQ(c.status().message().rfind("/nonexistent.yaml: cannot open", 0), 0u);
 }
 
 TEST(ConfigYaml, LoadsTheExampleConfig) {
-  StatusOr<ControllerConfig> c = LoadControllerConfigFile(
-      std::string(GNMR_SOURCE_DIR) + "/examples/configs/replay.yaml");
+  StatusOr<ControllerConfig> c =
+      LoadControllerConfigFile(std::string(GNMR_SOURCE_DIR) + "/examples/configs/replay.yaml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->max_o, 3);
   EXPECT_EQ(c->lock_steps, 10);
@@ -191,8 +182,7 @@ TEST(ConfigOverride, SetsScalarKeys) {
 TEST(ConfigOverride, ReplacesActionsAsAWhole) {
   ControllerConfig c;
   c.actions = {{"old", Action::kSkip, -1.0}};
-  Status s = ApplyOverride(
-      &c, "actions=[{pattern: \"*.fc1\", action: clip}, {pattern: x}]");
+  Status s = ApplyOverride(&c, "actions=[{pattern: \"*.fc1\", action: clip}, {pattern: x}]");
   ASSERT_TRUE(s.ok()) << s.message();
   ASSERT_EQ(c.actions.size(), 2u);
   EXPECT_EQ(c.actions[0], (ActionRule{"*.fc1", Action::kClip, -1.0}));
@@ -207,23 +197,20 @@ TEST(ConfigOverride, ErrorsLeaveTheConfigUnchanged) {
   const ControllerConfig before = c;
   Status s = ApplyOverride(&c, "max_o=-1");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(),
-            "--set max_o=-1: config key 'max_o' must be >= 0, got -1");
-  EXPECT_EQ(ApplyOverride(&c, "maxo=1").message().rfind(
-                "--set maxo=1: unknown config key 'maxo'", 0),
-            0u);
-  EXPECT_EQ(ApplyOverride(&c, "max_o").message(),
-            "--set max_o: expected key=value");
-  EXPECT_EQ(ApplyOverride(&c, "max_o=").message(),
-            "--set max_o=: empty value for 'max_o'");
+  EXPECT_EQ(s.message(), "--set max_o=-1: config key 'max_o' must be >= 0, got -1");
+  EXPECT_EQ(
+      ApplyOverride(&c, "maxo=1").message().rfind("--set maxo=1: unknown config key 'maxo'", 0),
+      0u);
+  EXPECT_EQ(ApplyOverride(&c, "max_o").message(), "--set max_o: expected key=value");
+  EXPECT_EQ(ApplyOverride(&c, "max_o=").message(), "--set max_o=: empty value for 'max_o'");
   EXPECT_EQ(ApplyOverride(&c, "tau=high").message(),
             "--set tau=high: config key 'tau' must be a number, got 'high'");
-  EXPECT_EQ(ApplyOverride(&c, "actions=[{pattern: a, action: nope}]")
-                .message(),
+  EXPECT_EQ(ApplyOverride(&c, "actions=[{pattern: a, action: nope}]").message(),
             "--set actions=[{pattern: a, action: nope}]: 'actions[0].action' "
             "must be one of promote, clip, skip, reset_state, got 'nope'");
-  EXPECT_EQ(ApplyOverride(&c, "actions=[{pattern: a").message().rfind(
-                "--set actions=[{pattern: a: invalid YAML value: ", 0),
+  EXPECT_EQ(ApplyOverride(&c, "actions=[{pattern: a")
+                .message()
+                .rfind("--set actions=[{pattern: a: invalid YAML value: ", 0),
             0u);
   EXPECT_EQ(c, before);
 }
@@ -254,10 +241,9 @@ TEST(ConfigRender, DefaultsAreReadableAndRoundTrip) {
 
 TEST(ConfigRender, QuotesAwkwardPatterns) {
   ControllerConfig c;
-  c.ema_decay = 0.1 + 0.2;  // not representable in few digits
+  c.ema_decay = 0.1 + 0.2;                                    // not representable in few digits
   c.actions = {{"we\"ird:[x]\\#*{,}'", Action::kClip, 0.3}};  // no space: unit names have none
-  StatusOr<ControllerConfig> back =
-      ParseControllerConfigYaml(ControllerConfigToYaml(c), "r.yaml");
+  StatusOr<ControllerConfig> back = ParseControllerConfigYaml(ControllerConfigToYaml(c), "r.yaml");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back.value(), c);
 }
@@ -271,8 +257,8 @@ namespace {
 // Keys and values echoed in errors come out escaped: binary bytes from a
 // file or a --set cannot reach the terminal raw.
 TEST(ConfigErrorsEscaped, YamlAndSetEchoNoRawBytes) {
-  StatusOr<ControllerConfig> c =
-      ParseControllerConfigYaml("warmup: 5\n\"k\\e[2J\\a\": 1\nmax_o: \"\\e]0;x\\a\"\n", "cfg.yaml");
+  StatusOr<ControllerConfig> c = ParseControllerConfigYaml(
+      "warmup: 5\n\"k\\e[2J\\a\": 1\nmax_o: \"\\e]0;x\\a\"\n", "cfg.yaml");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message().find('\x1b'), std::string::npos) << c.status().message();
   EXPECT_NE(c.status().message().find("unknown config key 'k\\x1b[2J\\x07'"), std::string::npos)

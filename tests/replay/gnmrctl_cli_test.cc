@@ -1,6 +1,5 @@
 // Runs the real gnmrctl binary: the bundled example, --help, and bad inputs
 // (exit code 2 and one error line "gnmrctl: FILE:LINE: problem").
-#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -8,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include <gtest/gtest.h>
 
 namespace {
 
@@ -29,18 +30,14 @@ class Gnmrctl : public ::testing::Test {
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = ::testing::TempDir() + "/gnmrctl_" + info->name();
-    ASSERT_EQ(std::system(("rm -rf '" + dir_ + "' && mkdir -p '" + dir_ + "'")
-                              .c_str()),
-              0);
+    ASSERT_EQ(std::system(("rm -rf '" + dir_ + "' && mkdir -p '" + dir_ + "'").c_str()), 0);
   }
-  void TearDown() override {
-    (void)std::system(("rm -rf '" + dir_ + "'").c_str());
-  }
+  void TearDown() override { (void)std::system(("rm -rf '" + dir_ + "'").c_str()); }
 
   // Runs `gnmrctl ARGS` (ARGS already shell-quoted); captures both streams.
   int Run(const std::string& args) {
-    const std::string cmd = std::string("'") + GNMRCTL_PATH + "' " + args +
-                            " >'" + dir_ + "/stdout' 2>'" + dir_ + "/stderr'";
+    const std::string cmd = std::string("'") + GNMRCTL_PATH + "' " + args + " >'" + dir_ +
+                            "/stdout' 2>'" + dir_ + "/stderr'";
     const int status = std::system(cmd.c_str());
     out_ = ReadFile(dir_ + "/stdout");
     err_ = ReadFile(dir_ + "/stderr");
@@ -63,8 +60,7 @@ size_t CountLines(const std::string& s) {
 
 TEST_F(Gnmrctl, ReplaysTheExampleToAFile) {
   const std::string out = dir_ + "/decisions.jsonl";
-  ASSERT_EQ(Run("replay --trace '" + kTrace + "' --config '" + kConfig +
-                "' --out '" + out + "'"),
+  ASSERT_EQ(Run("replay --trace '" + kTrace + "' --config '" + kConfig + "' --out '" + out + "'"),
             0)
       << err_;
   EXPECT_EQ(out_, "");  // decisions went to the file
@@ -86,8 +82,7 @@ TEST_F(Gnmrctl, ReplaysTheExampleToAFile) {
       << jsonl;
   EXPECT_NE(jsonl.find("\"trigger\":\"delta\""), std::string::npos);
   // Summary on stderr.
-  EXPECT_NE(err_.find("320 steps (0..319), 26 units, 8320 unit observations"),
-            std::string::npos)
+  EXPECT_NE(err_.find("320 steps (0..319), 26 units, 8320 unit observations"), std::string::npos)
       << err_;
   EXPECT_NE(err_.find("denials: 2;"), std::string::npos) << err_;
   EXPECT_NE(err_.find("peak units in recovery: 3"), std::string::npos) << err_;
@@ -118,8 +113,7 @@ TEST_F(Gnmrctl, Help) {
   EXPECT_NE(out_.find("  completion "), std::string::npos);
   EXPECT_NE(out_.find("  replay "), std::string::npos);
   ASSERT_EQ(Run("replay --help"), 0);
-  EXPECT_NE(out_.find("usage: gnmrctl replay --trace TRACE.csv"),
-            std::string::npos);
+  EXPECT_NE(out_.find("usage: gnmrctl replay --trace TRACE.csv"), std::string::npos);
   for (const char* flag : {"--config", "--set", "--out", "--quiet"}) {
     EXPECT_NE(out_.find(flag), std::string::npos) << flag;
   }
@@ -152,22 +146,17 @@ TEST_F(Gnmrctl, BadTracesNameFileAndLine) {
   EXPECT_FALSE(Exists(out));  // nothing half-written
   EXPECT_FALSE(Exists(out + ".tmp"));
   ExpectBadInput(Run("replay --trace '" + dir_ + "/missing.csv'"), err_,
-                 "gnmrctl: " + dir_ +
-                     "/missing.csv: cannot open: No such file or directory");
+                 "gnmrctl: " + dir_ + "/missing.csv: cannot open: No such file or directory");
 }
 
 TEST_F(Gnmrctl, BadConfigsNameFileAndLine) {
   std::string c = Write("unknown.yaml", "warmup: 5\nmaxo: 2\n");
   Run("replay --trace '" + kTrace + "' --config '" + c + "'");
-  EXPECT_EQ(err_.rfind("gnmrctl: " + c + ":2: unknown config key 'maxo'", 0),
-            0u)
-      << err_;
+  EXPECT_EQ(err_.rfind("gnmrctl: " + c + ":2: unknown config key 'maxo'", 0), 0u) << err_;
   EXPECT_EQ(CountLines(err_), 1u);
   c = Write("neg.yaml", "# budget\nmax_o: -2\n");
-  ExpectBadInput(Run("replay --trace '" + kTrace + "' --config '" + c + "'"),
-                 err_,
-                 "gnmrctl: " + c +
-                     ":2: config key 'max_o' must be >= 0, got -2");
+  ExpectBadInput(Run("replay --trace '" + kTrace + "' --config '" + c + "'"), err_,
+                 "gnmrctl: " + c + ":2: config key 'max_o' must be >= 0, got -2");
   ExpectBadInput(Run("replay --trace '" + kTrace + "' --set max_o=-1"), err_,
                  "gnmrctl: --set max_o=-1: config key 'max_o' must be >= 0, "
                  "got -1");

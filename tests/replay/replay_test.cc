@@ -2,12 +2,12 @@
 // and agreement with a controller fed directly on the bundled example.
 #include "controller/replay/replay.h"
 
-#include <gtest/gtest.h>
-
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "controller/config_yaml.h"
 
@@ -101,11 +101,8 @@ TEST(Replay, SummaryCountsWhatHappened) {
   EXPECT_EQ(s.last_step, 6);
   EXPECT_EQ(s.decisions_written, 4u);
   EXPECT_EQ(s.stats.unit_steps_observed, 14u);
-  EXPECT_EQ(s.stats.admissions_by_trigger[static_cast<int>(Trigger::kGnmr)],
-            1u);
-  EXPECT_EQ(
-      s.stats.admissions_by_trigger[static_cast<int>(Trigger::kNonFinite)],
-      1u);
+  EXPECT_EQ(s.stats.admissions_by_trigger[static_cast<int>(Trigger::kGnmr)], 1u);
+  EXPECT_EQ(s.stats.admissions_by_trigger[static_cast<int>(Trigger::kNonFinite)], 1u);
   EXPECT_EQ(s.stats.denials, 1u);
   EXPECT_EQ(s.stats.peak_in_recovery, 1u);
   // a is in force at steps 3, 4, 5: 3 of 14 unit-steps.
@@ -131,8 +128,7 @@ TEST(Replay, LaterConfigOverridesChangeTheOutcome) {
   Result r = Replay(kSmallTrace, c);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.summary.stats.denials, 0u);  // b fits the larger budget
-  EXPECT_NE(r.jsonl.find("\"in_recovery\":[\"a\",\"b\"]"), std::string::npos)
-      << r.jsonl;
+  EXPECT_NE(r.jsonl.find("\"in_recovery\":[\"a\",\"b\"]"), std::string::npos) << r.jsonl;
 }
 
 TEST(Replay, EscapesUnitNamesAndKeepsGnmrRoundTrippable) {
@@ -143,14 +139,13 @@ TEST(Replay, EscapesUnitNamesAndKeepsGnmrRoundTrippable) {
   const char trace[] =
       "step,unit,sumsq\n"
       "0,we\"ird\\u,1\n"
-      "1,we\"ird\\u,1.21\n"   // GNMR 1.1, fills the window
+      "1,we\"ird\\u,1.21\n"    // GNMR 1.1, fills the window
       "2,we\"ird\\u,13.69\n";  // GNMR 3.7 / mean(1, 1.1...)
   Result r = Replay(trace, c);
   ASSERT_TRUE(r.status.ok()) << r.status.message();
   const std::vector<std::string> lines = Lines(r.jsonl);
   ASSERT_EQ(lines.size(), 1u) << r.jsonl;
-  EXPECT_NE(lines[0].find("{\"unit\":\"we\\\"ird\\\\u\""), std::string::npos)
-      << lines[0];
+  EXPECT_NE(lines[0].find("{\"unit\":\"we\\\"ird\\\\u\""), std::string::npos) << lines[0];
   // The printed GNMR parses back to the value the controller computed.
   const size_t at = lines[0].find("\"gnmr\":") + 7;
   const double printed = std::stod(lines[0].substr(at));
@@ -176,8 +171,7 @@ TEST(Replay, TraceErrorsStopTheReplayWithTheLine) {
 
 TEST(Replay, StepsBeyondTheControllersRangeStopAtTheirLine) {
   // The reader refuses what the controller would (8840197), at its row.
-  Result r = Replay("step,unit,sumsq\n0,a,1\n\n9000000000000000000,a,1\n",
-                    ControllerConfig());
+  Result r = Replay("step,unit,sumsq\n0,a,1\n\n9000000000000000000,a,1\n", ControllerConfig());
   EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status.message(),
             "t.csv:4: step 9000000000000000000 is above the largest step 2305843009213693951");
@@ -193,10 +187,9 @@ TEST(Replay, InvalidConfigIsRejected) {
 // The bundled example replayed through RunReplay equals a controller fed
 // directly from an independent, naive parse of the same file.
 TEST(Replay, MatchesADirectControllerOnTheExampleTrace) {
-  const std::string path =
-      std::string(GNMR_SOURCE_DIR) + "/examples/traces/example.csv";
-  StatusOr<ControllerConfig> config = LoadControllerConfigFile(
-      std::string(GNMR_SOURCE_DIR) + "/examples/configs/replay.yaml");
+  const std::string path = std::string(GNMR_SOURCE_DIR) + "/examples/traces/example.csv";
+  StatusOr<ControllerConfig> config =
+      LoadControllerConfigFile(std::string(GNMR_SOURCE_DIR) + "/examples/configs/replay.yaml");
   ASSERT_TRUE(config.ok()) << config.status().message();
 
   TraceReader reader;

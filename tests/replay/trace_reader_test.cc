@@ -2,12 +2,12 @@
 // chunked file reading, and every input error with its line number.
 #include "controller/replay/trace_reader.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace gnmr {
 namespace {
@@ -172,9 +172,7 @@ TEST(TraceReader, ToleratesCrlfBlankLinesSpacesBomAndNoFinalNewline) {
   EXPECT_EQ(rows[1].s.sumsq, 9.0);
 }
 
-TEST(TraceReader, HeaderOnlyTraceHasNoSteps) {
-  EXPECT_TRUE(ReadAll("step,unit,sumsq\n").empty());
-}
+TEST(TraceReader, HeaderOnlyTraceHasNoSteps) { EXPECT_TRUE(ReadAll("step,unit,sumsq\n").empty()); }
 
 // Rows reordered, units missing and new units mid-trace: the next-unit
 // prediction misses and the hash lookup must still give stable ids.
@@ -186,9 +184,9 @@ TEST(TraceReader, NamesResolveWhateverTheRowOrder) {
       // A different permutation each step (multipliers coprime to 300).
       const int mult[] = {1, 7, 11, 13, 17, 299};
       const int u = (k * mult[step] + 5 * step) % kUnits;
-      if (step == 2 && u % 5 == 0) continue;        // a subset
-      text += std::to_string(step) + ",unit" + std::to_string(u) + "," +
-              std::to_string(u + 1) + "\n";
+      if (step == 2 && u % 5 == 0) continue;  // a subset
+      text +=
+          std::to_string(step) + ",unit" + std::to_string(u) + "," + std::to_string(u + 1) + "\n";
     }
   }
   TraceReader r;
@@ -197,8 +195,7 @@ TEST(TraceReader, NamesResolveWhateverTheRowOrder) {
   ASSERT_FALSE(rows.empty());
   for (const Row& row : rows) {
     // The sumsq encodes the unit: the name behind the id must match it.
-    EXPECT_EQ("unit" + std::to_string(static_cast<int>(row.s.sumsq) - 1),
-              row.unit);
+    EXPECT_EQ("unit" + std::to_string(static_cast<int>(row.s.sumsq) - 1), row.unit);
   }
 }
 
@@ -207,8 +204,8 @@ TEST(TraceReader, ReadsFilesLargerThanOneChunk) {
   std::string text = "step,unit,sumsq,amax,nonfinite,zeros,numel\n";
   for (int step = 0; step < 700; ++step) {
     for (int u = 0; u < 60; ++u) {
-      text += std::to_string(step) + ",model.layers." + std::to_string(u) +
-              ".mlp," + std::to_string(step * 1000 + u) + ".25,1.5,0,3,99\n";
+      text += std::to_string(step) + ",model.layers." + std::to_string(u) + ".mlp," +
+              std::to_string(step * 1000 + u) + ".25,1.5,0,3,99\n";
     }
   }
   const std::string path = ::testing::TempDir() + "/gnmr_big_trace.csv";
@@ -246,8 +243,7 @@ TEST(TraceReader, RejectsAFileLineLongerThanOneMebibyte) {
   const std::string path = ::testing::TempDir() + "/gnmr_long_line.csv";
   std::FILE* f = std::fopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
-  const std::string text =
-      "step,unit,sumsq\n0,a,1\n1," + std::string(3 << 20, 'u') + ",1\n";
+  const std::string text = "step,unit,sumsq\n0,a,1\n1," + std::string(3 << 20, 'u') + ",1\n";
   std::fwrite(text.data(), 1, text.size(), f);
   std::fclose(f);
   TraceReader r;
@@ -263,8 +259,7 @@ TEST(TraceReader, MissingFileOrDirectoryIsAnInputError) {
   TraceReader r;
   Status s = r.OpenFile("/nonexistent/trace.csv");
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
-  EXPECT_NE(s.message().find("/nonexistent/trace.csv: cannot open"),
-            std::string::npos);
+  EXPECT_NE(s.message().find("/nonexistent/trace.csv: cannot open"), std::string::npos);
   TraceReader d;
   s = d.OpenFile(::testing::TempDir());
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -284,16 +279,16 @@ TEST_P(TraceReaderError, NamesFileLineAndProblem) {
 }
 
 const ErrorCase kErrors[] = {
-    {"Empty", "", "t.csv:1: empty trace: expected a header such as "
-                  "'step,unit,sumsq,amax,nonfinite,zeros,numel'"},
+    {"Empty", "",
+     "t.csv:1: empty trace: expected a header such as "
+     "'step,unit,sumsq,amax,nonfinite,zeros,numel'"},
     {"MissingSumsq", "step,unit,amax\n1,a,2\n",
      "t.csv:1: missing column 'sumsq' in the header (required: step, unit, "
      "sumsq; optional: amax, nonfinite, zeros, numel)"},
     {"MissingUnitAfterBlankLines", "\n\nstep,sumsq\n",
      "t.csv:3: missing column 'unit' in the header (required: step, unit, "
      "sumsq; optional: amax, nonfinite, zeros, numel)"},
-    {"DuplicateColumn", "step,unit,sumsq,unit\n",
-     "t.csv:1: duplicate column 'unit'"},
+    {"DuplicateColumn", "step,unit,sumsq,unit\n", "t.csv:1: duplicate column 'unit'"},
     {"NonNumericSumsq", "step,unit,sumsq\n1,a,1\n1,b,abc\n",
      "t.csv:3: column 'sumsq': 'abc' is not a number"},
     {"TrailingGarbage", "step,unit,sumsq\n1,a,1.5x\n",
@@ -306,8 +301,7 @@ const ErrorCase kErrors[] = {
     // Found by trace_reader_fuzz: read to the end, then refused by replay.
     {"StepAboveTheControllersRange", "step,unit,sumsq\n0,a,1\n6000000000297947182,a,1\n",
      "t.csv:3: step 6000000000297947182 is above the largest step 2305843009213693951"},
-    {"EmptySumsq", "step,unit,sumsq\n1,a,\n",
-     "t.csv:2: column 'sumsq': empty value"},
+    {"EmptySumsq", "step,unit,sumsq\n1,a,\n", "t.csv:2: column 'sumsq': empty value"},
     {"NegativeCount", "step,unit,sumsq,nonfinite\n1,a,1,-1\n",
      "t.csv:2: column 'nonfinite': '-1' is not a non-negative integer"},
     {"NonNumericAmax", "step,unit,sumsq,amax\n1,a,1,big\n",
@@ -332,16 +326,14 @@ const ErrorCase kErrors[] = {
      "t.csv:4: unit 'a' appears twice in step 2 (first on line 3)"},
 };
 
-INSTANTIATE_TEST_SUITE_P(
-    AllCases, TraceReaderError, ::testing::ValuesIn(kErrors),
-    [](const ::testing::TestParamInfo<ErrorCase>& p) {
-      return std::string(p.param.name);
-    });
+INSTANTIATE_TEST_SUITE_P(AllCases, TraceReaderError, ::testing::ValuesIn(kErrors),
+                         [](const ::testing::TestParamInfo<ErrorCase>& p) {
+                           return std::string(p.param.name);
+                         });
 
 TEST(TraceReader, ErrorAfterValidStepsStillReportsTheRightLine) {
   TraceReader r;
-  ASSERT_TRUE(r.OpenBuffer("step,unit,sumsq\n0,a,1\n1,a,1\n2,a,x\n", "t.csv")
-                  .ok());
+  ASSERT_TRUE(r.OpenBuffer("step,unit,sumsq\n0,a,1\n1,a,1\n2,a,x\n", "t.csv").ok());
   TraceStep step;
   bool got = false;
   ASSERT_TRUE(r.Next(&step, &got).ok());

@@ -3,10 +3,10 @@
 // config gives, on the bundled example trace.
 #include "controller/replay/what_if.h"
 
-#include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "controller/config_yaml.h"
 

@@ -1,9 +1,9 @@
 #include "tests/soak/bad_clients.h"
 
-#include <grpcpp/generic/generic_stub.h>
-
 #include <condition_variable>
 #include <random>
+
+#include <grpcpp/generic/generic_stub.h>
 
 namespace gnmr::soak {
 namespace {
@@ -92,9 +92,8 @@ void BadClients::Outcome(const std::string& attack, const grpc::Status& s,
   } else {
     ++report_.unexpected;
     if (report_.unexpected_samples.size() < 10) {
-      report_.unexpected_samples.push_back(attack + ": code " +
-                                           std::to_string(s.error_code()) + " " +
-                                           s.error_message());
+      report_.unexpected_samples.push_back(attack + ": code " + std::to_string(s.error_code()) +
+                                           " " + s.error_message());
     }
   }
 }
@@ -183,8 +182,7 @@ void BadClients::RunOnce(uint64_t n) {
     case 2:  // a hello naming a session that is not the rank's
       Outcome("foreign session",
               SessionWith(settings_.main_job_token,
-                          Hello(settings_.main_job, static_cast<uint32_t>(n % 7), 0xbad5e55),
-                          {}),
+                          Hello(settings_.main_job, static_cast<uint32_t>(n % 7), 0xbad5e55), {}),
               {Code::FAILED_PRECONDITION, Code::NOT_FOUND});
       break;
     case 3:
@@ -201,8 +199,7 @@ void BadClients::RunOnce(uint64_t n) {
               SessionWith("junk-token", Hello(junk, 0, resp.session_id()),
                           {Stats((int64_t{1} << 61) - 1, ids, ids.size()), Stats(5, ids, 4)}),
               // Accepted as it stands, or refused once steps are bounded.
-              {Code::OK, Code::OUT_OF_RANGE, Code::INVALID_ARGUMENT,
-               Code::FAILED_PRECONDITION});
+              {Code::OK, Code::OUT_OF_RANGE, Code::INVALID_ARGUMENT, Code::FAILED_PRECONDITION});
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++report_.junk_jobs;
@@ -249,8 +246,7 @@ void BadClients::RunOnce(uint64_t n) {
         req.set_client_version(std::string(9 << 20, 'x'));
         grpc::ClientContext ctx;
         v1::RegisterResponse resp;
-        Outcome("oversized message", gnmr_->Register(&ctx, req, &resp),
-                {Code::RESOURCE_EXHAUSTED});
+        Outcome("oversized message", gnmr_->Register(&ctx, req, &resp), {Code::RESOURCE_EXHAUSTED});
       }
       break;
     case 8:  // the operator deletes an older junk job (it may have expired)

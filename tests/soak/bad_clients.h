@@ -11,9 +11,6 @@
 // None of them touches the soak's own job except to be refused.
 #pragma once
 
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
-
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -24,15 +21,18 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace gnmr::soak {
 
 struct BadClientSettings {
   std::string target;
-  std::string main_job;         // refused, never harmed
-  std::string main_job_token;   // its real token (never sent)
-  std::string admin_token;      // for the operator's deletes of junk jobs
+  std::string main_job;                 // refused, never harmed
+  std::string main_job_token;           // its real token (never sent)
+  std::string admin_token;              // for the operator's deletes of junk jobs
   std::chrono::milliseconds pause{50};  // between attacks
 };
 

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +14,8 @@
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "gnmr/v1/gnmr.grpc.pb.h"
 #include "tests/daemon/gnmrd_process.h"

@@ -13,8 +13,8 @@
 namespace gnmr::soak {
 
 struct GnmrdSettings {
-  std::string binary;             // gnmrd
-  std::string dir;                // socket, state dir, config, log
+  std::string binary;  // gnmrd
+  std::string dir;     // socket, state dir, config, log
   uint32_t snapshot_every_steps = 20;
   uint32_t step_deadline_ms = 300;
   std::string job_idle_expiry = "20s";

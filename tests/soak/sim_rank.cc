@@ -32,13 +32,11 @@ uint64_t DecisionLedger::conflicts() const {
 // One Session stream. Writes are queued (one in flight at a time, as the
 // callback API requires); the queue is bounded, so a stalled daemon cannot
 // make the soak itself grow.
-class SimRank::Stream final
-    : public grpc::ClientBidiReactor<v1::ClientMessage, v1::ServerMessage> {
+class SimRank::Stream final : public grpc::ClientBidiReactor<v1::ClientMessage, v1::ServerMessage> {
  public:
   static constexpr size_t kMaxQueued = 64;
 
-  Stream(SimRank* owner, v1::Gnmr::Stub* stub, const std::string& token,
-         v1::ClientMessage hello)
+  Stream(SimRank* owner, v1::Gnmr::Stub* stub, const std::string& token, v1::ClientMessage hello)
       : owner_(owner) {
     ctx_.AddMetadata("x-gnmr-token", token);
     stub->async()->Session(&ctx_, this);

@@ -12,8 +12,6 @@
 // what every rank receives must be the same bytes.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -24,6 +22,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "gnmr/v1/gnmr.grpc.pb.h"
 

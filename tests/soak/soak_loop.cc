@@ -1,8 +1,9 @@
 // SoakRun::Run: the step loop (soak_run.h describes what it checks).
-#include <grpcpp/grpcpp.h>
 #include <sys/wait.h>
 
 #include <thread>
+
+#include <grpcpp/grpcpp.h>
 
 #include "tests/soak/soak_run.h"
 
@@ -46,9 +47,9 @@ SoakResult SoakRun::Run() {
   int64_t paced = 0;
   while (Now() < o_.duration_s && result_.failures.size() < 20) {
     if (o_.rate > 0) {
-      std::this_thread::sleep_until(
-          loop_start + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(paced / o_.rate)));
+      std::this_thread::sleep_until(loop_start +
+                                    std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(paced / o_.rate)));
     }
     ++paced;
     if (Now() >= next_sample) {
@@ -56,8 +57,8 @@ SoakResult SoakRun::Run() {
       next_sample += o_.sample_every_s;
     }
     if (gnmrd_->DiedUnexpectedly()) {
-      Fail("gnmrd died by itself at step " + std::to_string(step) + " (see " +
-           gnmrd_->log_path() + ")");
+      Fail("gnmrd died by itself at step " + std::to_string(step) + " (see " + gnmrd_->log_path() +
+           ")");
       break;
     }
     if (Now() >= next_restart && Now() < restart_until) {

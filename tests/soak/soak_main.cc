@@ -28,49 +28,53 @@ int Usage(const std::string& problem) {
 }
 
 void PrintReport(const SoakOptions& o, const SoakResult& r) {
-  std::printf("## gnmr_soak: %u ranks x %u units, %.0f s, rate %.0f steps/s\n\n", o.ranks,
-              o.units, o.duration_s, o.rate);
-  std::printf("| t (s) | gnmrd run | RSS (MB) | peak RSS (MB) | fds | threads | jobs | job dirs "
-              "| state (KB) | steps decided |\n");
+  std::printf("## gnmr_soak: %u ranks x %u units, %.0f s, rate %.0f steps/s\n\n", o.ranks, o.units,
+              o.duration_s, o.rate);
+  std::printf(
+      "| t (s) | gnmrd run | RSS (MB) | peak RSS (MB) | fds | threads | jobs | job dirs "
+      "| state (KB) | steps decided |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const gnmr::soak::Sample& s : r.samples) {
     std::printf("| %.0f | %d | %.1f | %.1f | %d | %d | %.0f | %d | %llu | %lld |\n", s.t,
-                s.incarnation, s.process.rss_kb / 1024.0, s.process.hwm_kb / 1024.0,
-                s.process.fds, s.process.threads, s.jobs, s.job_dirs,
+                s.incarnation, s.process.rss_kb / 1024.0, s.process.hwm_kb / 1024.0, s.process.fds,
+                s.process.threads, s.jobs, s.job_dirs,
                 static_cast<unsigned long long>(s.state_bytes / 1024),
                 static_cast<long long>(s.steps));
   }
-  std::printf("\nsteps decided: %lld in %.0f s (%.1f steps/s); gnmrd kill -9 restarts: %d; "
-              "rank departures (churn): %d\n",
-              static_cast<long long>(r.steps_decided), r.elapsed_s,
-              r.elapsed_s > 0 ? r.steps_decided / r.elapsed_s : 0.0, r.restarts, r.churns);
-  std::printf("plans compared: %llu steps, differing: %llu; ledger conflicts: %llu; gnmrd ack "
-              "mismatches: %.0f\n",
-              static_cast<unsigned long long>(r.plans_compared),
-              static_cast<unsigned long long>(r.plan_mismatches),
-              static_cast<unsigned long long>(r.ledger_conflicts), r.ack_mismatches);
-  std::printf("most decided steps lost by a kill -9: %d (window: snapshot_every_steps %u, plus "
-              "those decided during a snapshot write)\n",
-              r.max_lost_steps, o.snapshot_every_steps);
+  std::printf(
+      "\nsteps decided: %lld in %.0f s (%.1f steps/s); gnmrd kill -9 restarts: %d; "
+      "rank departures (churn): %d\n",
+      static_cast<long long>(r.steps_decided), r.elapsed_s,
+      r.elapsed_s > 0 ? r.steps_decided / r.elapsed_s : 0.0, r.restarts, r.churns);
+  std::printf(
+      "plans compared: %llu steps, differing: %llu; ledger conflicts: %llu; gnmrd ack "
+      "mismatches: %.0f\n",
+      static_cast<unsigned long long>(r.plans_compared),
+      static_cast<unsigned long long>(r.plan_mismatches),
+      static_cast<unsigned long long>(r.ledger_conflicts), r.ack_mismatches);
+  std::printf(
+      "most decided steps lost by a kill -9: %d (window: snapshot_every_steps %u, plus "
+      "those decided during a snapshot write)\n",
+      r.max_lost_steps, o.snapshot_every_steps);
   uint64_t answered = 0;
   for (const auto& [attack, n] : r.bad.expected) answered += n;
-  std::printf("bad clients: %llu calls answered as expected, %llu while gnmrd was down, %llu "
-              "unexpected; %llu junk jobs\n",
-              static_cast<unsigned long long>(answered),
-              static_cast<unsigned long long>(r.bad.unavailable),
-              static_cast<unsigned long long>(r.bad.unexpected),
-              static_cast<unsigned long long>(r.bad.junk_jobs));
+  std::printf(
+      "bad clients: %llu calls answered as expected, %llu while gnmrd was down, %llu "
+      "unexpected; %llu junk jobs\n",
+      static_cast<unsigned long long>(answered), static_cast<unsigned long long>(r.bad.unavailable),
+      static_cast<unsigned long long>(r.bad.unexpected),
+      static_cast<unsigned long long>(r.bad.junk_jobs));
   for (const auto& [attack, n] : r.bad.expected) {
     std::printf("  %-20s %llu\n", attack.c_str(), static_cast<unsigned long long>(n));
   }
-  for (const std::string& u : r.bad.unexpected_samples) std::printf("  unexpected: %s\n", u.c_str());
+  for (const std::string& u : r.bad.unexpected_samples)
+    std::printf("  unexpected: %s\n", u.c_str());
   if (r.failures.empty()) {
     std::printf("\nPASS\n");
   } else {
     std::printf("\nFAIL (%zu):\n", r.failures.size());
     for (const std::string& f : r.failures) std::printf("  - %s\n", f.c_str());
-    std::printf("state dir and gnmrd log: %s%s\n", r.dir.c_str(),
-                " (kept with --keep)");
+    std::printf("state dir and gnmrd log: %s%s\n", r.dir.c_str(), " (kept with --keep)");
   }
 }
 
@@ -88,22 +92,34 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) return Usage("missing value for " + a);
     const std::string v = argv[++i];
     const double x = std::atof(v.c_str());
-    if (a == "--gnmrd") o.gnmrd = v;
-    else if (a == "--duration") o.duration_s = x;
-    else if (a == "--ranks") o.ranks = static_cast<uint32_t>(x);
-    else if (a == "--units") o.units = static_cast<uint32_t>(x);
-    else if (a == "--rate") o.rate = x;
-    else if (a == "--restart-every") o.restart_every_s = x;
-    else if (a == "--churn-every") o.churn_every_steps = static_cast<int>(x);
-    else if (a == "--churn-ranks") o.churn_ranks = static_cast<uint32_t>(x);
-    else if (a == "--quiet-tail") o.quiet_tail = x;
-    else if (a == "--snapshot-every") o.snapshot_every_steps = static_cast<uint32_t>(x);
-    else if (a == "--sample-every") o.sample_every_s = x;
-    else return Usage("unknown option " + a);
+    if (a == "--gnmrd")
+      o.gnmrd = v;
+    else if (a == "--duration")
+      o.duration_s = x;
+    else if (a == "--ranks")
+      o.ranks = static_cast<uint32_t>(x);
+    else if (a == "--units")
+      o.units = static_cast<uint32_t>(x);
+    else if (a == "--rate")
+      o.rate = x;
+    else if (a == "--restart-every")
+      o.restart_every_s = x;
+    else if (a == "--churn-every")
+      o.churn_every_steps = static_cast<int>(x);
+    else if (a == "--churn-ranks")
+      o.churn_ranks = static_cast<uint32_t>(x);
+    else if (a == "--quiet-tail")
+      o.quiet_tail = x;
+    else if (a == "--snapshot-every")
+      o.snapshot_every_steps = static_cast<uint32_t>(x);
+    else if (a == "--sample-every")
+      o.sample_every_s = x;
+    else
+      return Usage("unknown option " + a);
   }
   if (o.gnmrd.empty()) o.gnmrd = gnmr::testing::GnmrdPath();
-  if (o.ranks < 1 || o.units < 1 || o.duration_s <= 0 || o.quiet_tail <= 0 ||
-      o.quiet_tail >= 1 || o.snapshot_every_steps < 1) {
+  if (o.ranks < 1 || o.units < 1 || o.duration_s <= 0 || o.quiet_tail <= 0 || o.quiet_tail >= 1 ||
+      o.snapshot_every_steps < 1) {
     return Usage("bad sizes");
   }
   SoakResult r;

@@ -69,9 +69,7 @@ SoakRun::~SoakRun() {
   if (!o_.keep_dir) std::system(("rm -rf '" + dir_ + "'").c_str());
 }
 
-double SoakRun::Now() const {
-  return std::chrono::duration<double>(Clock::now() - start_).count();
-}
+double SoakRun::Now() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
 void SoakRun::Fail(std::string what) {
   if (result_.failures.size() < 50) result_.failures.push_back(std::move(what));
@@ -94,8 +92,8 @@ bool SoakRun::RegisterAndAttach(std::vector<SimRank*> ranks,
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
         } while (Clock::now() < end);
         if (!s.ok()) {
-          errors[i] = "rank " + std::to_string(ranks[i]->rank()) + " cannot register: " +
-                      s.error_message();
+          errors[i] =
+              "rank " + std::to_string(ranks[i]->rank()) + " cannot register: " + s.error_message();
           continue;
         }
         ranks[i]->Attach();
@@ -129,8 +127,8 @@ bool SoakRun::AwaitDecision(const std::vector<SimRank*>& ranks, int64_t step) {
       std::string what = "step " + std::to_string(step) + ": ";
       if (!ended.empty()) {
         what += std::to_string(ended.size()) + " stream(s) ended unexpectedly (rank " +
-                std::to_string(ended[0]) + ": " +
-                ranks_[ended[0]]->last_end().error_message() + ")";
+                std::to_string(ended[0]) + ": " + ranks_[ended[0]]->last_end().error_message() +
+                ")";
       } else {
         what += "no decision within 30 s at " + std::to_string(missing.size()) +
                 " rank(s), e.g. rank " + std::to_string(missing[0]);
@@ -293,8 +291,8 @@ void SoakRun::CheckFlatness() {
          std::to_string(rss_bound / 1024) + " MB)");
   }
   if (last->process.fds > base->process.fds + 16) {
-    Fail("open fds grew in the restart-free tail: " + std::to_string(base->process.fds) +
-         " -> " + std::to_string(last->process.fds));
+    Fail("open fds grew in the restart-free tail: " + std::to_string(base->process.fds) + " -> " +
+         std::to_string(last->process.fds));
   }
   for (const Sample& s : result_.samples) {
     if (s.state_bytes > (uint64_t{32} << 20) || s.job_dirs > 400) {

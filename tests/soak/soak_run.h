@@ -43,32 +43,32 @@ struct SoakOptions {
   double duration_s = 600;
   uint32_t ranks = 256;
   uint32_t units = 1024;
-  double rate = 10;               // steps/s; 0: as fast as decisions come
-  double restart_every_s = 90;    // kill -9 period; 0: never
-  int churn_every_steps = 50;     // ranks leave and come back
+  double rate = 10;             // steps/s; 0: as fast as decisions come
+  double restart_every_s = 90;  // kill -9 period; 0: never
+  int churn_every_steps = 50;   // ranks leave and come back
   uint32_t churn_ranks = 8;
   int churn_absent_steps = 3;
-  double quiet_tail = 0.34;       // last fraction of the run: no restarts
+  double quiet_tail = 0.34;  // last fraction of the run: no restarts
   double sample_every_s = 5;
   uint32_t snapshot_every_steps = 20;
   bool keep_dir = false;
 };
 
 struct Sample {
-  double t = 0;          // seconds since start
-  int incarnation = 0;   // 1 + restarts so far
+  double t = 0;         // seconds since start
+  int incarnation = 0;  // 1 + restarts so far
   ProcessFigures process;
   uint64_t state_bytes = 0;
   int job_dirs = 0;
-  double jobs = -1;      // gnmr_jobs
-  int64_t steps = 0;     // decided so far
+  double jobs = -1;   // gnmr_jobs
+  int64_t steps = 0;  // decided so far
 };
 
 struct SoakResult {
   std::vector<Sample> samples;
   int64_t steps_decided = 0;
   int restarts = 0;
-  int churns = 0;            // rank departures
+  int churns = 0;  // rank departures
   uint64_t plans_compared = 0;
   uint64_t plan_mismatches = 0;
   int max_lost_steps = 0;

@@ -1,10 +1,11 @@
 // EventLog over a job's life: rotation by size (events.jsonl ->
 // events.jsonl.1, ReloadTail reading across both) and RemoveJob (ring,
 // buffered events and files gone; nothing written for the job afterwards).
-#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "daemon/store/event_json.h"
 #include "daemon/store/event_log.h"

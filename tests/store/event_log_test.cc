@@ -3,17 +3,17 @@
 // unwritable directories, concurrent appends.
 #include "daemon/store/event_log.h"
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <sstream>
 #include <thread>
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include "controller_io/wire_names.h"
 #include "daemon/store/event_json.h"
 #include "tests/store/scratch_dir.h"
-#include "controller_io/wire_names.h"
 
 namespace gnmr {
 namespace store {
@@ -87,10 +87,8 @@ TEST(EventJsonTest, NonFiniteIsNullAndHostileStringsStayValid) {
   AppendEventJsonLine(std::string(1000, '\x02'), e, &line);
   EXPECT_LE(line.size(), kMaxEventLineBytes);
   google::protobuf::Struct s = ParseJson(line);
-  EXPECT_EQ(s.fields().at("gnmr").kind_case(),
-            google::protobuf::Value::kNullValue);
-  EXPECT_EQ(s.fields().at("norm").kind_case(),
-            google::protobuf::Value::kNullValue);
+  EXPECT_EQ(s.fields().at("gnmr").kind_case(), google::protobuf::Value::kNullValue);
+  EXPECT_EQ(s.fields().at("norm").kind_case(), google::protobuf::Value::kNullValue);
   EXPECT_EQ(s.fields().at("action").number_value(), 42);
   StatusOr<v1::Event> back = ParseEventJsonLine(line);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -98,15 +96,13 @@ TEST(EventJsonTest, NonFiniteIsNullAndHostileStringsStayValid) {
   EXPECT_TRUE(std::isnan(back->norm()));
   EXPECT_EQ(back->delta(), 0.5);
   EXPECT_EQ(back->action(), 42);
-  EXPECT_EQ(back->unit(),
-            "quote\" back\\slash\nnew\tline\x01\xEF\xBF\xBD\xEF\xBF\xBD(");
+  EXPECT_EQ(back->unit(), "quote\" back\\slash\nnew\tline\x01\xEF\xBF\xBD\xEF\xBF\xBD(");
   EXPECT_EQ(back->detail().size(), 1024u);
 }
 
 TEST(EventJsonTest, SanitizeUtf8) {
   EXPECT_EQ(SanitizeUtf8("ok \xc3\xa9", 100), "ok \xc3\xa9");
-  EXPECT_EQ(SanitizeUtf8("\xed\xa0\x80", 100),
-            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(SanitizeUtf8("\xed\xa0\x80", 100), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(SanitizeUtf8("\xc0\xaf", 100), "\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(SanitizeUtf8("ab\xc3\xa9", 3), "ab");  // never splits a character
   EXPECT_EQ(SanitizeUtf8("\xf0\x9f\x92\xa5", 4), "\xf0\x9f\x92\xa5");
@@ -114,8 +110,8 @@ TEST(EventJsonTest, SanitizeUtf8) {
 
 TEST(EventJsonTest, RejectsMalformedLines) {
   for (const std::string bad :
-       {"", "{", "[1]", "{\"observed_step\":1.5}", "{\"kind\":3}",
-        "{\"action\":\"explode\"}", "{\"gnmr\":\"x\"}", "{\"until\":1e30}"}) {
+       {"", "{", "[1]", "{\"observed_step\":1.5}", "{\"kind\":3}", "{\"action\":\"explode\"}",
+        "{\"gnmr\":\"x\"}", "{\"until\":1e30}"}) {
     EXPECT_FALSE(ParseEventJsonLine(bad).ok()) << bad;
   }
   EXPECT_TRUE(ParseEventJsonLine("{\"future_key\":[1,2]}").ok());
@@ -129,16 +125,13 @@ TEST(EventLogTest, WritesOneValidJsonLinePerEvent) {
   no_time.set_time_unix(0);
   ASSERT_TRUE(log.Append("j", no_time));
   ASSERT_TRUE(log.Flush().ok());
-  const std::vector<std::string> lines =
-      Lines(ReadFileOrEmpty(EventsPath(dir, "j")));
+  const std::vector<std::string> lines = Lines(ReadFileOrEmpty(EventsPath(dir, "j")));
   ASSERT_EQ(lines.size(), 26u);
   for (size_t i = 0; i < lines.size(); ++i) {
     google::protobuf::Struct s = ParseJson(lines[i]);
-    EXPECT_EQ(s.fields().at("observed_step").number_value(),
-              static_cast<double>(i));
+    EXPECT_EQ(s.fields().at("observed_step").number_value(), static_cast<double>(i));
   }
-  EXPECT_GT(ParseJson(lines.back()).fields().at("time_unix").number_value(),
-            1.6e9);
+  EXPECT_GT(ParseJson(lines.back()).fields().at("time_unix").number_value(), 1.6e9);
   const EventLog::Counters c = log.counters();
   EXPECT_EQ(c.appended, 26u);
   EXPECT_EQ(c.written, 26u);
@@ -155,8 +148,7 @@ TEST(EventLogTest, BatchAppendKeepsOrderUnderOneLock) {
   ASSERT_EQ(ring.size(), 3u);
   EXPECT_EQ(ring.front().observed_step(), 2);
   ASSERT_TRUE(log.Flush().ok());
-  const std::vector<std::string> lines =
-      Lines(ReadFileOrEmpty(EventsPath(dir, "j")));
+  const std::vector<std::string> lines = Lines(ReadFileOrEmpty(EventsPath(dir, "j")));
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_EQ(ParseEventJsonLine(lines[4])->observed_step(), 4);
 }
@@ -236,8 +228,7 @@ TEST(EventLogTest, ReloadTailAfterRestart) {
   std::vector<v1::Event> events = log.List("j", 0, 0);
   ASSERT_EQ(events.size(), 100u);
   EXPECT_EQ(events.front().observed_step(), 50);
-  EXPECT_EQ(events.back().SerializeAsString(),
-            MakeEvent(149).SerializeAsString());
+  EXPECT_EQ(events.back().SerializeAsString(), MakeEvent(149).SerializeAsString());
   // Once the ring is in use, a reload would duplicate: refused.
   EXPECT_EQ(log.ReloadTail("j").code(), StatusCode::kFailedPrecondition);
   // A job without a file reloads nothing, successfully.
@@ -254,8 +245,7 @@ TEST(EventLogTest, TornLastLineIsSkippedAndRepairedBeforeAppending) {
   }
   const std::string path = EventsPath(dir, "j");
   // A crash mid-write: a torn line without '\n', and a garbage line.
-  WriteFileOrFail(path,
-                  ReadFileOrEmpty(path) + "not json\n{\"job_id\":\"j\",\"obs");
+  WriteFileOrFail(path, ReadFileOrEmpty(path) + "not json\n{\"job_id\":\"j\",\"obs");
   EventLog log(dir.path());
   ASSERT_TRUE(log.ReloadTail("j").ok());
   EXPECT_EQ(log.List("j", 0, 0).size(), 2u);

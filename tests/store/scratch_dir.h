@@ -2,7 +2,6 @@
 // Shared by the store, metrics and daemon-config tests.
 #pragma once
 
-#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <cstdio>
@@ -11,6 +10,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace gnmr {
 namespace testing_util {
@@ -32,9 +33,7 @@ class ScratchDir {
   ScratchDir& operator=(const ScratchDir&) = delete;
 
   const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const {
-    return path_ + "/" + name;
-  }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
 
  private:
   std::string path_;

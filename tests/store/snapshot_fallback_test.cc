@@ -2,12 +2,13 @@
 // previous one" (restore.h drives it): the previous generation alone, the
 // newest replaced by it (kept aside), both moved aside; and the state dir
 // lock and writability check (one daemon per state dir).
-#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "daemon/store/snapshot_store.h"
 #include "daemon/store/state_dir.h"
@@ -84,9 +85,9 @@ TEST(StateDirTest, SecondLockNamesTheHolderAndTheLockEndsWithIt) {
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   auto second = StateDirLock::Acquire(dir.path());
   ASSERT_FALSE(second.ok());
-  EXPECT_EQ(second.status().message(),
-            "state dir " + dir.path() + " is locked by pid " + std::to_string(::getpid()) +
-                " (another gnmrd uses it; one daemon per state dir)");
+  EXPECT_EQ(second.status().message(), "state dir " + dir.path() + " is locked by pid " +
+                                           std::to_string(::getpid()) +
+                                           " (another gnmrd uses it; one daemon per state dir)");
   first = Status(StatusCode::kCancelled, "released");  // drops the lock
   EXPECT_TRUE(StateDirLock::Acquire(dir.path()).ok());
 }

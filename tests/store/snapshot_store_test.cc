@@ -2,12 +2,13 @@
 // corrupted files), hostile job ids, listing.
 #include "daemon/store/snapshot_store.h"
 
-#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "daemon/store/crc32c.h"
 #include "daemon/store/job_dir.h"
@@ -62,12 +63,9 @@ TEST(SnapshotFormatTest, RoundTripAndEveryTruncationIsDataLoss) {
   for (size_t i = 0; i < bytes->size(); ++i) {
     std::string flipped = *bytes;
     flipped[i] = static_cast<char>(flipped[i] ^ 0x10);
-    EXPECT_EQ(DecodeSnapshotFrame(flipped, "x").status().code(),
-              StatusCode::kDataLoss)
-        << i;
+    EXPECT_EQ(DecodeSnapshotFrame(flipped, "x").status().code(), StatusCode::kDataLoss) << i;
   }
-  EXPECT_EQ(DecodeSnapshotFrame(*bytes + "x", "x").status().code(),
-            StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeSnapshotFrame(*bytes + "x", "x").status().code(), StatusCode::kDataLoss);
 }
 
 TEST(SnapshotStoreTest, SaveLoadRoundTrip) {
@@ -157,8 +155,7 @@ TEST(SnapshotStoreTest, CorruptedChecksumIsDataLoss) {
   StatusOr<SnapshotStore::Loaded> got = store.Load("j");
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(got.status().message().find("checksum"), std::string::npos)
-      << got.status().message();
+  EXPECT_NE(got.status().message().find("checksum"), std::string::npos) << got.status().message();
 }
 
 TEST(SnapshotStoreTest, SnapshotOfAnotherJobIsRejected) {
@@ -240,8 +237,7 @@ TEST(JobDirTest, EscapingIsReadableAndReversible) {
   EXPECT_EQ(UnescapeJobDir("%4"), std::nullopt);
   EXPECT_EQ(UnescapeJobDir(".."), std::nullopt);
   EXPECT_EQ(UnescapeJobDir(EscapeJobId(std::string(500, 'z'))), std::nullopt);
-  EXPECT_NE(EscapeJobId(std::string(500, 'z')),
-            EscapeJobId(std::string(501, 'z')));
+  EXPECT_NE(EscapeJobId(std::string(500, 'z')), EscapeJobId(std::string(501, 'z')));
 }
 
 TEST(SnapshotStoreTest, ListJobsOnMissingDirIsEmptyAndIgnoresStrays) {

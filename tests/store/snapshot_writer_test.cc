@@ -1,11 +1,11 @@
 // SnapshotWriter: latest-wins background writes, Flush, failures, storms.
 #include "daemon/store/snapshot_writer.h"
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "daemon/store/job_removal.h"
 #include "tests/store/scratch_dir.h"

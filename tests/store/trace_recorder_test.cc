@@ -5,13 +5,13 @@
 // and reports gaps instead of growing, and removed jobs stop being written.
 #include "daemon/store/trace_recorder.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "controller/replay/trace_reader.h"
 #include "tests/store/scratch_dir.h"
@@ -120,8 +120,7 @@ TEST(TraceRecorder, OnlyJobsMatchingTheGlobAreRecorded) {
   TraceRecorder rec(o);
   Controller c = MakeController({"a"});
   EXPECT_EQ(rec.Record("pretrain-7", 0, {Sample(0, 1)}, c), TraceRecorder::Outcome::kQueued);
-  EXPECT_EQ(rec.Record("finetune", 0, {Sample(0, 1)}, c),
-            TraceRecorder::Outcome::kNotRecorded);
+  EXPECT_EQ(rec.Record("finetune", 0, {Sample(0, 1)}, c), TraceRecorder::Outcome::kNotRecorded);
   ASSERT_TRUE(rec.Flush().ok());
   EXPECT_TRUE(std::filesystem::exists(TraceRecorder::TracePath(o.dir, "pretrain-7")));
   EXPECT_FALSE(std::filesystem::exists(TraceRecorder::TracePath(o.dir, "finetune")));
@@ -186,10 +185,19 @@ TEST(TraceRecorder, AFullQueueDropsStepsAndReportsEachGapOnce) {
   int queued = 0, gaps = 0, dropped = 0;
   for (int64_t s = 0; s < 2000; ++s) {
     switch (rec.Record("j", s, big, c)) {
-      case TraceRecorder::Outcome::kQueued: ++queued; break;
-      case TraceRecorder::Outcome::kGapStarted: ++gaps; ++dropped; break;
-      case TraceRecorder::Outcome::kDropped: ++dropped; break;
-      case TraceRecorder::Outcome::kNotRecorded: ADD_FAILURE(); break;
+      case TraceRecorder::Outcome::kQueued:
+        ++queued;
+        break;
+      case TraceRecorder::Outcome::kGapStarted:
+        ++gaps;
+        ++dropped;
+        break;
+      case TraceRecorder::Outcome::kDropped:
+        ++dropped;
+        break;
+      case TraceRecorder::Outcome::kNotRecorded:
+        ADD_FAILURE();
+        break;
     }
   }
   ASSERT_TRUE(rec.Flush().ok());
@@ -202,8 +210,7 @@ TEST(TraceRecorder, AFullQueueDropsStepsAndReportsEachGapOnce) {
   EXPECT_GT(dropped, 0);
   EXPECT_GE(gaps, 1);
   EXPECT_LE(gaps, dropped);
-  EXPECT_EQ(ReadTrace(TraceRecorder::TracePath(o.dir, "j")).size(),
-            static_cast<size_t>(queued));
+  EXPECT_EQ(ReadTrace(TraceRecorder::TracePath(o.dir, "j")).size(), static_cast<size_t>(queued));
 }
 
 TEST(TraceRecorder, NamesFollowTheControllerAndRemovedJobsStop) {

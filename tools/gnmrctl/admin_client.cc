@@ -1,10 +1,5 @@
 #include "tools/gnmrctl/admin_client.h"
 
-#include "common/default_target.h"
-#include "common/target_check.h"
-
-#include <google/protobuf/util/json_util.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -14,7 +9,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <google/protobuf/util/json_util.h>
+
+#include "common/default_target.h"
 #include "common/defaults.h"
+#include "common/target_check.h"
 #include "tools/gnmrctl/commands.h"
 
 namespace gnmr {
@@ -51,15 +50,13 @@ void AddAdminFlags(FlagParser* flags, AdminOptions* o) {
                    &o->admin_token);
   flags->AddString("admin-token-file", "FILE", "read the admin token from FILE",
                    &o->admin_token_file);
-  flags->AddString("timeout", "S", "deadline of each call in seconds (default 5)",
-                   &o->timeout);
+  flags->AddString("timeout", "S", "deadline of each call in seconds (default 5)", &o->timeout);
   flags->AddBool("json", "machine-readable output (protobuf JSON)", &o->json);
   flags->AddString("tls-ca", "FILE",
                    "TLS to a TCP target, trusting this CA (PEM); the\n"
                    "Unix socket is always plaintext",
                    &o->tls_ca);
-  flags->AddString("tls-cert", "FILE", "client certificate for mutual TLS (PEM)",
-                   &o->tls_cert);
+  flags->AddString("tls-cert", "FILE", "client certificate for mutual TLS (PEM)", &o->tls_cert);
   flags->AddString("tls-key", "FILE", "client private key for mutual TLS (PEM)", &o->tls_key);
   flags->AddString("tls-server-name", "NAME",
                    "expect this name in the server certificate\n"
@@ -97,8 +94,7 @@ Status AdminClient::Init(const AdminOptions& o) {
   target_ = !o.target.empty() ? o.target : DefaultTarget();  // $GNMR_TARGET first
   char* end = nullptr;
   timeout_seconds_ = std::strtod(o.timeout.c_str(), &end);
-  if (o.timeout.empty() || *end != '\0' || !(timeout_seconds_ > 0) ||
-      timeout_seconds_ > 86400) {
+  if (o.timeout.empty() || *end != '\0' || !(timeout_seconds_ > 0) || timeout_seconds_ > 86400) {
     return InvalidArgument("--timeout '" + o.timeout + "': expected seconds in (0, 86400]");
   }
   if (!o.admin_token.empty() && !o.admin_token_file.empty()) {
@@ -121,8 +117,8 @@ Status AdminClient::Init(const AdminOptions& o) {
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);  // a large job's exported state
-  if (o.tls_ca.empty() && (!o.tls_cert.empty() || !o.tls_key.empty() ||
-                           !o.tls_server_name.empty())) {
+  if (o.tls_ca.empty() &&
+      (!o.tls_cert.empty() || !o.tls_key.empty() || !o.tls_server_name.empty())) {
     return InvalidArgument("--tls-cert, --tls-key and --tls-server-name need --tls-ca");
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) {
@@ -165,20 +161,18 @@ std::unique_ptr<grpc::ClientContext> AdminClient::Context(bool mutation) const {
 int AdminClient::Fail(const grpc::Status& status) const {
   // UNAVAILABLE is how gRPC reports a connection that failed; a deadline
   // that passed before the channel ever connected means the same.
-  const bool unreachable =
-      status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-       channel_->GetState(false) != GRPC_CHANNEL_READY);
+  const bool unreachable = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                           (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+                            channel_->GetState(false) != GRPC_CHANNEL_READY);
   if (unreachable) {
     // Say what can be seen locally (a missing socket, a path without
     // "unix:") before gRPC's own words, which for a path are a DNS error.
     const std::string problem = TargetProblem(target_);
-    PrintError("cannot reach gnmrd at " + target_ + ": " +
-               (problem.empty() ? status.error_message()
-                                : problem + " (" + status.error_message() + ")"));
+    PrintError(
+        "cannot reach gnmrd at " + target_ + ": " +
+        (problem.empty() ? status.error_message() : problem + " (" + status.error_message() + ")"));
   } else {
-    PrintError(std::string(StatusCodeName(CodeOf(status))) +
-               ": " + status.error_message());
+    PrintError(std::string(StatusCodeName(CodeOf(status))) + ": " + status.error_message());
   }
   return kExitFailure;
 }

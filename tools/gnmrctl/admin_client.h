@@ -7,26 +7,26 @@
 //   gnmrctl: <command>: <problem> (see gnmrctl <command> --help)  (exit 2)
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include <grpcpp/grpcpp.h>
+
+#include "common/flag_parser.h"
 #include "gnmr/status.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 #include "proto/grpc_status.h"
-#include "common/flag_parser.h"
 
 namespace gnmr {
 namespace cli {
 
 struct AdminOptions {
-  std::string target;            // empty: DefaultTarget() ($GNMR_TARGET, else gnmrd's socket)
-  std::string admin_token;       // empty: --admin-token-file, else $GNMR_ADMIN_TOKEN
+  std::string target;       // empty: DefaultTarget() ($GNMR_TARGET, else gnmrd's socket)
+  std::string admin_token;  // empty: --admin-token-file, else $GNMR_ADMIN_TOKEN
   std::string admin_token_file;
-  std::string timeout = "5";     // seconds, the deadline of each RPC
+  std::string timeout = "5";  // seconds, the deadline of each RPC
   bool json = false;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
 };

@@ -76,8 +76,7 @@ int ConfigSet(int argc, char** argv) {
   bool dry_run = false;
   cmd.flags().AddString("file", "CONFIG.yaml", "YAML config keys to apply", &file);
   cmd.flags().AddRepeated("set", "KEY=VALUE", "override one key, e.g. --set max_o=2", &sets);
-  cmd.flags().AddBool("dry-run", "print the resulting config (YAML) and change nothing",
-                      &dry_run);
+  cmd.flags().AddBool("dry-run", "print the resulting config (YAML) and change nothing", &dry_run);
   if (auto rc = cmd.Start(argc, argv)) return *rc;
   if (file.empty() && sets.empty()) return cmd.Usage("nothing to change: give --file or --set");
 
@@ -105,8 +104,8 @@ int ConfigSet(int argc, char** argv) {
     }
   }
   if (dry_run) {
-    std::printf("# job %s, config version %llu with the changes (not sent)\n%s",
-                cmd.job().c_str(), static_cast<unsigned long long>(current.config_version()),
+    std::printf("# job %s, config version %llu with the changes (not sent)\n%s", cmd.job().c_str(),
+                static_cast<unsigned long long>(current.config_version()),
                 ControllerConfigToYaml(config).c_str());
     return kExitOk;
   }

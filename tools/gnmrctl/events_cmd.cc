@@ -54,14 +54,12 @@ Table EventTable() {
 
 void AddEvent(Table* t, const v1::Event& e) {
   // Admissions and denials carry the statistics behind them.
-  const bool decided =
-      e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIAL;
+  const bool decided = e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIAL;
   // Unit names and details come from the daemon (and the trainers before
   // it): escaped, so no byte of theirs reaches the terminal raw.
   auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : EscapeForLog(s); };
   t->AddRow({LocalTime(e.time_unix()), FormatStep(e.observed_step()), EventKindName(e.kind()),
-             dash(e.unit()),
-             e.kind() == v1::EVENT_KIND_ADMISSION ? ActionText(e.action()) : "-",
+             dash(e.unit()), e.kind() == v1::EVENT_KIND_ADMISSION ? ActionText(e.action()) : "-",
              e.trigger() == v1::TRIGGER_NONE ? "-" : TriggerText(e.trigger()),
              decided ? FormatNumber(e.gnmr()) : "-", decided ? FormatNumber(e.delta()) : "-",
              e.until() > 0 ? std::to_string(e.until()) : "-", dash(e.detail())});
@@ -115,22 +113,21 @@ class EventPrinter {
 }  // namespace
 
 int EventsCommand(int argc, char** argv) {
-  AdminCommand cmd(
-      "events", "gnmrctl events --job J [--since STEP] [--limit N] [--follow] [options]",
-      "Prints a job's recent events, oldest first, one per line: time,\n"
-      "observed step, kind (admission, release, denial, global_skip,\n"
-      "config_change, admin_release, import, generation, ack_mismatch,\n"
-      "decision_failed, trace_dropped), unit, action, trigger, GNMR, Delta-GNMR, the\n"
-      "first step no longer in force (UNTIL) and details. The daemon keeps the\n"
-      "newest events of each job in memory; older ones are in its event log.\n"
-      "With --json, one JSON object per line in the event log's format\n"
-      "(events.jsonl; docs/metrics.md, \"Event log\").");
+  AdminCommand cmd("events",
+                   "gnmrctl events --job J [--since STEP] [--limit N] [--follow] [options]",
+                   "Prints a job's recent events, oldest first, one per line: time,\n"
+                   "observed step, kind (admission, release, denial, global_skip,\n"
+                   "config_change, admin_release, import, generation, ack_mismatch,\n"
+                   "decision_failed, trace_dropped), unit, action, trigger, GNMR, Delta-GNMR, the\n"
+                   "first step no longer in force (UNTIL) and details. The daemon keeps the\n"
+                   "newest events of each job in memory; older ones are in its event log.\n"
+                   "With --json, one JSON object per line in the event log's format\n"
+                   "(events.jsonl; docs/metrics.md, \"Event log\").");
   cmd.AddJobFlag();
   std::string since_text, limit_text;
   bool follow = false;
   cmd.flags().AddString("since", "STEP", "only events observed at or after STEP", &since_text);
-  cmd.flags().AddString("limit", "N", "at most the newest N events (default 1000)",
-                        &limit_text);
+  cmd.flags().AddString("limit", "N", "at most the newest N events (default 1000)", &limit_text);
   cmd.flags().AddBool("follow", "keep printing new events (polls every second) until Ctrl-C",
                       &follow);
   if (auto rc = cmd.Start(argc, argv)) return *rc;
@@ -166,8 +163,8 @@ int EventsCommand(int argc, char** argv) {
       // From the newest step printed: its events come again (skipped), so
       // ask for enough to get past them.
       if (printer.newest() > since) req.set_since_step(printer.newest());
-      req.set_limit(static_cast<uint32_t>(
-          std::min<size_t>(kMaxLimit, printer.at_newest() + kFollowPage)));
+      req.set_limit(
+          static_cast<uint32_t>(std::min<size_t>(kMaxLimit, printer.at_newest() + kFollowPage)));
     }
     v1::ListEventsResponse resp;
     const grpc::Status g = cmd.client().stub().ListEvents(cmd.client().Context().get(), req, &resp);

@@ -42,17 +42,16 @@ bool Confirmed(const std::string& job) {
 }
 
 int JobDelete(int argc, char** argv) {
-  AdminCommand cmd(
-      "job delete", "gnmrctl job delete --job J [--yes] [options]",
-      "Deletes the job on the daemon: its Session streams end with ABORTED\n"
-      "(\"job 'J' was deleted by an operator\"; a rank still running registers\n"
-      "again and starts the job anew, from an empty controller state), and its\n"
-      "snapshots, event log (events.jsonl and events.jsonl.1) and /metrics\n"
-      "series are removed; a restart does not bring it back. Asks for the job\n"
-      "id first unless --yes is given (required when stdin is not a terminal).\n"
-      "Keep the state with `gnmrctl export --job J --out FILE` before. Needs the\n"
-      "admin token (--admin-token, --admin-token-file or $GNMR_ADMIN_TOKEN), or\n"
-      "the Unix socket of a daemon without one.");
+  AdminCommand cmd("job delete", "gnmrctl job delete --job J [--yes] [options]",
+                   "Deletes the job on the daemon: its Session streams end with ABORTED\n"
+                   "(\"job 'J' was deleted by an operator\"; a rank still running registers\n"
+                   "again and starts the job anew, from an empty controller state), and its\n"
+                   "snapshots, event log (events.jsonl and events.jsonl.1) and /metrics\n"
+                   "series are removed; a restart does not bring it back. Asks for the job\n"
+                   "id first unless --yes is given (required when stdin is not a terminal).\n"
+                   "Keep the state with `gnmrctl export --job J --out FILE` before. Needs the\n"
+                   "admin token (--admin-token, --admin-token-file or $GNMR_ADMIN_TOKEN), or\n"
+                   "the Unix socket of a daemon without one.");
   cmd.AddJobFlag();
   bool yes = false;
   cmd.flags().AddBool("yes", "delete without asking", &yes);
@@ -75,9 +74,10 @@ int JobDelete(int argc, char** argv) {
   if (cmd.json()) {
     PrintJson(resp);
   } else {
-    std::printf("job %s: deleted (%u stream(s) closed; snapshots, event log and metrics "
-                "removed)\n",
-                cmd.job().c_str(), resp.streams_closed());
+    std::printf(
+        "job %s: deleted (%u stream(s) closed; snapshots, event log and metrics "
+        "removed)\n",
+        cmd.job().c_str(), resp.streams_closed());
   }
   return kExitOk;
 }

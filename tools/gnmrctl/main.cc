@@ -32,15 +32,14 @@ const Command kCommands[] = {
     {"import", "load a job's controller state from a file (admin)", &ImportCommand},
     {"job", "job lifecycle: `job delete` forgets a job and its files (admin)", &JobCommand},
     {"rewind", "start a job's steps over in a new generation (admin)", &RewindCommand},
-    {"replay", "replay a recorded trace through the controller offline",
-     &ReplayCommand},
+    {"replay", "replay a recorded trace through the controller offline", &ReplayCommand},
 };
 
 // The daemon commands' connection options (admin_client.cc), accepted
 // before the command too; `json` takes no value.
-const char* const kGlobalOptions[] = {"target",   "admin-token", "admin-token-file", "timeout",
-                                      "tls-ca",   "tls-cert",    "tls-key",          "tls-server-name",
-                                      "json"};
+const char* const kGlobalOptions[] = {"target",  "admin-token",     "admin-token-file",
+                                      "timeout", "tls-ca",          "tls-cert",
+                                      "tls-key", "tls-server-name", "json"};
 
 bool IsGlobalOption(const std::string& name) {
   for (const char* o : kGlobalOptions) {

@@ -96,8 +96,8 @@ int JobsCommand(int argc, char** argv) {
       if (j.job_id() == only_job) *filtered.add_jobs() = j;
     }
     if (filtered.jobs().empty()) {
-      return cmd.client().Fail(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                            "no job '" + only_job + "'"));
+      return cmd.client().Fail(
+          grpc::Status(grpc::StatusCode::NOT_FOUND, "no job '" + only_job + "'"));
     }
     resp = std::move(filtered);
   }

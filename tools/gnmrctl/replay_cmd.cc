@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "common/flag_parser.h"
 #include "controller/config_yaml.h"
 #include "controller/replay/replay.h"
 #include "controller/replay/what_if.h"
 #include "tools/gnmrctl/commands.h"
-#include "common/flag_parser.h"
 #include "tools/gnmrctl/output_file.h"
 #include "tools/gnmrctl/table.h"
 
@@ -61,8 +61,7 @@ constexpr char kDescription[] =
 // stderr is a terminal.
 class ProgressLine {
  public:
-  explicit ProgressLine(bool enabled)
-      : enabled_(enabled), start_(Clock::now()), last_(start_) {}
+  explicit ProgressLine(bool enabled) : enabled_(enabled), start_(Clock::now()), last_(start_) {}
 
   void Update(const ReplayProgress& p) {
     if (!enabled_ || p.rows - checked_rows_ < 65536) return;
@@ -72,13 +71,11 @@ class ProgressLine {
     last_ = now;
     const double secs = std::chrono::duration<double>(now - start_).count();
     std::fprintf(stderr, "\rreplay: %llu steps, %llu rows",
-                 static_cast<unsigned long long>(p.steps),
-                 static_cast<unsigned long long>(p.rows));
+                 static_cast<unsigned long long>(p.steps), static_cast<unsigned long long>(p.rows));
     if (p.total_bytes > 0) {
       std::fprintf(stderr, ", %.0f%%", 100.0 * p.bytes / p.total_bytes);
     }
-    std::fprintf(stderr, ", %.2f M rows/s\033[K",
-                 secs > 0 ? p.rows / secs / 1e6 : 0.0);
+    std::fprintf(stderr, ", %.2f M rows/s\033[K", secs > 0 ? p.rows / secs / 1e6 : 0.0);
     std::fflush(stderr);
     shown_ = true;
   }
@@ -137,10 +134,9 @@ int ReplayCommand(int argc, char** argv) {
   std::vector<std::string> sets, variants;
   bool quiet = false, table = false;
   FlagParser flags(kUsage, kDescription);
-  flags.AddString("trace", "TRACE.csv", "the trace to replay (required)",
-                  &trace);
-  flags.AddString("config", "CONFIG.yaml",
-                  "controller config (YAML); defaults when absent", &config_path);
+  flags.AddString("trace", "TRACE.csv", "the trace to replay (required)", &trace);
+  flags.AddString("config", "CONFIG.yaml", "controller config (YAML); defaults when absent",
+                  &config_path);
   flags.AddRepeated("set", "KEY=VALUE",
                     "override one config key after --config, e.g.\n"
                     "--set max_o=2 or --set 'actions=[{pattern: \"*.fc1\", "
@@ -151,8 +147,8 @@ int ReplayCommand(int argc, char** argv) {
                     "e.g. --variant tau=3 --variant 'tau=3,max_o=2'",
                     &variants);
   flags.AddBool("table", "print the what-if table (base only without --variant)", &table);
-  flags.AddString("out", "FILE",
-                  "write the decisions (or the table) there instead of stdout", &out_path);
+  flags.AddString("out", "FILE", "write the decisions (or the table) there instead of stdout",
+                  &out_path);
   flags.AddBool("quiet", "no summary and no progress on stderr", &quiet);
 
   Status s = flags.Parse(argc, argv);
@@ -223,8 +219,8 @@ int ReplayCommand(int argc, char** argv) {
   FileSink sink(output.file(), output.name());
   ProgressLine progress(!quiet && ::isatty(STDERR_FILENO) == 1);
   if (!what_if.empty()) {
-    StatusOr<WhatIfSummary> summary = RunWhatIf(
-        &reader, what_if, [&progress](const ReplayProgress& p) { progress.Update(p); });
+    StatusOr<WhatIfSummary> summary =
+        RunWhatIf(&reader, what_if, [&progress](const ReplayProgress& p) { progress.Update(p); });
     progress.Clear();
     if (summary.ok()) s = sink.Write(FormatWhatIfTable(summary.value()));
     if (summary.ok() && s.ok()) s = output.Commit();
@@ -244,9 +240,7 @@ int ReplayCommand(int argc, char** argv) {
   }
   ReplayOptions options;
   options.config = config;
-  options.on_step = [&progress](const ReplayProgress& p) {
-    progress.Update(p);
-  };
+  options.on_step = [&progress](const ReplayProgress& p) { progress.Update(p); };
   StatusOr<ReplaySummary> summary = RunReplay(&reader, options, &sink);
   progress.Clear();
   if (summary.ok()) s = output.Commit();

@@ -45,10 +45,11 @@ int RewindCommand(int argc, char** argv) {
     std::printf("job %s: rewound (generation %llu): reports of any step are accepted\n",
                 cmd.job().c_str(), static_cast<unsigned long long>(resp.generation()));
   } else {
-    std::printf("job %s: rewound (generation %llu): reports of step %lld and later are "
-                "accepted\n",
-                cmd.job().c_str(), static_cast<unsigned long long>(resp.generation()),
-                static_cast<long long>(to));
+    std::printf(
+        "job %s: rewound (generation %llu): reports of step %lld and later are "
+        "accepted\n",
+        cmd.job().c_str(), static_cast<unsigned long long>(resp.generation()),
+        static_cast<long long>(to));
   }
   return kExitOk;
 }

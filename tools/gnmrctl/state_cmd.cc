@@ -3,14 +3,14 @@
 // counters) to and from a file, as binary protobuf or protobuf JSON.
 #include <sys/stat.h>
 
-#include <google/protobuf/util/json_util.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include <google/protobuf/util/json_util.h>
 
 #include "tools/gnmrctl/admin_client.h"
 #include "tools/gnmrctl/commands.h"
@@ -21,8 +21,8 @@ namespace cli {
 namespace {
 
 std::string Describe(const v1::ControllerState& state) {
-  return std::to_string(state.units_size()) + " units, " +
-         std::to_string(state.recovery_size()) + " in recovery, last step " +
+  return std::to_string(state.units_size()) + " units, " + std::to_string(state.recovery_size()) +
+         " in recovery, last step " +
          (state.has_last_step() ? std::to_string(state.last_step()) : std::string("-")) +
          ", config version " + std::to_string(state.config_version());
 }
@@ -86,8 +86,7 @@ int ExportCommand(int argc, char** argv) {
   v1::ExportStateRequest req;
   req.set_job_id(cmd.job());
   v1::ExportStateResponse resp;
-  const grpc::Status g =
-      cmd.client().stub().ExportState(cmd.client().Context().get(), req, &resp);
+  const grpc::Status g = cmd.client().stub().ExportState(cmd.client().Context().get(), req, &resp);
   if (!g.ok()) return cmd.client().Fail(g);
 
   std::string bytes;
@@ -116,8 +115,7 @@ int ExportCommand(int argc, char** argv) {
   }
   std::fflush(stdout);
   std::fprintf(stderr, "job %s: exported %s to %s (%s, %zu bytes)\n", cmd.job().c_str(),
-               Describe(resp.state()).c_str(), output.name().c_str(), format.c_str(),
-               bytes.size());
+               Describe(resp.state()).c_str(), output.name().c_str(), format.c_str(), bytes.size());
   return kExitOk;
 }
 

@@ -24,8 +24,7 @@ void Table::AddRow(std::vector<std::string> cells) {
   rows_.push_back(std::move(cells));
 }
 
-std::string Table::Line(const std::vector<std::string>& cells,
-                        const std::string& indent) const {
+std::string Table::Line(const std::vector<std::string>& cells, const std::string& indent) const {
   std::string line = indent;
   for (size_t i = 0; i < columns_.size(); ++i) {
     if (i > 0) line += "  ";

@@ -37,9 +37,9 @@ namespace {
 using Align = Table::Align;
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kSparkSamples = 30;   // GNMR samples kept per unit
-constexpr size_t kTopUnits = 10;       // rows of the top-units table
-constexpr uint32_t kEvents = 8;        // rows of the events table
+constexpr size_t kSparkSamples = 30;       // GNMR samples kept per unit
+constexpr size_t kTopUnits = 10;           // rows of the top-units table
+constexpr uint32_t kEvents = 8;            // rows of the events table
 constexpr uint32_t kAllUnitsUpTo = 20000;  // beyond: only the top kLargeJobTop
 constexpr uint32_t kLargeJobTop = 2000;
 constexpr int kBudgetBarWidth = 20;
@@ -139,7 +139,9 @@ class Terminal {
         ::poll(nullptr, 0, static_cast<int>(left.count()));
         continue;
       }
-      struct pollfd p {STDIN_FILENO, POLLIN, 0};
+      struct pollfd p {
+        STDIN_FILENO, POLLIN, 0
+      };
       const int n = ::poll(&p, 1, static_cast<int>(left.count()));
       if (n <= 0) continue;  // timeout or EINTR: the loop checks the clock
       char buf[64];
@@ -299,10 +301,9 @@ class TopView {
     for (const v1::UnitInfo& u : snap.units) {
       if (u.state() == v1::UNIT_STATE_RECOVERY) recovering.push_back(&u);
     }
-    std::stable_sort(recovering.begin(), recovering.end(),
-                     [](const v1::UnitInfo* a, const v1::UnitInfo* b) {
-                       return a->until() < b->until();
-                     });
+    std::stable_sort(
+        recovering.begin(), recovering.end(),
+        [](const v1::UnitInfo* a, const v1::UnitInfo* b) { return a->until() < b->until(); });
     out.push_back("IN RECOVERY (" + std::to_string(j.in_recovery()) + "/" +
                   std::to_string(j.max_o()) + ")");
     Table rt({{"UNIT"},
@@ -329,10 +330,10 @@ class TopView {
       return a->unit_id() < b->unit_id();
     });
     if (top.size() > kTopUnits) top.resize(kTopUnits);
-    out.push_back("TOP UNITS BY GNMR" +
-                  std::string(snap.units_truncated ? "  (recovery list from the top " +
-                                                         std::to_string(kLargeJobTop) + ")"
-                                                   : ""));
+    out.push_back("TOP UNITS BY GNMR" + std::string(snap.units_truncated
+                                                        ? "  (recovery list from the top " +
+                                                              std::to_string(kLargeJobTop) + ")"
+                                                        : ""));
     Table tt({{"UNIT"},
               {"STATE"},
               {"GNMR", Align::kRight},
@@ -343,8 +344,7 @@ class TopView {
     for (const v1::UnitInfo* u : top) {
       auto h = history_.find(u->name());
       tt.AddRow({EscapeForLog(u->name()), UnitStateName(u->state()), FormatNumber(u->gnmr()),
-                 FormatNumber(u->delta()),
-                 FormatNumber(u->norm()), FormatNumber(u->mu()),
+                 FormatNumber(u->delta()), FormatNumber(u->norm()), FormatNumber(u->mu()),
                  h == history_.end() ? "" : Sparkline(h->second)});
     }
     Append(&out, tt.rows() > 0 ? tt.Render("  ") : "  no units\n");
@@ -363,8 +363,8 @@ class TopView {
       return a.rank() < b.rank();
     });
     for (const v1::RankInfo& r : ranks) {
-      kt.AddRow({std::to_string(r.rank()), r.connected() ? "yes" : "no",
-                 FormatStep(r.last_step()), std::to_string(r.lag_steps()),
+      kt.AddRow({std::to_string(r.rank()), r.connected() ? "yes" : "no", FormatStep(r.last_step()),
+                 std::to_string(r.lag_steps()),
                  FormatDuration(r.last_seen_seconds_ago()) + " ago"});
     }
     Append(&out, kt.rows() > 0 ? kt.Render("  ") : "  no ranks registered\n");
@@ -411,30 +411,26 @@ class TopView {
 std::string ErrorText(const AdminClient& client, const grpc::Status& g) {
   if (g.error_code() == grpc::StatusCode::UNAVAILABLE ||
       g.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return "cannot reach gnmrd at " + client.target() + ": " + g.error_message() +
-           " (retrying)";
+    return "cannot reach gnmrd at " + client.target() + ": " + g.error_message() + " (retrying)";
   }
-  return std::string(StatusCodeName(CodeOf(g))) + ": " +
-         g.error_message();
+  return std::string(StatusCodeName(CodeOf(g))) + ": " + g.error_message();
 }
 
 }  // namespace
 
 int TopCommand(int argc, char** argv) {
-  AdminCommand cmd(
-      "top", "gnmrctl top --job J [--interval S] [--once] [options]",
-      "A live view of one job, refreshed every --interval seconds: step,\n"
-      "step rate, ranks connected, the recovery budget (units in recovery /\n"
-      "max_o), the units in recovery with the steps they have left, the top\n"
-      "units by GNMR with a sparkline of their last 30 GNMR samples (kept by\n"
-      "gnmrctl while it runs), the ranks with their lag, and the last events.\n"
-      "q or Ctrl-C quits. With --once, or when stdout is not a terminal, prints\n"
-      "one frame without escape sequences and exits.");
+  AdminCommand cmd("top", "gnmrctl top --job J [--interval S] [--once] [options]",
+                   "A live view of one job, refreshed every --interval seconds: step,\n"
+                   "step rate, ranks connected, the recovery budget (units in recovery /\n"
+                   "max_o), the units in recovery with the steps they have left, the top\n"
+                   "units by GNMR with a sparkline of their last 30 GNMR samples (kept by\n"
+                   "gnmrctl while it runs), the ranks with their lag, and the last events.\n"
+                   "q or Ctrl-C quits. With --once, or when stdout is not a terminal, prints\n"
+                   "one frame without escape sequences and exits.");
   cmd.AddJobFlag();
   std::string interval_text = "1";
   bool once = false;
-  cmd.flags().AddString("interval", "S", "seconds between refreshes (default 1)",
-                        &interval_text);
+  cmd.flags().AddString("interval", "S", "seconds between refreshes (default 1)", &interval_text);
   cmd.flags().AddBool("once", "print one frame and exit", &once);
   if (auto rc = cmd.Start(argc, argv)) return *rc;
   char* end = nullptr;

@@ -21,11 +21,10 @@ using Align = Table::Align;
 // The daemon's --top order: GNMR descending (NaN counts as 0), then id.
 void SortTop(std::vector<v1::UnitInfo>* units) {
   auto key = [](const v1::UnitInfo& u) { return std::isfinite(u.gnmr()) ? u.gnmr() : 0.0; };
-  std::stable_sort(units->begin(), units->end(),
-                   [&](const v1::UnitInfo& a, const v1::UnitInfo& b) {
-                     if (key(a) != key(b)) return key(a) > key(b);
-                     return a.unit_id() < b.unit_id();
-                   });
+  std::stable_sort(units->begin(), units->end(), [&](const v1::UnitInfo& a, const v1::UnitInfo& b) {
+    if (key(a) != key(b)) return key(a) > key(b);
+    return a.unit_id() < b.unit_id();
+  });
 }
 
 void PrintUnits(const v1::ListUnitsResponse& resp) {
@@ -41,9 +40,9 @@ void PrintUnits(const v1::ListUnitsResponse& resp) {
            {"LAST STEP", Align::kRight}});
   for (const v1::UnitInfo& u : resp.units()) {
     const bool recovering = u.state() == v1::UNIT_STATE_RECOVERY;
-    t.AddRow({EscapeForLog(u.name()), UnitStateName(u.state()), FormatNumber(u.gnmr()), FormatNumber(u.delta()),
-              FormatNumber(u.norm()), FormatNumber(u.mu()), ActionText(u.action()),
-              recovering ? std::to_string(u.since()) : "-",
+    t.AddRow({EscapeForLog(u.name()), UnitStateName(u.state()), FormatNumber(u.gnmr()),
+              FormatNumber(u.delta()), FormatNumber(u.norm()), FormatNumber(u.mu()),
+              ActionText(u.action()), recovering ? std::to_string(u.since()) : "-",
               recovering ? std::to_string(u.until()) : "-", FormatStep(u.last_step())});
   }
   std::fputs(t.Render().c_str(), stdout);
@@ -52,18 +51,17 @@ void PrintUnits(const v1::ListUnitsResponse& resp) {
 }  // namespace
 
 int UnitsCommand(int argc, char** argv) {
-  AdminCommand cmd(
-      "units", "gnmrctl units --job J [--top N] [--state STATE] [options]",
-      "Lists a job's units: state (warmup, active, recovery), last GNMR and\n"
-      "Delta-GNMR, last norm, historical mean mu, action, and for units in\n"
-      "recovery the first step in force (SINCE) and the first step no longer\n"
-      "in force (UNTIL). Units come in id order; with --top, the N with the\n"
-      "highest GNMR first.");
+  AdminCommand cmd("units", "gnmrctl units --job J [--top N] [--state STATE] [options]",
+                   "Lists a job's units: state (warmup, active, recovery), last GNMR and\n"
+                   "Delta-GNMR, last norm, historical mean mu, action, and for units in\n"
+                   "recovery the first step in force (SINCE) and the first step no longer\n"
+                   "in force (UNTIL). Units come in id order; with --top, the N with the\n"
+                   "highest GNMR first.");
   cmd.AddJobFlag();
   std::string top_text, state;
   cmd.flags().AddString("top", "N", "only the N units with the highest last GNMR", &top_text);
-  cmd.flags().AddString("state", "STATE",
-                        "only units in this state: recovery, warmup or active", &state);
+  cmd.flags().AddString("state", "STATE", "only units in this state: recovery, warmup or active",
+                        &state);
   if (auto rc = cmd.Start(argc, argv)) return *rc;
   int64_t top = 0;
   if (!top_text.empty()) {

@@ -39,8 +39,8 @@
 #include <string>
 #include <vector>
 
-#include "gnmr/status.h"
 #include "gnmr/config.h"
+#include "gnmr/status.h"
 #include "gnmr/tensor.h"
 
 namespace gnmr {
@@ -52,10 +52,10 @@ struct ClientOptions {
   // gnmr_client_local library). Same plans, events and checkpoints; sharded
   // units are refused (they need gnmrd to combine the shards).
   std::string target;
-  std::string job_id;        // 1..128 of [A-Za-z0-9._:-]
-  uint32_t rank = 0;         // < world_size
+  std::string job_id;  // 1..128 of [A-Za-z0-9._:-]
+  uint32_t rank = 0;   // < world_size
   uint32_t world_size = 1;
-  std::string token;         // job token, sent as x-gnmr-token metadata
+  std::string token;  // job token, sent as x-gnmr-token metadata
   // Sent as x-gnmr-admin-token by ExportState/ImportState only: the
   // daemon's read or admin token where it requires one (TCP listeners;
   // over a Unix socket file permissions stand in for it). Empty: none.
@@ -167,7 +167,7 @@ enum class OverheadSource : int {
 struct ClientCounters {
   uint64_t reports_enqueued = 0;
   uint64_t reports_sent = 0;
-  uint64_t reports_dropped = 0;   // queue full (drop-oldest) or stale on reconnect
+  uint64_t reports_dropped = 0;  // queue full (drop-oldest) or stale on reconnect
   uint64_t acks_sent = 0;
   uint64_t acks_dropped = 0;
   uint64_t decisions_received = 0;  // valid, stored
@@ -181,7 +181,7 @@ struct ClientCounters {
   uint64_t reconnects = 0;          // registrations after the first
   uint64_t connect_failures = 0;    // failed attempts and broken streams
   bool connected = false;
-  int64_t last_decided_step = -1;   // observed step of the newest decision
+  int64_t last_decided_step = -1;  // observed step of the newest decision
   // Total host time Observe spent on statistics: computing them (host
   // units) plus enqueueing the GPU launch (device units; not GPU time).
   double stats_seconds = 0.0;
@@ -189,9 +189,9 @@ struct ClientCounters {
   // launch), counted when the I/O thread reads the results.
   double stats_gpu_seconds = 0.0;
   OverheadSource overhead_source = OverheadSource::kHostWall;
-  double overhead_ratio = 0.0;   // newest; meaningless when kUnavailable
-  int64_t overhead_step = -1;    // the step it measures (-1: none yet)
-  std::string last_error;           // newest background error, "" if none
+  double overhead_ratio = 0.0;  // newest; meaningless when kUnavailable
+  int64_t overhead_step = -1;   // the step it measures (-1: none yet)
+  std::string last_error;       // newest background error, "" if none
 };
 
 // Something the client cannot fix by retrying: a client set up wrong, or a
@@ -237,8 +237,7 @@ class Client {
   // client must be on the same device. Without a usable GPU (no driver, no
   // device, or a library built without CUDA) a device unit is refused with
   // Unavailable and a message saying why; host units keep working.
-  StatusOr<UnitHandle> AddUnit(const std::string& name,
-                               const std::vector<TensorRef>& tensors,
+  StatusOr<UnitHandle> AddUnit(const std::string& name, const std::vector<TensorRef>& tensors,
                                uint32_t shard_index = 0, uint32_t shard_count = 1);
 
   // Points a unit at new memory (frameworks reallocate gradients). The

@@ -81,7 +81,12 @@ enum {
 };
 
 /* Actions and entry treatments (values as gnmr.v1.Action / EntryTreatment). */
-enum { GNMR_ACTION_PROMOTE = 0, GNMR_ACTION_CLIP = 1, GNMR_ACTION_SKIP = 2, GNMR_ACTION_RESET_STATE = 3 };
+enum {
+  GNMR_ACTION_PROMOTE = 0,
+  GNMR_ACTION_CLIP = 1,
+  GNMR_ACTION_SKIP = 2,
+  GNMR_ACTION_RESET_STATE = 3
+};
 enum { GNMR_ENTRY_NONE = 0, GNMR_ENTRY_CLIP = 1, GNMR_ENTRY_SKIP = 2 };
 
 typedef struct gnmr_client gnmr_client;
@@ -93,11 +98,11 @@ typedef struct gnmr_options {
   const char* job_id;
   uint32_t rank;
   uint32_t world_size;
-  const char* token;    /* may be NULL */
-  int32_t decision_wait_ms;     /* default 2000 (docs/safety.md) */
-  uint32_t max_queued_reports;  /* default 64 */
-  int32_t backoff_initial_ms;   /* default 50 */
-  int32_t backoff_max_ms;       /* default 1000 */
+  const char* token;           /* may be NULL */
+  int32_t decision_wait_ms;    /* default 2000 (docs/safety.md) */
+  uint32_t max_queued_reports; /* default 64 */
+  int32_t backoff_initial_ms;  /* default 50 */
+  int32_t backoff_max_ms;      /* default 1000 */
   /* 0.2: 1 = measure the GPU statistics kernels' share of all kernel time
    * with CUPTI (ClientOptions::profile_gpu_overhead); default 0. */
   int32_t profile_gpu_overhead;
@@ -115,9 +120,9 @@ typedef struct gnmr_options {
 #define GNMR_LOCATION_CUDA(ordinal) ((int32_t)(ordinal) + 1)
 
 typedef struct gnmr_tensor {
-  const void* data;  /* any alignment; memory as `location` says */
+  const void* data; /* any alignment; memory as `location` says */
   uint64_t numel;
-  int32_t dtype;     /* GNMR_DTYPE_* */
+  int32_t dtype; /* GNMR_DTYPE_* */
   /* 0.2: GNMR_LOCATION_HOST (0) or GNMR_LOCATION_CUDA(k) = k + 1 (zero
    * means host, so 0.1-style initialisers keep their meaning). */
   int32_t location;
@@ -150,23 +155,23 @@ typedef struct gnmr_plan_info {
   uint64_t digest;
   uint32_t num_entries;
   /* 0.2 */
-  int32_t miss_reason;         /* GNMR_MISS_* */
+  int32_t miss_reason; /* GNMR_MISS_* */
   uint64_t generation;
-  int32_t nonfinite_observed;  /* this rank saw NaN/Inf at `step` */
-  int32_t skip_step;           /* 1: do not step the optimizer at `step` */
+  int32_t nonfinite_observed; /* this rank saw NaN/Inf at `step` */
+  int32_t skip_step;          /* 1: do not step the optimizer at `step` */
 } gnmr_plan_info;
 
 typedef struct gnmr_plan_entry {
   uint32_t unit;
-  int32_t action;      /* GNMR_ACTION_* */
-  int32_t entry;       /* GNMR_ENTRY_* */
-  int32_t first_step;  /* 1 if step == since */
+  int32_t action;     /* GNMR_ACTION_* */
+  int32_t entry;      /* GNMR_ENTRY_* */
+  int32_t first_step; /* 1 if step == since */
   int64_t since;
   int64_t until;
   double ref_norm;
   double clip_min_scale;
-  double norm;   /* NaN if unknown */
-  double scale;  /* clip factor */
+  double norm;  /* NaN if unknown */
+  double scale; /* clip factor */
 } gnmr_plan_entry;
 
 typedef struct gnmr_counters {
@@ -183,15 +188,15 @@ typedef struct gnmr_counters {
   uint64_t connect_failures;
   int32_t connected;
   int64_t last_decided_step;
-  double stats_seconds;      /* host time: statistics, GPU launch enqueue */
+  double stats_seconds; /* host time: statistics, GPU launch enqueue */
   /* 0.2 */
-  double stats_gpu_seconds;  /* GPU time of the statistics launches */
-  int32_t overhead_source;   /* GNMR_OVERHEAD_* */
-  double overhead_ratio;     /* newest; ignore when UNAVAILABLE */
-  int64_t overhead_step;     /* the step it measures, -1 if none */
-  uint64_t decisions_stale;  /* of an older generation, ignored */
-  uint64_t skipped_steps;    /* plans with skip_step */
-  uint64_t generation;       /* the job generation followed */
+  double stats_gpu_seconds; /* GPU time of the statistics launches */
+  int32_t overhead_source;  /* GNMR_OVERHEAD_* */
+  double overhead_ratio;    /* newest; ignore when UNAVAILABLE */
+  int64_t overhead_step;    /* the step it measures, -1 if none */
+  uint64_t decisions_stale; /* of an older generation, ignored */
+  uint64_t skipped_steps;   /* plans with skip_step */
+  uint64_t generation;      /* the job generation followed */
 } gnmr_counters;
 
 /* gnmr_counters.overhead_source (values as gnmr.v1.OverheadSource). */
@@ -210,11 +215,9 @@ int gnmr_client_create(const gnmr_options* options, gnmr_client** out);
 /* Stops the background thread and frees the client; NULL is a no-op. */
 void gnmr_client_destroy(gnmr_client* client);
 
-int gnmr_add_unit(gnmr_client* client, const char* name, const gnmr_tensor* tensors,
-                  size_t count, uint32_t shard_index, uint32_t shard_count,
-                  uint32_t* unit_out);
-int gnmr_set_tensors(gnmr_client* client, uint32_t unit, const gnmr_tensor* tensors,
-                     size_t count);
+int gnmr_add_unit(gnmr_client* client, const char* name, const gnmr_tensor* tensors, size_t count,
+                  uint32_t shard_index, uint32_t shard_count, uint32_t* unit_out);
+int gnmr_set_tensors(gnmr_client* client, uint32_t unit, const gnmr_tensor* tensors, size_t count);
 int gnmr_start(gnmr_client* client);
 int gnmr_observe(gnmr_client* client, int64_t step);
 /* Observe with device units launched on `stream` (a cudaStream_t; NULL: the
@@ -240,8 +243,7 @@ int gnmr_wait_connected(gnmr_client* client, int32_t timeout_ms);
  * buffer of *len_out bytes the caller frees with gnmr_free).
  * gnmr_import_state replaces it and stores in *generation_out (may be NULL)
  * the job generation the import started. */
-int gnmr_export_state(gnmr_client* client, int32_t timeout_ms, void** state_out,
-                      size_t* len_out);
+int gnmr_export_state(gnmr_client* client, int32_t timeout_ms, void** state_out, size_t* len_out);
 int gnmr_import_state(gnmr_client* client, const void* state, size_t len, int32_t timeout_ms,
                       uint64_t* generation_out);
 /* Frees a buffer this library returned; NULL is a no-op. */
@@ -253,7 +255,7 @@ int gnmr_plan_info_get(const gnmr_plan* plan, gnmr_plan_info* out);
 int gnmr_plan_entry_get(const gnmr_plan* plan, uint32_t index, gnmr_plan_entry* out);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
-#endif  /* GNMR_GNMR_C_H_ */
+#endif /* GNMR_GNMR_C_H_ */

@@ -48,8 +48,7 @@ const char* StatusCodeName(StatusCode code);
 class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
-  Status(StatusCode code, std::string message)
-      : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
 
@@ -92,9 +91,7 @@ inline Status Unimplemented(std::string m) {
   return Status(StatusCode::kUnimplemented, std::move(m));
 }
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
-inline Status Unavailable(std::string m) {
-  return Status(StatusCode::kUnavailable, std::move(m));
-}
+inline Status Unavailable(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
 inline Status DataLoss(std::string m) { return Status(StatusCode::kDataLoss, std::move(m)); }
 inline Status Unauthenticated(std::string m) {
   return Status(StatusCode::kUnauthenticated, std::move(m));
@@ -153,9 +150,9 @@ class [[nodiscard]] StatusOr {
 }  // namespace gnmr
 
 // Returns the Status of `expr` from the enclosing function if it is not OK.
-#define GNMR_RETURN_IF_ERROR(expr)              \
-  do {                                          \
-    ::gnmr::Status gnmr_status_ = (expr);       \
+#define GNMR_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::gnmr::Status gnmr_status_ = (expr);        \
     if (!gnmr_status_.ok()) return gnmr_status_; \
   } while (false)
 

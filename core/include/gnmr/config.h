@@ -48,24 +48,23 @@ struct ActionRule {
   double clip_min_scale = -1.0;
 
   bool operator==(const ActionRule& o) const {
-    return pattern == o.pattern && action == o.action &&
-           clip_min_scale == o.clip_min_scale;
+    return pattern == o.pattern && action == o.action && clip_min_scale == o.clip_min_scale;
   }
 };
 
 struct ControllerConfig {
-  int32_t warmup = 50;          // valid samples that only build history
-  double ema_decay = 0.98;      // historical mean decay
-  double tau = 6.0;             // GNMR trigger threshold
-  double tau_delta = 4.0;       // Delta-GNMR trigger threshold
-  double gnmr_floor = 1.5;      // Delta-GNMR counts only at GNMR >= floor
-  int32_t short_window = 4;     // evaluated steps in the Delta-GNMR window
-  int32_t max_o = 4;            // hard budget: units in recovery at once
-  int32_t lock_steps = 20;      // steps a recovered unit stays recovered
-  int32_t lag = 1;              // decision for step t applies from t + lag
+  int32_t warmup = 50;                           // valid samples that only build history
+  double ema_decay = 0.98;                       // historical mean decay
+  double tau = 6.0;                              // GNMR trigger threshold
+  double tau_delta = 4.0;                        // Delta-GNMR trigger threshold
+  double gnmr_floor = 1.5;                       // Delta-GNMR counts only at GNMR >= floor
+  int32_t short_window = 4;                      // evaluated steps in the Delta-GNMR window
+  int32_t max_o = 4;                             // hard budget: units in recovery at once
+  int32_t lock_steps = 20;                       // steps a recovered unit stays recovered
+  int32_t lag = 1;                               // decision for step t applies from t + lag
   EntryTreatment entry = EntryTreatment::kClip;  // lag-0 promote entry
-  double clip_min_scale = 0.01;  // default lower bound of clip scales
-  std::vector<ActionRule> actions;  // first match wins; default promote
+  double clip_min_scale = 0.01;                  // default lower bound of clip scales
+  std::vector<ActionRule> actions;               // first match wins; default promote
 
   // Upper bounds that keep a hostile or mistyped config from allocating
   // absurd amounts or overflowing step arithmetic.
@@ -92,7 +91,6 @@ struct ResolvedAction {
   Action action = Action::kPromote;
   double clip_min_scale = ControllerConfig{}.clip_min_scale;
 };
-ResolvedAction ResolveAction(const ControllerConfig& config,
-                             const std::string& unit_name);
+ResolvedAction ResolveAction(const ControllerConfig& config, const std::string& unit_name);
 
 }  // namespace gnmr

@@ -6,8 +6,8 @@
 
 #include <cstddef>
 
-#include "gnmr/status.h"
 #include "gnmr/cpu_isa.h"
+#include "gnmr/status.h"
 #include "gnmr/tensor.h"
 
 namespace gnmr::cpu {
@@ -26,7 +26,6 @@ Status ComputeStats(const TensorRef* tensors, size_t count, UnitStats* out);
 
 // The same with a given kernel build; Unimplemented if it is not available.
 // For tests: every build must give bit-identical results.
-Status ComputeStatsWithIsa(Isa isa, const TensorRef* tensors, size_t count,
-                           UnitStats* out);
+Status ComputeStatsWithIsa(Isa isa, const TensorRef* tensors, size_t count, UnitStats* out);
 
 }  // namespace gnmr::cpu

@@ -15,13 +15,13 @@
 //   context. Pointers are checked once, when they are handed over.
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <string>
 
-#include "gnmr/status.h"
+#include <cuda_runtime.h>
+
 #include "gnmr/cuda_driver_fns.h"
+#include "gnmr/status.h"
 
 namespace gnmr::cuda {
 

@@ -23,11 +23,16 @@ enum class DType : uint8_t {
 // "fp32", "bf16", ...; "unknown" for a value outside the enum.
 inline const char* DTypeName(DType d) {
   switch (d) {
-    case DType::kFp32: return "fp32";
-    case DType::kBf16: return "bf16";
-    case DType::kFp16: return "fp16";
-    case DType::kFp8E4M3: return "fp8_e4m3fn";
-    case DType::kFp8E5M2: return "fp8_e5m2";
+    case DType::kFp32:
+      return "fp32";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kFp16:
+      return "fp16";
+    case DType::kFp8E4M3:
+      return "fp8_e4m3fn";
+    case DType::kFp8E5M2:
+      return "fp8_e5m2";
   }
   return "unknown";
 }
@@ -35,11 +40,14 @@ inline const char* DTypeName(DType d) {
 // Bytes per element; 0 for a value outside the enum.
 inline size_t DTypeSize(DType d) {
   switch (d) {
-    case DType::kFp32: return 4;
+    case DType::kFp32:
+      return 4;
     case DType::kBf16:
-    case DType::kFp16: return 2;
+    case DType::kFp16:
+      return 2;
     case DType::kFp8E4M3:
-    case DType::kFp8E5M2: return 1;
+    case DType::kFp8E5M2:
+      return 1;
   }
   return 0;
 }
