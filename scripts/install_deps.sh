@@ -31,6 +31,7 @@ packages=(
   fortunes python3-matplotlib
   # scripts/test.sh --asan / --tsan and the libFuzzer targets (fuzz/)
   clang-16 libclang-rt-16-dev llvm-16  # llvm-16: llvm-symbolizer for reports
+  clang-format-16  # ctest clang_format (scripts/check_format.sh)
 )
 
 case "${1:-}" in
