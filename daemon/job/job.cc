@@ -53,10 +53,10 @@ Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller 
       controller_(std::move(controller)),
       aggregator_(&topology_, options.aggregation),
       session_ids_(std::random_device{}()),
-      last_active_(Now()),
       generation_start_(
           GenerationStartMessage(generation_, controller_.next_lag(), controller_.sequence() + 1)),
-      acks_(options.steps_kept_for_acks) {
+      acks_(options.steps_kept_for_acks),
+      last_active_(Now()) {
   PublishView(Now());  // Info() has a view even if the job is busy at once
 }
 
