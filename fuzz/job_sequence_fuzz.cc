@@ -16,6 +16,15 @@
 // (job_harness.h); the job's exported state restores and imports back;
 // no decision is ever refused by the controller (decision_failures == 0);
 // the recovery set never exceeds the largest max_o the job had.
+//
+// Time: the job reads the fake clock (JobOptions::clock) that Tick moves
+// and OnStats is given, never the real one, so ages, idleness and the
+// published view follow the input and a rerun does the same.
+//
+// Speed (docs/fuzzing.md, "Speed"): run with -entropic=0 (fuzz/CMakeLists.txt,
+// scripts/fuzz_long.sh). An input touches ~27,000 coverage features;
+// libFuzzer's entropic schedule updates a frequency per feature per input,
+// which took ~80% of the time (200 inputs/s of CPU against ~940 without).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -63,6 +72,7 @@ class Driver {
     options_.snapshot_every_steps = static_cast<uint32_t>(in_.Range(1, 8));
     options_.steps_kept_for_acks = 16;
     options_.decisions_kept = 8;
+    options_.clock = [this] { return now_; };
     max_o_seen_ = config_.max_o;
 
     for (int op = 0; op < kMaxOps && !in_.empty(); ++op) Step();
@@ -316,11 +326,12 @@ class Driver {
   ControllerConfig config_;
   JobOptions options_;
   int32_t max_o_seen_ = 0;
+  // The job's clock (options_.clock): declared before the job, which reads it.
+  Job::Clock::time_point now_ = Job::Clock::time_point(std::chrono::hours(1));
   CheckingListener listener_;
   std::unique_ptr<Job> job_;
   std::vector<RankState> ranks_ = std::vector<RankState>(5);
   std::vector<std::shared_ptr<CheckingSink>> sinks_;
-  Job::Clock::time_point now_ = Job::Clock::time_point(std::chrono::hours(1));
   int64_t last_step_sent_ = -1;
 };
 

@@ -27,7 +27,10 @@ class Trainer {
     o.target = target;
     o.job_id = "job";
     o.token = "tok";
-    o.decision_wait = std::chrono::milliseconds(300);
+    // Waited only while connected (never with the daemon absent or after
+    // a wait timed out): long enough for a gnmrd built with ThreadSanitizer
+    // on a loaded machine, where 300 ms missed the spike's decision.
+    o.decision_wait = std::chrono::milliseconds(3000);
     ControllerConfig c;
     c.warmup = 5;
     c.max_o = 1;
