@@ -15,9 +15,9 @@
 //    25th-75th percentile of the ratios.
 // 3. forward vs gradient statistics (issue 15: forward statistics, with the
 //    saturation count, cost <= 1x the gradient statistics per byte read):
-//    per pair, `--reps` rounds of the gradient kernel then the forward
-//    kernel on buffers of the same size; each round's ratio is the forward
-//    time over the gradient time (= the cost ratio per byte).
+//    per pair, `--reps` rounds of the gradient and the forward kernel (in
+//    alternating order) on buffers of the same size; each round's ratio is
+//    the forward time over the gradient time (= the cost ratio per byte).
 // Single thread, buffers larger than the caches by default (--mib).
 #include <unistd.h>
 
@@ -253,10 +253,18 @@ int main(int argc, char** argv) {
     UnitStats u;
     std::vector<double> ratio;
     for (int r = 0; r < opt.reps; ++r) {
-      const double sg = Seconds([&] { (void)cpu::ComputeStats(&tg, 1, &u); });
-      g_sink = static_cast<uint64_t>(u.zeros);
-      const double sf = Seconds([&] { (void)cpu::ComputeStats(&tf, 1, &u); });
-      g_sink = static_cast<uint64_t>(u.saturated);
+      double sg = 0.0, sf = 0.0;
+      // Alternating which one runs first, so neither always finds the
+      // other's cache state.
+      for (int k = 0; k < 2; ++k) {
+        if ((k == 0) == (r % 2 == 0)) {
+          sg = Seconds([&] { (void)cpu::ComputeStats(&tg, 1, &u); });
+          g_sink = static_cast<uint64_t>(u.zeros);
+        } else {
+          sf = Seconds([&] { (void)cpu::ComputeStats(&tf, 1, &u); });
+          g_sink = static_cast<uint64_t>(u.saturated);
+        }
+      }
       ratio.push_back(sf / sg);
     }
     std::printf("| %s vs %s | **%.2fx** (%.2f-%.2fx) |\n", inputs[f].name, inputs[g].name,

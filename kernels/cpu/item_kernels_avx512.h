@@ -106,7 +106,7 @@ double SumItem(const unsigned char* p, ScanOf<kSat>* scan, const SatThreshold* t
   sc.mn = _mm512_set1_epi32(-1);
   sc.nz = _mm512_setzero_si512();
   sc.zeros = 0;
-  if constexpr (kSat) sc.sat = _mm512_setzero_si512();
+  if constexpr (kSat) sc.sat = _mm512_setzero_si512(), sc.sat_n = 0;
   // One 128-lane block of the item: its 16 half rows into a[16].
   const auto block = [&](int b, __m512d a[16]) __attribute__((always_inline)) {
     for (int v = 0; v < 16; ++v) a[v] = _mm512_setzero_pd();
@@ -212,7 +212,7 @@ bool Item(const unsigned char* p, uint32_t sat, double* partial, __m512i* amax_w
     const double lean = SumItem<kNormal, ScanKind::kLean, kSat>(p, &s, &thr);
     if (AnyGe<Bits>(s.mx, 2 * F::kNonfinite)) return false;  // NaN/Inf: s.mx is 2a
     *partial = lean;
-    if constexpr (kSat) *saturated += NonzeroCount<Bits>(s.sat);
+    if constexpr (kSat) *saturated += k32 ? NonzeroCount<Bits>(s.sat) : s.sat_n;
     if constexpr (k32) {
       *amax_w = _mm512_max_epu32(*amax_w, _mm512_srli_epi32(s.mx, 1));
       *zeros += kItemElems - NonzeroCount<Bits>(s.nz);
@@ -250,7 +250,7 @@ bool Item(const unsigned char* p, uint32_t sat, double* partial, __m512i* amax_w
   *partial = part;
   *amax_w = k32 ? _mm512_max_epu32(*amax_w, s.mx) : _mm512_max_epu16(*amax_w, s.mx);
   *zeros += k32 ? kItemElems - NonzeroCount<Bits>(s.nz) : s.zeros;
-  if constexpr (kSat) *saturated += NonzeroCount<Bits>(s.sat);
+  if constexpr (kSat) *saturated += k32 ? NonzeroCount<Bits>(s.sat) : s.sat_n;
   return true;
 }
 

@@ -29,12 +29,15 @@ struct ItemScan {
   __m512i nz;
   uint64_t zeros;  // 16-bit formats (their nz stays 0)
 };
-// The figures of a scan with the saturation count (kSat): also sat, the
-// per-lane counts of the patterns a >= the saturation pattern (<= 256 per
-// 32-bit lane, <= 128 per 16-bit lane). Scans without it keep ItemScan, so
-// their code is what it was before the count existed.
+// The figures of a scan with the saturation count (kSat): the patterns
+// a >= the saturation pattern, as per-lane counts in sat for fp32 (<= 256
+// per lane), as the total sat_n for bf16/fp16 (mask popcounts, like their
+// zeros: the scalar ports are idle while the conversions saturate the
+// vector ones). Scans without it keep ItemScan, so their code is what it
+// was before the count existed.
 struct ItemScanSat : ItemScan {
   __m512i sat;
+  uint64_t sat_n;
 };
 template <bool kSat>
 using ScanOf = std::conditional_t<kSat, ItemScanSat, ItemScan>;
@@ -92,8 +95,7 @@ __attribute__((always_inline)) inline void ScanChunk(const unsigned char* q, Sca
     s->mn = _mm512_min_epu16(s->mn, t);
     s->zeros += static_cast<uint32_t>(__builtin_popcount(_mm512_movepi16_mask(t)));
     if constexpr (kSat) {  // t >= thr - 1, signed: a zero's t is -1
-      const __mmask32 k = _mm512_cmpge_epi16_mask(t, thr->full);
-      s->sat = _mm512_mask_add_epi16(s->sat, k, s->sat, _mm512_set1_epi16(1));
+      s->sat_n += static_cast<uint32_t>(__builtin_popcount(_mm512_cmpge_epi16_mask(t, thr->full)));
     }
   }
 }
@@ -130,8 +132,7 @@ __attribute__((always_inline)) inline void ScanChunkLean(const unsigned char* q,
     s->mx = _mm512_max_epu16(s->mx, u);
     s->zeros += static_cast<uint32_t>(__builtin_popcount(_mm512_testn_epi16_mask(u, u)));
     if constexpr (kSat) {
-      const __mmask32 k = _mm512_cmpge_epu16_mask(u, thr->lean);
-      s->sat = _mm512_mask_add_epi16(s->sat, k, s->sat, _mm512_set1_epi16(1));
+      s->sat_n += static_cast<uint32_t>(__builtin_popcount(_mm512_cmpge_epu16_mask(u, thr->lean)));
     }
   }
 }
