@@ -50,6 +50,17 @@
 // the sign bit cleared (exponent-all-ones patterns are excluded; for
 // e4m3fn, which has no Inf, only S.1111.111 = NaN), converted to double at
 // the end.
+//
+// saturated is order-independent too (an integer count): with a = the
+// element's bit pattern with the sign bit cleared (fp8: the stored code,
+// before scale_inv) and thr = the tensor's saturation pattern
+// (kernels/saturation.h: TensorRef::saturation_magnitude rounded up into
+// the tensor's format; 0 = not counted), an element counts iff
+// thr != 0 and thr <= a < the format's first NaN/Inf pattern. For finite
+// IEEE values the pattern order is the magnitude order, so this is
+// |x| >= the rounded magnitude; NaN/Inf never count, and a tensor's count
+// does not depend on its scale. Implementations may compute it only where
+// thr != 0 (gradient tensors keep their code unchanged).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ptxas resources of the CUDA statistics kernels, per instantiation: compiles
-kernels/cuda/stats_kernels.cu and apply_kernel.cu with the flags of the CMake build
+kernels/cuda/stats_kernels.cu, reduce_kernels.cu and apply_kernel.cu with the flags of the CMake build
 (RelWithDebInfo, sm_90) and -Xptxas -v, and prints registers, spills, stack,
 shared memory and the resulting occupancy of a 256-thread block on sm_90
 (65536 registers and 64 warps per SM, registers allocated per warp in units of
@@ -35,7 +35,7 @@ def main():
     p.add_argument("--arch", default="90")
     a = p.parse_args()
     text = ""
-    for src in ("stats_kernels.cu", "apply_kernel.cu"):
+    for src in ("stats_kernels.cu", "reduce_kernels.cu", "apply_kernel.cu"):
         cmd = [a.nvcc, *FLAGS, f"--generate-code=arch=compute_{a.arch},code=[sm_{a.arch}]",
                "-Xptxas", "-v", "-I", ROOT, "-I", os.path.join(ROOT, "kernels/include"), "-c",
                os.path.join(ROOT, "kernels/cuda", src), "-o", os.devnull]
@@ -51,7 +51,8 @@ def main():
             name = m.group(1)
             kernel = next((k for k in BLOCK if k in name), name)
             d = re.search(r"DTypeE(\d)", name)
-            rows.append({"kernel": kernel + (f"<{DTYPES[d.group(1)]}>" if d else ""),
+            sat = ",sat" if re.search(r"DTypeE\dELb1E", name) else ""
+            rows.append({"kernel": kernel + (f"<{DTYPES[d.group(1)]}{sat}>" if d else ""),
                          "block": BLOCK.get(kernel, 256), "regs": 0, "spill": "0/0",
                          "stack": 0, "smem": 0})
             continue

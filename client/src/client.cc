@@ -221,6 +221,7 @@ Status Client::Observe(int64_t step, void* stream) {
       r->amax[i] = st.amax;
       r->nonfinite[i] = st.nonfinite;
       r->zeros[i] = st.zeros;
+      r->saturated[i] = st.saturated;
       m.norms[i] = std::sqrt(st.sumsq * u.shard_count);
       nonfinite = nonfinite || st.nonfinite > 0 || !std::isfinite(st.sumsq);
     }

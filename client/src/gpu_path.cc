@@ -214,6 +214,7 @@ void GpuPath::PublishLocked(const Parked& p, double gpu_seconds) {
     r->amax[u] = st.amax;
     r->nonfinite[u] = st.nonfinite;
     r->zeros[u] = st.zeros;
+    r->saturated[u] = st.saturated;
     norms_[d] = std::sqrt(st.sumsq * shard_count_[u]);
     nonfinite_ = nonfinite_ || st.nonfinite > 0 || !std::isfinite(st.sumsq);
   }

@@ -28,6 +28,9 @@ struct Report {
   std::vector<double> amax;
   std::vector<uint64_t> nonfinite;
   std::vector<uint64_t> zeros;
+  // UnitStats::saturated per unit (0 for units without counting tensors);
+  // not on the wire yet (StepStats gains its forward columns separately).
+  std::vector<uint64_t> saturated;
   double stats_seconds = 0.0;
   double overhead_ratio = 0.0;
   double stats_gpu_seconds = 0.0;  // GPU path: CUDA-event time of the launch

@@ -1,6 +1,7 @@
 #include "client/src/unit_registry.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "gnmr/cpu_stats.h"
 
@@ -29,6 +30,11 @@ Status CheckDeviceTensors(const TensorRef* tensors, size_t count) {
     if ((t.dtype == DType::kFp8E4M3 || t.dtype == DType::kFp8E5M2) && t.scale_inv_ptr == nullptr &&
         !std::isfinite(t.scale_inv)) {
       return InvalidArgument(name + ": " + DTypeName(t.dtype) + " scale_inv is not finite");
+    }
+    uint32_t m;  // on the bit pattern, as the kernels judge it (no FP mode can change it)
+    std::memcpy(&m, &t.saturation_magnitude, sizeof m);
+    if (m > 0x7f800000u && m != 0x80000000u) {
+      return InvalidArgument(name + ": saturation_magnitude is negative or NaN");
     }
     if (t.numel > 0 && t.data == nullptr) return InvalidArgument(name + ": data is null");
   }
@@ -134,11 +140,13 @@ Status UnitRegistry::SetTensors(UnitHandle unit, const TensorRef* tensors, size_
     for (size_t i = 0; i < count; ++i) {
       const bool fp8 = tensors[i].dtype == DType::kFp8E4M3 || tensors[i].dtype == DType::kFp8E5M2;
       if (tensors[i].dtype != u.tensors[i].dtype || tensors[i].numel != u.tensors[i].numel ||
+          tensors[i].saturation_magnitude != u.tensors[i].saturation_magnitude ||
           (fp8 && (tensors[i].scale_inv != u.tensors[i].scale_inv ||
                    tensors[i].scale_inv_ptr != u.tensors[i].scale_inv_ptr))) {
         return InvalidArgument("unit '" + u.name + "': tensor " + std::to_string(i) +
-                               " changed dtype, numel, scale_inv or scale_inv_ptr (device units: "
-                               "only data pointers may change; a scale_inv_ptr's value may)");
+                               " changed dtype, numel, saturation_magnitude, scale_inv or "
+                               "scale_inv_ptr (device units: only data pointers may change; a "
+                               "scale_inv_ptr's value may)");
       }
     }
   }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kernels/cpu/item_kernels.h"
+#include "kernels/saturation.h"
 #include "kernels/stats_order.h"
 
 namespace gnmr::cpu {
@@ -45,10 +46,11 @@ TensorResult TensorStats(ItemsFn items_fn, const TensorRef& ref, float scale_inv
   TensorResult t;
   stats_order::ItemTree tree;
   double partials[kChunkItems];
+  const uint32_t sat = saturation::Threshold(ref.dtype, ref.saturation_magnitude);
   for (uint64_t first = 0; first < ref.numel; first += kChunk) {
     const uint64_t n = ref.numel - first < kChunk ? ref.numel - first : kChunk;
     const uint64_t items =
-        items_fn(ref.dtype, data + first * DTypeSize(ref.dtype), n, partials, &t.counters);
+        items_fn(ref.dtype, data + first * DTypeSize(ref.dtype), n, sat, partials, &t.counters);
     for (uint64_t i = 0; i < items; ++i) tree.Push(partials[i]);
   }
   t.sum = tree.Finish();
@@ -81,6 +83,7 @@ Status Compute(ItemsFn items_fn, const TensorRef* tensors, size_t count, UnitSta
     }
     u.nonfinite += t.counters.nonfinite;
     u.zeros += t.counters.zeros;
+    u.saturated += t.counters.saturated;
     u.numel += ref.numel;
     nans += t.counters.nans;
   }
@@ -184,6 +187,9 @@ Status CheckTensors(const TensorRef* tensors, size_t count) {
       default:
         return error(StatusCode::kInvalidArgument, i,
                      "unknown dtype " + std::to_string(static_cast<int>(t.dtype)));
+    }
+    if (!saturation::ValidMagnitude(t.saturation_magnitude)) {
+      return error(StatusCode::kInvalidArgument, i, "saturation_magnitude is negative or NaN");
     }
     if (t.numel > 0 && t.data == nullptr) {
       return error(StatusCode::kInvalidArgument, i,

@@ -23,6 +23,12 @@
 // - Slow path (partial items, flagged items): the scalar-per-lane exact
 //   decoder: integer operations and an int -> double conversion only.
 //
+// Saturation (stats_order.h, saturated): a tensor with a saturation pattern
+// runs every path instantiated with kSat, which adds one integer compare
+// and count per element group to the scan the path already does, in the
+// same pass; a tensor without one (gradients) runs the kSat = false
+// instantiations, the code as it was before the count existed.
+//
 // Neither path lets a floating-point instruction see a denormal, so the
 // FTZ/DAZ modes of a training framework cannot change a result. Products
 // of decoded elements are exact, so FMA contraction cannot either.
@@ -97,13 +103,15 @@ inline double Decode(uint32_t a) {
 // Slow path: steps 1-4 of stats_order.h for the work item of `n` <= 4096
 // elements at `p`. Missing elements of a partial item would add +0.0 to a
 // non-negative lane, which changes nothing, so they are not visited.
-template <typename F>
-double SlowItem(const unsigned char* p, uint32_t n, uint32_t* amax_bits, ItemCounters* c) {
+// kSat: also counts the finite patterns >= sat (stats_order.h, saturated).
+template <typename F, bool kSat>
+double SlowItem(const unsigned char* p, uint32_t n, uint32_t sat, uint32_t* amax_bits,
+                ItemCounters* c) {
   using Bits = typename F::Bits;
   constexpr uint32_t kLanes = stats_order::kLanes;
   alignas(64) double lane[kLanes];
   for (uint32_t j = 0; j < kLanes; ++j) lane[j] = 0.0;
-  uint32_t amax = 0, zeros = 0, nonfinite = 0, nans = 0;
+  uint32_t amax = 0, zeros = 0, nonfinite = 0, nans = 0, saturated = 0;
   const uint32_t rows = (n + kLanes - 1) / kLanes;
   for (uint32_t r = 0; r < rows; ++r) {
     const unsigned char* row = p + static_cast<uint64_t>(r) * kLanes * sizeof(Bits);
@@ -121,6 +129,7 @@ double SlowItem(const unsigned char* p, uint32_t n, uint32_t* amax_bits, ItemCou
       zeros += a == 0;
       nonfinite += a >= F::kNonfinite;
       nans += a >= F::kNanMin;
+      if constexpr (kSat) saturated += a - sat < F::kNonfinite - sat;  // sat <= a < nonfinite
     }
   }
   for (uint32_t s = kLanes / 2; s >= 1; s /= 2) {
@@ -130,6 +139,7 @@ double SlowItem(const unsigned char* p, uint32_t n, uint32_t* amax_bits, ItemCou
   c->zeros += zeros;
   c->nonfinite += nonfinite;
   c->nans += nans;
+  c->saturated += saturated;
   return lane[0];
 }
 
@@ -209,8 +219,11 @@ __attribute__((always_inline)) inline void ToF64(const u32x16& a, f64x8* lo, f64
 // only) a subnormal one. Rows stream through all 256 lane accumulators
 // (kept in L1): lane blocks with register accumulators and rows strided
 // inside the item were 2.5x slower (they defeat the prefetcher).
-template <typename F, bool kSub>
-bool FastItem(const unsigned char* p, double* partial, u32x16* amax, uint64_t* zeros) {
+// kSat: also counts the patterns >= sat into *saturated (a committed item
+// is all finite, so no upper bound is needed).
+template <typename F, bool kSub, bool kSat>
+bool FastItem(const unsigned char* p, uint32_t sat, double* partial, u32x16* amax, uint64_t* zeros,
+              uint64_t* saturated) {
   constexpr uint32_t kLanes = stats_order::kLanes;
   constexpr uint32_t kGroups = kLanes / 16;
   constexpr uint32_t kBlock = kGroups;  // one block: measured 2.5x faster than 4
@@ -219,6 +232,7 @@ bool FastItem(const unsigned char* p, double* partial, u32x16* amax, uint64_t* z
   f64x8 acc[2 * kGroups];
   i32x16 bad = i32x16{};
   i32x16 zc = i32x16{};
+  i32x16 sc = i32x16{};
   u32x16 am = *amax;
   for (uint32_t b = 0; b < kGroups; b += kBlock) {
     f64x8 blk[2 * kBlock];
@@ -231,6 +245,7 @@ bool FastItem(const unsigned char* p, double* partial, u32x16* amax, uint64_t* z
         bad |= a >= F::kNonfinite;
         if constexpr (F::kFp32Range && !kSub) bad |= (a - 1u) < ((1u << F::kMantBits) - 1u);
         zc -= a == 0u;
+        if constexpr (kSat) sc -= a >= sat;
         am = am > a ? am : a;
         f64x8 lo, hi;
         ToF64<F, kSub && F::kFp32Range>(a, &lo, &hi);
@@ -256,16 +271,24 @@ bool FastItem(const unsigned char* p, double* partial, u32x16* amax, uint64_t* z
   uint64_t z = 0;
   for (int i = 0; i < 16; ++i) z += static_cast<uint32_t>(zc[i]);
   *zeros += z;
+  if constexpr (kSat) {
+    uint64_t n = 0;
+    for (int i = 0; i < 16; ++i) n += static_cast<uint32_t>(sc[i]);
+    *saturated += n;
+  }
   *amax = am;
   return true;
 }
 
-template <typename F>
-uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials, ItemCounters* c) {
+// kSat: with the saturation count (pattern `sat`); without, `sat` is unused
+// and every path runs the code it ran before the count existed.
+template <typename F, bool kSat>
+uint64_t ItemsOf(const unsigned char* data, uint64_t numel, uint32_t sat, double* partials,
+                 ItemCounters* c) {
   constexpr uint64_t kItem = stats_order::kItemElems;
   uint32_t amax_bits = 0;
   u32x16 amax_vec = u32x16{};
-  uint64_t fast_zeros = 0;
+  uint64_t fast_zeros = 0, fast_sat = 0;
 #ifdef GNMR_CPU_AVX512_ITEMS
   constexpr bool kAvx512Item = sizeof(typename F::Bits) >= 2;  // not fp8
   __m512i amax_w = _mm512_setzero_si512();
@@ -281,14 +304,22 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials, It
     if (n == kItem) {
 #ifdef GNMR_CPU_AVX512_ITEMS
       if constexpr (kAvx512Item) {
-        if (avx512::Item<F>(p, &partials[k], &amax_w, &fast_zeros, &sub_hint, daz_clear)) continue;
+        if (avx512::Item<F, kSat>(p, sat, &partials[k], &amax_w, &fast_zeros, &fast_sat, &sub_hint,
+                                  daz_clear)) {
+          continue;
+        }
       }
 #endif
       // A failed attempt re-reads the item from L1 (8-16 KiB), not memory.
-      if (FastItem<F, false>(p, &partials[k], &amax_vec, &fast_zeros)) continue;
-      if (F::kFp32Range && FastItem<F, true>(p, &partials[k], &amax_vec, &fast_zeros)) continue;
+      if (FastItem<F, false, kSat>(p, sat, &partials[k], &amax_vec, &fast_zeros, &fast_sat)) {
+        continue;
+      }
+      if (F::kFp32Range &&
+          FastItem<F, true, kSat>(p, sat, &partials[k], &amax_vec, &fast_zeros, &fast_sat)) {
+        continue;
+      }
     }
-    partials[k] = SlowItem<F>(p, n, &amax_bits, c);
+    partials[k] = SlowItem<F, kSat>(p, n, sat, &amax_bits, c);
   }
   for (int i = 0; i < 16; ++i) amax_bits = amax_bits > amax_vec[i] ? amax_bits : amax_vec[i];
 #ifdef GNMR_CPU_AVX512_ITEMS
@@ -298,26 +329,34 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, double* partials, It
   }
 #endif
   c->zeros += fast_zeros;
+  c->saturated += fast_sat;
   const double amax = Decode<F>(amax_bits);
   c->amax = c->amax > amax ? c->amax : amax;
   return k;
 }
 
+template <typename F>
+uint64_t ItemsOf(const unsigned char* data, uint64_t numel, uint32_t sat, double* partials,
+                 ItemCounters* c) {
+  return sat == 0 ? ItemsOf<F, false>(data, numel, 0, partials, c)
+                  : ItemsOf<F, true>(data, numel, sat, partials, c);
+}
+
 }  // namespace
 
-uint64_t Items(DType dtype, const unsigned char* data, uint64_t numel, double* partials,
-               ItemCounters* c) {
+uint64_t Items(DType dtype, const unsigned char* data, uint64_t numel, uint32_t saturation,
+               double* partials, ItemCounters* c) {
   switch (dtype) {
     case DType::kFp32:
-      return ItemsOf<Fp32>(data, numel, partials, c);
+      return ItemsOf<Fp32>(data, numel, saturation, partials, c);
     case DType::kBf16:
-      return ItemsOf<Bf16>(data, numel, partials, c);
+      return ItemsOf<Bf16>(data, numel, saturation, partials, c);
     case DType::kFp16:
-      return ItemsOf<Fp16>(data, numel, partials, c);
+      return ItemsOf<Fp16>(data, numel, saturation, partials, c);
     case DType::kFp8E4M3:
-      return ItemsOf<E4M3>(data, numel, partials, c);
+      return ItemsOf<E4M3>(data, numel, saturation, partials, c);
     case DType::kFp8E5M2:
-      return ItemsOf<E5M2>(data, numel, partials, c);
+      return ItemsOf<E5M2>(data, numel, saturation, partials, c);
     default:
       return 0;  // checked by the caller
   }

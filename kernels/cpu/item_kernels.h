@@ -22,6 +22,7 @@ struct ItemCounters {
   uint64_t zeros = 0;
   uint64_t nonfinite = 0;
   uint64_t nans = 0;
+  uint64_t saturated = 0;  // finite elements with pattern >= the threshold
 };
 
 // Processes the `numel` elements of a tensor of any DType (fp8 unscaled) at `data` (any
@@ -29,17 +30,19 @@ struct ItemCounters {
 // possibly partial: writes item k's partial (steps 1-4) to partials[k],
 // folds the counters into `c` and returns the number of items. Callers
 // pass at most a few items at a time; `partials` must hold them all.
+// `saturation`: the tensor's saturation pattern (kernels/saturation.h);
+// 0 runs the code without the count (each path is built both ways).
 using ItemsFn = uint64_t (*)(DType dtype, const unsigned char* data, uint64_t numel,
-                             double* partials, ItemCounters* c);
+                             uint32_t saturation, double* partials, ItemCounters* c);
 
 namespace isa_baseline {
-uint64_t Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
+uint64_t Items(DType, const unsigned char*, uint64_t, uint32_t, double*, ItemCounters*);
 }
 namespace isa_avx2 {
-uint64_t Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
+uint64_t Items(DType, const unsigned char*, uint64_t, uint32_t, double*, ItemCounters*);
 }
 namespace isa_avx512 {
-uint64_t Items(DType, const unsigned char*, uint64_t, double*, ItemCounters*);
+uint64_t Items(DType, const unsigned char*, uint64_t, uint32_t, double*, ItemCounters*);
 }
 
 ItemsFn ItemsFor(Isa isa);  // null if not available

@@ -93,15 +93,20 @@ enum class ScanKind { kNone, kFull, kLean };
 // they are discarded, and floating-point exceptions are masked (as for the
 // generic path, which also converts the elements of items it refuses).
 // Without a scan it re-reads an item already in L1 in a mode known to fit.
-template <Mode M, ScanKind K>
-double SumItem(const unsigned char* p, ItemScan* scan) {
+// kSat (with a scan): the scan also counts the patterns >= *thr.
+template <Mode M, ScanKind K, bool kSat = false>
+double SumItem(const unsigned char* p, ScanOf<kSat>* scan, const SatThreshold* thr = nullptr) {
   constexpr bool kScan = K != ScanKind::kNone;
   constexpr int kElem = ElemBytes(M);
   constexpr int kRowBytes = 256 * kElem;
   constexpr int kStepBytes = kRowBytes / 2;  // one row of one 128-lane block
-  ItemScan sc{
-      ElemBytes(M) == 4 || K == ScanKind::kLean ? _mm512_setzero_si512() : _mm512_set1_epi16(-1),
-      _mm512_set1_epi32(-1), _mm512_setzero_si512(), 0};
+  ScanOf<kSat> sc;
+  sc.mx =
+      ElemBytes(M) == 4 || K == ScanKind::kLean ? _mm512_setzero_si512() : _mm512_set1_epi16(-1);
+  sc.mn = _mm512_set1_epi32(-1);
+  sc.nz = _mm512_setzero_si512();
+  sc.zeros = 0;
+  if constexpr (kSat) sc.sat = _mm512_setzero_si512(), sc.sat_n = 0;
   // One 128-lane block of the item: its 16 half rows into a[16].
   const auto block = [&](int b, __m512d a[16]) __attribute__((always_inline)) {
     for (int v = 0; v < 16; ++v) a[v] = _mm512_setzero_pd();
@@ -123,8 +128,8 @@ double SumItem(const unsigned char* p, ItemScan* scan) {
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         const unsigned char* q = row + 32 * kElem * c;
-        if constexpr (K == ScanKind::kFull) ScanChunk<M>(q, &sc);
-        if constexpr (K == ScanKind::kLean) ScanChunkLean<M>(q, &sc);
+        if constexpr (K == ScanKind::kFull) ScanChunk<M, kSat>(q, &sc, thr);
+        if constexpr (K == ScanKind::kLean) ScanChunkLean<M, kSat>(q, &sc, thr);
         __m512d x[4];
         Values32<M>(q, x);
         for (int i = 0; i < 4; ++i) a[4 * c + i] = _mm512_fmadd_pd(x[i], x[i], a[4 * c + i]);
@@ -188,19 +193,26 @@ double SumItem(const unsigned char* p, ItemScan* scan) {
 // vanishing gradient, costs one pass per item too). Items that fit
 // neither (NaN/Inf, subnormals mixed with normals, fp16 subnormals) go
 // back to the caller's generic paths.
-template <typename F>
-bool Item(const unsigned char* p, double* partial, __m512i* amax_w, uint64_t* zeros, bool* sub_hint,
-          bool daz_clear) {
+//
+// kSat: the scan also counts the patterns >= sat (the saturation pattern,
+// stats_order.h), added to *saturated with the rest when the item is
+// committed (a committed item is all finite, so no upper bound is needed).
+template <typename F, bool kSat>
+bool Item(const unsigned char* p, uint32_t sat, double* partial, __m512i* amax_w, uint64_t* zeros,
+          uint64_t* saturated, bool* sub_hint, bool daz_clear) {
   using Bits = typename F::Bits;
   constexpr bool kFp16 = F::kBias == 15;
   constexpr bool k32 = sizeof(Bits) == 4;
   constexpr Mode kNormal = k32 ? Mode::kFp32Normal : kFp16 ? Mode::kFp16Normal : Mode::kBf16Normal;
   constexpr Mode kSub = k32 ? Mode::kFp32Sub : Mode::kBf16Sub;  // unused for fp16
-  ItemScan s;
+  ScanOf<kSat> s;
+  SatThreshold thr{};
+  if constexpr (kSat) thr = MakeSatThreshold<kNormal>(sat);
   if (daz_clear) {
-    const double lean = SumItem<kNormal, ScanKind::kLean>(p, &s);
+    const double lean = SumItem<kNormal, ScanKind::kLean, kSat>(p, &s, &thr);
     if (AnyGe<Bits>(s.mx, 2 * F::kNonfinite)) return false;  // NaN/Inf: s.mx is 2a
     *partial = lean;
+    if constexpr (kSat) *saturated += k32 ? NonzeroCount<Bits>(s.sat) : s.sat_n;
     if constexpr (k32) {
       *amax_w = _mm512_max_epu32(*amax_w, _mm512_srli_epi32(s.mx, 1));
       *zeros += kItemElems - NonzeroCount<Bits>(s.nz);
@@ -213,9 +225,9 @@ bool Item(const unsigned char* p, double* partial, __m512i* amax_w, uint64_t* ze
   const bool guess_sub = !kFp16 && *sub_hint;
   double part;
   if (!kFp16 && guess_sub) {
-    part = SumItem<kSub, ScanKind::kFull>(p, &s);
+    part = SumItem<kSub, ScanKind::kFull, kSat>(p, &s, &thr);
   } else {
-    part = SumItem<kNormal, ScanKind::kFull>(p, &s);
+    part = SumItem<kNormal, ScanKind::kFull, kSat>(p, &s, &thr);
   }
   // Zeros and normals: no nonzero magnitude below the smallest normal
   // (mn, see ItemScan), nothing >= Inf.
@@ -238,6 +250,7 @@ bool Item(const unsigned char* p, double* partial, __m512i* amax_w, uint64_t* ze
   *partial = part;
   *amax_w = k32 ? _mm512_max_epu32(*amax_w, s.mx) : _mm512_max_epu16(*amax_w, s.mx);
   *zeros += k32 ? kItemElems - NonzeroCount<Bits>(s.nz) : s.zeros;
+  if constexpr (kSat) *saturated += k32 ? NonzeroCount<Bits>(s.sat) : s.sat_n;
   return true;
 }
 

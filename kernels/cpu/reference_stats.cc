@@ -121,6 +121,25 @@ double ElementValue(const TensorRef& t, uint64_t i) {
   }
 }
 
+double SaturationValue(const TensorRef& t) {
+  const float m = t.saturation_magnitude;
+  if (m == 0.0f) return std::numeric_limits<double>::infinity();
+  if (!std::isinf(m)) return static_cast<double>(m);
+  switch (t.dtype) {
+    case DType::kFp32:
+      return static_cast<double>(std::numeric_limits<float>::max());
+    case DType::kBf16:
+      return std::ldexp(255.0, 120);  // 0x7f7f: 1.1111111b * 2^127
+    case DType::kFp16:
+      return 65504.0;
+    case DType::kFp8E4M3:
+      return 448.0;
+    case DType::kFp8E5M2:
+      return 57344.0;
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
 UnitStats CanonicalStatsNaive(const TensorRef* tensors, size_t count) {
   UnitStats u;
   const ReferenceStats ref = ComputeReferenceStats(tensors, count);
@@ -133,6 +152,7 @@ UnitStats CanonicalStatsNaive(const TensorRef* tensors, size_t count) {
   u.amax = ref.amax;
   u.nonfinite = ref.nans + ref.infs;
   u.zeros = ref.zeros;
+  u.saturated = ref.saturated;
   u.numel = ref.numel;
   return u;
 }
@@ -141,6 +161,7 @@ ReferenceStats ComputeReferenceStats(const TensorRef* tensors, size_t count) {
   ReferenceStats r;
   for (size_t k = 0; k < count; ++k) {
     const TensorRef& t = tensors[k];
+    const double saturation = SaturationValue(t);
     for (uint64_t i = 0; i < t.numel; ++i) {
       const double x = ElementValue(t, i);
       if (std::isnan(x)) {
@@ -152,6 +173,7 @@ ReferenceStats ComputeReferenceStats(const TensorRef* tensors, size_t count) {
         r.sumsq_finite += lx * lx;
         r.amax = std::fmax(r.amax, std::fabs(x));
         if (UnscaledValue(t, i) == 0.0) ++r.zeros;  // stored zeros (fp8 too)
+        if (std::fabs(UnscaledValue(t, i)) >= saturation) ++r.saturated;
       }
     }
     r.numel += t.numel;

@@ -25,11 +25,19 @@ struct ReferenceStats {
   uint64_t nans = 0;
   uint64_t infs = 0;
   uint64_t zeros = 0;
+  uint64_t saturated = 0;  // finite |unscaled x| >= SaturationValue(t)
   uint64_t numel = 0;
 };
 ReferenceStats ComputeReferenceStats(const TensorRef* tensors, size_t count);
 
 // The value of element i as a double (NaN and Inf included).
 double ElementValue(const TensorRef& t, uint64_t i);
+
+// The magnitude an element of t (fp8: unscaled) must reach to count as
+// saturated, by the textbook reading of TensorRef::saturation_magnitude:
+// +Inf (not counted) for 0, the format's largest finite value written out
+// for kSaturationAtFormatMax, else the magnitude itself (every element is
+// a value of the format, so |x| >= m is |x| >= m rounded up into it).
+double SaturationValue(const TensorRef& t);
 
 }  // namespace gnmr::cpu

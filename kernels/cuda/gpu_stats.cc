@@ -227,6 +227,7 @@ Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
   t.n_segs = m.n_segs;
   t.n_units = static_cast<uint32_t>(nu);
   std::memcpy(t.item_range, h.item_range, sizeof t.item_range);
+  std::memcpy(t.sat_begin, h.sat_begin, sizeof t.sat_begin);
   std::lock_guard<std::mutex> lock(m.mu);
   m.ring.Reset();
   m.ready = true;

@@ -26,7 +26,10 @@
 // pattern, and only an item whose maximum is a NaN/Inf pattern is scanned
 // again with the careful per-element rules (NaN/Inf add +0.0, amax over
 // finite values, counts). Zeros are counted with packed integer tricks, two
-// (16-bit) or four (fp8) elements per instruction.
+// (16-bit) or four (fp8) elements per instruction, and so, in the kSat
+// instantiations (tensors that count saturation), are the patterns at or
+// above the saturation pattern (stats_order.h, saturated); kSat = false
+// is the code without that count.
 #pragma once
 
 #include <cmath>
@@ -156,18 +159,33 @@ GNMR_HD double Decode(uint32_t bits) {
 struct Fast {
   uint32_t amax = 0;
   uint32_t nonzero = 0;
+  uint32_t saturated = 0;  // kSat: patterns >= the threshold, packed like nonzero
 };
 
-// Adds the elements packed in the 32-bit word `w` (little-endian: the
-// first element in the low bits) to slots v[0 .. 4 / size).
+// What AccumulateWord<D, true> adds to compare against the saturation
+// pattern thr (1 <= thr <= the first NaN/Inf pattern), packed: a field a
+// (< 2^(w-1), w = 16 or 8 bits) is >= thr iff a + 2^(w-1) - thr has bit
+// w - 1 set, and the sum stays below 2^w (nothing carries into the next
+// field), as for the nonzero count (thr = 1). fp32: thr itself.
 template <DType D>
-GNMR_HD void AccumulateWord(uint32_t w, double* v, Fast* f) {
+GNMR_HD uint32_t SatAddend(uint32_t thr) {
+  if constexpr (Fmt<D>::kSize == 4) return thr;
+  if constexpr (Fmt<D>::kSize == 2) return (0x8000u - thr) * 0x00010001u;
+  return (0x80u - thr) * 0x01010101u;
+}
+
+// Adds the elements packed in the 32-bit word `w` (little-endian: the
+// first element in the low bits) to slots v[0 .. 4 / size). kSat: also
+// counts the patterns >= the saturation pattern (sat_add = SatAddend).
+template <DType D, bool kSat = false>
+GNMR_HD void AccumulateWord(uint32_t w, double* v, Fast* f, uint32_t sat_add = 0) {
   if constexpr (Fmt<D>::kSize == 4) {
     const double m = Decode<D>(w);
     v[0] = Fma(m, m, v[0]);
     const uint32_t a = w & Fmt<D>::kAbs;
     f->amax = a > f->amax ? a : f->amax;
     f->nonzero += a != 0u ? 1u : 0u;
+    if constexpr (kSat) f->saturated += a >= sat_add ? 1u : 0u;
   } else if constexpr (Fmt<D>::kSize == 2) {
     const double m0 = Decode<D>(w & 0xffffu), m1 = Decode<D>(w >> 16);
     v[0] = Fma(m0, m0, v[0]);
@@ -177,6 +195,7 @@ GNMR_HD void AccumulateWord(uint32_t w, double* v, Fast* f) {
     // Each half is <= 0x7fff, so a + 0x7fff has bit 15 set iff the half is
     // nonzero and never carries into the next half.
     f->nonzero += ((a + 0x7fff7fffu) >> 15) & 0x00010001u;
+    if constexpr (kSat) f->saturated += ((a + sat_add) >> 15) & 0x00010001u;
   } else {
     constexpr __nv_fp8_interpretation_t k = D == DType::kFp8E4M3 ? __NV_E4M3 : __NV_E5M2;
     const __half2_raw p0 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w), k);
@@ -191,6 +210,7 @@ GNMR_HD void AccumulateWord(uint32_t w, double* v, Fast* f) {
     const uint32_t a = w & 0x7f7f7f7fu;
     f->amax = MaxU16x2(f->amax, MaxU16x2(a & 0x00ff00ffu, (a >> 8) & 0x00ff00ffu));
     f->nonzero += ((a + 0x7f7f7f7fu) >> 7) & 0x01010101u;  // as above, per byte
+    if constexpr (kSat) f->saturated += ((a + sat_add) >> 7) & 0x01010101u;
   }
 }
 
@@ -200,12 +220,20 @@ GNMR_HD uint32_t FastAmax(const Fast& f) {
   const uint32_t lo = f.amax & 0xffffu, hi = f.amax >> 16;
   return lo > hi ? lo : hi;
 }
+// The sum of the fields of a packed count (Fast::nonzero, Fast::saturated).
+template <DType D>
+GNMR_HD uint32_t PackedSum(uint32_t x) {
+  if constexpr (Fmt<D>::kSize == 4) return x;
+  if constexpr (Fmt<D>::kSize == 2) return (x & 0xffffu) + (x >> 16);
+  return (x & 0xffu) + ((x >> 8) & 0xffu) + ((x >> 16) & 0xffu) + (x >> 24);
+}
 template <DType D>
 GNMR_HD uint32_t FastNonzero(const Fast& f) {
-  if constexpr (Fmt<D>::kSize == 4) return f.nonzero;
-  if constexpr (Fmt<D>::kSize == 2) return (f.nonzero & 0xffffu) + (f.nonzero >> 16);
-  return (f.nonzero & 0xffu) + ((f.nonzero >> 8) & 0xffu) + ((f.nonzero >> 16) & 0xffu) +
-         (f.nonzero >> 24);
+  return PackedSum<D>(f.nonzero);
+}
+template <DType D>
+GNMR_HD uint32_t FastSaturated(const Fast& f) {
+  return PackedSum<D>(f.saturated);
 }
 
 // One vector load: 16 bytes (P * size), or 8 for fp8.
@@ -230,9 +258,10 @@ GNMR_HD constexpr uint32_t VecOffset(uint32_t t, uint32_t L) {
 }
 
 // Steps 1-3 of a whole item (4096 elements) on the vector layout, for one
-// thread: `load(L)` returns load L (see VecOffset).
-template <DType D, class Load>
-GNMR_HD void ThreadVecItem(const Load& load, double (&v)[kSlots], Fast* f) {
+// thread: `load(L)` returns load L (see VecOffset). kSat, sat_add: see
+// AccumulateWord.
+template <DType D, bool kSat = false, class Load>
+GNMR_HD void ThreadVecItem(const Load& load, double (&v)[kSlots], Fast* f, uint32_t sat_add = 0) {
   constexpr uint32_t P = Fmt<D>::kP, kParts = kSlots / P;
   constexpr uint32_t kPerWord = 4 / Fmt<D>::kSize;
   GNMR_UNROLL
@@ -245,7 +274,7 @@ GNMR_HD void ThreadVecItem(const Load& load, double (&v)[kSlots], Fast* f) {
       const uint32_t part = (b + j) % kParts;
       GNMR_UNROLL
       for (uint32_t k = 0; k < kVecBytes<D> / 4; ++k) {
-        AccumulateWord<D>(x[j].w[k], &v[part * P + k * kPerWord], f);
+        AccumulateWord<D, kSat>(x[j].w[k], &v[part * P + k * kPerWord], f, sat_add);
       }
     }
   }
@@ -258,14 +287,22 @@ struct Counts {
   uint32_t zeros = 0;
   uint32_t nonfinite = 0;
   uint32_t nans = 0;
+  uint32_t saturated = 0;  // kSat
 };
 
 // One element on the scalar path. kCareful: NaN/Inf add +0.0 and are
 // counted (stats_order.h step 1); otherwise amax is the largest magnitude
-// pattern of any kind (the trigger for a careful scan).
-template <DType D, bool kCareful>
-GNMR_HD void AccumulateElement(uint32_t bits, double* lane, Counts* c) {
+// pattern of any kind (the trigger for a careful scan). kSat: counts the
+// patterns >= the saturation pattern `sat` (kCareful: finite ones only; a
+// non-careful result with a NaN/Inf is redone carefully anyway).
+template <DType D, bool kCareful, bool kSat = false>
+GNMR_HD void AccumulateElement(uint32_t bits, double* lane, Counts* c, uint32_t sat = 0) {
   const uint32_t a = bits & Fmt<D>::kAbs;
+  if constexpr (kSat && kCareful) {
+    c->saturated += a - sat < Fmt<D>::kNonfinite - sat ? 1u : 0u;  // sat <= a < NaN/Inf
+  } else if constexpr (kSat) {
+    c->saturated += a >= sat ? 1u : 0u;
+  }
   if constexpr (kCareful) {
     const bool finite = a < Fmt<D>::kNonfinite;
     const double m = Decode<D>(finite ? a : 0u);
@@ -284,10 +321,10 @@ GNMR_HD void AccumulateElement(uint32_t bits, double* lane, Counts* c) {
 
 // Steps 1-3 of an item of n <= 4096 elements on the scalar layout (P = 1)
 // for thread t: `load(e)` returns the bits of element e (< n). Loads a
-// batch of two rows before using them.
-template <DType D, bool kCareful, class Load>
+// batch of two rows before using them. kSat, sat: see AccumulateElement.
+template <DType D, bool kCareful, bool kSat = false, class Load>
 GNMR_HD void ThreadScalarItem(const Load& load, uint32_t t, uint32_t n, double (&v)[kSlots],
-                              Counts* c) {
+                              Counts* c, uint32_t sat = 0) {
   constexpr uint32_t kBatchRows = 2;
   GNMR_NO_UNROLL
   for (uint32_t r0 = 0; r0 < kRows; r0 += kBatchRows) {
@@ -300,7 +337,7 @@ GNMR_HD void ThreadScalarItem(const Load& load, uint32_t t, uint32_t n, double (
     GNMR_UNROLL
     for (uint32_t j = 0; j < kBatchRows * kSlots; ++j) {
       const uint32_t e = (r0 + j / kSlots) * kLanes + Lane<1>(t, j % kSlots);
-      if (e < n) AccumulateElement<D, kCareful>(bits[j], &v[j % kSlots], c);
+      if (e < n) AccumulateElement<D, kCareful, kSat>(bits[j], &v[j % kSlots], c, sat);
     }
   }
 }
@@ -337,6 +374,7 @@ struct Result {
   uint32_t zeros = 0;
   uint32_t nonfinite = 0;
   uint32_t nans = 0;
+  uint32_t saturated = 0;
 };
 
 // The kernel's dispatch: whole items of a tensor that starts on a vector

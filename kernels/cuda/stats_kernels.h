@@ -20,11 +20,14 @@ struct DevTensor {
   uint32_t n_segs;
   uint32_t unit;
   float scale_inv;
-  uint32_t dtype;  // gnmr::DType
+  uint32_t dtype;       // gnmr::DType
+  uint32_t saturation;  // saturation pattern (kernels/saturation.h), 0: not counted
+  uint32_t pad;
 };
 // A work item: 4096 elements (the last of a tensor may be partial). The
-// item table is grouped by dtype (Tables::item_range), each tensor's items
-// consecutive and in order.
+// item table is grouped by dtype (Tables::item_range), inside a dtype the
+// items of tensors that count saturation last (from Tables::sat_begin),
+// each tensor's items consecutive and in order.
 struct DevItem {
   uint64_t offset;  // first element
   uint32_t tensor;
@@ -44,12 +47,12 @@ struct DevUnit {
 };
 struct ItemOut {
   double partial;
-  uint32_t amax, zeros, nonfinite, nans;
+  uint32_t amax, zeros, nonfinite, nans, saturated, pad;
 };
 struct SegOut {
   double sum;
   uint32_t amax, pad;
-  uint64_t zeros, nonfinite, nans;
+  uint64_t zeros, nonfinite, nans, saturated;
 };
 
 struct Tables {
@@ -64,6 +67,9 @@ struct Tables {
   uint64_t n_items, n_segs;
   uint32_t n_units;
   uint64_t item_range[kDTypeSlots][2];  // [first, end) of each dtype's items
+  // Per dtype, where in [first, end) the items that count saturation begin
+  // (the item kernel's kSat instantiation runs [sat_begin, end)).
+  uint64_t sat_begin[kDTypeSlots];
 };
 
 // Launch geometry, from the device (InitLaunchConfig, under a DeviceGuard).
@@ -79,6 +85,10 @@ int InitLaunchConfig(int device, LaunchConfig* config);
 // `replay_counter` non-null (captured launches): the unit kernel
 // increments it and writes the new value as the replay stamp.
 int LaunchStats(const Tables& t, const LaunchConfig& c, uint64_t* replay_counter, void* stream);
+// The part of LaunchStats after the item kernels: segments and units
+// (reduce_kernels.cu).
+int LaunchReductions(const Tables& t, const LaunchConfig& c, uint64_t* replay_counter,
+                     void* stream);
 int LaunchApply(const Tables& t, const LaunchConfig& c, const float* unit_scale, void* stream);
 
 }  // namespace gnmr::cuda

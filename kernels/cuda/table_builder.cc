@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/saturation.h"
 #include "kernels/stats_order.h"
 
 namespace gnmr::cuda {
@@ -36,6 +37,9 @@ Status BuildTables(const std::vector<std::vector<TensorRef>>& units, int device,
       } else if (IsFp8(t.dtype) && !std::isfinite(t.scale_inv)) {
         return InvalidArgument(name + ": fp8 scale_inv is not finite");
       }
+      if (!saturation::ValidMagnitude(t.saturation_magnitude)) {
+        return InvalidArgument(name + ": saturation_magnitude is negative or NaN");
+      }
       if (t.numel > 0 && t.data == nullptr) return InvalidArgument(name + ": data is null");
       if (t.numel > 0 && t.device != device) {
         return InvalidArgument(name + ": not on CUDA device " + std::to_string(device));
@@ -51,26 +55,32 @@ Status BuildTables(const std::vector<std::vector<TensorRef>>& units, int device,
       d.scale_inv = t.scale_inv;
       d.scale_inv_ptr = static_cast<const float*>(scale_dev);
       d.dtype = static_cast<uint32_t>(t.dtype);
+      d.saturation = saturation::Threshold(t.dtype, t.saturation_magnitude);
       h.tensors.push_back(d);
       h.ptrs.push_back(data_dev);
     }
   }
-  // Items grouped by dtype; first_item of each tensor in the grouped table.
+  // Items grouped by dtype, then by saturation counting (off, on);
+  // first_item of each tensor in the grouped table.
   std::vector<uint64_t> first_item(h.tensors.size(), 0);
   for (DType group : kGroupOrder) {
     const int g = static_cast<int>(group);
     h.item_range[g][0] = h.items.size();
-    for (size_t k = 0; k < h.tensors.size(); ++k) {
-      if (h.tensors[k].dtype != static_cast<uint32_t>(group)) continue;
-      first_item[k] = h.items.size();
-      const uint64_t numel = h.tensors[k].numel;
-      for (uint64_t i = 0; i < ItemsOf(numel); ++i) {
-        const uint64_t off = i * stats_order::kItemElems;
-        const uint64_t left = numel - off;
-        h.items.push_back(DevItem{
-            off, static_cast<uint32_t>(k),
-            static_cast<uint32_t>(left < stats_order::kItemElems ? left
-                                                                 : stats_order::kItemElems)});
+    for (const bool sat : {false, true}) {
+      if (sat) h.sat_begin[g] = h.items.size();
+      for (size_t k = 0; k < h.tensors.size(); ++k) {
+        if (h.tensors[k].dtype != static_cast<uint32_t>(group)) continue;
+        if ((h.tensors[k].saturation != 0) != sat) continue;
+        first_item[k] = h.items.size();
+        const uint64_t numel = h.tensors[k].numel;
+        for (uint64_t i = 0; i < ItemsOf(numel); ++i) {
+          const uint64_t off = i * stats_order::kItemElems;
+          const uint64_t left = numel - off;
+          h.items.push_back(DevItem{
+              off, static_cast<uint32_t>(k),
+              static_cast<uint32_t>(left < stats_order::kItemElems ? left
+                                                                   : stats_order::kItemElems)});
+        }
       }
     }
     h.item_range[g][1] = h.items.size();

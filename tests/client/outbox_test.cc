@@ -21,6 +21,7 @@ TEST(Outbox, DropsOldestReportAndCounts) {
   Report* first = box.Acquire();
   EXPECT_EQ(first->sumsq.size(), 3u);  // one row per unit, preallocated
   EXPECT_EQ(first->zeros.size(), 3u);
+  EXPECT_EQ(first->saturated.size(), 3u);
   box.Abandon(first);
   for (int64_t s = 0; s < 10; ++s) Put(box, s);  // never runs out of slots
   EXPECT_EQ(box.queued_reports(), 4u);

@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "gnmr/tensor.h"
 
@@ -109,10 +112,12 @@ class TestTensor {
     for (uint64_t i = 0; i < numel_; ++i) Set(i, dist(rng));
   }
   void set_scale_inv(float s) { scale_inv_ = s; }
+  void set_saturation_magnitude(float m) { saturation_magnitude_ = m; }
   // The same tensor at another byte offset.
   TestTensor Moved(size_t offset) const {
     TestTensor t(dtype_, numel_, offset);
     t.scale_inv_ = scale_inv_;
+    t.saturation_magnitude_ = saturation_magnitude_;
     std::memcpy(t.bytes_.data() + offset, bytes_.data() + offset_, numel_ * DTypeSize(dtype_));
     return t;
   }
@@ -122,6 +127,7 @@ class TestTensor {
     r.numel = numel_;
     r.dtype = dtype_;
     r.scale_inv = scale_inv_;
+    r.saturation_magnitude = saturation_magnitude_;
     return r;
   }
 
@@ -130,6 +136,7 @@ class TestTensor {
   uint64_t numel_;
   size_t offset_;
   float scale_inv_ = 1.0f;
+  float saturation_magnitude_ = 0.0f;
   std::vector<unsigned char> bytes_;
 };
 
@@ -137,6 +144,16 @@ inline uint64_t Bits(double d) {
   uint64_t u;
   std::memcpy(&u, &d, 8);
   return u;
+}
+
+// Every figure of two unit statistics equal, sumsq and amax bit for bit.
+inline void ExpectSame(const UnitStats& want, const UnitStats& got, const std::string& what = "") {
+  EXPECT_EQ(Bits(want.sumsq), Bits(got.sumsq)) << what << " " << want.sumsq << " vs " << got.sumsq;
+  EXPECT_EQ(Bits(want.amax), Bits(got.amax)) << what << " " << want.amax << " vs " << got.amax;
+  EXPECT_EQ(want.nonfinite, got.nonfinite) << what;
+  EXPECT_EQ(want.zeros, got.zeros) << what;
+  EXPECT_EQ(want.saturated, got.saturated) << what;
+  EXPECT_EQ(want.numel, got.numel) << what;
 }
 
 }  // namespace gnmr::testing

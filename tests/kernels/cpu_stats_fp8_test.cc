@@ -21,6 +21,7 @@ namespace gnmr {
 namespace {
 
 using testing::Bits;
+using testing::ExpectSame;
 using testing::TestTensor;
 
 UnitStats Stats(const std::vector<TensorRef>& refs) {
@@ -28,14 +29,6 @@ UnitStats Stats(const std::vector<TensorRef>& refs) {
   Status s = cpu::ComputeStats(refs.data(), refs.size(), &u);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return u;
-}
-
-void ExpectSame(const UnitStats& a, const UnitStats& b) {
-  EXPECT_EQ(Bits(a.sumsq), Bits(b.sumsq)) << a.sumsq << " vs " << b.sumsq;
-  EXPECT_EQ(Bits(a.amax), Bits(b.amax)) << a.amax << " vs " << b.amax;
-  EXPECT_EQ(a.nonfinite, b.nonfinite);
-  EXPECT_EQ(a.zeros, b.zeros);
-  EXPECT_EQ(a.numel, b.numel);
 }
 
 class Fp8Random : public ::testing::TestWithParam<std::tuple<DType, uint64_t, float>> {};

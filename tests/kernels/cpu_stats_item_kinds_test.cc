@@ -24,17 +24,10 @@ namespace gnmr {
 namespace {
 
 using testing::Bits;
+using testing::ExpectSame;
 using testing::TestTensor;
 
 constexpr uint64_t kItem = 4096;
-
-void ExpectSame(const UnitStats& a, const UnitStats& b) {
-  EXPECT_EQ(Bits(a.sumsq), Bits(b.sumsq)) << a.sumsq << " vs " << b.sumsq;
-  EXPECT_EQ(Bits(a.amax), Bits(b.amax)) << a.amax << " vs " << b.amax;
-  EXPECT_EQ(a.nonfinite, b.nonfinite);
-  EXPECT_EQ(a.zeros, b.zeros);
-  EXPECT_EQ(a.numel, b.numel);
-}
 
 // Item kinds. Magnitude patterns are drawn from [lo, hi], random sign, with
 // ~3% zeros; then `special` (if nonzero) is written at a random position.

@@ -2,6 +2,7 @@
 // bookkeeping (a failed launch drops nothing, replays are labelled by
 // their stamps, never with a later step) and the table layout (items
 // grouped by dtype for one kernel per dtype, segments as exact subtrees).
+#include <cmath>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -143,6 +144,50 @@ TEST(TableBuilderTest, ItemsGroupedByDtypeAndSegmentsAreSubtrees) {
     EXPECT_EQ(next_offset, d.numel);
   }
   EXPECT_EQ(h.tensors[3].n_segs, 3u);
+}
+
+// Inside each dtype's range, the items of tensors that count saturation
+// come last (from sat_begin), each tensor's items still consecutive, and
+// every tensor carries its saturation pattern.
+TEST(TableBuilderTest, SaturationTensorsLastInTheirDtypeRange) {
+  static unsigned char mem[64];
+  auto t = [](DType d, uint64_t n, float m) {
+    TensorRef r;
+    r.data = mem;
+    r.numel = n;
+    r.dtype = d;
+    r.device = 0;
+    r.saturation_magnitude = m;
+    return r;
+  };
+  const std::vector<std::vector<TensorRef>> units = {
+      {t(DType::kFp8E4M3, 9000, kSaturationAtFormatMax), t(DType::kBf16, 5000, 0.0f)},
+      {t(DType::kFp8E4M3, 4096, 0.0f), t(DType::kBf16, 300, 2.0f)},
+      {t(DType::kFp8E4M3, 1, 0.0f), t(DType::kFp32, 10, 0.0f)}};
+  HostTables h;
+  ASSERT_TRUE(BuildTables(units, 0, AcceptAll, &h).ok());
+  EXPECT_EQ(h.tensors[0].saturation, 0x7eu);
+  EXPECT_EQ(h.tensors[3].saturation, 0x4000u);  // bf16 2.0
+  for (size_t k : {1u, 2u, 4u, 5u}) EXPECT_EQ(h.tensors[k].saturation, 0u);
+  for (int d = 1; d < kDTypeSlots; ++d) {
+    EXPECT_LE(h.item_range[d][0], h.sat_begin[d]);
+    EXPECT_LE(h.sat_begin[d], h.item_range[d][1]);
+    for (uint64_t k = h.item_range[d][0]; k < h.item_range[d][1]; ++k) {
+      const bool counts = h.tensors[h.items[k].tensor].saturation != 0;
+      EXPECT_EQ(counts, k >= h.sat_begin[d]) << "dtype " << d << " item " << k;
+    }
+  }
+  const int e4m3 = static_cast<int>(DType::kFp8E4M3);
+  EXPECT_EQ(h.sat_begin[e4m3] - h.item_range[e4m3][0], 2u);  // tensors 2, 4: 1 + 1 items
+  EXPECT_EQ(h.item_range[e4m3][1] - h.sat_begin[e4m3], 3u);  // tensor 0: 3 items
+  const int fp32 = static_cast<int>(DType::kFp32);
+  EXPECT_EQ(h.sat_begin[fp32], h.item_range[fp32][1]);  // no fp32 tensor counts
+  // Refused: a negative or NaN magnitude.
+  for (float m : {-1.0f, std::nanf("")}) {
+    const Status s = BuildTables({{t(DType::kFp32, 10, m)}}, 0, AcceptAll, &h);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("saturation_magnitude"), std::string::npos) << s.message();
+  }
 }
 
 TEST(TableBuilderTest, RefusesWhatTheKernelsCannotUse) {

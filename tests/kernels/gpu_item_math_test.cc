@@ -19,92 +19,14 @@
 #include "kernels/cpu/reference_stats.h"
 #include "kernels/cuda/item_math.h"
 #include "tests/client/stats_test_util.h"
+#include "tests/kernels/gpu_item_sim.h"
 
 namespace gnmr {
 namespace {
 
 namespace item = cuda::item;
 using testing::Bits;
-
-// ------------------------------------------------------- a simulated warp
-
-template <uint32_t P>
-double SimTree(double (&v)[item::kWarp][item::kSlots]) {
-  for (uint32_t level = 0; level < 8; ++level) {
-    const uint32_t s = 128u >> level;
-    if (item::CrossThread<P>(s)) {
-      double copy[item::kWarp][item::kSlots];
-      std::memcpy(copy, v, sizeof copy);
-      for (uint32_t t = 0; t < item::kWarp; ++t) {
-        const uint32_t from = t + item::ShuffleDelta<P>(s);  // __shfl_down_sync
-        item::CrossStep<P>(v[t], copy[from < item::kWarp ? from : t]);
-      }
-    } else {
-      for (uint32_t t = 0; t < item::kWarp; ++t) item::InThreadStep<P>(s, v[t]);
-    }
-  }
-  return v[0][0];
-}
-
-template <DType D>
-uint32_t ElementBits(const unsigned char* p, uint32_t e) {
-  uint32_t b = 0;
-  std::memcpy(&b, p + static_cast<size_t>(e) * item::Fmt<D>::kSize, item::Fmt<D>::kSize);
-  return b;
-}
-
-template <DType D>
-item::Result SimVecItem(const unsigned char* p) {
-  double v[item::kWarp][item::kSlots] = {};
-  uint32_t amax = 0, nonzero = 0;
-  for (uint32_t t = 0; t < item::kWarp; ++t) {
-    item::Fast f;
-    item::ThreadVecItem<D>(
-        [&](uint32_t L) {
-          item::Vec<D> x;
-          std::memcpy(x.w, p + item::VecOffset<D>(t, L) * item::Fmt<D>::kSize, item::kVecBytes<D>);
-          return x;
-        },
-        v[t], &f);
-    amax = std::max(amax, item::FastAmax<D>(f));
-    nonzero += item::FastNonzero<D>(f);
-  }
-  item::Result r;
-  r.partial = SimTree<item::Fmt<D>::kP>(v);
-  r.amax = amax;
-  r.zeros = item::kItemElems - nonzero;
-  return r;
-}
-
-template <DType D, bool kCareful>
-item::Result SimScalarItem(const unsigned char* p, uint32_t n) {
-  double v[item::kWarp][item::kSlots] = {};
-  item::Result r;
-  for (uint32_t t = 0; t < item::kWarp; ++t) {
-    item::Counts c;
-    item::ThreadScalarItem<D, kCareful>([&](uint32_t e) { return ElementBits<D>(p, e); }, t, n,
-                                        v[t], &c);
-    r.amax = std::max(r.amax, c.amax);
-    r.zeros += c.zeros;
-    r.nonfinite += c.nonfinite;
-    r.nans += c.nans;
-  }
-  r.partial = SimTree<1>(v);
-  if (!kCareful) r.nonfinite = r.nans = 0;
-  return r;
-}
-
-// The kernel's per-item dispatch, with `address` standing for the tensor's
-// start (it decides between the vector and the scalar path).
-template <DType D>
-item::Result SimItem(const unsigned char* p, uint32_t n, uintptr_t address, bool* vector_path,
-                     bool* rescanned) {
-  *vector_path = item::UsesVectorPath<D>(n, address);
-  item::Result r = *vector_path ? SimVecItem<D>(p) : SimScalarItem<D, false>(p, n);
-  *rescanned = item::NeedsCarefulScan<D>(r);
-  if (*rescanned) r = SimScalarItem<D, true>(p, n);
-  return r;
-}
+using testing::SimItem;
 
 // --------------------------------------------------------- the reference
 

@@ -28,32 +28,11 @@ namespace {
 using testing::Bits;
 using testing::TestTensor;
 
+using testing::CheckUnits;
 using testing::DevTensor;
 using testing::ExpectSame;
 using testing::GpuAvailable;
 using testing::RunGpu;
-
-// Units of DevTensors compared unit by unit with the CPU path.
-void CheckUnits(const std::vector<std::vector<DevTensor*>>& units, const std::string& what) {
-  auto g = GpuStats::Create(0);
-  ASSERT_TRUE(g.ok()) << g.status().ToString();
-  std::vector<std::vector<TensorRef>> refs(units.size());
-  std::vector<UnitStats> want(units.size());
-  for (size_t u = 0; u < units.size(); ++u) {
-    std::vector<TensorRef> host;
-    for (DevTensor* t : units[u]) {
-      t->Upload();
-      refs[u].push_back(t->Ref());
-      host.push_back(t->host.Ref());
-    }
-    ASSERT_TRUE(cpu::ComputeStats(host.data(), host.size(), &want[u]).ok());
-  }
-  ASSERT_TRUE((*g)->SetTable(refs).ok());
-  const std::vector<UnitStats> got = RunGpu(g->get());
-  ASSERT_EQ(got.size(), units.size());
-  for (size_t u = 0; u < units.size(); ++u)
-    ExpectSame(want[u], got[u], what + " unit " + std::to_string(u));
-}
 
 const DType kAll[] = {DType::kFp32, DType::kBf16, DType::kFp16, DType::kFp8E4M3, DType::kFp8E5M2};
 

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "gnmr/cpu_stats.h"
 #include "gnmr/gpu_stats.h"
 #include "tests/client/stats_test_util.h"
 
@@ -60,14 +61,6 @@ struct DevTensor {
   }
 };
 
-inline void ExpectSame(const UnitStats& cpu, const UnitStats& gpu, const std::string& what) {
-  EXPECT_EQ(Bits(cpu.sumsq), Bits(gpu.sumsq)) << what << " " << cpu.sumsq << " vs " << gpu.sumsq;
-  EXPECT_EQ(Bits(cpu.amax), Bits(gpu.amax)) << what;
-  EXPECT_EQ(cpu.nonfinite, gpu.nonfinite) << what;
-  EXPECT_EQ(cpu.zeros, gpu.zeros) << what;
-  EXPECT_EQ(cpu.numel, gpu.numel) << what;
-}
-
 inline std::vector<UnitStats> RunGpu(GpuStats* g, cudaStream_t s = nullptr) {
   EXPECT_TRUE(g->Launch(s).ok());
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
@@ -75,6 +68,34 @@ inline std::vector<UnitStats> RunGpu(GpuStats* g, cudaStream_t s = nullptr) {
   std::vector<UnitStats> out;
   EXPECT_TRUE(g->Poll(&step, &out));
   return out;
+}
+
+// Units of DevTensors on a fresh GpuStats of device 0, launched `runs`
+// times, compared unit by unit with the CPU path each time.
+inline void CheckUnits(const std::vector<std::vector<DevTensor*>>& units, const std::string& what,
+                       int runs = 1) {
+  auto g = GpuStats::Create(0);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::vector<std::vector<TensorRef>> refs(units.size());
+  std::vector<UnitStats> want(units.size());
+  for (size_t u = 0; u < units.size(); ++u) {
+    std::vector<TensorRef> host;
+    for (DevTensor* t : units[u]) {
+      t->Upload();
+      refs[u].push_back(t->Ref());
+      host.push_back(t->host.Ref());
+    }
+    ASSERT_TRUE(cpu::ComputeStats(host.data(), host.size(), &want[u]).ok());
+  }
+  ASSERT_TRUE((*g)->SetTable(refs).ok());
+  for (int run = 0; run < runs; ++run) {
+    const std::vector<UnitStats> got = RunGpu(g->get());
+    ASSERT_EQ(got.size(), units.size());
+    for (size_t u = 0; u < units.size(); ++u) {
+      ExpectSame(want[u], got[u],
+                 what + " unit " + std::to_string(u) + " run " + std::to_string(run));
+    }
+  }
 }
 
 // Whether device 0 reads pageable host memory (HMM or ATS): then such

@@ -242,8 +242,9 @@ class Client {
 
   // Points a unit at new memory (frameworks reallocate gradients). The
   // total numel must stay the registered one; a device unit stays on its
-  // device with the same tensors (count, dtype, numel, fp8 scale_inv and
-  // scale_inv_ptr; the value behind the pointer may change freely): only
+  // device with the same tensors (count, dtype, numel, saturation_magnitude,
+  // fp8 scale_inv and scale_inv_ptr; the value behind the pointer may
+  // change freely): only
   // the pointers change, uploaded by the next Observe on its stream. Any
   // time, training thread.
   Status SetTensors(UnitHandle unit, const std::vector<TensorRef>& tensors);

@@ -1,4 +1,4 @@
-// Per-unit gradient statistics on the CPU (SPEC section 5), bit-identical to
+// Per-unit statistics (gradient and forward tensors) on the CPU (SPEC section 5), bit-identical to
 // the GPU path: sumsq follows the canonical order of kernels/stats_order.h.
 //
 // Runs on the calling thread, allocates nothing, never logs or throws.
@@ -15,7 +15,8 @@ namespace gnmr::cpu {
 // OK if the CPU path can compute statistics of these tensors: host memory,
 // any DType, data non-null when numel > 0, for fp8 a finite scale_inv or an
 // aligned scale_inv_ptr (whose value is read by each computation; a NaN/Inf
-// there gives a NaN sumsq, stats_order.h step 5a). InvalidArgument otherwise, naming the tensor;
+// there gives a NaN sumsq, stats_order.h step 5a), a saturation_magnitude
+// that is neither negative nor NaN. InvalidArgument otherwise, naming the tensor;
 // Unimplemented for device tensors.
 Status CheckTensors(const TensorRef* tensors, size_t count);
 

@@ -68,7 +68,8 @@ class GpuStats {
 
   // Builds the device tables: units[u] lists unit u's tensors in order.
   // Tensors must be readable by this device (or numel 0), any dtype, any
-  // alignment; fp8 scale_inv must be finite (or a scale_inv_ptr given).
+  // alignment; fp8 scale_inv must be finite (or a scale_inv_ptr given);
+  // saturation_magnitude neither negative nor NaN (read here, once).
   // Synchronous: waits for this GpuStats' own work (never the whole
   // device, so it is legal while another thread captures a graph),
   // allocates only when the tables grow, uploads on a private stream. Call

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace gnmr {
 
@@ -56,6 +57,10 @@ inline size_t DTypeSize(DType d) {
 // path arrives with the CUDA kernels).
 constexpr int32_t kHostDevice = -1;
 
+// TensorRef::saturation_magnitude for "the format's largest finite
+// magnitude" (+Inf).
+constexpr float kSaturationAtFormatMax = std::numeric_limits<float>::infinity();
+
 struct TensorRef {
   const void* data = nullptr;  // any alignment; may be null when numel == 0
   uint64_t numel = 0;
@@ -72,6 +77,25 @@ struct TensorRef {
   // value that is not finite when read makes the unit's sumsq NaN
   // (kernels/stats_order.h step 5a).
   const float* scale_inv_ptr = nullptr;
+  // Saturation counting (UnitStats::saturated), for forward tensors such as
+  // a quantizer's stored codes; gradient tensors leave it off. Compared on
+  // the magnitude bit pattern, so NaN/Inf are never counted, -x counts as x,
+  // and, for fp8, scale_inv plays no part (the stored code is compared).
+  // - 0 (default, +0 or -0): not counted (`saturated` gets 0 from this
+  //   tensor, and the statistics run exactly the code they run without it).
+  // - kSaturationAtFormatMax (+Inf): count elements at the format's largest
+  //   finite magnitude: fp8 e4m3fn 0x7E (448), e5m2 0x7B (57344), fp16
+  //   65504, bf16 0x7F7F, fp32 FLT_MAX.
+  // - A finite m > 0 (fake-quantized codes in fp32/bf16/fp16, or an fp8
+  //   threshold in stored units): count finite elements with |x| >= m',
+  //   where m' is m rounded up into the tensor's format (the least finite
+  //   magnitude of the format that is >= m; subnormals included). Since
+  //   every element is a value of the format, this is exactly |x| >= m.
+  //   An m above the format's largest finite magnitude counts nothing.
+  // - Negative or NaN: InvalidArgument.
+  // Device tensors: read when the table is set (GpuStats::SetTable), like
+  // the dtype.
+  float saturation_magnitude = 0.0f;
 };
 
 // Statistics of one unit (all its tensors) at one step.
@@ -82,6 +106,9 @@ struct UnitStats {
   double amax = 0.0;       // max |x| over finite elements (0 if none)
   uint64_t nonfinite = 0;  // NaN and Inf elements
   uint64_t zeros = 0;      // exact zeros (+0 and -0)
+  // Finite elements at or above the saturation magnitude of their tensor
+  // (TensorRef::saturation_magnitude); 0 from tensors that do not count.
+  uint64_t saturated = 0;
   uint64_t numel = 0;
 };
 
