@@ -12,31 +12,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/text.h"
+#include "core/config_schema.h"
 
 namespace gnmr {
 namespace {
-
-struct IntKey {
-  const char* key;
-  int32_t ControllerConfig::*field;
-};
-struct DoubleKey {
-  const char* key;
-  double ControllerConfig::*field;
-};
-
-constexpr IntKey kIntKeys[] = {
-    {"warmup", &ControllerConfig::warmup}, {"short_window", &ControllerConfig::short_window},
-    {"max_o", &ControllerConfig::max_o},   {"lock_steps", &ControllerConfig::lock_steps},
-    {"lag", &ControllerConfig::lag},
-};
-constexpr DoubleKey kDoubleKeys[] = {
-    {"ema_decay", &ControllerConfig::ema_decay},
-    {"tau", &ControllerConfig::tau},
-    {"tau_delta", &ControllerConfig::tau_delta},
-    {"gnmr_floor", &ControllerConfig::gnmr_floor},
-    {"clip_min_scale", &ControllerConfig::clip_min_scale},
-};
 
 // Where the text came from: a file (messages carry "file:line: ") or a
 // `--set` assignment (messages carry "--set k=v: ", no line).
@@ -113,6 +92,35 @@ Status ReadDouble(const Origin& o, const std::string& key, const YAML::Node& at,
   if (!v.IsScalar() || !ParseDouble(v.Scalar(), out)) {
     return o.Error(at, "config key '" + key + "' must be a number, got " + Describe(v));
   }
+  return Status::Ok();
+}
+
+// One scalar key of the schema.
+Status ReadField(const Origin& o, const ConfigField& f, const YAML::Node& at, const YAML::Node& v,
+                 ControllerConfig* c) {
+  const std::string key = f.key;
+  double value = 0;
+  switch (f.type) {
+    case ConfigType::kInt32: {
+      int32_t i = 0;
+      Status s = ReadInt(o, key, at, v, &i);
+      if (!s.ok()) return s;
+      value = i;
+      break;
+    }
+    case ConfigType::kDouble: {
+      Status s = ReadDouble(o, key, at, v, &value);
+      if (!s.ok()) return s;
+      break;
+    }
+    case ConfigType::kEnum:
+      if (!v.IsScalar() || !f.ParseChoice(v.Scalar(), &value)) {
+        return o.Error(at, "config key '" + key + "' must be one of " + f.RangeText() + ", got " +
+                               Describe(v));
+      }
+      break;
+  }
+  f.set(c, value);
   return Status::Ok();
 }
 
@@ -196,27 +204,9 @@ Status SetKey(const Origin& o, const std::string& key, const YAML::Node& key_nod
               const YAML::Node& v, ControllerConfig* c, KeyMarks* marks) {
   const YAML::Node at = ErrorSite(key_node, v);
   (*marks)[key] = at.Mark();
-  for (const IntKey& k : kIntKeys) {
-    if (key == k.key) return ReadInt(o, key, at, v, &(c->*k.field));
-  }
-  for (const DoubleKey& k : kDoubleKeys) {
-    if (key == k.key) return ReadDouble(o, key, at, v, &(c->*k.field));
-  }
-  if (key == "entry") {
-    if (!v.IsScalar() || !ParseEntryTreatment(v.Scalar(), &c->entry)) {
-      return o.Error(at,
-                     "config key 'entry' must be one of none, clip, "
-                     "skip, got " +
-                         Describe(v));
-    }
-    return Status::Ok();
-  }
-  if (key == "actions") return ReadActions(o, v, &c->actions, marks);
-  std::string known;
-  for (const std::string& k : ControllerConfigKeys()) {
-    known += (known.empty() ? "" : ", ") + k;
-  }
-  return o.Error(key_node, "unknown config key '" + key + "' (known: " + known + ")");
+  if (const ConfigField* f = FindConfigField(key)) return ReadField(o, *f, at, v, c);
+  if (key == kActionsKey) return ReadActions(o, v, &c->actions, marks);
+  return o.Error(key_node, "unknown config key '" + key + "' (known: " + ConfigKeyList() + ")");
 }
 
 // Validates `c`, placing the error at the line of the key it names.
@@ -284,13 +274,6 @@ std::string DescribeYamlNode(const YAML::Node& n) {
     default:
       return "nothing";
   }
-}
-
-const std::vector<std::string>& ControllerConfigKeys() {
-  static const std::vector<std::string> kKeys = {
-      "warmup", "ema_decay",  "tau", "tau_delta", "gnmr_floor",     "short_window",
-      "max_o",  "lock_steps", "lag", "entry",     "clip_min_scale", "actions"};
-  return kKeys;
 }
 
 StatusOr<ControllerConfig> ParseControllerConfigYaml(std::string_view text,
@@ -367,7 +350,7 @@ Status ApplyOverrideUnescaped(ControllerConfig* config, std::string_view assignm
   if (key.empty()) return InvalidArgument(what + ": empty key");
   try {
     const YAML::Node v = YAML::Load(value);
-    if (v.IsNull() && key != "actions") {
+    if (v.IsNull() && key != kActionsKey) {
       return InvalidArgument(what + ": empty value for '" + std::string(key) + "'");
     }
     ControllerConfig c = *config;
@@ -389,27 +372,9 @@ Status ApplyOverrideUnescaped(ControllerConfig* config, std::string_view assignm
 
 std::string ControllerConfigToYaml(const ControllerConfig& c) {
   std::string out;
-  auto integer = [&out](const char* key, int32_t v) {
-    out.append(key).append(": ");
-    AppendInt(&out, v);
-    out += '\n';
-  };
-  auto real = [&out](const char* key, double v) {
-    out.append(key).append(": ");
-    AppendDouble(&out, v);
-    out += '\n';
-  };
-  integer("warmup", c.warmup);
-  real("ema_decay", c.ema_decay);
-  real("tau", c.tau);
-  real("tau_delta", c.tau_delta);
-  real("gnmr_floor", c.gnmr_floor);
-  integer("short_window", c.short_window);
-  integer("max_o", c.max_o);
-  integer("lock_steps", c.lock_steps);
-  integer("lag", c.lag);
-  out.append("entry: ").append(EntryTreatmentName(c.entry)).append("\n");
-  real("clip_min_scale", c.clip_min_scale);
+  for (const ConfigField& f : ConfigFields()) {
+    out.append(f.key).append(": ").append(f.Render(f.get(c))).append("\n");
+  }
   out += c.actions.empty() ? "actions: []\n" : "actions:\n";
   for (const ActionRule& r : c.actions) {
     out += "  - {pattern: ";

@@ -1,7 +1,8 @@
 // ControllerConfig <-> YAML: the per-job config file of `gnmrctl replay`
 // (and later gnmrd / `gnmrctl config get|set`).
 //
-// Keys are the SPEC names (see ControllerConfig), e.g.
+// Keys are the SPEC names; the scalar ones and their types come from the
+// config schema (core/config_schema.h), e.g.
 //
 //   warmup: 50
 //   max_o: 4
@@ -20,7 +21,6 @@
 
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "gnmr/config.h"
 #include "gnmr/status.h"
@@ -63,8 +63,5 @@ Status ApplyOverride(ControllerConfig* config, std::string_view assignment);
 // Renders `config` as YAML with every key, in the SPEC order. The output
 // parses back to an equal config (doubles are written round-trippably).
 std::string ControllerConfigToYaml(const ControllerConfig& config);
-
-// The accepted top-level keys, in SPEC order (for help texts).
-const std::vector<std::string>& ControllerConfigKeys();
 
 }  // namespace gnmr

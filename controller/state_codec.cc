@@ -30,7 +30,7 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
     h->set_last_norm(u.last_norm);
     h->set_last_gnmr(u.last_gnmr);
     h->set_last_delta(u.last_delta);
-    h->set_last_trigger(static_cast<v1::Trigger>(u.last_trigger));
+    h->set_last_trigger(ToProto(u.last_trigger));
   }
   for (const RecoveryEntry& e : c.recovery_) RecoveryEntryToProto(e, out->add_recovery());
   for (uint32_t id : c.admin_released_) out->add_admin_released(id);
@@ -115,7 +115,7 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
     u.last_norm = h.last_norm();
     u.last_gnmr = h.last_gnmr();
     u.last_delta = h.last_delta();
-    u.last_trigger = static_cast<Trigger>(h.last_trigger());
+    u.last_trigger = FromProto(h.last_trigger());
     for (double g : h.window()) c.PushWindow(*id, g);
   }
   uint32_t prev_id = 0;

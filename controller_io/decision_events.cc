@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "core/config_codec.h"
+
 namespace gnmr {
 
 void AppendDecisionEvents(const Decision& d, const Controller& controller, double time_unix,
@@ -26,10 +28,10 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
     auto r = std::lower_bound(d.recovery.begin(), d.recovery.end(), a.unit_id,
                               [](const RecoveryEntry& x, uint32_t id) { return x.unit_id < id; });
     if (r != d.recovery.end() && r->unit_id == a.unit_id) {
-      e.set_action(static_cast<v1::Action>(r->action));
+      e.set_action(ToProto(r->action));
       e.set_until(r->until);
     }
-    e.set_trigger(static_cast<v1::Trigger>(a.trigger));
+    e.set_trigger(ToProto(a.trigger));
     // A non-finite sample is not evaluated: no GNMR or Delta exists for it.
     const bool evaluated = a.trigger != Trigger::kNonFinite;
     e.set_gnmr(evaluated ? a.gnmr : std::nan(""));
@@ -42,7 +44,7 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
   for (uint32_t u : d.released) out->push_back(base(v1::EVENT_KIND_RELEASE, u));
   for (const Denial& x : d.denied) {
     v1::Event e = base(v1::EVENT_KIND_DENIAL, x.unit_id);
-    e.set_trigger(static_cast<v1::Trigger>(x.trigger));
+    e.set_trigger(ToProto(x.trigger));
     const UnitState& st = controller.unit(x.unit_id);
     e.set_gnmr(st.last_gnmr);
     e.set_delta(st.last_delta);

@@ -9,6 +9,7 @@
 
 #include "common/text.h"
 #include "controller_io/wire_names.h"
+#include "core/config_codec.h"
 #include "gnmr/config.h"
 
 namespace gnmr {
@@ -69,9 +70,10 @@ void AppendString(std::string* out, const char* key, std::string_view v, size_t 
 
 // Action/trigger by name; an out-of-range (open enum) value by number.
 template <typename Enum>
-void AppendEnum(std::string* out, const char* key, int value, const char* (*name)(Enum)) {
+void AppendEnum(std::string* out, const char* key, int value, const char* (*name)(Enum),
+                bool (*valid)(int)) {
   AppendKey(out, key);
-  if (value >= 0 && value <= 3) {
+  if (valid(value)) {
     AppendJsonString(out, name(static_cast<Enum>(value)));
   } else {
     AppendInt(out, value);
@@ -107,9 +109,10 @@ Status ReadDouble(const std::string& key, const Value& v, double* out) {
 
 // Name, or the number an unknown enum value is written as.
 template <typename Enum>
-Status ReadEnum(const std::string& key, const Value& v, const char* (*name)(Enum), int* out) {
+Status ReadEnum(const std::string& key, const Value& v, const char* (*name)(Enum),
+                bool (*valid)(int), int* out) {
   if (v.kind_case() == Value::kStringValue) {
-    for (int i = 0; i <= 3; ++i) {
+    for (int i = 0; valid(i); ++i) {
       if (v.string_value() == name(static_cast<Enum>(i))) {
         *out = i;
         return Status::Ok();
@@ -151,10 +154,10 @@ Status ReadField(const std::string& key, const Value& v, v1::Event* e) {
     if (key == "unit") e->set_unit(v.string_value());
     if (key == "detail") e->set_detail(v.string_value());
   } else if (key == "action") {
-    s = ReadEnum<Action>(key, v, &ActionName, &n);
+    s = ReadEnum<Action>(key, v, &ActionName, &ValidAction, &n);
     e->set_action(static_cast<v1::Action>(n));
   } else if (key == "trigger") {
-    s = ReadEnum<Trigger>(key, v, &TriggerName, &n);
+    s = ReadEnum<Trigger>(key, v, &TriggerName, &ValidTrigger, &n);
     e->set_trigger(static_cast<v1::Trigger>(n));
   }
   return s;  // other keys (job_id, future ones) are ignored
@@ -184,8 +187,8 @@ void AppendEventJsonLine(std::string_view job_id, const v1::Event& e, std::strin
   AppendInt(out, e.apply_step());
   AppendString(out, "kind", EventKindName(e.kind()), kMaxKindBytes);
   AppendString(out, "unit", e.unit(), kMaxIdBytes);
-  AppendEnum<Action>(out, "action", e.action(), &ActionName);
-  AppendEnum<Trigger>(out, "trigger", e.trigger(), &TriggerName);
+  AppendEnum<Action>(out, "action", e.action(), &ActionName, &ValidAction);
+  AppendEnum<Trigger>(out, "trigger", e.trigger(), &TriggerName, &ValidTrigger);
   AppendKey(out, "gnmr");
   AppendNumber(out, e.gnmr());
   AppendKey(out, "delta");

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/glob.h"
+#include "core/config_schema.h"
 
 namespace gnmr {
 
@@ -79,39 +80,9 @@ bool Finite(double v) { return std::isfinite(v); }
 }  // namespace
 
 Status ControllerConfig::Validate() const {
-  if (warmup < 1 || warmup > kMaxWarmup) {
-    return Bad("warmup",
-               "must be in [1, " + std::to_string(kMaxWarmup) + "], got " + std::to_string(warmup));
-  }
-  if (!Finite(ema_decay) || ema_decay <= 0.0 || ema_decay >= 1.0) {
-    return Bad("ema_decay", "must be in (0, 1), got " + std::to_string(ema_decay));
-  }
-  if (!Finite(tau) || tau <= 1.0) {
-    return Bad("tau", "must be a finite number > 1, got " + std::to_string(tau));
-  }
-  if (!Finite(tau_delta) || tau_delta <= 0.0) {
-    return Bad("tau_delta", "must be a finite number > 0, got " + std::to_string(tau_delta));
-  }
-  if (!Finite(gnmr_floor) || gnmr_floor < 0.0) {
-    return Bad("gnmr_floor", "must be a finite number >= 0, got " + std::to_string(gnmr_floor));
-  }
-  if (short_window < 0 || short_window > kMaxWindow) {
-    return Bad("short_window", "must be in [0, " + std::to_string(kMaxWindow) + "], got " +
-                                   std::to_string(short_window));
-  }
-  if (max_o < 0) {
-    return Bad("max_o", "must be >= 0, got " + std::to_string(max_o));
-  }
-  if (lock_steps < 1 || lock_steps > kMaxLockSteps) {
-    return Bad("lock_steps", "must be in [1, " + std::to_string(kMaxLockSteps) + "], got " +
-                                 std::to_string(lock_steps));
-  }
-  if (lag < 0 || lag > kMaxLag) {
-    return Bad("lag",
-               "must be in [0, " + std::to_string(kMaxLag) + "], got " + std::to_string(lag));
-  }
-  if (!Finite(clip_min_scale) || clip_min_scale < 0.0 || clip_min_scale > 1.0) {
-    return Bad("clip_min_scale", "must be in [0, 1], got " + std::to_string(clip_min_scale));
+  for (const ConfigField& f : ConfigFields()) {
+    const std::string problem = f.Problem(f.get(*this));
+    if (!problem.empty()) return Bad(f.key, problem);
   }
   if (actions.size() > kMaxActionRules) {
     return Bad("actions", "has more than " + std::to_string(kMaxActionRules) + " rules");
@@ -138,10 +109,10 @@ Status ControllerConfig::Validate() const {
 }
 
 bool ControllerConfig::operator==(const ControllerConfig& o) const {
-  return warmup == o.warmup && ema_decay == o.ema_decay && tau == o.tau &&
-         tau_delta == o.tau_delta && gnmr_floor == o.gnmr_floor && short_window == o.short_window &&
-         max_o == o.max_o && lock_steps == o.lock_steps && lag == o.lag && entry == o.entry &&
-         clip_min_scale == o.clip_min_scale && actions == o.actions;
+  for (const ConfigField& f : ConfigFields()) {
+    if (!(f.get(*this) == f.get(o))) return false;
+  }
+  return actions == o.actions;
 }
 
 namespace {
@@ -157,23 +128,13 @@ std::string Show(double v) {
 
 std::vector<std::string> DifferingKeys(const ControllerConfig& a, const ControllerConfig& b) {
   std::vector<std::string> out;
-  auto num = [&](const char* key, double x, double y) {
-    if (x != y) out.push_back(std::string(key) + " (" + Show(x) + " vs " + Show(y) + ")");
-  };
-  num("warmup", a.warmup, b.warmup);
-  num("ema_decay", a.ema_decay, b.ema_decay);
-  num("tau", a.tau, b.tau);
-  num("tau_delta", a.tau_delta, b.tau_delta);
-  num("gnmr_floor", a.gnmr_floor, b.gnmr_floor);
-  num("short_window", a.short_window, b.short_window);
-  num("max_o", a.max_o, b.max_o);
-  num("lock_steps", a.lock_steps, b.lock_steps);
-  num("lag", a.lag, b.lag);
-  if (a.entry != b.entry) {
-    out.push_back(std::string("entry (") + EntryTreatmentName(a.entry) + " vs " +
-                  EntryTreatmentName(b.entry) + ")");
+  for (const ConfigField& f : ConfigFields()) {
+    const double x = f.get(a), y = f.get(b);
+    if (x == y) continue;
+    const bool enumeration = f.type == ConfigType::kEnum;
+    out.push_back(std::string(f.key) + " (" + (enumeration ? f.Render(x) : Show(x)) + " vs " +
+                  (enumeration ? f.Render(y) : Show(y)) + ")");
   }
-  num("clip_min_scale", a.clip_min_scale, b.clip_min_scale);
   if (a.actions != b.actions) out.push_back("actions");
   return out;
 }

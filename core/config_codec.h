@@ -1,5 +1,6 @@
-// ControllerConfig <-> its wire form (gnmr.v1.ControllerConfig), and the
-// range checks of the wire enums. What the client needs of the controller's
+// ControllerConfig <-> its wire form (gnmr.v1.ControllerConfig; the scalar
+// keys go through the schema, config_schema.h), and the range checks and
+// conversions of the wire enums. What the client needs of the controller's
 // types: it sends a config at registration and validates decisions, but
 // never runs the controller (controller/ is the algorithm).
 #pragma once
@@ -19,5 +20,33 @@ StatusOr<ControllerConfig> ConfigFromProto(const v1::ControllerConfig& in);
 bool ValidAction(int v);
 bool ValidEntry(int v);
 bool ValidTrigger(int v);
+
+// The internal enums and the wire enums share their numbers (the
+// static_asserts below keep that true), so a conversion is a cast; these
+// are the only casts between the two. FromProto assumes a valid value:
+// check it with ValidAction / ValidEntry / ValidTrigger first.
+static_assert(static_cast<int>(Action::kPromote) == v1::ACTION_PROMOTE &&
+              static_cast<int>(Action::kClip) == v1::ACTION_CLIP &&
+              static_cast<int>(Action::kSkip) == v1::ACTION_SKIP &&
+              static_cast<int>(Action::kResetState) == v1::ACTION_RESET_STATE &&
+              v1::Action_MIN == 0 && v1::Action_MAX == 3);
+static_assert(static_cast<int>(EntryTreatment::kNone) == v1::ENTRY_NONE &&
+              static_cast<int>(EntryTreatment::kClip) == v1::ENTRY_CLIP &&
+              static_cast<int>(EntryTreatment::kSkip) == v1::ENTRY_SKIP &&
+              v1::EntryTreatment_MIN == 0 && v1::EntryTreatment_MAX == 2);
+static_assert(static_cast<int>(Trigger::kNone) == v1::TRIGGER_NONE &&
+              static_cast<int>(Trigger::kGnmr) == v1::TRIGGER_GNMR &&
+              static_cast<int>(Trigger::kDelta) == v1::TRIGGER_DELTA &&
+              static_cast<int>(Trigger::kNonFinite) == v1::TRIGGER_NONFINITE &&
+              v1::Trigger_MIN == 0 && v1::Trigger_MAX == 3);
+
+constexpr v1::Action ToProto(Action a) { return static_cast<v1::Action>(a); }
+constexpr v1::EntryTreatment ToProto(EntryTreatment e) {
+  return static_cast<v1::EntryTreatment>(e);
+}
+constexpr v1::Trigger ToProto(Trigger t) { return static_cast<v1::Trigger>(t); }
+constexpr Action FromProto(v1::Action a) { return static_cast<Action>(a); }
+constexpr EntryTreatment FromProto(v1::EntryTreatment e) { return static_cast<EntryTreatment>(e); }
+constexpr Trigger FromProto(v1::Trigger t) { return static_cast<Trigger>(t); }
 
 }  // namespace gnmr

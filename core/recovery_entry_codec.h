@@ -17,8 +17,8 @@ namespace gnmr {
 template <typename EntryProto>
 void RecoveryEntryToProto(const RecoveryEntry& e, EntryProto* out) {
   out->set_unit_id(e.unit_id);
-  out->set_action(static_cast<decltype(out->action())>(e.action));
-  out->set_entry(static_cast<decltype(out->entry())>(e.entry));
+  out->set_action(ToProto(e.action));
+  out->set_entry(ToProto(e.entry));
   out->set_since(e.since);
   out->set_until(e.until);
   out->set_clip_min_scale(e.clip_min_scale);
@@ -55,8 +55,8 @@ template <typename EntryProto>
 RecoveryEntry RecoveryEntryFromProto(const EntryProto& e) {
   RecoveryEntry r;
   r.unit_id = e.unit_id();
-  r.action = static_cast<Action>(e.action());
-  r.entry = static_cast<EntryTreatment>(e.entry());
+  r.action = FromProto(e.action());
+  r.entry = FromProto(e.entry());
   r.since = e.since();
   r.until = e.until();
   r.clip_min_scale = e.clip_min_scale();

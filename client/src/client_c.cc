@@ -23,6 +23,23 @@ struct gnmr_plan {
 
 namespace {
 
+// The C enums are the C++ enums' numbers (casts below rely on it).
+static_assert(GNMR_DTYPE_FP32 == static_cast<int>(gnmr::DType::kFp32) &&
+              GNMR_DTYPE_BF16 == static_cast<int>(gnmr::DType::kBf16) &&
+              GNMR_DTYPE_FP16 == static_cast<int>(gnmr::DType::kFp16) &&
+              GNMR_DTYPE_FP8_E4M3FN == static_cast<int>(gnmr::DType::kFp8E4M3) &&
+              GNMR_DTYPE_FP8_E5M2 == static_cast<int>(gnmr::DType::kFp8E5M2));
+static_assert(GNMR_OVERHEAD_HOST_WALL == static_cast<int>(gnmr::OverheadSource::kHostWall) &&
+              GNMR_OVERHEAD_CUPTI == static_cast<int>(gnmr::OverheadSource::kCupti) &&
+              GNMR_OVERHEAD_UNAVAILABLE == static_cast<int>(gnmr::OverheadSource::kUnavailable));
+static_assert(GNMR_ACTION_PROMOTE == static_cast<int>(gnmr::Action::kPromote) &&
+              GNMR_ACTION_CLIP == static_cast<int>(gnmr::Action::kClip) &&
+              GNMR_ACTION_SKIP == static_cast<int>(gnmr::Action::kSkip) &&
+              GNMR_ACTION_RESET_STATE == static_cast<int>(gnmr::Action::kResetState));
+static_assert(GNMR_ENTRY_NONE == static_cast<int>(gnmr::EntryTreatment::kNone) &&
+              GNMR_ENTRY_CLIP == static_cast<int>(gnmr::EntryTreatment::kClip) &&
+              GNMR_ENTRY_SKIP == static_cast<int>(gnmr::EntryTreatment::kSkip));
+
 thread_local std::string g_last_error;
 
 int Fail(gnmr::StatusCode code, const std::string& message) {

@@ -8,10 +8,6 @@
 namespace gnmr {
 namespace {
 
-// gnmr.v1.OverheadSource values (the wire enum; kept as ints in Report).
-constexpr int kSourceCupti = 2;
-constexpr int kSourceUnavailable = 3;
-
 std::mutex g_factory_mu;
 DeviceBackendFactory g_backend_factory;
 ActivityProfilerFactory g_profiler_factory;
@@ -224,11 +220,11 @@ void GpuPath::PublishLocked(const Parked& p, double gpu_seconds) {
     gpu_nanos_.fetch_add(static_cast<int64_t>(gpu_seconds * 1e9), std::memory_order_relaxed);
   }
   if (profiler_ && have_overhead_) {
-    r->overhead_source = kSourceCupti;
+    r->overhead_source = kOverheadCupti;
     r->overhead_ratio = last_ratio_;
     r->overhead_step = last_overhead_step_;
   } else {
-    r->overhead_source = kSourceUnavailable;
+    r->overhead_source = kOverheadUnavailable;
     r->overhead_ratio = 0.0;
     r->overhead_step = -1;
   }

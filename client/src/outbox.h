@@ -22,6 +22,12 @@
 
 namespace gnmr {
 
+// Report::overhead_source values: the numbers of gnmr.v1.OverheadSource
+// and of the public OverheadSource (io_loop.cc static_asserts both).
+constexpr int kOverheadHostWall = 1;
+constexpr int kOverheadCupti = 2;
+constexpr int kOverheadUnavailable = 3;
+
 struct Report {
   int64_t step = 0;
   std::vector<double> sumsq;
@@ -33,9 +39,9 @@ struct Report {
   std::vector<uint64_t> saturated;
   double stats_seconds = 0.0;
   double overhead_ratio = 0.0;
-  double stats_gpu_seconds = 0.0;  // GPU path: CUDA-event time of the launch
-  int overhead_source = 1;         // gnmr.v1.OverheadSource (1: host wall clock)
-  int64_t overhead_step = -1;      // CUPTI: the step overhead_ratio measures
+  double stats_gpu_seconds = 0.0;           // GPU path: CUDA-event time of the launch
+  int overhead_source = kOverheadHostWall;  // gnmr.v1.OverheadSource
+  int64_t overhead_step = -1;               // CUPTI: the step overhead_ratio measures
   uint64_t dropped_reports = 0;
   uint64_t missed_decisions = 0;
 };

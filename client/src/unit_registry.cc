@@ -164,6 +164,13 @@ const std::string& UnitRegistry::name(UnitHandle h) const {
   return h < units_.size() ? units_[h].name : kNone;
 }
 
+// The wire dtype is the internal one's number.
+static_assert(static_cast<int>(DType::kFp32) == v1::DTYPE_FP32 &&
+              static_cast<int>(DType::kBf16) == v1::DTYPE_BF16 &&
+              static_cast<int>(DType::kFp16) == v1::DTYPE_FP16 &&
+              static_cast<int>(DType::kFp8E4M3) == v1::DTYPE_FP8_E4M3FN &&
+              static_cast<int>(DType::kFp8E5M2) == v1::DTYPE_FP8_E5M2 && v1::DType_MAX == 5);
+
 void UnitRegistry::FillSpecs(v1::RegisterRequest* req) const {
   for (const Unit& u : units_) {
     v1::UnitSpec* spec = req->add_units();

@@ -4,6 +4,7 @@
 
 #include "common/wall_clock.h"
 #include "controller/state_codec.h"
+#include "core/config_codec.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {
@@ -99,7 +100,7 @@ std::vector<v1::UnitInfo> Job::Units(uint32_t top) const {
     info.set_gnmr(u.last_gnmr);
     info.set_delta(u.last_delta);
     info.set_last_step(u.last_step);
-    info.set_action(static_cast<v1::Action>(u.resolved.action));
+    info.set_action(ToProto(u.resolved.action));
     info.set_shard_count(topology_.unit(id).shard_count);
     info.set_state(u.valid_samples < cfg.warmup ? v1::UNIT_STATE_WARMUP : v1::UNIT_STATE_ACTIVE);
     out.push_back(std::move(info));
@@ -107,7 +108,7 @@ std::vector<v1::UnitInfo> Job::Units(uint32_t top) const {
   for (const RecoveryEntry& e : controller_.recovery()) {
     v1::UnitInfo& info = out[e.unit_id];
     info.set_state(v1::UNIT_STATE_RECOVERY);
-    info.set_action(static_cast<v1::Action>(e.action));
+    info.set_action(ToProto(e.action));
     info.set_since(e.since);
     info.set_until(e.until);
   }

@@ -5,20 +5,12 @@
 
 #include <pybind11/stl.h>
 
+#include "core/config_schema.h"
+
 namespace py = pybind11;
 
 namespace gnmr::python {
 namespace {
-
-const char* const kConfigKeys[] = {
-    "warmup", "ema_decay",  "tau", "tau_delta", "gnmr_floor",     "short_window",
-    "max_o",  "lock_steps", "lag", "entry",     "clip_min_scale", "actions"};
-
-std::string KeyList() {
-  std::string s;
-  for (const char* k : kConfigKeys) s += (s.empty() ? "" : ", ") + std::string(k);
-  return s;
-}
 
 double AsDouble(const py::handle& v, const std::string& key) {
   if (py::isinstance<py::bool_>(v) ||
@@ -48,6 +40,25 @@ std::string AsStr(const py::handle& v, const std::string& key) {
   return v.cast<std::string>();
 }
 
+// A scalar key's value, as the schema's double.
+double AsField(const ConfigField& f, const py::handle& v) {
+  switch (f.type) {
+    case ConfigType::kInt32:
+      return AsInt(v, f.key);
+    case ConfigType::kDouble:
+      return AsDouble(v, f.key);
+    case ConfigType::kEnum:
+      break;
+  }
+  const std::string s = AsStr(v, f.key);
+  double value = 0;
+  if (!f.ParseChoice(s, &value)) {
+    throw py::value_error("config key '" + std::string(f.key) + "' must be one of " +
+                          f.RangeText() + "; got '" + s + "'");
+  }
+  return value;
+}
+
 }  // namespace
 
 ControllerConfig ConfigFromDict(const py::dict& d) {
@@ -58,33 +69,9 @@ ControllerConfig ConfigFromDict(const py::dict& d) {
     }
     const std::string key = item.first.cast<std::string>();
     const py::handle v = item.second;
-    if (key == "warmup")
-      c.warmup = AsInt(v, key);
-    else if (key == "ema_decay")
-      c.ema_decay = AsDouble(v, key);
-    else if (key == "tau")
-      c.tau = AsDouble(v, key);
-    else if (key == "tau_delta")
-      c.tau_delta = AsDouble(v, key);
-    else if (key == "gnmr_floor")
-      c.gnmr_floor = AsDouble(v, key);
-    else if (key == "short_window")
-      c.short_window = AsInt(v, key);
-    else if (key == "max_o")
-      c.max_o = AsInt(v, key);
-    else if (key == "lock_steps")
-      c.lock_steps = AsInt(v, key);
-    else if (key == "lag")
-      c.lag = AsInt(v, key);
-    else if (key == "clip_min_scale")
-      c.clip_min_scale = AsDouble(v, key);
-    else if (key == "entry") {
-      const std::string s = AsStr(v, key);
-      if (!ParseEntryTreatment(s, &c.entry)) {
-        throw py::value_error("config key 'entry' must be one of none, clip, skip; got '" + s +
-                              "'");
-      }
-    } else if (key == "actions") {
+    if (const ConfigField* f = FindConfigField(key)) {
+      f->set(&c, AsField(*f, v));
+    } else if (key == kActionsKey) {
       if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) {
         throw py::value_error(
             "config key 'actions' must be a list of {pattern, action[, clip_min_scale]}");
@@ -122,7 +109,7 @@ ControllerConfig ConfigFromDict(const py::dict& d) {
         c.actions.push_back(rule);
       }
     } else {
-      throw py::value_error("unknown config key '" + key + "' (known: " + KeyList() + ")");
+      throw py::value_error("unknown config key '" + key + "' (known: " + ConfigKeyList() + ")");
     }
   }
   Status s = c.Validate();
@@ -132,17 +119,20 @@ ControllerConfig ConfigFromDict(const py::dict& d) {
 
 py::dict ConfigToDict(const ControllerConfig& c) {
   py::dict d;
-  d["warmup"] = c.warmup;
-  d["ema_decay"] = c.ema_decay;
-  d["tau"] = c.tau;
-  d["tau_delta"] = c.tau_delta;
-  d["gnmr_floor"] = c.gnmr_floor;
-  d["short_window"] = c.short_window;
-  d["max_o"] = c.max_o;
-  d["lock_steps"] = c.lock_steps;
-  d["lag"] = c.lag;
-  d["entry"] = EntryTreatmentName(c.entry);
-  d["clip_min_scale"] = c.clip_min_scale;
+  for (const ConfigField& f : ConfigFields()) {
+    const double v = f.get(c);
+    switch (f.type) {
+      case ConfigType::kInt32:
+        d[f.key] = static_cast<int32_t>(v);
+        break;
+      case ConfigType::kDouble:
+        d[f.key] = v;
+        break;
+      case ConfigType::kEnum:
+        d[f.key] = f.Render(v);
+        break;
+    }
+  }
   py::list rules;
   for (const ActionRule& r : c.actions) {
     py::dict rd;
@@ -151,7 +141,7 @@ py::dict ConfigToDict(const ControllerConfig& c) {
     if (r.clip_min_scale >= 0.0) rd["clip_min_scale"] = r.clip_min_scale;
     rules.append(rd);
   }
-  d["actions"] = rules;
+  d[kActionsKey] = rules;
   return d;
 }
 

@@ -1,5 +1,6 @@
 // Controller configs as Python dicts for the _gnmr module: the SPEC keys
-// (core/include/gnmr/config.h) with clear ValueErrors naming the bad key.
+// (core/include/gnmr/config.h; the scalar keys and their types come from
+// core/config_schema.h) with clear ValueErrors naming the bad key.
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/config_schema.h"
+
 namespace gnmr {
 namespace {
 
@@ -218,7 +220,7 @@ TEST(ConfigOverride, ErrorsLeaveTheConfigUnchanged) {
 TEST(ConfigRender, RoundTripsEveryKey) {
   const ControllerConfig c = NonDefaultConfig();
   const std::string yaml = ControllerConfigToYaml(c);
-  for (const std::string& key : ControllerConfigKeys()) {
+  for (const std::string& key : ConfigKeys()) {
     EXPECT_NE(("\n" + yaml).find("\n" + key + ":"), std::string::npos) << key;
   }
   EXPECT_NE(yaml.find("\n  - {pattern: \"*.mlp.fc1\", action: clip, "

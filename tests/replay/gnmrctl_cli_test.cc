@@ -121,6 +121,23 @@ TEST_F(Gnmrctl, Help) {
   EXPECT_EQ(err_, "gnmrctl: unknown command 'frobnicate' (see gnmrctl --help)\n");
 }
 
+// `config keys` needs no daemon: every key from the schema, and with
+// --markdown the table docs/controller.md holds (config_schema_test checks
+// the docs against the schema itself).
+TEST_F(Gnmrctl, ConfigKeys) {
+  ASSERT_EQ(Run("config keys"), 0) << err_;
+  for (const char* key : {"warmup", "gnmr_floor", "entry", "clip_min_scale", "actions"}) {
+    EXPECT_NE(out_.find(std::string("\n") + key + " "), std::string::npos) << key << "\n" << out_;
+  }
+  EXPECT_NE(out_.find("none, clip, skip"), std::string::npos) << out_;
+  ASSERT_EQ(Run("config keys --markdown"), 0) << err_;
+  EXPECT_EQ(out_.rfind("| key | type | default | valid values | meaning |\n", 0), 0u) << out_;
+  EXPECT_NE(ReadFile(kSource + "/docs/controller.md").find(out_), std::string::npos) << out_;
+  ASSERT_EQ(Run("config set --help"), 0) << err_;
+  EXPECT_NE(out_.find("gnmr_floor"), std::string::npos) << out_;
+  EXPECT_EQ(Run("config keys --bogus"), 2);
+}
+
 // Bad input: exit 2 and exactly one line on stderr.
 void ExpectBadInput(int code, const std::string& err, const std::string& line) {
   EXPECT_EQ(code, 2);

@@ -3,7 +3,7 @@
 // replay), and the daemon's admin commands, which share admin_client.h
 // (connection flags, errors) and table.h (output): overview_cmd.cc (status,
 // jobs), units_cmd.cc (units, release), events_cmd.cc, config_cmd.cc
-// (config get/set), state_cmd.cc (export, import), top_cmd.cc (live view),
+// (config get/set/keys), state_cmd.cc (export, import), top_cmd.cc (live view),
 // job_cmd.cc (job delete).
 #pragma once
 
@@ -41,6 +41,11 @@ int ExportCommand(int argc, char** argv);
 int ImportCommand(int argc, char** argv);
 int JobCommand(int argc, char** argv);
 int RewindCommand(int argc, char** argv);
+
+// The help paragraph that lists the config keys (config_cmd.cc): "<lead>:
+// warmup, ..., actions (a list of {...}; <actions_note>). ...", wrapped at
+// 72 columns.
+std::string ConfigKeysHelp(const std::string& lead, const std::string& actions_note);
 
 }  // namespace cli
 }  // namespace gnmr

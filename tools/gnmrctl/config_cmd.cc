@@ -1,15 +1,19 @@
 // `gnmrctl config get|set`: a job's controller config as YAML (the format
 // of `gnmrctl replay --config`), and changing it from a file and/or
-// `--set key=value` overrides.
+// `--set key=value` overrides; `gnmrctl config keys`: the keys, from the
+// config schema (core/config_schema.h).
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "common/flag_parser.h"
 #include "controller/config_yaml.h"
 #include "controller/state_codec.h"
+#include "core/config_schema.h"
 #include "tools/gnmrctl/admin_client.h"
 #include "tools/gnmrctl/commands.h"
+#include "tools/gnmrctl/table.h"
 
 namespace gnmr {
 namespace cli {
@@ -18,9 +22,10 @@ namespace {
 constexpr char kConfigHelp[] =
     "usage: gnmrctl config get --job J [options]\n"
     "       gnmrctl config set --job J [--file CONFIG.yaml] [--set key=value ...]\n"
+    "       gnmrctl config keys [--markdown]\n"
     "\n"
     "Reads or changes a job's controller config (`gnmrctl config get --help`,\n"
-    "`gnmrctl config set --help`).\n";
+    "`gnmrctl config set --help`); lists the config keys (`config keys`).\n";
 
 // Fetches the job's config in force; on failure prints the error and
 // returns false.
@@ -66,10 +71,8 @@ int ConfigSet(int argc, char** argv) {
       "--set overrides in order, and sends the complete result. Prints the new\n"
       "config version. Needs the admin token (--admin-token, --admin-token-file\n"
       "or $GNMR_ADMIN_TOKEN), or the Unix socket of a daemon without one.\n"
-      "\n"
-      "Config keys: warmup, ema_decay, tau, tau_delta, gnmr_floor, short_window,\n"
-      "max_o, lock_steps, lag, entry, clip_min_scale, actions (a list of\n"
-      "{pattern, action, clip_min_scale}; replaced as a whole).");
+      "\n" +
+          ConfigKeysHelp("Config keys", "replaced as a whole"));
   cmd.AddJobFlag();
   std::string file;
   std::vector<std::string> sets;
@@ -126,7 +129,53 @@ int ConfigSet(int argc, char** argv) {
   return kExitOk;
 }
 
+int ConfigKeysList(int argc, char** argv) {
+  bool markdown = false;
+  FlagParser flags("gnmrctl config keys [--markdown]",
+                   "Lists the controller config keys of YAML files, --set and the Python\n"
+                   "dict: type, default, valid values and meaning. Needs no daemon.");
+  flags.AddBool("markdown", "the table of docs/controller.md, as Markdown", &markdown);
+  const Status s = flags.Parse(argc, argv);
+  if (!s.ok()) return UsageError("config keys", s.message());
+  if (flags.help_requested()) {
+    std::fputs(flags.Help().c_str(), stdout);
+    return kExitOk;
+  }
+  if (markdown) {
+    std::fputs(ConfigKeysMarkdown().c_str(), stdout);
+    return kExitOk;
+  }
+  Table t({{"key"}, {"type"}, {"default"}, {"valid values"}, {"meaning"}});
+  for (const ConfigKeyDoc& d : ConfigKeyDocs()) {
+    t.AddRow({d.key, d.type, d.default_value, d.range, d.meaning});
+  }
+  std::fputs(t.Render().c_str(), stdout);
+  return kExitOk;
+}
+
 }  // namespace
+
+std::string ConfigKeysHelp(const std::string& lead, const std::string& actions_note) {
+  // ConfigKeyList() ends with "actions".
+  const std::string text = lead + ": " + ConfigKeyList() +
+                           " (a list of {pattern, action, clip_min_scale}; " + actions_note +
+                           "). `gnmrctl config keys` describes each.";
+  // Wrapped at 72 columns, like the rest of the help.
+  std::string out, line;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && line.size() + 1 + word.size() > 72) {
+      out += line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  return out + line;
+}
 
 int ConfigCommand(int argc, char** argv) {
   if (argc < 1) {
@@ -136,11 +185,12 @@ int ConfigCommand(int argc, char** argv) {
   const std::string sub = argv[0];
   if (sub == "get") return ConfigGet(argc - 1, argv + 1);
   if (sub == "set") return ConfigSet(argc - 1, argv + 1);
+  if (sub == "keys") return ConfigKeysList(argc - 1, argv + 1);
   if (sub == "-h" || sub == "--help") {
     std::fputs(kConfigHelp, stdout);
     return kExitOk;
   }
-  return UsageError("config", "unknown subcommand '" + sub + "': expected get or set");
+  return UsageError("config", "unknown subcommand '" + sub + "': expected get, set or keys");
 }
 
 }  // namespace cli

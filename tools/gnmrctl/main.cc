@@ -27,7 +27,7 @@ const Command kCommands[] = {
     {"events", "a job's admissions, releases, denials, config changes", &EventsCommand},
     {"top", "a live view of one job: budget, recovery, top units, ranks", &TopCommand},
     {"release", "end a unit's recovery now (admin)", &ReleaseCommand},
-    {"config", "get or set a job's controller config (set: admin)", &ConfigCommand},
+    {"config", "get or set a job's controller config (set: admin), list its keys", &ConfigCommand},
     {"export", "write a job's controller state to a file", &ExportCommand},
     {"import", "load a job's controller state from a file (admin)", &ImportCommand},
     {"job", "job lifecycle: `job delete` forgets a job and its files (admin)", &JobCommand},

@@ -27,7 +27,7 @@ constexpr char kUsage[] =
     "[--set key=value ...] [--variant key=value[,key=value...] ...] [--table] "
     "[--out FILE]";
 
-constexpr char kDescription[] =
+constexpr char kDescriptionHead[] =
     "Feeds a recorded trace through the GNMR controller, exactly as gnmrd\n"
     "would, and writes one JSON line per decision that admits, releases or\n"
     "denies anything:\n"
@@ -49,10 +49,9 @@ constexpr char kDescription[] =
     "Trace: CSV with header step,unit,sumsq and optional columns\n"
     "amax,nonfinite,zeros,numel, in any order; the rows of a step are\n"
     "contiguous and steps increase; sumsq may be nan or inf.\n"
+    "\n";
+constexpr char kDescriptionTail[] =
     "\n"
-    "Config keys (YAML file and --set): warmup, ema_decay, tau, tau_delta,\n"
-    "gnmr_floor, short_window, max_o, lock_steps, lag, entry, clip_min_scale,\n"
-    "actions (a list of {pattern, action, clip_min_scale}).\n"
     "\n"
     "Exit codes: 0 success; 2 bad arguments or input (one line\n"
     "'gnmrctl: FILE:LINE: problem' on stderr); 1 other failures.";
@@ -133,7 +132,10 @@ int ReplayCommand(int argc, char** argv) {
   std::string trace, config_path, out_path;
   std::vector<std::string> sets, variants;
   bool quiet = false, table = false;
-  FlagParser flags(kUsage, kDescription);
+  FlagParser flags(kUsage, kDescriptionHead +
+                               ConfigKeysHelp("Config keys (YAML file and --set)",
+                                              "replaced as a whole by --set") +
+                               kDescriptionTail);
   flags.AddString("trace", "TRACE.csv", "the trace to replay (required)", &trace);
   flags.AddString("config", "CONFIG.yaml", "controller config (YAML); defaults when absent",
                   &config_path);

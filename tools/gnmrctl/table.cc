@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/config_codec.h"
 #include "gnmr/config.h"
 
 namespace gnmr {
@@ -91,8 +92,8 @@ std::string FormatDuration(double seconds) {
 
 std::string FormatStep(int64_t step) { return step < 0 ? "-" : std::to_string(step); }
 
-std::string ActionText(v1::Action a) { return ActionName(static_cast<Action>(a)); }
-std::string TriggerText(v1::Trigger t) { return TriggerName(static_cast<Trigger>(t)); }
+std::string ActionText(v1::Action a) { return ActionName(FromProto(a)); }
+std::string TriggerText(v1::Trigger t) { return TriggerName(FromProto(t)); }
 
 }  // namespace cli
 }  // namespace gnmr

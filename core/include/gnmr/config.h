@@ -6,6 +6,11 @@
 // from measurements (docs/controller.md, "Defaults and why"), the rest are
 // the SPEC's. Validate() is called before a config is accepted, so the
 // controller itself can assume every field is in range.
+//
+// A new scalar member also needs its proto field (controller.proto) and its
+// row in core/config_schema.cc (key, type, valid range, meaning): the wire
+// codec, YAML, the Python dict, Validate(), operator== and DifferingKeys
+// work from that table.
 #pragma once
 
 #include <cstdint>
