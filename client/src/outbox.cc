@@ -10,6 +10,7 @@ Outbox::Outbox(size_t report_capacity, size_t units, size_t ack_capacity, size_t
     r.amax.resize(units);
     r.nonfinite.resize(units);
     r.zeros.resize(units);
+    r.inactive.resize(units);
     free_.push_back(&r);
   }
 }
