@@ -183,6 +183,21 @@ int64_t JobTopology::SlotOf(uint32_t rank, size_t position, uint32_t unit_id) co
   return it == l.by_unit.end() || it->unit_id != unit_id ? -1 : static_cast<int64_t>(it->slot);
 }
 
+int64_t JobTopology::SlotsOfIncreasing(uint32_t rank, const uint32_t* ids, size_t n,
+                                       uint32_t* slots) const {
+  auto r = ranks_.find(rank);
+  if (r == ranks_.end()) return n == 0 ? -1 : 0;
+  const std::vector<RankEntry>& by_unit = r->second.by_unit;
+  auto it = by_unit.begin();
+  for (size_t i = 0; i < n; ++i) {
+    it = std::lower_bound(it, by_unit.end(), ids[i],
+                          [](const RankEntry& e, uint32_t id) { return e.unit_id < id; });
+    if (it == by_unit.end() || it->unit_id != ids[i]) return static_cast<int64_t>(i);
+    slots[i] = it->slot;
+  }
+  return -1;
+}
+
 bool JobTopology::HasRank(uint32_t rank) const { return ranks_.count(rank) != 0; }
 
 std::vector<RankUnitSpec> JobTopology::SpecsOfRank(uint32_t rank) const {

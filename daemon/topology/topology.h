@@ -84,6 +84,12 @@ class JobTopology {
   // reports units in registration order, a binary search otherwise.
   int64_t SlotOf(uint32_t rank, size_t position, uint32_t unit_id) const;
 
+  // Resolves the strictly increasing unit ids of a sparse report from
+  // `rank` to `slots` (n each), one walk over the rank's units in id order:
+  // O(n log(units / n)). Returns the index of the first id the rank did not
+  // register, or -1 when all resolved.
+  int64_t SlotsOfIncreasing(uint32_t rank, const uint32_t* ids, size_t n, uint32_t* slots) const;
+
   size_t num_units() const { return units_.size(); }
   size_t num_slots() const { return num_slots_; }
   uint64_t name_bytes() const { return name_bytes_; }
