@@ -10,7 +10,7 @@ import torch
 
 import gnmr
 import gnmr.torch as gt
-from gnmr_testlib import UNITS, make, train
+from gnmr_testlib import UNITS, batch, make, train
 
 # d's spike is large enough for its lag-0 entry clip to hit the default
 # clip_min_scale (0.01: a x50 spike would be scaled to its mean, unclamped).
