@@ -1,50 +1,54 @@
-// daemon_load: drives a real gnmrd with many simulated ranks over loopback
-// and prints a table: steps/s sustained, unit statistics/s, decision latency
-// percentiles and the daemon's peak RSS.
+// daemon_load: drives a real gnmrd with many simulated ranks and prints a
+// table: steps/s sustained, decision latency at the clients and in gnmrd
+// (its histogram), gnmrd's CPU time per step and its memory.
 //
-// Each simulated rank is one Session stream (gRPC callback API, so 256
-// ranks need no 256 threads). All ranks register the same U units (data-
-// parallel replicas: the daemon averages them), then the driver sends step
-// t from every rank and records when the decision for t arrives at each.
-// Latency of a step = last decision arrival - last report sent; it
-// includes both directions of loopback transfer, so it is an upper bound of
-// the daemon's own "last report in -> decision out" time.
+// All ranks register the same U units (data-parallel replicas: the daemon
+// averages them); the driver sends step t from every rank and records when
+// the decision for t arrives at each. Client-side latency of a step = last
+// decision arrival - last report sent: it includes both directions of the
+// transfer, so it bounds the daemon's own "last report in -> decision out"
+// (gnmr_decision_latency_seconds, read as histogram bucket bounds).
+//
+// Many ranks cheaply (load_session.h): each rank is a Session stream, the
+// streams share --channels connections and gRPC's callback threads, and a
+// step's report is serialized once and its bytes sent by every rank.
+// --active-fraction F < 1 sends the sparse form listing ~F of the units.
+//
+// Memory: gnmrd's RSS before any rank registers, after every rank
+// registered, and after every rank attached its Session stream give the
+// bytes per registered rank and per attached stream.
 //
 // Usage: daemon_load --gnmrd PATH [--ranks 64] [--units 1024] [--steps 500]
-//                    [--rate 50] [--window 8] [--trace-dir DIR]
+//                    [--rate 50] [--window 8] [--channels 4]
+//                    [--active-fraction 1] [--trace-dir DIR]
 //        --trace-dir: the spawned gnmrd records the job's trace there
 //        (docs/replay.md); the counters of its recorder are printed.
-//        daemon_load --target unix:/path ...   (an already running gnmrd)
-#include <arpa/inet.h>
-#include <netinet/in.h>
+//        daemon_load --target unix:/path ...   (an already running gnmrd:
+//        no CPU, memory or histogram figures)
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <deque>
-#include <fstream>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
+#include "bench/load_probe.h"
+#include "bench/load_session.h"
 #include "common/flag_parser.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using gnmr::bench::Clock;
 
 struct Options {
   std::string gnmrd;
@@ -52,194 +56,12 @@ struct Options {
   int ranks = 64;
   int units = 1024;
   int steps = 500;
-  double rate = 50;       // steps/s; 0 = as fast as the window allows
-  int window = 8;         // max steps in flight
+  double rate = 50;  // steps/s; 0 = as fast as the window allows
+  int window = 8;    // max steps in flight
+  int channels = 4;  // connections the ranks' streams share
+  double active_fraction = 1.0;
   std::string trace_dir;  // passed to the spawned gnmrd
 };
-
-// Per-step bookkeeping shared by all ranks.
-struct StepLog {
-  explicit StepLog(int steps) : sent(steps), last_arrival(steps), arrivals(steps) {
-    for (auto& a : arrivals) a.store(0);
-  }
-  std::vector<Clock::time_point> sent;
-  std::vector<Clock::time_point> last_arrival;
-  std::vector<std::atomic<int>> arrivals;
-  std::mutex mu;
-  std::condition_variable cv;
-  int complete = 0;  // steps whose decision reached every rank
-};
-
-class Rank : public grpc::ClientBidiReactor<gnmr::v1::ClientMessage, gnmr::v1::ServerMessage> {
- public:
-  Rank(gnmr::v1::Gnmr::Stub* stub, const std::string& job, uint32_t rank, uint64_t session,
-       std::vector<uint32_t> ids, StepLog* log, int ranks)
-      : ids_(std::move(ids)), log_(log), ranks_(ranks) {
-    stub->async()->Session(&ctx_, this);
-    gnmr::v1::ClientMessage hello;
-    hello.mutable_hello()->set_job_id(job);
-    hello.mutable_hello()->set_rank(rank);
-    hello.mutable_hello()->set_session_id(session);
-    Enqueue(std::move(hello));
-    StartRead(&in_);
-    StartCall();
-  }
-
-  void SendStep(int64_t step) {
-    gnmr::v1::ClientMessage m;
-    gnmr::v1::StepStats* s = m.mutable_stats();
-    s->set_step(step);
-    s->mutable_unit_id()->Add(ids_.begin(), ids_.end());
-    s->mutable_sumsq()->Reserve(static_cast<int>(ids_.size()));
-    for (size_t i = 0; i < ids_.size(); ++i) {
-      double v = 1.0 + 0.01 * static_cast<double>((step * 7 + i) % 13);
-      if (step > 60 && (step + i) % 997 == 0) v *= 400.0;  // occasional spike
-      s->add_sumsq(v);
-    }
-    Enqueue(std::move(m));
-  }
-
-  void Close() { ctx_.TryCancel(); }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return done_; });
-  }
-
-  void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.pop_front();
-    if (ok && !queue_.empty())
-      StartWrite(&queue_.front());
-    else
-      writing_ = false;
-  }
-  void OnReadDone(bool ok) override {
-    if (!ok) return;
-    if (!in_.has_decision()) {  // a GenerationStart: not a step's decision
-      StartRead(&in_);
-      return;
-    }
-    const int64_t step = in_.decision().observed_step();
-    if (step >= 0 && step < static_cast<int64_t>(log_->sent.size())) {
-      const auto now = Clock::now();
-      if (log_->arrivals[step].fetch_add(1) + 1 == ranks_) {
-        std::lock_guard<std::mutex> lock(log_->mu);
-        log_->last_arrival[step] = now;
-        log_->complete++;
-        log_->cv.notify_all();
-      }
-    }
-    StartRead(&in_);
-  }
-  void OnDone(const grpc::Status&) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    done_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  void Enqueue(gnmr::v1::ClientMessage m) {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(m));
-    if (!writing_ && started_) {
-      writing_ = true;
-      StartWrite(&queue_.front());
-    } else if (!started_) {
-      started_ = true;
-      writing_ = true;
-      StartWrite(&queue_.front());
-    }
-  }
-
-  grpc::ClientContext ctx_;
-  std::vector<uint32_t> ids_;
-  StepLog* log_;
-  int ranks_;
-  gnmr::v1::ServerMessage in_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<gnmr::v1::ClientMessage> queue_;
-  bool writing_ = false, started_ = false, done_ = false;
-};
-
-// A free loopback TCP port (bound and released; fine for a benchmark).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// GET /metrics from 127.0.0.1:port; "" on failure.
-std::string Scrape(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (write(fd, req.data(), req.size()) < 0) {
-    close(fd);
-    return "";
-  }
-  std::string out;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
-}
-
-// Quantile q of a Prometheus histogram in `text`, as the upper bound of the
-// bucket holding it (what histogram_quantile would interpolate within).
-double HistogramBound(const std::string& text, const std::string& name, double q) {
-  std::vector<std::pair<double, double>> buckets;  // le, cumulative count
-  size_t pos = 0;
-  const std::string prefix = name + "_bucket{";
-  while ((pos = text.find(prefix, pos)) != std::string::npos) {
-    const size_t le = text.find("le=\"", pos);
-    const size_t end = text.find('\n', pos);
-    if (le == std::string::npos || le > end) break;
-    const std::string bound = text.substr(le + 4, text.find('"', le + 4) - le - 4);
-    const double count = std::atof(text.c_str() + text.rfind(' ', end) + 1);
-    buckets.emplace_back(bound == "+Inf" ? 1e300 : std::atof(bound.c_str()), count);
-    pos = end;
-  }
-  if (buckets.empty() || buckets.back().second <= 0) return -1;
-  const double want = q * buckets.back().second;
-  for (const auto& [le, c] : buckets) {
-    if (c >= want) return le;
-  }
-  return -1;
-}
-
-// The value of an unlabelled counter or gauge in `text`; -1 if absent.
-double MetricValue(const std::string& text, const std::string& name) {
-  size_t pos = 0;
-  while ((pos = text.find(name + " ", pos)) != std::string::npos) {
-    if (pos == 0 || text[pos - 1] == '\n') return std::atof(text.c_str() + pos + name.size() + 1);
-    pos += name.size();
-  }
-  return -1;
-}
-
-long PeakRssKb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
-  }
-  return -1;
-}
 
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -251,15 +73,17 @@ double Percentile(std::vector<double> v, double p) {
 // Parses the command line into `o`; 0 to run, else the exit code (help 0,
 // bad command line 2).
 int ParseOptions(int argc, char** argv, Options* o, bool* run) {
-  int64_t ranks = o->ranks, units = o->units, steps = o->steps, window = o->window;
+  int64_t ranks = o->ranks, units = o->units, steps = o->steps, window = o->window,
+          channels = o->channels;
   gnmr::FlagParser p(
       "daemon_load (--gnmrd PATH | --target T) [--ranks N] [--units N] [--steps N]\n"
-      "                   [--rate STEPS_PER_S] [--window N] [--trace-dir DIR]",
-      "Load generator for gnmrd: N ranks of one job report every unit each step;\n"
-      "prints decision latency (client side and gnmrd's histogram) and gnmrd's RSS.");
+      "                   [--rate STEPS_PER_S] [--window N] [--channels N]\n"
+      "                   [--active-fraction F] [--trace-dir DIR]",
+      "Load generator for gnmrd: N ranks of one job report each step; prints decision\n"
+      "latency (client side and gnmrd's histogram), gnmrd's CPU per step and its RSS.");
   p.AddString("gnmrd", "PATH", "start this gnmrd binary (in a temporary state dir)", &o->gnmrd);
   p.AddString("target", "T", "or use a running gnmrd at T", &o->target);
-  p.AddInt("ranks", "N", "ranks (default 64)", 1, 1 << 20, &ranks);
+  p.AddInt("ranks", "N", "ranks (default 64)", 1, 65536, &ranks);
   p.AddInt("units", "N", "units per rank (default 1024)", 1, 1 << 22, &units);
   p.AddInt("steps", "N", "steps (default 500)", 1, 1 << 30, &steps);
   p.AddDouble("rate", "STEPS_PER_S",
@@ -267,6 +91,12 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
               "(default 50)",
               &o->rate);
   p.AddInt("window", "N", "most steps in flight (default 8)", 1, 1 << 20, &window);
+  p.AddInt("channels", "N", "connections shared by the ranks' streams (default 4)", 1, 1024,
+           &channels);
+  p.AddDouble("active-fraction", "F",
+              "fraction of the units each report lists, in (0, 1]; below 1\n"
+              "the sparse form (default 1: dense)",
+              &o->active_fraction);
   p.AddString("trace-dir", "DIR", "record traces there (the spawned gnmrd's --trace-dir)",
               &o->trace_dir);
   *run = false;
@@ -283,6 +113,9 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
     error = "--trace-dir needs --gnmrd";
   }
   if (error.empty() && !(o->rate >= 0)) error = "--rate must be >= 0";
+  if (error.empty() && !(o->active_fraction > 0 && o->active_fraction <= 1)) {
+    error = "--active-fraction must be in (0, 1]";
+  }
   if (!error.empty()) {
     std::fprintf(stderr, "daemon_load: %s\n%s", error.c_str(), p.Help().c_str());
     return 2;
@@ -291,9 +124,68 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
   o->units = static_cast<int>(units);
   o->steps = static_cast<int>(steps);
   o->window = static_cast<int>(window);
+  o->channels = static_cast<int>(channels);
   *run = true;
   return 0;
 }
+
+// Starts gnmrd in a temporary state dir; its pid, or -1.
+pid_t SpawnGnmrd(const Options& o, const std::string& state_dir, const std::string& metrics) {
+  const pid_t child = fork();
+  if (child == 0) {
+    std::vector<const char*> args = {o.gnmrd.c_str(), "--listen",        o.target.c_str(),
+                                     "--state-dir",   state_dir.c_str(), "--metrics",
+                                     metrics.c_str(), "--log-level",     "warn"};
+    if (!o.trace_dir.empty()) {
+      args.push_back("--trace-dir");
+      args.push_back(o.trace_dir.c_str());
+    }
+    args.push_back(nullptr);
+    execv(o.gnmrd.c_str(), const_cast<char* const*>(args.data()));
+    std::perror("exec gnmrd");
+    _exit(127);
+  }
+  return child;
+}
+
+// Registers ranks [first, ranks) step `stride` over `stub`; false on an
+// error (printed). Every rank must get unit ids 0..units-1 in order: the
+// shared report bytes name them.
+bool RegisterRanks(gnmr::v1::Gnmr::Stub* stub, const Options& o, int first, int stride,
+                   std::vector<uint64_t>* sessions) {
+  gnmr::v1::RegisterRequest req;
+  req.set_job_id("load");
+  req.set_world_size(static_cast<uint32_t>(o.ranks));
+  req.set_client_version("daemon_load");
+  for (int u = 0; u < o.units; ++u) {
+    auto* s = req.add_units();
+    s->set_name("layers." + std::to_string(u / 8) + ".unit" + std::to_string(u % 8));
+    s->set_numel(1 << 20);
+    s->set_dtype(gnmr::v1::DTYPE_BF16);
+    s->set_shard_count(1);
+  }
+  for (int r = first; r < o.ranks; r += stride) {
+    req.set_rank(static_cast<uint32_t>(r));
+    grpc::ClientContext ctx;
+    gnmr::v1::RegisterResponse resp;
+    grpc::Status st = stub->Register(&ctx, req, &resp);
+    if (!st.ok()) {
+      std::fprintf(stderr, "daemon_load: Register rank %d: %s\n", r, st.error_message().c_str());
+      return false;
+    }
+    for (int u = 0; u < resp.unit_ids_size(); ++u) {
+      if (resp.unit_ids(u) != static_cast<uint32_t>(u)) {
+        std::fprintf(stderr, "daemon_load: rank %d got unit id %u for unit %d\n", r,
+                     resp.unit_ids(u), u);
+        return false;
+      }
+    }
+    (*sessions)[r] = resp.session_id();
+  }
+  return true;
+}
+
+std::string Kb(long kb) { return kb > 0 ? std::to_string(kb / 1024) + " MB" : "n/a"; }
 
 }  // namespace
 
@@ -302,6 +194,7 @@ int main(int argc, char** argv) {
   bool run = false;
   const int rc = ParseOptions(argc, argv, &o, &run);
   if (!run) return rc;
+  const double load_before = gnmr::bench::LoadAverage();
 
   pid_t child = -1;
   std::string state_dir;
@@ -310,59 +203,66 @@ int main(int argc, char** argv) {
     char tmpl[] = "/tmp/gnmr-load-XXXXXX";
     state_dir = mkdtemp(tmpl);
     o.target = "unix:" + state_dir + "/gnmrd.sock";
-    metrics_port = FreePort();
-    const std::string metrics = "127.0.0.1:" + std::to_string(metrics_port);
-    child = fork();
-    if (child == 0) {
-      std::vector<const char*> args = {o.gnmrd.c_str(), "--listen",        o.target.c_str(),
-                                       "--state-dir",   state_dir.c_str(), "--metrics",
-                                       metrics.c_str(), "--log-level",     "warn"};
-      if (!o.trace_dir.empty()) {
-        args.push_back("--trace-dir");
-        args.push_back(o.trace_dir.c_str());
-      }
-      args.push_back(nullptr);
-      execv(o.gnmrd.c_str(), const_cast<char* const*>(args.data()));
-      std::perror("exec gnmrd");
-      _exit(127);
-    }
+    metrics_port = gnmr::bench::FreePort();
+    child = SpawnGnmrd(o, state_dir, "127.0.0.1:" + std::to_string(metrics_port));
   }
-  auto channel = grpc::CreateChannel(o.target, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-    std::fprintf(stderr, "daemon_load: cannot reach gnmrd at %s\n", o.target.c_str());
+  auto fail = [&](const char* why) {
+    std::fprintf(stderr, "daemon_load: %s\n", why);
     if (child > 0) kill(child, SIGKILL);
     return 1;
+  };
+  // One connection per channel: a local subchannel pool keeps channels with
+  // the same target from sharing one.
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int c = 0; c < o.channels; ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("gnmr.daemon_load.channel", c);
+    args.SetMaxReceiveMessageSize(-1);
+    channels.push_back(
+        grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args));
+    if (!channels.back()->WaitForConnected(std::chrono::system_clock::now() +
+                                           std::chrono::seconds(10))) {
+      return fail(("cannot reach gnmrd at " + o.target).c_str());
+    }
   }
-  auto stub = gnmr::v1::Gnmr::NewStub(channel);
+  const long rss_base = child > 0 ? gnmr::bench::StatusKb(child, "VmRSS") : -1;
 
-  StepLog log(o.steps);
-  std::vector<std::unique_ptr<Rank>> ranks;
-  const std::string job = "load";
-  for (int r = 0; r < o.ranks; ++r) {
-    gnmr::v1::RegisterRequest req;
-    req.set_job_id(job);
-    req.set_rank(static_cast<uint32_t>(r));
-    req.set_world_size(static_cast<uint32_t>(o.ranks));
-    req.set_client_version("daemon_load");
-    for (int u = 0; u < o.units; ++u) {
-      auto* s = req.add_units();
-      s->set_name("layers." + std::to_string(u / 8) + ".unit" + std::to_string(u % 8));
-      s->set_numel(1 << 20);
-      s->set_dtype(gnmr::v1::DTYPE_BF16);
-      s->set_shard_count(1);
+  // Register on every channel at once.
+  std::vector<uint64_t> sessions(o.ranks);
+  std::vector<std::unique_ptr<gnmr::v1::Gnmr::Stub>> stubs;
+  for (auto& ch : channels) stubs.push_back(gnmr::v1::Gnmr::NewStub(ch));
+  std::atomic<bool> registered{true};
+  {
+    std::vector<std::thread> threads;
+    for (int c = 0; c < o.channels; ++c) {
+      threads.emplace_back([&, c] {
+        if (!RegisterRanks(stubs[c].get(), o, c, o.channels, &sessions)) registered = false;
+      });
     }
-    grpc::ClientContext ctx;
-    gnmr::v1::RegisterResponse resp;
-    grpc::Status st = stub->Register(&ctx, req, &resp);
-    if (!st.ok()) {
-      std::fprintf(stderr, "daemon_load: Register: %s\n", st.error_message().c_str());
-      if (child > 0) kill(child, SIGKILL);
-      return 1;
-    }
-    ranks.push_back(std::make_unique<Rank>(
-        stub.get(), job, static_cast<uint32_t>(r), resp.session_id(),
-        std::vector<uint32_t>(resp.unit_ids().begin(), resp.unit_ids().end()), &log, o.ranks));
+    for (auto& t : threads) t.join();
   }
+  if (!registered) return fail("registration failed");
+  const long rss_registered = child > 0 ? gnmr::bench::StatusKb(child, "VmRSS") : -1;
+
+  gnmr::bench::StepLog log(o.steps, o.ranks);
+  std::vector<std::unique_ptr<grpc::GenericStub>> generic;
+  for (auto& ch : channels) generic.push_back(std::make_unique<grpc::GenericStub>(ch));
+  std::vector<std::unique_ptr<gnmr::bench::LoadRank>> ranks;
+  for (int r = 0; r < o.ranks; ++r) {
+    ranks.push_back(std::make_unique<gnmr::bench::LoadRank>(
+        generic[r % o.channels].get(), "load", static_cast<uint32_t>(r), sessions[r], &log));
+  }
+  {
+    std::unique_lock<std::mutex> lock(log.mu);
+    if (!log.cv.wait_for(lock, std::chrono::seconds(60),
+                         [&] { return log.attached.load() == o.ranks; })) {
+      std::fprintf(stderr, "daemon_load: only %d of %d streams attached\n", log.attached.load(),
+                   o.ranks);
+    }
+  }
+  const long rss_attached = child > 0 ? gnmr::bench::StatusKb(child, "VmRSS") : -1;
+  const double cpu_start = child > 0 ? gnmr::bench::CpuSeconds(child) : -1;
 
   const auto start = Clock::now();
   const auto period =
@@ -376,27 +276,34 @@ int main(int argc, char** argv) {
       std::unique_lock<std::mutex> lock(log.mu);
       log.cv.wait(lock, [&] { return t - log.complete < o.window; });
     }
-    for (auto& r : ranks) r->SendStep(t);
+    const grpc::ByteBuffer report =
+        gnmr::bench::StepReport(t, static_cast<uint32_t>(o.units), o.active_fraction);
+    for (auto& r : ranks) r->Send(report);
     log.sent[t] = Clock::now();
     if (t % 100 == 99) std::fprintf(stderr, "  ... %d steps sent\n", t + 1);
   }
   {
     std::unique_lock<std::mutex> lock(log.mu);
-    if (!log.cv.wait_for(lock, std::chrono::seconds(30), [&] { return log.complete == o.steps; })) {
+    if (!log.cv.wait_for(lock, std::chrono::seconds(60), [&] { return log.complete == o.steps; })) {
       std::fprintf(stderr, "daemon_load: only %d of %d steps decided\n", log.complete, o.steps);
     }
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const double cpu = child > 0 ? gnmr::bench::CpuSeconds(child) - cpu_start : -1;
   std::vector<double> lat;
   for (int t = 0; t < o.steps; ++t) {
     if (log.arrivals[t].load() == o.ranks) {
       lat.push_back(std::chrono::duration<double>(log.last_arrival[t] - log.sent[t]).count() * 1e3);
     }
   }
-  const long rss = child > 0 ? PeakRssKb(child) : -1;
-  const std::string scraped = metrics_port > 0 ? Scrape(metrics_port) : "";
-  const double server_p50 = HistogramBound(scraped, "gnmr_decision_latency_seconds", 0.5);
-  const double server_p99 = HistogramBound(scraped, "gnmr_decision_latency_seconds", 0.99);
+  const long rss_peak = child > 0 ? gnmr::bench::StatusKb(child, "VmHWM") : -1;
+  const long rss_end = child > 0 ? gnmr::bench::StatusKb(child, "VmRSS") : -1;
+  const std::string scraped = metrics_port > 0 ? gnmr::bench::Scrape(metrics_port) : "";
+  const double server_p50 =
+      gnmr::bench::HistogramBound(scraped, "gnmr_decision_latency_seconds", 0.5);
+  const double server_p99 =
+      gnmr::bench::HistogramBound(scraped, "gnmr_decision_latency_seconds", 0.99);
+  const double load_after = gnmr::bench::LoadAverage();
   for (auto& r : ranks) r->Close();
   for (auto& r : ranks) r->Wait();
   if (child > 0) {
@@ -406,27 +313,33 @@ int main(int argc, char** argv) {
   }
   const double steps_per_s = static_cast<double>(lat.size()) / elapsed;
   std::printf(
-      "| ranks | units | steps decided | steps/s | unit stats/s | latency p50 | p99 | max | gnmrd "
-      "peak RSS |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  std::printf("| %d | %d | %zu/%d | %.1f | %.2f M | %.2f ms | %.2f ms | %.2f ms | %s |\n", o.ranks,
-              o.units, lat.size(), o.steps, steps_per_s, steps_per_s * o.ranks * o.units / 1e6,
-              Percentile(lat, 0.5), Percentile(lat, 0.99), Percentile(lat, 1.0),
-              rss > 0 ? (std::to_string(rss / 1024) + " MB").c_str() : "n/a");
-  if (server_p99 > 0) {
+      "| ranks x units | active | rate | steps decided | steps/s | client p50 / p99 | gnmrd p50 / "
+      "p99 (bucket) | gnmrd CPU / step | gnmrd RSS end / peak | load avg |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  std::printf(
+      "| %d x %d | %.0f%% | %s | %zu/%d | %.1f | %.2f / %.2f ms | <= %.1f / <= %.1f ms | %.2f ms "
+      "| %s / %s | %.1f-%.1f |\n",
+      o.ranks, o.units, o.active_fraction * 100,
+      o.rate > 0 ? (std::to_string(static_cast<int>(o.rate)) + "/s").c_str() : "max", lat.size(),
+      o.steps, steps_per_s, Percentile(lat, 0.5), Percentile(lat, 0.99), server_p50 * 1e3,
+      server_p99 * 1e3, cpu >= 0 && !lat.empty() ? cpu / static_cast<double>(o.steps) * 1e3 : -1.0,
+      Kb(rss_end).c_str(), Kb(rss_peak).c_str(), load_before, load_after);
+  if (rss_base > 0) {
     std::printf(
-        "\ngnmrd's own decision latency (last report in -> decision out, histogram "
-        "bucket bounds): p50 <= %.2f ms, p99 <= %.2f ms\n",
-        server_p50 * 1e3, server_p99 * 1e3);
+        "\ngnmrd RSS: %s before any rank, %s registered, %s attached: %.1f KB per registered "
+        "rank, %.1f KB per attached stream; max client latency %.2f ms\n",
+        Kb(rss_base).c_str(), Kb(rss_registered).c_str(), Kb(rss_attached).c_str(),
+        static_cast<double>(rss_registered - rss_base) / o.ranks,
+        static_cast<double>(rss_attached - rss_registered) / o.ranks, Percentile(lat, 1.0));
   }
   if (!o.trace_dir.empty()) {
     std::printf(
         "\ntrace recording: %.0f steps written, %.0f dropped, %.0f failed, %.1f MB "
         "(at the last scrape, before the stop)\n",
-        MetricValue(scraped, "gnmr_trace_steps_written_total"),
-        MetricValue(scraped, "gnmr_trace_steps_dropped_total"),
-        MetricValue(scraped, "gnmr_trace_steps_failed_total"),
-        MetricValue(scraped, "gnmr_trace_bytes_written_total") / 1e6);
+        gnmr::bench::MetricValue(scraped, "gnmr_trace_steps_written_total"),
+        gnmr::bench::MetricValue(scraped, "gnmr_trace_steps_dropped_total"),
+        gnmr::bench::MetricValue(scraped, "gnmr_trace_steps_failed_total"),
+        gnmr::bench::MetricValue(scraped, "gnmr_trace_bytes_written_total") / 1e6);
   }
   if (!state_dir.empty()) std::system(("rm -rf " + state_dir).c_str());
   return lat.size() == static_cast<size_t>(o.steps) ? 0 : 1;

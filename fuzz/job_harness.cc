@@ -8,8 +8,10 @@
 
 namespace gnmr::fuzz {
 
-void CheckingSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
-  FUZZ_CHECK(msg != nullptr, "null message");
+void CheckingSink::SendDecision(std::shared_ptr<const WireMessage> wire) {
+  FUZZ_CHECK(wire != nullptr && wire->message != nullptr, "null message");
+  const std::shared_ptr<const v1::ServerMessage>& msg = wire->message;
+  FUZZ_CHECK(wire->bytes == msg->SerializeAsString(), "serialized bytes differ from the message");
   if (msg->kind_case() == v1::ServerMessage::kGeneration) {
     const uint64_t g = msg->generation().generation();
     FUZZ_CHECK(!started_ || g >= generation_, "generation %llu after %llu",

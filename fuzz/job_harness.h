@@ -21,7 +21,7 @@ namespace gnmr::fuzz {
 
 class CheckingSink : public DecisionSink {
  public:
-  void SendDecision(std::shared_ptr<const v1::ServerMessage> msg) override;
+  void SendDecision(std::shared_ptr<const WireMessage> wire) override;
   void Close(const Status&) override { closed_ = true; }
 
   bool closed() const { return closed_; }

@@ -156,11 +156,14 @@ void LocalTransport::DecideLocked(const Report& r) {
   // late, as in gnmrd.
   if (controller_.last_step() && r.step <= *controller_.last_step()) return;
   const size_t n = numel_.size();
-  samples_.resize(n);
+  samples_.clear();
   for (size_t i = 0; i < n; ++i) {
+    // A unit marked inactive is left out, as gnmrd leaves out a unit no
+    // sparse report lists (docs/statistics.md).
+    if (r.inactive_count > 0 && r.inactive[i]) continue;
     // One replica of an unsharded unit, combined as gnmrd's aggregator does
     // (daemon/aggregator/step_aggregator.cc, Combine): the same doubles.
-    UnitSample& s = samples_[i];
+    UnitSample& s = samples_.emplace_back();
     s.unit_id = static_cast<uint32_t>(i);
     s.sumsq = r.sumsq[i];  // summed over 1 replica, divided by 1: the same double
     s.amax = r.amax[i] > 0.0 ? r.amax[i] : 0.0;

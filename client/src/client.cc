@@ -179,6 +179,7 @@ Status Client::Start() {
       if (!g.ok()) return g;
     }
     m.norms.assign(m.units.size(), std::numeric_limits<double>::quiet_NaN());
+    m.inactive.resize(m.units.size(), 0);  // keeps marks made before Start
     TransportWiring wiring;
     wiring.request = m.BuildRegister();
     wiring.outbox = m.outbox.get();
@@ -209,10 +210,19 @@ Status Client::Observe(int64_t step, void* stream) {
     Report* r = m.outbox->Acquire();
     const Clock::time_point t0 = Clock::now();
     bool nonfinite = false;
+    r->inactive_count = m.inactive_count;
+    if (m.inactive_count > 0) {
+      r->inactive.swap(m.inactive);  // both sized num_units: no allocation
+      std::fill(m.inactive.begin(), m.inactive.end(), 0);
+      m.inactive_count = 0;
+    } else {
+      std::fill(r->inactive.begin(), r->inactive.end(), 0);
+    }
     for (UnitHandle i : m.host_units) {
       const UnitRegistry::Unit& u = m.units.unit(i);
       UnitStats st;
-      Status s = cpu::ComputeStats(u.tensors.data(), u.tensors.size(), &st);
+      Status s = r->inactive[i] ? Status::Ok()  // nothing to report: zeros, not computed
+                                : cpu::ComputeStats(u.tensors.data(), u.tensors.size(), &st);
       if (!s.ok()) {  // cannot happen: tensors are checked when set
         m.outbox->Abandon(r);
         return Status(s.code(), "unit " + u.name + ": " + s.message());
@@ -269,6 +279,22 @@ Status Client::Observe(int64_t step, void* stream) {
     m.outbox->Publish(r);
     m.reports_enqueued.fetch_add(1, std::memory_order_relaxed);
     m.RecordObserved(step);
+    return Status::Ok();
+  });
+}
+
+Status Client::MarkInactive(UnitHandle unit) {
+  return Guard([&] {
+    Impl& m = *impl_;
+    if (unit >= m.units.size()) {
+      return InvalidArgument("MarkInactive: unit " + std::to_string(unit) + " does not exist (" +
+                             std::to_string(m.units.size()) + " units)");
+    }
+    if (m.inactive.size() < m.units.size()) m.inactive.resize(m.units.size(), 0);
+    if (m.inactive[unit] == 0) {
+      m.inactive[unit] = 1;
+      ++m.inactive_count;
+    }
     return Status::Ok();
   });
 }

@@ -191,6 +191,12 @@ int gnmr_observe_on_stream(gnmr_client* c, int64_t step, void* stream) {
   });
 }
 
+int gnmr_mark_inactive(gnmr_client* c, uint32_t unit) {
+  return Call([&]() -> int {
+    return c == nullptr ? Null("client") : Report(c->client->MarkInactive(unit));
+  });
+}
+
 int gnmr_plan_for(gnmr_client* c, int64_t step, gnmr_plan* plan) {
   return Call([&]() -> int {
     if (c == nullptr) return Null("client");

@@ -63,6 +63,9 @@ class Client::Impl {
   int64_t last_observed = -1;
   std::chrono::steady_clock::time_point last_observe_time;
   std::vector<double> norms;  // per unit, at norms_step
+  // MarkInactive marks for the next Observe (per unit) and their count.
+  std::vector<uint8_t> inactive;
+  size_t inactive_count = 0;
   int64_t norms_step = -1;
   bool host_nonfinite = false;  // a host unit had NaN/Inf at norms_step
   // The steps last counted as missed / skipped: a plan asked for twice

@@ -205,7 +205,8 @@ void GpuPath::PublishLocked(const Parked& p, double gpu_seconds) {
   nonfinite_ = false;
   for (size_t d = 0; d < handles_.size() && d < stats_.size(); ++d) {
     const UnitHandle u = handles_[d];
-    const UnitStats& st = stats_[d];
+    UnitStats st = stats_[d];
+    if (r->inactive[u]) st = UnitStats{};  // marked inactive: not reported, no norm
     r->sumsq[u] = st.sumsq;
     r->amax[u] = st.amax;
     r->nonfinite[u] = st.nonfinite;

@@ -167,6 +167,10 @@ Status IoLoop::Attempt(bool* established) {
                     std::to_string(request_.units_size()) + " units");
   }
   unit_ids_.assign(resp.unit_ids().begin(), resp.unit_ids().end());
+  handles_by_id_.resize(unit_ids_.size());
+  for (uint32_t h = 0; h < handles_by_id_.size(); ++h) handles_by_id_[h] = h;
+  std::stable_sort(handles_by_id_.begin(), handles_by_id_.end(),
+                   [this](uint32_t a, uint32_t b) { return unit_ids_[a] < unit_ids_[b]; });
   validator_.Reset(unit_ids_);
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
@@ -324,15 +328,20 @@ void IoLoop::FillStats(const Report& r) {
   v1::StepStats* s = out_.mutable_stats();
   s->set_step(r.step);
   s->clear_unit_id();
-  s->mutable_unit_id()->Add(unit_ids_.begin(), unit_ids_.end());
   s->clear_sumsq();
-  s->mutable_sumsq()->Add(r.sumsq.begin(), r.sumsq.end());
   s->clear_amax();
-  s->mutable_amax()->Add(r.amax.begin(), r.amax.end());
   s->clear_nonfinite();
-  s->mutable_nonfinite()->Add(r.nonfinite.begin(), r.nonfinite.end());
   s->clear_zeros();
-  s->mutable_zeros()->Add(r.zeros.begin(), r.zeros.end());
+  s->set_sparse(r.inactive_count > 0);
+  if (r.inactive_count == 0) {  // dense, as every client before sparse reports
+    s->mutable_unit_id()->Add(unit_ids_.begin(), unit_ids_.end());
+    s->mutable_sumsq()->Add(r.sumsq.begin(), r.sumsq.end());
+    s->mutable_amax()->Add(r.amax.begin(), r.amax.end());
+    s->mutable_nonfinite()->Add(r.nonfinite.begin(), r.nonfinite.end());
+    s->mutable_zeros()->Add(r.zeros.begin(), r.zeros.end());
+  } else {
+    AddActiveColumns(r, s);
+  }
   v1::ClientOverhead* o = s->mutable_overhead();
   o->set_stats_seconds(r.stats_seconds);
   o->set_overhead_ratio(r.overhead_ratio);
@@ -341,6 +350,23 @@ void IoLoop::FillStats(const Report& r) {
   o->set_overhead_step(r.overhead_step);
   o->set_dropped_reports(r.dropped_reports);
   o->set_missed_decisions(r.missed_decisions);
+}
+
+void IoLoop::AddActiveColumns(const Report& r, v1::StepStats* s) const {
+  const size_t active = handles_by_id_.size() - std::min(r.inactive_count, handles_by_id_.size());
+  s->mutable_unit_id()->Reserve(static_cast<int>(active));
+  s->mutable_sumsq()->Reserve(static_cast<int>(active));
+  s->mutable_amax()->Reserve(static_cast<int>(active));
+  s->mutable_nonfinite()->Reserve(static_cast<int>(active));
+  s->mutable_zeros()->Reserve(static_cast<int>(active));
+  for (const uint32_t h : handles_by_id_) {
+    if (r.inactive[h]) continue;
+    s->add_unit_id(unit_ids_[h]);
+    s->add_sumsq(r.sumsq[h]);
+    s->add_amax(r.amax[h]);
+    s->add_nonfinite(r.nonfinite[h]);
+    s->add_zeros(r.zeros[h]);
+  }
 }
 
 bool IoLoop::Track(grpc::ClientContext* ctx) {

@@ -72,6 +72,8 @@ class IoLoop {
   void CheckConfig(const v1::RegisterResponse& resp);
 
   void FillStats(const Report& r);
+  // The sparse form: the active units' columns in unit id order.
+  void AddActiveColumns(const Report& r, v1::StepStats* s) const;
   void PrepareContext(grpc::ClientContext* ctx) const;
   bool Track(grpc::ClientContext* ctx);  // false when stopping
   void Untrack();
@@ -91,6 +93,7 @@ class IoLoop {
   // Session state: set before the reader thread starts, then read-only
   // (unit_ids_) or owned by the reader (validator_).
   std::vector<uint32_t> unit_ids_;
+  std::vector<uint32_t> handles_by_id_;  // unit handles in unit id order
   DecisionValidator validator_;
   v1::ClientMessage out_;  // reused for every write
   // A daemon that is down for an hour must not write one line per attempt.

@@ -11,6 +11,7 @@ Outbox::Outbox(size_t report_capacity, size_t units, size_t ack_capacity, size_t
     r.nonfinite.resize(units);
     r.zeros.resize(units);
     r.saturated.resize(units);
+    r.inactive.resize(units);
     free_.push_back(&r);
   }
 }

@@ -37,6 +37,10 @@ struct Report {
   // UnitStats::saturated per unit (0 for units without counting tensors);
   // not on the wire yet (StepStats gains its forward columns separately).
   std::vector<uint64_t> saturated;
+  // Per unit: 1 if marked inactive (Client::MarkInactive): left out of the
+  // report, which is then sent in the sparse form (docs/statistics.md).
+  std::vector<uint8_t> inactive;
+  size_t inactive_count = 0;
   double stats_seconds = 0.0;
   double overhead_ratio = 0.0;
   double stats_gpu_seconds = 0.0;           // GPU path: CUDA-event time of the launch

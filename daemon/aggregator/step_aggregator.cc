@@ -1,7 +1,9 @@
 #include "daemon/aggregator/step_aggregator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 namespace gnmr {
 
@@ -31,38 +33,9 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
                            (step == prev ? " repeats" : " goes back from") + " rank " +
                            std::to_string(rank) + "'s last step " + std::to_string(prev));
   }
-  const int n = s.unit_id_size();
-  auto optional_len_ok = [n](int len) { return len == n || len == 0; };
-  if (s.sumsq_size() != n || !optional_len_ok(s.amax_size()) ||
-      !optional_len_ok(s.nonfinite_size()) || !optional_len_ok(s.zeros_size())) {
-    return InvalidArgument("columns have different lengths: unit_id " + std::to_string(n) +
-                           ", sumsq " + std::to_string(s.sumsq_size()) + ", amax " +
-                           std::to_string(s.amax_size()) + ", nonfinite " +
-                           std::to_string(s.nonfinite_size()) + ", zeros " +
-                           std::to_string(s.zeros_size()));
-  }
   RankReport report;
-  report.slots.resize(n);
-  if (seen_epoch_.size() < topology_->num_units()) seen_epoch_.resize(topology_->num_units(), 0);
-  ++epoch_;
-  for (int i = 0; i < n; ++i) {
-    const uint32_t id = s.unit_id(i);
-    const int64_t slot = topology_->SlotOf(rank, static_cast<size_t>(i), id);
-    if (slot < 0) {
-      return NotFound("unit id " + std::to_string(id) + " is not registered by rank " +
-                      std::to_string(rank));
-    }
-    if (seen_epoch_[id] == epoch_) {
-      return InvalidArgument("unit id " + std::to_string(id) + " appears twice in step " +
-                             std::to_string(step));
-    }
-    seen_epoch_[id] = epoch_;
-    if (std::isfinite(s.sumsq(i)) && s.sumsq(i) < 0.0) {  // NaN/Inf are signals
-      return InvalidArgument("unit id " + std::to_string(id) + " has negative sumsq " +
-                             std::to_string(s.sumsq(i)));
-    }
-    report.slots[i] = static_cast<uint32_t>(slot);
-  }
+  Status v = s.sparse() ? ValidateSparseUnits(rank, s, &report) : ValidateUnits(rank, s, &report);
+  if (!v.ok()) return v;
 
   last_step_of_rank_[rank] = step;
   if (step <= last_closed_) {
@@ -86,10 +59,92 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
   return Status::Ok();
 }
 
+namespace {
+
+std::string NegativeSumsq(uint32_t id, double sumsq) {
+  return "unit id " + std::to_string(id) + " has negative sumsq " + std::to_string(sumsq);
+}
+
+}  // namespace
+
+Status StepAggregator::ValidateUnits(uint32_t rank, const v1::StepStats& s, RankReport* report) {
+  const int n = s.unit_id_size();
+  auto optional_len_ok = [n](int len) { return len == n || len == 0; };
+  if (s.sumsq_size() != n || !optional_len_ok(s.amax_size()) ||
+      !optional_len_ok(s.nonfinite_size()) || !optional_len_ok(s.zeros_size())) {
+    return InvalidArgument("columns have different lengths: unit_id " + std::to_string(n) +
+                           ", sumsq " + std::to_string(s.sumsq_size()) + ", amax " +
+                           std::to_string(s.amax_size()) + ", nonfinite " +
+                           std::to_string(s.nonfinite_size()) + ", zeros " +
+                           std::to_string(s.zeros_size()));
+  }
+  report->slots.resize(n);
+  if (seen_epoch_.size() < topology_->num_units()) seen_epoch_.resize(topology_->num_units(), 0);
+  ++epoch_;
+  for (int i = 0; i < n; ++i) {
+    const uint32_t id = s.unit_id(i);
+    const int64_t slot = topology_->SlotOf(rank, static_cast<size_t>(i), id);
+    if (slot < 0) {
+      return NotFound("unit id " + std::to_string(id) + " is not registered by rank " +
+                      std::to_string(rank));
+    }
+    if (seen_epoch_[id] == epoch_) {
+      return InvalidArgument("unit id " + std::to_string(id) + " appears twice in step " +
+                             std::to_string(s.step()));
+    }
+    seen_epoch_[id] = epoch_;
+    if (std::isfinite(s.sumsq(i)) && s.sumsq(i) < 0.0) {  // NaN/Inf are signals
+      return InvalidArgument(NegativeSumsq(id, s.sumsq(i)));
+    }
+    report->slots[i] = static_cast<uint32_t>(slot);
+  }
+  return Status::Ok();
+}
+
+Status StepAggregator::ValidateSparseUnits(uint32_t rank, const v1::StepStats& s,
+                                           RankReport* report) {
+  const int n = s.unit_id_size();
+  if (s.sumsq_size() != n || s.amax_size() != n || s.nonfinite_size() != n || s.zeros_size() != n) {
+    return InvalidArgument("sparse report: every column must have unit_id's length " +
+                           std::to_string(n) + ": sumsq " + std::to_string(s.sumsq_size()) +
+                           ", amax " + std::to_string(s.amax_size()) + ", nonfinite " +
+                           std::to_string(s.nonfinite_size()) + ", zeros " +
+                           std::to_string(s.zeros_size()));
+  }
+  const size_t units = topology_->num_units();
+  report->sparse = true;
+  report->slots.resize(n);
+  for (int i = 0; i < n; ++i) {  // messages built only on an error: this runs per value
+    const uint32_t id = s.unit_id(i);
+    if (id >= units || (i > 0 && id <= s.unit_id(i - 1))) {
+      const std::string at = "sparse report: unit_id[" + std::to_string(i) + "] = ";
+      if (id >= units) {
+        return InvalidArgument(at + std::to_string(id) + " is out of range (the job has " +
+                               std::to_string(units) + " units)");
+      }
+      return InvalidArgument(at + std::to_string(id) +
+                             (id == s.unit_id(i - 1) ? " repeats" : " is below") + " unit_id[" +
+                             std::to_string(i - 1) + "] = " + std::to_string(s.unit_id(i - 1)) +
+                             " (ids must strictly increase)");
+    }
+    if (std::isfinite(s.sumsq(i)) && s.sumsq(i) < 0.0) {  // NaN/Inf are signals
+      return InvalidArgument(NegativeSumsq(id, s.sumsq(i)));
+    }
+  }
+  const int64_t missing = topology_->SlotsOfIncreasing(
+      rank, s.unit_id().data(), static_cast<size_t>(n), report->slots.data());
+  if (missing >= 0) {
+    return NotFound("unit id " + std::to_string(s.unit_id(static_cast<int>(missing))) +
+                    " is not registered by rank " + std::to_string(rank));
+  }
+  return Status::Ok();
+}
+
 void StepAggregator::StartOver(int64_t last_closed) {
   open_.clear();
   open_bytes_ = 0;
   last_step_of_rank_.clear();
+  complete_cursor_ = 0;
   last_closed_ = last_closed;
 }
 
@@ -99,9 +154,17 @@ std::optional<int64_t> StepAggregator::StepAnchor() const {
   return std::nullopt;
 }
 
-bool StepAggregator::Complete(int64_t step) const {
-  for (uint32_t r : topology_->Ranks()) {
-    if (last_step_of_rank(r) < step) return false;
+bool StepAggregator::Complete(int64_t step) {
+  // A rank's last step only grows (ResetRank and StartOver rewind the
+  // cursor), so the ranks before the cursor stay checked for this step.
+  if (step != complete_step_) {
+    complete_step_ = step;
+    complete_cursor_ = 0;
+  }
+  const std::vector<uint32_t>& ranks = topology_->rank_list();
+  if (complete_cursor_ > ranks.size()) complete_cursor_ = 0;
+  for (; complete_cursor_ < ranks.size(); ++complete_cursor_) {
+    if (last_step_of_rank(ranks[complete_cursor_]) < step) return false;
   }
   return true;
 }
@@ -132,14 +195,28 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
   out->first_report = open.first_report;
   out->last_report = open.last_report;
   out->ranks_reported = static_cast<uint32_t>(open.reports.size());
-  out->ranks_expected = static_cast<uint32_t>(topology_->Ranks().size());
+  out->ranks_expected = static_cast<uint32_t>(topology_->rank_list().size());
   out->samples.clear();
   out->incomplete_units = 0;
+  out->omitted_units = 0;
 
-  acc_.assign(topology_->num_slots(), SlotAcc{0.0, 0.0, 0, 0, 0});
+  const size_t num_units = topology_->num_units();
+  if (acc_.size() < topology_->num_slots()) {
+    acc_.resize(topology_->num_slots(), SlotAcc{0.0, 0.0, 0, 0, 0});
+  }
+  if (unit_epoch_.size() < num_units) unit_epoch_.resize(num_units, 0);
+  ++epoch_;
+  listed_.clear();
+  bool all_sparse = true;
   for (const auto& [rank, r] : open.reports) {  // rank order: deterministic
+    all_sparse = all_sparse && r.sparse;
     const size_t n = r.slots.size();
     for (size_t i = 0; i < n; ++i) {
+      const uint32_t unit = topology_->unit_of_slot(r.slots[i]);
+      if (unit_epoch_[unit] != epoch_) {
+        unit_epoch_[unit] = epoch_;
+        listed_.push_back(unit);
+      }
       SlotAcc& a = acc_[r.slots[i]];
       a.sumsq += r.sumsq[i];
       if (!r.amax.empty() && r.amax[i] > a.amax) a.amax = r.amax[i];
@@ -148,30 +225,82 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
       ++a.replicas;
     }
   }
-  const std::vector<UnitLayout>& units = topology_->units();
-  for (uint32_t id = 0; id < units.size(); ++id) {
-    const UnitLayout& u = units[id];
+  // Fast path: every registered rank sent a sparse report, so a slot is
+  // covered exactly when some rank holds it. Otherwise mark the slots the
+  // sparse reports cover (O(units of those ranks)).
+  const bool fast = all_sparse && open.reports.size() == topology_->rank_list().size();
+  if (!fast) {
+    if (cover_epoch_.size() < topology_->num_slots()) {
+      cover_epoch_.resize(topology_->num_slots(), 0);
+    }
+    for (const auto& [rank, r] : open.reports) {
+      if (!r.sparse) continue;
+      topology_->ForEachSlotOfRank(rank, [this](uint32_t slot) { cover_epoch_[slot] = epoch_; });
+    }
+  }
+  auto covered = [&](uint32_t slot) {
+    return fast ? topology_->holders(slot) > 0 : cover_epoch_[slot] == epoch_;
+  };
+
+  // The listed units, in unit id order.
+  if (listed_.size() * 8 > num_units) {  // dense: a scan beats a sort
+    listed_.clear();
+    for (uint32_t id = 0; id < num_units; ++id) {
+      if (unit_epoch_[id] == epoch_) listed_.push_back(id);
+    }
+  } else {
+    std::sort(listed_.begin(), listed_.end());
+  }
+  uint32_t listed_not_held = 0;  // fast path: listed units of units_not_held()
+  for (const uint32_t id : listed_) {
+    const UnitLayout& u = topology_->unit(id);
     UnitSample sample;
     sample.unit_id = id;
     bool complete = true;
+    bool held = true;
     for (uint32_t k = 0; k < u.shard_count; ++k) {
-      const SlotAcc& a = acc_[u.first_slot + k];
+      const uint32_t slot = u.first_slot + k;
+      if (topology_->holders(slot) == 0) held = false;
+      SlotAcc& a = acc_[slot];
       if (a.replicas == 0) {
-        complete = false;
-        break;
+        if (!covered(slot)) complete = false;
+        sample.numel += u.shard_numel[k];  // a covered shard with nothing to report
+        continue;
       }
       sample.sumsq += a.sumsq / a.replicas;
       if (a.amax > sample.amax) sample.amax = a.amax;
       sample.nonfinite += a.nonfinite;
       sample.zeros += a.zeros;
       sample.numel += u.shard_numel[k];
+      a = SlotAcc{0.0, 0.0, 0, 0, 0};  // keep acc_ all zero
     }
+    if (!held) ++listed_not_held;
     if (complete) {
       out->samples.push_back(sample);
     } else {
       ++out->incomplete_units;
     }
   }
+
+  // The units no report listed: inactive if covered, else incomplete.
+  const size_t unlisted = num_units - listed_.size();
+  uint32_t unlisted_incomplete = 0;
+  if (fast) {
+    unlisted_incomplete = static_cast<uint32_t>(topology_->units_not_held() - listed_not_held);
+  } else {
+    for (uint32_t id = 0; id < num_units; ++id) {
+      if (unit_epoch_[id] == epoch_) continue;
+      const UnitLayout& u = topology_->unit(id);
+      for (uint32_t k = 0; k < u.shard_count; ++k) {
+        if (!covered(u.first_slot + k)) {
+          ++unlisted_incomplete;
+          break;
+        }
+      }
+    }
+  }
+  out->incomplete_units += unlisted_incomplete;
+  out->omitted_units = static_cast<uint32_t>(unlisted - unlisted_incomplete);
 }
 
 }  // namespace gnmr

@@ -19,7 +19,20 @@
 //   summed (counts); shards of a unit are then summed. Reports are kept per
 //   rank and combined at close in rank order, so the floating-point result
 //   does not depend on arrival order. A unit is evaluated only if every one
-//   of its shards has at least one replica; the rest are counted incomplete.
+//   of its shards is covered; the rest are counted incomplete.
+// - Sparse reports (docs/statistics.md): a rank's sparse report covers every
+//   slot it holds, and lists only its active units. A covered slot that no
+//   replica listed contributes nothing (zero); a unit that no report listed
+//   is inactive at the step and yields no sample at all, so the controller
+//   never sees it. A listed replica is averaged over the replicas that
+//   listed the slot (an omitted replica is "nothing to report", not a
+//   zero). Combination costs O(listed values) when every registered rank
+//   sent a sparse report of the step (the normal case); otherwise (dense
+//   reports, or a step closed without some rank) also O(units).
+// - Completeness: a step is complete once every rank has reached it; a
+//   cursor over the ascending rank list remembers the ranks already
+//   checked for the oldest open step, so the check costs O(ranks) per step,
+//   not per report.
 // - Pure: no I/O, no threads; time is passed in. Not thread-safe (the job
 //   lock serialises calls). Add() validates the whole report first and
 //   changes nothing when it rejects it.
@@ -54,6 +67,7 @@ class StepAggregator {
     int64_t step = 0;
     std::vector<UnitSample> samples;  // complete units, unit id order
     uint32_t incomplete_units = 0;    // registered units not evaluated
+    uint32_t omitted_units = 0;       // inactive: listed by no report
     uint32_t ranks_reported = 0;
     uint32_t ranks_expected = 0;
     bool by_deadline = false;  // closed without every rank
@@ -68,8 +82,9 @@ class StepAggregator {
 
   // Validates and stores one report. InvalidArgument (columns of different
   // lengths, a unit twice, negative sumsq, step not after this rank's last
-  // report), OutOfRange (a step more than max_step_jump ahead) or NotFound
-  // (a unit this rank did not register) change nothing.
+  // report; sparse: a unit id not below the job's unit count or not above
+  // the one before it), OutOfRange (a step more than max_step_jump ahead)
+  // or NotFound (a unit this rank did not register) change nothing.
   Status Add(uint32_t rank, const v1::StepStats& stats, Clock::time_point now, Outcome* outcome);
 
   // Pops the oldest step if it is ready to close at `now`.
@@ -80,7 +95,10 @@ class StepAggregator {
 
   // Forgets a rank's step history (it re-registered: a restarted trainer
   // may resume from an earlier checkpoint step).
-  void ResetRank(uint32_t rank) { last_step_of_rank_.erase(rank); }
+  void ResetRank(uint32_t rank) {
+    last_step_of_rank_.erase(rank);
+    complete_cursor_ = 0;
+  }
 
   // Sets the last closed step (after a restore): older reports are late.
   void SetLastClosed(int64_t step) { last_closed_ = step; }
@@ -99,6 +117,7 @@ class StepAggregator {
 
  private:
   struct RankReport {
+    bool sparse = false;
     std::vector<uint32_t> slots;
     std::vector<double> sumsq;
     std::vector<double> amax;
@@ -115,7 +134,11 @@ class StepAggregator {
     Clock::time_point last_report;
   };
 
-  bool Complete(int64_t step) const;
+  bool Complete(int64_t step);
+  Status ValidateUnits(uint32_t rank, const v1::StepStats& s, RankReport* report);
+  Status ValidateSparseUnits(uint32_t rank, const v1::StepStats& s, RankReport* report);
+  // Counts the units that no report listed (Combine).
+  void CountUnlisted(const OpenStep& open, bool fast, ClosedStep* out);
   // What max_step_jump is measured from; none at the start of a timeline.
   std::optional<int64_t> StepAnchor() const;
   void Combine(int64_t step, OpenStep& open, ClosedStep* out);
@@ -126,6 +149,10 @@ class StepAggregator {
   size_t open_bytes_ = 0;
   std::unordered_map<uint32_t, int64_t> last_step_of_rank_;
   int64_t last_closed_ = -1;
+  // Complete(): rank_list()[0, complete_cursor_) have reached
+  // complete_step_.
+  size_t complete_cursor_ = 0;
+  int64_t complete_step_ = -1;
 
   // Scratch for validation and combination; not state.
   std::vector<uint64_t> seen_epoch_;
@@ -137,7 +164,10 @@ class StepAggregator {
     uint64_t zeros;
     uint32_t replicas;
   };
-  std::vector<SlotAcc> acc_;
+  std::vector<SlotAcc> acc_;           // all zero between calls of Combine
+  std::vector<uint64_t> unit_epoch_;   // == epoch_: listed in this step
+  std::vector<uint64_t> cover_epoch_;  // == epoch_: slot covered (slow path)
+  std::vector<uint32_t> listed_;       // unit ids listed in this step
 };
 
 }  // namespace gnmr

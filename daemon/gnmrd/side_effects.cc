@@ -53,6 +53,7 @@ void DaemonSideEffects::OnDecision(const std::string& job_id,
   if (!metrics_) return;
   metrics::StepFigures f;
   f.incomplete_units = step.incomplete_units;
+  f.omitted_units = step.omitted_units;
   f.by_deadline = step.by_deadline;
   f.aggregation_seconds = timing.aggregation_seconds;
   f.decision_seconds = timing.decision_seconds;

@@ -30,8 +30,8 @@ StatusOr<std::unique_ptr<Job>> Job::Create(std::string job_id, uint32_t world_si
                                    std::move(c).value(), options, listener));
   if (first_generation > 1) {
     job->generation_ = first_generation;
-    job->generation_start_ = GenerationStartMessage(first_generation, job->controller_.next_lag(),
-                                                    job->controller_.sequence() + 1);
+    job->generation_start_ = ToWire(GenerationStartMessage(
+        first_generation, job->controller_.next_lag(), job->controller_.sequence() + 1));
   }
   {
     std::lock_guard<std::mutex> lock(job->mu_);
@@ -53,8 +53,8 @@ Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller 
       controller_(std::move(controller)),
       aggregator_(&topology_, options.aggregation),
       session_ids_(std::random_device{}()),
-      generation_start_(
-          GenerationStartMessage(generation_, controller_.next_lag(), controller_.sequence() + 1)),
+      generation_start_(ToWire(
+          GenerationStartMessage(generation_, controller_.next_lag(), controller_.sequence() + 1))),
       acks_(options.steps_kept_for_acks),
       last_active_(Now()) {
   PublishView(Now());  // Info() has a view even if the job is busy at once

@@ -71,6 +71,7 @@
 #include "daemon/job/ack_book.h"
 #include "daemon/job/job_listener.h"
 #include "daemon/job/resource_caps.h"
+#include "daemon/job/wire_message.h"
 #include "daemon/topology/topology.h"
 #include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
@@ -82,8 +83,9 @@ namespace gnmr {
 class DecisionSink {
  public:
   virtual ~DecisionSink() = default;
-  // Queues a ServerMessage (a Decision or a GenerationStart).
-  virtual void SendDecision(std::shared_ptr<const v1::ServerMessage> msg) = 0;
+  // Queues a ServerMessage (a Decision or a GenerationStart), serialized
+  // once and shared by every stream of the job (wire_message.h).
+  virtual void SendDecision(std::shared_ptr<const WireMessage> msg) = 0;
   // Ends the stream with `why` (e.g. ABORTED: replaced by a new session).
   virtual void Close(const Status& why) = 0;
 };
@@ -255,8 +257,8 @@ class Job {
   // state (the same digest as the original), published.
   void RebuildLastDecision();
   // Appends `decision` to the history and queues it to every attached rank.
-  void Publish(std::shared_ptr<const v1::ServerMessage> decision);
-  void SendToAttached(const std::shared_ptr<const v1::ServerMessage>& msg);
+  void Publish(std::shared_ptr<const v1::ServerMessage> message);
+  void SendToAttached(const std::shared_ptr<const WireMessage>& msg);
   void EmitEvent(v1::EventKind kind, int64_t step, std::string detail);
 
   void EmitEvents(const Decision& d);
@@ -297,10 +299,10 @@ class Job {
   uint64_t generation_ = 1;
   // Sent first to every stream that attaches, and to every attached one
   // when the generation starts.
-  std::shared_ptr<const v1::ServerMessage> generation_start_;
+  std::shared_ptr<const WireMessage> generation_start_;
   // The current generation's recent decisions, oldest first (bounded by
   // decisions_kept and decision_history_bytes).
-  std::deque<std::shared_ptr<const v1::ServerMessage>> history_;
+  std::deque<std::shared_ptr<const WireMessage>> history_;
   size_t history_bytes_ = 0;
   // The current generation's decisions whose acks are checked.
   std::deque<std::pair<uint64_t, uint64_t>> sent_digests_;  // sequence, digest

@@ -60,8 +60,8 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
   const bool rebuilds = cause == GenerationCause::kImport || cause == GenerationCause::kRestore;
   const bool rebuilt =
       rebuilds && controller_.last_step() && controller_.last_apply() && controller_.sequence() > 0;
-  generation_start_ = GenerationStartMessage(generation_, controller_.next_lag(),
-                                             controller_.sequence() + (rebuilt ? 0 : 1));
+  generation_start_ = ToWire(GenerationStartMessage(generation_, controller_.next_lag(),
+                                                    controller_.sequence() + (rebuilt ? 0 : 1)));
   SendToAttached(generation_start_);
   if (rebuilds) RebuildLastDecision();
   spdlog::info("job {}: generation {}: {}", id_, generation_, detail);
@@ -81,21 +81,23 @@ void Job::RebuildLastDecision() {
   if (::gnmr::RebuildLastDecision(controller_, &d)) Publish(DecisionMessage(d, generation_));
 }
 
-void Job::Publish(std::shared_ptr<const v1::ServerMessage> decision) {
-  const v1::Decision& d = decision->decision();
+void Job::Publish(std::shared_ptr<const v1::ServerMessage> message) {
+  const v1::Decision& d = message->decision();
   sent_digests_.emplace_back(d.sequence(), d.digest());
   while (sent_digests_.size() > options_.steps_kept_for_acks) sent_digests_.pop_front();
-  history_bytes_ += decision->ByteSizeLong();
+  // Serialized once here; every stream writes these bytes.
+  std::shared_ptr<const WireMessage> decision = ToWire(std::move(message));
+  history_bytes_ += decision->bytes.size();
   history_.push_back(decision);
   while (history_.size() > 1 && (history_.size() > options_.decisions_kept ||
                                  history_bytes_ > options_.decision_history_bytes)) {
-    history_bytes_ -= history_.front()->ByteSizeLong();
+    history_bytes_ -= history_.front()->bytes.size();
     history_.pop_front();
   }
   SendToAttached(decision);
 }
 
-void Job::SendToAttached(const std::shared_ptr<const v1::ServerMessage>& msg) {
+void Job::SendToAttached(const std::shared_ptr<const WireMessage>& msg) {
   for (auto& [rank, rs] : sessions_) {
     if (rs.sink) rs.sink->SendDecision(msg);
   }

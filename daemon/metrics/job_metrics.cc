@@ -57,6 +57,7 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units
       late_reports_(f->late_reports.Add(labels_)),
       incomplete_steps_(f->incomplete_steps.Add(labels_)),
       incomplete_unit_steps_(f->incomplete_unit_steps.Add(labels_)),
+      omitted_unit_steps_(f->omitted_unit_steps.Add(labels_)),
       decisions_(f->decisions.Add(labels_)),
       units_(f->units.Add(labels_)),
       units_in_recovery_(f->units_in_recovery.Add(labels_)),
@@ -90,6 +91,7 @@ JobMetrics::~JobMetrics() {
   f_->late_reports.Remove(&late_reports_);
   f_->incomplete_steps.Remove(&incomplete_steps_);
   f_->incomplete_unit_steps.Remove(&incomplete_unit_steps_);
+  f_->omitted_unit_steps.Remove(&omitted_unit_steps_);
   f_->decisions.Remove(&decisions_);
   f_->units.Remove(&units_);
   f_->units_in_recovery.Remove(&units_in_recovery_);
@@ -176,6 +178,7 @@ void JobMetrics::OnDecision(const Decision& d, const Controller& c, const StepFi
   aggregation_time_.Observe(step.aggregation_seconds);
   if (step.by_deadline) incomplete_steps_.Increment();
   incomplete_unit_steps_.Increment(step.incomplete_units);
+  omitted_unit_steps_.Increment(step.omitted_units);
   denials_.Increment(static_cast<double>(d.denied.size()));
   releases_.Increment(static_cast<double>(d.released.size()));
   if (d.global_skip) global_skips_.Increment();

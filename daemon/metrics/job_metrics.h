@@ -47,6 +47,7 @@ namespace metrics {
 // Figures of one closed step, besides its decision.
 struct StepFigures {
   uint32_t incomplete_units = 0;   // registered units not evaluated
+  uint32_t omitted_units = 0;      // inactive: listed by no sparse report
   bool by_deadline = false;        // closed without every rank's report
   double aggregation_seconds = 0;  // combining the ranks' reports
   double decision_seconds = 0;     // last report in -> decision out
@@ -110,6 +111,7 @@ class JobMetrics {
   prometheus::Counter& late_reports_;
   prometheus::Counter& incomplete_steps_;
   prometheus::Counter& incomplete_unit_steps_;
+  prometheus::Counter& omitted_unit_steps_;
   prometheus::Counter& decisions_;
   prometheus::Gauge& units_;
   prometheus::Gauge& units_in_recovery_;

@@ -43,6 +43,8 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
       incomplete_unit_steps(
           Counter(r, "gnmr_incomplete_unit_steps_total",
                   "Unit-steps not evaluated because a shard's report was missing.")),
+      omitted_unit_steps(Counter(r, "gnmr_omitted_unit_steps_total",
+                                 "Unit-steps inactive because no sparse report listed the unit.")),
       decisions(Counter(r, "gnmr_decisions_total", "Steps decided.")),
       units(Gauge(r, "gnmr_units", "Units registered by the job.")),
       units_in_recovery(Gauge(r, "gnmr_units_in_recovery", "Units of the job in recovery now.")),

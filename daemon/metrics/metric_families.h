@@ -18,6 +18,7 @@
 //   gnmr_late_reports_total                      reports for closed steps
 //   gnmr_incomplete_steps_total                  steps closed by the deadline
 //   gnmr_incomplete_unit_steps_total             units not evaluated there
+//   gnmr_omitted_unit_steps_total                inactive: left out of reports
 //   gnmr_decisions_total                         steps decided
 //   gnmr_units, gnmr_units_in_recovery, gnmr_max_o
 //   gnmr_admissions_total{action,trigger}
@@ -77,6 +78,7 @@ struct MetricFamilies {
   CounterFamily& late_reports;
   CounterFamily& incomplete_steps;
   CounterFamily& incomplete_unit_steps;
+  CounterFamily& omitted_unit_steps;
   CounterFamily& decisions;
   GaugeFamily& units;
   GaugeFamily& units_in_recovery;

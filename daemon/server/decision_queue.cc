@@ -4,9 +4,9 @@
 
 namespace gnmr {
 
-uint64_t DecisionQueue::Push(std::shared_ptr<const v1::ServerMessage> msg) {
-  const size_t bytes = msg->ByteSizeLong();
-  const bool generation = msg->has_generation();
+uint64_t DecisionQueue::Push(std::shared_ptr<const WireMessage> msg) {
+  const size_t bytes = msg->bytes.size();
+  const bool generation = msg->is_generation();
   queue_.push_back({std::move(msg), bytes, generation});
   bytes_ += bytes;
   uint64_t dropped = 0;
@@ -36,7 +36,7 @@ bool DecisionQueue::DropOne() {
   return false;
 }
 
-std::shared_ptr<const v1::ServerMessage> DecisionQueue::Pop() {
+std::shared_ptr<const WireMessage> DecisionQueue::Pop() {
   if (queue_.empty()) return nullptr;
   Entry e = std::move(queue_.front());
   queue_.pop_front();

@@ -21,7 +21,7 @@
 #include <deque>
 #include <memory>
 
-#include "gnmr/v1/gnmr.pb.h"
+#include "daemon/job/wire_message.h"
 
 namespace gnmr {
 
@@ -35,9 +35,9 @@ class DecisionQueue {
   explicit DecisionQueue(Limits limits) : limits_(limits) {}
 
   // Appends `msg`; returns how many messages had to be dropped.
-  uint64_t Push(std::shared_ptr<const v1::ServerMessage> msg);
+  uint64_t Push(std::shared_ptr<const WireMessage> msg);
   // The oldest message; null when empty.
-  std::shared_ptr<const v1::ServerMessage> Pop();
+  std::shared_ptr<const WireMessage> Pop();
   void Clear();
 
   size_t size() const { return queue_.size(); }
@@ -46,7 +46,7 @@ class DecisionQueue {
 
  private:
   struct Entry {
-    std::shared_ptr<const v1::ServerMessage> msg;
+    std::shared_ptr<const WireMessage> msg;
     size_t bytes;
     bool generation;  // a GenerationStart
   };

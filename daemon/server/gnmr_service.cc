@@ -17,7 +17,7 @@ namespace {
 // A Session refused before it starts: ends the stream with `why`. OnDone
 // runs on another gRPC thread, after the constructor (told to TSan:
 // common/tsan_annotations.h).
-class RefusedSession final : public grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage> {
+class RefusedSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit RefusedSession(const Status& why) {
     GNMR_HAPPENS_BEFORE(&constructed_);
@@ -43,9 +43,14 @@ GnmrService::GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimit
       live_(live),
       insecure_tcp_(insecure_tcp),
       queue_limits_(queue_limits) {
-  const int index =
-      MethodIndex(v1::RegisterRequest::descriptor()->file()->FindServiceByName("Gnmr"), "Register");
-  if (index < 0) std::abort();  // the .proto lost Register: a build error
+  const google::protobuf::ServiceDescriptor* service =
+      v1::RegisterRequest::descriptor()->file()->FindServiceByName("Gnmr");
+  const int index = MethodIndex(service, "Register");
+  const int session = MethodIndex(service, "Session");
+  if (index < 0 || session < 0) std::abort();  // the .proto lost a method: a build error
+  MarkMethodRawCallback(session,
+                        new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                            [this](grpc::CallbackServerContext* ctx) { return NewSession(ctx); }));
   MarkMethodRawCallback(
       index, RawUnaryHandler<v1::RegisterRequest, v1::RegisterResponse>(
                  [this](grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
@@ -127,7 +132,7 @@ grpc::ServerUnaryReactor* GnmrService::FinishRegister(grpc::CallbackServerContex
   return reactor;
 }
 
-grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage>* GnmrService::Session(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GnmrService::NewSession(
     grpc::CallbackServerContext* ctx) {
   if (!TransportTrusted(ctx, insecure_tcp_) && TokenFromMetadata(ctx, "x-gnmr-token").empty()) {
     stats_->bad_requests++;

@@ -34,10 +34,11 @@ class GnmrService final : public v1::Gnmr::CallbackService {
               LiveSessions* live = nullptr, bool insecure_tcp = false,
               DecisionQueue::Limits queue_limits = {}, RequestGate* request_gate = nullptr);
 
-  grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage>* Session(
-      grpc::CallbackServerContext* ctx) override;
-
  private:
+  // The Session stream, routed as a raw method: the reactor parses what it
+  // reads and writes bytes serialized once per message (session_reactor.h).
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* NewSession(
+      grpc::CallbackServerContext* ctx);
   Status DoRegister(grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
                     v1::RegisterResponse* resp);
   // The TCP rules above; OK on a trusted transport.

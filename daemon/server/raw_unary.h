@@ -14,10 +14,10 @@
 //   gnmr.v1.RegisterRequest.job_id is not valid UTF-8 (proto3 string fields
 //   must be UTF-8)
 //
-// Used for every unary method of Gnmr and Admin. The Session stream keeps
-// the typed API: a stream message that does not parse ends the stream, and
-// the client sees status OK with no message (a known limit: the callback
-// API reports a failed read as the end of the stream).
+// Used for every unary method of Gnmr and Admin. The Session stream is a
+// raw method too (session_reactor.h): a stream message that does not parse
+// ends the stream with the same INVALID_ARGUMENT, and its writes send bytes
+// serialized once per message for every stream of a job.
 #pragma once
 
 #include <string>

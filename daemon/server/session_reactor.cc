@@ -4,6 +4,7 @@
 
 #include "common/text.h"
 #include "common/tsan_annotations.h"
+#include "daemon/server/raw_unary.h"
 
 namespace gnmr {
 
@@ -16,9 +17,8 @@ std::string TokenFromMetadata(const grpc::CallbackServerContext* ctx, const char
 
 // ------------------------------------------------------------ SessionSink
 
-void SessionSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
+void SessionSink::SendDecision(std::shared_ptr<const WireMessage> msg) {
   SessionReactor* reactor = nullptr;
-  const v1::ServerMessage* next = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (reactor_ == nullptr || finish_requested_ || finished_) return;
@@ -29,11 +29,10 @@ void SessionSink::SendDecision(std::shared_ptr<const v1::ServerMessage> msg) {
     writing_ = true;
     reactor = reactor_;
     reactor->in_flight_ = std::move(msg);
-    next = reactor->in_flight_.get();
   }
   // Only the thread that set writing_ starts a write, and the reactor cannot
   // be finished (hence deleted) while writing_ is set.
-  reactor->Write(next);
+  reactor->Write();
 }
 
 void SessionSink::WriteDone() {
@@ -41,7 +40,7 @@ void SessionSink::WriteDone() {
   // writing_ flag stays set while a next write is chosen, so SendDecision
   // on another thread only queues.
   SessionReactor* reactor;
-  const v1::ServerMessage* next = nullptr;
+  bool next = false;
   bool finish = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -49,7 +48,7 @@ void SessionSink::WriteDone() {
     if (reactor == nullptr) return;
     if (!queue_.empty() && !finish_requested_) {
       reactor->in_flight_ = queue_.Pop();
-      next = reactor->in_flight_.get();
+      next = true;
     } else {
       writing_ = false;
       reactor->in_flight_.reset();
@@ -58,8 +57,8 @@ void SessionSink::WriteDone() {
   }
   if (finish) {
     reactor->End(finish_status_);
-  } else if (next != nullptr) {
-    reactor->Write(next);
+  } else if (next) {
+    reactor->Write();
   }
 }
 
@@ -127,12 +126,28 @@ SessionReactor::SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* re
 
 void SessionReactor::Read() {
   GNMR_HAPPENS_BEFORE(&order_.read);
-  StartRead(&in_);
+  StartRead(&in_bytes_);
 }
 
-void SessionReactor::Write(const v1::ServerMessage* msg) {
+namespace {
+
+// A slice's reference on the message whose bytes it shows.
+void ReleaseWireMessage(void* holder) {
+  delete static_cast<std::shared_ptr<const WireMessage>*>(holder);
+}
+
+}  // namespace
+
+void SessionReactor::Write() {
+  // The slice refers to the shared bytes and holds a reference on their
+  // message for as long as gRPC holds the slice (it may outlive the
+  // write's completion): no copy per stream.
+  std::string& bytes = const_cast<std::string&>(in_flight_->bytes);  // gRPC only reads it
+  grpc::Slice slice(bytes.data(), bytes.size(), &ReleaseWireMessage,
+                    new std::shared_ptr<const WireMessage>(in_flight_));
+  out_bytes_ = grpc::ByteBuffer(&slice, 1);
   GNMR_HAPPENS_BEFORE(&order_.write);
-  StartWrite(msg);
+  StartWrite(&out_bytes_);
 }
 
 void SessionReactor::End(const grpc::Status& status) {
@@ -159,7 +174,7 @@ Status SessionReactor::HandleHello(const v1::SessionHello& hello) {
   return Status::Ok();
 }
 
-Status SessionReactor::Handle(const v1::ClientMessage& msg) {
+Status SessionReactor::Handle(const v1::ClientMessage& msg, size_t bytes) {
   if (!job_) {
     if (msg.kind_case() != v1::ClientMessage::kHello) {
       return FailedPrecondition("the first Session message must be a SessionHello");
@@ -168,7 +183,7 @@ Status SessionReactor::Handle(const v1::ClientMessage& msg) {
   }
   switch (msg.kind_case()) {
     case v1::ClientMessage::kStats:
-      return job_->OnStats(rank_, session_id_, msg.stats(), msg.ByteSizeLong(), job_->Now());
+      return job_->OnStats(rank_, session_id_, msg.stats(), bytes, job_->Now());
     case v1::ClientMessage::kAck:
       return job_->OnAck(rank_, session_id_, msg.ack());
     case v1::ClientMessage::kHello:
@@ -187,7 +202,10 @@ void SessionReactor::OnReadDone(bool ok) {
   }
   Status s;
   try {
-    s = Handle(in_);
+    const size_t bytes = in_bytes_.Length();
+    s = ParseRequest(in_bytes_, &in_);
+    in_bytes_.Clear();  // an idle stream holds no report's bytes
+    if (s.ok()) s = Handle(in_, bytes);
   } catch (const std::exception& e) {  // never let an exception reach gRPC
     s = Internal(std::string("internal error: ") + e.what());
   } catch (...) {

@@ -5,6 +5,12 @@
 // - Reads: the first message must be a SessionHello naming the rank's
 //   current session (from Register); then StepStats and Acks. Any invalid
 //   message ends the stream with its precise status; the client reconnects.
+// - Raw bytes both ways (the Session method is routed as a raw callback
+//   method, gnmr_service.cc): reads are parsed here, so a message that does
+//   not parse ends the stream with INVALID_ARGUMENT naming why; writes send
+//   the bytes the job serialized once per message (wire_message.h), shared
+//   by every stream of the job through a reference-counted slice: no
+//   per-stream serialization or copy.
 // - Writes: the job pushes decisions through a SessionSink from its own
 //   thread. The sink keeps a queue bounded in messages and bytes
 //   (decision_queue.h: older decisions are dropped, the newest
@@ -38,7 +44,7 @@ class SessionSink final : public DecisionSink {
  public:
   SessionSink(SessionReactor* reactor, DecisionQueue::Limits limits)
       : reactor_(reactor), queue_(limits) {}
-  void SendDecision(std::shared_ptr<const v1::ServerMessage> msg) override;
+  void SendDecision(std::shared_ptr<const WireMessage> msg) override;
   void Close(const Status& why) override;
 
  private:
@@ -66,7 +72,7 @@ class SessionSink final : public DecisionSink {
   grpc::Status finish_status_;
 };
 
-class SessionReactor final : public grpc::ServerBidiReactor<v1::ClientMessage, v1::ServerMessage> {
+class SessionReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // `live` (may be null) tracks the stream for shutdown.
   SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry, ServerStats* stats,
@@ -79,12 +85,14 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::ClientMessage, v
 
  private:
   friend class SessionSink;
-  Status Handle(const v1::ClientMessage& msg);
+  // `bytes`: the message's size on the wire.
+  Status Handle(const v1::ClientMessage& msg, size_t bytes);
   Status HandleHello(const v1::SessionHello& hello);
   // StartRead, StartWrite and Finish with what gRPC orders after them told
   // to TSan (common/tsan_annotations.h); Reacting() starts every reaction.
   void Read();
-  void Write(const v1::ServerMessage* msg);
+  // Writes in_flight_'s bytes.
+  void Write();
   void End(const grpc::Status& status);
   void Reacting(char* op);
   void Reacted();
@@ -94,12 +102,14 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::ClientMessage, v
   ServerStats* const stats_;
   LiveSessions* const live_;
   std::shared_ptr<SessionSink> sink_;
+  grpc::ByteBuffer in_bytes_;
   v1::ClientMessage in_;
   std::shared_ptr<Job> job_;
   uint32_t rank_ = 0;
   uint64_t session_id_ = 0;
-  // The message being written; kept alive until OnWriteDone.
-  std::shared_ptr<const v1::ServerMessage> in_flight_;
+  // The message being written, and the buffer that refers to its bytes.
+  std::shared_ptr<const WireMessage> in_flight_;
+  grpc::ByteBuffer out_bytes_;
   // Sync addresses for those annotations, one per thing gRPC orders: the
   // constructor, a read, a write, and every reaction or Finish (before
   // OnDone).

@@ -102,6 +102,7 @@ Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>&
       l.first_slot = static_cast<uint32_t>(num_slots_);
       l.shard_numel.assign(shards, 0);
       num_slots_ += shards;
+      slot_unit_.resize(num_slots_, id);
       name_bytes_ += u.name.size();
       units_.push_back(std::move(l));
       ids_.emplace(u.name, id);
@@ -118,10 +119,31 @@ Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>&
   layout.by_unit = layout.entries;
   std::sort(layout.by_unit.begin(), layout.by_unit.end(),
             [](const RankEntry& a, const RankEntry& b) { return a.unit_id < b.unit_id; });
-  RankLayout& held = ranks_[rank];
+  auto [held_it, new_rank] = ranks_.try_emplace(rank);
+  RankLayout& held = held_it->second;
+  if (new_rank) {
+    rank_list_.insert(std::lower_bound(rank_list_.begin(), rank_list_.end(), rank), rank);
+  }
+  holders_.resize(num_slots_, 0);
+  for (const RankEntry& e : held.entries) --holders_[e.slot];
+  for (const RankEntry& e : layout.entries) ++holders_[e.slot];
   rank_units_ = rank_units_ - held.entries.size() + layout.entries.size();
   held = std::move(layout);
+  CountUnitsNotHeld();
   return Status::Ok();
+}
+
+void JobTopology::CountUnitsNotHeld() {
+  // O(slots), at registration only: step aggregation reads the count.
+  units_not_held_ = 0;
+  for (const UnitLayout& u : units_) {
+    for (uint32_t k = 0; k < u.shard_count; ++k) {
+      if (holders_[u.first_slot + k] == 0) {
+        ++units_not_held_;
+        break;
+      }
+    }
+  }
 }
 
 Status JobTopology::RestoreUnit(const std::string& name, uint32_t shard_count,
@@ -140,9 +162,12 @@ Status JobTopology::RestoreUnit(const std::string& name, uint32_t shard_count,
   l.first_slot = static_cast<uint32_t>(num_slots_);
   l.shard_numel = shard_numel;
   num_slots_ += shard_count;
+  slot_unit_.resize(num_slots_, static_cast<uint32_t>(units_.size()));
   name_bytes_ += name.size();
   ids_.emplace(name, static_cast<uint32_t>(units_.size()));
   units_.push_back(std::move(l));
+  holders_.resize(num_slots_, 0);
+  ++units_not_held_;  // no rank holds a restored unit until one registers
   return Status::Ok();
 }
 
@@ -158,14 +183,22 @@ int64_t JobTopology::SlotOf(uint32_t rank, size_t position, uint32_t unit_id) co
   return it == l.by_unit.end() || it->unit_id != unit_id ? -1 : static_cast<int64_t>(it->slot);
 }
 
-bool JobTopology::HasRank(uint32_t rank) const { return ranks_.count(rank) != 0; }
-
-std::vector<uint32_t> JobTopology::Ranks() const {
-  std::vector<uint32_t> out;
-  for (const auto& [r, l] : ranks_) out.push_back(r);
-  std::sort(out.begin(), out.end());
-  return out;
+int64_t JobTopology::SlotsOfIncreasing(uint32_t rank, const uint32_t* ids, size_t n,
+                                       uint32_t* slots) const {
+  auto r = ranks_.find(rank);
+  if (r == ranks_.end()) return n == 0 ? -1 : 0;
+  const std::vector<RankEntry>& by_unit = r->second.by_unit;
+  auto it = by_unit.begin();
+  for (size_t i = 0; i < n; ++i) {
+    it = std::lower_bound(it, by_unit.end(), ids[i],
+                          [](const RankEntry& e, uint32_t id) { return e.unit_id < id; });
+    if (it == by_unit.end() || it->unit_id != ids[i]) return static_cast<int64_t>(i);
+    slots[i] = it->slot;
+  }
+  return -1;
 }
+
+bool JobTopology::HasRank(uint32_t rank) const { return ranks_.count(rank) != 0; }
 
 std::vector<RankUnitSpec> JobTopology::SpecsOfRank(uint32_t rank) const {
   std::vector<RankUnitSpec> out;

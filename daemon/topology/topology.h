@@ -84,6 +84,12 @@ class JobTopology {
   // reports units in registration order, a binary search otherwise.
   int64_t SlotOf(uint32_t rank, size_t position, uint32_t unit_id) const;
 
+  // Resolves the strictly increasing unit ids of a sparse report from
+  // `rank` to `slots` (n each), one walk over the rank's units in id order:
+  // O(n log(units / n)). Returns the index of the first id the rank did not
+  // register, or -1 when all resolved.
+  int64_t SlotsOfIncreasing(uint32_t rank, const uint32_t* ids, size_t n, uint32_t* slots) const;
+
   size_t num_units() const { return units_.size(); }
   size_t num_slots() const { return num_slots_; }
   uint64_t name_bytes() const { return name_bytes_; }
@@ -93,7 +99,21 @@ class JobTopology {
   const UnitLayout& unit(uint32_t id) const { return units_[id]; }
   const std::vector<UnitLayout>& units() const { return units_; }
   bool HasRank(uint32_t rank) const;
-  std::vector<uint32_t> Ranks() const;  // ascending
+  std::vector<uint32_t> Ranks() const { return rank_list_; }             // ascending
+  const std::vector<uint32_t>& rank_list() const { return rank_list_; }  // ascending
+  // The unit a slot belongs to.
+  uint32_t unit_of_slot(uint32_t slot) const { return slot_unit_[slot]; }
+  // How many registered ranks hold `slot` (0: no rank can report it).
+  uint32_t holders(uint32_t slot) const { return slot < holders_.size() ? holders_[slot] : 0; }
+  // Units with a shard that no registered rank holds: never complete.
+  size_t units_not_held() const { return units_not_held_; }
+  // Calls f(slot) for every slot `rank` holds (registration order).
+  template <typename F>
+  void ForEachSlotOfRank(uint32_t rank, F f) const {
+    auto r = ranks_.find(rank);
+    if (r == ranks_.end()) return;
+    for (const RankEntry& e : r->second.entries) f(e.slot);
+  }
   // Units registered by `rank`, in its registration order.
   std::vector<uint32_t> UnitsOfRank(uint32_t rank) const;
   // What `rank` registered, in its registration order (numel: the one known
@@ -112,10 +132,16 @@ class JobTopology {
     std::vector<RankEntry> by_unit;
   };
 
+  void CountUnitsNotHeld();
+
   Limits limits_;
   std::vector<UnitLayout> units_;
   std::unordered_map<std::string, uint32_t> ids_;
   std::unordered_map<uint32_t, RankLayout> ranks_;
+  std::vector<uint32_t> rank_list_;  // ascending
+  std::vector<uint32_t> holders_;    // per slot: ranks holding it
+  std::vector<uint32_t> slot_unit_;  // per slot: its unit
+  size_t units_not_held_ = 0;
   size_t num_slots_ = 0;
   uint64_t name_bytes_ = 0;
   uint64_t rank_units_ = 0;

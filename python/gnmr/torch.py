@@ -39,8 +39,11 @@ compares the ranks' plans step by step). A plan has no decision when none
 covers the step on this rank (``AppliedPlan.miss_reason`` says why); it is
 then empty on every rank (docs/safety.md, "Plan validity"). Gradients that are ``None`` at
 ``after_backward`` contribute nothing: they are observed as zeros (a shared
-zero buffer, no allocation per step), so a unit whose gradients are all
-``None`` is inactive for the controller (SPEC: sumsq == 0).
+zero buffer, no allocation per step). A unit whose gradients are all
+``None`` (a MoE expert whose forward did not run) is left out of the step's
+report (``Client.mark_inactive``): inactive for the controller at that step
+(no history update, no warmup progress) at no cost to the daemon
+(docs/statistics.md).
 
 CUDA: units whose parameters live on a CUDA device are observed by the
 client's GPU kernels on the current stream (no host synchronisation; one
@@ -348,6 +351,11 @@ class Monitor(CheckpointMixin, StepLogMixin):
                 # client when a pointer changed (saves the per-tensor work).
                 key = tuple(None if p.grad is None else (p.grad.data_ptr(), p.grad.dtype)
                             for p in u.params)
+                if all(k is None for k in key):
+                    # Nothing to report (its forward did not run). Its
+                    # pointers still go to the zero buffer: a device launch
+                    # reads every unit.
+                    self.client.mark_inactive(u.handle)
                 if key == u.last_key and all(p.grad is None or p.grad.is_contiguous()
                                              for p in u.params):
                     continue

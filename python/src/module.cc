@@ -158,6 +158,8 @@ class PyClient {
 
   // `stream`: a cudaStream_t as an integer (torch's Stream.cuda_stream) for
   // clients with device units; None is the legacy default stream.
+  void MarkInactive(UnitHandle unit) { Check(client_->MarkInactive(unit)); }
+
   void Observe(int64_t step, const py::object& stream) {
     void* s_ptr = nullptr;
     if (!stream.is_none()) {
@@ -443,6 +445,7 @@ PYBIND11_MODULE(_gnmr, m) {
       .def("set_tensors", &PyClient::SetTensors, py::arg("unit"), py::arg("tensors"))
       .def("start", &PyClient::Start)
       .def("observe", &PyClient::Observe, py::arg("step"), py::arg("stream") = py::none())
+      .def("mark_inactive", &PyClient::MarkInactive, py::arg("unit"))
       .def("plan_for", &PyClient::PlanFor, py::arg("step"))
       .def(
           "ack",

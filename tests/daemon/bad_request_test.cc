@@ -1,4 +1,5 @@
 // Every bad request gets a precise gRPC status and changes nothing.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -12,6 +13,19 @@ v1::ClientMessage StatsMsg(int64_t step, std::vector<uint32_t> ids, std::vector<
   m.mutable_stats()->set_step(step);
   for (uint32_t id : ids) m.mutable_stats()->add_unit_id(id);
   for (double v : sumsq) m.mutable_stats()->add_sumsq(v);
+  return m;
+}
+
+// The sparse form (docs/statistics.md): every column of unit_id's length.
+v1::ClientMessage SparseMsg(int64_t step, std::vector<uint32_t> ids) {
+  v1::ClientMessage m = StatsMsg(step, ids, std::vector<double>(ids.size(), 1.0));
+  v1::StepStats* s = m.mutable_stats();
+  s->set_sparse(true);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    s->add_amax(1.0);
+    s->add_nonfinite(0);
+    s->add_zeros(0);
+  }
   return m;
 }
 
@@ -116,6 +130,7 @@ TEST_F(BadRequestTest, StreamMessagesAreValidated) {
     const char* what;
     grpc::StatusCode code;
     v1::ClientMessage msg;
+    std::string message;  // the status message, when checked
   };
   auto ids = [](RawRank& r) { return r.unit_ids(); };
   {
@@ -133,15 +148,33 @@ TEST_F(BadRequestTest, StreamMessagesAreValidated) {
     ASSERT_TRUE(tmp.Register({{"x"}, {"y"}}).ok());
     std::vector<uint32_t> u = ids(tmp);
     cases.push_back({"columns of different lengths", grpc::StatusCode::INVALID_ARGUMENT,
-                     StatsMsg(6, {u[0], u[1]}, {1.0})});
+                     StatsMsg(6, {u[0], u[1]}, {1.0}), ""});
+    cases.push_back({"unit twice", grpc::StatusCode::INVALID_ARGUMENT,
+                     StatsMsg(6, {u[0], u[0]}, {1.0, 1.0}), ""});
+    cases.push_back({"unknown unit", grpc::StatusCode::NOT_FOUND, StatsMsg(6, {77}, {1.0}), ""});
     cases.push_back(
-        {"unit twice", grpc::StatusCode::INVALID_ARGUMENT, StatsMsg(6, {u[0], u[0]}, {1.0, 1.0})});
-    cases.push_back({"unknown unit", grpc::StatusCode::NOT_FOUND, StatsMsg(6, {77}, {1.0})});
+        {"negative sumsq", grpc::StatusCode::INVALID_ARGUMENT, StatsMsg(6, {u[0]}, {-2.0}), ""});
+    const std::string hi = std::to_string(std::max(u[0], u[1]));
+    const std::string lo = std::to_string(std::min(u[0], u[1]));
+    cases.push_back({"sparse: ids not increasing", grpc::StatusCode::INVALID_ARGUMENT,
+                     SparseMsg(6, {std::max(u[0], u[1]), std::min(u[0], u[1])}),
+                     "sparse report: unit_id[1] = " + lo + " is below unit_id[0] = " + hi +
+                         " (ids must strictly increase)"});
     cases.push_back(
-        {"negative sumsq", grpc::StatusCode::INVALID_ARGUMENT, StatsMsg(6, {u[0]}, {-2.0})});
-    cases.push_back({"second hello", grpc::StatusCode::FAILED_PRECONDITION, {}});
+        {"sparse: id twice", grpc::StatusCode::INVALID_ARGUMENT, SparseMsg(6, {u[0], u[0]}),
+         "sparse report: unit_id[1] = " + std::to_string(u[0]) +
+             " repeats unit_id[0] = " + std::to_string(u[0]) + " (ids must strictly increase)"});
+    cases.push_back({"sparse: id out of range", grpc::StatusCode::INVALID_ARGUMENT,
+                     SparseMsg(6, {77}),
+                     "sparse report: unit_id[0] = 77 is out of range (the job has 2 units)"});
+    cases.push_back({"sparse: a column short", grpc::StatusCode::INVALID_ARGUMENT,
+                     SparseMsg(6, {u[0]}),
+                     "sparse report: every column must have unit_id's length 1: sumsq 1, amax 1, "
+                     "nonfinite 1, zeros 0"});
+    cases.back().msg.mutable_stats()->clear_zeros();
+    cases.push_back({"second hello", grpc::StatusCode::FAILED_PRECONDITION, {}, ""});
     cases.back().msg.mutable_hello()->set_job_id("j");
-    cases.push_back({"empty message", grpc::StatusCode::INVALID_ARGUMENT, {}});
+    cases.push_back({"empty message", grpc::StatusCode::INVALID_ARGUMENT, {}, ""});
   }
   for (Case& c : cases) {
     auto r = OpenRank();
@@ -149,6 +182,20 @@ TEST_F(BadRequestTest, StreamMessagesAreValidated) {
     ASSERT_TRUE(r->Send(c.msg)) << c.what;
     grpc::Status s = r->WaitEnd();
     EXPECT_EQ(s.error_code(), c.code) << c.what << ": " << s.error_message();
+    if (!c.message.empty()) {
+      EXPECT_EQ(s.error_message(), c.message) << c.what;
+    }
+  }
+  // A valid sparse report (also one listing nothing) is decided.
+  for (const bool empty : {true, false}) {
+    auto r = OpenRank();
+    std::vector<uint32_t> listed;
+    if (!empty) listed.push_back(std::min(ids(*r)[0], ids(*r)[1]));
+    const int64_t step = empty ? 7 : 8;
+    ASSERT_TRUE(r->Send(SparseMsg(step, listed)));
+    v1::Decision d;
+    EXPECT_TRUE(r->WaitDecision(step, &d)) << "listing " << listed.size();
+    r->Close();
   }
   // Steps going backwards / repeating on one stream.
   for (int64_t bad_step : {3, 4}) {

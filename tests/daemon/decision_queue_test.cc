@@ -10,23 +10,24 @@
 namespace gnmr {
 namespace {
 
-std::shared_ptr<const v1::ServerMessage> DecisionOf(uint64_t sequence, int entries = 0) {
+std::shared_ptr<const WireMessage> DecisionOf(uint64_t sequence, int entries = 0) {
   auto m = std::make_shared<v1::ServerMessage>();
   m->mutable_decision()->set_sequence(sequence);
   for (int i = 0; i < entries; ++i) m->mutable_decision()->add_recovery()->set_unit_id(i);
-  return m;
+  return ToWire(std::move(m));
 }
 
-std::shared_ptr<const v1::ServerMessage> GenerationOf(uint64_t generation) {
+std::shared_ptr<const WireMessage> GenerationOf(uint64_t generation) {
   auto m = std::make_shared<v1::ServerMessage>();
   m->mutable_generation()->set_generation(generation);
-  return m;
+  return ToWire(std::move(m));
 }
 
 // What is left, as "d<sequence>" and "g<generation>".
 std::vector<std::string> Drain(DecisionQueue& q) {
   std::vector<std::string> out;
-  while (auto m = q.Pop()) {
+  while (auto w = q.Pop()) {
+    const v1::ServerMessage* m = w->message.get();
     out.push_back(m->has_generation() ? "g" + std::to_string(m->generation().generation())
                                       : "d" + std::to_string(m->decision().sequence()));
   }
@@ -60,7 +61,7 @@ TEST(DecisionQueue, NeverDropsTheNewestGenerationStart) {
 }
 
 TEST(DecisionQueue, BoundsBytesButKeepsTheNewestDecision) {
-  const size_t big = DecisionOf(1, 1000)->ByteSizeLong();
+  const size_t big = DecisionOf(1, 1000)->bytes.size();
   DecisionQueue q({256, 3 * big});
   uint64_t dropped = 0;
   for (uint64_t s = 1; s <= 10; ++s) dropped += q.Push(DecisionOf(s, 1000));

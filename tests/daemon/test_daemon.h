@@ -37,6 +37,7 @@ class RecordingListener : public JobListener {
                   const Controller& c, const StepTiming& t) override {
     decisions++;
     incomplete += step.incomplete_units;
+    omitted += step.omitted_units;
     if (step.by_deadline) by_deadline++;
     if (forward) forward->OnDecision(j, step, d, c, t);
   }
@@ -97,7 +98,7 @@ class RecordingListener : public JobListener {
 
   JobListener* forward = nullptr;  // set before the daemon starts
   std::atomic<uint64_t> jobs_started{0}, reports{0}, late{0}, decisions{0}, incomplete{0},
-      by_deadline{0}, ack_mismatches{0}, decision_failures{0}, snapshot_count{0};
+      omitted{0}, by_deadline{0}, ack_mismatches{0}, decision_failures{0}, snapshot_count{0};
   std::mutex mu;
   std::vector<AckMismatch> mismatches;
   std::map<std::string, std::vector<v1::Event>> events;

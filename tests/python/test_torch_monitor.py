@@ -10,7 +10,7 @@ import torch
 
 import gnmr
 import gnmr.torch as gt
-from gnmr_testlib import UNITS, make, train
+from gnmr_testlib import UNITS, batch, make, train
 
 # d's spike is large enough for its lag-0 entry clip to hit the default
 # clip_min_scale (0.01: a x50 spike would be scaled to its mean, unclamped).
@@ -128,6 +128,53 @@ def test_none_grads_are_zero(gnmrd):
         mon.after_backward(step)  # every grad None: observed as zeros (inactive)
         applied = mon.apply(step, opt)
         assert applied.clipped == {} and applied.skipped == []
+    mon.close()
+
+
+class _Recording:
+    """The Monitor's client, recording the units marked inactive per observe."""
+
+    def __init__(self, client):
+        self._client = client
+        self.marked = []
+        self.observed = {}
+
+    def mark_inactive(self, unit):
+        self.marked.append(unit)
+        return self._client.mark_inactive(unit)
+
+    def observe(self, step, *args):
+        self.observed[step] = sorted(self.marked)
+        self.marked = []
+        return self._client.observe(step, *args)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def test_units_without_grads_are_left_out(gnmrd):
+    """A MoE-like step where one expert's forward did not run: its grads are
+    None, the Monitor marks it inactive (left out of the sparse report), and
+    the step is still decided over real gRPC (docs/statistics.md)."""
+    model, opt = make(seed=4)
+    mon = gt.Monitor(model, target=gnmrd.target, job_id="moe", config=config(1),
+                     decision_wait_ms=3000, strict=True)
+    rec = mon.client = _Recording(mon.client)
+    b = UNITS.index("b")
+    for step in range(8):
+        opt.zero_grad(set_to_none=True)
+        x, y = batch(step)
+        h = torch.tanh(model.a(x))
+        if step % 2 == 0:  # expert b gets tokens on even steps only
+            h = torch.tanh(model.b(h))
+        torch.nn.functional.mse_loss(model.d(torch.tanh(model.c(h))), y).backward()
+        mon.after_backward(step)
+        applied = mon.apply(step, opt)
+        assert rec.observed[step] == ([] if step % 2 == 0 else [b]), step
+        if step >= 1:
+            assert applied.plan is not None and applied.plan.has_decision, step
+    assert mon.errors == 0
+    assert mon.counters().missed_decisions == 0
     mon.close()
 
 

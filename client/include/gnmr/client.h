@@ -265,6 +265,19 @@ class Client {
   Status Observe(int64_t step);
   Status Observe(int64_t step, void* stream);
 
+  // Marks `unit` as having nothing to report in the next Observe: a MoE
+  // expert that received no tokens, a frozen layer, any unit whose gradient
+  // was not computed this step. That Observe skips the unit's statistics
+  // and leaves it out of the report; the daemon (and the local target)
+  // treat it as inactive at that step: no history update, no warmup
+  // progress, never "incomplete" (docs/statistics.md). Its norm at that
+  // step (PlanEntry::norm, UnitNorms) is 0 and it cannot trip the same-step
+  // guard. A device unit is still read by the launch (its tensors must stay
+  // valid); its results are discarded. Training thread, between two
+  // Observe calls; each Observe clears every mark. InvalidArgument for an
+  // unknown unit.
+  Status MarkInactive(UnitHandle unit);
+
   // The actions in force at `step` (see ClientOptions::decision_wait).
   // PlanEntry::norm of a device unit is known once its GPU results for
   // `step` have been read (always, when the plan's decision observed

@@ -223,6 +223,10 @@ int gnmr_observe(gnmr_client* client, int64_t step);
 /* Observe with device units launched on `stream` (a cudaStream_t; NULL: the
  * legacy default stream). Returns without waiting for the GPU. */
 int gnmr_observe_on_stream(gnmr_client* client, int64_t step, void* stream);
+/* `unit` has nothing to report in the next observe (a MoE expert with no
+ * tokens): left out of the report, inactive at that step
+ * (gnmr::Client::MarkInactive; docs/statistics.md). */
+int gnmr_mark_inactive(gnmr_client* client, uint32_t unit);
 /* Fills `plan` (from gnmr_plan_new) with the actions in force at `step`. */
 int gnmr_plan_for(gnmr_client* client, int64_t step, gnmr_plan* plan);
 int gnmr_ack(gnmr_client* client, const gnmr_plan* plan);

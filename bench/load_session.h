@@ -1,0 +1,171 @@
+// The simulated ranks of bench/daemon_load: one Session stream per rank,
+// multiplexed over a few channels (HTTP/2 connections) and served by
+// gRPC's callback threads, so thousands of ranks need neither thousands of
+// threads nor thousands of connections. Reports are serialized once per
+// step and the same bytes go to every rank (all ranks are data-parallel
+// replicas of the same units, so their reports are identical): the load
+// generator costs one serialization per step, not one per rank.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "gnmr/v1/gnmr.pb.h"
+
+namespace gnmr::bench {
+
+using Clock = std::chrono::steady_clock;
+
+// `m`, serialized into a buffer whose copies share its bytes.
+inline grpc::ByteBuffer Serialized(const google::protobuf::Message& m) {
+  const std::string bytes = m.SerializeAsString();
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// The report of step `step` for units 0..units-1 (the ids every rank got:
+// checked at registration). active_fraction 1: the dense form, as before
+// sparse reports (unit_id and sumsq); below 1: the sparse form listing
+// about that fraction of the units, chosen per step (docs/statistics.md).
+inline grpc::ByteBuffer StepReport(int64_t step, uint32_t units, double active_fraction) {
+  v1::ClientMessage m;
+  v1::StepStats* s = m.mutable_stats();
+  s->set_step(step);
+  const bool sparse = active_fraction < 1.0;
+  s->set_sparse(sparse);
+  const uint64_t threshold = static_cast<uint64_t>(active_fraction * 1000000.0);
+  for (uint32_t i = 0; i < units; ++i) {
+    if (sparse) {
+      const uint64_t h = (i * 2654435761ull + static_cast<uint64_t>(step) * 40503ull) % 1000003ull;
+      if (h >= threshold) continue;
+    }
+    double v = 1.0 + 0.01 * static_cast<double>((step * 7 + i) % 13);
+    if (step > 60 && (step + i) % 997 == 0) v *= 400.0;  // occasional spike
+    s->add_unit_id(i);
+    s->add_sumsq(v);
+    if (sparse) {  // the sparse form carries every column
+      s->add_amax(0.1);
+      s->add_nonfinite(0);
+      s->add_zeros(0);
+    }
+  }
+  return Serialized(m);
+}
+
+// Per-step bookkeeping shared by all ranks.
+struct StepLog {
+  StepLog(int steps, int ranks) : sent(steps), last_arrival(steps), arrivals(steps), ranks(ranks) {
+    for (auto& a : arrivals) a.store(0);
+  }
+  std::vector<Clock::time_point> sent;
+  std::vector<Clock::time_point> last_arrival;
+  std::vector<std::atomic<int>> arrivals;
+  const int ranks;
+  std::atomic<int> attached{0};  // ranks that received their GenerationStart
+  std::mutex mu;
+  std::condition_variable cv;
+  int complete = 0;  // steps whose decision reached every rank
+};
+
+class LoadRank : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  LoadRank(grpc::GenericStub* stub, const std::string& job, uint32_t rank, uint64_t session,
+           StepLog* log)
+      : log_(log) {
+    stub->PrepareBidiStreamingCall(&ctx_, "/gnmr.v1.Gnmr/Session", grpc::StubOptions(), this);
+    v1::ClientMessage hello;
+    hello.mutable_hello()->set_job_id(job);
+    hello.mutable_hello()->set_rank(rank);
+    hello.mutable_hello()->set_session_id(session);
+    Send(Serialized(hello));
+    StartRead(&in_);
+    StartCall();
+  }
+
+  // Queues `report` (shared bytes: no copy).
+  void Send(const grpc::ByteBuffer& report) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(report);
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    }
+  }
+
+  void Close() { ctx_.TryCancel(); }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.pop_front();
+    if (ok && !queue_.empty()) {
+      StartWrite(&queue_.front());
+    } else {
+      writing_ = false;
+    }
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    OnMessage();
+    StartRead(&in_);
+  }
+  void OnDone(const grpc::Status& s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = s;
+    done_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  void OnMessage() {
+    std::vector<grpc::Slice> slices;
+    if (!in_.Dump(&slices).ok()) return;
+    std::string bytes;
+    for (const grpc::Slice& s : slices)
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    v1::ServerMessage msg;
+    if (!msg.ParseFromString(bytes)) return;
+    if (!msg.has_decision()) {  // a GenerationStart: attached
+      if (!attached_) {
+        attached_ = true;
+        log_->attached.fetch_add(1);
+        std::lock_guard<std::mutex> lock(log_->mu);
+        log_->cv.notify_all();
+      }
+      return;
+    }
+    const int64_t step = msg.decision().observed_step();
+    if (step < 0 || step >= static_cast<int64_t>(log_->sent.size())) return;
+    const auto now = Clock::now();
+    if (log_->arrivals[step].fetch_add(1) + 1 == log_->ranks) {
+      std::lock_guard<std::mutex> lock(log_->mu);
+      log_->last_arrival[step] = now;
+      log_->complete++;
+      log_->cv.notify_all();
+    }
+  }
+
+  grpc::ClientContext ctx_;
+  StepLog* log_;
+  grpc::ByteBuffer in_;
+  bool attached_ = false;  // the reading thread only
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<grpc::ByteBuffer> queue_;
+  bool writing_ = false, done_ = false;
+  grpc::Status status_;
+};
+
+}  // namespace gnmr::bench
