@@ -84,13 +84,13 @@ ControllerConfig ConfigFromDict(const py::dict& d) {
         }
         ActionRule rule;
         bool has_pattern = false;
-        for (auto f : r.cast<py::dict>()) {
-          const std::string fk = py::str(f.first);
+        for (auto entry : r.cast<py::dict>()) {
+          const std::string fk = py::str(entry.first);
           if (fk == "pattern") {
-            rule.pattern = AsStr(f.second, k + ".pattern");
+            rule.pattern = AsStr(entry.second, k + ".pattern");
             has_pattern = true;
           } else if (fk == "action") {
-            const std::string a = AsStr(f.second, k + ".action");
+            const std::string a = AsStr(entry.second, k + ".action");
             if (!ParseAction(a, &rule.action)) {
               throw py::value_error("config key '" + k +
                                     ".action' must be one of promote, clip, skip, "
@@ -98,8 +98,8 @@ ControllerConfig ConfigFromDict(const py::dict& d) {
                                     a + "'");
             }
           } else if (fk == "clip_min_scale") {
-            if (!f.second.is_none())
-              rule.clip_min_scale = AsDouble(f.second, k + ".clip_min_scale");
+            if (!entry.second.is_none())
+              rule.clip_min_scale = AsDouble(entry.second, k + ".clip_min_scale");
           } else {
             throw py::value_error("config key '" + k + "' has unknown field '" + fk +
                                   "' (known: pattern, action, clip_min_scale)");
