@@ -210,13 +210,15 @@ Status Client::Observe(int64_t step, void* stream) {
     Report* r = m.outbox->Acquire();
     const Clock::time_point t0 = Clock::now();
     bool nonfinite = false;
-    r->inactive_count = m.inactive_count;
+    // A recycled report clears only marks it still carries, so a step with
+    // no unit marked costs nothing here; after that it is all zeros, and the
+    // swap hands those zeros to the next step's marks.
+    if (r->inactive_count > 0) std::fill(r->inactive.begin(), r->inactive.end(), 0);
+    r->inactive_count = 0;
     if (m.inactive_count > 0) {
       r->inactive.swap(m.inactive);  // both sized num_units: no allocation
-      std::fill(m.inactive.begin(), m.inactive.end(), 0);
+      r->inactive_count = m.inactive_count;
       m.inactive_count = 0;
-    } else {
-      std::fill(r->inactive.begin(), r->inactive.end(), 0);
     }
     for (UnitHandle i : m.host_units) {
       const UnitRegistry::Unit& u = m.units.unit(i);

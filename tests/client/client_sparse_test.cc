@@ -4,6 +4,8 @@
 // history, no warmup progress, no trigger even on a NaN in its stale
 // buffer), the daemon counts it neither incomplete nor missing, and every
 // step is still decided (docs/statistics.md).
+#include <unistd.h>
+
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -181,6 +183,37 @@ TEST(ClientSparseLocal, TheLocalTargetLeavesInactiveUnitsOut) {
   ASSERT_TRUE(p.has_decision);
   EXPECT_NE(p.Find(e0), nullptr);
   EXPECT_EQ(c->Counters().missed_decisions, 0u);
+}
+
+// Reports are recycled from a bounded pool: a report that carried marks must
+// not carry them into a later step. No daemon here, so every report is
+// dropped and its slot reused; marks alternate across many pool cycles.
+TEST(ClientSparseMarks, ARecycledReportCarriesNoOldMarks) {
+  ClientOptions o;
+  o.target = "unix:/tmp/gnmr_sparse_no_daemon_" + std::to_string(getpid()) + ".sock";
+  o.job_id = "marks";
+  o.max_queued_reports = 4;
+  auto made = Client::Create(o);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::unique_ptr<Client> c = std::move(made).value();
+  Grads g;
+  g.Fill(0);
+  const UnitHandle e0 = *c->AddUnit("moe.e0", {Ref(g.e0)});
+  const UnitHandle e1 = *c->AddUnit("moe.e1", {Ref(g.e1)});
+  ASSERT_TRUE(c->Start().ok());
+  for (int64_t step = 0; step < 40; ++step) {
+    const bool mark = step % 3 == 0;
+    if (mark) ASSERT_TRUE(c->MarkInactive(e1).ok());
+    ASSERT_TRUE(c->Observe(step).ok());
+    const std::vector<double> norms = c->UnitNorms(step);
+    ASSERT_EQ(norms.size(), 2u);
+    EXPECT_GT(norms[e0], 0.0) << "step " << step;
+    if (mark) {
+      EXPECT_EQ(norms[e1], 0.0) << "step " << step;
+    } else {
+      EXPECT_GT(norms[e1], 0.0) << "step " << step;
+    }
+  }
 }
 
 }  // namespace
