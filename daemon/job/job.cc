@@ -209,7 +209,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   result.last_step = controller_.last_step().value_or(-1);
   result.generation = generation_;
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
-  MaybePublishView();
+  PublishView(Now());  // ranks and units changed: the view shows them at once
   return result;
 }
 

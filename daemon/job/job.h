@@ -172,14 +172,16 @@ class Job {
   void Tick(Clock::time_point now);
 
   // ---- admin
-  // The job's summary for ListJobs. Never waits for the job's lock: while
-  // the job is busy (a long decision, a large Register) it returns the view
-  // published last (its ages advanced to `now`): taken by the last Info()
-  // that found the job free, and by the job itself after its operations,
-  // at least once a second while it works, and at the end of the operation
-  // during which an Info() found it busy. So one job can never hold up a
-  // listing of all jobs, and its view is at most about a second older
-  // than the operation in progress.
+  // The job's summary for ListJobs. Waits at most kInfoPatience for the
+  // job's lock: while the job stays busy longer (a long decision, a large
+  // Register) it returns the view published last (its ages advanced to
+  // `now`): taken by the last Info() that found the job free, and by the job
+  // itself after every Register, at least once a second while it works, and
+  // at the end of the operation during which an Info() found it busy. So one
+  // job can never hold up a listing of all jobs for long, a finished
+  // Register always shows, and a view is at most about a second older than
+  // the operation in progress.
+  static constexpr std::chrono::milliseconds kInfoPatience{50};
   v1::JobInfo Info(Clock::time_point now) const;
   std::vector<v1::UnitInfo> Units(uint32_t top) const;
   // The config in force (never waits for the job's lock either).

@@ -1,6 +1,7 @@
 // The administrative side of Job: views for gnmrctl and operator actions.
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "common/wall_clock.h"
 #include "controller/state_codec.h"
@@ -10,7 +11,15 @@
 namespace gnmr {
 
 v1::JobInfo Job::Info(Clock::time_point now) const {
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  // Most holders of mu_ (a tick, one step's decision) let go within
+  // microseconds: wait that long rather than answer with an older view, but
+  // never longer than kInfoPatience, so a long operation cannot hold up a
+  // listing of every job.
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  const auto give_up = std::chrono::steady_clock::now() + kInfoPatience;
+  while (!lock.try_lock() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
   if (lock.owns_lock()) {
     v1::JobInfo info = InfoLocked(now);
     std::lock_guard<std::mutex> view_lock(view_mu_);

@@ -123,6 +123,30 @@ TEST(JobInfo, ListingDoesNotWaitForALongDecision) {
   EXPECT_EQ(job->Info(Clock::now()).last_step(), 1);
 }
 
+// CI once saw ListJobs show a registered job with 0 units and 0 ranks: a
+// tick held the lock, and the view was the one published when the job was
+// created. A finished Register shows, however busy the job is afterwards.
+TEST(JobInfo, AFinishedRegisterShowsWhileTheJobIsBusy) {
+  HoldingListener listener;
+  std::unique_ptr<Job> job = MakeJob(&listener);
+  StatusOr<RegisterResult> r = job->Register(RegisterOf(0, 1, 3));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  listener.hold = true;
+  // Step 0 closes at once (one rank); its decision is held under the job's
+  // lock. Nothing called Info() since the Register.
+  std::thread decider(
+      [&] { EXPECT_TRUE(job->OnStats(0, r->session_id, StatsOf(0, 3), 0, Clock::now()).ok()); });
+  {
+    std::unique_lock<std::mutex> lock(listener.mu);
+    listener.cv.wait(lock, [&] { return listener.holding; });
+  }
+  const v1::JobInfo view = job->Info(Clock::now());
+  listener.Release();
+  decider.join();
+  EXPECT_EQ(view.units(), 3u);
+  EXPECT_EQ(view.ranks_size(), 1);
+}
+
 // A job with one rank and `units` units that decided steps [0, steps).
 struct RunningJob {
   std::unique_ptr<Job> job;
