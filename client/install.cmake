@@ -4,20 +4,31 @@
 # or
 #   c++ trainer.cc $(pkg-config --cflags --libs gnmr)
 #
-# The libraries are static, so the ones gnmr_client links are exported and
+# Static (default): the libraries gnmr_client links are exported and
 # installed with it (core types, wire protocol, statistics, common).
+# GNMR_SHARED: libgnmr_client.so and libgnmr_client_local.so carry the
+# layers below them; only the protobuf messages they share with gnmrd
+# (libgnmr_proto.so, libgnmr_wire_proto.so) install next to them, as their
+# runtime dependencies.
 # Installed headers, all under include/gnmr/ and included as <gnmr/...>:
-# client.h, gnmr_c.h, client_local.h, tensor.h (kernels), status.h (common), config.h (core)
-# and the generated version.h. Consumers add only include/ to their path.
+# client.h, gnmr_c.h, client_local.h, tensor.h (kernels), status.h and export.h (common),
+# config.h (core) and the generated version.h. Consumers add only include/ to their path.
 include(CMakePackageConfigHelpers)
 set(GNMR_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/gnmr)
-set(GNMR_PKG_LIBS gnmr_client gnmr_core gnmr_wire_proto gnmr_proto gnmr_cpu_stats
-    gnmr_common)
+if(GNMR_SHARED)
+  set(GNMR_PKG_LIBS gnmr_client gnmr_wire_proto gnmr_proto)
+  set(GNMR_PC_LIB_NAMES gnmr_client)
+  set(GNMR_PC_REQUIRES "")
+else()
+  set(GNMR_PKG_LIBS gnmr_client gnmr_core gnmr_wire_proto gnmr_proto gnmr_cpu_stats
+      gnmr_common)
+  set(GNMR_PC_REQUIRES "Requires: grpc++ protobuf spdlog")
+endif()
 # With CUDA the client links the GPU statistics path and the CUDA runtime
 # (and CUPTI when found); the package then needs the toolkit too.
 set(GNMR_PC_EXTRA "")
 set(GNMR_PKG_CUDA OFF)
-if(GNMR_HAVE_CUDA)
+if(GNMR_HAVE_CUDA AND NOT GNMR_SHARED)
   list(INSERT GNMR_PKG_LIBS 1 gnmr_cuda_stats)
   set(GNMR_PKG_CUDA ON)
   set(GNMR_PC_EXTRA "-L${CUDAToolkit_LIBRARY_DIR} -lcudart")
@@ -29,7 +40,11 @@ endif()
 # Target "local" (docs/local_mode.md): gnmr::gnmr_client_local and the
 # controller it links. CMake package only; pkg-config's gnmr stays the
 # client without the controller.
-set(GNMR_LOCAL_LIBS gnmr_client_local gnmr_controller_io gnmr_controller)
+if(GNMR_SHARED)
+  set(GNMR_LOCAL_LIBS gnmr_client_local)
+else()
+  set(GNMR_LOCAL_LIBS gnmr_client_local gnmr_controller_io gnmr_controller)
+endif()
 install(TARGETS ${GNMR_PKG_LIBS} ${GNMR_LOCAL_LIBS}
   EXPORT gnmrTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -41,6 +56,7 @@ install(FILES include/gnmr/client.h include/gnmr/gnmr_c.h local/include/gnmr/cli
               ${PROJECT_SOURCE_DIR}/common/include/gnmr/status.h
               ${PROJECT_SOURCE_DIR}/core/include/gnmr/config.h
               ${PROJECT_BINARY_DIR}/generated/gnmr/version.h
+              ${PROJECT_SOURCE_DIR}/common/include/gnmr/export.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gnmr)
 
 configure_package_config_file(gnmrConfig.cmake.in
@@ -52,8 +68,12 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gnmrConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/gnmrConfigVersion.cmake
         DESTINATION ${GNMR_INSTALL_CMAKEDIR})
 
-# pkg-config: static archives in dependency order, then their dependencies.
-list(TRANSFORM GNMR_PKG_LIBS PREPEND "-l" OUTPUT_VARIABLE GNMR_PC_LIBS)
+# pkg-config: static archives in dependency order, then their dependencies
+# (GNMR_SHARED: the shared library alone).
+if(NOT GNMR_SHARED)
+  set(GNMR_PC_LIB_NAMES ${GNMR_PKG_LIBS})
+endif()
+list(TRANSFORM GNMR_PC_LIB_NAMES PREPEND "-l" OUTPUT_VARIABLE GNMR_PC_LIBS)
 list(JOIN GNMR_PC_LIBS " " GNMR_PC_LIBS)
 string(APPEND GNMR_PC_LIBS " ${GNMR_PC_EXTRA}")
 file(RELATIVE_PATH GNMR_PC_UP /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)

@@ -21,6 +21,9 @@ function(gnmr_test name)
   cmake_parse_arguments(T "" "" "LIBS" ${ARGN})
   add_executable(${name} ${T_UNPARSED_ARGUMENTS})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
+  # The test helpers (tests/testing/, tests/daemon/...); the layers come
+  # from LIBS (cmake/GnmrLayerInclude.cmake).
+  gnmr_layer_include(${name} PRIVATE tests)
   gnmr_warnings(${name})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
 endfunction()

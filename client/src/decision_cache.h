@@ -40,7 +40,8 @@ struct CachedDecision {
   std::vector<RecoveryEntry> entries;
 };
 
-class DecisionValidator {
+// GNMR_EXPORT: client/local/ calls it across the shared libraries (transport.h).
+class GNMR_EXPORT DecisionValidator {
  public:
   // Starts a session: daemon_ids[h] is the daemon's id of local unit h.
   void Reset(const std::vector<uint32_t>& daemon_ids);
@@ -55,7 +56,8 @@ class DecisionValidator {
   std::vector<RecoveryEntry> scratch_;
 };
 
-class DecisionCache {
+// GNMR_EXPORT: client/local/ calls it across the shared libraries (transport.h).
+class GNMR_EXPORT DecisionCache {
  public:
   static constexpr size_t kCapacity = 128;
 

@@ -39,7 +39,8 @@
 
 namespace gnmr {
 
-class GpuPath {
+// GNMR_EXPORT: client/local/ calls it across the shared libraries (transport.h).
+class GNMR_EXPORT GpuPath {
  public:
   // Profiler-less launches after which missing records mean "back off".
   static constexpr uint64_t kBackoffLaunches = 32;

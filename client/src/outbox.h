@@ -20,6 +20,8 @@
 #include <mutex>
 #include <vector>
 
+#include "gnmr/export.h"
+
 namespace gnmr {
 
 // Report::overhead_source values: the numbers of gnmr.v1.OverheadSource
@@ -80,7 +82,8 @@ class Ring {
   size_t size_ = 0;
 };
 
-class Outbox {
+// GNMR_EXPORT: client/local/ calls it across the shared libraries (transport.h).
+class GNMR_EXPORT Outbox {
  public:
   Outbox(size_t report_capacity, size_t units, size_t ack_capacity = 256, size_t parked = 0);
 

@@ -17,7 +17,8 @@
 
 namespace gnmr {
 
-class ProblemLog {
+// GNMR_EXPORT: client/local/ calls it across the shared libraries (transport.h).
+class GNMR_EXPORT ProblemLog {
  public:
   void Record(ProblemKind kind, const std::string& message) {
     std::lock_guard<std::mutex> lock(mu_);

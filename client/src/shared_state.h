@@ -17,7 +17,8 @@
 
 namespace gnmr {
 
-struct SharedState {
+// GNMR_EXPORT: client/local/ calls it across the shared libraries (transport.h).
+struct GNMR_EXPORT SharedState {
   // Observed steps remembered for the plan-validity rule: far more than any
   // lag (ControllerConfig::kMaxLag) needs.
   static constexpr size_t kObservedKept = 4096;

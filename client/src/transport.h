@@ -59,9 +59,13 @@ inline constexpr char kLocalTarget[] = "local";
 inline bool IsLocalTarget(const std::string& target) { return target == kLocalTarget; }
 
 // Set by gnmr_client_local (EnableLocalTarget, <gnmr/client_local.h>); null
-// until then. Thread-safe.
+// until then. Thread-safe. With GNMR_SHARED the registry lives in
+// libgnmr_client.so and libgnmr_client_local.so plugs in from outside: this
+// and the few internals a transport calls (Outbox, SharedState, GpuPath,
+// DecisionValidator, DecisionCache, ProblemLog) are exported; nothing else
+// of client/src/ is.
 using LocalTransportFactory = StatusOr<std::unique_ptr<Transport>> (*)(const ClientOptions&);
-void SetLocalTransportFactory(LocalTransportFactory factory);
+GNMR_EXPORT void SetLocalTransportFactory(LocalTransportFactory factory);
 LocalTransportFactory GetLocalTransportFactory();
 
 }  // namespace gnmr

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "gnmr/config.h"
+#include "gnmr/export.h"
 #include "gnmr/status.h"
 #include "gnmr/tensor.h"
 
@@ -126,10 +127,10 @@ enum class MissReason : int {
   kNotReceived = 4,    // made, but this rank does not hold it (it attached
                        // after the daemon's recent history)
 };
-const char* MissReasonName(MissReason r);
+GNMR_EXPORT const char* MissReasonName(MissReason r);
 
 // The actions in force at one step.
-struct Plan {
+struct GNMR_EXPORT Plan {
   int64_t step = -1;
   // false: no decision covers this step on this rank; the plan is empty
   // (no unit in recovery at `step`, fail-open) and miss_reason says why.
@@ -155,7 +156,7 @@ struct Plan {
 
 // clamp(ref_norm / norm, min_scale, 1); 1 if norm is 0 or ref_norm is not
 // a number, min_scale if norm is NaN or infinite.
-double ClipScale(double ref_norm, double norm, double min_scale);
+GNMR_EXPORT double ClipScale(double ref_norm, double norm, double min_scale);
 
 // How ClientCounters::overhead_ratio (and the reports') was measured.
 enum class OverheadSource : int {
@@ -207,7 +208,7 @@ enum class ProblemKind : int {
   kBadDecision = 5,      // a decision failed validation
   kStream = 6,           // the session broke (daemon restart, network)
 };
-const char* ProblemKindName(ProblemKind k);
+GNMR_EXPORT const char* ProblemKindName(ProblemKind k);
 
 struct Problem {
   ProblemKind kind = ProblemKind::kStream;
@@ -215,7 +216,7 @@ struct Problem {
   uint64_t count = 0;   // occurrences since the last TakeProblems
 };
 
-class Client {
+class GNMR_EXPORT Client {
  public:
   // InvalidArgument for an unusable option (empty target or job id, rank >=
   // world_size, zero queue). Starts nothing.

@@ -47,6 +47,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gnmr/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -204,41 +206,43 @@ enum { GNMR_OVERHEAD_HOST_WALL = 1, GNMR_OVERHEAD_CUPTI = 2, GNMR_OVERHEAD_UNAVA
 
 /* The message of this thread's last failed call ("" if none). Valid until
  * the thread's next gnmr_* call. */
-const char* gnmr_last_error(void);
+GNMR_EXPORT const char* gnmr_last_error(void);
 /* The library's version, e.g. "0.2.0" (compare with GNMR_VERSION_STRING of
  * <gnmr/version.h> to detect a header/library mismatch). 0.2. */
-const char* gnmr_version(void);
+GNMR_EXPORT const char* gnmr_version(void);
 
-void gnmr_options_init(gnmr_options* options);
+GNMR_EXPORT void gnmr_options_init(gnmr_options* options);
 
-int gnmr_client_create(const gnmr_options* options, gnmr_client** out);
+GNMR_EXPORT int gnmr_client_create(const gnmr_options* options, gnmr_client** out);
 /* Stops the background thread and frees the client; NULL is a no-op. */
-void gnmr_client_destroy(gnmr_client* client);
+GNMR_EXPORT void gnmr_client_destroy(gnmr_client* client);
 
-int gnmr_add_unit(gnmr_client* client, const char* name, const gnmr_tensor* tensors, size_t count,
-                  uint32_t shard_index, uint32_t shard_count, uint32_t* unit_out);
-int gnmr_set_tensors(gnmr_client* client, uint32_t unit, const gnmr_tensor* tensors, size_t count);
-int gnmr_start(gnmr_client* client);
-int gnmr_observe(gnmr_client* client, int64_t step);
+GNMR_EXPORT int gnmr_add_unit(gnmr_client* client, const char* name, const gnmr_tensor* tensors,
+                              size_t count, uint32_t shard_index, uint32_t shard_count,
+                              uint32_t* unit_out);
+GNMR_EXPORT int gnmr_set_tensors(gnmr_client* client, uint32_t unit, const gnmr_tensor* tensors,
+                                 size_t count);
+GNMR_EXPORT int gnmr_start(gnmr_client* client);
+GNMR_EXPORT int gnmr_observe(gnmr_client* client, int64_t step);
 /* Observe with device units launched on `stream` (a cudaStream_t; NULL: the
  * legacy default stream). Returns without waiting for the GPU. */
-int gnmr_observe_on_stream(gnmr_client* client, int64_t step, void* stream);
+GNMR_EXPORT int gnmr_observe_on_stream(gnmr_client* client, int64_t step, void* stream);
 /* `unit` has nothing to report in the next observe (a MoE expert with no
  * tokens): left out of the report, inactive at that step
  * (gnmr::Client::MarkInactive; docs/statistics.md). */
-int gnmr_mark_inactive(gnmr_client* client, uint32_t unit);
+GNMR_EXPORT int gnmr_mark_inactive(gnmr_client* client, uint32_t unit);
 /* Fills `plan` (from gnmr_plan_new) with the actions in force at `step`. */
-int gnmr_plan_for(gnmr_client* client, int64_t step, gnmr_plan* plan);
-int gnmr_ack(gnmr_client* client, const gnmr_plan* plan);
+GNMR_EXPORT int gnmr_plan_for(gnmr_client* client, int64_t step, gnmr_plan* plan);
+GNMR_EXPORT int gnmr_ack(gnmr_client* client, const gnmr_plan* plan);
 /* 1 if every queued report was written within timeout_ms, else 0. */
-int gnmr_flush(gnmr_client* client, int32_t timeout_ms);
-int gnmr_get_counters(const gnmr_client* client, gnmr_counters* out);
+GNMR_EXPORT int gnmr_flush(gnmr_client* client, int32_t timeout_ms);
+GNMR_EXPORT int gnmr_get_counters(const gnmr_client* client, gnmr_counters* out);
 /* GNMR_OK once registered with the daemon; else, after its first
  * connection attempt failed or timeout_ms, the reason as an error code
  * (GNMR_EUNAUTHENTICATED, GNMR_EUNAVAILABLE naming the target's problem,
  * GNMR_EFAILED_PRECONDITION for a refused registration,
  * GNMR_EDEADLINE_EXCEEDED while still trying) and gnmr_last_error(). */
-int gnmr_wait_connected(gnmr_client* client, int32_t timeout_ms);
+GNMR_EXPORT int gnmr_wait_connected(gnmr_client* client, int32_t timeout_ms);
 
 /* 0.2, checkpoints (gnmr::Client::ExportState / ImportState,
  * docs/checkpoint.md): these block on the network for up to timeout_ms;
@@ -247,16 +251,17 @@ int gnmr_wait_connected(gnmr_client* client, int32_t timeout_ms);
  * buffer of *len_out bytes the caller frees with gnmr_free).
  * gnmr_import_state replaces it and stores in *generation_out (may be NULL)
  * the job generation the import started. */
-int gnmr_export_state(gnmr_client* client, int32_t timeout_ms, void** state_out, size_t* len_out);
-int gnmr_import_state(gnmr_client* client, const void* state, size_t len, int32_t timeout_ms,
-                      uint64_t* generation_out);
+GNMR_EXPORT int gnmr_export_state(gnmr_client* client, int32_t timeout_ms, void** state_out,
+                                  size_t* len_out);
+GNMR_EXPORT int gnmr_import_state(gnmr_client* client, const void* state, size_t len,
+                                  int32_t timeout_ms, uint64_t* generation_out);
 /* Frees a buffer this library returned; NULL is a no-op. */
-void gnmr_free(void* buffer);
+GNMR_EXPORT void gnmr_free(void* buffer);
 
-gnmr_plan* gnmr_plan_new(void);
-void gnmr_plan_free(gnmr_plan* plan);
-int gnmr_plan_info_get(const gnmr_plan* plan, gnmr_plan_info* out);
-int gnmr_plan_entry_get(const gnmr_plan* plan, uint32_t index, gnmr_plan_entry* out);
+GNMR_EXPORT gnmr_plan* gnmr_plan_new(void);
+GNMR_EXPORT void gnmr_plan_free(gnmr_plan* plan);
+GNMR_EXPORT int gnmr_plan_info_get(const gnmr_plan* plan, gnmr_plan_info* out);
+GNMR_EXPORT int gnmr_plan_entry_get(const gnmr_plan* plan, uint32_t index, gnmr_plan_entry* out);
 
 #ifdef __cplusplus
 } /* extern "C" */

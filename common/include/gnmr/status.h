@@ -19,6 +19,8 @@
 #include <utility>
 #include <variant>
 
+#include "gnmr/export.h"
+
 namespace gnmr {
 
 // Codes mirror the gRPC canonical codes the daemon answers with, so a Status
@@ -43,9 +45,9 @@ enum class StatusCode : int {
   kUnauthenticated = 16,
 };
 
-const char* StatusCodeName(StatusCode code);
+GNMR_EXPORT const char* StatusCodeName(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] GNMR_EXPORT Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -100,7 +102,7 @@ inline Status Unauthenticated(std::string m) {
 // Thrown by StatusOr::value() on an error: a programming error, caught by
 // the API guards (the client's Guard, the server's handlers) like any other
 // exception and reported with the status it carried.
-class BadStatusOrAccess : public std::logic_error {
+class GNMR_EXPORT BadStatusOrAccess : public std::logic_error {
  public:
   explicit BadStatusOrAccess(const Status& s)
       : std::logic_error("value() of a StatusOr holding " + s.ToString()) {}

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "gnmr/export.h"
 #include "gnmr/status.h"
 
 namespace gnmr {
@@ -37,11 +38,11 @@ enum class EntryTreatment : uint8_t { kNone = 0, kClip = 1, kSkip = 2 };
 // Why a unit became a candidate; ordered by priority.
 enum class Trigger : uint8_t { kNone = 0, kGnmr = 1, kDelta = 2, kNonFinite = 3 };
 
-const char* ActionName(Action a);
-const char* EntryTreatmentName(EntryTreatment e);
-const char* TriggerName(Trigger t);
-bool ParseAction(const std::string& s, Action* out);
-bool ParseEntryTreatment(const std::string& s, EntryTreatment* out);
+GNMR_EXPORT const char* ActionName(Action a);
+GNMR_EXPORT const char* EntryTreatmentName(EntryTreatment e);
+GNMR_EXPORT const char* TriggerName(Trigger t);
+GNMR_EXPORT bool ParseAction(const std::string& s, Action* out);
+GNMR_EXPORT bool ParseEntryTreatment(const std::string& s, EntryTreatment* out);
 
 // Maps unit names to actions. `pattern` is a glob (`*`, `?`, `[abc]`)
 // matched against the whole unit name; the first matching rule wins.
@@ -57,7 +58,7 @@ struct ActionRule {
   }
 };
 
-struct ControllerConfig {
+struct GNMR_EXPORT ControllerConfig {
   int32_t warmup = 50;                           // valid samples that only build history
   double ema_decay = 0.98;                       // historical mean decay
   double tau = 6.0;                              // GNMR trigger threshold
@@ -89,13 +90,15 @@ struct ControllerConfig {
 // The keys whose values differ between `a` and `b`, in declaration order,
 // each as "key (a_value vs b_value)", e.g. "tau (2.5 vs 6)"; "actions" when
 // the rule lists differ.
-std::vector<std::string> DifferingKeys(const ControllerConfig& a, const ControllerConfig& b);
+GNMR_EXPORT std::vector<std::string> DifferingKeys(const ControllerConfig& a,
+                                                   const ControllerConfig& b);
 
 // The action (and clip floor) a unit of this name gets under `config`.
 struct ResolvedAction {
   Action action = Action::kPromote;
   double clip_min_scale = ControllerConfig{}.clip_min_scale;
 };
-ResolvedAction ResolveAction(const ControllerConfig& config, const std::string& unit_name);
+GNMR_EXPORT ResolvedAction ResolveAction(const ControllerConfig& config,
+                                         const std::string& unit_name);
 
 }  // namespace gnmr

@@ -16,17 +16,19 @@
 // in-process controller. Sharded units are refused: use gnmrd.
 #pragma once
 
+#include "gnmr/export.h"
+
 namespace gnmr {
 
 // Makes ClientOptions::target "local" available in this process. Linking
 // gnmr::gnmr_client_local with CMake does this before main (the target
 // carries a link option that keeps the registration); call it yourself if
 // you link the archive by other means. Idempotent and thread-safe.
-void EnableLocalTarget();
+GNMR_EXPORT void EnableLocalTarget();
 
 }  // namespace gnmr
 
 extern "C" {
 // The same, for C programs (<gnmr/gnmr_c.h> and target "local").
-void gnmr_enable_local_target(void);
+GNMR_EXPORT void gnmr_enable_local_target(void);
 }
