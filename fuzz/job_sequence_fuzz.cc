@@ -281,9 +281,22 @@ class Driver {
       case 2:
         (void)job_->Info(now_);
         break;
-      case 3:
-        (void)job_->Units(static_cast<uint32_t>(in_.Range(0, 4)));
+      case 3: {
+        // One byte, as before the query had more fields (so the corpus
+        // keeps its meaning); the other fields follow from it.
+        UnitQuery q;
+        q.top = static_cast<uint32_t>(in_.Range(0, 4));
+        q.limit = q.top % 3;
+        q.offset = q.top / 2;
+        q.state = static_cast<v1::UnitState>(q.top % 4);
+        if (q.top % 2 == 1) q.pattern = "*a*";
+        const UnitPage page = job_->Units(q);
+        FUZZ_CHECK(page.units.size() <= page.matched, "a page of %zu units, %u matched",
+                   page.units.size(), page.matched);
+        FUZZ_CHECK(q.limit == 0 || page.units.size() <= q.limit, "a page of %zu units, limit %u",
+                   page.units.size(), q.limit);
         break;
+      }
     }
   }
 

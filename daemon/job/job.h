@@ -71,6 +71,7 @@
 #include "daemon/job/ack_book.h"
 #include "daemon/job/job_listener.h"
 #include "daemon/job/resource_caps.h"
+#include "daemon/job/unit_query.h"
 #include "daemon/job/wire_message.h"
 #include "daemon/topology/topology.h"
 #include "gnmr/status.h"
@@ -183,7 +184,9 @@ class Job {
   // the operation in progress.
   static constexpr std::chrono::milliseconds kInfoPatience{50};
   v1::JobInfo Info(Clock::time_point now) const;
-  std::vector<v1::UnitInfo> Units(uint32_t top) const;
+  // The units a ListUnits query asks for (unit_query.h); waits for the
+  // job's lock.
+  UnitPage Units(const UnitQuery& query) const;
   // The config in force (never waits for the job's lock either).
   ControllerConfig config() const;
   uint64_t config_version() const;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <thread>
 
+#include "common/glob.h"
 #include "common/wall_clock.h"
 #include "controller/state_codec.h"
 #include "core/config_codec.h"
@@ -94,12 +95,51 @@ v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
   return info;
 }
 
-std::vector<v1::UnitInfo> Job::Units(uint32_t top) const {
+UnitPage Job::Units(const UnitQuery& query) const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<v1::UnitInfo> out;
-  out.reserve(controller_.num_units());
   const ControllerConfig& cfg = controller_.config();
+  const std::vector<RecoveryEntry>& recovery = controller_.recovery();  // unit id order
+  auto recovery_entry = [&](uint32_t id) -> const RecoveryEntry* {
+    if (!controller_.InRecovery(id)) return nullptr;
+    auto it = std::lower_bound(recovery.begin(), recovery.end(), id,
+                               [](const RecoveryEntry& e, uint32_t u) { return e.unit_id < u; });
+    return it != recovery.end() && it->unit_id == id ? &*it : nullptr;
+  };
+  auto state_of = [&](uint32_t id) {
+    if (controller_.InRecovery(id)) return v1::UNIT_STATE_RECOVERY;
+    return controller_.unit(id).valid_samples < cfg.warmup ? v1::UNIT_STATE_WARMUP
+                                                           : v1::UNIT_STATE_ACTIVE;
+  };
+
+  // One pass: the matching units, in id order.
+  const GlobPattern pattern(query.pattern.empty() ? "*" : query.pattern);
+  std::vector<uint32_t> ids;
   for (uint32_t id = 0; id < controller_.num_units(); ++id) {
+    if (query.state != v1::UNIT_STATE_UNSPECIFIED && state_of(id) != query.state) continue;
+    if (!query.pattern.empty() && !pattern.Matches(controller_.unit(id).name)) continue;
+    ids.push_back(id);
+  }
+  UnitPage page;
+  page.matched = static_cast<uint32_t>(ids.size());
+  if (query.top > 0) {
+    auto key = [&](uint32_t id) {
+      const double g = controller_.unit(id).last_gnmr;
+      return std::isfinite(g) ? g : 0.0;
+    };
+    const size_t keep = std::min<size_t>(query.top, ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), [&](uint32_t a, uint32_t b) {
+      if (key(a) != key(b)) return key(a) > key(b);
+      return a < b;
+    });
+    ids.resize(keep);
+  }
+
+  // The page: from `offset`, up to `limit` units and `max_bytes` bytes.
+  uint64_t bytes = 0;
+  size_t i = std::min<size_t>(query.offset, ids.size());
+  for (; i < ids.size(); ++i) {
+    if (query.limit > 0 && page.units.size() >= query.limit) break;
+    const uint32_t id = ids[i];
     const UnitState& u = controller_.unit(id);
     v1::UnitInfo info;
     info.set_unit_id(id);
@@ -111,26 +151,21 @@ std::vector<v1::UnitInfo> Job::Units(uint32_t top) const {
     info.set_last_step(u.last_step);
     info.set_action(ToProto(u.resolved.action));
     info.set_shard_count(topology_.unit(id).shard_count);
-    info.set_state(u.valid_samples < cfg.warmup ? v1::UNIT_STATE_WARMUP : v1::UNIT_STATE_ACTIVE);
-    out.push_back(std::move(info));
+    info.set_state(state_of(id));
+    if (const RecoveryEntry* e = recovery_entry(id)) {
+      info.set_action(ToProto(e->action));
+      info.set_since(e->since);
+      info.set_until(e->until);
+    }
+    // A repeated field's element costs its size, its length prefix (<= 5
+    // bytes) and a tag byte.
+    const uint64_t cost = info.ByteSizeLong() + 6;
+    if (query.max_bytes > 0 && !page.units.empty() && bytes + cost > query.max_bytes) break;
+    bytes += cost;
+    page.units.push_back(std::move(info));
   }
-  for (const RecoveryEntry& e : controller_.recovery()) {
-    v1::UnitInfo& info = out[e.unit_id];
-    info.set_state(v1::UNIT_STATE_RECOVERY);
-    info.set_action(ToProto(e.action));
-    info.set_since(e.since);
-    info.set_until(e.until);
-  }
-  if (top > 0 && top < out.size()) {
-    auto key = [](const v1::UnitInfo& u) { return std::isfinite(u.gnmr()) ? u.gnmr() : 0.0; };
-    std::partial_sort(out.begin(), out.begin() + top, out.end(),
-                      [&](const v1::UnitInfo& a, const v1::UnitInfo& b) {
-                        if (key(a) != key(b)) return key(a) > key(b);
-                        return a.unit_id() < b.unit_id();
-                      });
-    out.resize(top);
-  }
-  return out;
+  page.next_offset = i < ids.size() ? static_cast<uint32_t>(i) : 0;
+  return page;
 }
 
 ControllerConfig Job::config() const {

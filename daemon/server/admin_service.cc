@@ -7,6 +7,7 @@
 #include "common/secret.h"
 #include "common/text.h"
 #include "controller/state_codec.h"
+#include "daemon/job/unit_query.h"
 #include "daemon/server/peer_access.h"
 #include "daemon/server/raw_unary.h"
 #include "daemon/server/request_validation.h"
@@ -114,7 +115,17 @@ Status AdminService::ListUnits(grpc::CallbackServerContext*, const v1::ListUnits
                                v1::ListUnitsResponse* resp) {
   StatusOr<std::shared_ptr<Job>> job = registry_->Find(req.job_id());
   if (!job.ok()) return job.status();
-  for (v1::UnitInfo& u : (*job)->Units(req.top())) *resp->add_units() = std::move(u);
+  // Room for the answer's other fields and gRPC's framing.
+  constexpr uint64_t kAnswerOverhead = 1024;
+  StatusOr<UnitQuery> query = UnitQueryFromRequest(
+      req, context_.max_answer_bytes > kAnswerOverhead ? context_.max_answer_bytes - kAnswerOverhead
+                                                       : 1);
+  if (!query.ok()) return query.status();
+  UnitPage page = (*job)->Units(*query);
+  resp->mutable_units()->Reserve(static_cast<int>(page.units.size()));
+  for (v1::UnitInfo& u : page.units) *resp->add_units() = std::move(u);
+  resp->set_matched(page.matched);
+  resp->set_next_offset(page.next_offset);
   return Status::Ok();
 }
 

@@ -148,7 +148,7 @@ TEST_F(ClientSparseTest, InactiveUnitsAreLeftOutOverGrpc) {
   auto job = daemon_->registry().Find("moe");
   ASSERT_TRUE(job.ok());
   bool seen = false;
-  for (const v1::UnitInfo& u : (*job)->Units(0)) {
+  for (const v1::UnitInfo& u : (*job)->Units(UnitQuery{}).units) {
     if (u.name() == "moe.e1") {
       seen = true;
       EXPECT_EQ(u.last_step(), kInactiveFrom - 1);

@@ -123,6 +123,59 @@ TEST_F(CtlTest, UnitsTopAndStateFilter) {
   EXPECT_LT(r.out.find("layers.0.attn"), r.out.find("layers.1.mlp"));  // id order
 }
 
+TEST_F(CtlTest, UnitsFilterByPatternAndPage) {
+  Start();
+  DriveSpike();
+  CtlResult r = Run({"units", "--job", "j", "--pattern", "layers.1.*", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_EQ(LinesWith(r.out, "layers.").size(), 2u) << r.out;
+  EXPECT_EQ(LinesWith(r.out, "layers.0.").size(), 0u) << r.out;
+  EXPECT_EQ(r.err, "");  // all pages: no page line
+
+  r = Run({"units", "--job", "j", "--pattern", "layers.*", "--limit", "3", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  EXPECT_EQ(LinesWith(r.out, "layers.").size(), 3u) << r.out;
+  EXPECT_EQ(r.err, "units 1-3 of 4; next page: --offset 3\n");
+  r = Run({"units", "--job", "j", "--limit", "3", "--offset", "3", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  ASSERT_EQ(LinesWith(r.out, "layers.").size(), 1u) << r.out;
+  EXPECT_EQ(Fields(LinesWith(r.out, "layers.")[0])[0], "layers.1.mlp");
+  EXPECT_EQ(r.err, "units 4-4 of 4; last page\n");
+
+  r = Run({"units", "--job", "j", "--offset", "3", "--target", tcp_});
+  EXPECT_EQ(r.code, 2) << Show(r);
+  EXPECT_NE(r.err.find("--offset needs --limit"), std::string::npos) << r.err;
+  r = Run({"units", "--job", "j", "--pattern", "a b", "--target", tcp_});
+  EXPECT_NE(r.code, 0) << Show(r);
+  EXPECT_NE(r.err.find("pattern has a byte outside printable ASCII"), std::string::npos) << r.err;
+}
+
+TEST_F(CtlTest, UnitsOfAJobLargerThanOneAnswerComeInPages) {
+  // 400 units do not fit one 8 KiB answer: gnmrctl fetches every page.
+  DaemonOptions opts;
+  opts.max_message_bytes = 8 << 10;
+  Start(opts);
+  RawRank rank(Channel(), "big", 0, 1);
+  std::vector<RawRank::Unit> units;
+  for (int i = 0; i < 400; ++i) units.push_back({"u" + std::to_string(i)});
+  ASSERT_TRUE(rank.Register(units).ok());
+  CtlResult r = Run({"units", "--job", "big", "--json", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  const auto all = ParseJson<v1::ListUnitsResponse>(r.out);
+  ASSERT_EQ(all.units_size(), 400);
+  for (int i = 0; i < 400; ++i) EXPECT_EQ(all.units(i).name(), "u" + std::to_string(i));
+  EXPECT_EQ(all.matched(), 400u);
+  // One page with --limit is still cut by the answer's byte budget.
+  r = Run({"units", "--job", "big", "--limit", "400", "--json", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  const auto page = ParseJson<v1::ListUnitsResponse>(r.out);
+  EXPECT_LT(page.units_size(), 400);
+  EXPECT_EQ(page.next_offset(), static_cast<uint32_t>(page.units_size()));
+  EXPECT_NE(r.err.find("next page: --offset " + std::to_string(page.units_size())),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(CtlTest, EventsOneLineEachAndJsonLines) {
   Start();
   DriveSpike();

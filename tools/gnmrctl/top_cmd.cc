@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "common/text.h"
@@ -40,7 +41,7 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kSparkSamples = 30;       // GNMR samples kept per unit
 constexpr size_t kTopUnits = 10;           // rows of the top-units table
 constexpr uint32_t kEvents = 8;            // rows of the events table
-constexpr uint32_t kAllUnitsUpTo = 20000;  // beyond: only the top kLargeJobTop
+constexpr uint32_t kAllUnitsUpTo = 20000;  // beyond: the top kLargeJobTop + recovery
 constexpr uint32_t kLargeJobTop = 2000;
 constexpr int kBudgetBarWidth = 20;
 
@@ -240,6 +241,20 @@ class TopView {
     g = client.stub().ListUnits(client.Context().get(), ureq, &units);
     if (!g.ok()) return *error = g, false;
     snap->units.assign(units.units().begin(), units.units().end());
+    if (snap->units_truncated) {
+      // Every unit in recovery, also those below the top N (the daemon
+      // filters: at most max_o of them).
+      ureq.set_top(0);
+      ureq.set_state(v1::UNIT_STATE_RECOVERY);
+      v1::ListUnitsResponse recovering;
+      g = client.stub().ListUnits(client.Context().get(), ureq, &recovering);
+      if (!g.ok()) return *error = g, false;
+      std::unordered_set<uint32_t> listed;
+      for (const v1::UnitInfo& u : snap->units) listed.insert(u.unit_id());
+      for (const v1::UnitInfo& u : recovering.units()) {
+        if (listed.insert(u.unit_id()).second) snap->units.push_back(u);
+      }
+    }
     v1::ListEventsRequest ereq;
     ereq.set_job_id(job_);
     ereq.set_since_step(std::numeric_limits<int64_t>::min());
@@ -330,10 +345,7 @@ class TopView {
       return a->unit_id() < b->unit_id();
     });
     if (top.size() > kTopUnits) top.resize(kTopUnits);
-    out.push_back("TOP UNITS BY GNMR" + std::string(snap.units_truncated
-                                                        ? "  (recovery list from the top " +
-                                                              std::to_string(kLargeJobTop) + ")"
-                                                        : ""));
+    out.push_back("TOP UNITS BY GNMR");
     Table tt({{"UNIT"},
               {"STATE"},
               {"GNMR", Align::kRight},

@@ -1,7 +1,7 @@
 // `gnmrctl units` (a job's units: GNMR, history, state) and `gnmrctl
 // release` (an operator ends a unit's recovery early).
 #include <algorithm>
-#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -18,14 +18,8 @@ namespace {
 
 using Align = Table::Align;
 
-// The daemon's --top order: GNMR descending (NaN counts as 0), then id.
-void SortTop(std::vector<v1::UnitInfo>* units) {
-  auto key = [](const v1::UnitInfo& u) { return std::isfinite(u.gnmr()) ? u.gnmr() : 0.0; };
-  std::stable_sort(units->begin(), units->end(), [&](const v1::UnitInfo& a, const v1::UnitInfo& b) {
-    if (key(a) != key(b)) return key(a) > key(b);
-    return a.unit_id() < b.unit_id();
-  });
-}
+// Units fetched per call when gnmrctl lists every page itself.
+constexpr uint32_t kPageUnits = 5000;
 
 void PrintUnits(const v1::ListUnitsResponse& resp) {
   Table t({{"UNIT"},
@@ -51,51 +45,79 @@ void PrintUnits(const v1::ListUnitsResponse& resp) {
 }  // namespace
 
 int UnitsCommand(int argc, char** argv) {
-  AdminCommand cmd("units", "gnmrctl units --job J [--top N] [--state STATE] [options]",
+  AdminCommand cmd("units",
+                   "gnmrctl units --job J [--pattern GLOB] [--state STATE] [--top N]\n"
+                   "                     [--limit N [--offset K]] [options]",
                    "Lists a job's units: state (warmup, active, recovery), last GNMR and\n"
                    "Delta-GNMR, last norm, historical mean mu, action, and for units in\n"
                    "recovery the first step in force (SINCE) and the first step no longer\n"
                    "in force (UNTIL). Units come in id order; with --top, the N with the\n"
-                   "highest GNMR first.");
+                   "highest GNMR first. The daemon filters and pages, so a job with tens\n"
+                   "of thousands of units costs only what is shown: without --limit every\n"
+                   "matching unit is listed (fetched in pages); with --limit one page, and\n"
+                   "a line on stderr says how many matched and where the next page starts.");
   cmd.AddJobFlag();
-  std::string top_text, state;
-  cmd.flags().AddString("top", "N", "only the N units with the highest last GNMR", &top_text);
+  std::string state, pattern;
+  int64_t top = 0, limit = 0, offset = 0;
+  cmd.flags().AddString("pattern", "GLOB",
+                        "only units whose name matches (`*`, `?`, `[a-z]`; quote it)", &pattern);
   cmd.flags().AddString("state", "STATE", "only units in this state: recovery, warmup or active",
                         &state);
+  cmd.flags().AddInt("top", "N", "only the N matching units with the highest last GNMR", 1,
+                     std::numeric_limits<uint32_t>::max(), &top);
+  cmd.flags().AddInt("limit", "N", "one page of at most N units", 1,
+                     std::numeric_limits<uint32_t>::max(), &limit);
+  cmd.flags().AddInt("offset", "K", "the page starts after the first K units (with --limit)", 0,
+                     std::numeric_limits<uint32_t>::max(), &offset);
   if (auto rc = cmd.Start(argc, argv)) return *rc;
-  int64_t top = 0;
-  if (!top_text.empty()) {
-    StatusOr<int64_t> n = ParseIntFlag("top", top_text, 1, std::numeric_limits<uint32_t>::max());
-    if (!n.ok()) return cmd.Usage(n.status().message());
-    top = *n;
-  }
-  if (!state.empty() && state != "recovery" && state != "warmup" && state != "active") {
+  v1::UnitState wanted = v1::UNIT_STATE_UNSPECIFIED;
+  if (state == "recovery") {
+    wanted = v1::UNIT_STATE_RECOVERY;
+  } else if (state == "warmup") {
+    wanted = v1::UNIT_STATE_WARMUP;
+  } else if (state == "active") {
+    wanted = v1::UNIT_STATE_ACTIVE;
+  } else if (!state.empty()) {
     return cmd.Usage("--state '" + state + "': expected recovery, warmup or active");
   }
+  if (offset > 0 && limit == 0) return cmd.Usage("--offset needs --limit (one page)");
 
   v1::ListUnitsRequest req;
   req.set_job_id(cmd.job());
-  // With --state the top N are chosen among the matching units, here.
-  req.set_top(state.empty() ? static_cast<uint32_t>(top) : 0);
-  v1::ListUnitsResponse resp;
-  const grpc::Status g = cmd.client().stub().ListUnits(cmd.client().Context().get(), req, &resp);
-  if (!g.ok()) return cmd.client().Fail(g);
-  if (!state.empty()) {
-    std::vector<v1::UnitInfo> kept;
-    for (v1::UnitInfo& u : *resp.mutable_units()) {
-      if (UnitStateName(u.state()) == state) kept.push_back(std::move(u));
-    }
-    if (top > 0) {
-      SortTop(&kept);
-      if (kept.size() > static_cast<size_t>(top)) kept.resize(static_cast<size_t>(top));
-    }
-    resp.clear_units();
-    for (v1::UnitInfo& u : kept) *resp.add_units() = std::move(u);
+  req.set_pattern(pattern);
+  req.set_state(wanted);
+  req.set_top(static_cast<uint32_t>(top));
+  req.set_offset(static_cast<uint32_t>(offset));
+  req.set_limit(limit > 0 ? static_cast<uint32_t>(limit) : kPageUnits);
+  v1::ListUnitsResponse all;
+  for (;;) {
+    v1::ListUnitsResponse page;
+    const grpc::Status g = cmd.client().stub().ListUnits(cmd.client().Context().get(), req, &page);
+    if (!g.ok()) return cmd.client().Fail(g);
+    all.set_matched(page.matched());
+    all.set_next_offset(page.next_offset());
+    for (v1::UnitInfo& u : *page.mutable_units()) *all.add_units() = std::move(u);
+    // One page with --limit; else every page. The daemon's offsets only
+    // grow, and the last page says 0.
+    if (limit > 0 || page.next_offset() == 0 || page.next_offset() <= req.offset()) break;
+    req.set_offset(page.next_offset());
   }
   if (cmd.json()) {
-    PrintJson(resp);
+    PrintJson(all);
   } else {
-    PrintUnits(resp);
+    PrintUnits(all);
+  }
+  if (limit > 0) {
+    const uint64_t first = static_cast<uint64_t>(offset) + 1;
+    const uint64_t last = static_cast<uint64_t>(offset) + all.units_size();
+    std::string line = all.units_size() == 0
+                           ? "no units at offset " + std::to_string(offset)
+                           : "units " + std::to_string(first) + "-" + std::to_string(last);
+    line +=
+        " of " + std::to_string(top > 0 ? std::min<uint64_t>(top, all.matched()) : all.matched());
+    line += all.next_offset() > 0 ? "; next page: --offset " + std::to_string(all.next_offset())
+                                  : "; last page";
+    std::fprintf(stderr, "%s\n", line.c_str());
   }
   return kExitOk;
 }
