@@ -38,6 +38,10 @@ def main(argv):
               f"{r['missed_decisions']} missed, {r['dropped_reports']} reports dropped, "
               f"{r['promoted_unit_steps']} promoted unit-steps, "
               f"{r['global_skips']} skipped steps (non-finite)")
+    if any(int(r['dropped_reports']) > 0 for r in ranks):
+        print("(reports dropped: steps the job had already closed when that rank connected,\n"
+              " e.g. a rank whose process started late, or reports a full queue pushed out;\n"
+              " the rank still applied every decision it received)")
     same = "yes" if not differing else f"NO, differing at steps {differing[:10]}"
     print(f"identical decisions on every rank: {same} "
           f"({len(common)} steps applied by all ranks compared)")

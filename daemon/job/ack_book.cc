@@ -26,6 +26,11 @@ AckRecord AckRecord::From(uint32_t rank, const v1::Ack& ack) {
 }
 
 bool AckRecord::SamePlan(const AckRecord& o) const {
+  // Without a decision a rank applies the fallback plan its digest names,
+  // whatever generation it knew: a rank that acks a step it ran before it
+  // registered (generation 0) applied the same plan as a registered rank
+  // that missed the decision.
+  if (!has_decision && !o.has_decision) return digest == o.digest && skip_step == o.skip_step;
   return generation == o.generation && has_decision == o.has_decision && digest == o.digest &&
          skip_step == o.skip_step;
 }

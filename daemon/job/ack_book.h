@@ -4,8 +4,9 @@
 // Every rank acks every step it planned, also a step planned without a
 // decision. The plan of a step must be the same on every rank, so for each
 // step the book keeps the first ack and compares every later one (of any
-// rank, the first one's included) on what makes a plan: generation,
-// has_decision, digest and skip_step. A step counts as mismatched once,
+// rank, the first one's included) on what makes a plan: has_decision,
+// digest, skip_step and, for a decision, its generation (a plan without a
+// decision is the same fallback in every generation). A step counts as mismatched once,
 // however many ranks differ.
 //
 // Bounded: the book keeps the newest `steps_kept` steps; an ack of an older
