@@ -182,6 +182,30 @@ def job_dashboard():
                    [(f"sum(rate(gnmr_unit_steps_in_recovery_total{{{J}}}[{RI}])) / sum(rate(gnmr_unit_steps_total{{{J}}}[{RI}]))",
                      "interval"),
                     (f"max(gnmr_recovery_fraction{{{J}}})", "lifetime")], w=8, unit="percentunit"))
+    # Every unit, folded by name into groups (docs/metrics.md, "Unit groups"):
+    # the shape of the whole model at any size, where the panels above show
+    # only the exported (hot) units.
+    P.append(panel(L, "heatmap", "GNMR heat map by unit group (every unit)",
+                   "Highest last GNMR of each unit group (by default a layer: the first two parts of a unit's name), over time.",
+                   [(f"max by (group) (gnmr_group_gnmr_max{{{J}}})", "{{group}}")], w=12, h=10,
+                   options={"calculate": False, "yAxis": {"axisPlacement": "left"},
+                            "color": {"mode": "scheme", "scheme": "Oranges", "scale": "exponential",
+                                      "exponent": 0.5, "fill": "dark-orange", "steps": 64},
+                            "cellGap": 1, "legend": {"show": True}, "tooltip": {"show": True, "yHistogram": False},
+                            "rowsFrame": {"layout": "auto"}}))
+    P.append(panel(L, "table", "Hottest unit groups",
+                   "The 20 unit groups with the highest GNMR now, with their units and units in recovery.",
+                   [(f"topk(20, max by (group) (gnmr_group_gnmr_max{{{J}}}))", "", "A", True, "table"),
+                    (f"max by (group) (gnmr_group_units{{{J}}}) and on (group) topk(20, max by (group) (gnmr_group_gnmr_max{{{J}}}))",
+                     "", "B", True, "table"),
+                    (f"max by (group) (gnmr_group_units_in_recovery{{{J}}}) and on (group) topk(20, max by (group) (gnmr_group_gnmr_max{{{J}}}))",
+                     "", "C", True, "table")], w=12, h=10,
+                   extra={"transformations": [
+                       {"id": "merge", "options": {}},
+                       {"id": "organize", "options": {"excludeByName": {"Time": True},
+                        "renameByName": {"Value #A": "max GNMR", "Value #B": "units",
+                                         "Value #C": "in recovery"}}},
+                       {"id": "sortBy", "options": {"sort": [{"field": "max GNMR", "desc": True}]}}]}))
 
     P.append(L.row("Steps and ranks"))
     P.append(panel(L, "timeseries", "Step rate", "Steps decided per second, and global skips.",

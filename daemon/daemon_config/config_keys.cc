@@ -69,6 +69,10 @@ std::vector<ScalarKey> MakeKeys() {
          return [c](const std::string& t) { return ParseMetricsAddress(t, &c->metrics_listen); };
        }},
       {"metrics.top_k_units", nullptr, "", "", Uint(0, 10000, &DaemonConfig::metrics_top_k_units)},
+      {"metrics.unit_group_depth", nullptr, "", "",
+       Uint(0, 64, &DaemonConfig::metrics_unit_group_depth)},
+      {"metrics.max_unit_groups", nullptr, "", "",
+       Uint(1, 10000, &DaemonConfig::metrics_max_unit_groups)},
       {"state_dir", "state-dir", "DIR", "snapshots and event logs (default /var/lib/gnmr)",
        PathIn([](DaemonConfig* c) { return &c->state_dir; })},
       {"snapshot_every_steps", "snapshot-every", "N",

@@ -290,6 +290,8 @@ std::string DescribeConfig(const DaemonConfig& c) {
   line("unix_socket_mode", mode);
   line("metrics.listen", c.metrics_listen.empty() ? "off" : c.metrics_listen);
   line("metrics.top_k_units", std::to_string(c.metrics_top_k_units));
+  line("metrics.unit_group_depth", std::to_string(c.metrics_unit_group_depth));
+  line("metrics.max_unit_groups", std::to_string(c.metrics_max_unit_groups));
   line("state_dir", c.state_dir);
   line("snapshot_every_steps", std::to_string(c.snapshot_every_steps));
   line("step_deadline_ms", std::to_string(c.step_deadline_ms));

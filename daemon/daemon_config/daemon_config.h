@@ -53,6 +53,10 @@ struct DaemonConfig {
   uint32_t unix_socket_mode = 0660;
   std::string metrics_listen = "127.0.0.1:9464";  // "" : no /metrics
   size_t metrics_top_k_units = 10;
+  // gnmr_group_* series: units grouped by the first N parts of their names
+  // (0: none), at most this many groups per job (docs/metrics.md).
+  size_t metrics_unit_group_depth = 2;
+  size_t metrics_max_unit_groups = 256;
   std::string state_dir;
   uint32_t snapshot_every_steps = 50;
   uint32_t step_deadline_ms = 2000;

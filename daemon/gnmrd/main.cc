@@ -200,6 +200,8 @@ int Run(int argc, char** argv) {
     metrics::MetricsOptions mo;
     mo.listen = config.metrics_listen;
     mo.top_k_units = config.metrics_top_k_units;
+    mo.unit_groups.depth = config.metrics_unit_group_depth;
+    mo.unit_groups.max_groups = config.metrics_max_unit_groups;
     mo.version = kVersion;
     StatusOr<std::unique_ptr<metrics::DaemonMetrics>> m = metrics::DaemonMetrics::Start(mo);
     if (!m.ok()) {

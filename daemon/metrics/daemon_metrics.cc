@@ -73,8 +73,8 @@ JobMetrics* DaemonMetrics::ForJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
   if (it != jobs_.end()) return it->second.get();
-  auto jm =
-      std::make_unique<JobMetrics>(&families_, job_id, options_.top_k_units, options_.unit_refresh);
+  auto jm = std::make_unique<JobMetrics>(&families_, job_id, options_.top_k_units,
+                                         options_.unit_refresh, options_.unit_groups);
   JobMetrics* raw = jm.get();
   jobs_.emplace(job_id, std::move(jm));
   families_.jobs.Add({}).Set(static_cast<double>(jobs_.size()));

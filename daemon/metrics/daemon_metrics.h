@@ -42,7 +42,8 @@ struct MetricsOptions {
   size_t top_k_units = 10;  // per-unit series: top K by GNMR + in recovery
   // Per-unit series refresh at most this often between recovery changes.
   std::chrono::milliseconds unit_refresh{1000};
-  std::string version;  // gnmr_build_info{version}
+  GroupOptions unit_groups;  // gnmr_group_* series (group_series.h)
+  std::string version;       // gnmr_build_info{version}
   // The HTTP server (civetweb) serves one connection per thread and waits
   // for a request on it up to http_request_timeout: idle connections each
   // hold a thread that long, so a few of them must not block a scrape.

@@ -43,7 +43,7 @@ bool UsableSeconds(double seconds) {
 }  // namespace
 
 JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units,
-                       Clock::duration unit_refresh)
+                       Clock::duration unit_refresh, GroupOptions groups)
     : f_(f),
       job_id_(std::move(job_id)),
       labels_({{"job_id", job_id_}}),
@@ -72,7 +72,8 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units
       aggregation_time_(f->aggregation_time.Add(labels_, LatencyBuckets())),
       ack_mismatches_(f->ack_mismatches.Add(labels_)),
       decision_failures_(f->decision_failures.Add(labels_)),
-      unit_series_(f, job_id_) {
+      unit_series_(f, job_id_),
+      group_series_(f, job_id_, groups) {
   // Every real (action, trigger) pair exists from the start, so rate()
   // sees a zero before the first admission.
   for (Action a : {Action::kPromote, Action::kClip, Action::kSkip, Action::kResetState}) {
@@ -200,6 +201,7 @@ void JobMetrics::OnDecision(const Decision& d, const Controller& c, const StepFi
 void JobMetrics::Refresh(const Controller& c) {
   std::lock_guard<std::mutex> lock(mu_);
   SyncController(c, /*count=*/false);
+  group_series_.Reset();  // the units may have been replaced
   RefreshUnits(c);
   last_unit_refresh_ = Clock::now();
 }
@@ -235,6 +237,12 @@ void JobMetrics::RefreshUnits(const Controller& c) {
         {u.name, u.last_gnmr, u.last_norm, u.mu, c.InRecovery(static_cast<uint32_t>(i))});
   }
   unit_series_.Set(figures);
+  group_series_.Set(c.num_units(),
+                    UnitView{[&c](size_t i) -> const std::string& {
+                               return c.unit(static_cast<uint32_t>(i)).name;
+                             },
+                             [&c](size_t i) { return c.unit(static_cast<uint32_t>(i)).last_gnmr; },
+                             [&c](size_t i) { return c.InRecovery(static_cast<uint32_t>(i)); }});
 }
 
 void JobMetrics::UpdateUnits(const std::vector<UnitFigures>& units) {
@@ -246,6 +254,15 @@ void JobMetrics::UpdateUnits(const std::vector<UnitFigures>& units) {
   for (size_t i : chosen) figures.push_back(units[i]);
   std::lock_guard<std::mutex> lock(mu_);
   unit_series_.Set(figures);
+  group_series_.Set(units.size(),
+                    UnitView{[&units](size_t i) -> const std::string& { return units[i].name; },
+                             [&units](size_t i) { return units[i].gnmr; },
+                             [&units](size_t i) { return units[i].in_recovery; }});
+}
+
+size_t JobMetrics::group_series() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return group_series_.size();
 }
 
 size_t JobMetrics::unit_series() const {

@@ -22,9 +22,9 @@
 // statistics times are per report and summed; a time that is not finite,
 // negative or above an hour is ignored.
 //
-// Per-unit series are refreshed when the recovery set changes and at most
-// every `unit_refresh` otherwise (0: every decision), since choosing the top
-// K costs O(units).
+// Per-unit and unit-group series are refreshed when the recovery set
+// changes and at most every `unit_refresh` otherwise (0: every decision),
+// since choosing the top K and folding the groups cost O(units).
 //
 // Thread-safe: one mutex per job; the Prometheus metrics are atomic.
 #pragma once
@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "controller/controller.h"
+#include "daemon/metrics/group_series.h"
 #include "daemon/metrics/metric_families.h"
 #include "daemon/metrics/unit_series.h"
 #include "gnmr/v1/gnmr.pb.h"
@@ -58,7 +59,7 @@ class JobMetrics {
   using Clock = std::chrono::steady_clock;
 
   JobMetrics(MetricFamilies* families, std::string job_id, size_t top_k_units,
-             Clock::duration unit_refresh);
+             Clock::duration unit_refresh, GroupOptions groups = {});
   ~JobMetrics();  // removes every series of the job
   JobMetrics(const JobMetrics&) = delete;
   JobMetrics& operator=(const JobMetrics&) = delete;
@@ -78,6 +79,7 @@ class JobMetrics {
 
   const std::string& job_id() const { return job_id_; }
   size_t unit_series() const;
+  size_t group_series() const;
 
  private:
   struct RankSeries {
@@ -129,6 +131,7 @@ class JobMetrics {
   prometheus::Counter* admissions_[4][4] = {};  // [action][trigger]
   std::map<uint32_t, RankSeries> ranks_;
   UnitSeries unit_series_;
+  GroupSeries group_series_;
 
   uint64_t last_sequence_ = 0;  // controller sequence last synced
   uint64_t last_unit_steps_ = 0;

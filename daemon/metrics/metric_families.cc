@@ -92,7 +92,12 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
                     "and top K).")),
       unit_in_recovery(Gauge(r, "gnmr_unit_in_recovery",
                              "1 while the unit is in recovery, else 0 "
-                             "(units in recovery and top K).")) {}
+                             "(units in recovery and top K).")),
+      group_gnmr_max(Gauge(r, "gnmr_group_gnmr_max",
+                           "Highest last GNMR of the units of a unit group (every unit).")),
+      group_units(Gauge(r, "gnmr_group_units", "Units of a unit group.")),
+      group_units_in_recovery(
+          Gauge(r, "gnmr_group_units_in_recovery", "Units of a unit group in recovery now.")) {}
 
 }  // namespace metrics
 }  // namespace gnmr

@@ -37,6 +37,9 @@
 // Per job and unit {job_id,unit}, only units in recovery and the top K by
 // GNMR (unit_series.h):
 //   gnmr_unit_gnmr, gnmr_unit_norm, gnmr_unit_mu, gnmr_unit_in_recovery
+// Per job and unit group {job_id,group}, every unit folded into at most
+// metrics.max_unit_groups groups (group_series.h):
+//   gnmr_group_gnmr_max, gnmr_group_units, gnmr_group_units_in_recovery
 // Computed at scrape time (store_collector.h):
 //   gnmr_snapshot_age_seconds{job_id}, gnmr_snapshot_writes_total,
 //   gnmr_snapshot_failures_total, gnmr_events_written_total,
@@ -105,6 +108,9 @@ struct MetricFamilies {
   GaugeFamily& unit_norm;
   GaugeFamily& unit_mu;
   GaugeFamily& unit_in_recovery;
+  GaugeFamily& group_gnmr_max;
+  GaugeFamily& group_units;
+  GaugeFamily& group_units_in_recovery;
 };
 
 }  // namespace metrics

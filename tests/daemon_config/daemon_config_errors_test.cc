@@ -55,7 +55,8 @@ INSTANTIATE_TEST_SUITE_P(
                       FileCase{"metrics:\n  top_k_units: -1\n", 2, "metrics.top_k_units"},
                       FileCase{"metrics:\n  port: 1\n", 2,
                                "unknown key (known: listen, "
-                               "top_k_units)"},
+                               "top_k_units, unit_group_depth, max_unit_groups)"},
+                      FileCase{"metrics:\n  max_unit_groups: 0\n", 2, "metrics.max_unit_groups"},
                       FileCase{"metrics: off\n", 1, "must be a mapping"},
                       FileCase{"state_dir: ''\n", 1, "must not be empty"},
                       FileCase{"state_dir:\n", 1, "got nothing"},

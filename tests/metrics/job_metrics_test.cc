@@ -260,6 +260,16 @@ TEST(JobMetricsTest, UnitSeriesStayBounded) {
     }
   }
   EXPECT_EQ(CountSeries(ParseSamples(m->Render()), "gnmr_unit_mu{"), jm->unit_series());
+  // Every unit is in a group series ("u7" is a group of its own), and the
+  // groups' recovery counts add up to the controller's.
+  auto samples = ParseSamples(m->Render());
+  EXPECT_EQ(CountSeries(samples, "gnmr_group_units{"), 200u);
+  double in_recovery = 0;
+  for (int i = 0; i < 200; ++i) {
+    in_recovery +=
+        samples["gnmr_group_units_in_recovery{group=\"u" + std::to_string(i) + "\",job_id=\"j\"}"];
+  }
+  EXPECT_EQ(in_recovery, static_cast<double>(c.recovery().size()));
 }
 
 TEST(JobMetricsTest, UpdateUnitsExportsRecoveryAndTopK) {
