@@ -17,6 +17,8 @@ else()
 endif()
 
 # gnmr_test(name sources... LIBS libs...): one GoogleTest binary in ctest.
+# Its tests carry the label dir:<folder> (dir:daemon, dir:client, ...), so
+# one layer's tests run alone: ctest -L '^dir:(daemon|client)$'.
 function(gnmr_test name)
   cmake_parse_arguments(T "" "" "LIBS" ${ARGN})
   add_executable(${name} ${T_UNPARSED_ARGUMENTS})
@@ -25,5 +27,6 @@ function(gnmr_test name)
   # from LIBS (cmake/GnmrLayerInclude.cmake).
   gnmr_layer_include(${name} PRIVATE tests)
   gnmr_warnings(${name})
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+  get_filename_component(folder ${CMAKE_CURRENT_SOURCE_DIR} NAME)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "dir:${folder}")
 endfunction()

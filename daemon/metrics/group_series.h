@@ -35,8 +35,8 @@ namespace gnmr {
 namespace metrics {
 
 struct GroupOptions {
-  size_t depth = 2;          // name parts that make a group; 0: no group series
-  size_t max_groups = 256;   // series per metric and job, (other) included
+  size_t depth = 2;         // name parts that make a group; 0: no group series
+  size_t max_groups = 256;  // series per metric and job, (other) included
 };
 
 // The group of `unit`: its first `depth` dot-separated parts.

@@ -376,7 +376,13 @@ if shutil.which("apt-cache"):
                 pkg, _, path = l.partition(": ")
                 if path in names:
                     owners[names[path]] = pkg.split(":")[0]
-            for lib in sorted(libs):
+            own_dir = os.environ.get("GNMR_OWN_LIB_DIR")
+            own = {lib for lib in libs if own_dir and os.path.basename(lib).startswith("libgnmr_")
+                   and lib.startswith(os.path.realpath(own_dir) + os.sep)}
+            if own:
+                print(f"{os.path.basename(b)}: gnmr's own shared libraries (GNMR_SHARED): "
+                      f"{' '.join(sorted(os.path.basename(l) for l in own))}")
+            for lib in sorted(libs - own):
                 pkg = owners.get(lib)
                 if not pkg:
                     fail(f"{b}: {lib} belongs to no Debian package")

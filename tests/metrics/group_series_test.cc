@@ -125,7 +125,8 @@ TEST(GroupSeriesTest, GroupsBeyondTheBoundAreOther) {
   EXPECT_EQ(samples[Series("gnmr_group_units_in_recovery", GroupSeries::kOther)], 1.0);
 
   // Units added later join their group, or (other); the bound holds.
-  for (int layer = 10; layer < 20; ++layer) units.push_back({"layers." + std::to_string(layer), 2.0, 1.0, 1.0, false});
+  for (int layer = 10; layer < 20; ++layer)
+    units.push_back({"layers." + std::to_string(layer), 2.0, 1.0, 1.0, false});
   units.push_back({"layers.1.w9", 3.0, 1.0, 1.0, false});
   jm->UpdateUnits(units);
   samples = ParseSamples(m->Render());
