@@ -76,6 +76,32 @@ def panel(lay, kind, title, desc, targets, w=8, h=8, unit=None, extra=None, opti
     return p
 
 
+def heatmap(lay, title, desc, expr, legend):
+    """A GNMR heat map: one row per series of `expr`, over time."""
+    return panel(lay, "heatmap", title, desc, [(expr, legend)], w=12, h=10,
+                 options={"calculate": False, "yAxis": {"axisPlacement": "left"},
+                          "color": {"mode": "scheme", "scheme": "Oranges", "scale": "exponential",
+                                    "exponent": 0.5, "fill": "dark-orange", "steps": 64},
+                          "cellGap": 1, "legend": {"show": True}, "tooltip": {"show": True, "yHistogram": False},
+                          "rowsFrame": {"layout": "auto"}})
+
+
+def top_table(lay, title, desc, sel, by, n, columns):
+    """A table of the `n` values of `by` with the highest first column now;
+    columns: [(metric, column title)], the first one ranks."""
+    rank = f"topk({n}, max by ({by}) ({columns[0][0]}{{{sel}}}))"
+    refs = "ABCDEFGH"
+    targets = [(rank, "", "A", True, "table")]
+    for ref, (metric, _) in zip(refs[1:], columns[1:]):
+        targets.append((f"max by ({by}) ({metric}{{{sel}}}) and on ({by}) {rank}", "", ref, True, "table"))
+    names = {f"Value #{ref}": name for ref, (_, name) in zip(refs, columns)}
+    return panel(lay, "table", title, desc, targets, w=12, h=10,
+                 extra={"transformations": [
+                     {"id": "merge", "options": {}},
+                     {"id": "organize", "options": {"excludeByName": {"Time": True}, "renameByName": names}},
+                     {"id": "sortBy", "options": {"sort": [{"field": columns[0][1], "desc": True}]}}]})
+
+
 def ds_var():
     return {"name": "datasource", "label": "Data source", "type": "datasource",
             "query": "prometheus", "current": {}, "hide": 0, "refresh": 1,
@@ -148,29 +174,14 @@ def job_dashboard():
                                                      {"color": "red", "value": 1}]}}, "overrides": []}}))
 
     P.append(L.row("Units"))
-    P.append(panel(L, "heatmap", "GNMR heat map over units",
-                   "Last GNMR of each exported unit over time (a row per unit).",
-                   [(f"max by (unit) (gnmr_unit_gnmr{{{U}}})", "{{unit}}")], w=12, h=10,
-                   options={"calculate": False, "yAxis": {"axisPlacement": "left"},
-                            "color": {"mode": "scheme", "scheme": "Oranges", "scale": "exponential",
-                                      "exponent": 0.5, "fill": "dark-orange", "steps": 64},
-                            "cellGap": 1, "legend": {"show": True}, "tooltip": {"show": True, "yHistogram": False},
-                            "rowsFrame": {"layout": "auto"}}))
-    P.append(panel(L, "table", "Top units by GNMR",
-                   "The 10 units with the highest GNMR now, with their gradient norm and historical mean.",
-                   [(f"topk(10, max by (unit) (gnmr_unit_gnmr{{{J}}}))", "", "A", True, "table"),
-                    (f"max by (unit) (gnmr_unit_norm{{{J}}}) and on (unit) topk(10, max by (unit) (gnmr_unit_gnmr{{{J}}}))",
-                     "", "B", True, "table"),
-                    (f"max by (unit) (gnmr_unit_mu{{{J}}}) and on (unit) topk(10, max by (unit) (gnmr_unit_gnmr{{{J}}}))",
-                     "", "C", True, "table"),
-                    (f"max by (unit) (gnmr_unit_in_recovery{{{J}}}) and on (unit) topk(10, max by (unit) (gnmr_unit_gnmr{{{J}}}))",
-                     "", "D", True, "table")], w=12, h=10,
-                   extra={"transformations": [
-                       {"id": "merge", "options": {}},
-                       {"id": "organize", "options": {"excludeByName": {"Time": True},
-                        "renameByName": {"Value #A": "GNMR", "Value #B": "norm", "Value #C": "mean norm (mu)",
-                                         "Value #D": "in recovery"}}},
-                       {"id": "sortBy", "options": {"sort": [{"field": "GNMR", "desc": True}]}}]}))
+    P.append(heatmap(L, "GNMR heat map over units",
+                     "Last GNMR of each exported unit over time (a row per unit).",
+                     f"max by (unit) (gnmr_unit_gnmr{{{U}}})", "{{unit}}"))
+    P.append(top_table(L, "Top units by GNMR",
+                       "The 10 units with the highest GNMR now, with their gradient norm and historical mean.",
+                       J, "unit", 10, [("gnmr_unit_gnmr", "GNMR"), ("gnmr_unit_norm", "norm"),
+                                       ("gnmr_unit_mu", "mean norm (mu)"),
+                                       ("gnmr_unit_in_recovery", "in recovery")]))
     P.append(panel(L, "timeseries", "GNMR of $unit", "Last GNMR of the selected units.",
                    [(f"max by (unit) (gnmr_unit_gnmr{{{U}}})", "{{unit}}")], w=8))
     P.append(panel(L, "timeseries", "Gradient norm vs mean of $unit",
@@ -185,27 +196,13 @@ def job_dashboard():
     # Every unit, folded by name into groups (docs/metrics.md, "Unit groups"):
     # the shape of the whole model at any size, where the panels above show
     # only the exported (hot) units.
-    P.append(panel(L, "heatmap", "GNMR heat map by unit group (every unit)",
-                   "Highest last GNMR of each unit group (by default a layer: the first two parts of a unit's name), over time.",
-                   [(f"max by (group) (gnmr_group_gnmr_max{{{J}}})", "{{group}}")], w=12, h=10,
-                   options={"calculate": False, "yAxis": {"axisPlacement": "left"},
-                            "color": {"mode": "scheme", "scheme": "Oranges", "scale": "exponential",
-                                      "exponent": 0.5, "fill": "dark-orange", "steps": 64},
-                            "cellGap": 1, "legend": {"show": True}, "tooltip": {"show": True, "yHistogram": False},
-                            "rowsFrame": {"layout": "auto"}}))
-    P.append(panel(L, "table", "Hottest unit groups",
-                   "The 20 unit groups with the highest GNMR now, with their units and units in recovery.",
-                   [(f"topk(20, max by (group) (gnmr_group_gnmr_max{{{J}}}))", "", "A", True, "table"),
-                    (f"max by (group) (gnmr_group_units{{{J}}}) and on (group) topk(20, max by (group) (gnmr_group_gnmr_max{{{J}}}))",
-                     "", "B", True, "table"),
-                    (f"max by (group) (gnmr_group_units_in_recovery{{{J}}}) and on (group) topk(20, max by (group) (gnmr_group_gnmr_max{{{J}}}))",
-                     "", "C", True, "table")], w=12, h=10,
-                   extra={"transformations": [
-                       {"id": "merge", "options": {}},
-                       {"id": "organize", "options": {"excludeByName": {"Time": True},
-                        "renameByName": {"Value #A": "max GNMR", "Value #B": "units",
-                                         "Value #C": "in recovery"}}},
-                       {"id": "sortBy", "options": {"sort": [{"field": "max GNMR", "desc": True}]}}]}))
+    P.append(heatmap(L, "GNMR heat map by unit group (every unit)",
+                     "Highest last GNMR of each unit group (by default a layer: the first two parts of a unit's name), over time.",
+                     f"max by (group) (gnmr_group_gnmr_max{{{J}}})", "{{group}}"))
+    P.append(top_table(L, "Hottest unit groups",
+                       "The 20 unit groups with the highest GNMR now, with their units and units in recovery.",
+                       J, "group", 20, [("gnmr_group_gnmr_max", "max GNMR"), ("gnmr_group_units", "units"),
+                                        ("gnmr_group_units_in_recovery", "in recovery")]))
 
     P.append(L.row("Steps and ranks"))
     P.append(panel(L, "timeseries", "Step rate", "Steps decided per second, and global skips.",
