@@ -251,8 +251,9 @@ Status IoLoop::RunSession(const v1::RegisterResponse& resp, bool* established) {
   std::atomic<bool> broken{false};
   std::thread reader([&] { ReadDecisions(stream.get(), &broken); });
   Status result;
+  bool write_failed = false;
   try {
-    result = Pump(stream.get(), broken);
+    result = Pump(stream.get(), broken, &write_failed);
   } catch (const std::exception& e) {
     result = Internal(std::string("client I/O thread: ") + e.what());
   } catch (...) {
@@ -261,10 +262,13 @@ Status IoLoop::RunSession(const v1::RegisterResponse& resp, bool* established) {
   // The reader is joined on every path: a joinable std::thread destroyed
   // by an exception would terminate the trainer.
   SetConnected(false);
-  // A stream the daemon ended (the reader saw its end) has the daemon's
-  // status waiting: cancelling it now would turn that into CANCELLED
-  // (e.g. a deleted job's "job 'J' was deleted by an operator").
-  if (!broken.load(std::memory_order_acquire)) ctx.TryCancel();
+  // A stream the daemon ended has the daemon's status waiting: cancelling
+  // it now would turn that into CANCELLED (e.g. a deleted job's "job 'J'
+  // was deleted by an operator"). The reader may not have seen the end yet
+  // when a write already failed on it: a failed write means the call is
+  // over (ended by the daemon, or its transport broke), so the reader's
+  // Read ends too and Finish has the status. Stop() still cancels.
+  if (!broken.load(std::memory_order_acquire) && !write_failed) ctx.TryCancel();
   reader.join();
   const Status finish = FromGrpc(stream->Finish(), "Session");
   // The daemon's status says more than our own cancellation.
@@ -272,7 +276,7 @@ Status IoLoop::RunSession(const v1::RegisterResponse& resp, bool* established) {
   return result;
 }
 
-Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken) {
+Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken, bool* write_failed) {
   v1::ClientMessage ack_msg;
   for (;;) {
     if (Stopping()) return Status(StatusCode::kCancelled, "stopping");
@@ -292,7 +296,10 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken) {
       // Counted before the outbox lets Flush() return.
       if (ok) shared_->acks_sent.fetch_add(1, std::memory_order_relaxed);
       outbox_->AckDone();
-      if (!ok) return Status(StatusCode::kUnavailable, "Session: write failed");
+      if (!ok) {
+        *write_failed = true;
+        return Status(StatusCode::kUnavailable, "Session: write failed");
+      }
     }
     if (gpu_ != nullptr) gpu_->Drain(true);  // completed launches -> queued reports
     if (Report* r = outbox_->PopReport()) {
@@ -313,7 +320,10 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken) {
       }
       if (ok) shared_->reports_sent.fetch_add(1, std::memory_order_relaxed);
       outbox_->Release(r, ok);
-      if (!ok) return Status(StatusCode::kUnavailable, "Session: write failed");
+      if (!ok) {
+        *write_failed = true;
+        return Status(StatusCode::kUnavailable, "Session: write failed");
+      }
       continue;
     }
     if (gpu_ != nullptr && gpu_->pending() > 0) {

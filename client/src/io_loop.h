@@ -63,7 +63,8 @@ class IoLoop {
   Status Attempt(bool* established);
   Status Register(v1::RegisterResponse* resp);
   Status RunSession(const v1::RegisterResponse& resp, bool* established);
-  Status Pump(Stream* stream, const std::atomic<bool>& broken);
+  // Sets *write_failed when a write failed: the call is over.
+  Status Pump(Stream* stream, const std::atomic<bool>& broken, bool* write_failed);
   void ReadDecisions(Stream* stream, std::atomic<bool>* broken);
   void Accept(const v1::Decision& d);
   void AcceptGeneration(const v1::GenerationStart& g);
