@@ -182,8 +182,12 @@ class Job {
   // job can never hold up a listing of all jobs for long, a finished
   // Register always shows, and a view is at most about a second older than
   // the operation in progress.
+  // A listing of many jobs passes one `give_up` (steady clock) to all of
+  // them, so busy jobs together cost it at most kInfoPatience, not 50 ms
+  // each; without one, each call has its own kInfoPatience.
   static constexpr std::chrono::milliseconds kInfoPatience{50};
   v1::JobInfo Info(Clock::time_point now) const;
+  v1::JobInfo Info(Clock::time_point now, std::chrono::steady_clock::time_point give_up) const;
   // The units a ListUnits query asks for (unit_query.h); waits for the
   // job's lock.
   UnitPage Units(const UnitQuery& query) const;

@@ -12,12 +12,15 @@
 namespace gnmr {
 
 v1::JobInfo Job::Info(Clock::time_point now) const {
+  return Info(now, std::chrono::steady_clock::now() + kInfoPatience);
+}
+
+v1::JobInfo Job::Info(Clock::time_point now, std::chrono::steady_clock::time_point give_up) const {
   // Most holders of mu_ (a tick, one step's decision) let go within
   // microseconds: wait that long rather than answer with an older view, but
-  // never longer than kInfoPatience, so a long operation cannot hold up a
-  // listing of every job.
+  // never past `give_up`, so long operations cannot hold up a listing of
+  // every job.
   std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
-  const auto give_up = std::chrono::steady_clock::now() + kInfoPatience;
   while (!lock.try_lock() && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }

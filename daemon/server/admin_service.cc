@@ -107,7 +107,9 @@ Status AdminService::GetStatus(grpc::CallbackServerContext*, const v1::GetStatus
 
 Status AdminService::ListJobs(grpc::CallbackServerContext*, const v1::ListJobsRequest&,
                               v1::ListJobsResponse* resp) {
-  for (const auto& job : registry_->All()) *resp->add_jobs() = job->Info(job->Now());
+  // One patience for the whole listing (job.h, Info).
+  const auto give_up = std::chrono::steady_clock::now() + Job::kInfoPatience;
+  for (const auto& job : registry_->All()) *resp->add_jobs() = job->Info(job->Now(), give_up);
   return Status::Ok();
 }
 

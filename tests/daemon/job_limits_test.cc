@@ -121,6 +121,10 @@ TEST(JobInfo, ListingDoesNotWaitForALongDecision) {
   ASSERT_EQ(view.ranks_size(), 1);
   // Once the job is free again, Info() is current.
   EXPECT_EQ(job->Info(Clock::now()).last_step(), 1);
+  // A listing's shared patience already spent: a free job is still asked
+  // once (current), a busy one answers its last view at once.
+  const auto spent = std::chrono::steady_clock::now();
+  EXPECT_EQ(job->Info(Clock::now(), spent).last_step(), 1);
 }
 
 // CI once saw ListJobs show a registered job with 0 units and 0 ranks: a
@@ -141,10 +145,14 @@ TEST(JobInfo, AFinishedRegisterShowsWhileTheJobIsBusy) {
     listener.cv.wait(lock, [&] { return listener.holding; });
   }
   const v1::JobInfo view = job->Info(Clock::now());
+  // The same with a listing's patience spent: no wait at all.
+  const v1::JobInfo at_once = job->Info(Clock::now(), std::chrono::steady_clock::now());
   listener.Release();
   decider.join();
   EXPECT_EQ(view.units(), 3u);
   EXPECT_EQ(view.ranks_size(), 1);
+  EXPECT_EQ(at_once.units(), 3u);
+  EXPECT_EQ(at_once.ranks_size(), 1);
 }
 
 // A job with one rank and `units` units that decided steps [0, steps).
