@@ -203,7 +203,9 @@ TEST(ClientSparseMarks, ARecycledReportCarriesNoOldMarks) {
   ASSERT_TRUE(c->Start().ok());
   for (int64_t step = 0; step < 40; ++step) {
     const bool mark = step % 3 == 0;
-    if (mark) ASSERT_TRUE(c->MarkInactive(e1).ok());
+    if (mark) {
+      ASSERT_TRUE(c->MarkInactive(e1).ok());
+    }
     ASSERT_TRUE(c->Observe(step).ok());
     const std::vector<double> norms = c->UnitNorms(step);
     ASSERT_EQ(norms.size(), 2u);
