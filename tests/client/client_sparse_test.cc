@@ -74,7 +74,12 @@ void RunSteps(Client* c, Grads* g, UnitHandle e1) {
 class ClientSparseTest : public testing::DaemonTest {};
 
 TEST_F(ClientSparseTest, InactiveUnitsAreLeftOutOverGrpc) {
-  StartDaemon();
+  // Rank 1 reports every step before rank 0 starts: no step may close by
+  // its deadline meanwhile (the test daemon's 300 ms was too short under
+  // TSan), since the test counts steps closed by deadline.
+  DaemonOptions opts;
+  opts.registry.job.aggregation.deadline = std::chrono::seconds(60);
+  StartDaemon(opts);
   const std::string target = "unix:" + socket_path_;
   // Rank 0: the C++ API.
   ClientOptions o;

@@ -71,14 +71,14 @@ TEST_F(JobDeleteTest, DeleteNeedsTheAdminToken) {
   s = Delete("j", "", /*over_unix=*/true);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
   EXPECT_EQ(JobIds(), std::vector<std::string>{"j"});
-  EXPECT_TRUE(listener_.removed.empty());
+  EXPECT_TRUE(listener_.Removed().empty());
 
   v1::DeleteJobResponse resp;
   s = Delete("j", admin_token_, false, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.streams_closed(), 0u);
   EXPECT_TRUE(JobIds().empty());
-  EXPECT_EQ(listener_.removed, std::vector<std::string>{"j"});
+  EXPECT_EQ(listener_.Removed(), std::vector<std::string>{"j"});
   s = Delete("j", admin_token_);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(s.error_message(), "unknown job 'j'");

@@ -91,6 +91,10 @@ class RecordingListener : public JobListener {
     }
     return out;
   }
+  std::vector<std::string> Removed() {
+    std::lock_guard<std::mutex> lock(mu);
+    return removed;
+  }
   std::vector<v1::Event> EventsOf(const std::string& job) {
     std::lock_guard<std::mutex> lock(mu);
     return events[job];
@@ -103,7 +107,7 @@ class RecordingListener : public JobListener {
   std::vector<AckMismatch> mismatches;
   std::map<std::string, std::vector<v1::Event>> events;
   std::map<std::string, std::pair<v1::ControllerState, v1::JobMeta>> snapshots;
-  std::vector<std::string> removed;  // OnJobRemoved, in order
+  std::vector<std::string> removed;  // OnJobRemoved, in order (read: Removed())
 };
 
 // The ids of the jobs the daemon at `channel` lists (ListJobs), in order.

@@ -25,7 +25,7 @@ TEST_F(CtlJobTest, DeleteEndsTheStreamsAndForgetsTheJob) {
   EXPECT_EQ(ended.error_code(), grpc::StatusCode::ABORTED);
   EXPECT_NE(ended.error_message().find("job 'j' was deleted by an operator"), std::string::npos)
       << ended.error_message();
-  ASSERT_EQ(listener_.removed, std::vector<std::string>{"j"});
+  ASSERT_EQ(listener_.Removed(), std::vector<std::string>{"j"});
 
   r = RunTcp({"job", "delete", "--job", "j", "--yes", "--json"});
   EXPECT_EQ(r.code, 1) << Show(r);
@@ -50,7 +50,7 @@ TEST_F(CtlJobTest, DeleteNeedsConfirmationAndTheAdminToken) {
   r = RunTcp({"job", "delete", "--yes"});
   EXPECT_EQ(r.code, 2) << Show(r);
   EXPECT_EQ(JobIds(), std::vector<std::string>{"j"});  // nothing deleted
-  EXPECT_TRUE(listener_.removed.empty());
+  EXPECT_TRUE(listener_.Removed().empty());
 }
 
 TEST_F(CtlJobTest, WithoutAnAdminTokenOnlyTheUnixSocketDeletes) {

@@ -40,9 +40,14 @@ class SimRank::Stream final : public grpc::ClientBidiReactor<v1::ClientMessage, 
       : owner_(owner) {
     ctx_.AddMetadata("x-gnmr-token", token);
     stub->async()->Session(&ctx_, this);
-    queue_.push_back(std::move(hello));
-    writing_ = true;
-    StartWrite(&queue_.front());
+    {
+      // Under the lock OnWriteDone takes on a gRPC thread: gRPC orders the
+      // two, but TSan cannot see inside uninstrumented gRPC.
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(hello));
+      writing_ = true;
+      StartWrite(&queue_.front());
+    }
     StartRead(&in_);
     StartCall();
   }
