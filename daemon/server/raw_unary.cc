@@ -44,11 +44,11 @@ std::string Utf8Field(const std::string& log_line) {
 
 Status ParseRequest(const grpc::ByteBuffer& in, google::protobuf::Message* request) {
   InstallLogHandler();
-  // Parsed from the received slices (a copy of the buffer shares them):
-  // no contiguous copy of a request of up to max_message_bytes.
   // No buffer at all: the call ended (cancelled by the client, or its
   // deadline passed) before a request arrived. Not the daemon's error.
   if (!in.Valid()) return Cancelled("no request arrived: the call ended first");
+  // Parsed from the received slices (a copy of the buffer shares them):
+  // no contiguous copy of a request of up to max_message_bytes.
   grpc::ByteBuffer shared(in);
   grpc::ProtoBufferReader reader(&shared);
   if (!reader.status().ok()) return Internal("cannot read the request bytes");
