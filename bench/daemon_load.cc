@@ -13,6 +13,9 @@
 // streams share --channels connections and gRPC's callback threads, and a
 // step's report is serialized once and its bytes sent by every rank.
 // --active-fraction F < 1 sends the sparse form listing ~F of the units.
+// --tp N shards every unit N ways (rank r holds shard r % N: ranks r and
+// r + N are data-parallel replicas); --report one_per_shard sets the job's
+// `report` key (docs/scale.md) and the ranks stand by when told to.
 //
 // Memory: gnmrd's RSS before any rank registers, after every rank
 // registered, and after every rank attached its Session stream give the
@@ -20,7 +23,8 @@
 //
 // Usage: daemon_load --gnmrd PATH [--ranks 64] [--units 1024] [--steps 500]
 //                    [--rate 50] [--window 8] [--channels 4]
-//                    [--active-fraction 1] [--trace-dir DIR]
+//                    [--active-fraction 1] [--tp 1] [--report all]
+//                    [--trace-dir DIR]
 //        --trace-dir: the spawned gnmrd records the job's trace there
 //        (docs/replay.md); the counters of its recorder are printed.
 //        daemon_load --target unix:/path ...   (an already running gnmrd:
@@ -44,6 +48,7 @@
 #include "bench/load_probe.h"
 #include "bench/load_session.h"
 #include "common/flag_parser.h"
+#include "core/config_codec.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace {
@@ -60,7 +65,9 @@ struct Options {
   int window = 8;    // max steps in flight
   int channels = 4;  // connections the ranks' streams share
   double active_fraction = 1.0;
-  std::string trace_dir;  // passed to the spawned gnmrd
+  int tp = 1;                  // shards per unit
+  std::string report = "all";  // the job's `report` key
+  std::string trace_dir;       // passed to the spawned gnmrd
 };
 
 double Percentile(std::vector<double> v, double p) {
@@ -74,11 +81,12 @@ double Percentile(std::vector<double> v, double p) {
 // bad command line 2).
 int ParseOptions(int argc, char** argv, Options* o, bool* run) {
   int64_t ranks = o->ranks, units = o->units, steps = o->steps, window = o->window,
-          channels = o->channels;
+          channels = o->channels, tp = o->tp;
   gnmr::FlagParser p(
       "daemon_load (--gnmrd PATH | --target T) [--ranks N] [--units N] [--steps N]\n"
       "                   [--rate STEPS_PER_S] [--window N] [--channels N]\n"
-      "                   [--active-fraction F] [--trace-dir DIR]",
+      "                   [--active-fraction F] [--tp N] [--report all|one_per_shard]\n"
+      "                   [--trace-dir DIR]",
       "Load generator for gnmrd: N ranks of one job report each step; prints decision\n"
       "latency (client side and gnmrd's histogram), gnmrd's CPU per step and its RSS.");
   p.AddString("gnmrd", "PATH", "start this gnmrd binary (in a temporary state dir)", &o->gnmrd);
@@ -97,6 +105,11 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
               "fraction of the units each report lists, in (0, 1]; below 1\n"
               "the sparse form (default 1: dense)",
               &o->active_fraction);
+  p.AddInt("tp", "N", "shards per unit; rank r holds shard r % N (default 1)", 1, 4096, &tp);
+  p.AddString("report", "MODE",
+              "the job's report key: all | one_per_shard (default all;\n"
+              "docs/scale.md)",
+              &o->report);
   p.AddString("trace-dir", "DIR", "record traces there (the spawned gnmrd's --trace-dir)",
               &o->trace_dir);
   *run = false;
@@ -113,6 +126,10 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
     error = "--trace-dir needs --gnmrd";
   }
   if (error.empty() && !(o->rate >= 0)) error = "--rate must be >= 0";
+  if (error.empty() && o->report != "all" && o->report != "one_per_shard") {
+    error = "--report must be all or one_per_shard";
+  }
+  if (error.empty() && ranks % tp != 0) error = "--ranks must be a multiple of --tp";
   if (error.empty() && !(o->active_fraction > 0 && o->active_fraction <= 1)) {
     error = "--active-fraction must be in (0, 1]";
   }
@@ -122,6 +139,7 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
   }
   o->ranks = static_cast<int>(ranks);
   o->units = static_cast<int>(units);
+  o->tp = static_cast<int>(tp);
   o->steps = static_cast<int>(steps);
   o->window = static_cast<int>(window);
   o->channels = static_cast<int>(channels);
@@ -157,15 +175,20 @@ bool RegisterRanks(gnmr::v1::Gnmr::Stub* stub, const Options& o, int first, int 
   req.set_job_id("load");
   req.set_world_size(static_cast<uint32_t>(o.ranks));
   req.set_client_version("daemon_load");
+  req.set_can_stand_by(true);  // LoadRank follows its ReporterRole
+  gnmr::ControllerConfig config;
+  config.report = o.report == "all" ? gnmr::ReportMode::kAll : gnmr::ReportMode::kOnePerShard;
+  gnmr::ConfigToProto(config, req.mutable_config());
   for (int u = 0; u < o.units; ++u) {
     auto* s = req.add_units();
     s->set_name("layers." + std::to_string(u / 8) + ".unit" + std::to_string(u % 8));
     s->set_numel(1 << 20);
     s->set_dtype(gnmr::v1::DTYPE_BF16);
-    s->set_shard_count(1);
+    s->set_shard_count(static_cast<uint32_t>(o.tp));
   }
   for (int r = first; r < o.ranks; r += stride) {
     req.set_rank(static_cast<uint32_t>(r));
+    for (auto& u : *req.mutable_units()) u.set_shard_index(static_cast<uint32_t>(r % o.tp));
     grpc::ClientContext ctx;
     gnmr::v1::RegisterResponse resp;
     grpc::Status st = stub->Register(&ctx, req, &resp);
@@ -261,6 +284,14 @@ int main(int argc, char** argv) {
                    o.ranks);
     }
   }
+  if (o.report == "one_per_shard") {  // wait for the roles: one reporter per shard
+    std::unique_lock<std::mutex> lock(log.mu);
+    if (!log.cv.wait_for(lock, std::chrono::seconds(60),
+                         [&] { return log.standby.load() == o.ranks - o.tp; })) {
+      std::fprintf(stderr, "daemon_load: %d of %d ranks stand by\n", log.standby.load(),
+                   o.ranks - o.tp);
+    }
+  }
   const long rss_attached = child > 0 ? gnmr::bench::StatusKb(child, "VmRSS") : -1;
   const double cpu_start = child > 0 ? gnmr::bench::CpuSeconds(child) : -1;
 
@@ -313,13 +344,13 @@ int main(int argc, char** argv) {
   }
   const double steps_per_s = static_cast<double>(lat.size()) / elapsed;
   std::printf(
-      "| ranks x units | active | rate | steps decided | steps/s | client p50 / p99 | gnmrd p50 / "
-      "p99 (bucket) | gnmrd CPU / step | gnmrd RSS end / peak | load avg |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+      "| ranks x units | tp | report | active | rate | steps decided | steps/s | client p50 / p99 "
+      "| gnmrd p50 / p99 (bucket) | gnmrd CPU / step | gnmrd RSS end / peak | load avg |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   std::printf(
-      "| %d x %d | %.0f%% | %s | %zu/%d | %.1f | %.2f / %.2f ms | <= %.1f / <= %.1f ms | %.2f ms "
-      "| %s / %s | %.1f-%.1f |\n",
-      o.ranks, o.units, o.active_fraction * 100,
+      "| %d x %d | %d | %s | %.0f%% | %s | %zu/%d | %.1f | %.2f / %.2f ms | <= %.1f / <= %.1f ms "
+      "| %.2f ms | %s / %s | %.1f-%.1f |\n",
+      o.ranks, o.units, o.tp, o.report.c_str(), o.active_fraction * 100,
       o.rate > 0 ? (std::to_string(static_cast<int>(o.rate)) + "/s").c_str() : "max", lat.size(),
       o.steps, steps_per_s, Percentile(lat, 0.5), Percentile(lat, 0.99), server_p50 * 1e3,
       server_p99 * 1e3, cpu >= 0 && !lat.empty() ? cpu / static_cast<double>(o.steps) * 1e3 : -1.0,

@@ -71,6 +71,7 @@ struct StepLog {
   std::vector<std::atomic<int>> arrivals;
   const int ranks;
   std::atomic<int> attached{0};  // ranks that received their GenerationStart
+  std::atomic<int> standby{0};   // ranks told to stand by (ReporterRole)
   std::mutex mu;
   std::condition_variable cv;
   int complete = 0;  // steps whose decision reached every rank
@@ -86,13 +87,15 @@ class LoadRank : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuff
     hello.mutable_hello()->set_job_id(job);
     hello.mutable_hello()->set_rank(rank);
     hello.mutable_hello()->set_session_id(session);
-    Send(Serialized(hello));
+    Send(Serialized(hello), false);
     StartRead(&in_);
     StartCall();
   }
 
-  // Queues `report` (shared bytes: no copy).
-  void Send(const grpc::ByteBuffer& report) {
+  // Queues `report` (shared bytes: no copy); nothing while the rank stands
+  // by (`report: one_per_shard`: another replica of its shard reports).
+  void Send(const grpc::ByteBuffer& report, bool is_report = true) {
+    if (is_report && standby_.load(std::memory_order_relaxed)) return;
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(report);
     if (!writing_) {
@@ -137,6 +140,15 @@ class LoadRank : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuff
       bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
     v1::ServerMessage msg;
     if (!msg.ParseFromString(bytes)) return;
+    if (msg.has_role()) {  // reporter election: no report while standing by
+      const bool standby = msg.role().standby();
+      if (standby_.exchange(standby) != standby) {
+        log_->standby.fetch_add(standby ? 1 : -1);
+        std::lock_guard<std::mutex> lock(log_->mu);
+        log_->cv.notify_all();
+      }
+      return;
+    }
     if (!msg.has_decision()) {  // a GenerationStart: attached
       if (!attached_) {
         attached_ = true;
@@ -161,6 +173,7 @@ class LoadRank : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuff
   StepLog* log_;
   grpc::ByteBuffer in_;
   bool attached_ = false;  // the reading thread only
+  std::atomic<bool> standby_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<grpc::ByteBuffer> queue_;

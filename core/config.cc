@@ -35,6 +35,16 @@ const char* EntryTreatmentName(EntryTreatment e) {
   return "unknown";
 }
 
+const char* ReportModeName(ReportMode m) {
+  switch (m) {
+    case ReportMode::kAll:
+      return "all";
+    case ReportMode::kOnePerShard:
+      return "one_per_shard";
+  }
+  return "unknown";
+}
+
 const char* TriggerName(Trigger t) {
   switch (t) {
     case Trigger::kNone:

@@ -58,6 +58,14 @@ std::vector<std::string> EntryChoices() {
   return names;
 }
 
+std::vector<std::string> ReportChoices() {
+  std::vector<std::string> names;
+  for (int i = v1::ReportMode_MIN; i <= v1::ReportMode_MAX; ++i) {
+    names.push_back(ReportModeName(static_cast<ReportMode>(i)));
+  }
+  return names;
+}
+
 std::vector<ConfigField> MakeFields() {
   using C = ControllerConfig;
   using T = ConfigType;
@@ -83,6 +91,9 @@ std::vector<ConfigField> MakeFields() {
                         "(its forward pass already ran)"),
       GNMR_CONFIG_FIELD(clip_min_scale, T::kDouble, Closed(0, 1), {},
                         "lower bound of clip scales, unless a rule sets its own"),
+      GNMR_CONFIG_FIELD(report, T::kEnum, {}, ReportChoices(),
+                        "which ranks send statistics: every rank, or one elected "
+                        "data-parallel replica per shard (gnmrd; docs/scale.md)"),
   };
 }
 

@@ -25,6 +25,8 @@ ClientCounters CountersImpl(const Client::Impl& m) {
   ClientCounters c;
   c.reports_enqueued = m.reports_enqueued.load();
   c.reports_sent = sh.reports_sent.load();
+  c.reports_held = sh.reports_held.load();
+  c.standby = sh.standby.load();
   c.reports_dropped = m.outbox ? m.outbox->reports_dropped() : 0;
   c.acks_sent = sh.acks_sent.load();
   c.acks_dropped = m.outbox ? m.outbox->acks_dropped() : 0;

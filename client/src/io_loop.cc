@@ -249,6 +249,8 @@ Status IoLoop::RunSession(const v1::RegisterResponse& resp, bool* established) {
                resp.last_step());
 
   std::atomic<bool> broken{false};
+  standby_.StartSession();  // before the reader can hear a role
+  shared_->standby.store(false, std::memory_order_relaxed);
   std::thread reader([&] { ReadDecisions(stream.get(), &broken); });
   Status result;
   bool write_failed = false;
@@ -301,14 +303,25 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken, bool* write
         return Status(StatusCode::kUnavailable, "Session: write failed");
       }
     }
+    if (!SendWanted(stream)) {
+      *write_failed = true;
+      return Status(StatusCode::kUnavailable, "Session: write failed");
+    }
     if (gpu_ != nullptr) gpu_->Drain(true);  // completed launches -> queued reports
     if (Report* r = outbox_->PopReport()) {
       bool ok = false;
+      bool held = false;
       Status failed;
       try {
         RunReportWriteHook();
         FillStats(*r);
-        ok = stream->Write(out_);
+        if (standby_.standby()) {  // another replica reports: keep it
+          standby_.Hold(std::move(*out_.mutable_stats()));
+          held = ok = true;
+        } else {
+          ok = stream->Write(out_);
+          if (ok) standby_.Sent(r->step);
+        }
       } catch (const std::exception& e) {
         failed = Internal(std::string("writing a report: ") + e.what());
       } catch (...) {
@@ -318,7 +331,9 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken, bool* write
         outbox_->Release(r, false);  // never leak a slot
         return failed;
       }
-      if (ok) shared_->reports_sent.fetch_add(1, std::memory_order_relaxed);
+      if (ok)
+        (held ? shared_->reports_held : shared_->reports_sent)
+            .fetch_add(1, std::memory_order_relaxed);
       outbox_->Release(r, ok);
       if (!ok) {
         *write_failed = true;
@@ -332,6 +347,18 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken, bool* write
       outbox_->Wait(kIdleWait);
     }
   }
+}
+
+bool IoLoop::SendWanted(Stream* stream) {
+  std::vector<v1::StepStats> wanted = standby_.TakeWanted();
+  for (v1::StepStats& s : wanted) {
+    const int64_t step = s.step();
+    *out_.mutable_stats() = std::move(s);
+    if (!stream->Write(out_)) return false;
+    standby_.Sent(step);
+    shared_->reports_sent.fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
 }
 
 void IoLoop::FillStats(const Report& r) {

@@ -34,6 +34,7 @@
 #include "client/src/gpu_path.h"
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
+#include "client/src/standby_reports.h"
 #include "common/log_limiter.h"
 #include "gnmr/client.h"
 #include "gnmr/status.h"
@@ -73,6 +74,9 @@ class IoLoop {
   void CheckConfig(const v1::RegisterResponse& resp);
 
   void FillStats(const Report& r);
+  // Writes the held reports the job wants now that this rank reports;
+  // false when a write failed.
+  bool SendWanted(Stream* stream);
   // The sparse form: the active units' columns in unit id order.
   void AddActiveColumns(const Report& r, v1::StepStats* s) const;
   void PrepareContext(grpc::ClientContext* ctx) const;
@@ -97,6 +101,10 @@ class IoLoop {
   std::vector<uint32_t> handles_by_id_;  // unit handles in unit id order
   DecisionValidator validator_;
   v1::ClientMessage out_;  // reused for every write
+  // Reporter election: the role the daemon gave, and the reports a
+  // standby holds back (standby_reports.h).
+  StandbyReports standby_{kStandbyKeep};
+  static constexpr size_t kStandbyKeep = 8;
   // A daemon that is down for an hour must not write one line per attempt.
   LogLimiter log_{std::chrono::seconds(5)};
 

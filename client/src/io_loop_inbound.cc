@@ -20,6 +20,10 @@ void IoLoop::ReadDecisions(Stream* stream, std::atomic<bool>* broken) {
         Accept(msg.decision());
       } else if (msg.has_generation()) {
         AcceptGeneration(msg.generation());
+      } else if (msg.has_role()) {
+        // Reporter election: wake the writer when it has reports to send.
+        if (standby_.SetRole(msg.role().standby(), msg.role().from_step())) outbox_->Wake();
+        shared_->standby.store(msg.role().standby(), std::memory_order_relaxed);
       }
     }
   } catch (...) {

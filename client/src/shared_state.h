@@ -50,6 +50,8 @@ struct GNMR_EXPORT SharedState {
 
   std::atomic<bool> connected_flag{false};  // lock-free mirror of connected
   std::atomic<uint64_t> reports_sent{0};
+  std::atomic<uint64_t> reports_held{0};  // standby: kept back, not sent
+  std::atomic<bool> standby{false};
   std::atomic<uint64_t> acks_sent{0};
   std::atomic<uint64_t> decisions_received{0};
   std::atomic<uint64_t> decisions_rejected{0};

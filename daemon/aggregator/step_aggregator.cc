@@ -161,7 +161,7 @@ bool StepAggregator::Complete(int64_t step) {
     complete_step_ = step;
     complete_cursor_ = 0;
   }
-  const std::vector<uint32_t>& ranks = topology_->rank_list();
+  const std::vector<uint32_t>& ranks = Expected();
   if (complete_cursor_ > ranks.size()) complete_cursor_ = 0;
   for (; complete_cursor_ < ranks.size(); ++complete_cursor_) {
     if (last_step_of_rank(ranks[complete_cursor_]) < step) return false;
@@ -171,14 +171,39 @@ bool StepAggregator::Complete(int64_t step) {
 
 std::optional<StepAggregator::Clock::time_point> StepAggregator::NextDeadline() const {
   if (open_.empty()) return std::nullopt;
-  return open_.begin()->second.first_report + options_.deadline;
+  return open_.begin()->second.Deadline(options_.deadline);
+}
+
+std::optional<int64_t> StepAggregator::Overdue(Clock::time_point now) {
+  if (open_.empty()) return std::nullopt;
+  auto it = open_.begin();
+  if (it->second.overdue_handled || now < it->second.Deadline(options_.deadline) ||
+      Complete(it->first)) {
+    return std::nullopt;
+  }
+  return it->first;
+}
+
+std::vector<uint32_t> StepAggregator::Missing(int64_t step) const {
+  std::vector<uint32_t> out;
+  for (uint32_t r : Expected()) {
+    if (last_step_of_rank(r) < step) out.push_back(r);
+  }
+  return out;
+}
+
+void StepAggregator::Extend(int64_t step, bool longer) {
+  auto it = open_.find(step);
+  if (it == open_.end()) return;
+  it->second.overdue_handled = true;
+  it->second.extended = it->second.extended || longer;
 }
 
 bool StepAggregator::PopReady(Clock::time_point now, ClosedStep* out) {
   if (open_.empty()) return false;
   auto it = open_.begin();
   const bool complete = Complete(it->first);
-  const bool expired = now >= it->second.first_report + options_.deadline;
+  const bool expired = now >= it->second.Deadline(options_.deadline);
   const bool overflow =
       open_.size() > options_.max_open_steps || open_bytes_ > options_.max_open_bytes;
   if (!complete && !expired && !overflow) return false;
@@ -195,7 +220,8 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
   out->first_report = open.first_report;
   out->last_report = open.last_report;
   out->ranks_reported = static_cast<uint32_t>(open.reports.size());
-  out->ranks_expected = static_cast<uint32_t>(topology_->rank_list().size());
+  const std::vector<uint32_t>& expected = Expected();
+  out->ranks_expected = static_cast<uint32_t>(expected.size());
   out->samples.clear();
   out->incomplete_units = 0;
   out->omitted_units = 0;
@@ -225,10 +251,18 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
       ++a.replicas;
     }
   }
-  // Fast path: every registered rank sent a sparse report, so a slot is
-  // covered exactly when some rank holds it. Otherwise mark the slots the
-  // sparse reports cover (O(units of those ranks)).
-  const bool fast = all_sparse && open.reports.size() == topology_->rank_list().size();
+  // Fast path: every expected rank sent a sparse report, so a slot is
+  // covered exactly when some rank holds it (an elected reporter holds the
+  // slots of every rank of its group). Otherwise mark the slots the sparse
+  // reports cover (O(units of those ranks)).
+  size_t expected_reported = open.reports.size();
+  if (reporters_ != nullptr) {
+    expected_reported = 0;
+    for (const auto& [rank, r] : open.reports) {
+      expected_reported += std::binary_search(expected.begin(), expected.end(), rank) ? 1 : 0;
+    }
+  }
+  const bool fast = all_sparse && expected_reported == expected.size();
   if (!fast) {
     if (cover_epoch_.size() < topology_->num_slots()) {
       cover_epoch_.resize(topology_->num_slots(), 0);

@@ -29,6 +29,11 @@
 //   zero). Combination costs O(listed values) when every registered rank
 //   sent a sparse report of the step (the normal case); otherwise (dense
 //   reports, or a step closed without some rank) also O(units).
+// - Reporter election (docs/scale.md): with SetReporters, a step is
+//   complete once every listed reporter has reached it (the other ranks
+//   stand by). A step whose deadline passes without some reporter may be
+//   given one more deadline (Overdue, Extend) while another replica of
+//   that reporter's shard sends the step in its place.
 // - Completeness: a step is complete once every rank has reached it; a
 //   cursor over the ascending rank list remembers the ranks already
 //   checked for the oldest open step, so the check costs O(ranks) per step,
@@ -93,6 +98,24 @@ class StepAggregator {
   // When the oldest open step reaches its deadline, if any step is open.
   std::optional<Clock::time_point> NextDeadline() const;
 
+  // The ranks a step waits for: `ranks` (ascending, owned by the caller,
+  // kept alive and up to date while set; reporter_election.h), or every
+  // registered rank (null, the default).
+  void SetReporters(const std::vector<uint32_t>* ranks) {
+    reporters_ = ranks;
+    complete_cursor_ = 0;
+  }
+  // The reporters changed (the vector SetReporters was given).
+  void ReportersChanged() { complete_cursor_ = 0; }
+  // The oldest open step if its deadline has passed at `now` while it is
+  // incomplete and Extend was not called for it yet.
+  std::optional<int64_t> Overdue(Clock::time_point now);
+  // The expected ranks that have not reached `step`.
+  std::vector<uint32_t> Missing(int64_t step) const;
+  // Marks open `step` as handled for Overdue; with `longer`, its deadline
+  // moves one more deadline away (another replica sends the step).
+  void Extend(int64_t step, bool longer);
+
   // Forgets a rank's step history (it re-registered: a restarted trainer
   // may resume from an earlier checkpoint step).
   void ResetRank(uint32_t rank) {
@@ -132,8 +155,16 @@ class StepAggregator {
     std::map<uint32_t, RankReport> reports;  // rank order
     Clock::time_point first_report;
     Clock::time_point last_report;
+    bool overdue_handled = false;  // Extend was called
+    bool extended = false;         // ... with `longer`
+    Clock::time_point Deadline(Clock::duration d) const {
+      return first_report + (extended ? 2 * d : d);
+    }
   };
 
+  const std::vector<uint32_t>& Expected() const {
+    return reporters_ ? *reporters_ : topology_->rank_list();
+  }
   bool Complete(int64_t step);
   Status ValidateUnits(uint32_t rank, const v1::StepStats& s, RankReport* report);
   Status ValidateSparseUnits(uint32_t rank, const v1::StepStats& s, RankReport* report);
@@ -144,6 +175,7 @@ class StepAggregator {
   void Combine(int64_t step, OpenStep& open, ClosedStep* out);
 
   const JobTopology* topology_;
+  const std::vector<uint32_t>* reporters_ = nullptr;
   Options options_;
   std::map<int64_t, OpenStep> open_;
   size_t open_bytes_ = 0;

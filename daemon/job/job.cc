@@ -52,11 +52,13 @@ Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller 
       topology_(JobTopology::Limits{static_cast<uint32_t>(options.max_units), 4096}),
       controller_(std::move(controller)),
       aggregator_(&topology_, options.aggregation),
+      election_(&topology_),
       session_ids_(std::random_device{}()),
       generation_start_(ToWire(
           GenerationStartMessage(generation_, controller_.next_lag(), controller_.sequence() + 1))),
       acks_(options.steps_kept_for_acks),
       last_active_(Now()) {
+  SyncReportMode();
   PublishView(Now());  // Info() has a view even if the job is busy at once
 }
 
@@ -193,6 +195,11 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   rs.seen = true;
   rs.stream_ended = false;
   aggregator_.ResetRank(req.rank());
+  {
+    ReporterElection::Changes changes;
+    election_.OnRegistered(req.rank(), req.can_stand_by(), &changes);
+    ApplyRoleChanges(changes);  // not to this rank: it is not attached
+  }
   const bool new_generation = NewIncarnation(rs, req.instance());
   if (req.instance() != 0) rs.instance = req.instance();
   if (new_generation) {
@@ -234,6 +241,12 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   if (!s.ok()) return s;
   RankSession& rs = sessions_[rank];
   if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new stream"));
+  rs.sink.reset();
+  {
+    ReporterElection::Changes changes;
+    election_.SetLive(rank, true, &changes);
+    ApplyRoleChanges(changes);
+  }
   rs.sink = std::move(sink);
   rs.last_seen = Now();
   last_active_ = rs.last_seen;
@@ -242,6 +255,7 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   // late finds the decision that covers each recent step.
   rs.sink->SendDecision(generation_start_);
   for (const auto& msg : history_) rs.sink->SendDecision(msg);
+  if (election_.can_stand_by(rank)) rs.sink->SendDecision(RoleMessage(election_.standby(rank)));
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
   return Status::Ok();
 }
@@ -256,6 +270,9 @@ void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
   it->second.sink.reset();
   it->second.stream_ended = true;
   last_active_ = Now();
+  ReporterElection::Changes changes;
+  election_.SetLive(rank, false, &changes);  // a reporter is replaced at once
+  ApplyRoleChanges(changes);
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
 }
 
@@ -328,6 +345,7 @@ void Job::Tick(Clock::time_point now) {
 }
 
 void Job::DrainReady(Clock::time_point now) {
+  HandleOverdue(now);
   StepAggregator::ClosedStep closed;
   for (;;) {
     const Clock::time_point t0 = Now();

@@ -47,6 +47,14 @@
 // GenerationStart and then all of them, in order, so a late rank finds the
 // decision that covers each recent step.
 //
+// Reporter election (reporter_election.h, job_reporters.cc): with `report:
+// one_per_shard` the job tells each rank that can stand by whether it
+// reports (ReporterRole, when its stream attaches and when its role
+// changes), and the aggregator waits for the reporters only. A reporter
+// whose stream ends is replaced at once; one that misses a step's deadline
+// is passed over and the step gets one more deadline, during which the new
+// reporter sends the step from the reports it held back.
+//
 // Acks (AckBook): every rank acks every planned step; the job compares them
 // per step (and an acked decision with the digest it sent) and reports one
 // mismatch per step. Acks of an older generation are not compared: their
@@ -70,6 +78,7 @@
 #include "daemon/aggregator/step_aggregator.h"
 #include "daemon/job/ack_book.h"
 #include "daemon/job/job_listener.h"
+#include "daemon/job/reporter_election.h"
 #include "daemon/job/resource_caps.h"
 #include "daemon/job/unit_query.h"
 #include "daemon/job/wire_message.h"
@@ -271,6 +280,18 @@ class Job {
   void EmitEvent(v1::EventKind kind, int64_t step, std::string detail);
 
   void EmitEvents(const Decision& d);
+  // ---- reporter election (job_reporters.cc)
+  // After the config's `report` may have changed: the election's mode and
+  // what the aggregator waits for.
+  void SyncReportMode();
+  // Tells each rank in `changes` its new role (if its stream is attached).
+  void ApplyRoleChanges(const ReporterElection::Changes& changes);
+  // The ReporterRole `rank` should hold now.
+  std::shared_ptr<const WireMessage> RoleMessage(bool standby) const;
+  // The oldest open step passed its deadline without some reporters: each
+  // is passed over, and if another replica takes over, the step gets one
+  // more deadline.
+  void HandleOverdue(Clock::time_point now);
   // ---- resources (resource_caps.h)
   JobShape ShapeLocked() const;
   JobCaps EffectiveCaps() const;
@@ -302,6 +323,7 @@ class Job {
   JobTopology topology_;
   Controller controller_;
   StepAggregator aggregator_;
+  ReporterElection election_;
   std::unordered_map<uint32_t, RankSession> sessions_;
   std::mt19937_64 session_ids_;
 

@@ -193,6 +193,7 @@ Status Job::SetConfig(const ControllerConfig& config) {
   if (!s.ok()) return s;
   s = controller_.SetConfig(config);  // validated above: cannot fail
   if (!s.ok()) return s;
+  SyncReportMode();
   imported_state_.clear();  // a repeated import would now change the state
   if (listener_) {
     v1::Event e;
@@ -286,6 +287,7 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
   // Nothing below fails.
   topology_ = std::move(layout);
   controller_ = std::move(c).value();
+  SyncReportMode();
   if (listener_) {
     v1::Event e;
     e.set_observed_step(controller_.last_step().value_or(-1));

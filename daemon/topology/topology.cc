@@ -128,9 +128,61 @@ Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>&
   for (const RankEntry& e : held.entries) --holders_[e.slot];
   for (const RankEntry& e : layout.entries) ++holders_[e.slot];
   rank_units_ = rank_units_ - held.entries.size() + layout.entries.size();
+  // A rank registering again with the same slots stays in its group.
+  auto same_slots = [](const std::vector<RankEntry>& a, const std::vector<RankEntry>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].slot != b[i].slot) return false;
+    }
+    return true;
+  };
+  const bool same_group = !new_rank && same_slots(held.by_unit, layout.by_unit);
+  if (!new_rank && !same_group) LeaveGroup(rank, held.group);
+  const uint32_t group = same_group ? held.group : kNoGroup;
   held = std::move(layout);
+  held.group = group;
+  if (!same_group) {
+    const uint64_t hash = SlotSetHash(held.by_unit);
+    for (auto [it, end] = groups_by_hash_.equal_range(hash); it != end; ++it) {
+      const std::vector<uint32_t>& members = groups_[it->second];
+      if (!members.empty() && same_slots(ranks_.at(members.front()).by_unit, held.by_unit)) {
+        held.group = it->second;
+        break;
+      }
+    }
+    if (held.group == kNoGroup) {
+      held.group = static_cast<uint32_t>(groups_.size());
+      groups_.emplace_back();
+      groups_by_hash_.emplace(hash, held.group);
+    }
+    std::vector<uint32_t>& members = groups_[held.group];
+    members.insert(std::lower_bound(members.begin(), members.end(), rank), rank);
+  }
   CountUnitsNotHeld();
   return Status::Ok();
+}
+
+uint64_t JobTopology::SlotSetHash(const std::vector<RankEntry>& by_unit) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a over the slots, unit id order
+  for (const RankEntry& e : by_unit) h = (h ^ e.slot) * 1099511628211ull;
+  return h ^ by_unit.size();
+}
+
+void JobTopology::LeaveGroup(uint32_t rank, uint32_t group) {
+  std::vector<uint32_t>& members = groups_[group];
+  members.erase(std::find(members.begin(), members.end(), rank));
+  if (!members.empty()) return;
+  for (auto it = groups_by_hash_.begin(); it != groups_by_hash_.end(); ++it) {  // rare
+    if (it->second == group) {
+      groups_by_hash_.erase(it);
+      return;
+    }
+  }
+}
+
+uint32_t JobTopology::group_of(uint32_t rank) const {
+  auto r = ranks_.find(rank);
+  return r == ranks_.end() ? kNoGroup : r->second.group;
 }
 
 void JobTopology::CountUnitsNotHeld() {

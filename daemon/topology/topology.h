@@ -5,6 +5,13 @@
 // applies completely or changes nothing). Each (unit, shard) pair gets a dense
 // "slot" so step aggregation can use flat arrays instead of maps. Ranks
 // holding the same shard are data-parallel replicas of it.
+//
+// Replica groups: ranks that hold exactly the same slots (the data-parallel
+// replicas of one shard of the model: same tensor- and pipeline-parallel
+// coordinates) form a group; reporter election (reporter_election.h) picks
+// one rank per group. A rank whose slot set no other rank holds is a group
+// of its own. Found at registration in O(the rank's units): a hash of the
+// slot set, confirmed by comparing with a member's.
 #pragma once
 
 #include <cstdint>
@@ -114,6 +121,13 @@ class JobTopology {
     if (r == ranks_.end()) return;
     for (const RankEntry& e : r->second.entries) f(e.slot);
   }
+  // The replica group of `rank` (kNoGroup: not registered); ids are dense,
+  // in order of first registration, and a group keeps its id while empty.
+  static constexpr uint32_t kNoGroup = UINT32_MAX;
+  uint32_t group_of(uint32_t rank) const;
+  // The ranks of a group, ascending.
+  const std::vector<uint32_t>& group_members(uint32_t group) const { return groups_[group]; }
+  size_t num_groups() const { return groups_.size(); }
   // Units registered by `rank`, in its registration order.
   std::vector<uint32_t> UnitsOfRank(uint32_t rank) const;
   // What `rank` registered, in its registration order (numel: the one known
@@ -130,7 +144,13 @@ class JobTopology {
     // The same entries in unit id order, for reports in another order: 8
     // bytes per entry (a hash map took ~48; a rank may hold 10^6 units).
     std::vector<RankEntry> by_unit;
+    uint32_t group = kNoGroup;
   };
+
+  // Takes `rank` out of `group` (it registered other slots); an emptied
+  // group keeps its id but is no longer found by its slot set.
+  void LeaveGroup(uint32_t rank, uint32_t group);
+  static uint64_t SlotSetHash(const std::vector<RankEntry>& by_unit);
 
   void CountUnitsNotHeld();
 
@@ -138,9 +158,11 @@ class JobTopology {
   std::vector<UnitLayout> units_;
   std::unordered_map<std::string, uint32_t> ids_;
   std::unordered_map<uint32_t, RankLayout> ranks_;
-  std::vector<uint32_t> rank_list_;  // ascending
-  std::vector<uint32_t> holders_;    // per slot: ranks holding it
-  std::vector<uint32_t> slot_unit_;  // per slot: its unit
+  std::vector<uint32_t> rank_list_;            // ascending
+  std::vector<uint32_t> holders_;              // per slot: ranks holding it
+  std::vector<uint32_t> slot_unit_;            // per slot: its unit
+  std::vector<std::vector<uint32_t>> groups_;  // members, ascending
+  std::unordered_multimap<uint64_t, uint32_t> groups_by_hash_;
   size_t units_not_held_ = 0;
   size_t num_slots_ = 0;
   uint64_t name_bytes_ = 0;

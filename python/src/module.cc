@@ -388,6 +388,8 @@ PYBIND11_MODULE(_gnmr, m) {
   py::class_<ClientCounters>(m, "Counters")
       .def_readonly("reports_enqueued", &ClientCounters::reports_enqueued)
       .def_readonly("reports_sent", &ClientCounters::reports_sent)
+      .def_readonly("reports_held", &ClientCounters::reports_held)
+      .def_readonly("standby", &ClientCounters::standby)
       .def_readonly("reports_dropped", &ClientCounters::reports_dropped)
       .def_readonly("acks_sent", &ClientCounters::acks_sent)
       .def_readonly("acks_dropped", &ClientCounters::acks_dropped)
@@ -414,6 +416,8 @@ PYBIND11_MODULE(_gnmr, m) {
         py::dict d;
         d["reports_enqueued"] = c.reports_enqueued;
         d["reports_sent"] = c.reports_sent;
+        d["reports_held"] = c.reports_held;
+        d["standby"] = c.standby;
         d["reports_dropped"] = c.reports_dropped;
         d["acks_sent"] = c.acks_sent;
         d["acks_dropped"] = c.acks_dropped;

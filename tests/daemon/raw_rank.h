@@ -45,6 +45,7 @@ class RawRank {
     req.set_world_size(world_);
     req.set_client_version("raw-test");
     req.set_instance(instance);
+    req.set_can_stand_by(can_stand_by);
     for (const Unit& u : units) {
       v1::UnitSpec* s = req.add_units();
       s->set_name(u.name);
@@ -198,6 +199,28 @@ class RawRank {
     std::lock_guard<std::mutex> lock(mu_);
     return {decisions_.begin(), decisions_.end()};
   }
+  // Waits until the newest ReporterRole says `standby`; its from_step in
+  // *from_step (may be null).
+  bool WaitRole(bool standby, int64_t* from_step = nullptr,
+                std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] {
+      for (auto it = messages_.rbegin(); it != messages_.rend(); ++it) {
+        if (!it->has_role()) continue;
+        if (it->role().standby() != standby) return false;
+        if (from_step) *from_step = it->role().from_step();
+        return true;
+      }
+      return false;
+    });
+  }
+  size_t roles_received() {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const v1::ServerMessage& m : messages_) n += m.has_role() ? 1 : 0;
+    return n;
+  }
+
   // Every message in arrival order.
   std::vector<v1::ServerMessage> messages() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -214,6 +237,8 @@ class RawRank {
   }
 
   const std::vector<uint32_t>& unit_ids() const { return unit_ids_; }
+  // Register says it can stand by (reporter election), as the client does.
+  bool can_stand_by = false;
   uint64_t session_id() const { return session_id_; }
 
  private:

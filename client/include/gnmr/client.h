@@ -168,6 +168,11 @@ enum class OverheadSource : int {
 struct ClientCounters {
   uint64_t reports_enqueued = 0;
   uint64_t reports_sent = 0;
+  // `report: one_per_shard` (docs/scale.md): reports this rank kept back
+  // while another replica of its shard reported, and whether it stands by
+  // now.
+  uint64_t reports_held = 0;
+  bool standby = false;
   uint64_t reports_dropped = 0;  // queue full (drop-oldest) or stale on reconnect
   uint64_t acks_sent = 0;
   uint64_t acks_dropped = 0;

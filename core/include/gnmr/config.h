@@ -35,12 +35,19 @@ enum class Action : uint8_t {
 // treatment instead (SPEC: `entry`).
 enum class EntryTreatment : uint8_t { kNone = 0, kClip = 1, kSkip = 2 };
 
+// Which ranks of a job send statistics (docs/scale.md, "Reporter
+// election"): every rank, or one elected data-parallel replica of each
+// shard (the others hold theirs back and send them only when elected).
+// Read by gnmrd, not by the controller.
+enum class ReportMode : uint8_t { kAll = 0, kOnePerShard = 1 };
+
 // Why a unit became a candidate; ordered by priority.
 enum class Trigger : uint8_t { kNone = 0, kGnmr = 1, kDelta = 2, kNonFinite = 3 };
 
 GNMR_EXPORT const char* ActionName(Action a);
 GNMR_EXPORT const char* EntryTreatmentName(EntryTreatment e);
 GNMR_EXPORT const char* TriggerName(Trigger t);
+GNMR_EXPORT const char* ReportModeName(ReportMode m);
 GNMR_EXPORT bool ParseAction(const std::string& s, Action* out);
 GNMR_EXPORT bool ParseEntryTreatment(const std::string& s, EntryTreatment* out);
 
@@ -71,6 +78,7 @@ struct GNMR_EXPORT ControllerConfig {
   EntryTreatment entry = EntryTreatment::kClip;  // lag-0 promote entry
   double clip_min_scale = 0.01;                  // default lower bound of clip scales
   std::vector<ActionRule> actions;               // first match wins; default promote
+  ReportMode report = ReportMode::kAll;          // which ranks send statistics
 
   // Upper bounds that keep a hostile or mistyped config from allocating
   // absurd amounts or overflowing step arithmetic.

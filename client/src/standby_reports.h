@@ -1,0 +1,62 @@
+// StandbyReports: the client's side of reporter election (docs/scale.md,
+// "Reporter election"). With `report: one_per_shard` gnmrd tells each rank
+// whether it reports (v1::ReporterRole). A rank that stands by still
+// computes its statistics (the same-step guard needs them) and keeps its
+// newest reports here instead of sending them; when it is elected, it sends
+// the ones the job still needs (from_step on) and then reports as usual, so
+// a step whose reporter died or fell behind is not lost.
+//
+// Design notes
+// - The reader thread sets the role (SetRole); the writer thread (IoLoop's
+//   Pump) asks standby() for each report and TakeWanted() each turn. One
+//   small mutex: a role changes rarely, and a report is held by moving a
+//   message, never by copying its columns.
+// - Each session starts as a reporter (a daemon before election never says
+//   otherwise) with nothing sent; the held reports outlive sessions, so a
+//   rank elected just after a reconnect still has them.
+// - Bounded: the newest `keep` reports (older ones are dropped: the job
+//   closed those steps long ago, see the step deadline).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "gnmr/v1/gnmr.pb.h"
+
+namespace gnmr {
+
+class StandbyReports {
+ public:
+  explicit StandbyReports(size_t keep) : keep_(keep == 0 ? 1 : keep) {}
+
+  // Reader thread: the role the daemon gave. Returns true when the rank
+  // now reports and holds reports the job wants (the writer should wake).
+  bool SetRole(bool standby, int64_t from_step);
+  // Writer thread, at the start of a session: reports, nothing sent yet.
+  void StartSession();
+
+  bool standby() const;
+  // Keeps `stats` (a standby's report) instead of sending it.
+  void Hold(v1::StepStats&& stats);
+  // The held reports the job wants now that this rank reports (steps from
+  // the role's from_step on, not sent before in this session), oldest first;
+  // they are no longer held.
+  std::vector<v1::StepStats> TakeWanted();
+  // A report of `step` was written on this session's stream.
+  void Sent(int64_t step);
+
+  size_t held() const;
+
+ private:
+  const size_t keep_;
+  mutable std::mutex mu_;
+  bool standby_ = false;
+  int64_t from_step_ = 0;
+  int64_t last_sent_ = -1;              // this session
+  std::deque<v1::StepStats> held_;  // oldest first
+};
+
+}  // namespace gnmr

@@ -1,0 +1,140 @@
+#include "daemon/job/reporter_election.h"
+
+#include <algorithm>
+
+namespace gnmr {
+
+void ReporterElection::SetMode(ReportMode mode, Changes* changes) {
+  if (mode == mode_) return;
+  mode_ = mode;
+  ElectAll(changes);
+}
+
+void ReporterElection::OnRegistered(uint32_t rank, bool can_stand_by, Changes* changes) {
+  auto [it, inserted] = ranks_.try_emplace(rank);
+  RankState& st = it->second;
+  st.can_stand_by = can_stand_by;
+  st.live = true;
+  st.passed_over = false;
+  if (inserted) {  // reports until elected otherwise, like a rank not told
+    reporters_.insert(std::lower_bound(reporters_.begin(), reporters_.end(), rank), rank);
+  }
+  // The group it is in, and the one it left if it registered other slots.
+  const uint32_t group = topology_->group_of(rank);
+  if (st.group != JobTopology::kNoGroup && st.group != group) Elect(st.group, changes);
+  st.group = group;
+  if (group != JobTopology::kNoGroup) Elect(group, changes);
+}
+
+void ReporterElection::SetLive(uint32_t rank, bool live, Changes* changes) {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end() || it->second.live == live) return;
+  it->second.live = live;
+  const uint32_t group = topology_->group_of(rank);
+  if (group != JobTopology::kNoGroup) Elect(group, changes);
+}
+
+bool ReporterElection::PassOver(uint32_t rank, Changes* changes) {
+  auto it = ranks_.find(rank);
+  const uint32_t group = topology_->group_of(rank);
+  if (mode_ != ReportMode::kOnePerShard || it == ranks_.end() || !it->second.can_stand_by ||
+      group == JobTopology::kNoGroup) {
+    return false;
+  }
+  it->second.passed_over = true;
+  const size_t before = changes->size();
+  Elect(group, changes);
+  for (size_t i = before; i < changes->size(); ++i) {
+    if (!(*changes)[i].standby) return true;  // another rank took over
+  }
+  return false;
+}
+
+bool ReporterElection::standby(uint32_t rank) const {
+  auto it = ranks_.find(rank);
+  return it != ranks_.end() && !it->second.reporting;
+}
+
+bool ReporterElection::can_stand_by(uint32_t rank) const {
+  auto it = ranks_.find(rank);
+  return it != ranks_.end() && it->second.can_stand_by;
+}
+
+void ReporterElection::SetReporting(uint32_t rank, RankState& st, bool reporting,
+                                    Changes* changes) {
+  if (st.reporting == reporting) return;
+  st.reporting = reporting;
+  auto pos = std::lower_bound(reporters_.begin(), reporters_.end(), rank);
+  if (reporting) {
+    reporters_.insert(pos, rank);
+  } else {
+    reporters_.erase(pos);
+  }
+  changes->push_back({rank, !reporting});
+}
+
+void ReporterElection::ElectAll(Changes* changes) {
+  for (uint32_t g = 0; g < topology_->num_groups(); ++g) Elect(g, changes);
+}
+
+void ReporterElection::Elect(uint32_t group, Changes* changes) {
+  const std::vector<uint32_t>& members = topology_->group_members(group);
+  if (members.empty()) return;
+  // Ranks the election knows (a rank the topology has but OnRegistered
+  // has not seen yet keeps reporting until it is).
+  auto state = [this](uint32_t rank) -> RankState* {
+    auto it = ranks_.find(rank);
+    return it == ranks_.end() ? nullptr : &it->second;
+  };
+  if (mode_ == ReportMode::kAll) {
+    for (uint32_t r : members) {
+      if (RankState* st = state(r)) SetReporting(r, *st, true, changes);
+    }
+    return;
+  }
+  bool legacy_live = false;  // a live rank that cannot stand by reports anyway
+  for (uint32_t r : members) {
+    RankState* st = state(r);
+    if (st && !st->can_stand_by && st->live) legacy_live = true;
+  }
+  int64_t chosen = -1;
+  if (!legacy_live) {
+    for (uint32_t r : members) {  // ascending: the lowest eligible rank
+      RankState* st = state(r);
+      if (st && st->can_stand_by && st->live && !st->passed_over) {
+        chosen = r;
+        break;
+      }
+    }
+    if (chosen < 0) {  // every live rank was passed over: forgive them
+      for (uint32_t r : members) {
+        RankState* st = state(r);
+        if (st && st->can_stand_by && st->live) {
+          if (chosen < 0) chosen = r;
+          st->passed_over = false;
+        }
+      }
+    }
+    if (chosen < 0) {  // none live: keep a reporter to wait for
+      bool legacy = false;
+      for (uint32_t r : members) {
+        RankState* st = state(r);
+        if (st && !st->can_stand_by) legacy = true;
+      }
+      if (!legacy) {
+        for (uint32_t r : members) {
+          RankState* st = state(r);
+          if (st && st->reporting) chosen = r;  // the last reporter, if still one
+        }
+        if (chosen < 0 && state(members.front())) chosen = members.front();
+      }
+    }
+  }
+  for (uint32_t r : members) {
+    RankState* st = state(r);
+    if (!st) continue;
+    SetReporting(r, *st, !st->can_stand_by || static_cast<int64_t>(r) == chosen, changes);
+  }
+}
+
+}  // namespace gnmr

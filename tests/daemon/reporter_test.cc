@@ -1,0 +1,135 @@
+// Reporter election through a real daemon over gRPC (docs/scale.md,
+// "Reporter election"): TP 2 x DP 2, `report: one_per_shard`. One replica
+// per shard reports, every rank receives every decision, and a step whose
+// reporter disconnects or misses the deadline is not lost: the replica
+// that takes over sends it.
+#include <gtest/gtest.h>
+
+#include "tests/daemon/test_daemon.h"
+
+namespace gnmr::testing {
+namespace {
+
+class ReporterTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    StartDaemon();
+    config_ = FastConfig();
+    config_.set_report(v1::REPORT_ONE_PER_SHARD);
+    for (uint32_t r = 0; r < 4; ++r) {
+      ranks_.push_back(std::make_unique<RawRank>(Tcp(), "j", r, 4));
+      ranks_[r]->can_stand_by = true;
+      // Rank r holds shard r % 2 of "w" and all of "b": ranks 0 and 2 are
+      // replicas of shard 0, ranks 1 and 3 of shard 1.
+      ASSERT_TRUE(
+          ranks_[r]->Register({{"w", r % 2, 2}, {"b", 0, 1}}, nullptr, &config_, 7000 + r).ok());
+      ranks_[r]->Open();
+    }
+  }
+  bool Send(uint32_t rank, int64_t step) { return ranks_[rank]->SendStats(step, {4.0, 1.0}); }
+  // Every rank receives the decision of `step`, the same one.
+  void ExpectDecisionEverywhere(int64_t step) {
+    v1::Decision first;
+    for (uint32_t r = 0; r < 4; ++r) {
+      v1::Decision d;
+      ASSERT_TRUE(ranks_[r]->WaitDecision(step, &d)) << "rank " << r << " step " << step;
+      if (r == 0) first = d;
+      EXPECT_EQ(d.digest(), first.digest());
+      EXPECT_EQ(d.sequence(), first.sequence());
+    }
+  }
+
+  v1::ControllerConfig config_;
+  std::vector<std::unique_ptr<RawRank>> ranks_;
+};
+
+TEST_F(ReporterTest, OneReplicaPerShardReportsAndEveryRankGetsTheDecision) {
+  EXPECT_TRUE(ranks_[0]->WaitRole(false));
+  EXPECT_TRUE(ranks_[1]->WaitRole(false));
+  EXPECT_TRUE(ranks_[2]->WaitRole(true));
+  EXPECT_TRUE(ranks_[3]->WaitRole(true));
+  for (int64_t step = 0; step < 3; ++step) {
+    ASSERT_TRUE(Send(0, step));
+    ASSERT_TRUE(Send(1, step));
+    ExpectDecisionEverywhere(step);
+  }
+  // Complete without the standbys: no step waited for its deadline.
+  EXPECT_EQ(listener_.by_deadline.load(), 0u);
+  EXPECT_EQ(listener_.incomplete.load(), 0u);
+}
+
+TEST_F(ReporterTest, AReporterThatDisconnectsIsReplacedWithoutLosingTheStep) {
+  ASSERT_TRUE(ranks_[2]->WaitRole(true));
+  ASSERT_TRUE(Send(0, 0));
+  ASSERT_TRUE(Send(1, 0));
+  ExpectDecisionEverywhere(0);
+  // Rank 1 reports step 1; rank 0 dies before it does.
+  ASSERT_TRUE(Send(1, 1));
+  ranks_[0]->Close();
+  int64_t from = -1;
+  ASSERT_TRUE(ranks_[2]->WaitRole(false, &from));
+  EXPECT_EQ(from, 1);  // the first step the job still needs
+  ASSERT_TRUE(Send(2, 1));
+  for (uint32_t r = 1; r < 4; ++r) {
+    v1::Decision d;
+    EXPECT_TRUE(ranks_[r]->WaitDecision(1, &d)) << "rank " << r;
+  }
+  EXPECT_EQ(listener_.by_deadline.load(), 0u);
+  EXPECT_EQ(listener_.incomplete.load(), 0u);
+}
+
+TEST_F(ReporterTest, AReporterThatMissesTheDeadlineIsPassedOver) {
+  ASSERT_TRUE(ranks_[3]->WaitRole(true));
+  ASSERT_TRUE(Send(0, 0));
+  ASSERT_TRUE(Send(1, 0));
+  ExpectDecisionEverywhere(0);
+  // Rank 1 stays connected but does not report step 1: at the deadline
+  // (300 ms here) rank 3 is elected in its place and sends the step.
+  ASSERT_TRUE(Send(0, 1));
+  int64_t from = -1;
+  ASSERT_TRUE(ranks_[3]->WaitRole(false, &from, std::chrono::seconds(3)));
+  EXPECT_EQ(from, 1);
+  EXPECT_TRUE(ranks_[1]->WaitRole(true));
+  ASSERT_TRUE(Send(3, 1));
+  ExpectDecisionEverywhere(1);
+  // The step closed complete, within its second deadline.
+  EXPECT_EQ(listener_.by_deadline.load(), 0u);
+  EXPECT_EQ(listener_.incomplete.load(), 0u);
+}
+
+TEST_F(ReporterTest, ConfigBackToAllMakesEveryRankReport) {
+  ASSERT_TRUE(ranks_[2]->WaitRole(true));
+  v1::ControllerConfig all = config_;
+  all.set_report(v1::REPORT_ALL);
+  ASSERT_TRUE(SetConfig("j", all).ok());
+  EXPECT_TRUE(ranks_[2]->WaitRole(false));
+  EXPECT_TRUE(ranks_[3]->WaitRole(false));
+  // Now a step waits for all four ranks.
+  for (uint32_t r = 0; r < 3; ++r) ASSERT_TRUE(Send(r, 0));
+  v1::Decision d;
+  EXPECT_FALSE(ranks_[0]->WaitDecision(0, &d, std::chrono::milliseconds(100)));
+  ASSERT_TRUE(Send(3, 0));
+  ExpectDecisionEverywhere(0);
+  EXPECT_EQ(listener_.by_deadline.load(), 0u);
+}
+
+TEST_F(ReporterTest, RanksThatCannotStandByAreNeverToldTo) {
+  // A fifth job whose ranks are old clients: no role messages, every rank
+  // reports as before.
+  std::vector<std::unique_ptr<RawRank>> old;
+  for (uint32_t r = 0; r < 2; ++r) {
+    old.push_back(std::make_unique<RawRank>(Tcp(), "old", r, 2));
+    ASSERT_TRUE(old[r]->Register({{"b", 0, 1}}, nullptr, &config_).ok());
+    old[r]->Open();
+  }
+  ASSERT_TRUE(old[0]->SendStats(0, {1.0}));
+  v1::Decision d;
+  EXPECT_FALSE(old[0]->WaitDecision(0, &d, std::chrono::milliseconds(100)));
+  ASSERT_TRUE(old[1]->SendStats(0, {1.0}));
+  EXPECT_TRUE(old[0]->WaitDecision(0, &d));
+  EXPECT_EQ(old[0]->roles_received(), 0u);
+  EXPECT_EQ(old[1]->roles_received(), 0u);
+}
+
+}  // namespace
+}  // namespace gnmr::testing
