@@ -50,7 +50,10 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
 
 void AppendNumber(std::string* out, double v) {
   if (std::isfinite(v)) {
-    AppendDouble(out, v);
+    // -0 is written as 0: the reader (protobuf's JSON) reads "-0" back as
+    // +0, so a rendered line would not render the same twice (a fuzz
+    // finding: "mu":-.0).
+    AppendDouble(out, v == 0.0 ? 0.0 : v);
   } else {
     out->append("null");
   }

@@ -100,6 +100,21 @@ TEST(EventJsonTest, NonFiniteIsNullAndHostileStringsStayValid) {
   EXPECT_EQ(back->detail().size(), 1024u);
 }
 
+// A fuzz finding (docs/fuzzing.md): "mu":-.0 parsed to -0, was written as
+// "-0", which reads back as +0 and was then written as "0".
+TEST(EventJsonTest, NegativeZeroRendersTheSameTwice) {
+  StatusOr<v1::Event> e = ParseEventJsonLine(
+      R"({"observed_step":1,"kind":"admission","unit":"u","mu":-.0,"norm":-0.0})");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  std::string once, twice;
+  AppendEventJsonLine("j", *e, &once);
+  EXPECT_NE(once.find("\"mu\":0,"), std::string::npos) << once;
+  StatusOr<v1::Event> back = ParseEventJsonLine(once);
+  ASSERT_TRUE(back.ok());
+  AppendEventJsonLine("j", *back, &twice);
+  EXPECT_EQ(once, twice);
+}
+
 TEST(EventJsonTest, SanitizeUtf8) {
   EXPECT_EQ(SanitizeUtf8("ok \xc3\xa9", 100), "ok \xc3\xa9");
   EXPECT_EQ(SanitizeUtf8("\xed\xa0\x80", 100), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
