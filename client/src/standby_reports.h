@@ -55,7 +55,7 @@ class StandbyReports {
   mutable std::mutex mu_;
   bool standby_ = false;
   int64_t from_step_ = 0;
-  int64_t last_sent_ = -1;              // this session
+  int64_t last_sent_ = -1;          // this session
   std::deque<v1::StepStats> held_;  // oldest first
 };
 

@@ -11,8 +11,7 @@ namespace gnmr {
 void Job::SyncReportMode() {
   ReporterElection::Changes changes;
   election_.SetMode(controller_.config().report, &changes);
-  aggregator_.SetReporters(election_.mode() == ReportMode::kAll ? nullptr
-                                                                : &election_.reporters());
+  aggregator_.SetReporters(election_.mode() == ReportMode::kAll ? nullptr : &election_.reporters());
   ApplyRoleChanges(changes);
 }
 
@@ -58,9 +57,10 @@ void Job::HandleOverdue(Clock::time_point now) {
   aggregator_.Extend(*step, !replaced.empty());
   ApplyRoleChanges(changes);
   if (!replaced.empty()) {
-    spdlog::warn("job {}: step {} passed its deadline without reporters; their replicas report "
-                 "for them (rank {})",
-                 id_, *step, replaced);
+    spdlog::warn(
+        "job {}: step {} passed its deadline without reporters; their replicas report "
+        "for them (rank {})",
+        id_, *step, replaced);
   }
 }
 

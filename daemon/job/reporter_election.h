@@ -69,7 +69,7 @@ class ReporterElection {
     bool can_stand_by = false;
     bool live = true;
     bool passed_over = false;
-    bool reporting = true;  // the role last announced
+    bool reporting = true;                   // the role last announced
     uint32_t group = JobTopology::kNoGroup;  // when it last registered
   };
 

@@ -1,10 +1,11 @@
 // Reporter election without a daemon (docs/scale.md, "Reporter election"):
 // replica groups in the topology, the election's choices, and what the
 // step aggregator waits for.
+#include "daemon/job/reporter_election.h"
+
 #include <gtest/gtest.h>
 
 #include "daemon/aggregator/step_aggregator.h"
-#include "daemon/job/reporter_election.h"
 #include "daemon/topology/topology.h"
 
 namespace gnmr {
