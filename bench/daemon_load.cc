@@ -68,6 +68,7 @@ struct Options {
   int tp = 1;                  // shards per unit
   std::string report = "all";  // the job's `report` key
   std::string trace_dir;       // passed to the spawned gnmrd
+  std::string memory_budget;   // passed to the spawned gnmrd
 };
 
 double Percentile(std::vector<double> v, double p) {
@@ -110,6 +111,10 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
               "the job's report key: all | one_per_shard (default all;\n"
               "docs/scale.md)",
               &o->report);
+  p.AddString("memory-budget", "BYTES",
+              "the spawned gnmrd's --memory-budget (e.g. 4GiB; default\n"
+              "gnmrd's own)",
+              &o->memory_budget);
   p.AddString("trace-dir", "DIR", "record traces there (the spawned gnmrd's --trace-dir)",
               &o->trace_dir);
   *run = false;
@@ -154,6 +159,10 @@ pid_t SpawnGnmrd(const Options& o, const std::string& state_dir, const std::stri
     std::vector<const char*> args = {o.gnmrd.c_str(), "--listen",        o.target.c_str(),
                                      "--state-dir",   state_dir.c_str(), "--metrics",
                                      metrics.c_str(), "--log-level",     "warn"};
+    if (!o.memory_budget.empty()) {
+      args.push_back("--memory-budget");
+      args.push_back(o.memory_budget.c_str());
+    }
     if (!o.trace_dir.empty()) {
       args.push_back("--trace-dir");
       args.push_back(o.trace_dir.c_str());
