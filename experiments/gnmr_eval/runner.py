@@ -7,6 +7,7 @@ over). A failed run is reported and stops the evaluation (no silent gaps).
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import socket
@@ -126,7 +127,12 @@ class Runner:
         dp = [s for s in todo if s.get("world_size", 1) > 1]
         single = [s for s in todo if s.get("world_size", 1) == 1]
         if single:
-            with ProcessPoolExecutor(self.jobs, initializer=_init_worker,
+            # "spawn", not the default fork: this process has threads (the
+            # pool's own, torch's), and a child forked while one of them held
+            # an allocator lock can hang for good (seen with ASan's
+            # allocator in eval_smoke: a worker stuck in malloc).
+            with ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=_init_worker,
                                      initargs=(self.paths,)) as pool:
                 futures = {pool.submit(_run_one, self._prepare(s)): s for s in single}
                 for i, fut in enumerate(as_completed(futures), 1):
