@@ -48,9 +48,4 @@ void StandbyReports::Sent(int64_t step) {
   if (step > last_sent_) last_sent_ = step;
 }
 
-size_t StandbyReports::held() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return held_.size();
-}
-
 }  // namespace gnmr

@@ -48,8 +48,6 @@ class StandbyReports {
   // A report of `step` was written on this session's stream.
   void Sent(int64_t step);
 
-  size_t held() const;
-
  private:
   const size_t keep_;
   mutable std::mutex mu_;

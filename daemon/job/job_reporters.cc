@@ -1,5 +1,6 @@
 // Reporter election inside a job: see "Reporter election" in job.h and
 // docs/scale.md.
+#include <optional>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -43,13 +44,9 @@ void Job::HandleOverdue(Clock::time_point now) {
   ReporterElection::Changes changes;
   std::string replaced;
   for (uint32_t rank : aggregator_.Missing(*step)) {
-    const size_t before = changes.size();
-    if (!election_.PassOver(rank, &changes)) continue;
-    for (size_t i = before; i < changes.size(); ++i) {
-      if (!changes[i].standby) {
-        replaced += (replaced.empty() ? "" : ", ") + std::to_string(rank) + " -> " +
-                    std::to_string(changes[i].rank);
-      }
+    if (const std::optional<uint32_t> next = election_.PassOver(rank, &changes)) {
+      replaced +=
+          (replaced.empty() ? "" : ", ") + std::to_string(rank) + " -> " + std::to_string(*next);
     }
   }
   // Another replica sends the step: it gets one more deadline. Otherwise

@@ -34,20 +34,20 @@ void ReporterElection::SetLive(uint32_t rank, bool live, Changes* changes) {
   if (group != JobTopology::kNoGroup) Elect(group, changes);
 }
 
-bool ReporterElection::PassOver(uint32_t rank, Changes* changes) {
+std::optional<uint32_t> ReporterElection::PassOver(uint32_t rank, Changes* changes) {
   auto it = ranks_.find(rank);
   const uint32_t group = topology_->group_of(rank);
   if (mode_ != ReportMode::kOnePerShard || it == ranks_.end() || !it->second.can_stand_by ||
       group == JobTopology::kNoGroup) {
-    return false;
+    return std::nullopt;
   }
   it->second.passed_over = true;
   const size_t before = changes->size();
   Elect(group, changes);
   for (size_t i = before; i < changes->size(); ++i) {
-    if (!(*changes)[i].standby) return true;  // another rank took over
+    if (!(*changes)[i].standby) return (*changes)[i].rank;  // it took over
   }
-  return false;
+  return std::nullopt;
 }
 
 bool ReporterElection::standby(uint32_t rank) const {
@@ -92,42 +92,35 @@ void ReporterElection::Elect(uint32_t group, Changes* changes) {
     }
     return;
   }
-  bool legacy_live = false;  // a live rank that cannot stand by reports anyway
+  // One pass over the group: what the rules below choose from.
+  bool legacy = false, legacy_live = false;  // ranks that cannot stand by
+  int64_t eligible = -1;                     // the lowest live rank not passed over
+  int64_t live = -1;                         // the lowest live rank
+  int64_t reporting = -1;                    // the highest rank reporting now
   for (uint32_t r : members) {
-    RankState* st = state(r);
-    if (st && !st->can_stand_by && st->live) legacy_live = true;
+    const RankState* st = state(r);
+    if (!st) continue;
+    if (!st->can_stand_by) {
+      legacy = true;
+      legacy_live = legacy_live || st->live;
+      continue;
+    }
+    if (st->live && live < 0) live = r;
+    if (st->live && !st->passed_over && eligible < 0) eligible = r;
+    if (st->reporting) reporting = r;
   }
-  int64_t chosen = -1;
+  int64_t chosen = -1;  // a live rank that cannot stand by reports anyway
   if (!legacy_live) {
-    for (uint32_t r : members) {  // ascending: the lowest eligible rank
-      RankState* st = state(r);
-      if (st && st->can_stand_by && st->live && !st->passed_over) {
-        chosen = r;
-        break;
-      }
-    }
-    if (chosen < 0) {  // every live rank was passed over: forgive them
+    if (eligible >= 0) {
+      chosen = eligible;
+    } else if (live >= 0) {  // every live rank was passed over: forgive them
+      chosen = live;
       for (uint32_t r : members) {
         RankState* st = state(r);
-        if (st && st->can_stand_by && st->live) {
-          if (chosen < 0) chosen = r;
-          st->passed_over = false;
-        }
+        if (st && st->can_stand_by && st->live) st->passed_over = false;
       }
-    }
-    if (chosen < 0) {  // none live: keep a reporter to wait for
-      bool legacy = false;
-      for (uint32_t r : members) {
-        RankState* st = state(r);
-        if (st && !st->can_stand_by) legacy = true;
-      }
-      if (!legacy) {
-        for (uint32_t r : members) {
-          RankState* st = state(r);
-          if (st && st->reporting) chosen = r;  // the last reporter, if still one
-        }
-        if (chosen < 0 && state(members.front())) chosen = members.front();
-      }
+    } else if (!legacy) {  // none live: keep a reporter to wait for
+      chosen = reporting >= 0 ? reporting : (state(members.front()) ? members.front() : -1);
     }
   }
   for (uint32_t r : members) {

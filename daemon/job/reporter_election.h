@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -54,8 +55,8 @@ class ReporterElection {
   // `rank`'s stream attached (live) or ended (not live).
   void SetLive(uint32_t rank, bool live, Changes* changes);
   // `rank`, a reporter, missed a step's deadline: another eligible replica
-  // of its group takes over, if there is one. False when none did.
-  bool PassOver(uint32_t rank, Changes* changes);
+  // of its group takes over, if there is one. Returns the rank that did.
+  std::optional<uint32_t> PassOver(uint32_t rank, Changes* changes);
 
   // Whether `rank` stands by (never for a rank that cannot).
   bool standby(uint32_t rank) const;
