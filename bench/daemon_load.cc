@@ -217,6 +217,8 @@ bool RegisterRanks(gnmr::v1::Gnmr::Stub* stub, const Options& o, int first, int 
   return true;
 }
 
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
 std::string Kb(long kb) { return kb > 0 ? std::to_string(kb / 1024) + " MB" : "n/a"; }
 
 }  // namespace
@@ -261,6 +263,7 @@ int main(int argc, char** argv) {
   const long rss_base = child > 0 ? gnmr::bench::StatusKb(child, "VmRSS") : -1;
 
   // Register on every channel at once.
+  const auto register_start = Clock::now();
   std::vector<uint64_t> sessions(o.ranks);
   std::vector<std::unique_ptr<gnmr::v1::Gnmr::Stub>> stubs;
   for (auto& ch : channels) stubs.push_back(gnmr::v1::Gnmr::NewStub(ch));
@@ -276,6 +279,9 @@ int main(int argc, char** argv) {
   }
   if (!registered) return fail("registration failed");
   const long rss_registered = child > 0 ? gnmr::bench::StatusKb(child, "VmRSS") : -1;
+  const double register_seconds = Seconds(Clock::now() - register_start);
+  std::fprintf(stderr, "daemon_load: %d ranks registered in %.1f s\n", o.ranks, register_seconds);
+  const auto attach_start = Clock::now();
 
   gnmr::bench::StepLog log(o.steps, o.ranks);
   std::vector<std::unique_ptr<grpc::GenericStub>> generic;
@@ -302,6 +308,8 @@ int main(int argc, char** argv) {
     }
   }
   const long rss_attached = child > 0 ? gnmr::bench::StatusKb(child, "VmRSS") : -1;
+  const double attach_seconds = Seconds(Clock::now() - attach_start);
+  std::fprintf(stderr, "daemon_load: %d streams attached in %.1f s\n", o.ranks, attach_seconds);
   const double cpu_start = child > 0 ? gnmr::bench::CpuSeconds(child) : -1;
 
   const auto start = Clock::now();
@@ -367,10 +375,12 @@ int main(int argc, char** argv) {
   if (rss_base > 0) {
     std::printf(
         "\ngnmrd RSS: %s before any rank, %s registered, %s attached: %.1f KB per registered "
-        "rank, %.1f KB per attached stream; max client latency %.2f ms\n",
+        "rank, %.1f KB per attached stream; max client latency %.2f ms; registration %.1f s, "
+        "attach %.1f s\n",
         Kb(rss_base).c_str(), Kb(rss_registered).c_str(), Kb(rss_attached).c_str(),
         static_cast<double>(rss_registered - rss_base) / o.ranks,
-        static_cast<double>(rss_attached - rss_registered) / o.ranks, Percentile(lat, 1.0));
+        static_cast<double>(rss_attached - rss_registered) / o.ranks, Percentile(lat, 1.0),
+        register_seconds, attach_seconds);
   }
   if (!o.trace_dir.empty()) {
     std::printf(

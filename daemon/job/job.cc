@@ -185,7 +185,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   RankSession& rs = sessions_[req.rank()];
   if (rs.sink)
     rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new session of this rank"));
-  rs.sink.reset();
+  DropSink(rs);
   do {
     rs.session_id = session_ids_();
   } while (rs.session_id == 0);
@@ -216,7 +216,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   result.last_step = controller_.last_step().value_or(-1);
   result.generation = generation_;
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
-  PublishView(Now());  // ranks and units changed: the view shows them at once
+  PublishViewSoon(Now());  // ranks and units changed
   return result;
 }
 
@@ -241,13 +241,13 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   if (!s.ok()) return s;
   RankSession& rs = sessions_[rank];
   if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new stream"));
-  rs.sink.reset();
+  DropSink(rs);
   {
     ReporterElection::Changes changes;
     election_.SetLive(rank, true, &changes);
     ApplyRoleChanges(changes);
   }
-  rs.sink = std::move(sink);
+  SetSink(rs, std::move(sink));
   rs.last_seen = Now();
   last_active_ = rs.last_seen;
   rs.stream_ended = false;
@@ -267,7 +267,7 @@ void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
       it->second.sink.get() != sink) {
     return;
   }
-  it->second.sink.reset();
+  DropSink(it->second);
   it->second.stream_ended = true;
   last_active_ = Now();
   ReporterElection::Changes changes;
@@ -276,10 +276,15 @@ void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
 }
 
-uint32_t Job::ConnectedLocked() const {
-  uint32_t n = 0;
-  for (const auto& [rank, rs] : sessions_) n += rs.sink ? 1 : 0;
-  return n;
+void Job::SetSink(RankSession& rs, std::shared_ptr<DecisionSink> sink) {
+  DropSink(rs);
+  if (sink) ++connected_;
+  rs.sink = std::move(sink);
+}
+
+void Job::DropSink(RankSession& rs) {
+  if (rs.sink) --connected_;
+  rs.sink.reset();
 }
 
 uint32_t Job::connected_sessions() const {

@@ -300,8 +300,13 @@ class Job {
   Status Reserve(const JobShape& next);
   v1::JobInfo InfoLocked(Clock::time_point now) const;
   void PublishView(Clock::time_point now) const;  // holds mu_
+  // PublishView now, or (a job of more than a few hundred ranks whose view
+  // is younger than 100 ms) at the next tick or step after those 100 ms: a
+  // registration changes the view, but rebuilding it (O(ranks)) at each of
+  // 16,384 registrations made registering quadratic.
+  void PublishViewSoon(Clock::time_point now) const;
   // After an operation (holds mu_): PublishView if an Info() found the job
-  // busy, or the view is a second old.
+  // busy, a PublishViewSoon is due, or the view is a second old.
   void MaybePublishView() const;
   void RequestSnapshot();
   // ---- lifecycle (job_lifecycle.cc)
@@ -311,7 +316,11 @@ class Job {
   static Clock::time_point SteadyFromUnix(double unix_seconds, Clock::time_point fallback);
   v1::JobMeta MetaLocked() const;
   Status CheckSession(uint32_t rank, uint64_t session_id) const;
-  uint32_t ConnectedLocked() const;
+  uint32_t ConnectedLocked() const { return connected_; }
+  // Every change of a session's sink goes through these two, which keep
+  // connected_ (read at each attach and detach: a count, not a scan).
+  void SetSink(RankSession& rs, std::shared_ptr<DecisionSink> sink);
+  void DropSink(RankSession& rs);
 
   const std::string id_;
   const uint32_t world_size_;
@@ -325,6 +334,7 @@ class Job {
   StepAggregator aggregator_;
   ReporterElection election_;
   std::unordered_map<uint32_t, RankSession> sessions_;
+  uint32_t connected_ = 0;  // sessions with a sink
   std::mt19937_64 session_ids_;
 
   uint64_t generation_ = 1;
@@ -355,6 +365,7 @@ class Job {
   mutable ControllerConfig view_config_;  // published at once on a change
   mutable uint64_t view_config_version_ = 0;
   mutable std::atomic<bool> view_wanted_{false};
+  mutable bool view_due_ = false;  // a PublishViewSoon waits (guarded by mu_)
 
   uint64_t reserved_bytes_ = 0;  // this job's share of options_.budget
 

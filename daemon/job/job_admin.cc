@@ -44,6 +44,7 @@ v1::JobInfo Job::Info(Clock::time_point now, std::chrono::steady_clock::time_poi
 }
 
 void Job::PublishView(Clock::time_point now) const {
+  view_due_ = false;
   v1::JobInfo info = InfoLocked(now);
   std::lock_guard<std::mutex> view_lock(view_mu_);
   view_ = std::move(info);
@@ -55,12 +56,33 @@ void Job::PublishView(Clock::time_point now) const {
   }
 }
 
+namespace {
+// Up to this many ranks a registration publishes the view at once (it is
+// cheap); above, at most one view per kViewEvery while ranks register.
+constexpr size_t kViewAtOnceRanks = 256;
+constexpr std::chrono::milliseconds kViewEvery{100};
+}  // namespace
+
+void Job::PublishViewSoon(Clock::time_point now) const {
+  bool recent;
+  {
+    std::lock_guard<std::mutex> view_lock(view_mu_);
+    recent = now - view_at_ < kViewEvery;
+  }
+  if (recent && sessions_.size() > kViewAtOnceRanks) {
+    view_due_ = true;  // the next tick or step after kViewEvery publishes it
+  } else {
+    PublishView(now);
+  }
+}
+
 void Job::MaybePublishView() const {
   const Clock::time_point now = Now();
   bool stale;
   {
     std::lock_guard<std::mutex> view_lock(view_mu_);
-    stale = now - view_at_ >= std::chrono::seconds(1);
+    stale =
+        now - view_at_ >= std::chrono::seconds(1) || (view_due_ && now - view_at_ >= kViewEvery);
   }
   if (view_wanted_.exchange(false) || stale) PublishView(now);
 }

@@ -22,7 +22,7 @@ uint32_t Job::Close(const Status& why) {
   for (auto& [rank, rs] : sessions_) {
     if (!rs.sink) continue;
     rs.sink->Close(closed_);
-    rs.sink.reset();
+    DropSink(rs);
     rs.stream_ended = true;
     ++closed_streams;
   }

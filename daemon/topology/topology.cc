@@ -10,18 +10,19 @@ Status JobTopology::ValidateSpecs(const std::vector<RankUnitSpec>& units) const 
   std::unordered_set<std::string_view> seen;  // views: no copy of every name
   for (size_t i = 0; i < units.size(); ++i) {
     const RankUnitSpec& u = units[i];
-    const std::string where = "unit " + std::to_string(i) + " ('" + u.name + "')";
+    // Built only for an error: a registration of 50,000 valid units makes none.
+    auto where = [&] { return "unit " + std::to_string(i) + " ('" + u.name + "')"; };
     if (u.name.empty()) return InvalidArgument("unit " + std::to_string(i) + " has an empty name");
     if (!seen.insert(u.name).second) {
-      return InvalidArgument(where + " is listed twice");
+      return InvalidArgument(where() + " is listed twice");
     }
     const uint32_t shards = u.shard_count == 0 ? 1 : u.shard_count;
     if (shards > limits_.max_shards) {
-      return InvalidArgument(where + " has shard_count " + std::to_string(shards) + " > " +
+      return InvalidArgument(where() + " has shard_count " + std::to_string(shards) + " > " +
                              std::to_string(limits_.max_shards));
     }
     if (u.shard_index >= shards) {
-      return InvalidArgument(where + " has shard_index " + std::to_string(u.shard_index) +
+      return InvalidArgument(where() + " has shard_index " + std::to_string(u.shard_index) +
                              " >= shard_count " + std::to_string(shards));
     }
   }
@@ -46,18 +47,18 @@ Status JobTopology::CheckRank(const std::vector<RankUnitSpec>& units,
       if (new_units) new_units->push_back(u.name);
       continue;
     }
-    const std::string where = "unit " + std::to_string(i) + " ('" + u.name + "')";
+    auto where = [&] { return "unit " + std::to_string(i) + " ('" + u.name + "')"; };
     const UnitLayout& l = units_[it->second];
     if (l.shard_count != shards) {
       return Status(StatusCode::kFailedPrecondition,
-                    where + " has shard_count " + std::to_string(shards) +
+                    where() + " has shard_count " + std::to_string(shards) +
                         " but was registered with " + std::to_string(l.shard_count) +
                         "; a different model needs a new job id");
     }
     const uint64_t known = l.shard_numel[u.shard_index];
     if (known != 0 && u.numel != 0 && known != u.numel) {
       return Status(StatusCode::kFailedPrecondition,
-                    where + " shard " + std::to_string(u.shard_index) + "/" +
+                    where() + " shard " + std::to_string(u.shard_index) + "/" +
                         std::to_string(shards) + " has numel " + std::to_string(u.numel) +
                         " but was registered with " + std::to_string(known) +
                         "; a different model needs a new job id");
@@ -71,7 +72,7 @@ Status JobTopology::CheckRank(const std::vector<RankUnitSpec>& units,
   if (growth) {
     g.units = fresh;
     auto r = ranks_.find(rank);
-    const uint64_t before = r == ranks_.end() ? 0 : r->second.entries.size();
+    const uint64_t before = r == ranks_.end() ? 0 : r->second.slots->entries.size();
     g.rank_units = static_cast<int64_t>(units.size()) - static_cast<int64_t>(before);
     g.ranks = r == ranks_.end() ? 1 : 0;
     *growth = g;
@@ -87,8 +88,8 @@ Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>&
   if (!s.ok()) return s;
 
   // Pass 2: apply.
-  RankLayout layout;
-  layout.entries.reserve(units.size());
+  auto layout = std::make_shared<SlotLayout>();
+  layout->entries.reserve(units.size());
   unit_ids->clear();
   for (const RankUnitSpec& u : units) {
     const uint32_t shards = u.shard_count == 0 ? 1 : u.shard_count;
@@ -113,11 +114,11 @@ Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>&
     UnitLayout& l = units_[id];
     if (u.numel != 0) l.shard_numel[u.shard_index] = u.numel;
     const uint32_t slot = l.first_slot + u.shard_index;
-    layout.entries.push_back({id, slot});
+    layout->entries.push_back({id, slot});
     unit_ids->push_back(id);
   }
-  layout.by_unit = layout.entries;
-  std::sort(layout.by_unit.begin(), layout.by_unit.end(),
+  layout->by_unit = layout->entries;
+  std::sort(layout->by_unit.begin(), layout->by_unit.end(),
             [](const RankEntry& a, const RankEntry& b) { return a.unit_id < b.unit_id; });
   auto [held_it, new_rank] = ranks_.try_emplace(rank);
   RankLayout& held = held_it->second;
@@ -125,9 +126,11 @@ Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>&
     rank_list_.insert(std::lower_bound(rank_list_.begin(), rank_list_.end(), rank), rank);
   }
   holders_.resize(num_slots_, 0);
-  for (const RankEntry& e : held.entries) --holders_[e.slot];
-  for (const RankEntry& e : layout.entries) ++holders_[e.slot];
-  rank_units_ = rank_units_ - held.entries.size() + layout.entries.size();
+  if (!new_rank) {
+    for (const RankEntry& e : held.slots->entries) --holders_[e.slot];
+  }
+  for (const RankEntry& e : layout->entries) ++holders_[e.slot];
+  rank_units_ = rank_units_ - (new_rank ? 0 : held.slots->entries.size()) + layout->entries.size();
   // A rank registering again with the same slots stays in its group.
   auto same_slots = [](const std::vector<RankEntry>& a, const std::vector<RankEntry>& b) {
     if (a.size() != b.size()) return false;
@@ -136,30 +139,64 @@ Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>&
     }
     return true;
   };
-  const bool same_group = !new_rank && same_slots(held.by_unit, layout.by_unit);
+  const bool same_group = !new_rank && same_slots(held.slots->by_unit, layout->by_unit);
   if (!new_rank && !same_group) LeaveGroup(rank, held.group);
-  const uint32_t group = same_group ? held.group : kNoGroup;
-  held = std::move(layout);
-  held.group = group;
+  uint32_t group = same_group ? held.group : kNoGroup;
   if (!same_group) {
-    const uint64_t hash = SlotSetHash(held.by_unit);
+    const uint64_t hash = SlotSetHash(layout->by_unit);
     for (auto [it, end] = groups_by_hash_.equal_range(hash); it != end; ++it) {
       const std::vector<uint32_t>& members = groups_[it->second];
-      if (!members.empty() && same_slots(ranks_.at(members.front()).by_unit, held.by_unit)) {
-        held.group = it->second;
+      if (!members.empty() &&
+          same_slots(ranks_.at(members.front()).slots->by_unit, layout->by_unit)) {
+        group = it->second;
         break;
       }
     }
-    if (held.group == kNoGroup) {
-      held.group = static_cast<uint32_t>(groups_.size());
+    if (group == kNoGroup) {
+      group = static_cast<uint32_t>(groups_.size());
       groups_.emplace_back();
-      groups_by_hash_.emplace(hash, held.group);
+      groups_by_hash_.emplace(hash, group);
     }
-    std::vector<uint32_t>& members = groups_[held.group];
+    std::vector<uint32_t>& members = groups_[group];
     members.insert(std::lower_bound(members.begin(), members.end(), rank), rank);
   }
+  held.group = group;
+  held.slots = SharedOrOwn(rank, group, std::move(layout));
   CountUnitsNotHeld();
   return Status::Ok();
+}
+
+// The layout of another member of `group` when it has the same entries in
+// the same order (the same slot set is already known: same group), else
+// `own`. One comparison, O(the rank's units), at registration only.
+std::shared_ptr<const JobTopology::SlotLayout> JobTopology::SharedOrOwn(
+    uint32_t rank, uint32_t group, std::shared_ptr<const SlotLayout> own) const {
+  const std::vector<uint32_t>& members = groups_[group];
+  auto other = std::find_if(members.begin(), members.end(), [&](uint32_t m) { return m != rank; });
+  if (other == members.end()) return own;
+  const std::shared_ptr<const SlotLayout>& theirs = ranks_.at(*other).slots;
+  auto same_entry = [](const RankEntry& x, const RankEntry& y) {
+    return x.unit_id == y.unit_id && x.slot == y.slot;
+  };
+  const bool same =
+      theirs->entries.size() == own->entries.size() &&
+      std::equal(theirs->entries.begin(), theirs->entries.end(), own->entries.begin(), same_entry);
+  return same ? theirs : own;
+}
+
+size_t JobTopology::distinct_layouts() const {
+  std::unordered_set<const SlotLayout*> seen;
+  for (const auto& [rank, l] : ranks_) seen.insert(l.slots.get());
+  return seen.size();
+}
+
+uint64_t JobTopology::distinct_layout_entries() const {
+  std::unordered_set<const SlotLayout*> seen;
+  uint64_t n = 0;
+  for (const auto& [rank, l] : ranks_) {
+    if (seen.insert(l.slots.get()).second) n += l.slots->entries.size();
+  }
+  return n;
 }
 
 uint64_t JobTopology::SlotSetHash(const std::vector<RankEntry>& by_unit) {
@@ -226,7 +263,7 @@ Status JobTopology::RestoreUnit(const std::string& name, uint32_t shard_count,
 int64_t JobTopology::SlotOf(uint32_t rank, size_t position, uint32_t unit_id) const {
   auto r = ranks_.find(rank);
   if (r == ranks_.end()) return -1;
-  const RankLayout& l = r->second;
+  const SlotLayout& l = *r->second.slots;
   if (position < l.entries.size() && l.entries[position].unit_id == unit_id) {
     return l.entries[position].slot;
   }
@@ -239,7 +276,7 @@ int64_t JobTopology::SlotsOfIncreasing(uint32_t rank, const uint32_t* ids, size_
                                        uint32_t* slots) const {
   auto r = ranks_.find(rank);
   if (r == ranks_.end()) return n == 0 ? -1 : 0;
-  const std::vector<RankEntry>& by_unit = r->second.by_unit;
+  const std::vector<RankEntry>& by_unit = r->second.slots->by_unit;
   auto it = by_unit.begin();
   for (size_t i = 0; i < n; ++i) {
     it = std::lower_bound(it, by_unit.end(), ids[i],
@@ -256,8 +293,8 @@ std::vector<RankUnitSpec> JobTopology::SpecsOfRank(uint32_t rank) const {
   std::vector<RankUnitSpec> out;
   auto r = ranks_.find(rank);
   if (r == ranks_.end()) return out;
-  out.reserve(r->second.entries.size());
-  for (const RankEntry& e : r->second.entries) {
+  out.reserve(r->second.slots->entries.size());
+  for (const RankEntry& e : r->second.slots->entries) {
     const UnitLayout& l = units_[e.unit_id];
     const uint32_t index = e.slot - l.first_slot;
     out.push_back({l.name, l.shard_numel[index], index, l.shard_count});
@@ -269,7 +306,7 @@ std::vector<uint32_t> JobTopology::UnitsOfRank(uint32_t rank) const {
   std::vector<uint32_t> out;
   auto r = ranks_.find(rank);
   if (r == ranks_.end()) return out;
-  for (const RankEntry& e : r->second.entries) out.push_back(e.unit_id);
+  for (const RankEntry& e : r->second.slots->entries) out.push_back(e.unit_id);
   return out;
 }
 

@@ -12,9 +12,17 @@
 // one rank per group. A rank whose slot set no other rank holds is a group
 // of its own. Found at registration in O(the rank's units): a hash of the
 // slot set, confirmed by comparing with a member's.
+//
+// Memory: a rank's layout is 16 bytes per unit it holds (its entries in
+// registration order and in unit id order). Replicas of a shard register
+// the same units in the same order, so a rank whose entries equal those of
+// a member of its group shares that member's (immutable) layout instead of
+// holding a copy: at 16,384 ranks x 1,024 units, 16 KB per rank less
+// (docs/scale.md, "Memory per rank").
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -119,7 +127,7 @@ class JobTopology {
   void ForEachSlotOfRank(uint32_t rank, F f) const {
     auto r = ranks_.find(rank);
     if (r == ranks_.end()) return;
-    for (const RankEntry& e : r->second.entries) f(e.slot);
+    for (const RankEntry& e : r->second.slots->entries) f(e.slot);
   }
   // The replica group of `rank` (kNoGroup: not registered); ids are dense,
   // in order of first registration, and a group keeps its id while empty.
@@ -133,17 +141,26 @@ class JobTopology {
   // What `rank` registered, in its registration order (numel: the one known
   // for its shard); empty if it has not registered.
   std::vector<RankUnitSpec> SpecsOfRank(uint32_t rank) const;
+  // Distinct layouts held (ranks sharing one count once), and their
+  // entries summed: what the ranks' layouts cost, for tests and benches.
+  size_t distinct_layouts() const;
+  uint64_t distinct_layout_entries() const;
 
  private:
   struct RankEntry {
     uint32_t unit_id;
     uint32_t slot;
   };
-  struct RankLayout {
+  // What a rank registered; immutable once made, shared by the replicas
+  // that registered the same entries in the same order.
+  struct SlotLayout {
     std::vector<RankEntry> entries;  // registration order
     // The same entries in unit id order, for reports in another order: 8
     // bytes per entry (a hash map took ~48; a rank may hold 10^6 units).
     std::vector<RankEntry> by_unit;
+  };
+  struct RankLayout {
+    std::shared_ptr<const SlotLayout> slots;
     uint32_t group = kNoGroup;
   };
 
@@ -151,6 +168,8 @@ class JobTopology {
   // group keeps its id but is no longer found by its slot set.
   void LeaveGroup(uint32_t rank, uint32_t group);
   static uint64_t SlotSetHash(const std::vector<RankEntry>& by_unit);
+  std::shared_ptr<const SlotLayout> SharedOrOwn(uint32_t rank, uint32_t group,
+                                                std::shared_ptr<const SlotLayout> own) const;
 
   void CountUnitsNotHeld();
 

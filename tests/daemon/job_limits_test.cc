@@ -4,9 +4,11 @@
 #include <condition_variable>
 #include <future>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -329,6 +331,81 @@ TEST(JobCaps, OpenStepsAreBoundedInBytes) {
   ASSERT_FALSE(listener.decided.empty());
   EXPECT_EQ(listener.decided.front(), 0);
   EXPECT_EQ(listener.decided.size(), 40u - 34u);
+}
+
+// Above a few hundred ranks a registration no longer rebuilds the view at
+// once (that made registering 16,384 ranks quadratic): the next operation
+// after 100 ms does, so a busy job still lists every registered rank.
+TEST(JobInfo, ManyRegistrationsShowWhileTheJobIsBusyAfterAMoment) {
+  constexpr uint32_t kRanks = 300;
+  HoldingListener listener;
+  std::unique_ptr<Job> job = MakeJob(&listener, kRanks);
+  std::vector<uint64_t> session(kRanks);
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    StatusOr<RegisterResult> reg = job->Register(RegisterOf(r, kRanks, 2));
+    ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+    session[r] = reg->session_id;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  for (uint32_t r = 0; r + 1 < kRanks; ++r) {
+    ASSERT_TRUE(job->OnStats(r, session[r], StatsOf(0, 2), 0, Clock::now()).ok());
+  }
+  listener.hold = true;
+  std::thread decider([&] {
+    EXPECT_TRUE(job->OnStats(kRanks - 1, session[kRanks - 1], StatsOf(0, 2), 0, Clock::now()).ok());
+  });
+  {
+    std::unique_lock<std::mutex> lock(listener.mu);
+    listener.cv.wait(lock, [&] { return listener.holding; });
+  }
+  const v1::JobInfo at_once = job->Info(Clock::now(), std::chrono::steady_clock::now());
+  listener.Release();
+  decider.join();
+  EXPECT_EQ(at_once.ranks_size(), static_cast<int>(kRanks));
+}
+
+// A sink that only counts what it was sent and whether it was closed.
+class CountingSink : public DecisionSink {
+ public:
+  void SendDecision(std::shared_ptr<const WireMessage>) override { ++sent; }
+  void Close(const Status&) override { closed = true; }
+  int sent = 0;
+  bool closed = false;
+};
+
+// The job keeps its count of attached streams (it no longer counts them at
+// each attach and detach): every way a stream comes or goes moves it.
+TEST(JobSessions, ConnectedCountFollowsEveryWayAStreamComesAndGoes) {
+  HoldingListener listener;
+  std::unique_ptr<Job> job = MakeJob(&listener, 3);
+  std::vector<uint64_t> session(3);
+  std::vector<std::shared_ptr<CountingSink>> sink(3);
+  for (uint32_t r = 0; r < 3; ++r) {
+    StatusOr<RegisterResult> reg = job->Register(RegisterOf(r, 3, 2));
+    ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+    session[r] = reg->session_id;
+    sink[r] = std::make_shared<CountingSink>();
+    ASSERT_TRUE(job->Attach(r, session[r], sink[r]).ok());
+  }
+  EXPECT_EQ(job->connected_sessions(), 3u);
+  EXPECT_EQ(job->Info(Clock::now()).ranks_size(), 3);
+  // A second stream of rank 0 replaces the first: still 3.
+  auto again = std::make_shared<CountingSink>();
+  ASSERT_TRUE(job->Attach(0, session[0], again).ok());
+  EXPECT_TRUE(sink[0]->closed);
+  EXPECT_EQ(job->connected_sessions(), 3u);
+  // The replaced stream's detach changes nothing; the current one's does.
+  job->Detach(0, session[0], sink[0].get());
+  EXPECT_EQ(job->connected_sessions(), 3u);
+  job->Detach(0, session[0], again.get());
+  EXPECT_EQ(job->connected_sessions(), 2u);
+  // Registering again closes the rank's stream (a new session).
+  ASSERT_TRUE(job->Register(RegisterOf(1, 3, 2)).ok());
+  EXPECT_TRUE(sink[1]->closed);
+  EXPECT_EQ(job->connected_sessions(), 1u);
+  // Closing the job ends the last one.
+  EXPECT_EQ(job->Close(Status::Ok()), 1u);
+  EXPECT_EQ(job->connected_sessions(), 0u);
 }
 
 }  // namespace

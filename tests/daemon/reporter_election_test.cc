@@ -48,6 +48,34 @@ TEST_F(Election, ReplicasOfAShardFormOneGroup) {
   EXPECT_EQ(topo.group_members(topo.group_of(4)), (std::vector<uint32_t>{4}));
 }
 
+TEST_F(Election, ReplicasShareOneLayoutWhenTheyRegisterInTheSameOrder) {
+  // Six ranks, two groups: one layout per group, two entries each.
+  EXPECT_EQ(topo.distinct_layouts(), 2u);
+  EXPECT_EQ(topo.distinct_layout_entries(), 4u);
+  // The same slots in another order: same group, a layout of its own, and
+  // reports in either order still resolve to the rank's slots.
+  std::vector<uint32_t> ids;
+  std::vector<std::string> added;
+  ASSERT_TRUE(topo.RegisterRank(2, {{"b", 4, 0, 1}, {"w", 8, 0, 2}}, &ids, &added).ok());
+  EXPECT_EQ(topo.group_of(2), topo.group_of(0));
+  EXPECT_EQ(topo.distinct_layouts(), 3u);
+  EXPECT_EQ(topo.UnitsOfRank(2), (std::vector<uint32_t>{1, 0}));
+  EXPECT_EQ(topo.UnitsOfRank(0), (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(topo.SlotOf(2, 0, 1), topo.SlotOf(0, 1, 1));
+  EXPECT_EQ(topo.SlotOf(2, 1, 0), topo.SlotOf(0, 0, 0));
+  // A rank that leaves its group for other slots leaves the shared layout
+  // untouched for the others.
+  ASSERT_TRUE(topo.RegisterRank(4, {{"b", 4, 0, 1}}, &ids, &added).ok());
+  EXPECT_EQ(topo.UnitsOfRank(4), (std::vector<uint32_t>{1}));
+  EXPECT_EQ(topo.UnitsOfRank(0), (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(topo.SpecsOfRank(0).size(), 2u);
+  EXPECT_EQ(topo.rank_units(), 11u);
+  // Back in the original order: shares rank 0's layout again.
+  Register(2, 0);
+  EXPECT_EQ(topo.distinct_layouts(), 3u);  // groups {0,2}, {1,3,5}, {4}
+  EXPECT_EQ(topo.distinct_layout_entries(), 5u);
+}
+
 TEST_F(Election, AllModeEveryRankReports) {
   ReporterElection e(&topo);
   RegisterAll(e);
