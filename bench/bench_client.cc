@@ -9,11 +9,18 @@
 //   - failopen: no daemon at the target (the client keeps reconnecting);
 //   - connected: an in-process gnmrd core on a Unix socket, decisions
 //     flowing (lag 1), so PlanFor reads a live cache.
+// BM_ObservePlanFor_Replica: the same step on one of two data-parallel
+//   replicas of a `report: one_per_shard` job (docs/scale.md), connected:
+//   arg 0 measures the reporter, arg 1 the standby (which keeps its reports
+//   on its I/O thread instead of sending them); a helper thread steps the
+//   other replica alongside, so decisions flow in both cases. The
+//   training-thread cost should not depend on the role.
 // BM_CpuStats / BM_MemoryRead: statistics throughput per dtype against the
 //   best single-core vectorized read of the same bytes (both single-threaded,
 //   same buffer); BM_MemoryReadScalar is the old plain-loop baseline.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -38,10 +45,9 @@ std::string SocketPath(const char* tag) {
 }
 
 std::unique_ptr<Client> MakeClient(const std::string& target, int units,
-                                   std::vector<float>* storage) {
-  ClientOptions o;
+                                   std::vector<float>* storage, ClientOptions o = {}) {
   o.target = target;
-  o.job_id = "bench";
+  if (o.job_id.empty()) o.job_id = "bench";
   auto c = Client::Create(o);
   if (!c.ok()) return nullptr;
   std::unique_ptr<Client> client = std::move(c).value();
@@ -105,6 +111,73 @@ void BM_ObservePlanFor_Connected(benchmark::State& state) {
   unlink(path.c_str());
 }
 BENCHMARK(BM_ObservePlanFor_Connected)->Arg(1024)->Iterations(20000);
+
+void BM_ObservePlanFor_Replica(benchmark::State& state) {
+  const bool measure_standby = state.range(0) == 1;
+  const std::string path = SocketPath(measure_standby ? "standby" : "reporter");
+  DaemonOptions d;
+  d.listen = {"unix:" + path};
+  auto daemon = Daemon::Start(d, nullptr, AdminContext());
+  if (!daemon.ok()) return state.SkipWithError(daemon.status().ToString().c_str());
+  ControllerConfig config;
+  config.report = ReportMode::kOnePerShard;
+  std::vector<float> storage[2];
+  std::unique_ptr<Client> replica[2];
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    ClientOptions o;
+    o.job_id = "replicas";
+    o.rank = rank;
+    o.world_size = 2;
+    o.config = config;
+    replica[rank] = MakeClient("unix:" + path, 1024, &storage[rank], o);
+    if (!replica[rank]) return state.SkipWithError("client");
+  }
+  // Rank 0 (the lowest) reports, rank 1 stands by once its role arrives.
+  for (int i = 0; i < 500 && !replica[1]->Counters().standby; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!replica[1]->Counters().standby) return state.SkipWithError("rank 1 never stood by");
+  Client* measured = replica[measure_standby ? 1 : 0].get();
+  Client* other = replica[measure_standby ? 0 : 1].get();
+  // The other replica follows the measured one's steps.
+  std::atomic<int64_t> next_step{0};
+  std::atomic<bool> done{false};
+  std::thread helper([&] {
+    Plan plan;
+    for (int64_t step = 0; !done.load();) {
+      if (step < next_step.load()) {
+        benchmark::DoNotOptimize(other->Observe(step).ok());
+        other->PlanFor(step, &plan);
+        ++step;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  });
+  Plan plan;
+  int64_t step = 0;
+  const double stats0 = measured->Counters().stats_seconds;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    next_step.store(step + 1);
+    benchmark::DoNotOptimize(measured->Observe(step).ok());
+    measured->PlanFor(step, &plan);
+    benchmark::DoNotOptimize(plan.entries.data());
+    ++step;
+  }
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  done.store(true);
+  helper.join();
+  const double stats = measured->Counters().stats_seconds - stats0;
+  const double n = static_cast<double>(state.iterations());
+  state.counters["excl_stats_us"] = (total - stats) / n * 1e6;
+  state.counters["standby"] = measured->Counters().standby ? 1 : 0;
+  state.counters["reports_held"] = static_cast<double>(measured->Counters().reports_held);
+  for (auto& r : replica) r->Stop();
+  (*daemon)->Shutdown(std::chrono::milliseconds(100));
+  unlink(path.c_str());
+}
+BENCHMARK(BM_ObservePlanFor_Replica)->Arg(0)->Arg(1)->Iterations(20000);
 
 // 64 MiB of N(0, 0.01) gradients in `dtype` (denormal: N(0, 1e-39) for
 // fp32/bf16, mostly subnormal), larger than the caches.
