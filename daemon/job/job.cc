@@ -190,6 +190,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
     rs.session_id = session_ids_();
   } while (rs.session_id == 0);
   rs.client_version = req.client_version();
+  rs.last_acked_step = -1;
   rs.last_seen = Now();
   last_active_ = rs.last_seen;
   rs.seen = true;
@@ -317,6 +318,16 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   if (!closed_.ok()) return closed_;
   Status s = CheckSession(rank, session_id);
   if (!s.ok()) return s;
+  RankSession& rs = sessions_[rank];
+  rs.last_seen = Now();
+  // Shown as the rank's last step (gnmrctl jobs, top), so bounded as a
+  // report's step is: no further ahead of the last closed step than a
+  // report may jump.
+  const int64_t closed = aggregator_.last_closed();
+  if (closed < 0 || ack.step() <= closed ||
+      ack.step() - closed <= options_.aggregation.max_step_jump) {
+    rs.last_acked_step = std::max(rs.last_acked_step, ack.step());
+  }
   // An ack of a void generation is not compared (see "Acks" in job.h);
   // generation 0 is an old client that does not say.
   if (ack.generation() != 0 && ack.generation() < generation_) return Status::Ok();

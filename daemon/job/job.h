@@ -251,6 +251,9 @@ class Job {
     // The session's stream ended (the trainer may be gone); false again
     // when it attaches or registers anew.
     bool stream_ended = false;
+    // The newest step the rank acked (-1: none). A standby reports nothing
+    // (docs/scale.md), so its acks say how far it is and that it is alive.
+    int64_t last_acked_step = -1;
   };
 
   enum class GenerationCause { kImport, kRestore, kIncarnation, kRewind };

@@ -99,10 +99,13 @@ v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
   info.set_admissions(st.admissions());
   info.set_denials(st.denials);
   info.set_recovery_fraction(st.recovery_fraction());
+  // A rank's last step: the newest it reported or acked (a standby only
+  // acks; docs/scale.md).
+  auto last_step_of = [&](uint32_t rank, const RankSession& rs) {
+    return std::max(aggregator_.last_step_of_rank(rank), rs.last_acked_step);
+  };
   int64_t newest = -1;
-  for (const auto& [rank, rs] : sessions_) {
-    newest = std::max(newest, aggregator_.last_step_of_rank(rank));
-  }
+  for (const auto& [rank, rs] : sessions_) newest = std::max(newest, last_step_of(rank, rs));
   std::vector<uint32_t> ranks;
   for (const auto& [rank, rs] : sessions_) ranks.push_back(rank);
   std::sort(ranks.begin(), ranks.end());
@@ -111,7 +114,7 @@ v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
     v1::RankInfo* r = info.add_ranks();
     r->set_rank(rank);
     r->set_connected(rs.sink != nullptr);
-    const int64_t last = aggregator_.last_step_of_rank(rank);
+    const int64_t last = last_step_of(rank, rs);
     r->set_last_step(last);
     r->set_last_seen_seconds_ago(std::chrono::duration<double>(now - rs.last_seen).count());
     r->set_lag_steps(last < 0 || newest < 0 ? 0 : newest - last);

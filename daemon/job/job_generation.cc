@@ -47,6 +47,9 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
       aggregator_.StartOver(rewind_to - 1);
       break;
   }
+  // The steps ranks acked start over with the aggregator's (a rank's last
+  // step in gnmrctl is the newest it reported or acked).
+  for (auto& [rank, rs] : sessions_) rs.last_acked_step = -1;
   if (cause == GenerationCause::kImport || cause == GenerationCause::kRewind) {
     // Live instances (attached, or registered and not attached yet) live on
     // in the new generation: a restart of theirs later starts another one.

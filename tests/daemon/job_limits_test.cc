@@ -364,6 +364,37 @@ TEST(JobInfo, ManyRegistrationsShowWhileTheJobIsBusyAfterAMoment) {
   EXPECT_EQ(at_once.ranks_size(), static_cast<int>(kRanks));
 }
 
+// A standby reports nothing: its acks give its last step and last seen
+// (gnmrctl jobs, top), bounded as a report's step is.
+TEST(JobInfo, AcksGiveARankItsLastStep) {
+  HoldingListener listener;
+  JobOptions options;
+  options.aggregation.max_step_jump = 100;
+  std::unique_ptr<Job> job = MakeJob(&listener, 2, options);
+  StatusOr<RegisterResult> r0 = job->Register(RegisterOf(0, 2, 2));
+  StatusOr<RegisterResult> r1 = job->Register(RegisterOf(1, 2, 2));
+  ASSERT_TRUE(r0.ok() && r1.ok());
+  // Both report step 0 (it closes); then only rank 1 acks steps 1 and 2.
+  ASSERT_TRUE(job->OnStats(0, r0->session_id, StatsOf(0, 2), 0, Clock::now()).ok());
+  ASSERT_TRUE(job->OnStats(1, r1->session_id, StatsOf(0, 2), 0, Clock::now()).ok());
+  v1::Ack ack;
+  ack.set_has_decision(false);
+  for (int64_t step : {1, 2}) {
+    ack.set_step(step);
+    ASSERT_TRUE(job->OnAck(1, r1->session_id, ack).ok());
+  }
+  // A step further ahead than a report may jump is not taken.
+  ack.set_step(1000);
+  ASSERT_TRUE(job->OnAck(1, r1->session_id, ack).ok());
+  const v1::JobInfo info = job->Info(Clock::now());
+  ASSERT_EQ(info.ranks_size(), 2);
+  EXPECT_EQ(info.ranks(0).last_step(), 0);
+  EXPECT_EQ(info.ranks(0).lag_steps(), 2);
+  EXPECT_EQ(info.ranks(1).last_step(), 2);
+  EXPECT_EQ(info.ranks(1).lag_steps(), 0);
+  EXPECT_LT(info.ranks(1).last_seen_seconds_ago(), 5.0);
+}
+
 // A sink that only counts what it was sent and whether it was closed.
 class CountingSink : public DecisionSink {
  public:
