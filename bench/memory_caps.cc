@@ -74,6 +74,8 @@ JobShape Shape(int units, int window, int ranks, int max_o) {
   s.name_bytes = NameBytes(units);
   s.window = window;
   s.rank_units = static_cast<uint64_t>(units) * ranks;
+  s.layout_entries = units;              // replicas registering the same units share one layout
+  s.reported_rank_units = s.rank_units;  // report: all (the default)
   s.slots = units;
   s.ranks = ranks;
   s.max_o = max_o;
@@ -334,7 +336,7 @@ void Run(const std::string& bin, const std::string& scenario, double scale) {
   if (run("window")) Window(bin, n(4096), 1024, 1024 + 60);
   if (run("window")) Window(bin, n(262144), 4, 60);
   if (run("ranks")) Ranks(bin, "ranks", 64, n(16384), 5);
-  if (run("manyranks")) Ranks(bin, "manyranks", 400, 16, 5);
+  if (run("manyranks")) Ranks(bin, "manyranks", n(2000), 16, 5);
   if (run("stalled")) Stalled(bin, 16, n(16384), 80);
   if (run("queue")) Queue(bin, n(4096), 300);
   if (run("events")) Events(bin, n(2000), 40);
@@ -355,17 +357,19 @@ int main(int argc, char** argv) {
                      "gnmrd's memory against its caps and budget (docs/limits.md), each\n"
                      "scenario against a real gnmrd; prints a table.");
   p.AddString("gnmrd", "PATH", "the gnmrd binary (required)", &bin);
-  p.AddValue(
-      "scenario", "NAME", "window|ranks|jobs|worst|inflight|caps|all (default all)",
-      [&scenario](const std::string& v) {
-        for (const char* known : {"window", "ranks", "jobs", "worst", "inflight", "caps", "all"}) {
-          if (v == known) {
-            scenario = v;
-            return gnmr::Status::Ok();
-          }
-        }
-        return gnmr::InvalidArgument("unknown scenario '" + v + "'");
-      });
+  p.AddValue("scenario", "NAME",
+             "window|ranks|manyranks|stalled|queue|events|jobs|worst|\n"
+             "inflight|caps|all (default all)",
+             [&scenario](const std::string& v) {
+               for (const char* known : {"window", "ranks", "manyranks", "stalled", "queue",
+                                         "events", "jobs", "worst", "inflight", "caps", "all"}) {
+                 if (v == known) {
+                   scenario = v;
+                   return gnmr::Status::Ok();
+                 }
+               }
+               return gnmr::InvalidArgument("unknown scenario '" + v + "'");
+             });
   p.AddDouble("scale", "F", "multiply each scenario's size by F (default 1)", &scale);
   p.AddInt("name-pad", "N", "pad unit names to N bytes", 0, 1 << 20, &name_pad);
   const gnmr::Status s = p.Parse(argc - 1, argv + 1);

@@ -168,6 +168,10 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   next.slots += growth.slots;
   next.rank_units =
       static_cast<uint64_t>(static_cast<int64_t>(next.rank_units) + growth.rank_units);
+  // Whether the rank will share a replica's layout is known only once it
+  // is built: reserve as if not, and settle below.
+  next.layout_entries += specs.size();
+  next.reported_rank_units += specs.size();
   next.ranks += growth.ranks;
   s = Reserve(next);  // the caps and the memory budget; the last check
   if (!s.ok()) return s;
@@ -210,6 +214,9 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
     RequestSnapshot();  // the layout changed
   }
   if (req.instance() != 0) rs.instance_generation = generation_;
+  // The exact shape is at most what was reserved: shrinking cannot fail.
+  s = Reserve(ShapeLocked());
+  if (!s.ok()) spdlog::error("job {}: settling its reservation: {}", id_, s.ToString());
 
   result.session_id = rs.session_id;
   result.config = controller_.config();

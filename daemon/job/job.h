@@ -297,6 +297,8 @@ class Job {
   void HandleOverdue(Clock::time_point now);
   // ---- resources (resource_caps.h)
   JobShape ShapeLocked() const;
+  // Units summed over the ranks that send reports under `mode` (JobShape).
+  uint64_t ReportedRankUnits(ReportMode mode) const;
   JobCaps EffectiveCaps() const;
   // Checks `next` against the caps and the budget and reserves its
   // footprint: the last check before a change (all or nothing).

@@ -213,6 +213,7 @@ Status Job::SetConfig(const ControllerConfig& config) {
   JobShape next = ShapeLocked();
   next.window = static_cast<uint64_t>(config.short_window);
   next.max_o = static_cast<uint64_t>(config.max_o);
+  next.reported_rank_units = ReportedRankUnits(config.report);
   next.rule_bytes = ActionResolver(config).MemoryBytes();
   s = Reserve(next);
   if (!s.ok()) return s;
@@ -306,6 +307,7 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
   next.slots = layout.num_slots();
   next.window = static_cast<uint64_t>(c->config().short_window);
   next.max_o = static_cast<uint64_t>(c->config().max_o);
+  next.reported_rank_units = ReportedRankUnits(c->config().report);
   next.rule_bytes = c->action_rule_bytes();
   Status reserved = Reserve(next);  // the caps and the memory budget
   if (!reserved.ok()) return reserved;

@@ -15,11 +15,17 @@ JobShape Job::ShapeLocked() const {
   s.name_bytes = topology_.name_bytes();
   s.slots = topology_.num_slots();
   s.rank_units = topology_.rank_units();
+  s.layout_entries = topology_.distinct_layout_entries();
+  s.reported_rank_units = ReportedRankUnits(controller_.config().report);
   s.ranks = topology_.num_ranks();
   s.window = static_cast<uint64_t>(controller_.config().short_window);
   s.max_o = static_cast<uint64_t>(controller_.config().max_o);
   s.rule_bytes = controller_.action_rule_bytes();
   return s;
+}
+
+uint64_t Job::ReportedRankUnits(ReportMode mode) const {
+  return mode == ReportMode::kAll ? topology_.rank_units() : topology_.distinct_layout_entries();
 }
 
 JobCaps Job::EffectiveCaps() const {

@@ -17,9 +17,13 @@ constexpr uint64_t kPerNameByte = 20;
 // in the one being written and in its frame, and in an imported state's
 // bytes (kept until the next decision).
 constexpr uint64_t kPerWindowCell = 40;
-constexpr uint64_t kPerRankUnit = 64;         // layout entries, a report being read
-constexpr uint64_t kPerSlot = 64;             // combination accumulator, numel
-constexpr uint64_t kPerRank = 64u << 10;      // session, stream, metrics series
+constexpr uint64_t kPerLayoutEntry = 32;       // in registration and in unit id order
+constexpr uint64_t kPerReportedRankUnit = 64;  // a report being read and parsed
+constexpr uint64_t kPerSlot = 64;              // combination accumulator, numel
+// Session, stream (its gRPC state and, with a connection per rank, the
+// connection's), metrics series: ~43 KiB measured with a connection each
+// (bench/memory_caps `manyranks`), ~19 KiB on shared connections.
+constexpr uint64_t kPerRank = 48u << 10;
 constexpr uint64_t kPerMaxO = 4u << 10;       // entry, unit metric series
 constexpr uint64_t kReportBytesPerUnit = 40;  // one unit of one open report
 constexpr uint64_t kOpenSteps = 65;           // StepAggregator max_open_steps + 1
@@ -67,9 +71,10 @@ uint64_t JobFootprint(const JobShape& s, const JobCaps& caps) {
   const uint64_t history =
       std::min(caps.decision_history_bytes + decision, kDecisionsKept * decision);
   const uint64_t open_steps =
-      std::min(caps.max_open_step_bytes, kOpenSteps * s.rank_units * kReportBytesPerUnit);
+      std::min(caps.max_open_step_bytes, kOpenSteps * s.reported_rank_units * kReportBytesPerUnit);
   return kJobBase + s.units * kPerUnit + s.name_bytes * kPerNameByte +
-         s.units * s.window * kPerWindowCell + s.rank_units * kPerRankUnit + s.slots * kPerSlot +
+         s.units * s.window * kPerWindowCell + s.layout_entries * kPerLayoutEntry +
+         s.reported_rank_units * kPerReportedRankUnit + s.slots * kPerSlot +
          s.ranks * (kPerRank + decision) + s.max_o * kPerMaxO + s.rule_bytes + open_steps + queued +
          history + caps.event_ring_bytes;
 }

@@ -33,9 +33,16 @@ struct JobShape {
   uint64_t units = 0;
   uint64_t name_bytes = 0;  // the units' names, summed
   uint64_t window = 0;      // short_window
-  uint64_t rank_units = 0;  // units registered, summed over the ranks
-  uint64_t slots = 0;       // shards, summed over the units
-  uint64_t ranks = 0;       // ranks registered
+  uint64_t rank_units = 0;  // units registered, summed over the ranks (the cap)
+  // The ranks' layouts as held: replicas that registered the same entries
+  // share one (JobTopology::distinct_layout_entries), so <= rank_units.
+  uint64_t layout_entries = 0;
+  // Units summed over the ranks that send reports: rank_units with
+  // `report: all`; with `one_per_shard` one replica per group, bounded by
+  // layout_entries (every group holds at least one distinct layout).
+  uint64_t reported_rank_units = 0;
+  uint64_t slots = 0;  // shards, summed over the units
+  uint64_t ranks = 0;  // ranks registered
   uint64_t max_o = 0;
   uint64_t rule_bytes = 0;  // the compiled action rules (ActionResolver)
 };

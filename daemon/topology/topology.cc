@@ -161,7 +161,9 @@ Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>&
     members.insert(std::lower_bound(members.begin(), members.end(), rank), rank);
   }
   held.group = group;
+  if (!new_rank) ReleaseLayout(held.slots.get());
   held.slots = SharedOrOwn(rank, group, std::move(layout));
+  HoldLayout(held.slots.get());
   CountUnitsNotHeld();
   return Status::Ok();
 }
@@ -184,19 +186,17 @@ std::shared_ptr<const JobTopology::SlotLayout> JobTopology::SharedOrOwn(
   return same ? theirs : own;
 }
 
-size_t JobTopology::distinct_layouts() const {
-  std::unordered_set<const SlotLayout*> seen;
-  for (const auto& [rank, l] : ranks_) seen.insert(l.slots.get());
-  return seen.size();
+void JobTopology::HoldLayout(const SlotLayout* layout) {
+  if (++layout_refs_[layout] == 1) distinct_layout_entries_ += layout->entries.size();
 }
 
-uint64_t JobTopology::distinct_layout_entries() const {
-  std::unordered_set<const SlotLayout*> seen;
-  uint64_t n = 0;
-  for (const auto& [rank, l] : ranks_) {
-    if (seen.insert(l.slots.get()).second) n += l.slots->entries.size();
+void JobTopology::ReleaseLayout(const SlotLayout* layout) {
+  auto it = layout_refs_.find(layout);
+  if (it == layout_refs_.end()) return;  // cannot happen: every held layout is counted
+  if (--it->second == 0) {
+    distinct_layout_entries_ -= layout->entries.size();
+    layout_refs_.erase(it);
   }
-  return n;
 }
 
 uint64_t JobTopology::SlotSetHash(const std::vector<RankEntry>& by_unit) {

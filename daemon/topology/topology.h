@@ -142,9 +142,10 @@ class JobTopology {
   // for its shard); empty if it has not registered.
   std::vector<RankUnitSpec> SpecsOfRank(uint32_t rank) const;
   // Distinct layouts held (ranks sharing one count once), and their
-  // entries summed: what the ranks' layouts cost, for tests and benches.
-  size_t distinct_layouts() const;
-  uint64_t distinct_layout_entries() const;
+  // entries summed: what the ranks' layouts cost (the job's memory
+  // footprint, resource_caps.h). Kept as ranks register: O(1).
+  size_t distinct_layouts() const { return layout_refs_.size(); }
+  uint64_t distinct_layout_entries() const { return distinct_layout_entries_; }
 
  private:
   struct RankEntry {
@@ -172,6 +173,10 @@ class JobTopology {
                                                 std::shared_ptr<const SlotLayout> own) const;
 
   void CountUnitsNotHeld();
+  // The count of ranks holding each distinct layout (ranks_ holds the
+  // only references, so a layout is freed when its count reaches 0).
+  void HoldLayout(const SlotLayout* layout);
+  void ReleaseLayout(const SlotLayout* layout);
 
   Limits limits_;
   std::vector<UnitLayout> units_;
@@ -186,6 +191,8 @@ class JobTopology {
   size_t num_slots_ = 0;
   uint64_t name_bytes_ = 0;
   uint64_t rank_units_ = 0;
+  std::unordered_map<const SlotLayout*, uint32_t> layout_refs_;
+  uint64_t distinct_layout_entries_ = 0;
 };
 
 }  // namespace gnmr
