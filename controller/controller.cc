@@ -12,10 +12,14 @@ namespace {
 
 constexpr double kEps = 1e-12;
 
-// Admission order: non-finite first, then risk descending, then unit id.
+// Admission order: non-finite first, then units a forward rule triggered
+// (the root of a coupled spike before the neighbours whose gradients it
+// raised), then risk descending, then unit id.
 bool CandidateBefore(Trigger ta, double ra, uint32_t ia, Trigger tb, double rb, uint32_t ib) {
   const bool na = ta == Trigger::kNonFinite, nb = tb == Trigger::kNonFinite;
   if (na != nb) return na;
+  const bool fa = IsForwardTrigger(ta), fb = IsForwardTrigger(tb);
+  if (fa != fb) return fa;
   if (!na && ra != rb) return ra > rb;
   return ia < ib;
 }
@@ -154,12 +158,14 @@ void Controller::Evaluate(const UnitSample& s) {
     u.last_gnmr = 0.0;
     return;
   }
+  const ForwardVerdict fwd = EvaluateForward(u, s);
   if (u.valid_samples < config_.warmup) {
     // Warmup: the mean is the plain average of the samples so far.
     const double n = static_cast<double>(u.valid_samples);
     u.mu = (u.mu * n + norm) / (n + 1.0);
     ++u.valid_samples;
     u.last_gnmr = 0.0;
+    if (fwd.trigger != Trigger::kNone) AddCandidate(u, s.unit_id, fwd, 0.0, 0.0, 0.0);
     return;
   }
 
@@ -182,20 +188,29 @@ void Controller::Evaluate(const UnitSample& s) {
   const double delta_risk = delta_counts ? delta / config_.tau_delta : 0.0;
   const bool by_gnmr = gnmr >= config_.tau;
   const bool by_delta = delta_counts && delta >= config_.tau_delta;
-  if (!by_gnmr && !by_delta) return;
+  if (!by_gnmr && !by_delta && fwd.trigger == Trigger::kNone) return;
 
-  // Labelled `delta` only when GNMR alone would not have triggered, so the
-  // per-trigger counts show what Delta-GNMR adds.
-  const Trigger trigger = by_gnmr ? Trigger::kGnmr : Trigger::kDelta;
-  u.last_trigger = trigger;
+  // A forward rule names the trigger when one fired (it is the root-cause
+  // signal, and it orders the admission); else `delta` only when GNMR alone
+  // would not have triggered, so the per-trigger counts show what each
+  // rule adds. The risk is the maximum over the unit's channels.
+  ForwardVerdict v = fwd;
+  if (v.trigger == Trigger::kNone) v.trigger = by_gnmr ? Trigger::kGnmr : Trigger::kDelta;
+  v.risk = std::max({gnmr_risk, delta_risk, fwd.risk});
+  AddCandidate(u, s.unit_id, v, gnmr, delta, mu_before);
+}
+
+void Controller::AddCandidate(UnitState& u, uint32_t unit_id, const ForwardVerdict& v, double gnmr,
+                              double delta, double mu_before) {
+  u.last_trigger = v.trigger;
   Admission ev;
-  ev.unit_id = s.unit_id;
-  ev.trigger = trigger;
+  ev.unit_id = unit_id;
+  ev.trigger = v.trigger;
   ev.gnmr = gnmr;
   ev.delta = delta;
-  ev.norm = norm;
+  ev.norm = u.last_norm;
   ev.mu = mu_before;
-  candidates_.push_back({s.unit_id, trigger, std::max(gnmr_risk, delta_risk), ev});
+  candidates_.push_back({unit_id, v.trigger, v.risk, ev});
 }
 
 Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count, Decision* out) {
@@ -220,6 +235,12 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
     seen_epoch_[s.unit_id] = epoch_;
     if (std::isfinite(s.sumsq) && s.sumsq < 0.0) {  // NaN/Inf: signals
       return InvalidArgument("unit '" + units_[s.unit_id].name + "' has negative sumsq");
+    }
+    if ((std::isfinite(s.fwd_sumsq) && s.fwd_sumsq < 0.0) || s.fwd_saturated > s.fwd_numel ||
+        s.fwd_zeros > s.fwd_numel) {
+      return InvalidArgument("unit '" + units_[s.unit_id].name +
+                             "' has inconsistent forward statistics (negative sumsq, or more "
+                             "saturated or zero elements than elements)");
     }
   }
 

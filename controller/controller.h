@@ -48,16 +48,18 @@ struct ControllerStats {
   uint64_t unit_steps_in_force = 0;  // of those, units in force at the step
   uint64_t inactive_samples = 0;
   uint64_t nonfinite_samples = 0;
-  uint64_t admissions_by_trigger[4] = {0, 0, 0, 0};  // indexed by Trigger
-  uint64_t admissions_by_action[4] = {0, 0, 0, 0};   // indexed by Action
+  uint64_t admissions_by_trigger[kNumTriggers] = {};  // indexed by Trigger
+  uint64_t forward_samples = 0;                       // samples that carried forward statistics
+  uint64_t admissions_by_action[4] = {0, 0, 0, 0};    // indexed by Action
   uint64_t denials = 0;
   uint64_t releases = 0;
   uint64_t global_skips = 0;
   uint64_t peak_in_recovery = 0;
 
   uint64_t admissions() const {
-    return admissions_by_trigger[0] + admissions_by_trigger[1] + admissions_by_trigger[2] +
-           admissions_by_trigger[3];
+    uint64_t n = 0;
+    for (uint64_t v : admissions_by_trigger) n += v;
+    return n;
   }
   double recovery_fraction() const {
     return unit_steps_observed == 0 ? 0.0
@@ -78,6 +80,13 @@ struct UnitState {
   double last_gnmr = 0.0;
   double last_delta = 0.0;
   Trigger last_trigger = Trigger::kNone;
+  // The forward channel's history: its own warmup count and means of the
+  // forward norm, the saturated fraction and the zero fraction.
+  int64_t fwd_valid_samples = 0;
+  double fwd_mu = 0.0;
+  double saturation_mu = 0.0;
+  double zeros_mu = 0.0;
+  double last_forward = 0.0;  // last forward norm / fwd_mu (admin views)
 };
 
 class Controller {
@@ -175,9 +184,22 @@ class Controller {
     double risk;
     Admission evidence;
   };
+  // The forward channel's verdict on one sample (forward_channel.cc).
+  struct ForwardVerdict {
+    Trigger trigger = Trigger::kNone;  // the forward rule of highest risk
+    double risk = 0.0;                 // max over the forward rules
+    double ratio = 0.0;                // forward norm / its mean before
+  };
 
   // Evaluates one sample; appends to candidates_ if triggered.
   void Evaluate(const UnitSample& s);
+  // Updates `u`'s forward history with `s` and says which forward rule, if
+  // any, triggered (none in warmup, for a non-finite or absent one).
+  ForwardVerdict EvaluateForward(UnitState& u, const UnitSample& s);
+  // Appends a candidate triggered as `v` says (gradient evidence: 0 in
+  // the gradient's warmup).
+  void AddCandidate(UnitState& u, uint32_t unit_id, const ForwardVerdict& v, double gnmr,
+                    double delta, double mu_before);
   void PushWindow(uint32_t unit_id, double gnmr);
   double WindowMean(uint32_t unit_id) const;
   void ResizeWindows(int32_t new_size);

@@ -31,6 +31,10 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
     h->set_last_gnmr(u.last_gnmr);
     h->set_last_delta(u.last_delta);
     h->set_last_trigger(ToProto(u.last_trigger));
+    h->set_fwd_valid_samples(u.fwd_valid_samples);
+    h->set_fwd_mu(u.fwd_mu);
+    h->set_saturation_mu(u.saturation_mu);
+    h->set_zeros_mu(u.zeros_mu);
   }
   for (const RecoveryEntry& e : c.recovery_) RecoveryEntryToProto(e, out->add_recovery());
   for (uint32_t id : c.admin_released_) out->add_admin_released(id);
@@ -49,7 +53,12 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
   k->set_unit_steps_in_force(s.unit_steps_in_force);
   k->set_inactive_samples(s.inactive_samples);
   k->set_nonfinite_samples(s.nonfinite_samples);
-  for (uint64_t v : s.admissions_by_trigger) k->add_admissions_by_trigger(v);
+  // The four gradient triggers always, the forward ones once used: a
+  // daemon from before the forward channel reads states without them.
+  int triggers = kNumTriggers;
+  while (triggers > 4 && s.admissions_by_trigger[triggers - 1] == 0) --triggers;
+  for (int i = 0; i < triggers; ++i) k->add_admissions_by_trigger(s.admissions_by_trigger[i]);
+  k->set_forward_samples(s.forward_samples);
   for (uint64_t v : s.admissions_by_action) k->add_admissions_by_action(v);
   k->set_denials(s.denials);
   k->set_releases(s.releases);
@@ -103,7 +112,10 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
     for (double g : h.window()) window_ok = window_ok && std::isfinite(g) && g >= 0;
     if (h.valid_samples() < 0 || static_cast<uint64_t>(h.valid_samples()) > kMaxCount ||
         !std::isfinite(h.mu()) || h.mu() < 0 || !window_ok || !ValidTrigger(h.last_trigger()) ||
-        h.last_step() < -1 || h.last_step() > kMaxStep) {
+        h.last_step() < -1 || h.last_step() > kMaxStep || h.fwd_valid_samples() < 0 ||
+        static_cast<uint64_t>(h.fwd_valid_samples()) > kMaxCount || !std::isfinite(h.fwd_mu()) ||
+        h.fwd_mu() < 0 || !(h.saturation_mu() >= 0 && h.saturation_mu() <= 1) ||
+        !(h.zeros_mu() >= 0 && h.zeros_mu() <= 1)) {
       return Bad("unit '" + h.name() + "' has out-of-range history");
     }
     StatusOr<uint32_t> id = c.AddUnit(h.name());
@@ -116,6 +128,10 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
     u.last_gnmr = h.last_gnmr();
     u.last_delta = h.last_delta();
     u.last_trigger = FromProto(h.last_trigger());
+    u.fwd_valid_samples = h.fwd_valid_samples();
+    u.fwd_mu = h.fwd_mu();
+    u.saturation_mu = h.saturation_mu();
+    u.zeros_mu = h.zeros_mu();
     for (double g : h.window()) c.PushWindow(*id, g);
   }
   uint32_t prev_id = 0;
@@ -172,11 +188,12 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
     c.next_lag_ = in.next_lag();
   }
   const v1::ControllerCounters& k = in.counters();
-  bool counts_ok = k.admissions_by_trigger_size() <= 4 && k.admissions_by_action_size() <= 4 &&
+  bool counts_ok = k.admissions_by_trigger_size() <= kNumTriggers &&
+                   k.admissions_by_action_size() <= 4 &&
                    k.unit_steps_in_force() <= k.unit_steps_observed();
-  for (uint64_t v :
-       {k.steps_observed(), k.unit_steps_observed(), k.unit_steps_in_force(), k.inactive_samples(),
-        k.nonfinite_samples(), k.denials(), k.releases(), k.global_skips(), k.peak_in_recovery()}) {
+  for (uint64_t v : {k.steps_observed(), k.unit_steps_observed(), k.unit_steps_in_force(),
+                     k.inactive_samples(), k.nonfinite_samples(), k.denials(), k.releases(),
+                     k.global_skips(), k.peak_in_recovery(), k.forward_samples()}) {
     counts_ok = counts_ok && v <= kMaxCount;
   }
   for (uint64_t v : k.admissions_by_trigger()) counts_ok = counts_ok && v <= kMaxCount;
@@ -198,6 +215,7 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
   s.releases = k.releases();
   s.global_skips = k.global_skips();
   s.peak_in_recovery = k.peak_in_recovery();
+  s.forward_samples = k.forward_samples();
   return c;
 }
 

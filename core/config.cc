@@ -55,6 +55,12 @@ const char* TriggerName(Trigger t) {
       return "delta";
     case Trigger::kNonFinite:
       return "nonfinite";
+    case Trigger::kForward:
+      return "forward";
+    case Trigger::kSaturation:
+      return "saturation";
+    case Trigger::kUnderflow:
+      return "underflow";
   }
   return "unknown";
 }

@@ -26,6 +26,7 @@ StatusOr<ControllerConfig> ConfigFromProto(const v1::ControllerConfig& in) {
   ControllerConfig c;
   for (const ConfigField& f : ConfigFields()) {
     const double v = f.get_proto(in);
+    if (f.zero_is_unset && v == 0) continue;  // a peer before the key: its default
     // An open proto3 enum may carry any number; the struct's may not.
     if (f.type == ConfigType::kEnum && !f.Problem(v).empty()) {
       return InvalidArgument("config key '" + std::string(f.key) + "' is invalid");

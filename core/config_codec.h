@@ -38,7 +38,10 @@ static_assert(static_cast<int>(Trigger::kNone) == v1::TRIGGER_NONE &&
               static_cast<int>(Trigger::kGnmr) == v1::TRIGGER_GNMR &&
               static_cast<int>(Trigger::kDelta) == v1::TRIGGER_DELTA &&
               static_cast<int>(Trigger::kNonFinite) == v1::TRIGGER_NONFINITE &&
-              v1::Trigger_MIN == 0 && v1::Trigger_MAX == 3);
+              static_cast<int>(Trigger::kForward) == v1::TRIGGER_FORWARD &&
+              static_cast<int>(Trigger::kSaturation) == v1::TRIGGER_SATURATION &&
+              static_cast<int>(Trigger::kUnderflow) == v1::TRIGGER_UNDERFLOW &&
+              v1::Trigger_MIN == 0 && v1::Trigger_MAX == kNumTriggers - 1);
 
 constexpr v1::Action ToProto(Action a) { return static_cast<v1::Action>(a); }
 constexpr v1::EntryTreatment ToProto(EntryTreatment e) {

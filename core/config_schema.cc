@@ -66,6 +66,12 @@ std::vector<std::string> ReportChoices() {
   return names;
 }
 
+// A key added later (ConfigField::zero_is_unset).
+ConfigField Later(ConfigField f) {
+  f.zero_is_unset = true;
+  return f;
+}
+
 std::vector<ConfigField> MakeFields() {
   using C = ControllerConfig;
   using T = ConfigType;
@@ -94,6 +100,15 @@ std::vector<ConfigField> MakeFields() {
       GNMR_CONFIG_FIELD(report, T::kEnum, {}, ReportChoices(),
                         "which ranks send statistics: every rank, or one elected "
                         "data-parallel replica per shard (gnmrd; docs/scale.md)"),
+      Later(GNMR_CONFIG_FIELD(tau_forward, T::kDouble, Above(1), {},
+                              "forward channel: trigger threshold of a unit's forward norm / "
+                              "its mean")),
+      Later(GNMR_CONFIG_FIELD(tau_saturation, T::kDouble, Above(1), {},
+                              "forward channel: trigger threshold of a unit's saturated "
+                              "fraction / its mean")),
+      Later(GNMR_CONFIG_FIELD(underflow_fraction, T::kDouble, Open(0, 1), {},
+                              "forward channel: triggers when this share of a unit's usually "
+                              "non-zero forward elements is flushed to zero")),
   };
 }
 

@@ -58,6 +58,10 @@ struct ConfigField {
   void (*set)(ControllerConfig*, double);
   double (*get_proto)(const v1::ControllerConfig&);
   void (*set_proto)(v1::ControllerConfig*, double);
+  // A key added after peers that send the whole message existed, whose
+  // valid range excludes 0: a proto value of 0 means the peer (or a saved
+  // state) predates the key, and it takes its default.
+  bool zero_is_unset = false;
 
   // The valid values in words: "[1, 1000000]", "(0, 1)", ">= 0",
   // "a finite number > 1", "none, clip, skip".

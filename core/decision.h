@@ -27,6 +27,14 @@ struct UnitSample {
   uint64_t nonfinite = 0;  // count of NaN and Inf elements
   uint64_t zeros = 0;      // count of exact zeros
   uint64_t numel = 0;
+  // Forward statistics (docs/controller.md, "Forward channel"): the unit's
+  // quantized input as its low-precision path stores it, or its output
+  // activation. Present when fwd_numel > 0.
+  double fwd_sumsq = 0.0;      // dequantized; NaN/Inf: not evaluated
+  double fwd_amax = 0.0;       // max |x| over finite values
+  uint64_t fwd_saturated = 0;  // elements at the format's largest finite magnitude
+  uint64_t fwd_zeros = 0;      // exact zeros (underflow included)
+  uint64_t fwd_numel = 0;
 };
 
 // One unit in recovery: in force for steps [since, until).

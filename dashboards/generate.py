@@ -149,7 +149,8 @@ def job_dashboard():
                               {"color": "green", "value": None}, {"color": "orange", "value": 0.75},
                               {"color": "red", "value": 1}]}}, "overrides": []}}))
     P.append(panel(L, "timeseries", "Admissions by trigger, denials",
-                   "Units admitted to recovery per second by trigger (gnmr, delta, nonfinite), "
+                   "Units admitted to recovery per second by trigger (gnmr, delta, nonfinite; "
+                   "forward, saturation, underflow from the forward channel), "
                    "and triggered units denied because max_o was reached.",
                    [(f"sum by (trigger) (rate(gnmr_admissions_total{{{J}}}[{RI}]))", "admitted: {{trigger}}"),
                     (f"sum(rate(gnmr_denials_total{{{J}}}[{RI}]))", "denied"),

@@ -191,6 +191,15 @@ std::string FormatReplaySummary(const ReplaySummary& s) {
                 st.recovery_fraction(), st.unit_steps_in_force, st.unit_steps_observed,
                 st.peak_in_recovery);
   out += buf;
+  if (st.forward_samples > 0) {
+    std::snprintf(buf, sizeof(buf),
+                  "  forward channel: %" PRIu64 " samples; admissions forward %" PRIu64
+                  ", saturation %" PRIu64 ", underflow %" PRIu64 "\n",
+                  st.forward_samples, by[static_cast<int>(Trigger::kForward)],
+                  by[static_cast<int>(Trigger::kSaturation)],
+                  by[static_cast<int>(Trigger::kUnderflow)]);
+    out += buf;
+  }
   std::snprintf(buf, sizeof(buf), "  decisions written: %" PRIu64 "\n", s.decisions_written);
   out += buf;
   return out;

@@ -21,8 +21,10 @@ struct ColumnName {
   uint8_t col;  // TraceReader::Col
 };
 // Same order as TraceReader::Col, kIgnore excluded.
-constexpr ColumnName kColumns[] = {{"step", 1},      {"unit", 2},  {"sumsq", 3}, {"amax", 4},
-                                   {"nonfinite", 5}, {"zeros", 6}, {"numel", 7}};
+constexpr ColumnName kColumns[] = {{"step", 1},           {"unit", 2},       {"sumsq", 3},
+                                   {"amax", 4},           {"nonfinite", 5},  {"zeros", 6},
+                                   {"numel", 7},          {"fwd_sumsq", 8},  {"fwd_amax", 9},
+                                   {"fwd_saturated", 10}, {"fwd_zeros", 11}, {"fwd_numel", 12}};
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
@@ -171,7 +173,8 @@ Status TraceReader::ParseHeader(std::string_view line) {
       return Error(line_no_, "missing column '" + std::string(required) +
                                  "' in the header (required: step, unit, "
                                  "sumsq; optional: amax, nonfinite, zeros, "
-                                 "numel)");
+                                 "numel, fwd_sumsq, fwd_amax, fwd_saturated, "
+                                 "fwd_zeros, fwd_numel)");
     }
   }
   return Status::Ok();
@@ -243,9 +246,28 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
       case kNumel:
         ok = f.empty() || ParseNumber(f, &row->sample.numel);
         break;
+      case kFwdSumsq:
+        ok = f.empty() || ParseNumber(f, &row->sample.fwd_sumsq);
+        if (ok && std::isfinite(row->sample.fwd_sumsq) && row->sample.fwd_sumsq < 0.0) {
+          return Error(line_no_, "column 'fwd_sumsq': " + Quoted(f) + " is negative");
+        }
+        break;
+      case kFwdAmax:
+        ok = f.empty() || ParseNumber(f, &row->sample.fwd_amax);
+        break;
+      case kFwdSaturated:
+        ok = f.empty() || ParseNumber(f, &row->sample.fwd_saturated);
+        break;
+      case kFwdZeros:
+        ok = f.empty() || ParseNumber(f, &row->sample.fwd_zeros);
+        break;
+      case kFwdNumel:
+        ok = f.empty() || ParseNumber(f, &row->sample.fwd_numel);
+        break;
     }
     if (!ok) {
-      const bool count = cols_[i] >= kNonfinite;
+      const Col c = cols_[i];
+      const bool count = (c >= kNonfinite && c <= kNumel) || c >= kFwdSaturated;
       return Error(line_no_, "column '" + header_[i] + "': " +
                                  (f.empty() ? std::string("empty value")
                                             : Quoted(f) + " is not " +

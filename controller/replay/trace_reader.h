@@ -1,7 +1,8 @@
 // TraceReader: a fast, streaming reader of replay traces.
 //
 // A trace is CSV with a header naming its columns in any order: required
-// `step,unit,sumsq`, optional `amax,nonfinite,zeros,numel` (other columns
+// `step,unit,sumsq`, optional `amax,nonfinite,zeros,numel` and the forward
+// channel's `fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel` (other columns
 // are ignored). One row per unit and observed step; the rows of a step are
 // contiguous and steps never go backwards; a step is in [0, kMaxStep], as
 // the controller takes it. `sumsq` and `amax` accept `nan`, `inf`, `-inf`
@@ -69,7 +70,21 @@ class TraceReader {
   uint64_t total_bytes() const { return total_bytes_; }  // 0 if unknown
 
  private:
-  enum Col : uint8_t { kIgnore, kStep, kUnit, kSumsq, kAmax, kNonfinite, kZeros, kNumel };
+  enum Col : uint8_t {
+    kIgnore,
+    kStep,
+    kUnit,
+    kSumsq,
+    kAmax,
+    kNonfinite,
+    kZeros,
+    kNumel,
+    kFwdSumsq,
+    kFwdAmax,
+    kFwdSaturated,
+    kFwdZeros,
+    kFwdNumel,
+  };
   struct Row {
     int64_t step = 0;
     std::string_view unit;

@@ -10,19 +10,7 @@ namespace {
 
 // Explicit thresholds (not the defaults): the worked examples below are
 // computed for tau 2.5, tau_delta 1.0, gnmr_floor 1.5.
-ControllerConfig SmallConfig() {
-  ControllerConfig c;
-  c.tau = 2.5;
-  c.tau_delta = 1.0;
-  c.gnmr_floor = 1.5;
-  c.warmup = 3;
-  c.ema_decay = 0.5;
-  c.short_window = 2;
-  c.max_o = 2;
-  c.lock_steps = 3;
-  c.lag = 1;
-  return c;
-}
+ControllerConfig SmallConfig() { return WorkedExampleConfig(); }
 
 TEST(ControllerRules, InactiveUnitMakesNoProgress) {
   Controller c = MakeController(SmallConfig(), 1);

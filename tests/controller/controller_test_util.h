@@ -13,6 +13,23 @@
 
 namespace gnmr::testing {
 
+// Explicit thresholds (not the defaults) for worked examples: tau 2.5,
+// tau_delta 1.0, gnmr_floor 1.5, warmup 3, ema_decay 0.5, window 2,
+// max_o 2, lock 3, lag 1.
+inline ControllerConfig WorkedExampleConfig() {
+  ControllerConfig c;
+  c.tau = 2.5;
+  c.tau_delta = 1.0;
+  c.gnmr_floor = 1.5;
+  c.warmup = 3;
+  c.ema_decay = 0.5;
+  c.short_window = 2;
+  c.max_o = 2;
+  c.lock_steps = 3;
+  c.lag = 1;
+  return c;
+}
+
 inline Controller MakeController(const ControllerConfig& config, int units) {
   StatusOr<Controller> c = Controller::Create(config);
   EXPECT_TRUE(c.ok()) << c.status().ToString();

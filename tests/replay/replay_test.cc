@@ -122,6 +122,35 @@ TEST(Replay, SummaryCountsWhatHappened) {
       << text;
 }
 
+// The forward channel's optional columns: a (coupled neighbour) spikes in
+// its gradient at step 3, b (the root) in its forward saturation; with
+// max_o 1 the root is admitted, labelled `saturation`.
+TEST(Replay, ForwardColumnsFeedTheForwardChannel) {
+  const char trace[] =
+      "step,unit,sumsq,fwd_sumsq,fwd_saturated,fwd_zeros,fwd_numel\n"
+      "0,a,1,4,1,0,1000\n0,b,1,4,1,0,1000\n"
+      "1,a,1,4,1,0,1000\n1,b,1,4,1,0,1000\n"
+      "2,a,1,4,1,0,1000\n2,b,1,4,1,0,1000\n"
+      "3,a,400,4,1,0,1000\n3,b,1.2,4,200,0,1000\n";
+  Result r = Replay(trace, SmallConfig());
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  const ControllerStats& st = r.summary.stats;
+  EXPECT_EQ(st.forward_samples, 8u);
+  EXPECT_EQ(st.admissions_by_trigger[static_cast<int>(Trigger::kSaturation)], 1u);
+  EXPECT_EQ(st.denials, 1u);
+  EXPECT_NE(r.jsonl.find("\"saturation\""), std::string::npos) << r.jsonl;
+  const std::string text = FormatReplaySummary(r.summary);
+  EXPECT_NE(text.find("forward channel: 8 samples; admissions forward 0, saturation 1, "
+                      "underflow 0\n"),
+            std::string::npos)
+      << text;
+  // A negative forward sum is refused at its line.
+  Result bad = Replay("step,unit,sumsq,fwd_sumsq\n0,a,1,-2\n", SmallConfig());
+  EXPECT_EQ(bad.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status.message().find("t.csv:2: column 'fwd_sumsq'"), std::string::npos)
+      << bad.status.message();
+}
+
 TEST(Replay, LaterConfigOverridesChangeTheOutcome) {
   ControllerConfig c = SmallConfig();
   ASSERT_TRUE(ApplyOverride(&c, "max_o=2").ok());

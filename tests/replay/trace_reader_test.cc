@@ -284,10 +284,12 @@ const ErrorCase kErrors[] = {
      "'step,unit,sumsq,amax,nonfinite,zeros,numel'"},
     {"MissingSumsq", "step,unit,amax\n1,a,2\n",
      "t.csv:1: missing column 'sumsq' in the header (required: step, unit, "
-     "sumsq; optional: amax, nonfinite, zeros, numel)"},
+     "sumsq; optional: amax, nonfinite, zeros, numel, fwd_sumsq, fwd_amax, fwd_saturated, "
+     "fwd_zeros, fwd_numel)"},
     {"MissingUnitAfterBlankLines", "\n\nstep,sumsq\n",
      "t.csv:3: missing column 'unit' in the header (required: step, unit, "
-     "sumsq; optional: amax, nonfinite, zeros, numel)"},
+     "sumsq; optional: amax, nonfinite, zeros, numel, fwd_sumsq, fwd_amax, fwd_saturated, "
+     "fwd_zeros, fwd_numel)"},
     {"DuplicateColumn", "step,unit,sumsq,unit\n", "t.csv:1: duplicate column 'unit'"},
     {"NonNumericSumsq", "step,unit,sumsq\n1,a,1\n1,b,abc\n",
      "t.csv:3: column 'sumsq': 'abc' is not a number"},

@@ -41,8 +41,23 @@ enum class EntryTreatment : uint8_t { kNone = 0, kClip = 1, kSkip = 2 };
 // Read by gnmrd, not by the controller.
 enum class ReportMode : uint8_t { kAll = 0, kOnePerShard = 1 };
 
-// Why a unit became a candidate; ordered by priority.
-enum class Trigger : uint8_t { kNone = 0, kGnmr = 1, kDelta = 2, kNonFinite = 3 };
+// Why a unit became a candidate. Admission order: non-finite first, then
+// units a forward rule (forward, saturation, underflow) triggered, then by
+// risk (docs/controller.md, "Forward channel").
+enum class Trigger : uint8_t {
+  kNone = 0,
+  kGnmr = 1,
+  kDelta = 2,
+  kNonFinite = 3,
+  kForward = 4,     // forward norm / its own mean
+  kSaturation = 5,  // saturated fraction / its own mean
+  kUnderflow = 6,   // share of the usually non-zero elements flushed to zero
+};
+constexpr int kNumTriggers = 7;
+// A forward-channel trigger (ranks above the gradient rules).
+constexpr bool IsForwardTrigger(Trigger t) {
+  return t == Trigger::kForward || t == Trigger::kSaturation || t == Trigger::kUnderflow;
+}
 
 GNMR_EXPORT const char* ActionName(Action a);
 GNMR_EXPORT const char* EntryTreatmentName(EntryTreatment e);
@@ -79,6 +94,10 @@ struct GNMR_EXPORT ControllerConfig {
   double clip_min_scale = 0.01;                  // default lower bound of clip scales
   std::vector<ActionRule> actions;               // first match wins; default promote
   ReportMode report = ReportMode::kAll;          // which ranks send statistics
+  // The forward channel: units whose reports carry forward statistics.
+  double tau_forward = 6.0;          // forward norm / its own mean
+  double tau_saturation = 16.0;      // saturated fraction / its own mean
+  double underflow_fraction = 0.25;  // of the usually non-zero elements, flushed to zero
 
   // Upper bounds that keep a hostile or mistyped config from allocating
   // absurd amounts or overflowing step arithmetic.
