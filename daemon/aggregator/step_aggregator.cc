@@ -35,6 +35,7 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
   }
   RankReport report;
   Status v = s.sparse() ? ValidateSparseUnits(rank, s, &report) : ValidateUnits(rank, s, &report);
+  if (v.ok()) v = ValidateForward(s);
   if (!v.ok()) return v;
 
   last_step_of_rank_[rank] = step;
@@ -47,6 +48,11 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
   report.amax.assign(s.amax().begin(), s.amax().end());
   report.nonfinite.assign(s.nonfinite().begin(), s.nonfinite().end());
   report.zeros.assign(s.zeros().begin(), s.zeros().end());
+  report.forward.resize(static_cast<size_t>(s.fwd_numel_size()));
+  for (int i = 0; i < s.fwd_numel_size(); ++i) {
+    report.forward[static_cast<size_t>(i)] = {s.fwd_sumsq(i), s.fwd_amax(i), s.fwd_saturated(i),
+                                              s.fwd_zeros(i), s.fwd_numel(i)};
+  }
   auto [it, inserted] = open_.try_emplace(step);
   OpenStep& open = it->second;
   if (inserted) open.first_report = now;
@@ -61,11 +67,41 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
 
 namespace {
 
+// Forward counts come from untrusted reports: summed over replicas and
+// shards they saturate instead of wrapping, which keeps saturated <= numel
+// and zeros <= numel (each report was checked), as the controller requires.
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
 std::string NegativeSumsq(uint32_t id, double sumsq) {
   return "unit id " + std::to_string(id) + " has negative sumsq " + std::to_string(sumsq);
 }
 
 }  // namespace
+
+Status StepAggregator::ValidateForward(const v1::StepStats& s) {
+  const int n = s.unit_id_size();
+  const int len = s.fwd_numel_size();
+  if ((len != 0 && len != n) || s.fwd_sumsq_size() != len || s.fwd_amax_size() != len ||
+      s.fwd_saturated_size() != len || s.fwd_zeros_size() != len) {
+    return InvalidArgument("forward columns must all be empty or have unit_id's length " +
+                           std::to_string(n) + ": fwd_sumsq " + std::to_string(s.fwd_sumsq_size()) +
+                           ", fwd_amax " + std::to_string(s.fwd_amax_size()) + ", fwd_saturated " +
+                           std::to_string(s.fwd_saturated_size()) + ", fwd_zeros " +
+                           std::to_string(s.fwd_zeros_size()) + ", fwd_numel " +
+                           std::to_string(len));
+  }
+  for (int i = 0; i < len; ++i) {  // messages built only on an error: this runs per value
+    const bool negative = std::isfinite(s.fwd_sumsq(i)) && s.fwd_sumsq(i) < 0.0;
+    if (negative || s.fwd_saturated(i) > s.fwd_numel(i) || s.fwd_zeros(i) > s.fwd_numel(i)) {
+      return InvalidArgument(
+          "unit id " + std::to_string(s.unit_id(i)) + ": forward statistics are inconsistent " +
+          "(fwd_sumsq " + std::to_string(s.fwd_sumsq(i)) + ", fwd_saturated " +
+          std::to_string(s.fwd_saturated(i)) + " and fwd_zeros " + std::to_string(s.fwd_zeros(i)) +
+          " of fwd_numel " + std::to_string(s.fwd_numel(i)) + ")");
+    }
+  }
+  return Status::Ok();
+}
 
 Status StepAggregator::ValidateUnits(uint32_t rank, const v1::StepStats& s, RankReport* report) {
   const int n = s.unit_id_size();
@@ -228,7 +264,7 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
 
   const size_t num_units = topology_->num_units();
   if (acc_.size() < topology_->num_slots()) {
-    acc_.resize(topology_->num_slots(), SlotAcc{0.0, 0.0, 0, 0, 0});
+    acc_.resize(topology_->num_slots(), SlotAcc{});
   }
   if (unit_epoch_.size() < num_units) unit_epoch_.resize(num_units, 0);
   ++epoch_;
@@ -249,6 +285,15 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
       if (!r.nonfinite.empty()) a.nonfinite += r.nonfinite[i];
       if (!r.zeros.empty()) a.zeros += r.zeros[i];
       ++a.replicas;
+      if (!r.forward.empty() && r.forward[i].numel > 0) {
+        const ForwardStats& f = r.forward[i];
+        a.fwd.sumsq += f.sumsq;
+        if (f.amax > a.fwd.amax) a.fwd.amax = f.amax;
+        a.fwd.saturated = SaturatingAdd(a.fwd.saturated, f.saturated);
+        a.fwd.zeros = SaturatingAdd(a.fwd.zeros, f.zeros);
+        a.fwd.numel = SaturatingAdd(a.fwd.numel, f.numel);
+        ++a.fwd_replicas;
+      }
     }
   }
   // Fast path: every expected rank sent a sparse report, so a slot is
@@ -292,6 +337,7 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
     sample.unit_id = id;
     bool complete = true;
     bool held = true;
+    bool forward = true;  // every reported shard sent forward statistics
     for (uint32_t k = 0; k < u.shard_count; ++k) {
       const uint32_t slot = u.first_slot + k;
       if (topology_->holders(slot) == 0) held = false;
@@ -306,7 +352,23 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
       sample.nonfinite += a.nonfinite;
       sample.zeros += a.zeros;
       sample.numel += u.shard_numel[k];
-      a = SlotAcc{0.0, 0.0, 0, 0, 0};  // keep acc_ all zero
+      // Forward: replicas ran different batches, so their sums are
+      // averaged and their counts and sizes summed (the fractions stay
+      // fractions of every element seen); shards are summed.
+      if (a.fwd_replicas == 0) {
+        forward = false;
+      } else {
+        sample.fwd_sumsq += a.fwd.sumsq / a.fwd_replicas;
+        if (a.fwd.amax > sample.fwd_amax) sample.fwd_amax = a.fwd.amax;
+        sample.fwd_saturated = SaturatingAdd(sample.fwd_saturated, a.fwd.saturated);
+        sample.fwd_zeros = SaturatingAdd(sample.fwd_zeros, a.fwd.zeros);
+        sample.fwd_numel = SaturatingAdd(sample.fwd_numel, a.fwd.numel);
+      }
+      a = SlotAcc{};  // keep acc_ all zero
+    }
+    if (!forward || sample.fwd_numel == 0) {  // a shard without: none for the unit
+      sample.fwd_sumsq = sample.fwd_amax = 0.0;
+      sample.fwd_saturated = sample.fwd_zeros = sample.fwd_numel = 0;
     }
     if (!held) ++listed_not_held;
     if (complete) {

@@ -16,7 +16,10 @@
 //   good (docs/limits.md). The first report of a timeline (a new job, or
 //   after StartOver(-1)) may name any step: a trainer resumes anywhere.
 // - Combination: replicas of a shard are averaged (sumsq), max'd (amax) and
-//   summed (counts); shards of a unit are then summed. Reports are kept per
+//   summed (counts); shards of a unit are then summed. Forward statistics
+//   (docs/controller.md, "Forward channel") likewise, but their sizes are
+//   summed over replicas too (each ran its own batch), and a unit has them
+//   only when every reported shard sent them. Reports are kept per
 //   rank and combined at close in rank order, so the floating-point result
 //   does not depend on arrival order. A unit is evaluated only if every one
 //   of its shards is covered; the rest are counted incomplete.
@@ -139,6 +142,13 @@ class StepAggregator {
   size_t open_bytes() const { return open_bytes_; }
 
  private:
+  struct ForwardStats {
+    double sumsq;
+    double amax;
+    uint64_t saturated;
+    uint64_t zeros;
+    uint64_t numel;  // 0: none for this unit
+  };
   struct RankReport {
     bool sparse = false;
     std::vector<uint32_t> slots;
@@ -146,9 +156,11 @@ class StepAggregator {
     std::vector<double> amax;
     std::vector<uint64_t> nonfinite;
     std::vector<uint64_t> zeros;
+    std::vector<ForwardStats> forward;  // empty, or one per slot
     size_t Bytes() const {
       return slots.size() * sizeof(uint32_t) +
-             (sumsq.size() + amax.size() + nonfinite.size() + zeros.size()) * 8;
+             (sumsq.size() + amax.size() + nonfinite.size() + zeros.size()) * 8 +
+             forward.size() * sizeof(ForwardStats);
     }
   };
   struct OpenStep {
@@ -168,6 +180,8 @@ class StepAggregator {
   bool Complete(int64_t step);
   Status ValidateUnits(uint32_t rank, const v1::StepStats& s, RankReport* report);
   Status ValidateSparseUnits(uint32_t rank, const v1::StepStats& s, RankReport* report);
+  // The forward columns: all empty or unit_id's length, and consistent.
+  static Status ValidateForward(const v1::StepStats& s);
   // Counts the units that no report listed (Combine).
   void CountUnlisted(const OpenStep& open, bool fast, ClosedStep* out);
   // What max_step_jump is measured from; none at the start of a timeline.
@@ -195,6 +209,8 @@ class StepAggregator {
     uint64_t nonfinite;
     uint64_t zeros;
     uint32_t replicas;
+    uint32_t fwd_replicas;  // replicas that sent forward statistics
+    ForwardStats fwd;       // sumsq summed (averaged at close), counts summed
   };
   std::vector<SlotAcc> acc_;           // all zero between calls of Combine
   std::vector<uint64_t> unit_epoch_;   // == epoch_: listed in this step

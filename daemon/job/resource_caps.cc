@@ -25,7 +25,7 @@ constexpr uint64_t kPerSlot = 64;              // combination accumulator, numel
 // (bench/memory_caps `manyranks`), ~19 KiB on shared connections.
 constexpr uint64_t kPerRank = 48u << 10;
 constexpr uint64_t kPerMaxO = 4u << 10;       // entry, unit metric series
-constexpr uint64_t kReportBytesPerUnit = 40;  // one unit of one open report
+constexpr uint64_t kReportBytesPerUnit = 80;  // one unit of one open report, forward columns too
 constexpr uint64_t kOpenSteps = 65;           // StepAggregator max_open_steps + 1
 constexpr uint64_t kQueuedMessages = 256;     // DecisionQueue::Limits
 constexpr uint64_t kDecisionsKept = 64;       // JobOptions::decisions_kept

@@ -1,5 +1,6 @@
 // StepAggregator: completion, deadline, late reports, shard/replica
 // combination, ordering independence and validation.
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -235,6 +236,101 @@ TEST_F(TwoRanks, AStepMayNotJumpFarAheadOfTheLastClosedStep) {
   // A new timeline starts unanchored again.
   agg.StartOver(-1);
   EXPECT_EQ(Add(agg, 0, Stats(9000000, {1}, {1.0}), t0), StepAggregator::Outcome::kAccepted);
+}
+
+// Adds forward columns to `s`, one (sumsq, saturated, zeros, numel) per
+// listed unit.
+void WithForward(v1::StepStats* s, std::vector<std::array<double, 4>> per_unit) {
+  for (const auto& [sumsq, saturated, zeros, numel] : per_unit) {
+    s->add_fwd_sumsq(sumsq);
+    s->add_fwd_amax(std::sqrt(sumsq));
+    s->add_fwd_saturated(static_cast<uint64_t>(saturated));
+    s->add_fwd_zeros(static_cast<uint64_t>(zeros));
+    s->add_fwd_numel(static_cast<uint64_t>(numel));
+  }
+}
+
+TEST_F(TwoRanks, ForwardStatisticsCombineShardsAndReplicas) {
+  StepAggregator agg(&topo, {});
+  v1::StepStats r0 = Stats(0, {0, 1}, {4.0, 9.0});
+  WithForward(&r0, {{{1.0, 2, 10, 100}}, {{8.0, 1, 0, 50}}});
+  v1::StepStats r1 = Stats(0, {0, 1}, {5.0, 11.0});
+  WithForward(&r1, {{{3.0, 4, 20, 100}}, {{4.0, 3, 5, 50}}});
+  Add(agg, 0, r0, t0);
+  Add(agg, 1, r1, t0);
+  StepAggregator::ClosedStep c;
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  ASSERT_EQ(c.samples.size(), 2u);
+  // a: two shards, summed.
+  EXPECT_EQ(c.samples[0].fwd_sumsq, 4.0);
+  EXPECT_EQ(c.samples[0].fwd_saturated, 6u);
+  EXPECT_EQ(c.samples[0].fwd_zeros, 30u);
+  EXPECT_EQ(c.samples[0].fwd_numel, 200u);
+  EXPECT_EQ(c.samples[0].fwd_amax, std::sqrt(3.0));
+  // b: two replicas (different batches): sums averaged, counts and sizes
+  // summed, so 4 of 100 elements saturated.
+  EXPECT_EQ(c.samples[1].fwd_sumsq, 6.0);
+  EXPECT_EQ(c.samples[1].fwd_saturated, 4u);
+  EXPECT_EQ(c.samples[1].fwd_zeros, 5u);
+  EXPECT_EQ(c.samples[1].fwd_numel, 100u);
+}
+
+TEST_F(TwoRanks, AUnitHasForwardStatisticsOnlyWhenEveryShardSentThem) {
+  StepAggregator agg(&topo, {});
+  v1::StepStats r0 = Stats(0, {0, 1}, {4.0, 9.0});
+  WithForward(&r0, {{{1.0, 2, 10, 100}}, {{8.0, 1, 0, 50}}});
+  Add(agg, 0, r0, t0);
+  v1::StepStats r1 = Stats(0, {0, 1}, {5.0, 11.0});
+  WithForward(&r1, {{{0.0, 0, 0, 0}}, {{4.0, 3, 5, 50}}});  // a's shard 1: none
+  Add(agg, 1, r1, t0);
+  StepAggregator::ClosedStep c;
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  ASSERT_EQ(c.samples.size(), 2u);
+  EXPECT_EQ(c.samples[0].fwd_numel, 0u);
+  EXPECT_EQ(c.samples[0].fwd_sumsq, 0.0);
+  EXPECT_EQ(c.samples[0].sumsq, 9.0);  // the gradient is unaffected
+  // b: the replica without forward statistics is left out of them.
+  EXPECT_EQ(c.samples[1].fwd_numel, 100u);
+}
+
+TEST_F(TwoRanks, ForwardCountsSaturateInsteadOfWrapping) {
+  // Absurd but consistent counts from both replicas of b: their sums stay
+  // counts of at most numel, as the controller requires.
+  StepAggregator agg(&topo, {});
+  const uint64_t huge = UINT64_MAX - 1;
+  for (uint32_t r = 0; r < 2; ++r) {
+    v1::StepStats s = Stats(0, {1}, {1.0});
+    s.add_fwd_sumsq(1.0);
+    s.add_fwd_amax(1.0);
+    s.add_fwd_saturated(huge);
+    s.add_fwd_zeros(1);
+    s.add_fwd_numel(huge);
+    Add(agg, r, s, t0);
+  }
+  StepAggregator::ClosedStep c;
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  ASSERT_EQ(c.samples.size(), 1u);
+  EXPECT_EQ(c.samples[0].fwd_numel, UINT64_MAX);
+  EXPECT_EQ(c.samples[0].fwd_saturated, UINT64_MAX);
+  EXPECT_EQ(c.samples[0].fwd_zeros, 2u);
+}
+
+TEST_F(TwoRanks, InconsistentForwardColumnsAreRefusedAndChangeNothing) {
+  StepAggregator agg(&topo, {});
+  StepAggregator::Outcome o;
+  v1::StepStats short_column = Stats(0, {0, 1}, {4.0, 9.0});
+  WithForward(&short_column, {{{1.0, 2, 10, 100}}});
+  Status st = agg.Add(0, short_column, t0, &o);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("forward columns"), std::string::npos) << st.message();
+  v1::StepStats too_many = Stats(0, {0, 1}, {4.0, 9.0});
+  WithForward(&too_many, {{{1.0, 101, 10, 100}}, {{8.0, 1, 0, 50}}});
+  EXPECT_EQ(agg.Add(0, too_many, t0, &o).code(), StatusCode::kInvalidArgument);
+  v1::StepStats negative = Stats(0, {0, 1}, {4.0, 9.0});
+  WithForward(&negative, {{{-1.0, 1, 10, 100}}, {{8.0, 1, 0, 50}}});
+  EXPECT_EQ(agg.Add(0, negative, t0, &o).code(), StatusCode::kInvalidArgument);
+  // Nothing was taken: the step is still rank 0's to report.
+  EXPECT_EQ(Add(agg, 0, Stats(0, {0, 1}, {4.0, 9.0}), t0), StepAggregator::Outcome::kAccepted);
 }
 
 TEST(Topology, RejectsInconsistentRegistrations) {

@@ -1,0 +1,72 @@
+// The forward channel over real gRPC: forward columns of StepStats reach
+// the controller (docs/controller.md, "Forward channel"), and a report
+// whose forward columns are inconsistent is refused with a precise status.
+#include "core/config_codec.h"
+#include "tests/daemon/test_daemon.h"
+
+namespace gnmr::testing {
+namespace {
+
+// Gradient sumsq per unit and, per unit, (fwd_sumsq, fwd_saturated) of a
+// 1000-element forward tensor.
+v1::ClientMessage StatsWithForward(int64_t step, const std::vector<uint32_t>& ids,
+                                   const std::vector<double>& sumsq,
+                                   const std::vector<std::pair<double, uint64_t>>& fwd) {
+  v1::ClientMessage m;
+  v1::StepStats* s = m.mutable_stats();
+  s->set_step(step);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    s->add_unit_id(ids[i]);
+    s->add_sumsq(sumsq[i]);
+    s->add_fwd_sumsq(fwd[i].first);
+    s->add_fwd_amax(1.0);
+    s->add_fwd_saturated(fwd[i].second);
+    s->add_fwd_zeros(0);
+    s->add_fwd_numel(1000);
+  }
+  return m;
+}
+
+TEST_F(DaemonTest, ForwardColumnsReachTheControllerAndTheRootIsAdmittedFirst) {
+  StartDaemon();
+  RawRank r(Tcp(), "fwd", 0, 1);
+  v1::ControllerConfig config;
+  ControllerConfig c;
+  c.warmup = 3;
+  c.max_o = 1;
+  ConfigToProto(c, &config);
+  v1::RegisterResponse resp;
+  ASSERT_TRUE(r.Register({{"attn.q"}, {"attn.k"}}, &resp, &config).ok());
+  const std::vector<uint32_t> ids(resp.unit_ids().begin(), resp.unit_ids().end());
+  r.Open();
+  v1::Decision d;
+  for (int64_t t = 0; t < 3; ++t) {
+    ASSERT_TRUE(r.Send(StatsWithForward(t, ids, {1.0, 1.0}, {{4.0, 1}, {4.0, 1}})));
+    ASSERT_TRUE(r.WaitDecision(t, &d));
+  }
+  // q's gradient spikes far more (coupled), k's quantizer saturates (the
+  // root): with max_o 1, k is admitted.
+  ASSERT_TRUE(r.Send(StatsWithForward(3, ids, {400.0, 1.5}, {{4.0, 1}, {4.0, 300}})));
+  ASSERT_TRUE(r.WaitDecision(3, &d));
+  ASSERT_EQ(d.admitted_size(), 1);
+  EXPECT_EQ(d.admitted(0), ids[1]);
+}
+
+TEST_F(DaemonTest, InconsistentForwardColumnsAreRefusedWithTheReason) {
+  StartDaemon();
+  RawRank r(Tcp(), "fwd", 0, 1);
+  v1::RegisterResponse resp;
+  ASSERT_TRUE(r.Register({{"a"}, {"b"}}, &resp).ok());
+  const std::vector<uint32_t> ids(resp.unit_ids().begin(), resp.unit_ids().end());
+  r.Open();
+  v1::ClientMessage m = StatsWithForward(0, ids, {1.0, 1.0}, {{4.0, 1}, {4.0, 1}});
+  m.mutable_stats()->set_fwd_saturated(1, 1001);  // more than its 1000 elements
+  ASSERT_TRUE(r.Send(m));
+  const grpc::Status s = r.WaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("forward statistics are inconsistent"), std::string::npos)
+      << s.error_message();
+}
+
+}  // namespace
+}  // namespace gnmr::testing
