@@ -188,7 +188,6 @@ class Controller {
   struct ForwardVerdict {
     Trigger trigger = Trigger::kNone;  // the forward rule of highest risk
     double risk = 0.0;                 // max over the forward rules
-    double ratio = 0.0;                // forward norm / its mean before
   };
 
   // Evaluates one sample; appends to candidates_ if triggered.

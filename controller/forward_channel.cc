@@ -65,7 +65,6 @@ Controller::ForwardVerdict Controller::EvaluateForward(UnitState& u, const UnitS
       (1.0 - d) * std::min(zeros, u.zeros_mu + config_.underflow_fraction * usually_nonzero);
   ++u.fwd_valid_samples;
   u.last_forward = ratio;
-  v.ratio = ratio;
 
   // The triggered rule of highest risk names the trigger; ties go to the
   // first listed.
