@@ -297,6 +297,9 @@ class Job {
   void HandleOverdue(Clock::time_point now);
   // ---- resources (resource_caps.h)
   JobShape ShapeLocked() const;
+  // The shape with the layout as it is and the given config (SetConfig,
+  // ImportState: what a new config would make the job hold).
+  JobShape ShapeWith(const ControllerConfig& config, uint64_t rule_bytes) const;
   // Units summed over the ranks that send reports under `mode` (JobShape).
   uint64_t ReportedRankUnits(ReportMode mode) const;
   JobCaps EffectiveCaps() const;

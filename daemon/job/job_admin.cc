@@ -210,12 +210,7 @@ Status Job::SetConfig(const ControllerConfig& config) {
   std::lock_guard<std::mutex> lock(mu_);
   Status s = config.Validate();
   if (!s.ok()) return s;
-  JobShape next = ShapeLocked();
-  next.window = static_cast<uint64_t>(config.short_window);
-  next.max_o = static_cast<uint64_t>(config.max_o);
-  next.reported_rank_units = ReportedRankUnits(config.report);
-  next.rule_bytes = ActionResolver(config).MemoryBytes();
-  s = Reserve(next);
+  s = Reserve(ShapeWith(config, ActionResolver(config).MemoryBytes()));
   if (!s.ok()) return s;
   s = controller_.SetConfig(config);  // validated above: cannot fail
   if (!s.ok()) return s;
@@ -301,14 +296,10 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
       return Status(code, "imported state cannot be added to job '" + id_ + "': " + s.message());
     }
   }
-  JobShape next = ShapeLocked();
+  JobShape next = ShapeWith(c->config(), c->action_rule_bytes());
   next.units = layout.num_units();
   next.name_bytes = layout.name_bytes();
   next.slots = layout.num_slots();
-  next.window = static_cast<uint64_t>(c->config().short_window);
-  next.max_o = static_cast<uint64_t>(c->config().max_o);
-  next.reported_rank_units = ReportedRankUnits(c->config().report);
-  next.rule_bytes = c->action_rule_bytes();
   Status reserved = Reserve(next);  // the caps and the memory budget
   if (!reserved.ok()) return reserved;
   // Nothing below fails.

@@ -10,17 +10,21 @@ Job::~Job() {
 }
 
 JobShape Job::ShapeLocked() const {
+  return ShapeWith(controller_.config(), controller_.action_rule_bytes());
+}
+
+JobShape Job::ShapeWith(const ControllerConfig& config, uint64_t rule_bytes) const {
   JobShape s;
   s.units = topology_.num_units();
   s.name_bytes = topology_.name_bytes();
   s.slots = topology_.num_slots();
   s.rank_units = topology_.rank_units();
   s.layout_entries = topology_.distinct_layout_entries();
-  s.reported_rank_units = ReportedRankUnits(controller_.config().report);
+  s.reported_rank_units = ReportedRankUnits(config.report);
   s.ranks = topology_.num_ranks();
-  s.window = static_cast<uint64_t>(controller_.config().short_window);
-  s.max_o = static_cast<uint64_t>(controller_.config().max_o);
-  s.rule_bytes = controller_.action_rule_bytes();
+  s.window = static_cast<uint64_t>(config.short_window);
+  s.max_o = static_cast<uint64_t>(config.max_o);
+  s.rule_bytes = rule_bytes;
   return s;
 }
 
