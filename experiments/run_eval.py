@@ -102,6 +102,7 @@ def main(argv=None) -> int:
               f"{chosen['lag0-' + P.GROUP]['tau']:g}", flush=True)
         runner.run(P.eval_specs(seeds, chosen, median_norm), "evaluation")
         runner.run(P.group_eval_specs(seeds, chosen), "evaluation (q/k/v as one unit)")
+        runner.run(P.forward_specs(seeds, chosen), "evaluation (forward channel)")
         runner.run(P.random_specs(seeds, runner.results), "evaluation (random, equal budget)")
         runner.run(P.dp_specs(seeds[:1] if args.smoke else seeds, chosen),
                    "evaluation (2 DP ranks)")

@@ -170,6 +170,15 @@ void LocalTransport::DecideLocked(const Report& r) {
     s.nonfinite = r.nonfinite[i];
     s.zeros = r.zeros[i];
     s.numel = numel_[i];
+    // Forward statistics as the aggregator combines one replica's: the
+    // same doubles (its sum over one replica divided by one).
+    if (r.fwd_units > 0 && r.fwd_numel[i] > 0) {
+      s.fwd_sumsq = r.fwd_sumsq[i];
+      s.fwd_amax = r.fwd_amax[i] > 0.0 ? r.fwd_amax[i] : 0.0;
+      s.fwd_saturated = r.fwd_saturated[i];
+      s.fwd_zeros = r.fwd_zeros[i];
+      s.fwd_numel = r.fwd_numel[i];
+    }
   }
   Decision d;
   Status s = controller_.Observe(r.step, samples_, &d);

@@ -179,6 +179,7 @@ Status Client::Start() {
       if (!g.ok()) return g;
     }
     m.norms.assign(m.units.size(), std::numeric_limits<double>::quiet_NaN());
+    m.forward.Resize(m.units.size());
     m.inactive.resize(m.units.size(), 0);  // keeps marks made before Start
     TransportWiring wiring;
     wiring.request = m.BuildRegister();
@@ -220,6 +221,9 @@ Status Client::Observe(int64_t step, void* stream) {
       r->inactive_count = m.inactive_count;
       m.inactive_count = 0;
     }
+    m.forward.MoveInto(r);  // this step's ObserveForward calls
+    const int64_t forward_nanos = m.forward_nanos;
+    m.forward_nanos = 0;
     for (UnitHandle i : m.host_units) {
       const UnitRegistry::Unit& u = m.units.unit(i);
       UnitStats st;
@@ -260,7 +264,9 @@ Status Client::Observe(int64_t step, void* stream) {
       return Status::Ok();
     }
     const Clock::time_point t1 = Clock::now();
-    const double stats_seconds = std::chrono::duration<double>(t1 - t0).count();
+    // The forward statistics' host time belongs to this step's overhead too.
+    const double stats_seconds =
+        std::chrono::duration<double>(t1 - t0).count() + static_cast<double>(forward_nanos) * 1e-9;
     const double step_seconds =
         m.last_observed >= 0 ? std::chrono::duration<double>(t0 - m.last_observe_time).count()
                              : 0.0;

@@ -197,6 +197,20 @@ int gnmr_mark_inactive(gnmr_client* c, uint32_t unit) {
   });
 }
 
+int gnmr_observe_forward(gnmr_client* c, uint32_t unit, const gnmr_tensor* tensors,
+                         const float* saturation_magnitude, size_t count) {
+  return Call([&]() -> int {
+    if (c == nullptr) return Null("client");
+    if (tensors == nullptr && count > 0) return Null("tensors");
+    std::vector<gnmr::TensorRef> refs;  // per call: forward tensors change every step
+    ToRefs(tensors, count, &refs);
+    if (saturation_magnitude != nullptr) {
+      for (size_t i = 0; i < count; ++i) refs[i].saturation_magnitude = saturation_magnitude[i];
+    }
+    return Report(c->client->ObserveForward(unit, refs.data(), refs.size()));
+  });
+}
+
 int gnmr_plan_for(gnmr_client* c, int64_t step, gnmr_plan* plan) {
   return Call([&]() -> int {
     if (c == nullptr) return Null("client");

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/src/forward_stats.h"
 #include "client/src/gpu_path.h"
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
@@ -67,6 +68,10 @@ class Client::Impl {
   std::vector<uint8_t> inactive;
   size_t inactive_count = 0;
   int64_t norms_step = -1;
+  // ObserveForward's statistics for the next Observe, and the host time
+  // spent computing them (counted into that report's stats_seconds).
+  ForwardAccumulator forward;
+  int64_t forward_nanos = 0;
   bool host_nonfinite = false;  // a host unit had NaN/Inf at norms_step
   // The steps last counted as missed / skipped: a plan asked for twice
   // counts once.

@@ -369,6 +369,11 @@ void IoLoop::FillStats(const Report& r) {
   s->clear_amax();
   s->clear_nonfinite();
   s->clear_zeros();
+  s->clear_fwd_sumsq();
+  s->clear_fwd_amax();
+  s->clear_fwd_saturated();
+  s->clear_fwd_zeros();
+  s->clear_fwd_numel();
   s->set_sparse(r.inactive_count > 0);
   if (r.inactive_count == 0) {  // dense, as every client before sparse reports
     s->mutable_unit_id()->Add(unit_ids_.begin(), unit_ids_.end());
@@ -376,6 +381,13 @@ void IoLoop::FillStats(const Report& r) {
     s->mutable_amax()->Add(r.amax.begin(), r.amax.end());
     s->mutable_nonfinite()->Add(r.nonfinite.begin(), r.nonfinite.end());
     s->mutable_zeros()->Add(r.zeros.begin(), r.zeros.end());
+    if (r.fwd_units > 0) {  // all five columns or none (docs/statistics.md)
+      s->mutable_fwd_sumsq()->Add(r.fwd_sumsq.begin(), r.fwd_sumsq.end());
+      s->mutable_fwd_amax()->Add(r.fwd_amax.begin(), r.fwd_amax.end());
+      s->mutable_fwd_saturated()->Add(r.fwd_saturated.begin(), r.fwd_saturated.end());
+      s->mutable_fwd_zeros()->Add(r.fwd_zeros.begin(), r.fwd_zeros.end());
+      s->mutable_fwd_numel()->Add(r.fwd_numel.begin(), r.fwd_numel.end());
+    }
   } else {
     AddActiveColumns(r, s);
   }
@@ -403,6 +415,13 @@ void IoLoop::AddActiveColumns(const Report& r, v1::StepStats* s) const {
     s->add_amax(r.amax[h]);
     s->add_nonfinite(r.nonfinite[h]);
     s->add_zeros(r.zeros[h]);
+    if (r.fwd_units > 0) {
+      s->add_fwd_sumsq(r.fwd_sumsq[h]);
+      s->add_fwd_amax(r.fwd_amax[h]);
+      s->add_fwd_saturated(r.fwd_saturated[h]);
+      s->add_fwd_zeros(r.fwd_zeros[h]);
+      s->add_fwd_numel(r.fwd_numel[h]);
+    }
   }
 }
 

@@ -39,6 +39,16 @@ struct Report {
   // UnitStats::saturated per unit (0 for units without counting tensors);
   // not on the wire yet (StepStats gains its forward columns separately).
   std::vector<uint64_t> saturated;
+  // Forward statistics per unit (Client::ObserveForward), for the report's
+  // forward columns (docs/statistics.md, "Forward columns"). Sized on first
+  // use (ForwardAccumulator::MoveInto); fwd_numel 0: none for that unit.
+  // fwd_units == 0: the report carries no forward columns at all.
+  std::vector<double> fwd_sumsq;
+  std::vector<double> fwd_amax;
+  std::vector<uint64_t> fwd_saturated;
+  std::vector<uint64_t> fwd_zeros;
+  std::vector<uint64_t> fwd_numel;
+  size_t fwd_units = 0;
   // Per unit: 1 if marked inactive (Client::MarkInactive): left out of the
   // report, which is then sent in the sparse form (docs/statistics.md).
   std::vector<uint8_t> inactive;

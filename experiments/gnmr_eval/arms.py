@@ -235,9 +235,10 @@ class GnmrArm(Arm):
 
     def __init__(self, target: str, job_id: str, config: Dict, *, rank: int = 0,
                  world_size: int = 1, decision_wait_ms: float = 10000.0,
-                 group: Optional[str] = None) -> None:
+                 group: Optional[str] = None, forward: bool = False) -> None:
         super().__init__()
         self.group = group
+        self.forward = forward  # quantizer tensors to the forward channel
         self.target, self.job_id, self.config = target, job_id, dict(config)
         self.rank, self.world_size = rank, world_size
         self.decision_wait_ms = decision_wait_ms
@@ -248,13 +249,17 @@ class GnmrArm(Arm):
     def setup(self, *a, **k) -> None:
         super().setup(*a, **k)
         import gnmr.torch as gt
-        from .fp8 import LowPrecisionLinear
+        from .fp8 import LowPrecisionLinear, quantizer_tensors
         group = unit_group(self.group)
         self.monitor = gt.Monitor(
             self.model, target=self.target, job_id=self.job_id, rank=self.rank,
             world_size=self.world_size, config=self.config,
             unit_filter=lambda n, m: isinstance(m, LowPrecisionLinear), unit_group=group,
-            decision_wait_ms=self.decision_wait_ms, strict=True)
+            decision_wait_ms=self.decision_wait_ms, strict=True,
+            forward_tensors=quantizer_tensors if self.forward else None)
+        for m in self.model.modules():
+            if isinstance(m, LowPrecisionLinear):
+                m.record_quantized = self.forward
         if not self.monitor.wait_connected(30):
             raise RuntimeError(f"gnmrd at {self.target} did not accept job {self.job_id}")
         # GNMR unit -> the Linears (fault sites) it covers: every figure is

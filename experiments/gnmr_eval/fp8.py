@@ -53,8 +53,9 @@ def _round_to_e4m3_reference(v: torch.Tensor) -> torch.Tensor:
     return torch.round(v / quantum) * quantum  # v / quantum is exact (power of two)
 
 
-def fake_quant_e4m3(x: torch.Tensor, fault: Optional[Tuple[str, float]] = None) -> torch.Tensor:
-    """The dequantized FP8 image of ``x`` (no gradient), with an optional fault."""
+def fake_quant_e4m3_parts(x: torch.Tensor, fault: Optional[Tuple[str, float]] = None):
+    """(codes, scale_inv): the E4M3 values the quantizer stores (as fp32)
+    and the factor that dequantizes them, with an optional fault."""
     amax = x.abs().max().clamp(min=1e-30)
     if fault is not None and fault[0] == "att":
         amax = amax / fault[1]  # stale, too small: saturates
@@ -62,7 +63,13 @@ def fake_quant_e4m3(x: torch.Tensor, fault: Optional[Tuple[str, float]] = None) 
     scale_inv = amax / E4M3_MAX
     if fault is not None and fault[0] == "amp":
         scale_inv = scale_inv * fault[1]
-    return round_to_e4m3(x * scale) * scale_inv
+    return round_to_e4m3(x * scale), scale_inv
+
+
+def fake_quant_e4m3(x: torch.Tensor, fault: Optional[Tuple[str, float]] = None) -> torch.Tensor:
+    """The dequantized FP8 image of ``x`` (no gradient), with an optional fault."""
+    codes, scale_inv = fake_quant_e4m3_parts(x, fault)
+    return codes * scale_inv
 
 
 class LowPrecisionLinear(torch.nn.Linear):
@@ -79,10 +86,33 @@ class LowPrecisionLinear(torch.nn.Linear):
         self.gnmr_promoted = False
         self.low_cost = True
         self.fault: Optional[Tuple[str, float]] = None
+        # The forward pass's quantized input for the forward channel:
+        # (dequantized codes, the magnitude a saturated code dequantizes
+        # to), or None on the high-fidelity path (quantizer_tensors).
+        self.gnmr_quantized: Optional[Tuple[torch.Tensor, float]] = None
+        self.record_quantized = False  # set by an arm that observes forward tensors
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.gnmr_quantized = None
         if self.low_cost and not self.gnmr_promoted:
             with torch.no_grad():
-                delta = fake_quant_e4m3(x.detach(), self.fault) - x.detach()
+                codes, scale_inv = fake_quant_e4m3_parts(x.detach(), self.fault)
+                q = codes * scale_inv
+                delta = q - x.detach()
+            if self.record_quantized and torch.is_grad_enabled():
+                self.gnmr_quantized = (q, float(scale_inv) * E4M3_MAX)
             x = x + delta  # value of the quantized input, gradient of the identity
         return F.linear(x, self.weight, self.bias)
+
+
+def quantizer_tensors(name, module, inputs, output):
+    """``forward_tensors`` for gnmr.torch.Monitor: a low-cost unit's
+    quantized input as the quantizer stored it, dequantized, with saturation
+    counted at the dequantized image of E4M3's maximum (fake-quantized codes
+    in fp32: code * scale_inv >= 448 * scale_inv exactly when the code is
+    448). Nothing on the high-fidelity path."""
+    quantized = getattr(module, "gnmr_quantized", None)
+    if quantized is None:
+        return None
+    import gnmr.torch as gt
+    return [gt.ForwardTensor(quantized[0], saturation_magnitude=quantized[1])]

@@ -143,6 +143,21 @@ def eval_specs(seeds: List[int], chosen: Dict, median_norm: float) -> List[Dict]
     return out
 
 
+def forward_specs(seeds: List[int], chosen: Dict) -> List[Dict]:
+    """The forward channel: the headline configuration with each low-cost
+    unit's quantized input as its forward tensors (gnmr_eval/fp8.py,
+    quantizer_tensors). tau and tau_delta as the headline's; the forward
+    rules' thresholds at their defaults (not tuned yet)."""
+    h, t = HEADLINE, chosen["lag0"]
+    return [gnmr_spec(forward_label(), faults, s, h["lag"], h["max_o"], h["lock_steps"],
+                      t["tau"], t["tau_delta"], forward=True)
+            for s in seeds for faults in ("amp", "att", "none")]
+
+
+def forward_label() -> str:
+    return headline_label() + "-fwd"
+
+
 def headline_label() -> str:
     return gnmr_label(HEADLINE["lag"], HEADLINE["max_o"], HEADLINE["lock_steps"])
 

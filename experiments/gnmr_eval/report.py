@@ -66,7 +66,7 @@ def main_rows(t: Table) -> List[Dict[str, str]]:
     labels = ["HF", "LC", "LC-clean"]
     labels += [P.gnmr_label(lag, o, k) for lag in (0, 1) for o in P.MAX_O for k in P.LOCKS]
     labels += [P.gnmr_label(0, o, k, P.GROUP) for o in P.MAX_O for k in P.LOCKS]
-    labels += [P.headline_label() + "-DP2", "Oracle-L0", "Oracle-L1", "Random", "GlobalClip",
+    labels += [P.forward_label(), P.headline_label() + "-DP2", "Oracle-L0", "Oracle-L1", "Random", "GlobalClip",
                "ZClip"]
     rows = []
     for lb in labels:
@@ -76,7 +76,9 @@ def main_rows(t: Table) -> List[Dict[str, str]]:
 
 def side_rows(t: Table) -> List[Dict[str, str]]:
     hl = P.headline_label()
-    return [t.row(hl, "none"), t.row("LC", "att"), t.row(hl, "att"), t.row("Oracle-L0", "att")]
+    fwd = P.forward_label()
+    return [t.row(hl, "none"), t.row(fwd, "none"), t.row("LC", "att"), t.row(hl, "att"),
+            t.row(fwd, "att"), t.row("Oracle-L0", "att")]
 
 
 def plot_loss_diff(t: Table, path: str, arms: List[str]) -> None:
@@ -169,6 +171,8 @@ def paired_rows(t: Table) -> List[str]:
         for y in ("LC", "Random", "GlobalClip", "ZClip", "Oracle-L0", P.gnmr_label(1, 2, 20)):
             if x != y:
                 pairs.append((x, y))
+    for y in (P.headline_label(), "GlobalClip", "ZClip"):
+        pairs.append((P.forward_label(), y))
     for o in P.MAX_O:
         for k in P.LOCKS:
             pairs.append((P.gnmr_label(0, o, k, P.GROUP), P.gnmr_label(0, o, k)))

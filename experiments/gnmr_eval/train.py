@@ -41,7 +41,7 @@ def make_arm(spec: Dict[str, Any]) -> A.Arm:
         return A.GnmrArm(spec["target"], spec["job_id"], spec["config"],
                          rank=spec.get("rank", 0), world_size=spec.get("world_size", 1),
                          decision_wait_ms=spec.get("decision_wait_ms", 10000.0),
-                         group=spec.get("group"))
+                         group=spec.get("group"), forward=spec.get("forward", False))
     if kind == "oracle":
         return A.OracleArm(spec["lag"], spec.get("tau", 2.5), spec.get("clip_min_scale", 0.01))
     if kind == "random":

@@ -66,7 +66,8 @@ _TORCH_DTYPES = {
 }
 
 
-def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None) -> TensorRef:
+def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None,
+               saturation_magnitude: float = 0.0) -> TensorRef:
     """A TensorRef viewing a torch tensor's memory (no copy).
 
     The tensor must be contiguous, of a supported dtype (fp32, bf16, fp16,
@@ -81,6 +82,11 @@ def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None) -> TensorR
     pass ``scale_inv_tensor`` instead, a float32 tensor on the same device
     whose first element is read at every observe (on the GPU: by the kernel,
     on the stream). It must stay alive while the unit is registered.
+
+    ``saturation_magnitude`` (forward tensors, ``Client.observe_forward``):
+    0 counts nothing; ``math.inf`` counts elements at the format's largest
+    finite magnitude (fp8 codes); a finite m > 0 counts |x| >= m
+    (fake-quantized codes in a wider dtype).
     """
     dtype = _TORCH_DTYPES.get(str(tensor.dtype))
     if dtype is None:
@@ -101,4 +107,5 @@ def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None) -> TensorR
             raise ValueError(
                 f"scale_inv_tensor is on {scale_inv_tensor.device}, the tensor on {tensor.device}")
         scale_ptr = scale_inv_tensor.data_ptr()
-    return TensorRef(tensor.data_ptr(), tensor.numel(), dtype, ordinal, scale_inv, scale_ptr)
+    return TensorRef(tensor.data_ptr(), tensor.numel(), dtype, ordinal, scale_inv, scale_ptr,
+                     float(saturation_magnitude))

@@ -45,6 +45,13 @@ report (``Client.mark_inactive``): inactive for the controller at that step
 (no history update, no warmup progress) at no cost to the daemon
 (docs/statistics.md).
 
+Forward channel: ``forward_tensors=fn`` registers a forward hook on every
+unit's modules; ``fn(name, module, inputs, output)`` returns the tensors to
+observe (best the quantized input of the low-precision path, fp8 codes with
+scale_inv, as ``ForwardTensor`` items; ``output_activation`` observes the
+output), and their statistics travel with the step's gradient report
+(docs/controller.md, "Forward channel"; gnmr/_forward.py). Default: none.
+
 CUDA: units whose parameters live on a CUDA device are observed by the
 client's GPU kernels on the current stream (no host synchronisation; one
 device per Monitor); ``counters()`` then reports ``stats_gpu_seconds``.
@@ -106,6 +113,7 @@ import torch as _torch
 
 from gnmr import _gnmr
 from gnmr import tensor_ref as _tensor_ref
+from gnmr._forward import ForwardHooks, ForwardTensor, output_activation
 from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-export)
 from gnmr._problems import ProblemReporter
 from gnmr._actions import carry_out
@@ -113,7 +121,7 @@ from gnmr._step_info import StepInfo, StepLogMixin, UnitInfo, metrics_logger  # 
 from gnmr._units import collect_units
 
 __all__ = ["Monitor", "AppliedPlan", "StepInfo", "UnitInfo", "default_promote_callback",
-           "linear_filter", "metrics_logger"]
+           "linear_filter", "metrics_logger", "ForwardTensor", "output_activation"]
 
 _ZERO_CHUNK = 1 << 20  # elements of the shared zero buffer for None grads
 
@@ -185,6 +193,10 @@ class Monitor(CheckpointMixin, StepLogMixin):
       local_events_path: with ``target="local"``, append the job's events
         (admissions, releases, denials, skips) to this file as JSON Lines,
         the lines of gnmrd's event log.
+      forward_tensors: ``(name, module, inputs, output) -> [Tensor |
+        ForwardTensor] or None``, optional: the forward tensors of each unit's
+        modules for the forward channel (host tensors; see the module
+        docstring). Default: none, gradients only.
     """
 
     def __init__(self, model: _torch.nn.Module, *, target: str, job_id: str,
@@ -203,7 +215,8 @@ class Monitor(CheckpointMixin, StepLogMixin):
                  connect_timeout_s: float = 5.0,
                  strict: bool = False,
                  start: bool = True,
-                 local_events_path: str = ""):
+                 local_events_path: str = "",
+                 forward_tensors: Optional[Callable[..., Any]] = None):
         dist = _torch.distributed
         dist_on = dist.is_available() and dist.is_initialized()
         if rank is None:
@@ -241,6 +254,8 @@ class Monitor(CheckpointMixin, StepLogMixin):
         for u in self._units:
             refs = [_tensor_ref(p.detach()) for p in u.params]
             u.handle = self.client.add_unit(u.name, refs, u.shard[0], u.shard[1])
+        self._forward = (ForwardHooks(self.client, self._units, forward_tensors, self._fail,
+                                      strict) if forward_tensors is not None else None)
         self._zeros: Dict[_torch.device, _torch.Tensor] = {}  # per device, for None grads
         devices = {p.device for u in self._units for p in u.params}
         cuda = sorted({d for d in devices if d.type == "cuda"}, key=str)
@@ -263,6 +278,8 @@ class Monitor(CheckpointMixin, StepLogMixin):
             return
         self.client.start()
         self._started = True
+        if self._forward is not None:
+            self._forward.enabled = True
         ok, reason = self.client.wait_connected(self._connect_timeout_s * 1000.0)
         self.last_connect_error = reason
         self._problems.report(at_start=True)
@@ -270,7 +287,10 @@ class Monitor(CheckpointMixin, StepLogMixin):
             raise _gnmr.Error(f"gnmr.torch: not connected to {self.options.target}: {reason}")
 
     def close(self) -> None:
-        """Stops the background thread (queued reports are discarded)."""
+        """Stops the background thread (queued reports are discarded) and
+        removes the forward hooks."""
+        if self._forward is not None:
+            self._forward.remove()
         self.client.stop()
 
     def __enter__(self) -> "Monitor":

@@ -70,7 +70,7 @@ DType ParseDType(const std::string& s) {
 }
 
 TensorRef MakeRef(uint64_t data_ptr, uint64_t numel, const std::string& dtype, int32_t device,
-                  float scale_inv, uint64_t scale_inv_ptr) {
+                  float scale_inv, uint64_t scale_inv_ptr, float saturation_magnitude) {
   if (data_ptr == 0 && numel > 0) throw py::value_error("tensor data_ptr is 0 but numel > 0");
   TensorRef t;
   t.data = reinterpret_cast<const void*>(static_cast<uintptr_t>(data_ptr));
@@ -79,6 +79,7 @@ TensorRef MakeRef(uint64_t data_ptr, uint64_t numel, const std::string& dtype, i
   t.device = device;
   t.scale_inv = scale_inv;
   t.scale_inv_ptr = reinterpret_cast<const float*>(static_cast<uintptr_t>(scale_inv_ptr));
+  t.saturation_magnitude = saturation_magnitude;  // checked by the statistics (tensor.h)
   return t;
 }
 
@@ -155,6 +156,17 @@ class PyClient {
   }
 
   void Start() { Check(client_->Start()); }
+
+  // Host forward tensors of `unit` for the forward channel, computed now
+  // (the GIL released: a large activation takes a while).
+  void ObserveForward(UnitHandle unit, const std::vector<TensorRef>& tensors) {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = client_->ObserveForward(unit, tensors);
+    }
+    Check(s);
+  }
 
   // `stream`: a cudaStream_t as an integer (torch's Stream.cuda_stream) for
   // clients with device units; None is the legacy default stream.
@@ -296,13 +308,15 @@ PYBIND11_MODULE(_gnmr, m) {
   py::class_<TensorRef>(m, "TensorRef",
                         "A non-owning view of host memory: the caller keeps it alive.")
       .def(py::init(&MakeRef), py::arg("data_ptr"), py::arg("numel"), py::arg("dtype") = "fp32",
-           py::arg("device") = -1, py::arg("scale_inv") = 1.0f, py::arg("scale_inv_ptr") = 0)
+           py::arg("device") = -1, py::arg("scale_inv") = 1.0f, py::arg("scale_inv_ptr") = 0,
+           py::arg("saturation_magnitude") = 0.0f)
       .def_property_readonly("data_ptr",
                              [](const TensorRef& t) { return reinterpret_cast<uintptr_t>(t.data); })
       .def_readonly("numel", &TensorRef::numel)
       .def_property_readonly("dtype", [](const TensorRef& t) { return DTypeName(t.dtype); })
       .def_readonly("device", &TensorRef::device)
       .def_readonly("scale_inv", &TensorRef::scale_inv)
+      .def_readonly("saturation_magnitude", &TensorRef::saturation_magnitude)
       .def_property_readonly("scale_inv_ptr", [](const TensorRef& t) {
         return reinterpret_cast<uintptr_t>(t.scale_inv_ptr);
       });
@@ -450,6 +464,7 @@ PYBIND11_MODULE(_gnmr, m) {
       .def("start", &PyClient::Start)
       .def("observe", &PyClient::Observe, py::arg("step"), py::arg("stream") = py::none())
       .def("mark_inactive", &PyClient::MarkInactive, py::arg("unit"))
+      .def("observe_forward", &PyClient::ObserveForward, py::arg("unit"), py::arg("tensors"))
       .def("plan_for", &PyClient::PlanFor, py::arg("step"))
       .def(
           "ack",

@@ -49,8 +49,11 @@ def main() -> int:
     for f in ("results.md", "chosen.json", "img/eval_loss_diff.png", "img/eval_timeline.png"):
         if not os.path.exists(os.path.join(out, f)):
             problems.append(f"{f} not written")
-    expected = 26  # 1 seed: tuning 7 + 1 (q/k/v units), evaluation 13 + 1, random 1, DP 1,
-    #              overhead 2
+    for faults in ("amp", "att", "none"):
+        if "GNMR-L0-o2-k20-fwd__%s__s1" % faults not in runs:
+            problems.append(f"forward channel run on {faults} faults missing")
+    expected = 29  # 1 seed: tuning 7 + 1 (q/k/v units), evaluation 13 + 1, forward channel 3,
+    #              random 1, DP 1, overhead 2
     if len(runs) != expected:
         problems.append(f"{len(runs)} runs, {expected} expected")
     for p in problems:

@@ -19,9 +19,9 @@
 //     if (!plan.skip_step) optimizer_step();
 //   }
 //
-// Threading: Create/AddUnit/Start are called once, then Observe, PlanFor,
-// Ack and SetTensors from one training thread; Counters, TakeProblems and
-// WaitConnected from any thread. The training thread never waits on the
+// Threading: Create/AddUnit/Start are called once, then Observe,
+// ObserveForward, PlanFor, Ack and SetTensors from one training thread;
+// Counters, TakeProblems and WaitConnected from any thread. The training thread never waits on the
 // network: a background thread registers, streams reports, receives
 // decisions and reconnects with capped exponential backoff. If the daemon
 // is absent or restarting, plans come back empty (fail-open) and say why
@@ -283,6 +283,25 @@ class GNMR_EXPORT Client {
   // Observe calls; each Observe clears every mark. InvalidArgument for an
   // unknown unit.
   Status MarkInactive(UnitHandle unit);
+
+  // Forward-side statistics of `unit` for the forward channel
+  // (docs/controller.md, "Forward channel"): `tensors` are what the unit's
+  // low-precision path saw in this step's forward pass, best its quantized
+  // input as the backend stores it (fp8 codes with scale_inv), else its
+  // output activation; set TensorRef::saturation_magnitude to count
+  // saturated elements (kSaturationAtFormatMax for fp8 codes). Computed at
+  // once on the calling thread (the tensors need not outlive the call) and
+  // sent with the next Observe's report, so a step's forward and backward
+  // statistics travel together. Several calls for one unit before that
+  // Observe add up as one tensor set (a module run twice, micro-batches);
+  // a unit marked inactive sends none. Host tensors only for now: a device
+  // tensor is InvalidArgument (its numel and pointer change every step,
+  // which the GPU path's fixed tables do not take yet; docs/statistics.md).
+  // Not calling it at all changes nothing. Training thread, after Start
+  // (FailedPrecondition before); InvalidArgument for an unknown unit or a
+  // tensor ComputeStats refuses.
+  Status ObserveForward(UnitHandle unit, const std::vector<TensorRef>& tensors);
+  Status ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t count);
 
   // The actions in force at `step` (see ClientOptions::decision_wait).
   // PlanEntry::norm of a device unit is known once its GPU results for

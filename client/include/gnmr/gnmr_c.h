@@ -231,6 +231,14 @@ GNMR_EXPORT int gnmr_observe_on_stream(gnmr_client* client, int64_t step, void* 
  * tokens): left out of the report, inactive at that step
  * (gnmr::Client::MarkInactive; docs/statistics.md). */
 GNMR_EXPORT int gnmr_mark_inactive(gnmr_client* client, uint32_t unit);
+/* later 0.2: forward-side statistics of `unit` for the forward channel
+ * (gnmr::Client::ObserveForward): host tensors, computed now, sent with the
+ * next observe; several calls before it add up. `saturation_magnitude`:
+ * NULL (no saturation counting) or one value per tensor
+ * (gnmr::TensorRef::saturation_magnitude; INFINITY: the format's largest
+ * finite magnitude, for fp8 codes). */
+GNMR_EXPORT int gnmr_observe_forward(gnmr_client* client, uint32_t unit, const gnmr_tensor* tensors,
+                                     const float* saturation_magnitude, size_t count);
 /* Fills `plan` (from gnmr_plan_new) with the actions in force at `step`. */
 GNMR_EXPORT int gnmr_plan_for(gnmr_client* client, int64_t step, gnmr_plan* plan);
 GNMR_EXPORT int gnmr_ack(gnmr_client* client, const gnmr_plan* plan);

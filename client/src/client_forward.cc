@@ -1,0 +1,57 @@
+// Client::ObserveForward: forward-side statistics for the forward channel
+// (docs/controller.md, "Forward channel"; docs/statistics.md, "Forward
+// columns"). Computed on the training thread at the call, when the
+// forward tensors exist (activations are gone or reused by the time
+// Observe runs), and gathered by ForwardAccumulator until the next Observe
+// moves them into its report.
+#include <chrono>
+#include <string>
+
+#include "client/src/client_impl.h"
+#include "gnmr/client.h"
+#include "gnmr/cpu_stats.h"
+
+namespace gnmr {
+
+Status Client::ObserveForward(UnitHandle unit, const std::vector<TensorRef>& tensors) {
+  return ObserveForward(unit, tensors.data(), tensors.size());
+}
+
+Status Client::ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t count) {
+  return Guard([&] {
+    Impl& m = *impl_;
+    if (!m.started) return FailedPrecondition("ObserveForward before Start");
+    if (unit >= m.forward.size()) {
+      return InvalidArgument("ObserveForward: unit " + std::to_string(unit) + " does not exist (" +
+                             std::to_string(m.forward.size()) + " units)");
+    }
+    if (count > 0 && tensors == nullptr) {
+      return InvalidArgument("ObserveForward: tensors is null with count " + std::to_string(count));
+    }
+    for (size_t i = 0; i < count; ++i) {
+      if (tensors[i].device != kHostDevice) {
+        return InvalidArgument("ObserveForward: unit " + m.units.unit(unit).name + ", tensor " +
+                               std::to_string(i) + " is on CUDA device " +
+                               std::to_string(tensors[i].device) +
+                               ": forward tensors are host memory only for now "
+                               "(docs/statistics.md, \"Forward columns\")");
+      }
+    }
+    if (m.stopped) return Status::Ok();
+    const auto t0 = std::chrono::steady_clock::now();
+    UnitStats st;
+    Status s = cpu::ComputeStats(tensors, count, &st);
+    if (!s.ok()) {
+      return Status(s.code(),
+                    "ObserveForward: unit " + m.units.unit(unit).name + ": " + s.message());
+    }
+    m.forward.Add(unit, st);
+    const auto t1 = std::chrono::steady_clock::now();
+    const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+    m.forward_nanos += nanos;
+    m.stats_nanos.fetch_add(nanos, std::memory_order_relaxed);
+    return Status::Ok();
+  });
+}
+
+}  // namespace gnmr

@@ -1,0 +1,67 @@
+#include "client/src/forward_stats.h"
+
+#include <algorithm>
+
+namespace gnmr {
+
+void ForwardAccumulator::Resize(size_t units) {
+  sumsq_.assign(units, 0.0);
+  amax_.assign(units, 0.0);
+  saturated_.assign(units, 0);
+  zeros_.assign(units, 0);
+  numel_.assign(units, 0);
+  touched_.clear();
+  touched_.reserve(units);
+}
+
+void ForwardAccumulator::Add(uint32_t unit, const UnitStats& s) {
+  // A call with no elements leaves no row: fwd_numel 0 means "none".
+  if (s.numel == 0) return;
+  if (numel_[unit] == 0) touched_.push_back(unit);
+  sumsq_[unit] += s.sumsq;  // NaN/Inf propagate: the controller skips the unit's forward rules
+  amax_[unit] = std::max(amax_[unit], s.amax);
+  saturated_[unit] += s.saturated;
+  zeros_[unit] += s.zeros;
+  numel_[unit] += s.numel;
+}
+
+void ForwardAccumulator::MoveInto(Report* r) {
+  const size_t n = numel_.size();
+  if (r->fwd_units > 0) {  // a recycled slot: clear what it carried
+    std::fill(r->fwd_numel.begin(), r->fwd_numel.end(), 0);
+    std::fill(r->fwd_sumsq.begin(), r->fwd_sumsq.end(), 0.0);
+    std::fill(r->fwd_amax.begin(), r->fwd_amax.end(), 0.0);
+    std::fill(r->fwd_saturated.begin(), r->fwd_saturated.end(), 0);
+    std::fill(r->fwd_zeros.begin(), r->fwd_zeros.end(), 0);
+  }
+  r->fwd_units = touched_.size();
+  if (touched_.empty()) return;
+  if (r->fwd_numel.size() != n) {  // the slot's first forward columns
+    r->fwd_sumsq.assign(n, 0.0);
+    r->fwd_amax.assign(n, 0.0);
+    r->fwd_saturated.assign(n, 0);
+    r->fwd_zeros.assign(n, 0);
+    r->fwd_numel.assign(n, 0);
+  }
+  for (const uint32_t u : touched_) {
+    r->fwd_sumsq[u] = sumsq_[u];
+    r->fwd_amax[u] = amax_[u];
+    r->fwd_saturated[u] = saturated_[u];
+    r->fwd_zeros[u] = zeros_[u];
+    r->fwd_numel[u] = numel_[u];
+  }
+  Clear();
+}
+
+void ForwardAccumulator::Clear() {
+  for (const uint32_t u : touched_) {
+    sumsq_[u] = 0.0;
+    amax_[u] = 0.0;
+    saturated_[u] = 0;
+    zeros_[u] = 0;
+    numel_[u] = 0;
+  }
+  touched_.clear();
+}
+
+}  // namespace gnmr

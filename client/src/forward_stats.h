@@ -1,0 +1,47 @@
+// ForwardAccumulator: the forward-side statistics a rank gathers between two
+// Observe calls (Client::ObserveForward), handed to the next report.
+//
+// A unit's forward tensors may be observed several times in one step (a
+// module called twice, micro-batches of gradient accumulation): the calls
+// add up as if their tensors were one (sumsq and counts summed, amax the
+// maximum), so the saturated and zero fractions stay fractions of every
+// element seen. Training thread only; no allocation after Resize except the
+// first time a report slot carries forward columns.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "client/src/outbox.h"
+#include "gnmr/tensor.h"
+
+namespace gnmr {
+
+class ForwardAccumulator {
+ public:
+  // Client::Start: one row per unit; drops anything pending.
+  void Resize(size_t units);
+  size_t size() const { return numel_.size(); }
+  // Adds `s` (the statistics of one call's forward tensors) to `unit`'s
+  // pending row. `unit` < size().
+  void Add(uint32_t unit, const UnitStats& s);
+  // Whether any unit has pending statistics.
+  bool empty() const { return touched_.empty(); }
+  // Writes the pending rows into r's forward columns (every other unit's
+  // fwd_numel 0; r->fwd_units = units with statistics) and clears them.
+  // With nothing pending, leaves r without forward columns.
+  void MoveInto(Report* r);
+  // Drops everything pending (an Observe that failed).
+  void Clear();
+
+ private:
+  std::vector<double> sumsq_;
+  std::vector<double> amax_;
+  std::vector<uint64_t> saturated_;
+  std::vector<uint64_t> zeros_;
+  std::vector<uint64_t> numel_;
+  std::vector<uint32_t> touched_;  // units with a pending row, first-call order
+};
+
+}  // namespace gnmr

@@ -1,0 +1,135 @@
+"""Forward tensors for the forward channel (``Monitor(..., forward_tensors=...)``).
+
+A forward hook on every module of every unit asks ``forward_tensors(name,
+module, inputs, output)`` for the tensors to observe: best the quantized
+input of the module's low-precision path as the backend stores it (fp8
+codes with their scale_inv), else its output activation. Their statistics
+(sum of squares, amax, saturated and zero elements) are computed at once by
+``Client.observe_forward`` and travel with the step's gradient report, so
+the controller sees the quantizer misbehave at the unit that owns it
+(docs/controller.md, "Forward channel").
+
+Hooks observe only forward passes that build a graph
+(``torch.is_grad_enabled()``): evaluation under ``torch.no_grad()`` leaves
+the next training step's statistics alone. A module run several times in a
+step (shared weights, micro-batches) adds up. Host tensors only for now: the
+first CUDA tensor turns the forward channel off for the Monitor with a
+warning (raised with ``strict``), since reading it here would synchronise the
+host with the GPU.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Any, Callable, List, Optional, Sequence, Union
+
+import torch as _torch
+
+from gnmr import _gnmr
+from gnmr import tensor_ref as _tensor_ref
+
+
+@dataclasses.dataclass
+class ForwardTensor:
+    """A forward tensor with how to read it.
+
+    ``saturation_magnitude``: 0 counts no saturation; ``math.inf`` counts
+    elements at the format's largest finite magnitude (fp8 codes: 448 for
+    e4m3fn, 57344 for e5m2); a finite m > 0 counts |x| >= m, for
+    fake-quantized codes held in a wider dtype (e.g. an fp32 tensor of
+    values already rounded to E4M3, m = 448 * scale). ``scale_inv``: fp8
+    only, the real value is stored * scale_inv.
+    """
+
+    tensor: _torch.Tensor
+    saturation_magnitude: float = 0.0
+    scale_inv: float = 1.0
+
+
+ForwardItem = Union[_torch.Tensor, ForwardTensor]
+ForwardTensorsFn = Callable[[str, _torch.nn.Module, tuple, Any], Optional[Sequence[ForwardItem]]]
+
+_FP8 = ("torch.float8_e4m3fn", "torch.float8_e5m2")
+
+
+def output_activation(name: str, module: _torch.nn.Module, inputs: tuple,
+                      output: Any) -> List[ForwardItem]:
+    """A ``forward_tensors`` for backends without quantizer access: the
+    module's output activation (no saturation counting)."""
+    return [output] if isinstance(output, _torch.Tensor) else []
+
+
+def _as_forward_tensor(item: ForwardItem) -> ForwardTensor:
+    if isinstance(item, ForwardTensor):
+        return item
+    if isinstance(item, _torch.Tensor):
+        # fp8 codes saturate at the format's maximum; other dtypes count
+        # nothing unless the caller says at what magnitude.
+        sat = math.inf if str(item.dtype) in _FP8 else 0.0
+        return ForwardTensor(item, saturation_magnitude=sat)
+    raise ValueError(f"forward_tensors returned a {type(item).__name__}; expected torch.Tensor "
+                     "or gnmr.torch.ForwardTensor items")
+
+
+class ForwardHooks:
+    """The forward hooks of one Monitor; ``on_error(what, exc)`` handles a
+    failure (the Monitor warns, counts, or raises with strict)."""
+
+    def __init__(self, client: _gnmr.Client, units: list, fn: ForwardTensorsFn,
+                 on_error: Callable[[str, Exception], None], strict: bool):
+        self._client = client
+        self._fn = fn
+        self._on_error = on_error
+        self._strict = strict
+        self.enabled = False  # until the client has started
+        self.off_reason = ""
+        self._handles = []
+        for u in units:
+            for module_name, module in u.modules:
+                self._handles.append(module.register_forward_hook(
+                    self._make_hook(u.handle, u.name, module_name)))
+
+    def _make_hook(self, handle: int, unit_name: str, module_name: str):
+        def hook(module, inputs, output):
+            if not self.enabled or not _torch.is_grad_enabled():
+                return
+            try:
+                self._observe(handle, unit_name, module_name, module, inputs, output)
+            except (_gnmr.Error, ValueError) as e:
+                self._on_error(f"forward tensors of unit '{unit_name}'", e)
+        return hook
+
+    def _observe(self, handle, unit_name, module_name, module, inputs, output) -> None:
+        items = self._fn(module_name, module, inputs, output)
+        if not items:
+            return
+        refs, keep = [], []
+        for item in items:
+            f = _as_forward_tensor(item)
+            t = f.tensor.detach()
+            if t.device.type != "cpu":
+                self.turn_off(f"unit '{unit_name}': forward tensor on {t.device}: forward "
+                              "tensors are host memory only for now; the forward channel is off "
+                              "for this Monitor (gradient statistics continue)")
+                return
+            if not t.is_contiguous():
+                t = t.contiguous()  # a copy, alive until observe_forward returns
+            keep.append(t)
+            refs.append(_tensor_ref(t, scale_inv=f.scale_inv,
+                                    saturation_magnitude=f.saturation_magnitude))
+        self._client.observe_forward(handle, refs)
+
+    def turn_off(self, reason: str) -> None:
+        """Stops observing forward tensors, loudly (a set-up problem)."""
+        self.enabled = False
+        self.off_reason = reason
+        self.remove()
+        if self._strict:
+            raise _gnmr.Error("gnmr.torch: " + reason)
+        warnings.warn("gnmr.torch: " + reason, RuntimeWarning, stacklevel=4)
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []

@@ -1,0 +1,146 @@
+"""The forward channel from PyTorch: ``Monitor(..., forward_tensors=...)``.
+
+Unit b's quantizer saturates at one step (its scale jumps), while
+backpropagation raises a's gradient far more than b's (the coupled
+neighbour). With one recovery slot, gradient norms alone admit a; with b's
+quantized input observed through a forward hook, b is admitted by the
+saturation rule. gnmrd and the local target decide identically; forward
+passes under ``torch.no_grad()`` are not observed; a CUDA (here: meta)
+forward tensor turns the channel off loudly.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+
+import gnmr.torch as gt
+from gnmr_testlib import Net, batch
+
+CFG = {"warmup": 5, "max_o": 1, "lock_steps": 5, "lag": 1, "ema_decay": 0.9}
+STEPS = 14
+FAULT = 9
+E4M3_MAX = 448.0
+
+
+class Quantizer:
+    """Fake E4M3 quantization of b's input with current scaling (one
+    element at the maximum), except while ``fault`` is set: the scale is 8x
+    too large, so many elements clamp at the maximum."""
+
+    def __init__(self) -> None:
+        self.fault = False
+        self.calls = 0
+
+    def __call__(self, name, module, inputs, output):
+        if name != "b":
+            return None
+        self.calls += 1
+        x = inputs[0].detach()
+        scale = E4M3_MAX / x.abs().max().clamp_min(1e-12)
+        if self.fault:
+            scale = scale * 8.0
+        codes = (x * scale).clamp(-E4M3_MAX, E4M3_MAX)
+        return [gt.ForwardTensor(codes, saturation_magnitude=E4M3_MAX)]
+
+
+def _run(target, job, forward, events="", eval_fault_at=None):
+    torch.manual_seed(5)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    quant = Quantizer()
+    mon = gt.Monitor(model, target=target, job_id=job, config=CFG, strict=True,
+                     local_events_path=events, forward_tensors=quant if forward else None)
+    plans = []
+    for step in range(STEPS):
+        x, y = batch(step)
+        if step == eval_fault_at:  # an evaluation pass with a faulty quantizer
+            quant.fault = True
+            with torch.no_grad():
+                model(x)
+            quant.fault = False
+        quant.fault = step == FAULT
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        quant.fault = False
+        opt.zero_grad()
+        loss.backward()
+        if step == FAULT:  # coupled: the neighbour's gradient spikes most
+            for p in model.a.parameters():
+                p.grad.mul_(20.0)
+            for p in model.b.parameters():
+                p.grad.mul_(1.5)
+        mon.after_backward(step)
+        applied = mon.apply(step, opt)
+        plans.append((step, applied.has_decision, applied.digest, tuple(applied.promoted)))
+    counters = mon.counters().as_dict()
+    mon.close()
+    return plans, counters, quant.calls
+
+
+def _admissions(path):
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [(e["unit"], e["trigger"], e["observed_step"]) for e in lines
+            if e["kind"] == "admission"]
+
+
+def test_forward_tensors_admit_the_root_first(tmp_path):
+    off = tmp_path / "off.jsonl"
+    on = tmp_path / "on.jsonl"
+    plans_off, _, _ = _run("local", "fwd-off", False, str(off))
+    plans_on, counters, calls = _run("local", "fwd-on", True, str(on), eval_fault_at=4)
+    assert _admissions(off) == [("a", "gnmr", FAULT)]
+    # The no_grad pass at step 4 saturated too, but was not observed.
+    assert _admissions(on) == [("b", "saturation", FAULT)]
+    assert calls == STEPS  # the no_grad pass never reached forward_tensors
+    assert plans_off[FAULT + 1][3] == ("a",)
+    assert plans_on[FAULT + 1][3] == ("b",)
+    assert counters["missed_decisions"] == 0
+
+
+def test_gnmrd_and_local_decide_alike_with_forward_tensors(gnmrd):
+    daemon, _, _ = _run(gnmrd.target, "fwd-cmp", True)
+    local, _, _ = _run("local", "fwd-cmp", True)
+    assert daemon == local
+    assert daemon[FAULT + 1][3] == ("b",)
+
+
+def test_a_device_forward_tensor_turns_the_channel_off_loudly():
+    model = Net()
+    meta = lambda name, module, inputs, output: [torch.empty(4, device="meta")]  # noqa: E731
+    mon = gt.Monitor(model, target="local", job_id="fwd-meta", config=CFG, forward_tensors=meta)
+    with pytest.warns(RuntimeWarning, match="host memory only"):
+        model(batch(0)[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once: the hooks are gone
+        model(batch(1)[0])
+    mon.close()
+    strict = gt.Monitor(Net(), target="local", job_id="fwd-meta-strict", config=CFG,
+                        forward_tensors=meta, strict=True)
+    with pytest.raises(Exception, match="host memory only"):
+        strict._units[0].modules[0][1](batch(0)[0])
+    strict.close()
+
+
+def test_a_wrong_return_is_warned_about_and_training_goes_on():
+    model = Net()
+    bad = lambda name, module, inputs, output: ["not a tensor"]  # noqa: E731
+    mon = gt.Monitor(model, target="local", job_id="fwd-bad", config=CFG, forward_tensors=bad)
+    with pytest.warns(RuntimeWarning, match="expected torch.Tensor"):
+        model(batch(0)[0])
+    assert mon.errors >= 1
+    mon.close()
+
+
+def test_output_activation_observes_every_unit():
+    model = Net()
+    mon = gt.Monitor(model, target="local", job_id="fwd-out", config=CFG,
+                     forward_tensors=gt.output_activation, strict=True)
+    for step in range(3):
+        x, y = batch(step)
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        mon.after_backward(step)
+        mon.apply(step)
+    assert mon.errors == 0
+    mon.close()
