@@ -30,7 +30,7 @@ class FaultEvent:
     unit: int
     first: int
     last: int  # inclusive
-    kind: str  # "amp" | "att"
+    kind: str  # "amp" | "att" | "grad"
     factor: float
 
     def steps(self) -> range:
@@ -40,7 +40,7 @@ class FaultEvent:
 def make_schedule(seed: int, kind: str, num_units: int, steps: int) -> List[FaultEvent]:
     if kind == "none":
         return []
-    if kind not in ("amp", "att"):
+    if kind not in ("amp", "att", "grad"):
         raise ValueError(f"unknown fault kind {kind!r}")
     rng = random.Random(f"gnmr-eval-faults/{kind}/{seed}")
     events = []

@@ -11,7 +11,11 @@ removes them (SPEC section 10):
 - amplifying: scale and scale_inv out of step, scale_inv = k / scale, so the
   dequantized input is k times too large (k = 16);
 - attenuating: a stale amax k times too small, so every value above
-  amax / k saturates at the format's maximum (the input shrinks).
+  amax / k saturates at the format's maximum (the input shrinks);
+- grad: the backward quantizer (E5M2 grad_output, present in runs with
+  these faults only) has scale_inv = k / scale: the unit's gradients and
+  the gradient it passes upstream are k times too large. Its forward pass
+  is healthy, so the forward channel cannot see it; gradient norms can.
 """
 from __future__ import annotations
 
@@ -23,34 +27,75 @@ import torch.nn.functional as F
 E4M3_MAX = 448.0
 E4M3_MIN_EXP = -6   # smallest normal exponent; below it, subnormals of step 2^-9
 E4M3_MANT_BITS = 3
+E5M2_MAX = 57344.0
+E5M2_MIN_EXP = -14
+E5M2_MANT_BITS = 2
+
+
+def _round_to_fp8(v: torch.Tensor, vmax: float, min_exp: int, mant_bits: int) -> torch.Tensor:
+    """Rounds fp32 values to the nearest value of an FP8 format (ties to
+    even), saturating at +-vmax.
+
+    Normal range: round the fp32 significand to `mant_bits` bits on the bit
+    pattern (add half an ulp minus one plus the kept lsb, then truncate).
+    Below 2^min_exp (subnormals, a fixed step of 2^(min_exp - mant_bits)):
+    round(v / step) * step, both exact scalings by powers of two.
+    """
+    v = v.clamp(-vmax, vmax)
+    bits = v.view(torch.int32)
+    drop = 23 - mant_bits
+    lsb = (bits >> drop) & 1
+    normal = ((bits + ((1 << (drop - 1)) - 1) + lsb) & ~((1 << drop) - 1)).view(torch.float32)
+    step = 2.0 ** (min_exp - mant_bits)
+    sub = torch.round(v * (1.0 / step)) * step
+    return torch.where(v.abs() < 2.0 ** min_exp, sub, normal)
 
 
 def round_to_e4m3(v: torch.Tensor) -> torch.Tensor:
-    """Rounds fp32 values to the nearest E4M3 value (ties to even),
-    saturating at +-448.
+    """Rounds fp32 values to the nearest E4M3 value, saturating at +-448."""
+    return _round_to_fp8(v, E4M3_MAX, E4M3_MIN_EXP, E4M3_MANT_BITS)
 
-    Normal range: round the fp32 significand to 3 bits on the bit pattern
-    (add half an ulp minus one plus the kept lsb, then truncate). Below
-    2^-6 (E4M3 subnormals, a fixed step of 2^-9): round(v * 512) / 512, both
-    exact scalings by powers of two.
-    """
-    v = v.clamp(-E4M3_MAX, E4M3_MAX)
-    bits = v.view(torch.int32)
-    drop = 23 - E4M3_MANT_BITS
-    lsb = (bits >> drop) & 1
-    normal = ((bits + ((1 << (drop - 1)) - 1) + lsb) & ~((1 << drop) - 1)).view(torch.float32)
-    step = 2.0 ** (E4M3_MIN_EXP - E4M3_MANT_BITS)
-    sub = torch.round(v * (1.0 / step)) * step
-    return torch.where(v.abs() < 2.0 ** E4M3_MIN_EXP, sub, normal)
+
+def round_to_e5m2(v: torch.Tensor) -> torch.Tensor:
+    """Rounds fp32 values to the nearest E5M2 value, saturating at +-57344."""
+    return _round_to_fp8(v, E5M2_MAX, E5M2_MIN_EXP, E5M2_MANT_BITS)
+
+
+def _round_to_fp8_reference(v: torch.Tensor, vmax: float, min_exp: int,
+                            mant_bits: int) -> torch.Tensor:
+    """The same rounding through frexp (slower; the tests compare the two)."""
+    v = v.clamp(-vmax, vmax)
+    _, e = torch.frexp(v)  # v = m * 2^e, 0.5 <= |m| < 1: the exponent of v is e - 1
+    exp = torch.clamp(e - 1, min=min_exp) - mant_bits
+    quantum = torch.ldexp(torch.ones_like(v), exp)
+    return torch.round(v / quantum) * quantum  # v / quantum is exact (power of two)
 
 
 def _round_to_e4m3_reference(v: torch.Tensor) -> torch.Tensor:
-    """The same rounding through frexp (slower; the tests compare the two)."""
-    v = v.clamp(-E4M3_MAX, E4M3_MAX)
-    _, e = torch.frexp(v)  # v = m * 2^e, 0.5 <= |m| < 1: the exponent of v is e - 1
-    exp = torch.clamp(e - 1, min=E4M3_MIN_EXP) - E4M3_MANT_BITS
-    quantum = torch.ldexp(torch.ones_like(v), exp)
-    return torch.round(v / quantum) * quantum  # v / quantum is exact (power of two)
+    return _round_to_fp8_reference(v, E4M3_MAX, E4M3_MIN_EXP, E4M3_MANT_BITS)
+
+
+def _round_to_e5m2_reference(v: torch.Tensor) -> torch.Tensor:
+    return _round_to_fp8_reference(v, E5M2_MAX, E5M2_MIN_EXP, E5M2_MANT_BITS)
+
+
+class _QuantizeGradE5M2(torch.autograd.Function):
+    """Identity forward; backward fake-quantizes the incoming gradient to
+    E5M2 (per-tensor current scaling), as FP8 training does for the
+    backward GEMMs' grad_output, with its scale_inv multiplied by `factor`
+    (1: healthy; 16: the "grad" fault, scale and scale_inv out of step)."""
+
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, factor: float) -> torch.Tensor:
+        ctx.factor = factor
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        amax = g.abs().max().clamp(min=1e-30)
+        scale = E5M2_MAX / amax
+        scale_inv = amax / E5M2_MAX * ctx.factor
+        return round_to_e5m2(g * scale) * scale_inv, None
 
 
 def fake_quant_e4m3_parts(x: torch.Tensor, fault: Optional[Tuple[str, float]] = None):
@@ -91,6 +136,9 @@ class LowPrecisionLinear(torch.nn.Linear):
         # to), or None on the high-fidelity path (quantizer_tensors).
         self.gnmr_quantized: Optional[Tuple[torch.Tensor, float]] = None
         self.record_quantized = False  # set by an arm that observes forward tensors
+        # The backward quantizer (E5M2 grad_output) of runs with "grad"
+        # faults; off elsewhere, so the other runs are unchanged.
+        self.grad_quant = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.gnmr_quantized = None
@@ -100,8 +148,13 @@ class LowPrecisionLinear(torch.nn.Linear):
                 q = codes * scale_inv
                 delta = q - x.detach()
             if self.record_quantized and torch.is_grad_enabled():
-                self.gnmr_quantized = (q, float(scale_inv) * E4M3_MAX)
+                # In fp32, as the codes were dequantized: a code of 448 gives exactly this.
+                self.gnmr_quantized = (q, float(scale_inv * E4M3_MAX))
             x = x + delta  # value of the quantized input, gradient of the identity
+            if self.grad_quant:
+                grad_fault = self.fault is not None and self.fault[0] == "grad"
+                return _QuantizeGradE5M2.apply(F.linear(x, self.weight, self.bias),
+                                               self.fault[1] if grad_fault else 1.0)
         return F.linear(x, self.weight, self.bias)
 
 

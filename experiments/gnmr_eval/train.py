@@ -96,6 +96,8 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
     schedule = F.make_schedule(seed, spec.get("faults", "none"), len(units), steps)
     arm = make_arm(spec)
     model.set_low_cost(arm.low_cost)
+    for u in units:  # the backward quantizer exists in "grad"-fault runs only
+        u.grad_quant = spec.get("faults") == "grad"
     arm.setup(model, optimizer, schedule, seed, steps)
 
     # alternate > 0 (the overhead measurement): the arm runs only in every

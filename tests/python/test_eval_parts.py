@@ -11,8 +11,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "experime
 
 from gnmr_eval import faults as F  # noqa: E402
 from gnmr_eval import metrics as M  # noqa: E402
-from gnmr_eval.fp8 import (E4M3_MAX, LowPrecisionLinear, _round_to_e4m3_reference,  # noqa: E402
-                           fake_quant_e4m3, round_to_e4m3)
+from gnmr_eval.fp8 import (E4M3_MAX, E5M2_MAX, LowPrecisionLinear,  # noqa: E402
+                           _round_to_e4m3_reference, _round_to_e5m2_reference, fake_quant_e4m3,
+                           quantizer_tensors, round_to_e4m3, round_to_e5m2)
 
 
 def e4m3_values():
@@ -72,6 +73,52 @@ def test_attenuating_fault_saturates_at_the_stale_amax():
     y = fake_quant_e4m3(x, ("att", 16.0))
     assert float(y.abs().max()) == 0.25  # amax / 16
     assert torch.equal(fake_quant_e4m3(x, None).abs().max(), torch.tensor(4.0))
+
+
+def test_e5m2_rounding_matches_the_reference_and_saturates_at_57344():
+    g = torch.Generator().manual_seed(4)
+    for scale in (1e-7, 1e-3, 1.0, 1e3, 3e4):
+        x = torch.randn(100_000, generator=g) * scale
+        assert torch.equal(round_to_e5m2(x), _round_to_e5m2_reference(x))
+    assert float(round_to_e5m2(torch.tensor([1e9]))) == E5M2_MAX
+    assert float(round_to_e5m2(torch.tensor([1.25]))) == 1.25  # 1.01b: 2 mantissa bits
+    assert float(round_to_e5m2(torch.tensor([1.125]))) == 1.0  # a tie: to even
+
+
+def test_grad_fault_scales_gradients_by_16_and_leaves_the_forward_pass_alone():
+    torch.manual_seed(0)
+    lin = LowPrecisionLinear(16, 8)
+    lin.grad_quant = True
+    x = torch.randn(4, 16, requires_grad=True)
+    grads, outs = [], []
+    for fault in (None, ("grad", 16.0)):
+        lin.fault = fault
+        lin.zero_grad()
+        x.grad = None
+        y = lin(x)
+        outs.append(y.detach().clone())
+        y.sum().backward()
+        grads.append((lin.weight.grad.clone(), x.grad.clone()))
+    assert torch.equal(outs[0], outs[1])
+    assert torch.equal(grads[1][0], grads[0][0] * 16)  # the weight's gradient
+    assert torch.equal(grads[1][1], grads[0][1] * 16)  # and the one passed upstream
+    assert F.make_schedule(1, "grad", 13, 320) != F.make_schedule(1, "amp", 13, 320)
+
+
+def test_quantizer_tensors_count_saturated_codes_at_the_dequantized_maximum():
+    lin = LowPrecisionLinear(4, 2)
+    x = torch.linspace(-4, 4, 64).reshape(16, 4)
+    assert quantizer_tensors("l", lin, (x,), lin(x)) is None  # not recorded unless asked
+    lin.record_quantized = True
+    lin.fault = ("att", 16.0)
+    out = lin(x)
+    (ft,) = quantizer_tensors("l", lin, (x,), out)
+    # 448 * scale_inv = amax / 16, what the saturated codes dequantize to.
+    assert ft.saturation_magnitude == float(ft.tensor.abs().max()) == 0.25
+    assert int((ft.tensor.abs() >= ft.saturation_magnitude).sum()) > 40
+    lin.gnmr_promoted = True  # the high-fidelity path has no quantizer
+    lin(x)
+    assert quantizer_tensors("l", lin, (x,), None) is None
 
 
 def test_schedules_are_seeded_and_within_bounds():

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The forward channel's evaluation, without the rest of run_eval.
+
+Runs, on evaluation seeds 1..N (paired: a seed fixes init, batches and
+faults), the headline GNMR configuration with and without the low-cost
+path's quantized inputs as forward tensors, next to the references it is
+judged against: HF, LC, LC-clean, the lag-0 oracle, global clipping and
+ZClip, on amplifying, attenuating, gradient-quantizer ("grad") and no
+faults. Nothing is tuned here:
+GNMR's tau/tau_delta, the global clip multiple and ZClip's z are the
+choices the full evaluation made on the tuning seeds (docs/evaluation.md),
+the forward rules' thresholds their defaults, all fixed before any run of
+this script. Runs share run_eval's cache (same names), so either command
+reuses the other's runs.
+
+    /usr/bin/python3 experiments/forward_eval.py --seeds 8   # ~15 min on 2 cores
+
+Writes <out>/forward.md and prints it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# The full evaluation's choices on tuning seeds 101-102 (docs/evaluation.md).
+CHOSEN = {"lag0": {"tau": 6.0, "tau_delta": 4.0}, "gclip_multiple": 0.75, "zclip_z": 2.0}
+TUNE_SEEDS = [101, 102]  # their HF runs give the median norm global clipping scales
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
+    p.add_argument("--seeds", type=int, default=8, help="evaluation seeds 1..N (default 8)")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--gnmrd", default=os.path.join(ROOT, "build", "daemon", "gnmrd", "gnmrd"))
+    p.add_argument("--pythonpath", default=os.path.join(ROOT, "build", "python"))
+    p.add_argument("--steps", type=int, default=0, help="override the run length (tests)")
+    return p.parse_args(argv)
+
+
+def specs(P, seeds, median_norm):
+    out = []
+    h, t = P.HEADLINE, CHOSEN["lag0"]
+    hl = P.headline_label()
+    for s in seeds:
+        out += [P.spec("HF", "hf", "amp", s), P.spec("LC", "lc", "amp", s),
+                P.spec("LC", "lc", "att", s), P.spec("LC", "lc", "grad", s),
+                P.spec("LC-clean", "lc", "none", s)]
+        for faults in ("amp", "att", "grad", "none"):
+            out.append(P.gnmr_spec(hl, faults, s, h["lag"], h["max_o"], h["lock_steps"],
+                                   t["tau"], t["tau_delta"]))
+        out += [P.spec("Oracle-L0", "oracle", "amp", s, lag=0),
+                P.spec("Oracle-L0", "oracle", "att", s, lag=0),
+                P.spec("Oracle-L0", "oracle", "grad", s, lag=0),
+                P.spec("GlobalClip", "gclip", "amp", s,
+                       max_norm=CHOSEN["gclip_multiple"] * median_norm),
+                P.spec("ZClip", "zclip", "amp", s, z=CHOSEN["zclip_z"])]
+    fwd = P.forward_specs(seeds, CHOSEN)
+    return out + fwd + [dict(x, name=P.name(x["label"], "grad", x["seed"]), faults="grad",
+                             job_id=P.name(x["label"], "grad", x["seed"]))
+                        for x in fwd if x["faults"] == "amp"]
+
+
+def paired(M, t, x, y, faults):
+    d = [t.get(x, faults, s)["val_loss"] - t.get(y, faults, s)["val_loss"] for s in t.seeds
+         if t.get(x, faults, s) and t.get(y, faults, s)]
+    if not d:
+        return None
+    return f"| {x} | {y} | {faults} | {M.fmt_ci(d, 4)} | {sum(1 for v in d if v < 0)}/{len(d)} |"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    for pth in (HERE, args.pythonpath):
+        sys.path.insert(0, pth)
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    from gnmr_eval import metrics as M
+    from gnmr_eval import plan as P
+    from gnmr_eval.report import Table
+    from gnmr_eval.runner import Gnmrd, Runner
+
+    seeds = list(range(1, args.seeds + 1))
+    overrides = dict(steps=args.steps) if args.steps else {}
+    started = time.time()
+    daemon = Gnmrd(args.gnmrd)
+    try:
+        runner = Runner(args.out, args.jobs, daemon.target, [HERE, args.pythonpath], overrides)
+        runner.run([P.spec("HF", "hf", "amp", s) for s in TUNE_SEEDS], "tuning seeds (HF only)")
+        median_norm = statistics.median(
+            n for s in TUNE_SEEDS for n in runner.results[P.name("HF", "amp", s)]["grad_norm"][50:])
+        runner.run(specs(P, seeds, median_norm), "forward channel")
+    finally:
+        daemon.stop()
+    t = Table(runner.results, seeds)
+    hl, fwd = P.headline_label(), P.forward_label()
+    rows = [t.row(lb, f) for lb, f in (
+        ("HF", "amp"), ("LC", "amp"), ("LC-clean", "none"), (hl, "amp"), (fwd, "amp"),
+        ("Oracle-L0", "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"),
+        ("LC", "att"), (hl, "att"), (fwd, "att"), ("Oracle-L0", "att"),
+        ("LC", "grad"), (hl, "grad"), (fwd, "grad"), ("Oracle-L0", "grad"),
+        (hl, "none"), (fwd, "none"))]
+    pairs = [paired(M, t, fwd, y, f) for y, f in (
+        (hl, "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"), (hl, "att"), ("LC", "att"),
+        (hl, "grad"), (hl, "none"))]
+    md = [f"Forward channel evaluation: seeds {seeds}, {(time.time() - started) / 60:.1f} min "
+          f"(median HF gradient norm of the tuning seeds {median_norm:.3f}).", "",
+          t.markdown(rows), "",
+          "| X | Y | faults | val loss X − Y (mean ± 95%) | seeds where X is better |",
+          "| --- | --- | --- | --- | --- |"] + [p for p in pairs if p]
+    text = "\n".join(md) + "\n"
+    with open(os.path.join(args.out, "forward.md"), "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
