@@ -41,7 +41,13 @@ def parse_args(argv):
     p.add_argument("--gnmrd", default=os.path.join(ROOT, "build", "daemon", "gnmrd", "gnmrd"))
     p.add_argument("--pythonpath", default=os.path.join(ROOT, "build", "python"))
     p.add_argument("--steps", type=int, default=0, help="override the run length (tests)")
-    return p.parse_args(argv)
+    p.add_argument("--layers", type=int, default=2,
+                   help="transformer layers (default 2, the evaluation model; 4: the second "
+                        "size, 25 units; its runs go to <out>-4L unless --out is given)")
+    args = p.parse_args(argv)
+    if args.layers != 2 and args.out == p.get_default("out"):
+        args.out += f"-{args.layers}L"
+    return args
 
 
 def specs(P, seeds, median_norm):
@@ -87,6 +93,7 @@ def main(argv=None) -> int:
 
     seeds = list(range(1, args.seeds + 1))
     overrides = dict(steps=args.steps) if args.steps else {}
+    overrides["layers"] = args.layers  # every run of <out> has this size
     started = time.time()
     daemon = Gnmrd(args.gnmrd)
     try:
@@ -108,7 +115,8 @@ def main(argv=None) -> int:
     pairs = [paired(M, t, fwd, y, f) for y, f in (
         (hl, "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"), (hl, "att"), ("LC", "att"),
         (hl, "grad"), (hl, "none"))]
-    md = [f"Forward channel evaluation: seeds {seeds}, {(time.time() - started) / 60:.1f} min "
+    md = [f"Forward channel evaluation: {args.layers} layers, seeds {seeds}, "
+          f"{(time.time() - started) / 60:.1f} min "
           f"(median HF gradient norm of the tuning seeds {median_norm:.3f}).", "",
           t.markdown(rows), "",
           "| X | Y | faults | val loss X − Y (mean ± 95%) | seeds where X is better |",

@@ -19,7 +19,7 @@ from .data import Batches, load_corpus, validation_windows
 from .model import ByteTransformer, ModelConfig
 
 DEFAULTS = dict(steps=320, batch=8, ctx=64, lr=1e-3, weight_decay=0.1, lr_warmup=100,
-                val_windows=64, base_clip=0.0)
+                val_windows=64, base_clip=0.0, layers=2)
 
 _CORPUS = None
 
@@ -88,7 +88,7 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
     ddp = world > 1 and torch.distributed.is_initialized()
 
     torch.manual_seed(seed)
-    model = ByteTransformer(ModelConfig(ctx=cfg["ctx"]))
+    model = ByteTransformer(ModelConfig(ctx=cfg["ctx"], layers=int(cfg["layers"])))
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["lr"],
                                   weight_decay=cfg["weight_decay"], betas=(0.9, 0.95))
     batches = Batches(corpus().train, cfg["batch"], cfg["ctx"], seed=10_000 + seed)
