@@ -73,6 +73,32 @@ def specs(P, seeds, median_norm):
                         for x in fwd if x["faults"] == "amp"]
 
 
+def overhead_specs(P, seeds):
+    """run_eval's overhead runs at lag 1 (monitor on in every other block of
+    10 steps), with forward tensors; every rule's threshold out of reach, so
+    nothing is admitted (a promoted unit's fp32 path would skew the timing)."""
+    out = []
+    for s in seeds:
+        x = P.gnmr_spec("Overhead-fwd-L1", "none", s, 1, 2, 20, 1e9, 1e9, alternate=10,
+                        decision_wait_ms=0.0, forward=True)
+        x["config"].update(tau_forward=1e9, tau_saturation=1e9, underflow_fraction=0.999)
+        out.append(x)
+    return out
+
+
+def overhead_lines(M, P, results, seeds):
+    lines, ratios = [], []
+    for s in seeds:
+        x = results.get(P.name("Overhead-fwd-L1", "none", s))
+        if x:
+            on, off = M.step_ms(x, True), M.step_ms(x, False)
+            ratios.append(on / off - 1)
+            lines.append(f"| {s} | {off:.2f} | {on:.2f} | {100 * (on / off - 1):+.1f}% |")
+    if ratios:
+        lines.append(f"| mean | | | **{100 * sum(ratios) / len(ratios):+.1f}%** |")
+    return lines
+
+
 def paired(M, t, x, y, faults):
     d = [t.get(x, faults, s)["val_loss"] - t.get(y, faults, s)["val_loss"] for s in t.seeds
          if t.get(x, faults, s) and t.get(y, faults, s)]
@@ -102,6 +128,9 @@ def main(argv=None) -> int:
         median_norm = statistics.median(
             n for s in TUNE_SEEDS for n in runner.results[P.name("HF", "amp", s)]["grad_norm"][50:])
         runner.run(specs(P, seeds, median_norm), "forward channel")
+        # Timed alone (jobs=1), as run_eval's overhead phase, forward tensors on.
+        runner.jobs = 1
+        runner.run(overhead_specs(P, seeds[:3]), "overhead (forward)")
     finally:
         daemon.stop()
     t = Table(runner.results, seeds)
@@ -120,7 +149,11 @@ def main(argv=None) -> int:
           f"(median HF gradient norm of the tuning seeds {median_norm:.3f}).", "",
           t.markdown(rows), "",
           "| X | Y | faults | val loss X − Y (mean ± 95%) | seeds where X is better |",
-          "| --- | --- | --- | --- | --- |"] + [p for p in pairs if p]
+          "| --- | --- | --- | --- | --- |"] + [p for p in pairs if p] + [
+          "", "Monitor overhead with forward tensors, lag 1 (clean LC run, monitor on in every "
+          "other block of 10 steps, timed alone):", "",
+          "| seed | ms/step without | ms/step with | overhead |", "| --- | --- | --- | --- |"
+          ] + overhead_lines(M, P, runner.results, seeds[:3])
     text = "\n".join(md) + "\n"
     with open(os.path.join(args.out, "forward.md"), "w") as f:
         f.write(text)

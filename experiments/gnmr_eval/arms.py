@@ -270,9 +270,13 @@ class GnmrArm(Arm):
         self.prev: Set[str] = set()
 
     def before_forward(self, step: int) -> None:
+        # On only for the steps this arm watches (train.py's alternate
+        # blocks time the monitor's cost, forward hooks included).
+        self.monitor.forward_enabled = self.forward
         self.monitor.before_forward(step)
 
     def after_backward(self, step: int) -> bool:
+        self.monitor.forward_enabled = False
         self.monitor.after_backward(step)
         applied = self.monitor.apply(step, None, step_optimizer=False)
         if step > 0 and not applied.has_decision:

@@ -300,6 +300,19 @@ class Monitor(CheckpointMixin, StepLogMixin):
         self.close()
 
     @property
+    def forward_enabled(self) -> bool:
+        """Whether the forward hooks observe forward passes (``forward_tensors``
+        given, started, and not paused or turned off). Set False to pause
+        them (e.g. around extra forward passes that build a graph but are not
+        training steps), True to resume."""
+        return self._forward is not None and self._forward.enabled
+
+    @forward_enabled.setter
+    def forward_enabled(self, on: bool) -> None:
+        if self._forward is not None and self._started and not self._forward.off_reason:
+            self._forward.enabled = bool(on)
+
+    @property
     def unit_names(self) -> List[str]:
         return [u.name for u in self._units]
 

@@ -46,7 +46,7 @@ class Quantizer:
         return [gt.ForwardTensor(codes, saturation_magnitude=E4M3_MAX)]
 
 
-def _run(target, job, forward, events="", eval_fault_at=None):
+def _run(target, job, forward, events="", eval_fault_at=None, pause_at=None):
     torch.manual_seed(5)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
@@ -62,6 +62,7 @@ def _run(target, job, forward, events="", eval_fault_at=None):
                 model(x)
             quant.fault = False
         quant.fault = step == FAULT
+        mon.forward_enabled = step != pause_at
         loss = torch.nn.functional.mse_loss(model(x), y)
         quant.fault = False
         opt.zero_grad()
@@ -99,6 +100,13 @@ def test_forward_tensors_admit_the_root_first(tmp_path):
     assert counters["missed_decisions"] == 0
 
 
+def test_paused_forward_hooks_observe_nothing(tmp_path):
+    events = tmp_path / "paused.jsonl"
+    _, _, calls = _run("local", "fwd-paused", True, str(events), pause_at=FAULT)
+    assert _admissions(events) == [("a", "gnmr", FAULT)]  # as without forward tensors
+    assert calls == STEPS - 1
+
+
 def test_gnmrd_and_local_decide_alike_with_forward_tensors(gnmrd):
     daemon, _, _ = _run(gnmrd.target, "fwd-cmp", True)
     local, _, _ = _run("local", "fwd-cmp", True)
@@ -110,8 +118,12 @@ def test_a_device_forward_tensor_turns_the_channel_off_loudly():
     model = Net()
     meta = lambda name, module, inputs, output: [torch.empty(4, device="meta")]  # noqa: E731
     mon = gt.Monitor(model, target="local", job_id="fwd-meta", config=CFG, forward_tensors=meta)
+    assert mon.forward_enabled
     with pytest.warns(RuntimeWarning, match="host memory only"):
         model(batch(0)[0])
+    assert not mon.forward_enabled
+    mon.forward_enabled = True  # off for good: the reason stands
+    assert not mon.forward_enabled
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once: the hooks are gone
         model(batch(1)[0])
