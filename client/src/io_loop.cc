@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "client/src/channel.h"
+#include "client/src/report_wire.h"
 #include "common/target_check.h"
 
 namespace gnmr {
@@ -314,7 +315,7 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken, bool* write
       Status failed;
       try {
         RunReportWriteHook();
-        FillStats(*r);
+        ReportToStepStats(*r, unit_ids_, handles_by_id_, out_.mutable_stats());
         if (standby_.standby()) {  // another replica reports: keep it
           standby_.Hold(std::move(*out_.mutable_stats()));
           held = ok = true;
@@ -359,70 +360,6 @@ bool IoLoop::SendWanted(Stream* stream) {
     shared_->reports_sent.fetch_add(1, std::memory_order_relaxed);
   }
   return true;
-}
-
-void IoLoop::FillStats(const Report& r) {
-  v1::StepStats* s = out_.mutable_stats();
-  s->set_step(r.step);
-  s->clear_unit_id();
-  s->clear_sumsq();
-  s->clear_amax();
-  s->clear_nonfinite();
-  s->clear_zeros();
-  s->clear_fwd_sumsq();
-  s->clear_fwd_amax();
-  s->clear_fwd_saturated();
-  s->clear_fwd_zeros();
-  s->clear_fwd_numel();
-  s->set_sparse(r.inactive_count > 0);
-  if (r.inactive_count == 0) {  // dense, as every client before sparse reports
-    s->mutable_unit_id()->Add(unit_ids_.begin(), unit_ids_.end());
-    s->mutable_sumsq()->Add(r.sumsq.begin(), r.sumsq.end());
-    s->mutable_amax()->Add(r.amax.begin(), r.amax.end());
-    s->mutable_nonfinite()->Add(r.nonfinite.begin(), r.nonfinite.end());
-    s->mutable_zeros()->Add(r.zeros.begin(), r.zeros.end());
-    if (r.fwd_units > 0) {  // all five columns or none (docs/statistics.md)
-      s->mutable_fwd_sumsq()->Add(r.fwd_sumsq.begin(), r.fwd_sumsq.end());
-      s->mutable_fwd_amax()->Add(r.fwd_amax.begin(), r.fwd_amax.end());
-      s->mutable_fwd_saturated()->Add(r.fwd_saturated.begin(), r.fwd_saturated.end());
-      s->mutable_fwd_zeros()->Add(r.fwd_zeros.begin(), r.fwd_zeros.end());
-      s->mutable_fwd_numel()->Add(r.fwd_numel.begin(), r.fwd_numel.end());
-    }
-  } else {
-    AddActiveColumns(r, s);
-  }
-  v1::ClientOverhead* o = s->mutable_overhead();
-  o->set_stats_seconds(r.stats_seconds);
-  o->set_overhead_ratio(r.overhead_ratio);
-  o->set_stats_gpu_seconds(r.stats_gpu_seconds);
-  o->set_overhead_source(static_cast<v1::OverheadSource>(r.overhead_source));
-  o->set_overhead_step(r.overhead_step);
-  o->set_dropped_reports(r.dropped_reports);
-  o->set_missed_decisions(r.missed_decisions);
-}
-
-void IoLoop::AddActiveColumns(const Report& r, v1::StepStats* s) const {
-  const size_t active = handles_by_id_.size() - std::min(r.inactive_count, handles_by_id_.size());
-  s->mutable_unit_id()->Reserve(static_cast<int>(active));
-  s->mutable_sumsq()->Reserve(static_cast<int>(active));
-  s->mutable_amax()->Reserve(static_cast<int>(active));
-  s->mutable_nonfinite()->Reserve(static_cast<int>(active));
-  s->mutable_zeros()->Reserve(static_cast<int>(active));
-  for (const uint32_t h : handles_by_id_) {
-    if (r.inactive[h]) continue;
-    s->add_unit_id(unit_ids_[h]);
-    s->add_sumsq(r.sumsq[h]);
-    s->add_amax(r.amax[h]);
-    s->add_nonfinite(r.nonfinite[h]);
-    s->add_zeros(r.zeros[h]);
-    if (r.fwd_units > 0) {
-      s->add_fwd_sumsq(r.fwd_sumsq[h]);
-      s->add_fwd_amax(r.fwd_amax[h]);
-      s->add_fwd_saturated(r.fwd_saturated[h]);
-      s->add_fwd_zeros(r.fwd_zeros[h]);
-      s->add_fwd_numel(r.fwd_numel[h]);
-    }
-  }
 }
 
 bool IoLoop::Track(grpc::ClientContext* ctx) {

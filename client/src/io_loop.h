@@ -73,12 +73,9 @@ class IoLoop {
   // one this client asked for.
   void CheckConfig(const v1::RegisterResponse& resp);
 
-  void FillStats(const Report& r);
   // Writes the held reports the job wants now that this rank reports;
   // false when a write failed.
   bool SendWanted(Stream* stream);
-  // The sparse form: the active units' columns in unit id order.
-  void AddActiveColumns(const Report& r, v1::StepStats* s) const;
   void PrepareContext(grpc::ClientContext* ctx) const;
   bool Track(grpc::ClientContext* ctx);  // false when stopping
   void Untrack();

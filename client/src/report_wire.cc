@@ -1,0 +1,81 @@
+// Report (the training thread's preallocated slot) to StepStats (the wire
+// form, docs/statistics.md): dense when no unit is marked inactive, as
+// every client before sparse reports sent; sparse otherwise, the active
+// units in unit id order. Forward columns ride along in either form when
+// the report carries them.
+#include "client/src/report_wire.h"
+
+#include <algorithm>
+
+namespace gnmr {
+namespace {
+
+// The sparse form: the active units' columns in unit id order.
+void AddActiveColumns(const Report& r, const std::vector<uint32_t>& unit_ids,
+                      const std::vector<uint32_t>& handles_by_id, v1::StepStats* s) {
+  const size_t active = handles_by_id.size() - std::min(r.inactive_count, handles_by_id.size());
+  s->mutable_unit_id()->Reserve(static_cast<int>(active));
+  s->mutable_sumsq()->Reserve(static_cast<int>(active));
+  s->mutable_amax()->Reserve(static_cast<int>(active));
+  s->mutable_nonfinite()->Reserve(static_cast<int>(active));
+  s->mutable_zeros()->Reserve(static_cast<int>(active));
+  for (const uint32_t h : handles_by_id) {
+    if (r.inactive[h]) continue;
+    s->add_unit_id(unit_ids[h]);
+    s->add_sumsq(r.sumsq[h]);
+    s->add_amax(r.amax[h]);
+    s->add_nonfinite(r.nonfinite[h]);
+    s->add_zeros(r.zeros[h]);
+    if (r.fwd_units > 0) {
+      s->add_fwd_sumsq(r.fwd_sumsq[h]);
+      s->add_fwd_amax(r.fwd_amax[h]);
+      s->add_fwd_saturated(r.fwd_saturated[h]);
+      s->add_fwd_zeros(r.fwd_zeros[h]);
+      s->add_fwd_numel(r.fwd_numel[h]);
+    }
+  }
+}
+
+}  // namespace
+
+void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
+                       const std::vector<uint32_t>& handles_by_id, v1::StepStats* s) {
+  s->set_step(r.step);
+  s->clear_unit_id();
+  s->clear_sumsq();
+  s->clear_amax();
+  s->clear_nonfinite();
+  s->clear_zeros();
+  s->clear_fwd_sumsq();
+  s->clear_fwd_amax();
+  s->clear_fwd_saturated();
+  s->clear_fwd_zeros();
+  s->clear_fwd_numel();
+  s->set_sparse(r.inactive_count > 0);
+  if (r.inactive_count == 0) {  // dense, as every client before sparse reports
+    s->mutable_unit_id()->Add(unit_ids.begin(), unit_ids.end());
+    s->mutable_sumsq()->Add(r.sumsq.begin(), r.sumsq.end());
+    s->mutable_amax()->Add(r.amax.begin(), r.amax.end());
+    s->mutable_nonfinite()->Add(r.nonfinite.begin(), r.nonfinite.end());
+    s->mutable_zeros()->Add(r.zeros.begin(), r.zeros.end());
+    if (r.fwd_units > 0) {  // all five columns or none (docs/statistics.md)
+      s->mutable_fwd_sumsq()->Add(r.fwd_sumsq.begin(), r.fwd_sumsq.end());
+      s->mutable_fwd_amax()->Add(r.fwd_amax.begin(), r.fwd_amax.end());
+      s->mutable_fwd_saturated()->Add(r.fwd_saturated.begin(), r.fwd_saturated.end());
+      s->mutable_fwd_zeros()->Add(r.fwd_zeros.begin(), r.fwd_zeros.end());
+      s->mutable_fwd_numel()->Add(r.fwd_numel.begin(), r.fwd_numel.end());
+    }
+  } else {
+    AddActiveColumns(r, unit_ids, handles_by_id, s);
+  }
+  v1::ClientOverhead* o = s->mutable_overhead();
+  o->set_stats_seconds(r.stats_seconds);
+  o->set_overhead_ratio(r.overhead_ratio);
+  o->set_stats_gpu_seconds(r.stats_gpu_seconds);
+  o->set_overhead_source(static_cast<v1::OverheadSource>(r.overhead_source));
+  o->set_overhead_step(r.overhead_step);
+  o->set_dropped_reports(r.dropped_reports);
+  o->set_missed_decisions(r.missed_decisions);
+}
+
+}  // namespace gnmr

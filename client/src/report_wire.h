@@ -1,0 +1,18 @@
+// ReportToStepStats: a report slot (outbox.h) in its wire form.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "client/src/outbox.h"
+#include "gnmr/v1/gnmr.pb.h"
+
+namespace gnmr {
+
+// Fills `s` (reused: every column is cleared first) from `r`. `unit_ids`:
+// the daemon's id of each unit handle; `handles_by_id`: the handles in
+// unit id order (the sparse form's order).
+void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
+                       const std::vector<uint32_t>& handles_by_id, v1::StepStats* s);
+
+}  // namespace gnmr
