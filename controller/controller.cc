@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <limits>
 #include <string_view>
 #include <unordered_set>
@@ -351,30 +350,6 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
   stats_.unit_steps_in_force += in_force_now;
   stats_.peak_in_recovery = std::max<uint64_t>(stats_.peak_in_recovery, recovery_.size());
   return Status::Ok();
-}
-
-RecoveryEntry Controller::DeniedClip(uint32_t unit_id, int64_t apply) const {
-  RecoveryEntry e;
-  e.unit_id = unit_id;
-  e.action = Action::kClip;  // whatever the unit's rule: no high-fidelity compute
-  e.since = apply;
-  e.until = apply + 1;
-  e.clip_min_scale = units_[unit_id].resolved.clip_min_scale;
-  e.denied_clip = true;
-  return e;
-}
-
-void Controller::PublishedSet(std::vector<RecoveryEntry>* out) const {
-  if (last_denied_clips_.empty()) {
-    *out = recovery_;
-    return;
-  }
-  // Both in unit id order and disjoint (a unit in recovery is no candidate).
-  out->clear();
-  out->reserve(recovery_.size() + last_denied_clips_.size());
-  std::merge(recovery_.begin(), recovery_.end(), last_denied_clips_.begin(),
-             last_denied_clips_.end(), std::back_inserter(*out),
-             [](const RecoveryEntry& a, const RecoveryEntry& b) { return a.unit_id < b.unit_id; });
 }
 
 Status Controller::SetConfig(const ControllerConfig& config) {
