@@ -295,11 +295,17 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
   // O(set + admitted log admitted) per step, whatever the budget.
   const size_t budget = static_cast<size_t>(config_.max_o);
   const size_t held = recovery_.size();
+  // denied: clip reaches the observed step's gradient only when this
+  // decision applies at that step (a lag change takes force one decision
+  // late), and max_o 0 stays monitor only.
+  const bool clip_denied = config_.denied == DeniedTreatment::kClip && apply == step && budget > 0;
+  last_denied_clips_.clear();
   for (const Candidate& c : candidates_) {
     if (c.trigger == Trigger::kNonFinite) d.global_skip = true;
     if (in_recovery_[c.unit_id]) continue;  // locked units are not candidates
     if (recovery_.size() >= budget) {
-      d.denied.push_back({c.unit_id, c.trigger, c.risk});
+      d.denied.push_back({c.unit_id, c.trigger, c.risk, clip_denied});
+      if (clip_denied) last_denied_clips_.push_back(DeniedClip(c.unit_id, apply));
       continue;
     }
     const UnitState& u = units_[c.unit_id];
@@ -326,10 +332,14 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
     std::inplace_merge(recovery_.begin(), mid, recovery_.end(), by_id);
   }
   stats_.denials += d.denied.size();
+  stats_.denied_clips += last_denied_clips_.size();
   if (d.global_skip) ++stats_.global_skips;
 
   for (RecoveryEntry& e : recovery_) e.ref_norm = units_[e.unit_id].mu;
-  d.recovery = recovery_;
+  for (RecoveryEntry& e : last_denied_clips_) e.ref_norm = units_[e.unit_id].mu;
+  std::sort(last_denied_clips_.begin(), last_denied_clips_.end(),
+            [](const RecoveryEntry& a, const RecoveryEntry& b) { return a.unit_id < b.unit_id; });
+  PublishedSet(&d.recovery);
   d.digest = DigestOf(apply, d.recovery, d.global_skip);
   d.sequence = ++sequence_;
   d.next_lag = next_lag_;
@@ -367,6 +377,8 @@ void Controller::Rewind() {
   last_step_ = 0;
   has_last_apply_ = false;
   last_apply_ = 0;
+  // They belonged to the last decision, which is no longer rebuilt.
+  last_denied_clips_.clear();
 }
 
 Status Controller::Release(uint32_t unit_id) {

@@ -19,6 +19,10 @@
 //   goes backwards, even when `lag` is lowered at run time. Together with the
 //   rule above this keeps "units in force at any step <= max_o" under config
 //   changes. With a constant lag, apply = t + lag exactly.
+// - `denied: clip` (lag 0): a denial also gets a one-step clip entry in the
+//   decision's published set, never in recovery_, so it holds no budget and
+//   the invariant above concerns recovery_ alone. The last decision's clips
+//   are state (last_denied_clips_): a rebuilt decision needs its digest.
 // - Rewind() starts the step sequence over (a trainer restarted from an
 //   earlier step without importing state) and keeps everything else.
 // - Not thread-safe: the daemon serialises calls per job.
@@ -52,6 +56,7 @@ struct ControllerStats {
   uint64_t forward_samples = 0;                       // samples that carried forward statistics
   uint64_t admissions_by_action[4] = {0, 0, 0, 0};    // indexed by Action
   uint64_t denials = 0;
+  uint64_t denied_clips = 0;  // of the denials, those clipped (denied: clip)
   uint64_t releases = 0;
   uint64_t global_skips = 0;
   uint64_t peak_in_recovery = 0;
@@ -139,6 +144,7 @@ class Controller {
   // job id): forgets the last observed step and the last apply step, so the
   // next observed step may be any step, also one observed before, and its
   // apply step is that step + next_lag() even if earlier than the last one.
+  // Drops the last decision's denied clips (that decision is not rebuilt).
   // Keeps everything else: unit history and windows, the recovery set with
   // its locks (a held lock still ends at its `until` and counts against
   // max_o until released, so the budget holds on the resumed steps too),
@@ -147,6 +153,12 @@ class Controller {
 
   // The recovery set as of the last decision, unit id order.
   const std::vector<RecoveryEntry>& recovery() const { return recovery_; }
+  // The last decision's denied clips (denied: clip), unit id order: in its
+  // published set, not in recovery(); they hold no budget.
+  const std::vector<RecoveryEntry>& last_denied_clips() const { return last_denied_clips_; }
+  // The set the last decision published (its digest's set): recovery()
+  // and last_denied_clips() merged in unit id order.
+  void PublishedSet(std::vector<RecoveryEntry>* out) const;
   // O(1): a decision checks every candidate, and a recovery set can be as
   // large as max_o.
   bool InRecovery(uint32_t unit_id) const {
@@ -199,6 +211,8 @@ class Controller {
   // the gradient's warmup).
   void AddCandidate(UnitState& u, uint32_t unit_id, const ForwardVerdict& v, double gnmr,
                     double delta, double mu_before);
+  // The one-step clip of a unit denied at `apply` (ref_norm set later).
+  RecoveryEntry DeniedClip(uint32_t unit_id, int64_t apply) const;
   void PushWindow(uint32_t unit_id, double gnmr);
   double WindowMean(uint32_t unit_id) const;
   void ResizeWindows(int32_t new_size);
@@ -220,6 +234,9 @@ class Controller {
   // changes.
   std::vector<uint8_t> in_recovery_;
   std::vector<uint32_t> admin_released_;  // reported by the next decision
+  // The last decision's denied clips, unit id order (state: a rebuilt last
+  // decision needs them for its digest).
+  std::vector<RecoveryEntry> last_denied_clips_;
   bool has_last_step_ = false;
   int64_t last_step_ = 0;
   bool has_last_apply_ = false;

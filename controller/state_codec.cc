@@ -38,6 +38,9 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
   }
   for (const RecoveryEntry& e : c.recovery_) RecoveryEntryToProto(e, out->add_recovery());
   for (uint32_t id : c.admin_released_) out->add_admin_released(id);
+  for (const RecoveryEntry& e : c.last_denied_clips_) {
+    RecoveryEntryToProto(e, out->add_last_denied_clips());
+  }
   out->set_has_last_step(c.has_last_step_);
   out->set_last_step(c.last_step_);
   out->set_has_last_apply(c.has_last_apply_);
@@ -61,6 +64,7 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
   k->set_forward_samples(s.forward_samples);
   for (uint64_t v : s.admissions_by_action) k->add_admissions_by_action(v);
   k->set_denials(s.denials);
+  k->set_denied_clips(s.denied_clips);
   k->set_releases(s.releases);
   k->set_global_skips(s.global_skips);
   k->set_peak_in_recovery(s.peak_in_recovery);
@@ -87,7 +91,8 @@ std::string Str(int64_t v) { return std::to_string(v); }
 //   [1, kMaxLockSteps], clip_min_scale in [0, 1], ref_norm finite >= 0;
 //   unit names per common/unit_name.h, windows finite, unit last_step -1
 //   or in [0, kMaxStep]; released ids distinct and not in recovery;
-//   counters and the sequence below 2^62, unit-steps in force <= observed.
+//   counters and the sequence below 2^62, unit-steps in force <= observed,
+//   denied clips <= denials; last denied clips per RestoreDeniedClips.
 StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in) {
   if (in.format_version() != kFormatVersion) {
     return DataLoss("controller state has format version " + std::to_string(in.format_version()) +
@@ -138,10 +143,11 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
   for (const v1::RecoveryEntryState& r : in.recovery()) {
     const bool ordered = c.recovery_.empty() || r.unit_id() > prev_id;
     const std::string problem = RecoveryEntryProblem(r);
-    if (r.unit_id() >= c.units_.size() || !ordered || !problem.empty()) {
+    if (r.unit_id() >= c.units_.size() || !ordered || !problem.empty() || r.denied_clip()) {
       return Bad("invalid recovery entry for unit " + std::to_string(r.unit_id()) + " (since " +
                  Str(r.since()) + ", until " + Str(r.until()) + ")" +
-                 (problem.empty() ? "" : ": " + problem));
+                 (problem.empty() ? (r.denied_clip() ? ": a denied clip holds no lock" : "")
+                                  : ": " + problem));
     }
     prev_id = r.unit_id();
     const RecoveryEntry e = RecoveryEntryFromProto(r);
@@ -173,6 +179,8 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
     c.has_last_apply_ = true;
     c.last_apply_ = in.last_apply();
   }
+  Status clips = RestoreDeniedClips(in, &c);
+  if (!clips.ok()) return clips;
   if (in.sequence() > kMaxCount) {
     return Bad("sequence " + std::to_string(in.sequence()) + " out of range");
   }
@@ -188,12 +196,12 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
     c.next_lag_ = in.next_lag();
   }
   const v1::ControllerCounters& k = in.counters();
-  bool counts_ok = k.admissions_by_trigger_size() <= kNumTriggers &&
-                   k.admissions_by_action_size() <= 4 &&
-                   k.unit_steps_in_force() <= k.unit_steps_observed();
+  bool counts_ok =
+      k.admissions_by_trigger_size() <= kNumTriggers && k.admissions_by_action_size() <= 4 &&
+      k.unit_steps_in_force() <= k.unit_steps_observed() && k.denied_clips() <= k.denials();
   for (uint64_t v : {k.steps_observed(), k.unit_steps_observed(), k.unit_steps_in_force(),
-                     k.inactive_samples(), k.nonfinite_samples(), k.denials(), k.releases(),
-                     k.global_skips(), k.peak_in_recovery(), k.forward_samples()}) {
+                     k.inactive_samples(), k.nonfinite_samples(), k.denials(), k.denied_clips(),
+                     k.releases(), k.global_skips(), k.peak_in_recovery(), k.forward_samples()}) {
     counts_ok = counts_ok && v <= kMaxCount;
   }
   for (uint64_t v : k.admissions_by_trigger()) counts_ok = counts_ok && v <= kMaxCount;
@@ -212,11 +220,31 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
     s.admissions_by_action[i] = k.admissions_by_action(i);
   }
   s.denials = k.denials();
+  s.denied_clips = k.denied_clips();
   s.releases = k.releases();
   s.global_skips = k.global_skips();
   s.peak_in_recovery = k.peak_in_recovery();
   s.forward_samples = k.forward_samples();
   return c;
+}
+
+// The last decision's denied clips: one-step clips at its apply step, which
+// is its observed step (lag 0), of known units not in recovery, in unit id
+// order (as Observe makes them).
+Status ControllerStateCodec::RestoreDeniedClips(const v1::ControllerState& in, Controller* c) {
+  for (const v1::RecoveryEntryState& r : in.last_denied_clips()) {
+    const std::string problem = RecoveryEntryProblem(r);
+    const bool ordered =
+        c->last_denied_clips_.empty() || r.unit_id() > c->last_denied_clips_.back().unit_id;
+    if (r.unit_id() >= c->units_.size() || !ordered || !problem.empty() || !r.denied_clip() ||
+        c->in_recovery_[r.unit_id()] || !c->has_last_apply_ || r.since() != c->last_apply_ ||
+        c->last_apply_ != c->last_step_) {
+      return Bad("invalid denied clip for unit " + std::to_string(r.unit_id()) + " (since " +
+                 Str(r.since()) + ")" + (problem.empty() ? "" : ": " + problem));
+    }
+    c->last_denied_clips_.push_back(RecoveryEntryFromProto(r));
+  }
+  return Status::Ok();
 }
 
 std::string ControllerStateCodec::SaveToString(const Controller& c) {

@@ -25,6 +25,10 @@ class ControllerStateCodec {
   // Byte-string helpers for snapshots and export files.
   static std::string SaveToString(const Controller& c);
   static StatusOr<Controller> RestoreFromString(const std::string& bytes);
+
+ private:
+  // After the units, recovery and last_apply are restored.
+  static Status RestoreDeniedClips(const v1::ControllerState& in, Controller* c);
 };
 
 }  // namespace gnmr

@@ -43,14 +43,19 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
   }
   for (uint32_t u : d.released) out->push_back(base(v1::EVENT_KIND_RELEASE, u));
   for (const Denial& x : d.denied) {
-    v1::Event e = base(v1::EVENT_KIND_DENIAL, x.unit_id);
+    // A clipped denial is an event kind of its own: it changed a gradient.
+    v1::Event e = base(x.clipped ? v1::EVENT_KIND_DENIED_CLIP : v1::EVENT_KIND_DENIAL, x.unit_id);
     e.set_trigger(ToProto(x.trigger));
+    if (x.clipped) {
+      e.set_action(v1::ACTION_CLIP);
+      e.set_until(d.apply_step + 1);
+    }
     const UnitState& st = controller.unit(x.unit_id);
     e.set_gnmr(st.last_gnmr);
     e.set_delta(st.last_delta);
     e.set_norm(st.last_norm);
     e.set_mu(st.mu);
-    e.set_detail("max_o reached");
+    e.set_detail(x.clipped ? "max_o reached; clipped to mu at the observed step" : "max_o reached");
     out->push_back(std::move(e));
   }
   if (d.global_skip) {

@@ -42,7 +42,7 @@ bool RebuildLastDecision(const Controller& c, Decision* out) {
   d.apply_step = *apply;
   d.sequence = c.sequence();
   d.config_version = c.config_version();
-  d.recovery = c.recovery();
+  c.PublishedSet(&d.recovery);  // denied clips included: the original digest
   d.global_skip = c.last_global_skip();
   d.next_lag = c.next_lag();
   d.digest = DigestOf(d.apply_step, d.recovery, d.global_skip);

@@ -27,6 +27,7 @@ inline constexpr EventKindNameEntry kEventKindNames[] = {
     {v1::EVENT_KIND_ACK_MISMATCH, "ack_mismatch"},
     {v1::EVENT_KIND_DECISION_FAILED, "decision_failed"},
     {v1::EVENT_KIND_TRACE_DROPPED, "trace_dropped"},
+    {v1::EVENT_KIND_DENIED_CLIP, "denied_clip"},
 };
 
 // "unknown" for EVENT_KIND_UNSPECIFIED and values this build does not know.

@@ -35,6 +35,16 @@ const char* EntryTreatmentName(EntryTreatment e) {
   return "unknown";
 }
 
+const char* DeniedTreatmentName(DeniedTreatment d) {
+  switch (d) {
+    case DeniedTreatment::kNone:
+      return "none";
+    case DeniedTreatment::kClip:
+      return "clip";
+  }
+  return "unknown";
+}
+
 const char* ReportModeName(ReportMode m) {
   switch (m) {
     case ReportMode::kAll:
@@ -99,6 +109,12 @@ Status ControllerConfig::Validate() const {
   for (const ConfigField& f : ConfigFields()) {
     const std::string problem = f.Problem(f.get(*this));
     if (!problem.empty()) return Bad(f.key, problem);
+  }
+  // The clip treats the gradient of the observed step, which only a
+  // decision applying at that very step can reach.
+  if (denied == DeniedTreatment::kClip && lag != 0) {
+    return Bad("denied", "clip needs lag 0 (it clips the observed step's gradient), got lag " +
+                             std::to_string(lag) + " (set lag to 0 first, or denied to none)");
   }
   if (actions.size() > kMaxActionRules) {
     return Bad("actions", "has more than " + std::to_string(kMaxActionRules) + " rules");

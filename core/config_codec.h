@@ -34,6 +34,9 @@ static_assert(static_cast<int>(EntryTreatment::kNone) == v1::ENTRY_NONE &&
               static_cast<int>(EntryTreatment::kClip) == v1::ENTRY_CLIP &&
               static_cast<int>(EntryTreatment::kSkip) == v1::ENTRY_SKIP &&
               v1::EntryTreatment_MIN == 0 && v1::EntryTreatment_MAX == 2);
+static_assert(static_cast<int>(DeniedTreatment::kNone) == v1::DENIED_NONE &&
+              static_cast<int>(DeniedTreatment::kClip) == v1::DENIED_CLIP &&
+              v1::DeniedTreatment_MIN == 0 && v1::DeniedTreatment_MAX == 1);
 static_assert(static_cast<int>(Trigger::kNone) == v1::TRIGGER_NONE &&
               static_cast<int>(Trigger::kGnmr) == v1::TRIGGER_GNMR &&
               static_cast<int>(Trigger::kDelta) == v1::TRIGGER_DELTA &&

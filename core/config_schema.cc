@@ -58,6 +58,14 @@ std::vector<std::string> EntryChoices() {
   return names;
 }
 
+std::vector<std::string> DeniedChoices() {
+  std::vector<std::string> names;
+  for (int i = v1::DeniedTreatment_MIN; i <= v1::DeniedTreatment_MAX; ++i) {
+    names.push_back(DeniedTreatmentName(static_cast<DeniedTreatment>(i)));
+  }
+  return names;
+}
+
 std::vector<std::string> ReportChoices() {
   std::vector<std::string> names;
   for (int i = v1::ReportMode_MIN; i <= v1::ReportMode_MAX; ++i) {
@@ -95,6 +103,10 @@ std::vector<ConfigField> MakeFields() {
       GNMR_CONFIG_FIELD(entry, T::kEnum, {}, EntryChoices(),
                         "lag 0 and promote: the treatment of the observed step's gradient "
                         "(its forward pass already ran)"),
+      // 0 (none) is also what a peer before the key sends: no Later().
+      GNMR_CONFIG_FIELD(denied, T::kEnum, {}, DeniedChoices(),
+                        "lag 0: a candidate denied by max_o gets its observed step's gradient "
+                        "clipped to its mean (clip) or nothing (none); clip needs lag 0"),
       GNMR_CONFIG_FIELD(clip_min_scale, T::kDouble, Closed(0, 1), {},
                         "lower bound of clip scales, unless a rule sets its own"),
       GNMR_CONFIG_FIELD(report, T::kEnum, {}, ReportChoices(),

@@ -50,6 +50,10 @@ struct RecoveryEntry {
   // The unit's historical mean as of this decision: the clip target, so a
   // clipped gradient is scaled by clamp(ref_norm / norm, clip_min_scale, 1).
   double ref_norm = 0.0;
+  // A candidate denied by the budget whose gradient of the observed step is
+  // clipped (denied: clip, lag 0): action clip for [apply, apply + 1). Part
+  // of the published set only; it holds no budget and is never released.
+  bool denied_clip = false;
 
   bool InForceAt(int64_t step) const { return since <= step && step < until; }
 };
@@ -70,14 +74,19 @@ struct Denial {
   uint32_t unit_id = 0;
   Trigger trigger = Trigger::kNone;
   double risk = 0.0;  // +inf for non-finite
+  // denied: clip at lag 0: its gradient of the observed step is clipped
+  // (a denied_clip entry of the decision's set).
+  bool clipped = false;
 };
 
+// `recovery` also holds this step's denied clips (RecoveryEntry::denied_clip,
+// denied: clip), which are not in the controller's recovery set.
 struct Decision {
   int64_t observed_step = 0;
   int64_t apply_step = 0;
   uint64_t sequence = 0;                // 1, 2, 3, ... per controller
   uint64_t config_version = 0;          // which config produced this decision
-  std::vector<RecoveryEntry> recovery;  // full set after it, unit id order
+  std::vector<RecoveryEntry> recovery;  // full set after it (+ denied clips), unit id order
   std::vector<Admission> admitted;      // in admission (priority) order
   std::vector<uint32_t> released;       // unit ids, ascending
   std::vector<Denial> denied;           // in priority order
@@ -96,8 +105,9 @@ struct Decision {
 };
 
 // 64-bit FNV-1a over a canonical little-endian encoding of the set's
-// identity (unit, action, entry, since, until), the apply step and
-// global_skip. Platform independent, so a client can recompute it.
+// identity (unit, action, entry, since, until; not denied_clip, which
+// changes nothing a rank applies), the apply step and global_skip. Platform
+// independent, so a client can recompute it.
 uint64_t DigestOf(int64_t apply_step, const std::vector<RecoveryEntry>& set, bool global_skip);
 
 }  // namespace gnmr

@@ -29,6 +29,9 @@ uint64_t DigestOf(int64_t apply_step, const std::vector<RecoveryEntry>& set, boo
     Mix(&h, static_cast<uint64_t>(e.entry), 1);
     Mix(&h, static_cast<uint64_t>(e.since), 8);
     Mix(&h, static_cast<uint64_t>(e.until), 8);
+    // Not denied_clip: it changes nothing a rank applies (a one-step clip
+    // either way), and a client from before the marker recomputes the same
+    // digest, so it accepts and applies a set with denied clips too.
   }
   return h;
 }

@@ -23,12 +23,14 @@ void RecoveryEntryToProto(const RecoveryEntry& e, EntryProto* out) {
   out->set_until(e.until);
   out->set_clip_min_scale(e.clip_min_scale);
   out->set_ref_norm(e.ref_norm);
+  out->set_denied_clip(e.denied_clip);
 }
 
 // Why the received entry cannot be in force, or "" when it can: a known
 // action and entry treatment, a lock of 1..kMaxLockSteps steps starting in
 // [0, kMaxStep + kMaxLag], and finite scales (clip_min_scale in [0, 1],
-// ref_norm >= 0). The unit id is checked by the caller, which knows the units.
+// ref_norm >= 0), a denied clip one step of action clip. The unit id is checked by the caller,
+// which knows the units.
 template <typename EntryProto>
 std::string RecoveryEntryProblem(const EntryProto& e) {
   if (!ValidAction(e.action())) return "unknown action " + std::to_string(e.action());
@@ -47,6 +49,9 @@ std::string RecoveryEntryProblem(const EntryProto& e) {
   if (!(e.ref_norm() >= 0.0) || std::isinf(e.ref_norm())) {
     return "ref_norm is not a finite non-negative number";
   }
+  if (e.denied_clip() && (e.action() != v1::ACTION_CLIP || e.until() != e.since() + 1)) {
+    return "a denied clip must be a one-step clip";
+  }
   return "";
 }
 
@@ -61,6 +66,7 @@ RecoveryEntry RecoveryEntryFromProto(const EntryProto& e) {
   r.until = e.until();
   r.clip_min_scale = e.clip_min_scale();
   r.ref_norm = e.ref_norm();
+  r.denied_clip = e.denied_clip();
   return r;
 }
 

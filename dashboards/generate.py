@@ -151,9 +151,11 @@ def job_dashboard():
     P.append(panel(L, "timeseries", "Admissions by trigger, denials",
                    "Units admitted to recovery per second by trigger (gnmr, delta, nonfinite; "
                    "forward, saturation, underflow from the forward channel), "
-                   "and triggered units denied because max_o was reached.",
+                   "and triggered units denied because max_o was reached (denied, clipped: "
+                   "of those, clipped on their step with denied: clip).",
                    [(f"sum by (trigger) (rate(gnmr_admissions_total{{{J}}}[{RI}]))", "admitted: {{trigger}}"),
                     (f"sum(rate(gnmr_denials_total{{{J}}}[{RI}]))", "denied"),
+                    (f"sum(rate(gnmr_denied_clips_total{{{J}}}[{RI}]))", "denied, clipped"),
                     (f"sum(rate(gnmr_releases_total{{{J}}}[{RI}]))", "released")], w=10, unit="ops"))
     P.append(panel(L, "state-timeline", "Recovery timeline per unit",
                    "1 while a unit is in recovery (exported units: those in recovery and the top K by GNMR).",

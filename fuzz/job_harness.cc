@@ -32,7 +32,10 @@ void CheckingSink::SendDecision(std::shared_ptr<const WireMessage> wire) {
              static_cast<unsigned long long>(last_sequence_));
   have_sequence_ = true;
   last_sequence_ = d.sequence();
-  if (static_cast<size_t>(d.recovery_size()) > max_recovery_) max_recovery_ = d.recovery_size();
+  // Denied clips (denied: clip) hold no budget: not counted against max_o.
+  size_t held = 0;
+  for (const v1::RecoveryEntry& e : d.recovery()) held += e.denied_clip() ? 0 : 1;
+  if (held > max_recovery_) max_recovery_ = held;
   if (decisions_.size() < 64) decisions_.push_back(d);
 }
 

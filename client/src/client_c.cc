@@ -363,4 +363,16 @@ int gnmr_plan_entry_get(const gnmr_plan* plan, uint32_t index, gnmr_plan_entry* 
   });
 }
 
+int gnmr_plan_entry_denied_clip(const gnmr_plan* plan, uint32_t index, int32_t* out) {
+  return Call([&]() -> int {
+    if (plan == nullptr) return Null("plan");
+    if (out == nullptr) return Null("out");
+    if (index >= plan->plan.entries.size()) {
+      return Fail(gnmr::StatusCode::kOutOfRange, "entry index out of range");
+    }
+    *out = plan->plan.entries[index].denied_clip ? 1 : 0;
+    return GNMR_OK;
+  });
+}
+
 }  // extern "C"

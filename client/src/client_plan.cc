@@ -68,6 +68,7 @@ void FillFrom(const CachedDecision& d, int64_t step, Plan* out) {
     p.until = e.until;
     p.ref_norm = e.ref_norm;
     p.clip_min_scale = e.clip_min_scale;
+    p.denied_clip = e.denied_clip;
     out->entries.push_back(p);
   }
 }

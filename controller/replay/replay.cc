@@ -90,10 +90,22 @@ void AppendDecisionJson(const Decision& d, const Controller& c, std::string* out
     if (i > 0) out->push_back(',');
     AppendJsonString(out, c.unit(d.denied[i].unit_id).name);
   }
+  // Denied clips (denied: clip) are listed apart, and only when there are
+  // any: without them a line is what it was before they existed.
+  bool any_clipped = false;
+  for (const Denial& x : d.denied) {
+    if (!x.clipped) continue;
+    out->append(any_clipped ? "," : "],\"denied_clipped\":[");
+    any_clipped = true;
+    AppendJsonString(out, c.unit(x.unit_id).name);
+  }
   out->append("],\"in_recovery\":[");
-  for (size_t i = 0; i < d.recovery.size(); ++i) {
-    if (i > 0) out->push_back(',');
-    AppendJsonString(out, c.unit(d.recovery[i].unit_id).name);
+  bool first = true;
+  for (const RecoveryEntry& e : d.recovery) {
+    if (e.denied_clip) continue;  // holds no budget: not in recovery
+    if (!first) out->push_back(',');
+    first = false;
+    AppendJsonString(out, c.unit(e.unit_id).name);
   }
   out->append("],\"global_skip\":");
   out->append(d.global_skip ? "true" : "false");
@@ -198,6 +210,12 @@ std::string FormatReplaySummary(const ReplaySummary& s) {
                   st.forward_samples, by[static_cast<int>(Trigger::kForward)],
                   by[static_cast<int>(Trigger::kSaturation)],
                   by[static_cast<int>(Trigger::kUnderflow)]);
+    out += buf;
+  }
+  if (st.denied_clips > 0) {
+    std::snprintf(buf, sizeof(buf),
+                  "  denied clips: %" PRIu64 " (of the denials; clipped on their step)\n",
+                  st.denied_clips);
     out += buf;
   }
   std::snprintf(buf, sizeof(buf), "  decisions written: %" PRIu64 "\n", s.decisions_written);

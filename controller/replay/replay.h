@@ -11,6 +11,9 @@
 //    "released":[],"denied":[],"in_recovery":["layers.3.mlp.fc1"],
 //    "global_skip":false}
 //
+// With `denied: clip`, the denials clipped on their step are also listed as
+// "denied_clipped":[...] after "denied" (only when there are any); they
+// are not in "in_recovery" (they hold no budget).
 // `until` is the first step no longer in force. Numbers are written in
 // their shortest round-trip form; `gnmr` and `delta` are null for a
 // non-finite trigger (they were not evaluated) or a non-finite value.

@@ -98,6 +98,7 @@ v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
   const ControllerStats& st = controller_.stats();
   info.set_admissions(st.admissions());
   info.set_denials(st.denials);
+  info.set_denied_clips(st.denied_clips);
   info.set_recovery_fraction(st.recovery_fraction());
   // A rank's last step: the newest it reported or acked (a standby only
   // acks; docs/scale.md).

@@ -63,6 +63,7 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units
       units_in_recovery_(f->units_in_recovery.Add(labels_)),
       max_o_(f->max_o.Add(labels_)),
       denials_(f->denials.Add(labels_)),
+      denied_clips_(f->denied_clips.Add(labels_)),
       releases_(f->releases.Add(labels_)),
       global_skips_(f->global_skips.Add(labels_)),
       unit_steps_(f->unit_steps.Add(labels_)),
@@ -99,6 +100,7 @@ JobMetrics::~JobMetrics() {
   f_->units_in_recovery.Remove(&units_in_recovery_);
   f_->max_o.Remove(&max_o_);
   f_->denials.Remove(&denials_);
+  f_->denied_clips.Remove(&denied_clips_);
   f_->releases.Remove(&releases_);
   f_->global_skips.Remove(&global_skips_);
   f_->unit_steps.Remove(&unit_steps_);
@@ -182,6 +184,9 @@ void JobMetrics::OnDecision(const Decision& d, const Controller& c, const StepFi
   incomplete_unit_steps_.Increment(step.incomplete_units);
   omitted_unit_steps_.Increment(step.omitted_units);
   denials_.Increment(static_cast<double>(d.denied.size()));
+  size_t clipped = 0;
+  for (const Denial& x : d.denied) clipped += x.clipped ? 1 : 0;
+  if (clipped > 0) denied_clips_.Increment(static_cast<double>(clipped));
   releases_.Increment(static_cast<double>(d.released.size()));
   if (d.global_skip) global_skips_.Increment();
 

@@ -119,6 +119,7 @@ class JobMetrics {
   prometheus::Gauge& units_in_recovery_;
   prometheus::Gauge& max_o_;
   prometheus::Counter& denials_;
+  prometheus::Counter& denied_clips_;
   prometheus::Counter& releases_;
   prometheus::Counter& global_skips_;
   prometheus::Counter& unit_steps_;

@@ -53,6 +53,9 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
                          "Units admitted to recovery, by action and trigger.")),
       denials(
           Counter(r, "gnmr_denials_total", "Triggered units left out because max_o was reached.")),
+      denied_clips(Counter(r, "gnmr_denied_clips_total",
+                           "Denials whose gradient was clipped on the observed step (denied: "
+                           "clip); also counted in gnmr_denials_total.")),
       releases(Counter(r, "gnmr_releases_total", "Units released from recovery.")),
       global_skips(
           Counter(r, "gnmr_global_skips_total", "Decisions asking to skip the whole step.")),

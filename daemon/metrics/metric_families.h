@@ -23,6 +23,7 @@
 //   gnmr_units, gnmr_units_in_recovery, gnmr_max_o
 //   gnmr_admissions_total{action,trigger}
 //   gnmr_denials_total, gnmr_releases_total, gnmr_global_skips_total
+//   gnmr_denied_clips_total                      denials clipped (denied: clip)
 //   gnmr_unit_steps_total, gnmr_unit_steps_in_recovery_total
 //   gnmr_recovery_fraction                       their ratio (lifetime)
 //   gnmr_decision_latency_seconds                last report in -> decision out
@@ -88,6 +89,7 @@ struct MetricFamilies {
   GaugeFamily& max_o;
   CounterFamily& admissions;
   CounterFamily& denials;
+  CounterFamily& denied_clips;
   CounterFamily& releases;
   CounterFamily& global_skips;
   CounterFamily& unit_steps;

@@ -1,6 +1,7 @@
 """What ``Monitor.apply`` does to the gradients and the optimizer for each
 entry of a plan (the actions of docs/controller.md): clip scales a unit's
-``.grad`` (also a lag-0 promote's entry clip), skip sets it to ``None`` on
+``.grad`` (also a lag-0 promote's entry clip and a denied clip, which is a
+one-step clip entry), skip sets it to ``None`` on
 the first step in force, reset_state clears the unit's optimizer state on
 the first step in force. Promotions are switched by the Monitor itself."""
 from __future__ import annotations

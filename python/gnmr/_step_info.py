@@ -40,6 +40,9 @@ class UnitInfo:
     scale: float  # the clip factor (1 unless clipped)
     gnmr: Optional[float] = None  # when the decision carries it (see module doc)
     delta: Optional[float] = None
+    # A budget denial clipped on this step only (denied: clip, lag 0); it
+    # held no budget.
+    denied_clip: bool = False
 
 
 @dataclasses.dataclass
@@ -102,7 +105,8 @@ def build(applied: Any, unit_names: List[str], norms: List[float]) -> StepInfo:
             units[unit_names[e.unit]] = UnitInfo(
                 action=e.action.name.lower(), since=e.since, until=e.until,
                 first_step=e.first_step, ref_norm=e.ref_norm, norm=e.norm, scale=e.scale,
-                gnmr=getattr(e, "gnmr", None), delta=getattr(e, "delta", None))
+                gnmr=getattr(e, "gnmr", None), delta=getattr(e, "delta", None),
+                denied_clip=bool(getattr(e, "denied_clip", False)))
     if len(norms) != len(unit_names):
         norms = [math.nan] * len(unit_names)
     return StepInfo(

@@ -370,11 +370,13 @@ PYBIND11_MODULE(_gnmr, m) {
       .def_readonly("clip_min_scale", &PlanEntry::clip_min_scale)
       .def_readonly("norm", &PlanEntry::norm)
       .def_readonly("scale", &PlanEntry::scale)
+      .def_readonly("denied_clip", &PlanEntry::denied_clip)
       .def("__repr__", [](const PlanEntry& e) {
         return "PlanEntry(unit=" + std::to_string(e.unit) + ", action=" + ActionName(e.action) +
                ", since=" + std::to_string(e.since) + ", until=" + std::to_string(e.until) +
                ", first_step=" + (e.first_step ? "True" : "False") +
-               ", scale=" + std::to_string(e.scale) + ")";
+               ", scale=" + std::to_string(e.scale) + (e.denied_clip ? ", denied_clip=True" : "") +
+               ")";
       });
 
   py::class_<Plan>(m, "Plan")

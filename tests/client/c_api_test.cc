@@ -76,6 +76,11 @@ TEST(CApi, FullStepSequenceFailsOpen) {
   }
   gnmr_plan_entry e;
   EXPECT_EQ(gnmr_plan_entry_get(plan, 0, &e), GNMR_EOUT_OF_RANGE);
+  int32_t denied_clip = -1;
+  EXPECT_EQ(gnmr_plan_entry_denied_clip(plan, 0, &denied_clip), GNMR_EOUT_OF_RANGE);
+  EXPECT_EQ(gnmr_plan_entry_denied_clip(nullptr, 0, &denied_clip), GNMR_EINVALID_ARGUMENT);
+  EXPECT_EQ(gnmr_plan_entry_denied_clip(plan, 0, nullptr), GNMR_EINVALID_ARGUMENT);
+  EXPECT_EQ(denied_clip, -1);
   EXPECT_EQ(gnmr_observe(c, 3), GNMR_EINVALID_ARGUMENT);
   EXPECT_NE(std::string(gnmr_last_error()).find("increase"), std::string::npos);
 

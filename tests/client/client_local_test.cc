@@ -2,7 +2,9 @@
 // acceptance check replays one sequence of gradients through a real gnmrd
 // and through local mode, both clients observing the very same buffers, and
 // compares the plans step by step (digests, entries, norms, scales) at lag
-// 0 and 1, the events the two write, and the exported controller states
+// 0 and 1 (and lag 0 with denied: clip, whose clip of the denied unit must
+// reach the plan of exactly that step), the events the two write, and the
+// exported controller states
 // byte for byte. Also: sharded units and bad set-ups are refused loudly, a
 // state round-trips through ExportState/ImportState (also one exported by
 // gnmrd), and the training thread never waits on a stopped local client.
@@ -76,12 +78,13 @@ TensorRef HostRef(std::vector<float>& g) {
   return t;
 }
 
-ControllerConfig TestConfig(int32_t lag) {
+ControllerConfig TestConfig(int32_t lag, DeniedTreatment denied = DeniedTreatment::kNone) {
   ControllerConfig c;
   c.warmup = 5;
   c.max_o = 1;
   c.lock_steps = 10;
   c.lag = lag;
+  c.denied = denied;
   return c;
 }
 
@@ -135,6 +138,7 @@ void ExpectSamePlan(const Plan& d, const Plan& l) {
     EXPECT_TRUE(SameDouble(a.clip_min_scale, b.clip_min_scale));
     EXPECT_TRUE(SameDouble(a.norm, b.norm));
     EXPECT_TRUE(SameDouble(a.scale, b.scale));
+    EXPECT_EQ(a.denied_clip, b.denied_clip);
   }
 }
 
@@ -147,7 +151,8 @@ std::vector<v1::Event> DecisionEvents(const std::string& path) {
     EXPECT_TRUE(e.ok()) << line;
     if (!e.ok()) continue;
     const std::string k = EventKindName(e->kind());
-    if (k == "admission" || k == "release" || k == "denial" || k == "global_skip") {
+    if (k == "admission" || k == "release" || k == "denial" || k == "denied_clip" ||
+        k == "global_skip") {
       e->set_time_unix(0);  // the only field that may differ
       out.push_back(*e);
     }
@@ -163,17 +168,24 @@ std::string FindFile(const std::string& dir, const std::string& name, const std:
   return "";
 }
 
-class LocalVsGnmrd : public ::testing::TestWithParam<int32_t> {};
+struct Variant {
+  int32_t lag;
+  DeniedTreatment denied;
+};
+
+class LocalVsGnmrd : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(LocalVsGnmrd, SamePlansEventsAndStateAsTheDaemon) {
   testing::GnmrdProcess gnmrd;
   ASSERT_TRUE(gnmrd.Start());
-  const int32_t lag = GetParam();
-  const std::string job = "cmp-lag" + std::to_string(lag);
+  const int32_t lag = GetParam().lag;
+  const bool clip_denied = GetParam().denied == DeniedTreatment::kClip;
+  const std::string job = "cmp-lag" + std::to_string(lag) + (clip_denied ? "-clip" : "");
   const std::string events = gnmrd.dir() + "/local-events.jsonl";
+  const ControllerConfig config = TestConfig(lag, GetParam().denied);
   Gradients grads;
-  auto daemon = MakeClient(gnmrd.target(), job, TestConfig(lag), &grads);
-  auto local = MakeClient("local", job, TestConfig(lag), &grads, events);
+  auto daemon = MakeClient(gnmrd.target(), job, config, &grads);
+  auto local = MakeClient("local", job, config, &grads, events);
   ASSERT_TRUE(daemon && local);
   ASSERT_TRUE(daemon->WaitConnected(milliseconds(10000)).ok());
   ASSERT_TRUE(local->WaitConnected(milliseconds(0)).ok()) << "local mode is connected at Start";
@@ -181,6 +193,8 @@ TEST_P(LocalVsGnmrd, SamePlansEventsAndStateAsTheDaemon) {
   constexpr int64_t kSteps = 80;
   int with_entries = 0;
   int skipped = 0;
+  std::vector<int64_t> denied_clip_steps;
+  std::vector<double> denied_clip_scales;
   for (int64_t step = 0; step < kSteps; ++step) {
     grads.Fill(step);
     ASSERT_TRUE(daemon->Observe(step).ok());
@@ -191,11 +205,31 @@ TEST_P(LocalVsGnmrd, SamePlansEventsAndStateAsTheDaemon) {
     EXPECT_EQ(l.has_decision, step >= lag) << "step " << step;
     with_entries += !l.entries.empty();
     skipped += l.skip_step;
+    for (const PlanEntry& e : d.entries) {
+      if (!e.denied_clip) continue;
+      // Exactly this step, a clip toward the unit's mean.
+      EXPECT_EQ(e.action, Action::kClip);
+      EXPECT_TRUE(e.first_step);
+      EXPECT_EQ(e.since, step);
+      EXPECT_EQ(e.until, step + 1);
+      EXPECT_DOUBLE_EQ(e.scale, ClipScale(e.ref_norm, e.norm, e.clip_min_scale));
+      denied_clip_steps.push_back(step);
+      denied_clip_scales.push_back(e.scale);
+    }
     EXPECT_TRUE(daemon->Ack(d).ok());
     EXPECT_TRUE(local->Ack(l).ok());
   }
   EXPECT_GT(with_entries, 10) << "the spikes must put units in recovery";
   EXPECT_GE(skipped, 1) << "the NaN step must be skipped";
+  if (clip_denied) {
+    // Units 2 and 3 spike together at step 40 with max_o 1: the one left
+    // out is clipped at that step (a 30x spike: scaled well below 1).
+    ASSERT_FALSE(denied_clip_steps.empty());
+    EXPECT_EQ(denied_clip_steps.front(), 40);
+    EXPECT_LT(denied_clip_scales.front(), 0.2);
+  } else {
+    EXPECT_TRUE(denied_clip_steps.empty());
+  }
 
   // The exported controller states, byte for byte, once both have decided
   // the last step.
@@ -213,6 +247,9 @@ TEST_P(LocalVsGnmrd, SamePlansEventsAndStateAsTheDaemon) {
   // in the background: wait for all of them).
   const std::vector<v1::Event> mine = DecisionEvents(events);
   EXPECT_GE(mine.size(), 4u);  // admissions, a denial, a release, a skip or nonfinite
+  size_t clip_events = 0;
+  for (const v1::Event& e : mine) clip_events += e.kind() == v1::EVENT_KIND_DENIED_CLIP;
+  EXPECT_EQ(clip_events, denied_clip_steps.size());
   std::vector<v1::Event> theirs;
   ASSERT_TRUE(Eventually(
       [&] {
@@ -235,7 +272,15 @@ TEST_P(LocalVsGnmrd, SamePlansEventsAndStateAsTheDaemon) {
   EXPECT_EQ(k.reports_sent, static_cast<uint64_t>(kSteps));
 }
 
-INSTANTIATE_TEST_SUITE_P(Lags, LocalVsGnmrd, ::testing::Values(0, 1));
+INSTANTIATE_TEST_SUITE_P(Lags, LocalVsGnmrd,
+                         ::testing::Values(Variant{0, DeniedTreatment::kNone},
+                                           Variant{1, DeniedTreatment::kNone},
+                                           Variant{0, DeniedTreatment::kClip}),
+                         [](const ::testing::TestParamInfo<Variant>& info) {
+                           return "lag" + std::to_string(info.param.lag) +
+                                  (info.param.denied == DeniedTreatment::kClip ? "_denied_clip"
+                                                                               : "");
+                         });
 
 TEST(LocalMode, RefusesShardedUnitsPointingToGnmrd) {
   auto c = std::move(Client::Create(LocalOptions("sharded"))).value();

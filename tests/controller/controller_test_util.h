@@ -91,7 +91,7 @@ inline std::string DiffDecisions(const Decision& a, const Decision& b) {
     const RecoveryEntry &x = a.recovery[i], &y = b.recovery[i];
     if (x.unit_id != y.unit_id || x.action != y.action || x.entry != y.entry ||
         x.since != y.since || x.until != y.until || !SameBits(x.clip_min_scale, y.clip_min_scale) ||
-        !SameBits(x.ref_norm, y.ref_norm)) {
+        !SameBits(x.ref_norm, y.ref_norm) || x.denied_clip != y.denied_clip) {
       return "recovery entry " + std::to_string(i);
     }
   }
@@ -108,7 +108,8 @@ inline std::string DiffDecisions(const Decision& a, const Decision& b) {
   if (a.denied.size() != b.denied.size()) return "denied size";
   for (size_t i = 0; i < a.denied.size(); ++i) {
     if (a.denied[i].unit_id != b.denied[i].unit_id || a.denied[i].trigger != b.denied[i].trigger ||
-        !SameBits(a.denied[i].risk, b.denied[i].risk)) {
+        !SameBits(a.denied[i].risk, b.denied[i].risk) ||
+        a.denied[i].clipped != b.denied[i].clipped) {
       return "denial " + std::to_string(i);
     }
   }

@@ -21,11 +21,13 @@ using testing_util::CountSeries;
 using testing_util::ParseSamples;
 
 // A controller with `units` units ("u0", "u1", ...) and quick triggers.
-Controller MakeController(int units, int max_o) {
+Controller MakeController(int units, int max_o, DeniedTreatment denied = DeniedTreatment::kNone) {
   ControllerConfig config;
   config.warmup = 3;
   config.max_o = max_o;
   config.lock_steps = 4;
+  config.denied = denied;
+  if (denied == DeniedTreatment::kClip) config.lag = 0;  // clip needs lag 0
   StatusOr<Controller> c = Controller::Create(config);
   EXPECT_TRUE(c.ok());
   for (int i = 0; i < units; ++i) {
@@ -57,6 +59,23 @@ std::unique_ptr<DaemonMetrics> NoEndpoint(size_t top_k) {
   return std::move(m.value());
 }
 
+// denied: clip: the clipped denials have their own series and are still
+// denials.
+TEST(JobMetricsTest, DeniedClipsAreCountedApart) {
+  auto m = NoEndpoint(10);
+  JobMetrics* jm = m->ForJob("j");
+  Controller c = MakeController(20, 2, DeniedTreatment::kClip);
+  std::mt19937 rng(7);
+  for (int64_t t = 0; t < 60; ++t) jm->OnDecision(Step(&c, t, &rng, 0.05), c, StepFigures());
+  const ControllerStats& s = c.stats();
+  ASSERT_GT(s.denied_clips, 0u);
+  EXPECT_EQ(s.denied_clips, s.denials);  // lag 0 throughout: every denial clipped
+  auto samples = ParseSamples(m->Render());
+  const std::string j = "{job_id=\"j\"}";
+  EXPECT_EQ(samples["gnmr_denied_clips_total" + j], static_cast<double>(s.denied_clips));
+  EXPECT_EQ(samples["gnmr_denials_total" + j], static_cast<double>(s.denials));
+}
+
 TEST(JobMetricsTest, DecisionFiguresMatchTheController) {
   auto m = NoEndpoint(10);
   JobMetrics* jm = m->ForJob("j");
@@ -86,6 +105,7 @@ TEST(JobMetricsTest, DecisionFiguresMatchTheController) {
                     "trigger=\"gnmr\"}"],
             static_cast<double>(s.admissions_by_trigger[1]));
   EXPECT_EQ(samples["gnmr_denials_total" + j], static_cast<double>(s.denials));
+  EXPECT_EQ(samples["gnmr_denied_clips_total" + j], 0);  // denied: none
   EXPECT_EQ(samples["gnmr_releases_total" + j], static_cast<double>(s.releases));
   EXPECT_EQ(samples["gnmr_unit_steps_total" + j], static_cast<double>(s.unit_steps_observed));
   EXPECT_EQ(samples["gnmr_unit_steps_in_recovery_total" + j],

@@ -122,6 +122,31 @@ TEST(Replay, SummaryCountsWhatHappened) {
       << text;
 }
 
+// denied: clip at lag 0: b, denied at step 3 while a holds the budget, is
+// listed as clipped and is not in recovery; the summary counts it.
+TEST(Replay, DeniedClipsAreListedApart) {
+  ControllerConfig c = SmallConfig();
+  c.lag = 0;
+  c.denied = DeniedTreatment::kClip;
+  Result r = Replay(kSmallTrace, c);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  const std::vector<std::string> lines = Lines(r.jsonl);
+  ASSERT_GE(lines.size(), 2u) << r.jsonl;
+  EXPECT_EQ(lines[1],
+            "{\"observed_step\":3,\"apply_step\":3,\"admitted\":[],"
+            "\"released\":[],\"denied\":[\"b\"],\"denied_clipped\":[\"b\"],"
+            "\"in_recovery\":[\"a\"],\"global_skip\":false}");
+  EXPECT_EQ(r.summary.stats.denied_clips, 1u);
+  EXPECT_NE(FormatReplaySummary(r.summary).find("denied clips: 1 (of the denials"),
+            std::string::npos);
+  // Without it the lines and the summary are as they were.
+  c.denied = DeniedTreatment::kNone;
+  r = Replay(kSmallTrace, c);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.jsonl.find("denied_clipped"), std::string::npos) << r.jsonl;
+  EXPECT_EQ(FormatReplaySummary(r.summary).find("denied clips"), std::string::npos);
+}
+
 // The forward channel's optional columns: a (coupled neighbour) spikes in
 // its gradient at step 3, b (the root) in its forward saturation; with
 // max_o 1 the root is admitted, labelled `saturation`.

@@ -53,13 +53,15 @@ Table EventTable() {
 }
 
 void AddEvent(Table* t, const v1::Event& e) {
-  // Admissions and denials carry the statistics behind them.
-  const bool decided = e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIAL;
+  // Admissions and denials (clipped or not) carry the statistics behind them.
+  const bool decided = e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIAL ||
+                       e.kind() == v1::EVENT_KIND_DENIED_CLIP;
+  const bool acted = e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIED_CLIP;
   // Unit names and details come from the daemon (and the trainers before
   // it): escaped, so no byte of theirs reaches the terminal raw.
   auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : EscapeForLog(s); };
   t->AddRow({LocalTime(e.time_unix()), FormatStep(e.observed_step()), EventKindName(e.kind()),
-             dash(e.unit()), e.kind() == v1::EVENT_KIND_ADMISSION ? ActionText(e.action()) : "-",
+             dash(e.unit()), acted ? ActionText(e.action()) : "-",
              e.trigger() == v1::TRIGGER_NONE ? "-" : TriggerText(e.trigger()),
              decided ? FormatNumber(e.gnmr()) : "-", decided ? FormatNumber(e.delta()) : "-",
              e.until() > 0 ? std::to_string(e.until()) : "-", dash(e.detail())});
@@ -118,9 +120,10 @@ int EventsCommand(int argc, char** argv) {
                    "Prints a job's recent events, oldest first, one per line: time,\n"
                    "observed step, kind (admission, release, denial, global_skip,\n"
                    "config_change, admin_release, import, generation, ack_mismatch,\n"
-                   "decision_failed, trace_dropped), unit, action, trigger, GNMR, Delta-GNMR, the\n"
-                   "first step no longer in force (UNTIL) and details. The daemon keeps the\n"
-                   "newest events of each job in memory; older ones are in its event log.\n"
+                   "decision_failed, trace_dropped, denied_clip), unit, action, trigger,\n"
+                   "GNMR, Delta-GNMR, the first step no longer in force (UNTIL) and\n"
+                   "details. The daemon keeps the newest events of each job in memory;\n"
+                   "older ones are in its event log.\n"
                    "With --json, one JSON object per line in the event log's format\n"
                    "(events.jsonl; docs/metrics.md, \"Event log\").");
   cmd.AddJobFlag();

@@ -300,12 +300,15 @@ class TopView {
                   rate_ ? (FormatNumber(*rate_, 3) + " steps/s").c_str() : "- steps/s", connected,
                   j.world_size(), target_.c_str());
     out.push_back(line);
+    // "denied 5 (3 clipped)" with denied: clip; as before without clips.
+    const std::string clipped =
+        j.denied_clips() > 0 ? " (" + std::to_string(j.denied_clips()) + " clipped)" : "";
     std::snprintf(line, sizeof(line),
-                  "budget %s %u/%d in recovery  admitted %llu  denied %llu  recovery %s  "
+                  "budget %s %u/%d in recovery  admitted %llu  denied %llu%s  recovery %s  "
                   "units %u",
                   BudgetBar(j.in_recovery(), j.max_o()).c_str(), j.in_recovery(), j.max_o(),
                   static_cast<unsigned long long>(j.admissions()),
-                  static_cast<unsigned long long>(j.denials()),
+                  static_cast<unsigned long long>(j.denials()), clipped.c_str(),
                   FormatPercent(j.recovery_fraction()).c_str(), j.units());
     out.push_back(line);
     if (!error.empty()) out.push_back("! " + error);
@@ -392,10 +395,13 @@ class TopView {
               {"UNTIL", Align::kRight},
               {"DETAIL"}});
     for (const v1::Event& e : snap.events) {
-      const bool decided =
-          e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIAL;
+      const bool decided = e.kind() == v1::EVENT_KIND_ADMISSION ||
+                           e.kind() == v1::EVENT_KIND_DENIAL ||
+                           e.kind() == v1::EVENT_KIND_DENIED_CLIP;
+      const bool acted =
+          e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIED_CLIP;
       et.AddRow({FormatStep(e.observed_step()), EventKindName(e.kind()), Dash(e.unit()),
-                 e.kind() == v1::EVENT_KIND_ADMISSION ? ActionText(e.action()) : "-",
+                 acted ? ActionText(e.action()) : "-",
                  e.trigger() == v1::TRIGGER_NONE ? "-" : TriggerText(e.trigger()),
                  decided ? FormatNumber(e.gnmr()) : "-",
                  e.until() > 0 ? std::to_string(e.until()) : "-", Dash(e.detail())});

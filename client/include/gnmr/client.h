@@ -113,6 +113,10 @@ struct PlanEntry {
   double norm = 0.0;
   // ClipScale(ref_norm, norm, clip_min_scale): the factor for clip.
   double scale = 1.0;
+  // A candidate denied by the budget, clipped on this step only (denied:
+  // clip, lag 0): action clip, since = step, until = step + 1. Applied like
+  // any clip; the flag tells a trainer's logs it held no budget.
+  bool denied_clip = false;
 };
 
 // Why a plan has no decision (docs/safety.md). Every reason but kNone and

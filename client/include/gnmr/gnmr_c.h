@@ -270,6 +270,11 @@ GNMR_EXPORT gnmr_plan* gnmr_plan_new(void);
 GNMR_EXPORT void gnmr_plan_free(gnmr_plan* plan);
 GNMR_EXPORT int gnmr_plan_info_get(const gnmr_plan* plan, gnmr_plan_info* out);
 GNMR_EXPORT int gnmr_plan_entry_get(const gnmr_plan* plan, uint32_t index, gnmr_plan_entry* out);
+/* Later 0.2: *out = 1 if entry `index` is a denied clip (denied: clip, lag
+ * 0: a unit the budget left out, clipped on this step only; it reads as an
+ * ordinary clip entry otherwise), else 0. A function of its own so that
+ * gnmr_plan_entry keeps its size. */
+GNMR_EXPORT int gnmr_plan_entry_denied_clip(const gnmr_plan* plan, uint32_t index, int32_t* out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -35,6 +35,12 @@ enum class Action : uint8_t {
 // treatment instead (SPEC: `entry`).
 enum class EntryTreatment : uint8_t { kNone = 0, kClip = 1, kSkip = 2 };
 
+// With lag 0, what a candidate denied by the budget gets (SPEC: `denied`):
+// nothing, or its gradient of the observed step clipped to its mean for that
+// one step, which costs no high-fidelity compute and holds no budget
+// (docs/controller.md, "Denied candidates").
+enum class DeniedTreatment : uint8_t { kNone = 0, kClip = 1 };
+
 // Which ranks of a job send statistics (docs/scale.md, "Reporter
 // election"): every rank, or one elected data-parallel replica of each
 // shard (the others hold theirs back and send them only when elected).
@@ -65,6 +71,7 @@ GNMR_EXPORT const char* TriggerName(Trigger t);
 GNMR_EXPORT const char* ReportModeName(ReportMode m);
 GNMR_EXPORT bool ParseAction(const std::string& s, Action* out);
 GNMR_EXPORT bool ParseEntryTreatment(const std::string& s, EntryTreatment* out);
+GNMR_EXPORT const char* DeniedTreatmentName(DeniedTreatment d);
 
 // Maps unit names to actions. `pattern` is a glob (`*`, `?`, `[abc]`)
 // matched against the whole unit name; the first matching rule wins.
@@ -91,9 +98,12 @@ struct GNMR_EXPORT ControllerConfig {
   int32_t lock_steps = 20;                       // steps a recovered unit stays recovered
   int32_t lag = 1;                               // decision for step t applies from t + lag
   EntryTreatment entry = EntryTreatment::kClip;  // lag-0 promote entry
-  double clip_min_scale = 0.01;                  // default lower bound of clip scales
-  std::vector<ActionRule> actions;               // first match wins; default promote
-  ReportMode report = ReportMode::kAll;          // which ranks send statistics
+  // Lag-0 budget denials; `clip` needs lag 0. `none` until an evaluation
+  // chooses (issue 15).
+  DeniedTreatment denied = DeniedTreatment::kNone;
+  double clip_min_scale = 0.01;          // default lower bound of clip scales
+  std::vector<ActionRule> actions;       // first match wins; default promote
+  ReportMode report = ReportMode::kAll;  // which ranks send statistics
   // The forward channel: units whose reports carry forward statistics.
   double tau_forward = 6.0;          // forward norm / its own mean
   double tau_saturation = 16.0;      // saturated fraction / its own mean

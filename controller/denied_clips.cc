@@ -1,0 +1,39 @@
+// Denied candidates (docs/controller.md, "Denied candidates"): with
+// `denied: clip` at lag 0, a candidate the budget leaves out gets a one-step
+// clip toward its mean. The entries live beside recovery_, never in it: they
+// hold no budget and no lock, so the controller's own bookkeeping (max_o,
+// releases, unit-steps in recovery) is that of `denied: none`, and only the
+// published set (and so the digest) differs.
+#include <algorithm>
+#include <iterator>
+#include <vector>
+
+#include "controller/controller.h"
+
+namespace gnmr {
+
+RecoveryEntry Controller::DeniedClip(uint32_t unit_id, int64_t apply) const {
+  RecoveryEntry e;
+  e.unit_id = unit_id;
+  e.action = Action::kClip;  // whatever the unit's rule: no high-fidelity compute
+  e.since = apply;
+  e.until = apply + 1;
+  e.clip_min_scale = units_[unit_id].resolved.clip_min_scale;
+  e.denied_clip = true;
+  return e;
+}
+
+void Controller::PublishedSet(std::vector<RecoveryEntry>* out) const {
+  if (last_denied_clips_.empty()) {
+    *out = recovery_;
+    return;
+  }
+  // Both in unit id order and disjoint (a unit in recovery is no candidate).
+  out->clear();
+  out->reserve(recovery_.size() + last_denied_clips_.size());
+  std::merge(recovery_.begin(), recovery_.end(), last_denied_clips_.begin(),
+             last_denied_clips_.end(), std::back_inserter(*out),
+             [](const RecoveryEntry& a, const RecoveryEntry& b) { return a.unit_id < b.unit_id; });
+}
+
+}  // namespace gnmr
