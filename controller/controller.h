@@ -92,6 +92,8 @@ struct UnitState {
   double saturation_mu = 0.0;
   double zeros_mu = 0.0;
   double last_forward = 0.0;  // last forward norm / fwd_mu (admin views)
+  // Last saturated fraction / its mean, floored at one element (admin views).
+  double last_saturation = 0.0;
 };
 
 class Controller {

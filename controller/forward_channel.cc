@@ -47,6 +47,7 @@ Controller::ForwardVerdict Controller::EvaluateForward(UnitState& u, const UnitS
     u.zeros_mu = (u.zeros_mu * k + zeros) / (k + 1.0);
     ++u.fwd_valid_samples;
     u.last_forward = 0.0;
+    u.last_saturation = 0.0;
     return v;
   }
 
@@ -65,6 +66,7 @@ Controller::ForwardVerdict Controller::EvaluateForward(UnitState& u, const UnitS
       (1.0 - d) * std::min(zeros, u.zeros_mu + config_.underflow_fraction * usually_nonzero);
   ++u.fwd_valid_samples;
   u.last_forward = ratio;
+  u.last_saturation = saturation_ratio;
 
   // The triggered rule of highest risk names the trigger; ties go to the
   // first listed.

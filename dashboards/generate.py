@@ -196,6 +196,13 @@ def job_dashboard():
                    [(f"sum(rate(gnmr_unit_steps_in_recovery_total{{{J}}}[{RI}])) / sum(rate(gnmr_unit_steps_total{{{J}}}[{RI}]))",
                      "interval"),
                     (f"max(gnmr_recovery_fraction{{{J}}})", "lifetime")], w=8, unit="percentunit"))
+    P.append(panel(L, "timeseries", "Forward channel of $unit: saturation and forward norm",
+                   "Units that report forward tensors (their quantized input): the saturated "
+                   "fraction over its historical mean (the saturation rule fires at "
+                   "tau_saturation, default 16) and the forward norm over its mean (the forward "
+                   "rule, tau_forward, default 6). 0 for units without forward statistics.",
+                   [(f"max by (unit) (gnmr_unit_saturation{{{U}}})", "saturation {{unit}}"),
+                    (f"max by (unit) (gnmr_unit_forward{{{U}}})", "forward {{unit}}")], w=24))
     # Every unit, folded by name into groups (docs/metrics.md, "Unit groups"):
     # the shape of the whole model at any size, where the panels above show
     # only the exported (hot) units.

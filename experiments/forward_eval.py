@@ -6,7 +6,7 @@ faults), the headline GNMR configuration with and without the low-cost
 path's quantized inputs as forward tensors, next to the references it is
 judged against: HF, LC, LC-clean, the lag-0 oracle, global clipping and
 ZClip, on amplifying, attenuating, gradient-quantizer ("grad") and no
-faults. Nothing is tuned here:
+faults; and both GNMR arms again with `denied: clip`. Nothing is tuned here:
 GNMR's tau/tau_delta, the global clip multiple and ZClip's z are the
 choices the full evaluation made on the tuning seeds (docs/evaluation.md),
 the forward rules' thresholds their defaults, all fixed before any run of
@@ -68,9 +68,20 @@ def specs(P, seeds, median_norm):
                        max_norm=CHOSEN["gclip_multiple"] * median_norm),
                 P.spec("ZClip", "zclip", "amp", s, z=CHOSEN["zclip_z"])]
     fwd = P.forward_specs(seeds, CHOSEN)
-    return out + fwd + [dict(x, name=P.name(x["label"], "grad", x["seed"]), faults="grad",
-                             job_id=P.name(x["label"], "grad", x["seed"]))
-                        for x in fwd if x["faults"] == "amp"]
+    fwd += [relabel(P, x, x["label"], "grad") for x in fwd if x["faults"] == "amp"]
+    # denied: clip (a candidate the budget denies gets its gradient of that
+    # step clipped to its mean), without and with forward tensors.
+    clip = []
+    for x in fwd + [x for x in out if x["label"] == hl]:
+        c = relabel(P, x, x["label"] + "-dclip", x["faults"])
+        c["config"] = dict(x["config"], denied="clip")
+        clip.append(c)
+    return out + fwd + clip
+
+
+def relabel(P, x, label, faults):
+    n = P.name(label, faults, x["seed"])
+    return dict(x, label=label, name=n, faults=faults, job_id=n)
 
 
 def overhead_specs(P, seeds):
@@ -141,9 +152,14 @@ def main(argv=None) -> int:
         ("LC", "att"), (hl, "att"), (fwd, "att"), ("Oracle-L0", "att"),
         ("LC", "grad"), (hl, "grad"), (fwd, "grad"), ("Oracle-L0", "grad"),
         (hl, "none"), (fwd, "none"))]
+    for f in ("amp", "att", "grad", "none"):
+        rows += [t.row(hl + "-dclip", f), t.row(fwd + "-dclip", f)]
     pairs = [paired(M, t, fwd, y, f) for y, f in (
         (hl, "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"), (hl, "att"), ("LC", "att"),
         (hl, "grad"), (hl, "none"))]
+    for f in ("amp", "att", "grad"):
+        pairs += [paired(M, t, hl + "-dclip", hl, f), paired(M, t, fwd + "-dclip", fwd, f),
+                  paired(M, t, fwd + "-dclip", "GlobalClip", f)]
     md = [f"Forward channel evaluation: {args.layers} layers, seeds {seeds}, "
           f"{(time.time() - started) / 60:.1f} min "
           f"(median HF gradient norm of the tuning seeds {median_norm:.3f}).", "",

@@ -239,8 +239,8 @@ void JobMetrics::RefreshUnits(const Controller& c) {
   figures.reserve(chosen.size());
   for (size_t i : chosen) {
     const UnitState& u = c.unit(static_cast<uint32_t>(i));
-    figures.push_back(
-        {u.name, u.last_gnmr, u.last_norm, u.mu, c.InRecovery(static_cast<uint32_t>(i))});
+    figures.push_back({u.name, u.last_gnmr, u.last_norm, u.mu,
+                       c.InRecovery(static_cast<uint32_t>(i)), u.last_forward, u.last_saturation});
   }
   unit_series_.Set(figures);
   group_series_.Set(c.num_units(),

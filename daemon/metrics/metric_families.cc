@@ -96,6 +96,13 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
       unit_in_recovery(Gauge(r, "gnmr_unit_in_recovery",
                              "1 while the unit is in recovery, else 0 "
                              "(units in recovery and top K).")),
+      unit_forward(Gauge(r, "gnmr_unit_forward",
+                         "Last forward norm / its historical mean; 0 without forward "
+                         "statistics or in their warmup (units in recovery and top K).")),
+      unit_saturation(Gauge(r, "gnmr_unit_saturation",
+                            "Last saturated fraction of the forward tensors / its historical "
+                            "mean (floored at one element); 0 without forward statistics or in "
+                            "their warmup (units in recovery and top K).")),
       group_gnmr_max(Gauge(r, "gnmr_group_gnmr_max",
                            "Highest last GNMR of the units of a unit group (every unit).")),
       group_units(Gauge(r, "gnmr_group_units", "Units of a unit group.")),

@@ -37,7 +37,8 @@
 //   gnmr_client_stats_gpu_seconds_total          GPU time of the statistics
 // Per job and unit {job_id,unit}, only units in recovery and the top K by
 // GNMR (unit_series.h):
-//   gnmr_unit_gnmr, gnmr_unit_norm, gnmr_unit_mu, gnmr_unit_in_recovery
+//   gnmr_unit_gnmr, gnmr_unit_norm, gnmr_unit_mu, gnmr_unit_in_recovery,
+//   gnmr_unit_forward, gnmr_unit_saturation (forward channel)
 // Per job and unit group {job_id,group}, every unit folded into at most
 // metrics.max_unit_groups groups (group_series.h):
 //   gnmr_group_gnmr_max, gnmr_group_units, gnmr_group_units_in_recovery
@@ -110,6 +111,8 @@ struct MetricFamilies {
   GaugeFamily& unit_norm;
   GaugeFamily& unit_mu;
   GaugeFamily& unit_in_recovery;
+  GaugeFamily& unit_forward;
+  GaugeFamily& unit_saturation;
   GaugeFamily& group_gnmr_max;
   GaugeFamily& group_units;
   GaugeFamily& group_units_in_recovery;

@@ -43,8 +43,9 @@ UnitSeries::~UnitSeries() {
 
 UnitSeries::Series UnitSeries::Add(const std::string& unit) {
   const prometheus::Labels labels = {{"job_id", job_id_}, {"unit", unit}};
-  return Series{&families_->unit_gnmr.Add(labels), &families_->unit_norm.Add(labels),
-                &families_->unit_mu.Add(labels), &families_->unit_in_recovery.Add(labels)};
+  return Series{&families_->unit_gnmr.Add(labels),    &families_->unit_norm.Add(labels),
+                &families_->unit_mu.Add(labels),      &families_->unit_in_recovery.Add(labels),
+                &families_->unit_forward.Add(labels), &families_->unit_saturation.Add(labels)};
 }
 
 void UnitSeries::Remove(const Series& s) {
@@ -52,6 +53,8 @@ void UnitSeries::Remove(const Series& s) {
   families_->unit_norm.Remove(s.norm);
   families_->unit_mu.Remove(s.mu);
   families_->unit_in_recovery.Remove(s.in_recovery);
+  families_->unit_forward.Remove(s.forward);
+  families_->unit_saturation.Remove(s.saturation);
 }
 
 void UnitSeries::Set(const std::vector<UnitFigures>& units) {
@@ -72,6 +75,8 @@ void UnitSeries::Set(const std::vector<UnitFigures>& units) {
     it->second.norm->Set(u.norm);
     it->second.mu->Set(u.mu);
     it->second.in_recovery->Set(u.in_recovery ? 1.0 : 0.0);
+    it->second.forward->Set(u.forward);
+    it->second.saturation->Set(u.saturation);
   }
 }
 

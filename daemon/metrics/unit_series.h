@@ -27,6 +27,8 @@ struct UnitFigures {
   double norm = 0.0;
   double mu = 0.0;
   bool in_recovery = false;
+  double forward = 0.0;     // forward channel: last forward norm / its mean
+  double saturation = 0.0;  // last saturated fraction / its mean
 };
 
 // Indices (ascending) of the units to export out of `n`: all for which
@@ -53,6 +55,8 @@ class UnitSeries {
     prometheus::Gauge* norm;
     prometheus::Gauge* mu;
     prometheus::Gauge* in_recovery;
+    prometheus::Gauge* forward;
+    prometheus::Gauge* saturation;
   };
   Series Add(const std::string& unit);
   void Remove(const Series& s);

@@ -292,6 +292,33 @@ TEST(JobMetricsTest, UnitSeriesStayBounded) {
   EXPECT_EQ(in_recovery, static_cast<double>(c.recovery().size()));
 }
 
+// The forward channel's per-unit gauges: the saturation ratio the rule
+// judged (saturated fraction over its mean, the mean floored at one element)
+// and the forward norm ratio; 0 for a unit that reports no forward tensors.
+TEST(JobMetricsTest, ForwardChannelGaugesFollowTheController) {
+  auto m = NoEndpoint(5);
+  JobMetrics* jm = m->ForJob("j");
+  Controller c = MakeController(2, 2);
+  for (int64_t t = 0; t < 5; ++t) {
+    UnitSample a{0, 1.0, 1.0, 0, 0, 10};
+    a.fwd_sumsq = 4.0;
+    a.fwd_amax = 1.0;
+    a.fwd_saturated = t == 4 ? 40 : 2;  // 2 of 1,000 usually; 40 now: 20x
+    a.fwd_numel = 1000;
+    a.fwd_sumsq = t == 4 ? 36.0 : 4.0;  // norm 2, then 6: 3x
+    const UnitSample b{1, 1.0, 1.0, 0, 0, 10};
+    Decision d;
+    ASSERT_TRUE(c.Observe(t, {a, b}, &d).ok());
+    jm->OnDecision(d, c, StepFigures());
+  }
+  auto samples = ParseSamples(m->Render());
+  EXPECT_DOUBLE_EQ(samples["gnmr_unit_saturation{job_id=\"j\",unit=\"u0\"}"], 20.0);
+  EXPECT_DOUBLE_EQ(samples["gnmr_unit_forward{job_id=\"j\",unit=\"u0\"}"], 3.0);
+  ASSERT_EQ(samples.count("gnmr_unit_saturation{job_id=\"j\",unit=\"u1\"}"), 1u);
+  EXPECT_EQ(samples["gnmr_unit_saturation{job_id=\"j\",unit=\"u1\"}"], 0.0);
+  EXPECT_EQ(samples["gnmr_unit_forward{job_id=\"j\",unit=\"u1\"}"], 0.0);
+}
+
 TEST(JobMetricsTest, UpdateUnitsExportsRecoveryAndTopK) {
   auto m = NoEndpoint(3);
   JobMetrics* jm = m->ForJob("j");
