@@ -50,7 +50,13 @@ class ForwardTensor:
 ForwardItem = Union[_torch.Tensor, ForwardTensor]
 ForwardTensorsFn = Callable[[str, _torch.nn.Module, tuple, Any], Optional[Sequence[ForwardItem]]]
 
-_FP8 = ("torch.float8_e4m3fn", "torch.float8_e5m2")
+# torch.dtype -> the client's dtype name; fp8 where this torch has it.
+_DTYPE_NAMES = {_torch.float32: "fp32", _torch.bfloat16: "bf16", _torch.float16: "fp16"}
+_FP8_DTYPES = set()
+for _attr, _name in (("float8_e4m3fn", "fp8_e4m3fn"), ("float8_e5m2", "fp8_e5m2")):
+    if hasattr(_torch, _attr):
+        _DTYPE_NAMES[getattr(_torch, _attr)] = _name
+        _FP8_DTYPES.add(getattr(_torch, _attr))
 
 
 def output_activation(name: str, module: _torch.nn.Module, inputs: tuple,
@@ -58,18 +64,6 @@ def output_activation(name: str, module: _torch.nn.Module, inputs: tuple,
     """A ``forward_tensors`` for backends without quantizer access: the
     module's output activation (no saturation counting)."""
     return [output] if isinstance(output, _torch.Tensor) else []
-
-
-def _as_forward_tensor(item: ForwardItem) -> ForwardTensor:
-    if isinstance(item, ForwardTensor):
-        return item
-    if isinstance(item, _torch.Tensor):
-        # fp8 codes saturate at the format's maximum; other dtypes count
-        # nothing unless the caller says at what magnitude.
-        sat = math.inf if str(item.dtype) in _FP8 else 0.0
-        return ForwardTensor(item, saturation_magnitude=sat)
-    raise ValueError(f"forward_tensors returned a {type(item).__name__}; expected torch.Tensor "
-                     "or gnmr.torch.ForwardTensor items")
 
 
 class ForwardHooks:
@@ -104,10 +98,18 @@ class ForwardHooks:
         items = self._fn(module_name, module, inputs, output)
         if not items:
             return
+        # Runs for every unit in every forward pass: plain attribute reads, no
+        # detach() (data_ptr needs none) and the dtype looked up by object.
         refs, keep = [], []
         for item in items:
-            f = _as_forward_tensor(item)
-            t = f.tensor.detach()
+            if isinstance(item, ForwardTensor):
+                t, sat, scale_inv = item.tensor, item.saturation_magnitude, item.scale_inv
+            elif isinstance(item, _torch.Tensor):
+                t, scale_inv = item, 1.0
+                sat = math.inf if item.dtype in _FP8_DTYPES else 0.0
+            else:
+                raise ValueError(f"forward_tensors returned a {type(item).__name__}; expected "
+                                 "torch.Tensor or gnmr.torch.ForwardTensor items")
             if t.device.type != "cpu":
                 self.turn_off(f"unit '{unit_name}': forward tensor on {t.device}: forward "
                               "tensors are host memory only for now; the forward channel is off "
@@ -115,9 +117,12 @@ class ForwardHooks:
                 return
             if not t.is_contiguous():
                 t = t.contiguous()  # a copy, alive until observe_forward returns
-            keep.append(t)
-            refs.append(_tensor_ref(t, scale_inv=f.scale_inv,
-                                    saturation_magnitude=f.saturation_magnitude))
+                keep.append(t)
+            dtype = _DTYPE_NAMES.get(t.dtype)
+            if dtype is None:
+                refs.append(_tensor_ref(t))  # raises ValueError naming the dtype
+            refs.append(_gnmr.TensorRef(t.data_ptr(), t.numel(), dtype, -1, float(scale_inv), 0,
+                                        float(sat)))
         self._client.observe_forward(handle, refs)
 
     def turn_off(self, reason: str) -> None:
