@@ -41,6 +41,8 @@ def parse_args(argv):
     p.add_argument("--gnmrd", default=os.path.join(ROOT, "build", "daemon", "gnmrd", "gnmrd"))
     p.add_argument("--pythonpath", default=os.path.join(ROOT, "build", "python"))
     p.add_argument("--steps", type=int, default=0, help="override the run length (tests)")
+    p.add_argument("--overhead-seeds", type=int, default=3,
+                   help="seeds of the overhead runs, with and without forward tensors (default 3)")
     p.add_argument("--layers", type=int, default=2,
                    help="transformer layers (default 2, the evaluation model; 4: the second "
                         "size, 25 units; its runs go to <out>-4L unless --out is given)")
@@ -147,7 +149,8 @@ def main(argv=None) -> int:
         runner.run(specs(P, seeds, median_norm), "forward channel")
         # Timed alone (jobs=1), as run_eval's overhead phase, forward tensors on.
         runner.jobs = 1
-        runner.run(overhead_specs(P, seeds[:3]), "overhead (forward)")
+        runner.run(overhead_specs(P, list(range(1, args.overhead_seeds + 1))),
+                   "overhead (forward)")
     finally:
         daemon.stop()
     t = Table(runner.results, seeds)
@@ -176,7 +179,7 @@ def main(argv=None) -> int:
           "other block of 10 steps, timed alone):", "",
           "| monitor | seed | ms/step without | ms/step with | overhead |",
           "| --- | --- | --- | --- | --- |"
-          ] + overhead_lines(M, P, runner.results, seeds[:3])
+          ] + overhead_lines(M, P, runner.results, list(range(1, args.overhead_seeds + 1)))
     text = "\n".join(md) + "\n"
     with open(os.path.join(args.out, "forward.md"), "w") as f:
         f.write(text)
