@@ -14,7 +14,7 @@
 
 struct gnmr_client {
   std::unique_ptr<gnmr::Client> client;
-  std::vector<gnmr::TensorRef> scratch;  // reused by set_tensors
+  std::vector<gnmr::TensorRef> scratch;  // reused by set_tensors and observe_forward
 };
 
 struct gnmr_plan {
@@ -202,12 +202,12 @@ int gnmr_observe_forward(gnmr_client* c, uint32_t unit, const gnmr_tensor* tenso
   return Call([&]() -> int {
     if (c == nullptr) return Null("client");
     if (tensors == nullptr && count > 0) return Null("tensors");
-    std::vector<gnmr::TensorRef> refs;  // per call: forward tensors change every step
-    ToRefs(tensors, count, &refs);
+    ToRefs(tensors, count, &c->scratch);  // called per unit per forward pass: no allocation
     if (saturation_magnitude != nullptr) {
-      for (size_t i = 0; i < count; ++i) refs[i].saturation_magnitude = saturation_magnitude[i];
+      for (size_t i = 0; i < count; ++i)
+        c->scratch[i].saturation_magnitude = saturation_magnitude[i];
     }
-    return Report(c->client->ObserveForward(unit, refs.data(), refs.size()));
+    return Report(c->client->ObserveForward(unit, c->scratch.data(), c->scratch.size()));
   });
 }
 

@@ -32,10 +32,10 @@ class ForwardAccumulator {
   // fwd_numel 0; r->fwd_units = units with statistics) and clears them.
   // With nothing pending, leaves r without forward columns.
   void MoveInto(Report* r);
-  // Drops everything pending (an Observe that failed).
-  void Clear();
 
  private:
+  void Clear();  // zeroes the pending rows
+
   std::vector<double> sumsq_;
   std::vector<double> amax_;
   std::vector<uint64_t> saturated_;

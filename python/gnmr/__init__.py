@@ -66,6 +66,12 @@ _TORCH_DTYPES = {
 }
 
 
+def _dtype_error(dtype) -> ValueError:
+    """The error for a tensor dtype the statistics do not read."""
+    return ValueError(f"unsupported tensor dtype {dtype} (supported: float32, bfloat16, "
+                      "float16, float8_e4m3fn, float8_e5m2)")
+
+
 def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None,
                saturation_magnitude: float = 0.0) -> TensorRef:
     """A TensorRef viewing a torch tensor's memory (no copy).
@@ -90,9 +96,7 @@ def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None,
     """
     dtype = _TORCH_DTYPES.get(str(tensor.dtype))
     if dtype is None:
-        raise ValueError(
-            f"unsupported tensor dtype {tensor.dtype} (supported: float32, bfloat16, "
-            "float16, float8_e4m3fn, float8_e5m2)")
+        raise _dtype_error(tensor.dtype)
     if not tensor.is_contiguous():
         raise ValueError("tensor must be contiguous (its memory is read as one flat array)")
     device = tensor.device

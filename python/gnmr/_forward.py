@@ -26,8 +26,7 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 
 import torch as _torch
 
-from gnmr import _gnmr
-from gnmr import tensor_ref as _tensor_ref
+from gnmr import _TORCH_DTYPES, _dtype_error, _gnmr
 
 
 @dataclasses.dataclass
@@ -50,13 +49,11 @@ class ForwardTensor:
 ForwardItem = Union[_torch.Tensor, ForwardTensor]
 ForwardTensorsFn = Callable[[str, _torch.nn.Module, tuple, Any], Optional[Sequence[ForwardItem]]]
 
-# torch.dtype -> the client's dtype name; fp8 where this torch has it.
-_DTYPE_NAMES = {_torch.float32: "fp32", _torch.bfloat16: "bf16", _torch.float16: "fp16"}
-_FP8_DTYPES = set()
-for _attr, _name in (("float8_e4m3fn", "fp8_e4m3fn"), ("float8_e5m2", "fp8_e5m2")):
-    if hasattr(_torch, _attr):
-        _DTYPE_NAMES[getattr(_torch, _attr)] = _name
-        _FP8_DTYPES.add(getattr(_torch, _attr))
+# gnmr's dtype table keyed by the torch.dtype object (the hooks look one up
+# per tensor per forward pass); fp8 where this torch has it.
+_DTYPE_NAMES = {getattr(_torch, name.split(".", 1)[1]): dtype
+                for name, dtype in _TORCH_DTYPES.items() if hasattr(_torch, name.split(".", 1)[1])}
+_FP8_DTYPES = {t for t, dtype in _DTYPE_NAMES.items() if dtype.startswith("fp8")}
 
 
 def output_activation(name: str, module: _torch.nn.Module, inputs: tuple,
@@ -120,7 +117,7 @@ class ForwardHooks:
                 keep.append(t)
             dtype = _DTYPE_NAMES.get(t.dtype)
             if dtype is None:
-                refs.append(_tensor_ref(t))  # raises ValueError naming the dtype
+                raise _dtype_error(t.dtype)
             refs.append(_gnmr.TensorRef(t.data_ptr(), t.numel(), dtype, -1, float(scale_inv), 0,
                                         float(sat)))
         self._client.observe_forward(handle, refs)

@@ -53,10 +53,8 @@ Table EventTable() {
 }
 
 void AddEvent(Table* t, const v1::Event& e) {
-  // Admissions and denials (clipped or not) carry the statistics behind them.
-  const bool decided = e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIAL ||
-                       e.kind() == v1::EVENT_KIND_DENIED_CLIP;
-  const bool acted = e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIED_CLIP;
+  const bool decided = EventHasStatistics(e.kind());
+  const bool acted = EventHasAction(e.kind());
   // Unit names and details come from the daemon (and the trainers before
   // it): escaped, so no byte of theirs reaches the terminal raw.
   auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : EscapeForLog(s); };

@@ -95,5 +95,14 @@ std::string FormatStep(int64_t step) { return step < 0 ? "-" : std::to_string(st
 std::string ActionText(v1::Action a) { return ActionName(FromProto(a)); }
 std::string TriggerText(v1::Trigger t) { return TriggerName(FromProto(t)); }
 
+bool EventHasStatistics(v1::EventKind k) {
+  return k == v1::EVENT_KIND_ADMISSION || k == v1::EVENT_KIND_DENIAL ||
+         k == v1::EVENT_KIND_DENIED_CLIP;
+}
+
+bool EventHasAction(v1::EventKind k) {
+  return k == v1::EVENT_KIND_ADMISSION || k == v1::EVENT_KIND_DENIED_CLIP;
+}
+
 }  // namespace cli
 }  // namespace gnmr

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gnmr/v1/controller.pb.h"
+#include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {
 namespace cli {
@@ -57,6 +58,12 @@ std::string FormatStep(int64_t step);
 // Lower-case names of the wire enums: "promote", "gnmr", ...
 std::string ActionText(v1::Action a);
 std::string TriggerText(v1::Trigger t);
+
+// Which columns of an event row are meaningful (gnmrctl events and top):
+// admissions and denials (clipped or not) carry the statistics behind them;
+// admissions and denied clips also an action.
+bool EventHasStatistics(v1::EventKind k);
+bool EventHasAction(v1::EventKind k);
 
 }  // namespace cli
 }  // namespace gnmr

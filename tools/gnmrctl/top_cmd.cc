@@ -395,11 +395,8 @@ class TopView {
               {"UNTIL", Align::kRight},
               {"DETAIL"}});
     for (const v1::Event& e : snap.events) {
-      const bool decided = e.kind() == v1::EVENT_KIND_ADMISSION ||
-                           e.kind() == v1::EVENT_KIND_DENIAL ||
-                           e.kind() == v1::EVENT_KIND_DENIED_CLIP;
-      const bool acted =
-          e.kind() == v1::EVENT_KIND_ADMISSION || e.kind() == v1::EVENT_KIND_DENIED_CLIP;
+      const bool decided = EventHasStatistics(e.kind());
+      const bool acted = EventHasAction(e.kind());
       et.AddRow({FormatStep(e.observed_step()), EventKindName(e.kind()), Dash(e.unit()),
                  acted ? ActionText(e.action()) : "-",
                  e.trigger() == v1::TRIGGER_NONE ? "-" : TriggerText(e.trigger()),
