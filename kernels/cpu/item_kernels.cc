@@ -1,9 +1,10 @@
 // One ISA build of the CPU statistics kernel (see item_kernels.h).
 //
 // On AVX-512 builds, full fp32/bf16/fp16 items first try the intrinsics
-// path of item_kernels_avx512.h (one pass over memory, denormals included); the
-// items it refuses, fp8, and every item of the AVX2/SSE2 builds take the
-// two paths below. Two paths per work item, bit-identical by construction:
+// path of item_kernels_avx512.h (one pass over memory, denormals included),
+// and full e4m3 items the integer path of item_fp8_avx512.h where the CPU
+// has VBMI; the items they refuse, e5m2, and every item of the AVX2/SSE2
+// builds take the two paths below. Two paths per work item, bit-identical by construction:
 //
 // - Fast path (full items). GCC vector extensions, so the
 //   same source becomes AVX-512, AVX2 or SSE2 code. Each group of 16
@@ -36,6 +37,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/stats_order.h"
 
@@ -50,6 +52,7 @@
 // available (item_kernels_avx512.h).
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 #define GNMR_CPU_AVX512_ITEMS 1
+#include "kernels/cpu/item_fp8_avx512.h"
 #include "kernels/cpu/item_kernels_avx512.h"
 #endif
 
@@ -291,6 +294,8 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, uint32_t sat, double
   uint64_t fast_zeros = 0, fast_sat = 0;
 #ifdef GNMR_CPU_AVX512_ITEMS
   constexpr bool kAvx512Item = sizeof(typename F::Bits) >= 2;  // not fp8
+  constexpr bool kE4M3 = std::is_same_v<F, E4M3>;              // VBMI: item_fp8_avx512.h
+  const bool vbmi = kE4M3 && avx512::HasVbmi();
   __m512i amax_w = _mm512_setzero_si512();
   bool sub_hint = false;  // see avx512::Item
   // DAZ (MXCSR bit 6) clear: the lean single pass (avx512::Item). Read once
@@ -306,6 +311,11 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, uint32_t sat, double
       if constexpr (kAvx512Item) {
         if (avx512::Item<F, kSat>(p, sat, &partials[k], &amax_w, &fast_zeros, &fast_sat, &sub_hint,
                                   daz_clear)) {
+          continue;
+        }
+      }
+      if constexpr (kE4M3) {
+        if (vbmi && avx512::E4M3Item<kSat>(p, sat, &partials[k], &amax_w, &fast_zeros, &fast_sat)) {
           continue;
         }
       }
@@ -325,6 +335,10 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, uint32_t sat, double
 #ifdef GNMR_CPU_AVX512_ITEMS
   if constexpr (kAvx512Item) {
     const uint32_t m = avx512::MaxPattern<typename F::Bits>(amax_w);
+    amax_bits = amax_bits > m ? amax_bits : m;
+  }
+  if constexpr (kE4M3) {
+    const uint32_t m = avx512::E4M3MaxPattern(amax_w);
     amax_bits = amax_bits > m ? amax_bits : m;
   }
 #endif

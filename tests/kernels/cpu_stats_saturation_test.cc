@@ -258,6 +258,38 @@ TEST(SaturationCount, UnitSumsTensorsAndLeavesOtherFiguresAlone) {
   CheckAllPaths({ra, rb}, static_cast<int64_t>(both.saturated));
 }
 
+// e4m3 full items (the integer path of item_fp8_avx512.h where the CPU has
+// VBMI): every code in each item, the extremes 448 and 2^-9 side by side,
+// an item holding only the largest squares, a NaN item (refused, so the
+// generic path counts it) next to clean ones, with and without the count,
+// scaled, under DAZ clear and set: the same bits as the canonical order.
+TEST(SaturationCount, E4M3ItemsOfEveryCodeMatchCanonical) {
+  constexpr uint64_t kNumel = 4096 * 5 + 100;
+  TestTensor t(DType::kFp8E4M3, kNumel, 1);
+  for (uint64_t i = 0; i < kNumel; ++i) {
+    uint32_t code = static_cast<uint32_t>((i * 37) % 256);
+    if ((code & 0x7f) == 0x7f) code = 0x01;           // no NaN but in item 3
+    if (i / 4096 == 1) code = (i % 2) ? 0x7e : 0xfe;  // all +-448: 2^17.6 each
+    if (i / 4096 == 2) code = (i % 3) ? 0x01 : 0x7e;  // least subnormal and max
+    t.SetBits(i, code);
+  }
+  t.SetBits(3 * 4096 + 9, 0x7f);  // NaN
+  t.set_scale_inv(0.375f);
+  for (float m : {0.0f, kSaturationAtFormatMax, 2.0f, 0.001953125f}) {
+    SCOPED_TRACE(m);
+    TensorRef r = t.Ref();
+    r.saturation_magnitude = m;
+    CheckAllPaths({r});
+  }
+  t.SetBits(3 * 4096 + 9, 0x00);  // the same without the NaN: finite sum
+  TensorRef r = t.Ref();
+  r.saturation_magnitude = kSaturationAtFormatMax;
+  const UnitStats u = WithIsa(cpu::SelectedIsa(), {r}, 0);
+  EXPECT_TRUE(std::isfinite(u.sumsq));
+  EXPECT_EQ(u.amax, 448.0 * 0.375);
+  CheckAllPaths({r});
+}
+
 TEST(SaturationCount, InvalidMagnitudeIsRefused) {
   TestTensor t(DType::kFp32, 10);
   for (float m : {-1.0f, std::nanf(""), -kInf}) {
