@@ -300,11 +300,14 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
   // late), and max_o 0 stays monitor only.
   const bool clip_denied = config_.denied == DeniedTreatment::kClip && apply == step && budget > 0;
   last_denied_clips_.clear();
+  const bool exclusive = ExclusiveStep();
   for (const Candidate& c : candidates_) {
     if (c.trigger == Trigger::kNonFinite) d.global_skip = true;
     if (in_recovery_[c.unit_id]) continue;  // locked units are not candidates
-    if (recovery_.size() >= budget) {
-      d.denied.push_back({c.unit_id, c.trigger, c.risk, clip_denied});
+    const bool coupled =
+        exclusive && c.trigger != Trigger::kNonFinite && !IsForwardTrigger(c.trigger);
+    if (coupled || recovery_.size() >= budget) {
+      d.denied.push_back({c.unit_id, c.trigger, c.risk, clip_denied, coupled});
       if (clip_denied) last_denied_clips_.push_back(DeniedClip(c.unit_id, apply));
       continue;
     }

@@ -215,6 +215,9 @@ class Controller {
                     double delta, double mu_before);
   // The one-step clip of a unit denied at `apply` (ref_norm set later).
   RecoveryEntry DeniedClip(uint32_t unit_id, int64_t apply) const;
+  // Whether this step's candidates fall under attribution: exclusive
+  // (denied_clips.cc).
+  bool ExclusiveStep() const;
   void PushWindow(uint32_t unit_id, double gnmr);
   double WindowMean(uint32_t unit_id) const;
   void ResizeWindows(int32_t new_size);

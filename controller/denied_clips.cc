@@ -3,7 +3,8 @@
 // clip toward its mean. The entries live beside recovery_, never in it: they
 // hold no budget and no lock, so the controller's own bookkeeping (max_o,
 // releases, unit-steps in recovery) is that of `denied: none`, and only the
-// published set (and so the digest) differs.
+// published set (and so the digest) differs. Also here: which steps fall
+// under attribution: exclusive, whose coupled denials get the same clip.
 #include <algorithm>
 #include <iterator>
 #include <vector>
@@ -21,6 +22,17 @@ RecoveryEntry Controller::DeniedClip(uint32_t unit_id, int64_t apply) const {
   e.clip_min_scale = units_[unit_id].resolved.clip_min_scale;
   e.denied_clip = true;
   return e;
+}
+
+// attribution: exclusive (docs/controller.md, "Attribution"): a step where a
+// forward rule triggered a unit not yet in recovery keeps that step's
+// gradient-only candidates (the root's coupled neighbours) out of the budget.
+bool Controller::ExclusiveStep() const {
+  if (config_.attribution != Attribution::kExclusive) return false;
+  for (const Candidate& c : candidates_) {
+    if (IsForwardTrigger(c.trigger) && !in_recovery_[c.unit_id]) return true;
+  }
+  return false;
 }
 
 void Controller::PublishedSet(std::vector<RecoveryEntry>* out) const {

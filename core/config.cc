@@ -45,6 +45,16 @@ const char* DeniedTreatmentName(DeniedTreatment d) {
   return "unknown";
 }
 
+const char* AttributionName(Attribution a) {
+  switch (a) {
+    case Attribution::kRank:
+      return "rank";
+    case Attribution::kExclusive:
+      return "exclusive";
+  }
+  return "unknown";
+}
+
 const char* ReportModeName(ReportMode m) {
   switch (m) {
     case ReportMode::kAll:

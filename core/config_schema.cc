@@ -66,6 +66,14 @@ std::vector<std::string> DeniedChoices() {
   return names;
 }
 
+std::vector<std::string> AttributionChoices() {
+  std::vector<std::string> names;
+  for (int i = v1::Attribution_MIN; i <= v1::Attribution_MAX; ++i) {
+    names.push_back(AttributionName(static_cast<Attribution>(i)));
+  }
+  return names;
+}
+
 std::vector<std::string> ReportChoices() {
   std::vector<std::string> names;
   for (int i = v1::ReportMode_MIN; i <= v1::ReportMode_MAX; ++i) {
@@ -121,6 +129,11 @@ std::vector<ConfigField> MakeFields() {
       Later(GNMR_CONFIG_FIELD(underflow_fraction, T::kDouble, Open(0, 1), {},
                               "forward channel: triggers when this share of a unit's usually "
                               "non-zero forward elements is flushed to zero")),
+      // 0 (rank) is also what a peer before the key sends: no Later().
+      GNMR_CONFIG_FIELD(attribution, T::kEnum, {}, AttributionChoices(),
+                        "forward channel: a forward-triggered candidate ranks above the "
+                        "gradient-only ones of its step (rank), or also keeps them out of "
+                        "the budget that step (exclusive: denied, clipped with denied: clip)"),
   };
 }
 

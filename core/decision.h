@@ -69,7 +69,8 @@ struct Admission {
 };
 
 // A triggered candidate left out because max_o units were already in
-// recovery.
+// recovery, or (coupled) because attribution: exclusive kept a gradient-only
+// candidate out of the budget in a step where a forward rule named a root.
 struct Denial {
   uint32_t unit_id = 0;
   Trigger trigger = Trigger::kNone;
@@ -77,6 +78,7 @@ struct Denial {
   // denied: clip at lag 0: its gradient of the observed step is clipped
   // (a denied_clip entry of the decision's set).
   bool clipped = false;
+  bool coupled = false;  // left out by attribution: exclusive, not by max_o
 };
 
 // `recovery` also holds this step's denied clips (RecoveryEntry::denied_clip,

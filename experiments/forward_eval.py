@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import time
@@ -37,6 +38,11 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=os.path.join(ROOT, "experiments", "results"))
     p.add_argument("--seeds", type=int, default=8, help="evaluation seeds 1..N (default 8)")
+    p.add_argument("--seed-list", default="",
+                   help="comma-separated seeds instead of 1..N (e.g. the tuning seeds 101,102)")
+    p.add_argument("--only", default="",
+                   help="run only the arms whose label matches this regex (and HF, LC, "
+                        "LC-clean, which every gap needs)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--gnmrd", default=os.path.join(ROOT, "build", "daemon", "gnmrd", "gnmrd"))
     p.add_argument("--pythonpath", default=os.path.join(ROOT, "build", "python"))
@@ -78,7 +84,15 @@ def specs(P, seeds, median_norm):
         c = relabel(P, x, x["label"] + "-dclip", x["faults"])
         c["config"] = dict(x["config"], denied="clip")
         clip.append(c)
-    return out + fwd + clip
+    # attribution: exclusive (docs/controller.md, "Attribution"): in a step
+    # where a forward rule names a root, the gradient-only candidates (its
+    # coupled neighbours) are denied, so clipped, instead of taking budget.
+    excl = []
+    for x in fwd:
+        c = relabel(P, x, x["label"] + "-dclip-excl", x["faults"])
+        c["config"] = dict(x["config"], denied="clip", attribution="exclusive")
+        excl.append(c)
+    return out + fwd + clip + excl
 
 
 def relabel(P, x, label, faults):
@@ -136,7 +150,8 @@ def main(argv=None) -> int:
     from gnmr_eval.report import Table
     from gnmr_eval.runner import Gnmrd, Runner
 
-    seeds = list(range(1, args.seeds + 1))
+    seeds = ([int(x) for x in args.seed_list.split(",")] if args.seed_list
+             else list(range(1, args.seeds + 1)))
     overrides = dict(steps=args.steps) if args.steps else {}
     overrides["layers"] = args.layers  # every run of <out> has this size
     started = time.time()
@@ -146,7 +161,12 @@ def main(argv=None) -> int:
         runner.run([P.spec("HF", "hf", "amp", s) for s in TUNE_SEEDS], "tuning seeds (HF only)")
         median_norm = statistics.median(
             n for s in TUNE_SEEDS for n in runner.results[P.name("HF", "amp", s)]["grad_norm"][50:])
-        runner.run(specs(P, seeds, median_norm), "forward channel")
+        todo = specs(P, seeds, median_norm)
+        if args.only:
+            keep = re.compile(args.only)
+            todo = [x for x in todo if x["label"] in ("HF", "LC", "LC-clean")
+                    or keep.search(x["label"])]
+        runner.run(todo, "forward channel")
         # Timed alone (jobs=1), as run_eval's overhead phase, forward tensors on.
         runner.jobs = 1
         runner.run(overhead_specs(P, list(range(1, args.overhead_seeds + 1))),
@@ -162,13 +182,16 @@ def main(argv=None) -> int:
         ("LC", "grad"), (hl, "grad"), (fwd, "grad"), ("Oracle-L0", "grad"),
         (hl, "none"), (fwd, "none"))]
     for f in ("amp", "att", "grad", "none"):
-        rows += [t.row(hl + "-dclip", f), t.row(fwd + "-dclip", f)]
+        rows += [t.row(hl + "-dclip", f), t.row(fwd + "-dclip", f),
+                 t.row(fwd + "-dclip-excl", f)]
     pairs = [paired(M, t, fwd, y, f) for y, f in (
         (hl, "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"), (hl, "att"), ("LC", "att"),
         (hl, "grad"), (hl, "none"))]
     for f in ("amp", "att", "grad"):
         pairs += [paired(M, t, hl + "-dclip", hl, f), paired(M, t, fwd + "-dclip", fwd, f),
-                  paired(M, t, fwd + "-dclip", "GlobalClip", f)]
+                  paired(M, t, fwd + "-dclip", "GlobalClip", f),
+                  paired(M, t, fwd + "-dclip-excl", fwd + "-dclip", f)]
+    pairs.append(paired(M, t, fwd + "-dclip-excl", "GlobalClip", "amp"))
     md = [f"Forward channel evaluation: {args.layers} layers, seeds {seeds}, "
           f"{(time.time() - started) / 60:.1f} min "
           f"(median HF gradient norm of the tuning seeds {median_norm:.3f}).", "",

@@ -158,6 +158,96 @@ TEST(ForwardChannel, NonFiniteStillRanksFirst) {
   EXPECT_TRUE(d.global_skip);
 }
 
+// attribution: exclusive (docs/controller.md, "Attribution"): the root's
+// step admits no gradient-only neighbour, even with budget to spare.
+TEST(ForwardChannel, ExclusiveAttributionKeepsCoupledNeighboursOutOfTheBudget) {
+  for (Attribution mode : {Attribution::kRank, Attribution::kExclusive}) {
+    SCOPED_TRACE(AttributionName(mode));
+    ControllerConfig cfg = ForwardConfig();
+    cfg.max_o = 3;
+    cfg.attribution = mode;
+    Controller c = MakeController(cfg, 3);
+    int64_t t = WarmUp(c, 3);
+    const Decision d = Step(c, t++,
+                            {Fwd(0, 2.0, 1, 500), Fwd(1, 2.0, 1, 500, /*grad_norm=*/50.0),
+                             Fwd(2, 2.0, 100, 500, /*grad_norm=*/3.0)});
+    ASSERT_GE(d.admitted.size(), 1u);
+    EXPECT_EQ(d.admitted[0].unit_id, 2u);
+    if (mode == Attribution::kRank) {
+      ASSERT_EQ(d.admitted.size(), 2u);  // budget left: the neighbour too
+      EXPECT_TRUE(d.denied.empty());
+      continue;
+    }
+    ASSERT_EQ(d.admitted.size(), 1u);
+    ASSERT_EQ(d.denied.size(), 1u);
+    EXPECT_EQ(d.denied[0].unit_id, 1u);
+    EXPECT_TRUE(d.denied[0].coupled);
+    EXPECT_FALSE(d.denied[0].clipped);  // denied: none
+    EXPECT_EQ(c.stats().denials, 1u);
+    // The next step has no forward trigger outside recovery (the root is
+    // in it): a gradient-only spike is admitted as under rank.
+    const Decision e = Step(c, t++,
+                            {Fwd(0, 2.0, 1, 500), Fwd(1, 2.0, 1, 500, /*grad_norm=*/50.0),
+                             Fwd(2, 2.0, 100, 500, /*grad_norm=*/3.0)});
+    ASSERT_EQ(e.admitted.size(), 1u);
+    EXPECT_EQ(e.admitted[0].unit_id, 1u);
+    EXPECT_TRUE(e.denied.empty());
+  }
+}
+
+TEST(ForwardChannel, ExclusiveAttributionClipsCoupledDenialsAndAdmitsNonFinite) {
+  ControllerConfig cfg = ForwardConfig();
+  cfg.max_o = 3;
+  cfg.lag = 0;
+  cfg.denied = DeniedTreatment::kClip;
+  cfg.attribution = Attribution::kExclusive;
+  Controller c = MakeController(cfg, 4);
+  const int64_t t = WarmUp(c, 4);
+  const Decision d = Step(c, t,
+                          {Fwd(0, 2.0, 1, 500), Fwd(1, 2.0, 1, 500, /*grad_norm=*/50.0),
+                           Fwd(2, 9.0, 1, 500), NonFinite(3)});
+  // Non-finite first, then the forward root; the neighbour is clipped for
+  // the observed step and holds no budget.
+  ASSERT_EQ(d.admitted.size(), 2u);
+  EXPECT_EQ(d.admitted[0].unit_id, 3u);
+  EXPECT_EQ(d.admitted[1].unit_id, 2u);
+  EXPECT_EQ(d.admitted[1].trigger, Trigger::kForward);
+  ASSERT_EQ(d.denied.size(), 1u);
+  EXPECT_TRUE(d.denied[0].coupled);
+  EXPECT_TRUE(d.denied[0].clipped);
+  int clips = 0;
+  for (const RecoveryEntry& e : d.recovery) {
+    if (!e.denied_clip) continue;
+    ++clips;
+    EXPECT_EQ(e.unit_id, 1u);
+    EXPECT_EQ(e.action, Action::kClip);
+    EXPECT_EQ(e.since, t);
+    EXPECT_EQ(e.until, t + 1);
+  }
+  EXPECT_EQ(clips, 1);
+  EXPECT_EQ(c.recovery().size(), 2u);
+}
+
+TEST(ForwardChannel, AttributionKeyRoundTripsAndAnOlderPeerMeansRank) {
+  ControllerConfig cfg = ForwardConfig();
+  cfg.attribution = Attribution::kExclusive;
+  v1::ControllerConfig wire;
+  ConfigToProto(cfg, &wire);
+  EXPECT_EQ(wire.attribution(), v1::ATTRIBUTION_EXCLUSIVE);
+  StatusOr<ControllerConfig> back = ConfigFromProto(wire);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->attribution, Attribution::kExclusive);
+  wire.clear_attribution();
+  back = ConfigFromProto(wire);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->attribution, Attribution::kRank);
+  wire.set_attribution(static_cast<v1::Attribution>(7));
+  back = ConfigFromProto(wire);
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("attribution"), std::string::npos)
+      << back.status().message();
+}
+
 TEST(ForwardChannel, InconsistentForwardStatisticsAreRefusedAndChangeNothing) {
   Controller c = MakeController(ForwardConfig(), 1);
   WarmUp(c, 1);

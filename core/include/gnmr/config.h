@@ -41,6 +41,13 @@ enum class EntryTreatment : uint8_t { kNone = 0, kClip = 1, kSkip = 2 };
 // (docs/controller.md, "Denied candidates").
 enum class DeniedTreatment : uint8_t { kNone = 0, kClip = 1 };
 
+// Within one step, what a forward-triggered candidate (the root of a
+// coupled spike) does to the candidates only gradient rules triggered (its
+// coupled neighbours): ranks above them (rank, SPEC), or also keeps them
+// out of the budget that step: they are denied, and clipped with
+// `denied: clip` (exclusive; docs/controller.md, "Attribution").
+enum class Attribution : uint8_t { kRank = 0, kExclusive = 1 };
+
 // Which ranks of a job send statistics (docs/scale.md, "Reporter
 // election"): every rank, or one elected data-parallel replica of each
 // shard (the others hold theirs back and send them only when elected).
@@ -72,6 +79,7 @@ GNMR_EXPORT const char* ReportModeName(ReportMode m);
 GNMR_EXPORT bool ParseAction(const std::string& s, Action* out);
 GNMR_EXPORT bool ParseEntryTreatment(const std::string& s, EntryTreatment* out);
 GNMR_EXPORT const char* DeniedTreatmentName(DeniedTreatment d);
+GNMR_EXPORT const char* AttributionName(Attribution a);
 
 // Maps unit names to actions. `pattern` is a glob (`*`, `?`, `[abc]`)
 // matched against the whole unit name; the first matching rule wins.
@@ -108,6 +116,7 @@ struct GNMR_EXPORT ControllerConfig {
   double tau_forward = 6.0;          // forward norm / its own mean
   double tau_saturation = 16.0;      // saturated fraction / its own mean
   double underflow_fraction = 0.25;  // of the usually non-zero elements, flushed to zero
+  Attribution attribution = Attribution::kRank;  // forward roots vs gradient-only neighbours
 
   // Upper bounds that keep a hostile or mistyped config from allocating
   // absurd amounts or overflowing step arithmetic.
