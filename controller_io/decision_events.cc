@@ -8,6 +8,15 @@
 #include "core/config_codec.h"
 
 namespace gnmr {
+namespace {
+
+void SetForward(const ForwardEvidence& f, v1::Event* e) {
+  e->set_fwd_ratio(f.fwd_ratio);
+  e->set_saturation_ratio(f.saturation_ratio);
+  e->set_underflow_ratio(f.underflow_ratio);
+}
+
+}  // namespace
 
 void AppendDecisionEvents(const Decision& d, const Controller& controller, double time_unix,
                           std::vector<v1::Event>* out) {
@@ -38,6 +47,7 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
     e.set_delta(evaluated ? a.delta : std::nan(""));
     e.set_norm(a.norm);
     e.set_mu(a.mu);
+    SetForward(a.forward, &e);
     if (a.nonfinite) e.set_detail("nonfinite=" + std::to_string(a.nonfinite));
     out->push_back(std::move(e));
   }
@@ -55,6 +65,7 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
     e.set_delta(st.last_delta);
     e.set_norm(st.last_norm);
     e.set_mu(st.mu);
+    SetForward(x.forward, &e);
     e.set_detail(x.clipped ? "max_o reached; clipped to mu at the observed step" : "max_o reached");
     out->push_back(std::move(e));
   }
