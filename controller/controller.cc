@@ -210,6 +210,7 @@ void Controller::AddCandidate(UnitState& u, uint32_t unit_id, const ForwardVerdi
   ev.delta = delta;
   ev.norm = u.last_norm;
   ev.mu = mu_before;
+  ev.forward = v.evidence;
   candidates_.push_back({unit_id, v.trigger, v.risk, ev});
 }
 
@@ -307,7 +308,7 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
     const bool coupled =
         exclusive && c.trigger != Trigger::kNonFinite && !IsForwardTrigger(c.trigger);
     if (coupled || recovery_.size() >= budget) {
-      d.denied.push_back({c.unit_id, c.trigger, c.risk, clip_denied, coupled});
+      d.denied.push_back({c.unit_id, c.trigger, c.risk, clip_denied, coupled, c.evidence.forward});
       if (clip_denied) last_denied_clips_.push_back(DeniedClip(c.unit_id, apply));
       continue;
     }

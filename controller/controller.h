@@ -202,12 +202,14 @@ class Controller {
   struct ForwardVerdict {
     Trigger trigger = Trigger::kNone;  // the forward rule of highest risk
     double risk = 0.0;                 // max over the forward rules
+    ForwardEvidence evidence;          // 0 when not evaluated (decision.h)
   };
 
   // Evaluates one sample; appends to candidates_ if triggered.
   void Evaluate(const UnitSample& s);
   // Updates `u`'s forward history with `s` and says which forward rule, if
-  // any, triggered (none in warmup, for a non-finite or absent one).
+  // any, triggered and the figures each compared (none, and 0, in warmup,
+  // for a non-finite or absent one).
   ForwardVerdict EvaluateForward(UnitState& u, const UnitSample& s);
   // Appends a candidate triggered as `v` says (gradient evidence: 0 in
   // the gradient's warmup).

@@ -67,6 +67,7 @@ Controller::ForwardVerdict Controller::EvaluateForward(UnitState& u, const UnitS
   ++u.fwd_valid_samples;
   u.last_forward = ratio;
   u.last_saturation = saturation_ratio;
+  v.evidence = {ratio, saturation_ratio, flushed};
 
   // The triggered rule of highest risk names the trigger; ties go to the
   // first listed.

@@ -8,6 +8,15 @@
 #include "core/config_codec.h"
 
 namespace gnmr {
+namespace {
+
+void SetForward(const ForwardEvidence& f, v1::Event* e) {
+  e->set_fwd_ratio(f.fwd_ratio);
+  e->set_saturation_ratio(f.saturation_ratio);
+  e->set_underflow_ratio(f.underflow_ratio);
+}
+
+}  // namespace
 
 void AppendDecisionEvents(const Decision& d, const Controller& controller, double time_unix,
                           std::vector<v1::Event>* out) {
@@ -38,6 +47,7 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
     e.set_delta(evaluated ? a.delta : std::nan(""));
     e.set_norm(a.norm);
     e.set_mu(a.mu);
+    SetForward(a.forward, &e);
     if (a.nonfinite) e.set_detail("nonfinite=" + std::to_string(a.nonfinite));
     out->push_back(std::move(e));
   }
@@ -55,7 +65,11 @@ void AppendDecisionEvents(const Decision& d, const Controller& controller, doubl
     e.set_delta(st.last_delta);
     e.set_norm(st.last_norm);
     e.set_mu(st.mu);
-    e.set_detail(x.clipped ? "max_o reached; clipped to mu at the observed step" : "max_o reached");
+    SetForward(x.forward, &e);
+    // Why it was left out: the budget, or attribution: exclusive (a forward
+    // root this step; docs/controller.md, "Attribution").
+    const std::string why = x.coupled ? "coupled to this step's forward root" : "max_o reached";
+    e.set_detail(x.clipped ? why + "; clipped to mu at the observed step" : why);
     out->push_back(std::move(e));
   }
   if (d.global_skip) {

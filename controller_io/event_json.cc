@@ -66,6 +66,11 @@ void AppendKey(std::string* out, const char* key) {
   out->append("\":");
 }
 
+void AppendNumberField(std::string* out, const char* key, double v) {
+  AppendKey(out, key);
+  AppendNumber(out, v);
+}
+
 void AppendString(std::string* out, const char* key, std::string_view v, size_t max_bytes) {
   AppendKey(out, key);
   AppendJsonString(out, SanitizeUtf8(v, max_bytes));
@@ -144,13 +149,17 @@ Status ReadField(const std::string& key, const Value& v, v1::Event* e) {
     if (key == "apply_step") e->set_apply_step(i);
     if (key == "until") e->set_until(i);
   } else if (key == "gnmr" || key == "delta" || key == "norm" || key == "mu" ||
-             key == "time_unix") {
+             key == "time_unix" || key == "fwd_ratio" || key == "saturation_ratio" ||
+             key == "underflow_ratio") {
     s = ReadDouble(key, v, &d);
     if (key == "gnmr") e->set_gnmr(d);
     if (key == "delta") e->set_delta(d);
     if (key == "norm") e->set_norm(d);
     if (key == "mu") e->set_mu(d);
     if (key == "time_unix") e->set_time_unix(d);
+    if (key == "fwd_ratio") e->set_fwd_ratio(d);
+    if (key == "saturation_ratio") e->set_saturation_ratio(d);
+    if (key == "underflow_ratio") e->set_underflow_ratio(d);
   } else if (key == "kind" || key == "unit" || key == "detail") {
     if (v.kind_case() != Value::kStringValue) return TypeError(key, "a string");
     if (key == "kind") e->set_kind(EventKindFromName(v.string_value()));
@@ -192,19 +201,17 @@ void AppendEventJsonLine(std::string_view job_id, const v1::Event& e, std::strin
   AppendString(out, "unit", e.unit(), kMaxIdBytes);
   AppendEnum<Action>(out, "action", e.action(), &ActionName, &ValidAction);
   AppendEnum<Trigger>(out, "trigger", e.trigger(), &TriggerName, &ValidTrigger);
-  AppendKey(out, "gnmr");
-  AppendNumber(out, e.gnmr());
-  AppendKey(out, "delta");
-  AppendNumber(out, e.delta());
-  AppendKey(out, "norm");
-  AppendNumber(out, e.norm());
-  AppendKey(out, "mu");
-  AppendNumber(out, e.mu());
+  AppendNumberField(out, "gnmr", e.gnmr());
+  AppendNumberField(out, "delta", e.delta());
+  AppendNumberField(out, "norm", e.norm());
+  AppendNumberField(out, "mu", e.mu());
   AppendKey(out, "until");
   AppendInt(out, e.until());
   AppendString(out, "detail", e.detail(), kMaxDetailBytes);
-  AppendKey(out, "time_unix");
-  AppendNumber(out, e.time_unix());
+  AppendNumberField(out, "time_unix", e.time_unix());
+  AppendNumberField(out, "fwd_ratio", e.fwd_ratio());
+  AppendNumberField(out, "saturation_ratio", e.saturation_ratio());
+  AppendNumberField(out, "underflow_ratio", e.underflow_ratio());
   out->append("}\n");
 }
 

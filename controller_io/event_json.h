@@ -9,8 +9,11 @@
 //   {"job_id":"j1","observed_step":120,"apply_step":121,"kind":"admission",
 //    "unit":"layers.3.mlp.fc1","action":"promote","trigger":"gnmr",
 //    "gnmr":3.1,"delta":0.4,"norm":12.5,"mu":4.0,"until":141,"detail":"",
-//    "time_unix":1767225600.25}
+//    "time_unix":1767225600.25,"fwd_ratio":1.2,"saturation_ratio":1,
+//    "underflow_ratio":0.01}
 //
+// A line written before the forward channel's figures existed lacks their
+// keys; they read as 0, as in any event without forward statistics.
 // Non-finite numbers are written as null (JSON has no NaN) and read back
 // as NaN. Strings are made valid UTF-8 (bad bytes become U+FFFD) and capped
 // (job id and unit 256 bytes, kind 64, detail 1024), so no line exceeds

@@ -58,6 +58,20 @@ struct RecoveryEntry {
   bool InForceAt(int64_t step) const { return since <= step && step < until; }
 };
 
+// The forward channel's figures for one sample (docs/controller.md,
+// "Forward channel"): what each forward rule compared with its threshold,
+// so an operator can see why `forward`, `saturation` or `underflow` fired
+// (or how close a gradient-triggered unit's forward pass came). All 0 when
+// the sample carried no forward statistics, its forward sum or gradient
+// was non-finite (not evaluated), or the channel was in its warmup.
+struct ForwardEvidence {
+  double fwd_ratio = 0.0;         // F: forward norm / fwd_mu, vs tau_forward
+  double saturation_ratio = 0.0;  // S: saturated fraction / its floored mean, vs tau_saturation
+  // U: share of the usually non-zero elements now zero, vs
+  // underflow_fraction; negative when fewer are zero than usual.
+  double underflow_ratio = 0.0;
+};
+
 struct Admission {
   uint32_t unit_id = 0;
   Trigger trigger = Trigger::kNone;
@@ -66,6 +80,7 @@ struct Admission {
   double norm = 0.0;   // sqrt(sumsq); NaN/Inf when non-finite
   double mu = 0.0;     // historical mean before this sample
   uint64_t nonfinite = 0;
+  ForwardEvidence forward;
 };
 
 // A triggered candidate left out because max_o units were already in
@@ -78,7 +93,8 @@ struct Denial {
   // denied: clip at lag 0: its gradient of the observed step is clipped
   // (a denied_clip entry of the decision's set).
   bool clipped = false;
-  bool coupled = false;  // left out by attribution: exclusive, not by max_o
+  bool coupled = false;     // left out by attribution: exclusive, not by max_o
+  ForwardEvidence forward;  // as Admission::forward
 };
 
 // `recovery` also holds this step's denied clips (RecoveryEntry::denied_clip,

@@ -81,6 +81,17 @@ void AppendDecisionJson(const Decision& d, const Controller& c, std::string* out
     AppendNumberOrNull(out, evaluated ? a.gnmr : NAN);
     out->append(",\"delta\":");
     AppendNumberOrNull(out, evaluated ? a.delta : NAN);
+    // The forward channel's figures, only when it evaluated the sample:
+    // a trace without forward columns replays to the lines it always did.
+    const ForwardEvidence& f = a.forward;
+    if (f.fwd_ratio != 0.0 || f.saturation_ratio != 0.0 || f.underflow_ratio != 0.0) {
+      out->append(",\"fwd_ratio\":");
+      AppendNumberOrNull(out, f.fwd_ratio);
+      out->append(",\"saturation_ratio\":");
+      AppendNumberOrNull(out, f.saturation_ratio);
+      out->append(",\"underflow_ratio\":");
+      AppendNumberOrNull(out, f.underflow_ratio);
+    }
     out->push_back('}');
   }
   out->append("],\"released\":");

@@ -14,6 +14,11 @@
 // With `denied: clip`, the denials clipped on their step are also listed as
 // "denied_clipped":[...] after "denied" (only when there are any); they
 // are not in "in_recovery" (they hold no budget).
+// An admission whose sample the forward channel evaluated (forward columns,
+// past the channel's warmup) also carries its figures after "delta":
+// "fwd_ratio" (F), "saturation_ratio" (S) and "underflow_ratio" (U), as its
+// rules compared them with their thresholds (docs/controller.md, "Forward
+// channel"); they are left out when all three are 0.
 // `until` is the first step no longer in force. Numbers are written in
 // their shortest round-trip form; `gnmr` and `delta` are null for a
 // non-finite trigger (they were not evaluated) or a non-finite value.

@@ -79,6 +79,11 @@ inline int64_t Flat(Controller& c, int64_t first, int steps, int units, double n
 inline bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // Full, bitwise comparison of two decisions; returns "" when identical.
+inline bool SameForward(const ForwardEvidence& a, const ForwardEvidence& b) {
+  return SameBits(a.fwd_ratio, b.fwd_ratio) && SameBits(a.saturation_ratio, b.saturation_ratio) &&
+         SameBits(a.underflow_ratio, b.underflow_ratio);
+}
+
 inline std::string DiffDecisions(const Decision& a, const Decision& b) {
   if (a.observed_step != b.observed_step) return "observed_step";
   if (a.apply_step != b.apply_step) return "apply_step";
@@ -100,7 +105,7 @@ inline std::string DiffDecisions(const Decision& a, const Decision& b) {
     const Admission &x = a.admitted[i], &y = b.admitted[i];
     if (x.unit_id != y.unit_id || x.trigger != y.trigger || !SameBits(x.gnmr, y.gnmr) ||
         !SameBits(x.delta, y.delta) || !SameBits(x.norm, y.norm) || !SameBits(x.mu, y.mu) ||
-        x.nonfinite != y.nonfinite) {
+        x.nonfinite != y.nonfinite || !SameForward(x.forward, y.forward)) {
       return "admission " + std::to_string(i);
     }
   }
@@ -109,7 +114,8 @@ inline std::string DiffDecisions(const Decision& a, const Decision& b) {
   for (size_t i = 0; i < a.denied.size(); ++i) {
     if (a.denied[i].unit_id != b.denied[i].unit_id || a.denied[i].trigger != b.denied[i].trigger ||
         !SameBits(a.denied[i].risk, b.denied[i].risk) ||
-        a.denied[i].clipped != b.denied[i].clipped) {
+        a.denied[i].clipped != b.denied[i].clipped ||
+        !SameForward(a.denied[i].forward, b.denied[i].forward)) {
       return "denial " + std::to_string(i);
     }
   }

@@ -188,6 +188,35 @@ TEST(DeniedClip, LoggedAsItsOwnEventKind) {
   EXPECT_DOUBLE_EQ(e.mu(), 1.75);
 }
 
+// attribution: exclusive: the neighbour is left out for its coupling, not
+// the budget (max_o 3 has room), and its event says so.
+TEST(DeniedClip, ACoupledDenialSaysWhyInItsEvent) {
+  ControllerConfig cfg = ClipConfig();
+  cfg.max_o = 3;
+  cfg.attribution = Attribution::kExclusive;
+  Controller c = MakeController(cfg, 3);
+  auto sample = [](uint32_t unit, double grad_norm, double fwd_norm) {
+    UnitSample s = Norm(unit, grad_norm);
+    s.fwd_sumsq = fwd_norm * fwd_norm;
+    s.fwd_amax = fwd_norm;
+    s.fwd_numel = 1000;
+    return s;
+  };
+  for (int64_t t = 0; t < 3; ++t) Step(c, t, {sample(0, 1, 2), sample(1, 1, 2), sample(2, 1, 2)});
+  const Decision d = Step(c, 3, {sample(0, 1, 60), sample(1, 10, 2), sample(2, 1, 2)});
+  ASSERT_EQ(d.admitted.size(), 1u);
+  EXPECT_EQ(d.admitted[0].trigger, Trigger::kForward);
+  ASSERT_EQ(d.denied.size(), 1u);
+  EXPECT_TRUE(d.denied[0].coupled);
+  std::vector<v1::Event> events;
+  AppendDecisionEvents(d, c, 0.0, &events);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].kind(), v1::EVENT_KIND_DENIED_CLIP);
+  EXPECT_EQ(events[1].unit(), "u1");
+  EXPECT_EQ(events[1].detail(),
+            "coupled to this step's forward root; clipped to mu at the observed step");
+}
+
 TEST(DeniedClip, CheckpointKeepsTheLastDecisionsDigest) {
   Controller c = MakeController(ClipConfig(), 3);
   Flat(c, 0, 3, 3);

@@ -129,6 +129,72 @@ TEST(ForwardChannel, UnderflowCountsOnlyTheUsuallyNonZeroElements) {
   EXPECT_DOUBLE_EQ(c.unit(0).zeros_mu, 0.5 * 0.55 + 0.5 * (0.55 + 0.25 * 0.45));
 }
 
+// The figures each rule compared with its threshold travel with the
+// admission (and the denial), whichever rule fired, so an operator can see
+// why a forward trigger fired (docs/controller.md, "Evidence").
+TEST(ForwardChannel, AdmissionsAndDenialsCarryTheForwardFigures) {
+  Controller c = MakeController(ForwardConfig(), 3);
+  int64_t t = WarmUp(c, 3);  // fwd_mu 2, saturation_mu 0.001, zeros_mu 0.5
+  // Unit 0: F = 40 / 2 = 20 >= 4 (forward, risk 5), S = 0.004 / 0.001 =
+  // 4 < 8, U = (0.6 - 0.5) / 0.5 = 0.2 < 0.25. Unit 1: underflow, U =
+  // (0.9 - 0.5) / 0.5 = 0.8 (risk 3.2), F = 1, S = 1; denied (max_o 1).
+  // Unit 2: calm, no candidate.
+  const Decision d = Step(c, t++, {Fwd(0, 40.0, 4, 600), Fwd(1, 2.0, 1, 900), Fwd(2, 2.0, 1, 500)});
+  ASSERT_EQ(d.admitted.size(), 1u);
+  const Admission& a = d.admitted[0];
+  EXPECT_EQ(a.unit_id, 0u);
+  EXPECT_EQ(a.trigger, Trigger::kForward);
+  EXPECT_DOUBLE_EQ(a.forward.fwd_ratio, 20.0);
+  EXPECT_DOUBLE_EQ(a.forward.saturation_ratio, 4.0);
+  EXPECT_NEAR(a.forward.underflow_ratio, 0.2, 1e-12);
+  ASSERT_EQ(d.denied.size(), 1u);
+  EXPECT_EQ(d.denied[0].unit_id, 1u);
+  EXPECT_EQ(d.denied[0].trigger, Trigger::kUnderflow);
+  EXPECT_DOUBLE_EQ(d.denied[0].forward.fwd_ratio, 1.0);
+  EXPECT_DOUBLE_EQ(d.denied[0].forward.saturation_ratio, 1.0);
+  EXPECT_NEAR(d.denied[0].forward.underflow_ratio, 0.8, 1e-12);
+
+  // A gradient trigger still carries the forward figures of its sample
+  // (how close its forward pass came); fewer zeros than usual: U < 0.
+  Controller g = MakeController(ForwardConfig(), 1);
+  t = WarmUp(g, 1);
+  const Decision by_gnmr = Step(g, t, {Fwd(0, 3.0, 2, 400, /*grad_norm=*/50.0)});
+  ASSERT_EQ(by_gnmr.admitted.size(), 1u);
+  EXPECT_EQ(by_gnmr.admitted[0].trigger, Trigger::kGnmr);
+  EXPECT_DOUBLE_EQ(by_gnmr.admitted[0].forward.fwd_ratio, 1.5);
+  EXPECT_DOUBLE_EQ(by_gnmr.admitted[0].forward.saturation_ratio, 2.0);
+  EXPECT_NEAR(by_gnmr.admitted[0].forward.underflow_ratio, -0.2, 1e-12);
+}
+
+TEST(ForwardChannel, TheFiguresAreZeroWithoutForwardStatisticsInWarmupOrWhenNonFinite) {
+  const ForwardEvidence none;
+  auto is_zero = [&](const ForwardEvidence& f) { return SameForward(f, none); };
+  // No forward statistics: a gradient spike.
+  Controller plain = MakeController(ForwardConfig(), 1);
+  for (int64_t t = 0; t < 3; ++t) Step(plain, t, {Norm(0, 1.0)});
+  Decision d = Step(plain, 3, {Norm(0, 50.0)});
+  ASSERT_EQ(d.admitted.size(), 1u);
+  EXPECT_TRUE(is_zero(d.admitted[0].forward));
+  // Forward statistics that start after the gradients: the channel's
+  // warmup evaluates nothing, so a gradient spike then carries 0.
+  Controller late = MakeController(ForwardConfig(), 1);
+  for (int64_t t = 0; t < 3; ++t) Step(late, t, {Norm(0, 1.0)});
+  d = Step(late, 3, {Fwd(0, 2.0, 1, 500, /*grad_norm=*/50.0)});
+  ASSERT_EQ(d.admitted.size(), 1u);
+  EXPECT_EQ(d.admitted[0].trigger, Trigger::kGnmr);
+  EXPECT_TRUE(is_zero(d.admitted[0].forward));
+  // A non-finite gradient is not evaluated, forward channel included.
+  Controller broken = MakeController(ForwardConfig(), 1);
+  WarmUp(broken, 1);
+  UnitSample bad = NonFinite(0);
+  bad.fwd_sumsq = 400.0;
+  bad.fwd_numel = kNumel;
+  d = Step(broken, 3, {bad});
+  ASSERT_EQ(d.admitted.size(), 1u);
+  EXPECT_EQ(d.admitted[0].trigger, Trigger::kNonFinite);
+  EXPECT_TRUE(is_zero(d.admitted[0].forward));
+}
+
 TEST(ForwardChannel, AForwardTriggerRanksAboveAStrongerGradientOnlyTrigger) {
   // Unit 1's gradient spikes hard (a neighbour coupled to the fault), unit
   // 2's forward channel shows the root; max_o 1 admits the root.

@@ -3,6 +3,7 @@
 // whose forward columns are inconsistent is refused with a precise status.
 #include "core/config_codec.h"
 #include "tests/daemon/test_daemon.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr::testing {
 namespace {
@@ -50,6 +51,25 @@ TEST_F(DaemonTest, ForwardColumnsReachTheControllerAndTheRootIsAdmittedFirst) {
   ASSERT_TRUE(r.WaitDecision(3, &d));
   ASSERT_EQ(d.admitted_size(), 1);
   EXPECT_EQ(d.admitted(0), ids[1]);
+
+  // The job's events carry the forward channel's figures: k's admission
+  // shows why saturation fired (S = 0.3 / 0.001 = 300; F = 2 / 2 = 1 with
+  // fwd_sumsq 4; no zeros: U = 0), q's denial (gnmr) the figures of its
+  // calm forward pass.
+  ASSERT_TRUE(Eventually([&] { return listener_.EventsOf("fwd", "denial").size() == 1; }));
+  const std::vector<v1::Event> admissions = listener_.EventsOf("fwd", "admission");
+  ASSERT_EQ(admissions.size(), 1u);
+  const v1::Event& a = admissions[0];
+  EXPECT_EQ(a.unit(), "attn.k");
+  EXPECT_EQ(a.trigger(), v1::TRIGGER_SATURATION);
+  EXPECT_NEAR(a.saturation_ratio(), 300.0, 1e-9);
+  EXPECT_DOUBLE_EQ(a.fwd_ratio(), 1.0);
+  EXPECT_EQ(a.underflow_ratio(), 0.0);
+  const v1::Event denial = listener_.EventsOf("fwd", "denial")[0];
+  EXPECT_EQ(denial.unit(), "attn.q");
+  EXPECT_EQ(denial.trigger(), v1::TRIGGER_GNMR);
+  EXPECT_DOUBLE_EQ(denial.fwd_ratio(), 1.0);
+  EXPECT_DOUBLE_EQ(denial.saturation_ratio(), 1.0);
 }
 
 TEST_F(DaemonTest, InconsistentForwardColumnsAreRefusedWithTheReason) {

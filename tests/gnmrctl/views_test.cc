@@ -184,14 +184,15 @@ TEST_F(CtlTest, EventsOneLineEachAndJsonLines) {
   const auto admissions = LinesWith(r.out, "admission");
   ASSERT_EQ(admissions.size(), 1u) << r.out;
   auto f = Fields(admissions[0]);
-  // TIME STEP KIND UNIT ACTION TRIGGER GNMR DELTA UNTIL DETAIL
-  ASSERT_EQ(f.size(), 10u) << admissions[0];
+  // TIME STEP KIND UNIT ACTION TRIGGER GNMR DELTA FWD-F/S/U UNTIL DETAIL
+  ASSERT_EQ(f.size(), 11u) << admissions[0];
   EXPECT_EQ(f[1], "10");
   EXPECT_EQ(f[3], "layers.1.mlp");
   EXPECT_EQ(f[4], "promote");
   EXPECT_EQ(f[5], "gnmr");
   EXPECT_EQ(f[6], "20");
-  EXPECT_EQ(f[8], "16");
+  EXPECT_EQ(f[8], "-");  // no forward rule fired
+  EXPECT_EQ(f[9], "16");
   const auto denials = LinesWith(r.out, "denial");
   ASSERT_EQ(denials.size(), 1u) << r.out;
   EXPECT_NE(denials[0].find("layers.1.attn"), std::string::npos);
@@ -210,6 +211,52 @@ TEST_F(CtlTest, EventsOneLineEachAndJsonLines) {
   r = Run({"events", "--job", "j", "--since", "11", "--target", tcp_});
   ASSERT_EQ(r.code, 0) << Show(r);
   EXPECT_EQ(r.out, "no events\n");
+}
+
+// An admission a forward rule triggered shows the forward channel's
+// figures F/S/U (docs/metrics.md, "Event log"); --json carries them.
+TEST_F(CtlTest, EventsShowTheForwardFiguresOfAForwardTrigger) {
+  Start();
+  RawRank rank(Channel(), "fj", 0, 1);
+  const v1::ControllerConfig cfg = FastConfig(/*max_o=*/1);
+  v1::RegisterResponse resp;
+  ASSERT_TRUE(rank.Register({{"blocks.0.fc1"}}, &resp, &cfg).ok());
+  rank.Open();
+  for (int64_t step = 0; step <= 10; ++step) {
+    // A 1000-element forward tensor, one element at the maximum; at step
+    // 10 it saturates 300 (S = 300) while its norm (F = 1) and gradient stay.
+    v1::ClientMessage m;
+    v1::StepStats* s = m.mutable_stats();
+    s->set_step(step);
+    s->add_unit_id(resp.unit_ids(0));
+    s->add_sumsq(1.0);
+    s->add_fwd_sumsq(4.0);
+    s->add_fwd_amax(1.0);
+    s->add_fwd_saturated(step == 10 ? 300 : 1);
+    s->add_fwd_zeros(0);
+    s->add_fwd_numel(1000);
+    ASSERT_TRUE(rank.Send(m));
+    v1::Decision d;
+    ASSERT_TRUE(rank.WaitDecision(step, &d)) << "step " << step;
+  }
+  ASSERT_TRUE(Eventually([&] { return !listener_.EventsOf("fj", "admission").empty(); }));
+  CtlResult r = Run({"events", "--job", "fj", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  ASSERT_EQ(LinesWith(r.out, "FWD F/S/U").size(), 1u) << r.out;
+  const auto admissions = LinesWith(r.out, "admission");
+  ASSERT_EQ(admissions.size(), 1u) << r.out;
+  const auto f = Fields(admissions[0]);
+  ASSERT_EQ(f.size(), 11u) << admissions[0];
+  EXPECT_EQ(f[5], "saturation");
+  EXPECT_EQ(f[8], "1/300/0");
+
+  r = Run({"events", "--job", "fj", "--json", "--target", unix_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  const StatusOr<v1::Event> event = ParseEventJsonLine(LinesWith(r.out, "admission").at(0));
+  ASSERT_TRUE(event.ok()) << event.status().ToString() << "\n" << r.out;
+  EXPECT_NEAR(event->saturation_ratio(), 300.0, 1e-9);
+  EXPECT_NEAR(event->fwd_ratio(), 1.0, 1e-9);
+  EXPECT_NE(r.out.find("\"underflow_ratio\":0"), std::string::npos) << r.out;
 }
 
 TEST_F(CtlTest, FollowPrintsNewEventsOnceUntilInterrupted) {

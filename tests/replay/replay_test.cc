@@ -2,6 +2,8 @@
 // and agreement with a controller fed directly on the bundled example.
 #include "controller/replay/replay.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -19,6 +21,13 @@ std::vector<std::string> Lines(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) out.push_back(line);
   return out;
+}
+
+// The number after "key": in `json` (the first occurrence); NaN if absent.
+double NumberAfter(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(json.c_str() + at + key.size() + 3, nullptr);
 }
 
 struct Result {
@@ -88,6 +97,15 @@ TEST(Replay, WritesOneLinePerDecisionWithChanges) {
             "\"b\",\"action\":\"clip\",\"until\":10,\"trigger\":\"nonfinite\","
             "\"gnmr\":null,\"delta\":null}],\"released\":[],\"denied\":[],"
             "\"in_recovery\":[\"b\"],\"global_skip\":true}");
+}
+
+// Without forward columns there are no forward figures: the lines are
+// those of a replay before the figures existed.
+TEST(Replay, NoForwardColumnsNoForwardFigures) {
+  Result r = Replay(kSmallTrace, SmallConfig());
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.jsonl.find("fwd_ratio"), std::string::npos) << r.jsonl;
+  EXPECT_EQ(r.jsonl.find("saturation_ratio"), std::string::npos) << r.jsonl;
 }
 
 TEST(Replay, SummaryCountsWhatHappened) {
@@ -164,6 +182,15 @@ TEST(Replay, ForwardColumnsFeedTheForwardChannel) {
   EXPECT_EQ(st.admissions_by_trigger[static_cast<int>(Trigger::kSaturation)], 1u);
   EXPECT_EQ(st.denials, 1u);
   EXPECT_NE(r.jsonl.find("\"saturation\""), std::string::npos) << r.jsonl;
+  // The admission carries the figures behind its trigger, after "delta":
+  // S = 0.2 / 0.001 = 200, F = 2 / 2 = 1, no zeros: U = 0.
+  const std::vector<std::string> lines = Lines(r.jsonl);
+  ASSERT_EQ(lines.size(), 1u) << r.jsonl;
+  EXPECT_NE(lines[0].find("\"trigger\":\"saturation\",\"gnmr\":"), std::string::npos);
+  EXPECT_LT(lines[0].find("\"delta\":"), lines[0].find("\"fwd_ratio\":")) << lines[0];
+  EXPECT_NEAR(NumberAfter(lines[0], "fwd_ratio"), 1.0, 1e-9) << lines[0];
+  EXPECT_NEAR(NumberAfter(lines[0], "saturation_ratio"), 200.0, 1e-9) << lines[0];
+  EXPECT_NE(lines[0].find("\"underflow_ratio\":0}"), std::string::npos) << lines[0];
   const std::string text = FormatReplaySummary(r.summary);
   EXPECT_NE(text.find("forward channel: 8 samples; admissions forward 0, saturation 1, "
                       "underflow 0\n"),

@@ -69,10 +69,55 @@ TEST(EventJsonTest, LineRoundTripsAndIsValidJson) {
   EXPECT_EQ(s.fields().at("action").string_value(), "clip");
   EXPECT_EQ(s.fields().at("trigger").string_value(), "gnmr");
   EXPECT_EQ(s.fields().at("observed_step").number_value(), 120);
-  EXPECT_EQ(s.fields().size(), 14u);
+  EXPECT_EQ(s.fields().size(), 17u);
   StatusOr<v1::Event> back = ParseEventJsonLine(line);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->SerializeAsString(), e.SerializeAsString());
+}
+
+// The forward channel's figures (proto fields 15-17) round-trip, and a
+// line written before they existed reads them as 0.
+TEST(EventJsonTest, ForwardFiguresRoundTripAndOldLinesReadThemAsZero) {
+  v1::Event e = MakeEvent(7);
+  e.set_trigger(v1::TRIGGER_SATURATION);
+  e.set_fwd_ratio(1.25);
+  e.set_saturation_ratio(300);
+  e.set_underflow_ratio(-0.125);
+  std::string line;
+  AppendEventJsonLine("j", e, &line);
+  google::protobuf::Struct s = ParseJson(line);
+  EXPECT_EQ(s.fields().at("fwd_ratio").number_value(), 1.25);
+  EXPECT_EQ(s.fields().at("saturation_ratio").number_value(), 300);
+  EXPECT_EQ(s.fields().at("underflow_ratio").number_value(), -0.125);
+  StatusOr<v1::Event> back = ParseEventJsonLine(line);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->SerializeAsString(), e.SerializeAsString());
+
+  // A line of an older gnmrd: exactly the keys it wrote.
+  StatusOr<v1::Event> old = ParseEventJsonLine(
+      R"({"job_id":"j","observed_step":120,"apply_step":121,"kind":"admission",)"
+      R"("unit":"u","action":"promote","trigger":"gnmr","gnmr":3.1,"delta":0.4,)"
+      R"("norm":12.5,"mu":4,"until":141,"detail":"","time_unix":1767225600.25})");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->gnmr(), 3.1);
+  EXPECT_EQ(old->fwd_ratio(), 0.0);
+  EXPECT_EQ(old->saturation_ratio(), 0.0);
+  EXPECT_EQ(old->underflow_ratio(), 0.0);
+  // Hostile values: the types are checked like every other number's.
+  EXPECT_FALSE(ParseEventJsonLine(R"({"fwd_ratio":"big"})").ok());
+  StatusOr<v1::Event> null_figure = ParseEventJsonLine(R"({"saturation_ratio":null})");
+  ASSERT_TRUE(null_figure.ok());
+  EXPECT_TRUE(std::isnan(null_figure->saturation_ratio()));
+}
+
+// On the wire (Admin ListEvents) the figures are fields new to Event: an
+// older gnmrd's events read them as 0 and an older gnmrctl skips them.
+// Renumbering them would misread every event already sent.
+TEST(EventJsonTest, ForwardFiguresKeepTheirFieldNumbers) {
+  const google::protobuf::Descriptor* d = v1::Event::descriptor();
+  EXPECT_EQ(d->FindFieldByName("fwd_ratio")->number(), 15);
+  EXPECT_EQ(d->FindFieldByName("saturation_ratio")->number(), 16);
+  EXPECT_EQ(d->FindFieldByName("underflow_ratio")->number(), 17);
 }
 
 TEST(EventJsonTest, NonFiniteIsNullAndHostileStringsStayValid) {

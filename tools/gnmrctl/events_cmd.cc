@@ -48,6 +48,7 @@ Table EventTable() {
                 {"TRIGGER"},
                 {"GNMR", Align::kRight},
                 {"DELTA", Align::kRight},
+                {"FWD F/S/U", Align::kRight},
                 {"UNTIL", Align::kRight},
                 {"DETAIL"}});
 }
@@ -62,7 +63,8 @@ void AddEvent(Table* t, const v1::Event& e) {
              dash(e.unit()), acted ? ActionText(e.action()) : "-",
              e.trigger() == v1::TRIGGER_NONE ? "-" : TriggerText(e.trigger()),
              decided ? FormatNumber(e.gnmr()) : "-", decided ? FormatNumber(e.delta()) : "-",
-             e.until() > 0 ? std::to_string(e.until()) : "-", dash(e.detail())});
+             ForwardFiguresText(e), e.until() > 0 ? std::to_string(e.until()) : "-",
+             dash(e.detail())});
 }
 
 // Prints new events as they come; see the loop in EventsCommand.
@@ -119,9 +121,11 @@ int EventsCommand(int argc, char** argv) {
                    "observed step, kind (admission, release, denial, global_skip,\n"
                    "config_change, admin_release, import, generation, ack_mismatch,\n"
                    "decision_failed, trace_dropped, denied_clip), unit, action, trigger,\n"
-                   "GNMR, Delta-GNMR, the first step no longer in force (UNTIL) and\n"
-                   "details. The daemon keeps the newest events of each job in memory;\n"
-                   "older ones are in its event log.\n"
+                   "GNMR, Delta-GNMR, the forward channel's figures F/S/U when a\n"
+                   "forward rule triggered (FWD: forward norm, saturation and\n"
+                   "underflow ratios; docs/controller.md), the first step no longer\n"
+                   "in force (UNTIL) and details. The daemon keeps the newest events of\n"
+                   "each job in memory; older ones are in its event log.\n"
                    "With --json, one JSON object per line in the event log's format\n"
                    "(events.jsonl; docs/metrics.md, \"Event log\").");
   cmd.AddJobFlag();

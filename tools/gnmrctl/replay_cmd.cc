@@ -35,7 +35,10 @@ constexpr char kDescriptionHead[] =
     "   \"until\", \"trigger\", \"gnmr\", \"delta\"}], \"released\": [...],\n"
     "   \"denied\": [...], \"in_recovery\": [...], \"global_skip\"}\n"
     "`until` is the first step no longer in force; `trigger` is nonfinite,\n"
-    "gnmr or delta. A summary goes to stderr at the end.\n"
+    "gnmr, delta, or the forward channel's forward, saturation or\n"
+    "underflow. An admission the forward channel evaluated also carries\n"
+    "its figures \"fwd_ratio\", \"saturation_ratio\", \"underflow_ratio\".\n"
+    "A summary goes to stderr at the end.\n"
     "\n"
     "What-if: with --variant (or --table) it prints a table instead, one row\n"
     "per config: `base` (--config and --set) first, then each variant, a\n"
@@ -47,8 +50,9 @@ constexpr char kDescriptionHead[] =
     "is read once for all variants.\n"
     "\n"
     "Trace: CSV with header step,unit,sumsq and optional columns\n"
-    "amax,nonfinite,zeros,numel, in any order; the rows of a step are\n"
-    "contiguous and steps increase; sumsq may be nan or inf.\n"
+    "amax,nonfinite,zeros,numel and fwd_sumsq,fwd_amax,fwd_saturated,\n"
+    "fwd_zeros,fwd_numel (forward channel), in any order; the rows of a\n"
+    "step are contiguous and steps increase; sumsq may be nan or inf.\n"
     "\n";
 constexpr char kDescriptionTail[] =
     "\n"

@@ -104,5 +104,11 @@ bool EventHasAction(v1::EventKind k) {
   return k == v1::EVENT_KIND_ADMISSION || k == v1::EVENT_KIND_DENIED_CLIP;
 }
 
+std::string ForwardFiguresText(const v1::Event& e) {
+  if (!EventHasStatistics(e.kind()) || !IsForwardTrigger(FromProto(e.trigger()))) return "-";
+  return FormatNumber(e.fwd_ratio(), 3) + "/" + FormatNumber(e.saturation_ratio(), 3) + "/" +
+         FormatNumber(e.underflow_ratio(), 3);
+}
+
 }  // namespace cli
 }  // namespace gnmr

@@ -64,6 +64,11 @@ std::string TriggerText(v1::Trigger t);
 // admissions and denied clips also an action.
 bool EventHasStatistics(v1::EventKind k);
 bool EventHasAction(v1::EventKind k);
+// The forward channel's figures F/S/U ("10/1/0") of an admission or denial
+// a forward rule triggered, "-" for any other event: the evidence behind a
+// `forward`, `saturation` or `underflow` trigger, in one column so the
+// table stays narrow (--json carries them for every event).
+std::string ForwardFiguresText(const v1::Event& e);
 
 }  // namespace cli
 }  // namespace gnmr
