@@ -46,12 +46,12 @@ class Quantizer:
         return [gt.ForwardTensor(codes, saturation_magnitude=E4M3_MAX)]
 
 
-def _run(target, job, forward, events="", eval_fault_at=None, pause_at=None):
+def _run(target, job, forward, events="", eval_fault_at=None, pause_at=None, config=None):
     torch.manual_seed(5)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     quant = Quantizer()
-    mon = gt.Monitor(model, target=target, job_id=job, config=CFG, strict=True,
+    mon = gt.Monitor(model, target=target, job_id=job, config=config or CFG, strict=True,
                      local_events_path=events, forward_tensors=quant if forward else None)
     plans = []
     for step in range(STEPS):
@@ -98,6 +98,29 @@ def test_forward_tensors_admit_the_root_first(tmp_path):
     assert plans_off[FAULT + 1][3] == ("a",)
     assert plans_on[FAULT + 1][3] == ("b",)
     assert counters["missed_decisions"] == 0
+
+
+def test_exclusive_attribution_keeps_the_neighbour_out_of_a_free_slot(tmp_path):
+    """With room for two, the neighbour a is admitted next to the root b
+    under attribution: rank; under exclusive it is denied as coupled."""
+    found = {}
+    for mode in ("rank", "exclusive"):
+        events = tmp_path / f"{mode}.jsonl"
+        _run("local", f"fwd-{mode}", True, str(events),
+             config={**CFG, "max_o": 2, "attribution": mode})
+        lines = [json.loads(line) for line in events.read_text().splitlines()]
+        found[mode] = sorted((e["kind"], e["unit"], e.get("detail", "")) for e in lines
+                             if e["kind"] in ("admission", "denial")
+                             and e["observed_step"] == FAULT)
+    assert found["rank"] == [("admission", "a", ""), ("admission", "b", "")]
+    assert found["exclusive"] == [("admission", "b", ""),
+                                  ("denial", "a", "coupled to this step's forward root")]
+
+
+def test_an_unknown_attribution_is_refused_by_name():
+    with pytest.raises(Exception, match="attribution"):
+        gt.Monitor(Net(), target="local", job_id="fwd-bad-attr",
+                   config={**CFG, "attribution": "sideways"}, strict=True)
 
 
 def test_paused_forward_hooks_observe_nothing(tmp_path):
