@@ -40,6 +40,9 @@ def parse_args(argv):
     p.add_argument("--seeds", type=int, default=8, help="evaluation seeds 1..N (default 8)")
     p.add_argument("--seed-list", default="",
                    help="comma-separated seeds instead of 1..N (e.g. the tuning seeds 101,102)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a controller key for every GNMR arm, e.g. tau_forward=4 (repeatable; "
+                        "the arms' labels get -KEYVALUE, so runs never mix)")
     p.add_argument("--only", default="",
                    help="run only the arms whose label matches this regex (and HF, LC, "
                         "LC-clean, which every gap needs)")
@@ -95,6 +98,21 @@ def specs(P, seeds, median_norm):
     return out + fwd + clip + excl
 
 
+def with_settings(P, todo, settings):
+    """--set KEY=VALUE on every GNMR arm, under a label that names it."""
+    if not settings:
+        return todo
+    pairs = [kv.split("=", 1) for kv in settings]
+    suffix = "".join(f"-{k}{v}" for k, v in pairs)
+    out = []
+    for x in todo:
+        if x.get("arm") == "gnmr":
+            x = relabel(P, x, x["label"] + suffix, x["faults"])
+            x["config"] = dict(x["config"], **{k: float(v) for k, v in pairs})
+        out.append(x)
+    return out
+
+
 def relabel(P, x, label, faults):
     n = P.name(label, faults, x["seed"])
     return dict(x, label=label, name=n, faults=faults, job_id=n)
@@ -133,6 +151,7 @@ def overhead_lines(M, P, results, seeds):
 
 
 def paired(M, t, x, y, faults):
+    x, y = t.label(x), t.label(y)
     d = [t.get(x, faults, s)["val_loss"] - t.get(y, faults, s)["val_loss"] for s in t.seeds
          if t.get(x, faults, s) and t.get(y, faults, s)]
     if not d:
@@ -161,7 +180,7 @@ def main(argv=None) -> int:
         runner.run([P.spec("HF", "hf", "amp", s) for s in TUNE_SEEDS], "tuning seeds (HF only)")
         median_norm = statistics.median(
             n for s in TUNE_SEEDS for n in runner.results[P.name("HF", "amp", s)]["grad_norm"][50:])
-        todo = specs(P, seeds, median_norm)
+        todo = with_settings(P, specs(P, seeds, median_norm), args.set)
         if args.only:
             keep = re.compile(args.only)
             todo = [x for x in todo if x["label"] in ("HF", "LC", "LC-clean")
@@ -175,6 +194,9 @@ def main(argv=None) -> int:
         daemon.stop()
     t = Table(runner.results, seeds)
     hl, fwd = P.headline_label(), P.forward_label()
+    if args.set:  # every GNMR label carries the --set suffix (with_settings)
+        suffix = "".join(f"-{k}{v}" for k, v in (kv.split("=", 1) for kv in args.set))
+        t.label_suffix = suffix
     rows = [t.row(lb, f) for lb, f in (
         ("HF", "amp"), ("LC", "amp"), ("LC-clean", "none"), (hl, "amp"), (fwd, "amp"),
         ("Oracle-L0", "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"),

@@ -12,6 +12,11 @@ from . import plan as P
 class Table:
     def __init__(self, results: Dict[str, Dict], seeds: List[int]) -> None:
         self.r, self.seeds = results, seeds
+        # Appended to every GNMR arm's label (forward_eval.py --set).
+        self.label_suffix = ""
+
+    def label(self, label: str) -> str:
+        return label + self.label_suffix if label.startswith("GNMR") else label
 
     def get(self, label: str, faults: str, seed: int):
         return self.r.get(P.name(label, faults, seed))
@@ -21,6 +26,7 @@ class Table:
                 if self.get(label, faults, s) is not None]
 
     def row(self, label: str, faults: str = "amp") -> Dict[str, str]:
+        label = self.label(label)
         runs = self.per_seed(label, faults)
         if not runs:
             return {}
