@@ -28,6 +28,27 @@ _MISSES = ("timeout", "disconnected", "not_received")
 
 
 @dataclasses.dataclass
+class AppliedPlan:
+    """What ``Monitor.apply`` did at one step (unit names)."""
+
+    step: int
+    has_decision: bool = False
+    miss_reason: str = ""  # why there is no decision ("" when there is)
+    digest: int = 0
+    global_skip: bool = False  # the decision of this very step saw a non-finite (lag 0)
+    nonfinite: bool = False  # the same-step guard: NaN/Inf at this step (any rank)
+    skip_step: bool = False  # the optimizer step was not taken (global_skip or nonfinite)
+    optimizer_stepped: bool = False
+    promoted: List[str] = dataclasses.field(default_factory=list)  # in force at this step
+    newly_promoted: List[str] = dataclasses.field(default_factory=list)
+    demoted: List[str] = dataclasses.field(default_factory=list)
+    clipped: Dict[str, float] = dataclasses.field(default_factory=dict)  # name -> scale
+    skipped: List[str] = dataclasses.field(default_factory=list)
+    reset: List[str] = dataclasses.field(default_factory=list)
+    plan: Optional[_gnmr.Plan] = None
+
+
+@dataclasses.dataclass
 class UnitInfo:
     """A unit the plan of the step names (in recovery at the step)."""
 

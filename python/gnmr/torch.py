@@ -105,7 +105,6 @@ an uninterrupted run.
 """
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -117,13 +116,13 @@ from gnmr._forward import ForwardHooks, ForwardTensor, output_activation
 from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-export)
 from gnmr._problems import ProblemReporter
 from gnmr._actions import carry_out
-from gnmr._step_info import StepInfo, StepLogMixin, UnitInfo, metrics_logger  # noqa: F401
+from gnmr._observe import ObserveMixin
+from gnmr._step_info import (AppliedPlan, StepInfo, StepLogMixin, UnitInfo,  # noqa: F401
+                             metrics_logger)
 from gnmr._units import collect_units
 
 __all__ = ["Monitor", "AppliedPlan", "StepInfo", "UnitInfo", "default_promote_callback",
            "linear_filter", "metrics_logger", "ForwardTensor", "output_activation"]
-
-_ZERO_CHUNK = 1 << 20  # elements of the shared zero buffer for None grads
 
 
 def linear_filter(name: str, module: _torch.nn.Module) -> bool:
@@ -136,28 +135,7 @@ def default_promote_callback(name: str, module: _torch.nn.Module, promoted: bool
     module.gnmr_promoted = promoted
 
 
-@dataclasses.dataclass
-class AppliedPlan:
-    """What ``Monitor.apply`` did at one step (unit names)."""
-
-    step: int
-    has_decision: bool = False
-    miss_reason: str = ""  # why there is no decision ("" when there is)
-    digest: int = 0
-    global_skip: bool = False  # the decision of this very step saw a non-finite (lag 0)
-    nonfinite: bool = False  # the same-step guard: NaN/Inf at this step (any rank)
-    skip_step: bool = False  # the optimizer step was not taken (global_skip or nonfinite)
-    optimizer_stepped: bool = False
-    promoted: List[str] = dataclasses.field(default_factory=list)  # in force at this step
-    newly_promoted: List[str] = dataclasses.field(default_factory=list)
-    demoted: List[str] = dataclasses.field(default_factory=list)
-    clipped: Dict[str, float] = dataclasses.field(default_factory=dict)  # name -> scale
-    skipped: List[str] = dataclasses.field(default_factory=list)
-    reset: List[str] = dataclasses.field(default_factory=list)
-    plan: Optional[_gnmr.Plan] = None
-
-
-class Monitor(CheckpointMixin, StepLogMixin):
+class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin):
     """GNMR for one rank of a PyTorch training job; see the module docstring.
 
     Args:
@@ -359,63 +337,6 @@ class Monitor(CheckpointMixin, StepLogMixin):
         if msg != self._last_warning:  # one warning per distinct problem in a row
             warnings.warn(msg, RuntimeWarning, stacklevel=3)
             self._last_warning = msg
-
-    def _zero_refs(self, numel: int, device: _torch.device) -> List[_gnmr.TensorRef]:
-        zeros = self._zeros.get(device)
-        if zeros is None:
-            zeros = self._zeros[device] = _torch.zeros(_ZERO_CHUNK, dtype=_torch.float32,
-                                                       device=device)
-        refs = []
-        ordinal = -1 if device.type == "cpu" else device.index
-        ptr = zeros.data_ptr()
-        while numel > 0:
-            n = min(numel, _ZERO_CHUNK)
-            refs.append(_gnmr.TensorRef(ptr, n, "fp32", ordinal))
-            numel -= n
-        return refs
-
-    def after_backward(self, step: int) -> None:
-        """Points every unit at its current ``.grad`` tensors and observes
-        the step (statistics on this thread; the report is queued)."""
-        try:
-            keep = []
-            for u in self._units:
-                # Most steps reuse the same gradient memory: only tell the
-                # client when a pointer changed (saves the per-tensor work).
-                key = tuple(None if p.grad is None else (p.grad.data_ptr(), p.grad.dtype)
-                            for p in u.params)
-                if all(k is None for k in key):
-                    # Nothing to report (its forward did not run). Its
-                    # pointers still go to the zero buffer: a device launch
-                    # reads every unit.
-                    self.client.mark_inactive(u.handle)
-                if key == u.last_key and all(p.grad is None or p.grad.is_contiguous()
-                                             for p in u.params):
-                    continue
-                refs = []
-                for p in u.params:
-                    g = p.grad
-                    if g is None:
-                        refs.extend(self._zero_refs(p.numel(), p.device))
-                        continue
-                    if g.is_sparse:
-                        raise ValueError(f"unit '{u.name}': sparse gradients are not supported")
-                    g = g.detach()
-                    if not g.is_contiguous():
-                        g = g.contiguous()  # a copy, kept alive below
-                    keep.append(g)
-                    refs.append(_tensor_ref(g))
-                self.client.set_tensors(u.handle, refs)
-                u.last_key = key
-            if self._cuda_device is None:
-                self.client.observe(step)  # reads the grads now; `keep` held them alive
-            else:  # launches on the stream; later work on it is ordered after the read
-                stream = _torch.cuda.current_stream(self._cuda_device).cuda_stream
-                self.client.observe(step, stream)
-            self._last_observed = step
-        except (_gnmr.Error, ValueError) as e:
-            self._fail(f"observe step {step}", e)
-        self._problems.report()
 
     def _plan(self, step: int) -> Optional[_gnmr.Plan]:
         try:

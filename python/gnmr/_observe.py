@@ -1,0 +1,84 @@
+"""The observation half of a ``gnmr.torch.Monitor`` step: ``after_backward``
+points every unit at its current ``.grad`` tensors and observes the step.
+
+Design notes
+- Most steps reuse the same gradient memory, so a unit's TensorRefs are
+  sent to the client only when a pointer or dtype changed.
+- A ``None`` gradient reads as zeros from one shared buffer per device
+  (no allocation per step); a unit whose gradients are all ``None`` (its
+  forward did not run, e.g. a MoE expert) is marked inactive for the step.
+- CUDA units are observed on the current stream (the one backward ran
+  on), without a host synchronisation.
+"""
+from __future__ import annotations
+
+from typing import List
+
+import torch as _torch
+
+from gnmr import _gnmr
+from gnmr import tensor_ref as _tensor_ref
+
+_ZERO_CHUNK = 1 << 20  # elements of the shared zero buffer for None grads
+
+
+class ObserveMixin:
+    """Needs the Monitor's ``_units``, ``client``, ``_cuda_device``,
+    ``_zeros``, ``_problems``, ``_fail`` and ``_last_observed``."""
+
+    def _zero_refs(self, numel: int, device: _torch.device) -> List[_gnmr.TensorRef]:
+        zeros = self._zeros.get(device)
+        if zeros is None:
+            zeros = self._zeros[device] = _torch.zeros(_ZERO_CHUNK, dtype=_torch.float32,
+                                                       device=device)
+        refs = []
+        ordinal = -1 if device.type == "cpu" else device.index
+        ptr = zeros.data_ptr()
+        while numel > 0:
+            n = min(numel, _ZERO_CHUNK)
+            refs.append(_gnmr.TensorRef(ptr, n, "fp32", ordinal))
+            numel -= n
+        return refs
+
+    def after_backward(self, step: int) -> None:
+        """Points every unit at its current ``.grad`` tensors and observes
+        the step (statistics on this thread; the report is queued)."""
+        try:
+            keep = []
+            for u in self._units:
+                # Most steps reuse the same gradient memory: only tell the
+                # client when a pointer changed (saves the per-tensor work).
+                key = tuple(None if p.grad is None else (p.grad.data_ptr(), p.grad.dtype)
+                            for p in u.params)
+                if all(k is None for k in key):
+                    # Nothing to report (its forward did not run). Its
+                    # pointers still go to the zero buffer: a device launch
+                    # reads every unit.
+                    self.client.mark_inactive(u.handle)
+                if key == u.last_key and all(p.grad is None or p.grad.is_contiguous()
+                                             for p in u.params):
+                    continue
+                refs = []
+                for p in u.params:
+                    g = p.grad
+                    if g is None:
+                        refs.extend(self._zero_refs(p.numel(), p.device))
+                        continue
+                    if g.is_sparse:
+                        raise ValueError(f"unit '{u.name}': sparse gradients are not supported")
+                    g = g.detach()
+                    if not g.is_contiguous():
+                        g = g.contiguous()  # a copy, kept alive below
+                    keep.append(g)
+                    refs.append(_tensor_ref(g))
+                self.client.set_tensors(u.handle, refs)
+                u.last_key = key
+            if self._cuda_device is None:
+                self.client.observe(step)  # reads the grads now; `keep` held them alive
+            else:  # launches on the stream; later work on it is ordered after the read
+                stream = _torch.cuda.current_stream(self._cuda_device).cuda_stream
+                self.client.observe(step, stream)
+            self._last_observed = step
+        except (_gnmr.Error, ValueError) as e:
+            self._fail(f"observe step {step}", e)
+        self._problems.report()
