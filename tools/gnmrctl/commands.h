@@ -3,8 +3,8 @@
 // replay), and the daemon's admin commands, which share admin_client.h
 // (connection flags, errors) and table.h (output): overview_cmd.cc (status,
 // jobs), units_cmd.cc (units, release), events_cmd.cc, config_cmd.cc
-// (config get/set/keys), state_cmd.cc (export, import), top_cmd.cc (live view),
-// job_cmd.cc (job delete).
+// (config get/set/keys), state_cmd.cc (export, import), top_cmd.cc (live view; its terminal in
+// terminal.cc), job_cmd.cc (job delete).
 #pragma once
 
 #include <string>

@@ -4,17 +4,9 @@
 // their lag, recent events. Refreshes every --interval seconds on the
 // alternate screen (plain ANSI, no curses) until q or Ctrl-C; --once, or a
 // stdout that is not a terminal, prints one frame without escapes and exits.
-#include <poll.h>
-#include <signal.h>
-#include <sys/ioctl.h>
-#include <termios.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -30,6 +22,7 @@
 #include "tools/gnmrctl/admin_client.h"
 #include "tools/gnmrctl/commands.h"
 #include "tools/gnmrctl/table.h"
+#include "tools/gnmrctl/terminal.h"
 
 namespace gnmr {
 namespace cli {
@@ -45,119 +38,12 @@ constexpr uint32_t kAllUnitsUpTo = 20000;  // beyond: the top kLargeJobTop + rec
 constexpr uint32_t kLargeJobTop = 2000;
 constexpr int kBudgetBarWidth = 20;
 
-// Escape sequences: alternate screen + hidden cursor on entry; home + clear
-// for each frame; the reverse on exit.
-constexpr char kEnterScreen[] = "\x1b[?1049h\x1b[?25l";
-constexpr char kLeaveScreen[] = "\x1b[?25h\x1b[?1049l";
-constexpr char kClearFrame[] = "\x1b[H\x1b[2J";
-
 // One poll of the daemon.
 struct Snapshot {
   v1::JobInfo job;
   std::vector<v1::UnitInfo> units;  // as returned (all, or the top N)
   bool units_truncated = false;
   std::vector<v1::Event> events;
-};
-
-// --- the terminal: raw input, alternate screen, restored on every exit ---
-
-struct termios g_saved_termios;
-volatile std::sig_atomic_t g_termios_saved = 0;
-volatile std::sig_atomic_t g_screen_entered = 0;
-
-void WriteAll(int fd, const char* s, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, s, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    s += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-// Async-signal-safe: write(2) and tcsetattr(3) only.
-void RestoreTerminal() {
-  if (g_screen_entered) {
-    WriteAll(STDOUT_FILENO, kLeaveScreen, sizeof(kLeaveScreen) - 1);
-    g_screen_entered = 0;
-  }
-  if (g_termios_saved) {
-    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &g_saved_termios);
-    g_termios_saved = 0;
-  }
-}
-
-// SIGINT/SIGTERM/SIGHUP: restore the terminal and leave at once (a poll of
-// the daemon may be in flight; there is nothing to flush).
-void OnSignal(int) {
-  RestoreTerminal();
-  ::_exit(kExitOk);
-}
-
-class Terminal {
- public:
-  // Raw input (no echo, no line buffering; Ctrl-C still raises SIGINT) when
-  // stdin is a terminal, and the alternate screen.
-  Terminal() {
-    struct sigaction sa {};
-    sa.sa_handler = OnSignal;
-    sigemptyset(&sa.sa_mask);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
-    if (::isatty(STDIN_FILENO) && ::tcgetattr(STDIN_FILENO, &g_saved_termios) == 0) {
-      struct termios raw = g_saved_termios;
-      raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);
-      raw.c_cc[VMIN] = 0;
-      raw.c_cc[VTIME] = 0;
-      g_termios_saved = 1;
-      ::tcsetattr(STDIN_FILENO, TCSANOW, &raw);
-      input_ = true;
-    }
-    WriteAll(STDOUT_FILENO, kEnterScreen, sizeof(kEnterScreen) - 1);
-    g_screen_entered = 1;
-  }
-  ~Terminal() { RestoreTerminal(); }
-  Terminal(const Terminal&) = delete;
-  Terminal& operator=(const Terminal&) = delete;
-
-  // Columns and rows (80x24 when unknown).
-  static std::pair<int, int> Size() {
-    struct winsize ws {};
-    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 && ws.ws_row > 0) {
-      return {ws.ws_col, ws.ws_row};
-    }
-    return {80, 24};
-  }
-
-  // Waits up to `timeout` for a key; true when q (or Q) was pressed.
-  bool WaitForQuit(Clock::duration timeout) const {
-    const auto end = Clock::now() + timeout;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
-      if (left.count() <= 0) return false;
-      if (!input_) {  // nothing to read: just wait
-        ::poll(nullptr, 0, static_cast<int>(left.count()));
-        continue;
-      }
-      struct pollfd p {
-        STDIN_FILENO, POLLIN, 0
-      };
-      const int n = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (n <= 0) continue;  // timeout or EINTR: the loop checks the clock
-      char buf[64];
-      const ssize_t r = ::read(STDIN_FILENO, buf, sizeof(buf));
-      if (r == 0) {  // the terminal went away
-        return true;
-      }
-      for (ssize_t i = 0; i < r; ++i) {
-        if (buf[i] == 'q' || buf[i] == 'Q') return true;
-      }
-    }
-  }
-
- private:
-  bool input_ = false;
 };
 
 // --- the frame ---
@@ -477,12 +363,12 @@ int TopCommand(int argc, char** argv) {
     const auto [cols, rows] = Terminal::Size();
     std::vector<std::string> lines = view.Render(snap, error_text);
     if (lines.size() > static_cast<size_t>(rows)) lines.resize(static_cast<size_t>(rows));
-    std::string frame = kClearFrame;
+    std::string frame = Terminal::ClearFrame();
     for (size_t i = 0; i < lines.size(); ++i) {
       frame += Clip(lines[i], static_cast<size_t>(cols));
       if (i + 1 < lines.size()) frame += "\r\n";
     }
-    WriteAll(STDOUT_FILENO, frame.data(), frame.size());
+    Terminal::Write(frame);
     const auto next = Clock::now() + std::chrono::microseconds(std::llround(interval * 1e6));
     if (terminal.WaitForQuit(next - Clock::now())) break;
     Snapshot fresh;
