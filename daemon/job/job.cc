@@ -228,7 +228,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   return result;
 }
 
-Status Job::CheckSession(uint32_t rank, uint64_t session_id) const {
+Status Job::CheckSession(uint32_t rank, uint64_t session_id, RankSession** session) {
   auto it = sessions_.find(rank);
   if (it == sessions_.end()) {
     return Status(StatusCode::kFailedPrecondition,
@@ -239,15 +239,17 @@ Status Job::CheckSession(uint32_t rank, uint64_t session_id) const {
                                                        std::to_string(rank) +
                                                        " (it registered again); register anew");
   }
+  *session = &it->second;
   return Status::Ok();
 }
 
 Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionSink> sink) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
-  Status s = CheckSession(rank, session_id);
+  RankSession* session = nullptr;
+  Status s = CheckSession(rank, session_id, &session);
   if (!s.ok()) return s;
-  RankSession& rs = sessions_[rank];
+  RankSession& rs = *session;
   if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new stream"));
   DropSink(rs);
   {
@@ -304,12 +306,13 @@ Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& sta
                     Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
-  Status s = CheckSession(rank, session_id);
+  RankSession* session = nullptr;
+  Status s = CheckSession(rank, session_id, &session);
   if (!s.ok()) return s;
   StepAggregator::Outcome outcome;
   s = aggregator_.Add(rank, stats, now, &outcome);
   if (!s.ok()) return s;
-  RankSession& rs = sessions_[rank];
+  RankSession& rs = *session;
   rs.last_seen = now;
   last_active_ = now;
   if (listener_) {
@@ -323,9 +326,10 @@ Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& sta
 Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
-  Status s = CheckSession(rank, session_id);
+  RankSession* session = nullptr;
+  Status s = CheckSession(rank, session_id, &session);
   if (!s.ok()) return s;
-  RankSession& rs = sessions_[rank];
+  RankSession& rs = *session;
   rs.last_seen = Now();
   // Shown as the rank's last step (gnmrctl jobs, top), so bounded as a
   // report's step is: no further ahead of the last closed step than a

@@ -323,7 +323,9 @@ class Job {
   // A wall-clock time as a steady-clock one; `fallback` for 0 (unknown).
   static Clock::time_point SteadyFromUnix(double unix_seconds, Clock::time_point fallback);
   v1::JobMeta MetaLocked() const;
-  Status CheckSession(uint32_t rank, uint64_t session_id) const;
+  // OK with *session set to the rank's current session, or
+  // FailedPrecondition (not registered, or an older session of the rank).
+  Status CheckSession(uint32_t rank, uint64_t session_id, RankSession** session);
   uint32_t ConnectedLocked() const { return connected_; }
   // Every change of a session's sink goes through these two, which keep
   // connected_ (read at each attach and detach: a count, not a scan).
