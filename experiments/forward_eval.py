@@ -98,12 +98,17 @@ def specs(P, seeds, median_norm):
     return out + fwd + clip + excl
 
 
+def settings_suffix(settings):
+    """The label suffix of --set KEY=VALUE ... ("-KEYVALUE" each; "" for none)."""
+    return "".join(f"-{k}{v}" for k, v in (kv.split("=", 1) for kv in settings))
+
+
 def with_settings(P, todo, settings):
     """--set KEY=VALUE on every GNMR arm, under a label that names it."""
     if not settings:
         return todo
     pairs = [kv.split("=", 1) for kv in settings]
-    suffix = "".join(f"-{k}{v}" for k, v in pairs)
+    suffix = settings_suffix(settings)
     out = []
     for x in todo:
         if x.get("arm") == "gnmr":
@@ -194,9 +199,7 @@ def main(argv=None) -> int:
         daemon.stop()
     t = Table(runner.results, seeds)
     hl, fwd = P.headline_label(), P.forward_label()
-    if args.set:  # every GNMR label carries the --set suffix (with_settings)
-        suffix = "".join(f"-{k}{v}" for k, v in (kv.split("=", 1) for kv in args.set))
-        t.label_suffix = suffix
+    t.label_suffix = settings_suffix(args.set)  # every GNMR label carries it (with_settings)
     rows = [t.row(lb, f) for lb, f in (
         ("HF", "amp"), ("LC", "amp"), ("LC-clean", "none"), (hl, "amp"), (fwd, "amp"),
         ("Oracle-L0", "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"),

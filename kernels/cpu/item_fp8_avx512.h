@@ -27,13 +27,6 @@
 
 #include <cstdint>
 
-// GCC 12's own reduce intrinsics trip -Wmaybe-uninitialized (GCC PR 105593;
-// see item_lanes_avx512.h).
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace gnmr::cpu::GNMR_CPU_ISA {
 namespace {
 namespace avx512 {
@@ -72,7 +65,8 @@ inline bool HasVbmi() {
 // One full e4m3 item (4096 bytes at `p`, any alignment). Returns false,
 // changing nothing, if it holds a NaN (the generic paths count it); else
 // writes the item's partial (stats_order.h steps 1-4, exact, see above)
-// and folds 2 x its magnitude patterns into *amax_u (bytes), its zeros into
+// and folds 2 x its magnitude patterns into *amax_u (bytes; MaxPattern
+// <uint8_t> of item_kernels_avx512.h halved is the largest pattern), its zeros into
 // *zeros and, with kSat, the patterns >= sat into *saturated (a committed
 // item is all finite, so no upper bound is needed).
 template <bool kSat>
@@ -115,15 +109,6 @@ __attribute__((target("avx512vbmi"))) bool E4M3Item(const unsigned char* p, uint
   *zeros += z;
   if constexpr (kSat) *saturated += s;
   return true;
-}
-
-// The largest magnitude pattern behind E4M3Item's *amax_u.
-inline uint32_t E4M3MaxPattern(__m512i amax_u) {
-  uint8_t v[64];
-  _mm512_storeu_si512(v, amax_u);
-  uint32_t m = 0;
-  for (uint8_t x : v) m = m > x ? m : x;
-  return m >> 1;
 }
 
 }  // namespace avx512

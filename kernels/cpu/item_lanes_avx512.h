@@ -9,14 +9,6 @@
 
 #include <cstdint>
 
-// GCC 12 warns about the deliberately undefined upper halves inside its own
-// AVX-512 intrinsic headers (a false positive, GCC PR 105593). Clang does
-// not, and does not know -Wmaybe-uninitialized.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace gnmr::cpu::GNMR_CPU_ISA {
 namespace {
 namespace avx512 {
