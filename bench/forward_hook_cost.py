@@ -2,14 +2,20 @@
 """What observing forward tensors costs a training step (the forward
 channel, docs/controller.md): on the evaluation model (experiments/gnmr_eval,
 13 low-cost Linears, batch 8 x 64), the host time of the forward hooks of
-``Monitor(..., forward_tensors=quantizer_tensors)`` per step (the callable,
-the TensorRefs and ``Client.observe_forward``'s statistics of every unit's
-quantized input), against the time of the whole training step (forward and
-backward) measured in the same run, in alternating blocks.
+``Monitor(..., forward_tensors=quantizer_tensors)`` (the callable, the
+tensor checks and ``Client.observe_forward``'s statistics of every unit's
+quantized input) against the time of the whole training step, two ways:
+
+- in situ: each hook timed where it runs, inside real training steps
+  (forward, backward, optimizer), in the caches the module's own work left
+  behind: what a trainer pays;
+- hot: the same hooks called back to back on the same tensors, in blocks
+  alternating with training steps: the cost with the interpreter and the
+  tensors in cache, a lower bound.
 
     OPENBLAS_NUM_THREADS=1 PYTHONPATH=build/python /usr/bin/python3 bench/forward_hook_cost.py
 
-Prints the medians (milliseconds) and the ratio. No daemon (target
+Prints the medians (milliseconds) and the ratios. No daemon (target
 "local"): the network is not what is measured here.
 """
 from __future__ import annotations
@@ -47,10 +53,31 @@ def main() -> int:
     x = torch.randint(0, 256, (8, 64))
     y = torch.randint(0, 256, (8, 64))
     model(x, y).backward()  # warm up
-    hooks = mon._forward  # the hooks' own work, called as a forward pass calls it
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    hooks = mon._forward
     calls = [(u.handle, u.name, name, m) for u in mon._units for name, m in u.modules]
-    hook_ms, step_ms = [], []
+    observe = hooks._observe
+    in_step = [0.0]
+
+    def timed_observe(*a):
+        t0 = time.perf_counter()
+        observe(*a)
+        in_step[0] += time.perf_counter() - t0
+
+    hook_ms, step_ms, situ_ms, situ_step_ms = [], [], [], []
     for block in range(args.blocks):
+        # In situ: every hook of a real training step timed where it runs.
+        hooks._observe = timed_observe
+        for _ in range(args.steps):
+            in_step[0] = 0.0
+            t0 = time.perf_counter()
+            model(x, y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            situ_step_ms.append((time.perf_counter() - t0) * 1e3)
+            situ_ms.append(in_step[0] * 1e3)
+        hooks._observe = observe
+        # Hot: the hooks back to back, then steps without them.
         t0 = time.perf_counter()
         for _ in range(args.steps):
             for handle, unit, name, m in calls:
@@ -60,15 +87,19 @@ def main() -> int:
         t0 = time.perf_counter()
         for _ in range(args.steps):
             model(x, y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         step_ms.append((time.perf_counter() - t0) / args.steps * 1e3)
         mon.forward_enabled = True
     mon.close()
     h, s = statistics.median(hook_ms), statistics.median(step_ms)
-    print("| what | median ms/step |")
-    print("| --- | --- |")
-    print(f"| training step (forward + backward, no monitor work) | {s:.2f} |")
-    print(f"| forward hooks of {len(calls)} units (statistics included) | {h:.3f} |")
-    print(f"| ratio | **{100 * h / s:.2f}%** |")
+    hs, ss = statistics.median(situ_ms), statistics.median(situ_step_ms)
+    print("| what | median ms/step | share of the step |")
+    print("| --- | --- | --- |")
+    print(f"| training step (forward, backward, AdamW; no forward hooks) | {s:.2f} | |")
+    print(f"| forward hooks of {len(calls)} units, in situ (statistics included) | {hs:.3f} "
+          f"| **{100 * hs / ss:.2f}%** (of {ss:.2f} ms with them) |")
+    print(f"| the same hooks back to back, hot | {h:.3f} | {100 * h / s:.2f}% |")
     return 0
 
 

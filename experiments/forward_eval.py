@@ -103,6 +103,17 @@ def settings_suffix(settings):
     return "".join(f"-{k}{v}" for k, v in (kv.split("=", 1) for kv in settings))
 
 
+def setting_value(text):
+    """A --set value as the config wants it: an integer (lock_steps=10), a
+    number (tau_forward=8) or a word (attribution=exclusive)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def with_settings(P, todo, settings):
     """--set KEY=VALUE on every GNMR arm, under a label that names it."""
     if not settings:
@@ -113,7 +124,7 @@ def with_settings(P, todo, settings):
     for x in todo:
         if x.get("arm") == "gnmr":
             x = relabel(P, x, x["label"] + suffix, x["faults"])
-            x["config"] = dict(x["config"], **{k: float(v) for k, v in pairs})
+            x["config"] = dict(x["config"], **{k: setting_value(v) for k, v in pairs})
         out.append(x)
     return out
 
@@ -123,17 +134,21 @@ def relabel(P, x, label, faults):
     return dict(x, label=label, name=n, faults=faults, job_id=n)
 
 
+OVERHEAD_STEPS = 600  # 60 blocks of 10 steps: 20 in each of the three modes
+
+
 def overhead_specs(P, seeds):
-    """run_eval's overhead runs at lag 1 (monitor on in every other block of
-    10 steps), with forward tensors; every rule's threshold out of reach, so
-    nothing is admitted (a promoted unit's fp32 path would skew the timing)."""
+    """The monitor's cost at lag 1 with and without forward tensors, one run
+    per seed: blocks of 10 steps cycle through monitor off, gradients only,
+    and gradients + forward tensors (train.py, "overhead_modes"), so both
+    ratios and their difference are paired within one run. Every rule's
+    threshold out of reach, so nothing is admitted (a promoted unit's fp32
+    path would skew the timing)."""
     out = []
     for s in seeds:
-        # The same without forward tensors (run_eval's), under the same load.
-        out.append(P.gnmr_spec("Overhead-L1", "none", s, 1, 2, 20, 1e9, 1e9, alternate=10,
-                               decision_wait_ms=0.0))
-        x = P.gnmr_spec("Overhead-fwd-L1", "none", s, 1, 2, 20, 1e9, 1e9, alternate=10,
-                        decision_wait_ms=0.0, forward=True)
+        x = P.gnmr_spec("Overhead3-L1", "none", s, 1, 2, 20, 1e9, 1e9, alternate=10,
+                        overhead_modes=3, steps=OVERHEAD_STEPS, decision_wait_ms=0.0,
+                        forward=True)
         x["config"].update(tau_forward=1e9, tau_saturation=1e9, underflow_fraction=0.999)
         out.append(x)
     return out
@@ -141,17 +156,20 @@ def overhead_specs(P, seeds):
 
 def overhead_lines(M, P, results, seeds):
     lines = []
-    for label, what in (("Overhead-L1", "gradients only"), ("Overhead-fwd-L1", "+ forward")):
-        ratios = []
-        for s in seeds:
-            x = results.get(P.name(label, "none", s))
-            if x:
-                on, off = M.step_ms(x, True), M.step_ms(x, False)
-                ratios.append(on / off - 1)
-                lines.append(f"| {what} | {s} | {off:.2f} | {on:.2f} | "
-                             f"{100 * (on / off - 1):+.1f}% |")
-        if ratios:
-            lines.append(f"| {what} | mean | | | **{100 * sum(ratios) / len(ratios):+.1f}%** |")
+    grad, fwd, extra = [], [], []
+    for s in seeds:
+        x = results.get(P.name("Overhead3-L1", "none", s))
+        if not x:
+            continue
+        off, g, f = (M.step_ms_in_mode(x, m) for m in (0, 1, 2))
+        grad.append(100 * (g / off - 1))
+        fwd.append(100 * (f / off - 1))
+        extra.append(100 * (f - g) / off)
+        lines.append(f"| {s} | {off:.2f} | {g:.2f} | {f:.2f} | {grad[-1]:+.1f}% | {fwd[-1]:+.1f}% "
+                     f"| {extra[-1]:+.1f} |")
+    if grad:
+        lines.append(f"| mean ± 95% | | | | {M.fmt_ci(grad, 1)} | **{M.fmt_ci(fwd, 1)}** "
+                     f"| {M.fmt_ci(extra, 1)} |")
     return lines
 
 
@@ -223,10 +241,12 @@ def main(argv=None) -> int:
           t.markdown(rows), "",
           "| X | Y | faults | val loss X − Y (mean ± 95%) | seeds where X is better |",
           "| --- | --- | --- | --- | --- |"] + [p for p in pairs if p] + [
-          "", "Monitor overhead with forward tensors, lag 1 (clean LC run, monitor on in every "
-          "other block of 10 steps, timed alone):", "",
-          "| monitor | seed | ms/step without | ms/step with | overhead |",
-          "| --- | --- | --- | --- | --- |"
+          "", "Monitor overhead, lag 1 (clean LC run of 600 steps, blocks of 10 steps "
+          "cycling monitor off / gradients / gradients + forward tensors, timed alone; "
+          "medians, the first block of each mode left out):", "",
+          "| seed | ms/step off | gradients | + forward | overhead, gradients "
+          "| overhead, + forward | forward's share (points) |",
+          "| --- | --- | --- | --- | --- | --- | --- |"
           ] + overhead_lines(M, P, runner.results, list(range(1, args.overhead_seeds + 1)))
     text = "\n".join(md) + "\n"
     with open(os.path.join(args.out, "forward.md"), "w") as f:

@@ -239,6 +239,9 @@ class GnmrArm(Arm):
         super().__init__()
         self.group = group
         self.forward = forward  # quantizer tensors to the forward channel
+        # Cleared by train.py for the gradients-only blocks of a three-way
+        # overhead run; the hooks stay registered, only switched off.
+        self.forward_step = True
         self.target, self.job_id, self.config = target, job_id, dict(config)
         self.rank, self.world_size = rank, world_size
         self.decision_wait_ms = decision_wait_ms
@@ -272,7 +275,7 @@ class GnmrArm(Arm):
     def before_forward(self, step: int) -> None:
         # On only for the steps this arm watches (train.py's alternate
         # blocks time the monitor's cost, forward hooks included).
-        self.monitor.forward_enabled = self.forward
+        self.monitor.forward_enabled = self.forward and self.forward_step
         self.monitor.before_forward(step)
 
     def after_backward(self, step: int) -> bool:

@@ -167,5 +167,17 @@ def quantizer_tensors(name, module, inputs, output):
     quantized = getattr(module, "gnmr_quantized", None)
     if quantized is None:
         return None
-    import gnmr.torch as gt
-    return [gt.ForwardTensor(quantized[0], saturation_magnitude=quantized[1])]
+    return [_forward_tensor_type()(quantized[0], saturation_magnitude=quantized[1])]
+
+
+_FORWARD_TENSOR = None
+
+
+def _forward_tensor_type():
+    """gnmr.torch.ForwardTensor, imported on first use (the arms without a
+    monitor never import gnmr) and then looked up once, not per call."""
+    global _FORWARD_TENSOR
+    if _FORWARD_TENSOR is None:
+        from gnmr.torch import ForwardTensor
+        _FORWARD_TENSOR = ForwardTensor
+    return _FORWARD_TENSOR

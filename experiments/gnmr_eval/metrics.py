@@ -81,6 +81,15 @@ def spike_steps(x: Dict, hf: Dict) -> int:
     return sum(1 for a, b in zip(x["train_loss"], hf["train_loss"]) if a - b > SPIKE_NATS)
 
 
+def step_ms_in_mode(x: Dict, mode: int) -> float:
+    """Median step time (ms) of a three-way overhead run's steps in `mode`
+    (0 monitor off, 1 gradients only, 2 gradients and forward tensors),
+    the first block of each mode left out (warm-up)."""
+    ts = [t for t, m in zip(x["step_time_s"], x["modes"]) if m == mode]
+    block = int(x["spec"].get("alternate", 10))
+    return 1000 * statistics.median(ts[block:] if len(ts) > 2 * block else ts)
+
+
 def step_ms(x: Dict, watched: Optional[bool] = None) -> float:
     ts = [t for t, w in zip(x["step_time_s"], x.get("watched") or [True] * x["steps"])
           if watched is None or w == watched]

@@ -102,20 +102,29 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
 
     # alternate > 0 (the overhead measurement): the arm runs only in every
     # other block of `alternate` steps, so one run times steps with and
-    # without the monitor under the same conditions.
+    # without the monitor under the same conditions. With
+    # "overhead_modes": 3 the blocks cycle through three modes instead:
+    # 0 monitor off, 1 gradients only, 2 gradients and forward tensors
+    # (an arm built with forward=True), so the forward channel's own cost
+    # is a paired difference within one run.
     alternate = int(spec.get("alternate", 0))
-    losses, norms, in_force, times, watched_steps = [], [], [], [], []
+    modes = int(spec.get("overhead_modes", 2))
+    losses, norms, in_force, times, watched_steps, step_modes = [], [], [], [], [], []
+    cpu_times = []  # the training thread's CPU time per step: no preemption by other processes
     skipped = 0
     try:
         for t in range(steps):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             for g in optimizer.param_groups:
                 g["lr"] = lr_at(t, steps, cfg["lr"], cfg["lr_warmup"])
             active = F.faults_at(schedule, t)
             for i, u in enumerate(units):
                 u.fault = active.get(i)
-            watched = alternate <= 0 or (t // alternate) % 2 == 1
+            mode = 1 if alternate <= 0 else (t // alternate) % modes
+            watched = mode > 0
             if watched:
+                if modes == 3:
+                    arm.forward_step = mode == 2
                 arm.before_forward(t)
             x, y = batches.next()
             if ddp:  # each rank takes its half of the batch: the mean equals the full batch's
@@ -141,10 +150,12 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
                 skipped += 1
             optimizer.zero_grad(set_to_none=True)
             times.append(time.perf_counter() - t0)
+            cpu_times.append(time.thread_time() - c0)
             losses.append(float(loss))
             norms.append(total)
             in_force.append(sorted(arm.in_force) if watched else [])
             watched_steps.append(watched)
+            step_modes.append(mode)
     finally:
         arm.close()
     for u in units:
@@ -154,7 +165,9 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
         "name": spec["name"], "arm": spec["arm"], "seed": seed, "faults": spec.get("faults", "none"),
         "steps": steps, "units": model.unit_names(), "val_loss": val, "train_loss": losses,
         "grad_norm": norms, "in_force": in_force, "admissions": arm.admissions,
-        "schedule": [e.__dict__ for e in schedule], "step_time_s": times, "watched": watched_steps,
+        "schedule": [e.__dict__ for e in schedule], "step_time_s": times,
+        "step_cpu_s": cpu_times, "watched": watched_steps,
+        "modes": step_modes,
         "optimizer_skips": skipped, "extra": arm.extra(), "spec": {
             k: v for k, v in spec.items() if k not in ("target",)},
         "pid": os.getpid(),

@@ -95,32 +95,47 @@ class ForwardHooks:
         items = self._fn(module_name, module, inputs, output)
         if not items:
             return
-        # Runs for every unit in every forward pass: plain attribute reads, no
-        # detach() (data_ptr needs none) and the dtype looked up by object.
-        refs, keep = [], []
+        # Runs for every unit in every forward pass, right after the module's
+        # own work has pushed the interpreter out of the caches: as few Python
+        # operations as will do. One tensor (the common case) goes as plain
+        # numbers, without a TensorRef object; several as TensorRefs in one
+        # call (their statistics gathered together).
+        if len(items) == 1:
+            a = self._args(unit_name, items[0])
+            if a is not None:
+                self._client.observe_forward_tensor(handle, *a[1:])
+            return
+        args = []
         for item in items:
-            if isinstance(item, ForwardTensor):
-                t, sat, scale_inv = item.tensor, item.saturation_magnitude, item.scale_inv
-            elif isinstance(item, _torch.Tensor):
-                t, scale_inv = item, 1.0
-                sat = math.inf if item.dtype in _FP8_DTYPES else 0.0
-            else:
-                raise ValueError(f"forward_tensors returned a {type(item).__name__}; expected "
-                                 "torch.Tensor or gnmr.torch.ForwardTensor items")
-            if t.device.type != "cpu":
-                self.turn_off(f"unit '{unit_name}': forward tensor on {t.device}: forward "
-                              "tensors are host memory only for now; the forward channel is off "
-                              "for this Monitor (gradient statistics continue)")
+            a = self._args(unit_name, item)
+            if a is None:
                 return
-            if not t.is_contiguous():
-                t = t.contiguous()  # a copy, alive until observe_forward returns
-                keep.append(t)
-            dtype = _DTYPE_NAMES.get(t.dtype)
-            if dtype is None:
-                raise _dtype_error(t.dtype)
-            refs.append(_gnmr.TensorRef(t.data_ptr(), t.numel(), dtype, -1, float(scale_inv), 0,
-                                        float(sat)))
-        self._client.observe_forward(handle, refs)
+            args.append(a)  # a[0]: the tensor (a contiguous copy) alive until the call returns
+        self._client.observe_forward(
+            handle, [_gnmr.TensorRef(p, n, d, -1, si, 0, sat) for _, p, n, d, si, sat in args])
+
+    def _args(self, unit_name, item):
+        """(tensor, data_ptr, numel, dtype, scale_inv, saturation) of one
+        forward item, or None when the forward channel was just turned off."""
+        if isinstance(item, ForwardTensor):
+            t, sat, scale_inv = item.tensor, item.saturation_magnitude, item.scale_inv
+        elif isinstance(item, _torch.Tensor):
+            t, scale_inv = item, 1.0
+            sat = math.inf if item.dtype in _FP8_DTYPES else 0.0
+        else:
+            raise ValueError(f"forward_tensors returned a {type(item).__name__}; expected "
+                             "torch.Tensor or gnmr.torch.ForwardTensor items")
+        if not t.is_cpu:
+            self.turn_off(f"unit '{unit_name}': forward tensor on {t.device}: forward "
+                          "tensors are host memory only for now; the forward channel is off "
+                          "for this Monitor (gradient statistics continue)")
+            return None
+        if not t.is_contiguous():
+            t = t.contiguous()  # a copy, kept by the caller until the call returns
+        dtype = _DTYPE_NAMES.get(t.dtype)
+        if dtype is None:
+            raise _dtype_error(t.dtype)
+        return t, t.data_ptr(), t.numel(), dtype, float(scale_inv), float(sat)
 
     def turn_off(self, reason: str) -> None:
         """Stops observing forward tensors, loudly (a set-up problem)."""
@@ -129,7 +144,7 @@ class ForwardHooks:
         self.remove()
         if self._strict:
             raise _gnmr.Error("gnmr.torch: " + reason)
-        warnings.warn("gnmr.torch: " + reason, RuntimeWarning, stacklevel=4)
+        warnings.warn("gnmr.torch: " + reason, RuntimeWarning, stacklevel=5)
 
     def remove(self) -> None:
         for h in self._handles:

@@ -16,10 +16,22 @@ from typing import List
 
 import torch as _torch
 
-from gnmr import _gnmr
-from gnmr import tensor_ref as _tensor_ref
+from gnmr import _dtype_error, _gnmr
+from gnmr._forward import _DTYPE_NAMES
 
 _ZERO_CHUNK = 1 << 20  # elements of the shared zero buffer for None grads
+
+
+def _grad_ref(g: _torch.Tensor) -> _gnmr.TensorRef:
+    """gnmr.tensor_ref(g) for a contiguous gradient, in fewer Python
+    operations: with ``zero_grad(set_to_none=True)`` (PyTorch's default)
+    every step has new gradient tensors, so this runs for every tensor of
+    every step."""
+    dtype = _DTYPE_NAMES.get(g.dtype)
+    if dtype is None:
+        raise _dtype_error(g.dtype)
+    ordinal = -1 if g.is_cpu else (g.device.index if g.device.index is not None else 0)
+    return _gnmr.TensorRef(g.data_ptr(), g.numel(), dtype, ordinal)
 
 
 class ObserveMixin:
@@ -66,11 +78,11 @@ class ObserveMixin:
                         continue
                     if g.is_sparse:
                         raise ValueError(f"unit '{u.name}': sparse gradients are not supported")
-                    g = g.detach()
+                    # No detach(): the pointer needs none, and `keep` holds g.
                     if not g.is_contiguous():
                         g = g.contiguous()  # a copy, kept alive below
                     keep.append(g)
-                    refs.append(_tensor_ref(g))
+                    refs.append(_grad_ref(g))
                 self.client.set_tensors(u.handle, refs)
                 u.last_key = key
             if self._cuda_device is None:

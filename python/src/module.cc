@@ -23,6 +23,7 @@
 #include "gnmr/version.h"
 #include "python/src/config_dict.h"
 #include "python/src/plan_bindings.h"
+#include "python/src/tensor_ref_bindings.h"
 
 namespace py = pybind11;
 
@@ -54,34 +55,6 @@ class UnavailableError : public GnmrError {
 
 void Check(const Status& s) {
   if (!s.ok()) Raise(s);
-}
-
-// ----------------------------------------------------------------- tensors
-
-DType ParseDType(const std::string& s) {
-  if (s == "fp32" || s == "float32" || s == "torch.float32") return DType::kFp32;
-  if (s == "bf16" || s == "bfloat16" || s == "torch.bfloat16") return DType::kBf16;
-  if (s == "fp16" || s == "float16" || s == "torch.float16") return DType::kFp16;
-  if (s == "fp8_e4m3fn" || s == "float8_e4m3fn" || s == "torch.float8_e4m3fn") {
-    return DType::kFp8E4M3;
-  }
-  if (s == "fp8_e5m2" || s == "float8_e5m2" || s == "torch.float8_e5m2") return DType::kFp8E5M2;
-  throw py::value_error("unsupported dtype '" + s +
-                        "' (supported: fp32, bf16, fp16, fp8_e4m3fn, fp8_e5m2)");
-}
-
-TensorRef MakeRef(uint64_t data_ptr, uint64_t numel, const std::string& dtype, int32_t device,
-                  float scale_inv, uint64_t scale_inv_ptr, float saturation_magnitude) {
-  if (data_ptr == 0 && numel > 0) throw py::value_error("tensor data_ptr is 0 but numel > 0");
-  TensorRef t;
-  t.data = reinterpret_cast<const void*>(static_cast<uintptr_t>(data_ptr));
-  t.numel = numel;
-  t.dtype = ParseDType(dtype);
-  t.device = device;
-  t.scale_inv = scale_inv;
-  t.scale_inv_ptr = reinterpret_cast<const float*>(static_cast<uintptr_t>(scale_inv_ptr));
-  t.saturation_magnitude = saturation_magnitude;  // checked by the statistics (tensor.h)
-  return t;
 }
 
 // ------------------------------------------------------------------ client
@@ -153,6 +126,20 @@ class PyClient {
     {
       py::gil_scoped_release release;
       s = client_->ObserveForward(unit, tensors);
+    }
+    Check(s);
+  }
+
+  // One host tensor without a TensorRef object: the forward hooks' common
+  // case (one tensor per module call), the same as ObserveForward with it.
+  void ObserveForwardTensor(UnitHandle unit, uint64_t data_ptr, uint64_t numel,
+                            const std::string& dtype, float scale_inv, float saturation_magnitude) {
+    const TensorRef t =
+        MakeRef(data_ptr, numel, dtype, kHostDevice, scale_inv, 0, saturation_magnitude);
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = client_->ObserveForward(unit, &t, 1);
     }
     Check(s);
   }
@@ -280,21 +267,7 @@ PYBIND11_MODULE(_gnmr, m) {
       .value("CLIP", EntryTreatment::kClip)
       .value("SKIP", EntryTreatment::kSkip);
 
-  py::class_<TensorRef>(m, "TensorRef",
-                        "A non-owning view of host memory: the caller keeps it alive.")
-      .def(py::init(&MakeRef), py::arg("data_ptr"), py::arg("numel"), py::arg("dtype") = "fp32",
-           py::arg("device") = -1, py::arg("scale_inv") = 1.0f, py::arg("scale_inv_ptr") = 0,
-           py::arg("saturation_magnitude") = 0.0f)
-      .def_property_readonly("data_ptr",
-                             [](const TensorRef& t) { return reinterpret_cast<uintptr_t>(t.data); })
-      .def_readonly("numel", &TensorRef::numel)
-      .def_property_readonly("dtype", [](const TensorRef& t) { return DTypeName(t.dtype); })
-      .def_readonly("device", &TensorRef::device)
-      .def_readonly("scale_inv", &TensorRef::scale_inv)
-      .def_readonly("saturation_magnitude", &TensorRef::saturation_magnitude)
-      .def_property_readonly("scale_inv_ptr", [](const TensorRef& t) {
-        return reinterpret_cast<uintptr_t>(t.scale_inv_ptr);
-      });
+  BindTensorRef(m);
 
   py::class_<PyOptions>(m, "ClientOptions")
       .def(py::init([](std::string target, std::string job_id, uint32_t rank, uint32_t world_size,
@@ -346,6 +319,9 @@ PYBIND11_MODULE(_gnmr, m) {
       .def("observe", &PyClient::Observe, py::arg("step"), py::arg("stream") = py::none())
       .def("mark_inactive", &PyClient::MarkInactive, py::arg("unit"))
       .def("observe_forward", &PyClient::ObserveForward, py::arg("unit"), py::arg("tensors"))
+      .def("observe_forward_tensor", &PyClient::ObserveForwardTensor, py::arg("unit"),
+           py::arg("data_ptr"), py::arg("numel"), py::arg("dtype"), py::arg("scale_inv") = 1.0f,
+           py::arg("saturation_magnitude") = 0.0f)
       .def("plan_for", &PyClient::PlanFor, py::arg("step"))
       .def(
           "ack",

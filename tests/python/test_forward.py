@@ -33,6 +33,7 @@ class Quantizer:
     def __init__(self) -> None:
         self.fault = False
         self.calls = 0
+        self.with_empty = False  # add an empty second tensor: the several-tensor path
 
     def __call__(self, name, module, inputs, output):
         if name != "b":
@@ -43,14 +44,19 @@ class Quantizer:
         if self.fault:
             scale = scale * 8.0
         codes = (x * scale).clamp(-E4M3_MAX, E4M3_MAX)
-        return [gt.ForwardTensor(codes, saturation_magnitude=E4M3_MAX)]
+        items = [gt.ForwardTensor(codes, saturation_magnitude=E4M3_MAX)]
+        if self.with_empty:
+            items.append(gt.ForwardTensor(codes[:0], saturation_magnitude=E4M3_MAX))
+        return items
 
 
-def _run(target, job, forward, events="", eval_fault_at=None, pause_at=None, config=None):
+def _run(target, job, forward, events="", eval_fault_at=None, pause_at=None, config=None,
+         with_empty=False):
     torch.manual_seed(5)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     quant = Quantizer()
+    quant.with_empty = with_empty
     mon = gt.Monitor(model, target=target, job_id=job, config=config or CFG, strict=True,
                      local_events_path=events, forward_tensors=quant if forward else None)
     plans = []
@@ -98,6 +104,22 @@ def test_forward_tensors_admit_the_root_first(tmp_path):
     assert plans_off[FAULT + 1][3] == ("a",)
     assert plans_on[FAULT + 1][3] == ("b",)
     assert counters["missed_decisions"] == 0
+
+
+def test_one_forward_tensor_and_a_list_of_tensors_give_the_same_statistics(tmp_path):
+    """The hooks send one tensor as plain numbers (observe_forward_tensor)
+    and several as TensorRefs (observe_forward): with an empty second
+    tensor, which adds nothing, every event (forward evidence included)
+    must be the same."""
+    found = []
+    for with_empty in (False, True):
+        events = tmp_path / f"empty{int(with_empty)}.jsonl"
+        _run("local", "fwd-paths", True, str(events), with_empty=with_empty)
+        lines = [json.loads(line) for line in events.read_text().splitlines()]
+        found.append([{k: v for k, v in e.items() if k != "time_unix"} for e in lines])
+    assert found[0] == found[1]
+    assert any(e["kind"] == "admission" and e["trigger"] == "saturation"
+               and e["saturation_ratio"] > 1 for e in found[0])
 
 
 def test_exclusive_attribution_keeps_the_neighbour_out_of_a_free_slot(tmp_path):
