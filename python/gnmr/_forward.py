@@ -93,6 +93,12 @@ class ForwardHooks:
 
     def _observe(self, handle, unit_name, module_name, module, inputs, output) -> None:
         items = self._fn(module_name, module, inputs, output)
+        if items is None:
+            return
+        if isinstance(items, (_torch.Tensor, ForwardTensor)):
+            items = (items,)  # one item, not in a sequence
+        elif not isinstance(items, (list, tuple)):
+            items = tuple(items)  # any other iterable, e.g. a generator
         if not items:
             return
         # Runs for every unit in every forward pass, right after the module's

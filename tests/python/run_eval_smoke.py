@@ -56,11 +56,42 @@ def main() -> int:
     #              random 1, DP 1, overhead 2
     if len(runs) != expected:
         problems.append(f"{len(runs)} runs, {expected} expected")
+    problems += forward_eval_smoke()
     for p in problems:
         print("FAIL:", p)
     if not problems:
         print(f"eval smoke: {len(runs)} runs checked", flush=True)
     return 1 if problems else 0
+
+
+def forward_eval_smoke() -> list:
+    """forward_eval.py (the forward channel's evaluation) in a short form:
+    one arm with a --set override (an integer key), one three-way overhead
+    run; then checks of what it wrote."""
+    out = tempfile.mkdtemp(prefix="gnmr-forward-eval-smoke-")
+    cmd = [sys.executable, os.path.join(ROOT, "experiments", "forward_eval.py"), "--steps", "60",
+           "--seed-list", "1", "--only", "fwd-dclip-excl", "--set", "lock_steps=5",
+           "--overhead-seeds", "1", "--out", out, "--gnmrd", os.environ["GNMRD"],
+           "--pythonpath", os.environ["GNMR_PYTHONPATH"]]
+    print(" ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    runs = {os.path.basename(p)[:-5]: json.load(open(p))
+            for p in glob.glob(os.path.join(out, "runs", "*.json"))}
+    problems = []
+    arm = "GNMR-L0-o2-k20-fwd-dclip-excl-lock_steps5"
+    for faults in ("amp", "att", "grad", "none"):
+        r = runs.get(f"{arm}__{faults}__s1")
+        if r is None:
+            problems.append(f"forward_eval: {arm} on {faults} faults missing")
+        elif r["spec"]["config"].get("lock_steps") != 5:
+            problems.append(f"forward_eval: --set lock_steps=5 gave {r['spec']['config']}")
+    overhead = runs.get("Overhead3-L1__none__s1")
+    if overhead is None or sorted(set(overhead["modes"])) != [0, 1, 2]:
+        problems.append("forward_eval: three-way overhead run missing or without all modes")
+    text = open(os.path.join(out, "forward.md")).read()
+    if "| 1 |" not in text.split("Monitor overhead", 1)[-1]:
+        problems.append("forward_eval: overhead row of seed 1 not in forward.md")
+    return problems
 
 
 if __name__ == "__main__":

@@ -190,6 +190,39 @@ def test_a_wrong_return_is_warned_about_and_training_goes_on():
     mon.close()
 
 
+@pytest.mark.parametrize("shape", ["bare", "generator"])
+def test_a_bare_tensor_or_a_generator_is_taken_as_its_items(tmp_path, shape):
+    """forward_tensors may return one item without a list, or a generator:
+    the same events as the list."""
+    found = []
+    for wrap in (list, {"bare": lambda items: items[0], "generator": iter}[shape]):
+        events = tmp_path / f"{shape}-{len(found)}.jsonl"
+        quant = Quantizer()
+
+        def fn(*a, quant=quant, wrap=wrap):
+            items = quant(*a)
+            return None if items is None else wrap(items)
+        torch.manual_seed(5)
+        model = Net()
+        mon = gt.Monitor(model, target="local", job_id="fwd-shape", config=CFG, strict=True,
+                         local_events_path=str(events), forward_tensors=fn)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+        for step in range(STEPS):
+            x, y = batch(step)
+            quant.fault = step == FAULT
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            quant.fault = False
+            opt.zero_grad()
+            loss.backward()
+            mon.after_backward(step)
+            mon.apply(step, opt)
+        mon.close()
+        found.append([{k: v for k, v in json.loads(line).items() if k != "time_unix"}
+                      for line in events.read_text().splitlines()])
+    assert found[0] == found[1]
+    assert any(e["trigger"] == "saturation" for e in found[0] if e["kind"] == "admission")
+
+
 def test_output_activation_observes_every_unit():
     model = Net()
     mon = gt.Monitor(model, target="local", job_id="fwd-out", config=CFG,
