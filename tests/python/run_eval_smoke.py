@@ -14,6 +14,18 @@ import tempfile
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
+def run_and_load(script: str, args: list, out: str) -> dict:
+    """Runs experiments/<script> with `args` into `out` through the real
+    gnmrd; its runs by name."""
+    cmd = [sys.executable, os.path.join(ROOT, "experiments", script)] + args + [
+        "--out", out, "--gnmrd", os.environ["GNMRD"],
+        "--pythonpath", os.environ["GNMR_PYTHONPATH"]]
+    print(" ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    return {os.path.basename(p)[:-5]: json.load(open(p))
+            for p in glob.glob(os.path.join(out, "runs", "*.json"))}
+
+
 def main() -> int:
     for mod in ("torch", "matplotlib", "gnmr._gnmr"):
         try:
@@ -22,13 +34,7 @@ def main() -> int:
             print(f"SKIP: cannot import {mod} ({e})", flush=True)
             return 77
     out = tempfile.mkdtemp(prefix="gnmr-eval-smoke-")
-    cmd = [sys.executable, os.path.join(ROOT, "experiments", "run_eval.py"), "--smoke",
-           "--out", out, "--gnmrd", os.environ["GNMRD"],
-           "--pythonpath", os.environ["GNMR_PYTHONPATH"]]
-    print(" ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
-    runs = {os.path.basename(p)[:-5]: json.load(open(p))
-            for p in glob.glob(os.path.join(out, "runs", "*.json"))}
+    runs = run_and_load("run_eval.py", ["--smoke"], out)
     problems = []
     for name, r in runs.items():
         if not math.isfinite(r["val_loss"]):
@@ -69,14 +75,9 @@ def forward_eval_smoke() -> list:
     one arm with a --set override (an integer key), one three-way overhead
     run; then checks of what it wrote."""
     out = tempfile.mkdtemp(prefix="gnmr-forward-eval-smoke-")
-    cmd = [sys.executable, os.path.join(ROOT, "experiments", "forward_eval.py"), "--steps", "60",
-           "--seed-list", "1", "--only", "fwd-dclip-excl", "--set", "lock_steps=5",
-           "--overhead-seeds", "1", "--out", out, "--gnmrd", os.environ["GNMRD"],
-           "--pythonpath", os.environ["GNMR_PYTHONPATH"]]
-    print(" ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
-    runs = {os.path.basename(p)[:-5]: json.load(open(p))
-            for p in glob.glob(os.path.join(out, "runs", "*.json"))}
+    runs = run_and_load("forward_eval.py", [
+        "--steps", "60", "--seed-list", "1", "--only", "fwd-dclip-excl", "--set", "lock_steps=5",
+        "--overhead-seeds", "1"], out)
     problems = []
     arm = "GNMR-L0-o2-k20-fwd-dclip-excl-lock_steps5"
     for faults in ("amp", "att", "grad", "none"):
