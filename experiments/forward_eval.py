@@ -95,7 +95,18 @@ def specs(P, seeds, median_norm):
         c = relabel(P, x, x["label"] + "-dclip-excl", x["faults"])
         c["config"] = dict(x["config"], denied="clip", attribution="exclusive")
         excl.append(c)
-    return out + fwd + clip + excl
+    # ... and a lock of 10 steps (Follow-up 6, chosen on the tuning seeds:
+    # the recommended configuration with forward tensors at lag 0). Named
+    # as --set lock_steps=10 names it, so the runs are the same.
+    short = []
+    for x in excl:
+        c = relabel(P, x, x["label"] + SHORT_LOCK_SUFFIX, x["faults"])
+        c["config"] = dict(x["config"], lock_steps=10)
+        short.append(c)
+    return out + fwd + clip + excl + short
+
+
+SHORT_LOCK_SUFFIX = "-lock_steps10"
 
 
 def settings_suffix(settings):
@@ -226,7 +237,7 @@ def main(argv=None) -> int:
         (hl, "none"), (fwd, "none"))]
     for f in ("amp", "att", "grad", "none"):
         rows += [t.row(hl + "-dclip", f), t.row(fwd + "-dclip", f),
-                 t.row(fwd + "-dclip-excl", f)]
+                 t.row(fwd + "-dclip-excl", f), t.row(fwd + "-dclip-excl" + SHORT_LOCK_SUFFIX, f)]
     pairs = [paired(M, t, fwd, y, f) for y, f in (
         (hl, "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"), (hl, "att"), ("LC", "att"),
         (hl, "grad"), (hl, "none"))]
@@ -235,6 +246,9 @@ def main(argv=None) -> int:
                   paired(M, t, fwd + "-dclip", "GlobalClip", f),
                   paired(M, t, fwd + "-dclip-excl", fwd + "-dclip", f)]
     pairs.append(paired(M, t, fwd + "-dclip-excl", "GlobalClip", "amp"))
+    short = fwd + "-dclip-excl" + SHORT_LOCK_SUFFIX
+    pairs += [paired(M, t, short, fwd + "-dclip-excl", f) for f in ("amp", "att", "grad")]
+    pairs += [paired(M, t, short, "GlobalClip", "amp"), paired(M, t, short, "ZClip", "amp")]
     md = [f"Forward channel evaluation: {args.layers} layers, seeds {seeds}, "
           f"{(time.time() - started) / 60:.1f} min "
           f"(median HF gradient norm of the tuning seeds {median_norm:.3f}).", "",
