@@ -76,7 +76,7 @@ def forward_eval_smoke() -> list:
     run; then checks of what it wrote."""
     out = tempfile.mkdtemp(prefix="gnmr-forward-eval-smoke-")
     runs = run_and_load("forward_eval.py", [
-        "--steps", "60", "--seed-list", "1", "--only", "fwd-dclip-excl", "--set", "lock_steps=5",
+        "--steps", "90", "--seed-list", "1", "--only", "fwd-dclip-excl", "--set", "lock_steps=5",
         "--overhead-seeds", "1"], out)
     problems = []
     arm = "GNMR-L0-o2-k20-fwd-dclip-excl-lock_steps5"
