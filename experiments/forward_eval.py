@@ -96,17 +96,12 @@ def specs(P, seeds, median_norm):
         c["config"] = dict(x["config"], denied="clip", attribution="exclusive")
         excl.append(c)
     # ... and a lock of 10 steps (Follow-up 6, chosen on the tuning seeds:
-    # the recommended configuration with forward tensors at lag 0). Named
-    # as --set lock_steps=10 names it, so the runs are the same.
-    short = []
-    for x in excl:
-        c = relabel(P, x, x["label"] + SHORT_LOCK_SUFFIX, x["faults"])
-        c["config"] = dict(x["config"], lock_steps=10)
-        short.append(c)
-    return out + fwd + clip + excl + short
+    # the recommended configuration with forward tensors at lag 0), built as
+    # --set lock_steps=10 builds it, so the runs are the same.
+    return out + fwd + clip + excl + with_settings(P, excl, SHORT_LOCK)
 
 
-SHORT_LOCK_SUFFIX = "-lock_steps10"
+SHORT_LOCK = ["lock_steps=10"]
 
 
 def settings_suffix(settings):
@@ -229,6 +224,7 @@ def main(argv=None) -> int:
     t = Table(runner.results, seeds)
     hl, fwd = P.headline_label(), P.forward_label()
     t.label_suffix = settings_suffix(args.set)  # every GNMR label carries it (with_settings)
+    short = fwd + "-dclip-excl" + settings_suffix(SHORT_LOCK)
     rows = [t.row(lb, f) for lb, f in (
         ("HF", "amp"), ("LC", "amp"), ("LC-clean", "none"), (hl, "amp"), (fwd, "amp"),
         ("Oracle-L0", "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"),
@@ -237,7 +233,7 @@ def main(argv=None) -> int:
         (hl, "none"), (fwd, "none"))]
     for f in ("amp", "att", "grad", "none"):
         rows += [t.row(hl + "-dclip", f), t.row(fwd + "-dclip", f),
-                 t.row(fwd + "-dclip-excl", f), t.row(fwd + "-dclip-excl" + SHORT_LOCK_SUFFIX, f)]
+                 t.row(fwd + "-dclip-excl", f), t.row(short, f)]
     pairs = [paired(M, t, fwd, y, f) for y, f in (
         (hl, "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"), (hl, "att"), ("LC", "att"),
         (hl, "grad"), (hl, "none"))]
@@ -246,7 +242,6 @@ def main(argv=None) -> int:
                   paired(M, t, fwd + "-dclip", "GlobalClip", f),
                   paired(M, t, fwd + "-dclip-excl", fwd + "-dclip", f)]
     pairs.append(paired(M, t, fwd + "-dclip-excl", "GlobalClip", "amp"))
-    short = fwd + "-dclip-excl" + SHORT_LOCK_SUFFIX
     pairs += [paired(M, t, short, fwd + "-dclip-excl", f) for f in ("amp", "att", "grad")]
     pairs += [paired(M, t, short, "GlobalClip", "amp"), paired(M, t, short, "ZClip", "amp")]
     md = [f"Forward channel evaluation: {args.layers} layers, seeds {seeds}, "

@@ -66,6 +66,22 @@ _TORCH_DTYPES = {
 }
 
 
+# gnmr's dtype name by torch.dtype object, filled on first sight of each:
+# tensor_ref and the forward hooks look one up per tensor per step, and
+# str(dtype) would cost more than the rest of the lookup.
+_DTYPE_BY_OBJECT: dict = {}
+
+
+def _dtype_name(dtype):
+    """gnmr's name of a torch dtype ("fp32", ...), or None if unsupported."""
+    name = _DTYPE_BY_OBJECT.get(dtype)
+    if name is None:
+        name = _TORCH_DTYPES.get(str(dtype))
+        if name is not None:
+            _DTYPE_BY_OBJECT[dtype] = name
+    return name
+
+
 def _dtype_error(dtype) -> ValueError:
     """The error for a tensor dtype the statistics do not read."""
     return ValueError(f"unsupported tensor dtype {dtype} (supported: float32, bfloat16, "
@@ -94,13 +110,16 @@ def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None,
     finite magnitude (fp8 codes); a finite m > 0 counts |x| >= m
     (fake-quantized codes in a wider dtype).
     """
-    dtype = _TORCH_DTYPES.get(str(tensor.dtype))
+    dtype = _dtype_name(tensor.dtype)
     if dtype is None:
         raise _dtype_error(tensor.dtype)
     if not tensor.is_contiguous():
         raise ValueError("tensor must be contiguous (its memory is read as one flat array)")
-    device = tensor.device
-    ordinal = -1 if device.type == "cpu" else (device.index if device.index is not None else 0)
+    if tensor.is_cpu:
+        ordinal = -1
+    else:
+        index = tensor.device.index
+        ordinal = index if index is not None else 0
     scale_ptr = 0
     if scale_inv_tensor is not None:
         if not dtype.startswith("fp8"):

@@ -26,7 +26,7 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 
 import torch as _torch
 
-from gnmr import _TORCH_DTYPES, _dtype_error, _gnmr
+from gnmr import _dtype_error, _dtype_name, _gnmr
 
 
 @dataclasses.dataclass
@@ -48,12 +48,6 @@ class ForwardTensor:
 
 ForwardItem = Union[_torch.Tensor, ForwardTensor]
 ForwardTensorsFn = Callable[[str, _torch.nn.Module, tuple, Any], Optional[Sequence[ForwardItem]]]
-
-# gnmr's dtype table keyed by the torch.dtype object (the hooks look one up
-# per tensor per forward pass); fp8 where this torch has it.
-_DTYPE_NAMES = {getattr(_torch, name.split(".", 1)[1]): dtype
-                for name, dtype in _TORCH_DTYPES.items() if hasattr(_torch, name.split(".", 1)[1])}
-_FP8_DTYPES = {t for t, dtype in _DTYPE_NAMES.items() if dtype.startswith("fp8")}
 
 
 def output_activation(name: str, module: _torch.nn.Module, inputs: tuple,
@@ -127,7 +121,7 @@ class ForwardHooks:
             t, sat, scale_inv = item.tensor, item.saturation_magnitude, item.scale_inv
         elif isinstance(item, _torch.Tensor):
             t, scale_inv = item, 1.0
-            sat = math.inf if item.dtype in _FP8_DTYPES else 0.0
+            sat = math.inf if (_dtype_name(item.dtype) or "").startswith("fp8") else 0.0
         else:
             raise ValueError(f"forward_tensors returned a {type(item).__name__}; expected "
                              "torch.Tensor or gnmr.torch.ForwardTensor items")
@@ -138,7 +132,7 @@ class ForwardHooks:
             return None
         if not t.is_contiguous():
             t = t.contiguous()  # a copy, kept by the caller until the call returns
-        dtype = _DTYPE_NAMES.get(t.dtype)
+        dtype = _dtype_name(t.dtype)
         if dtype is None:
             raise _dtype_error(t.dtype)
         return t, t.data_ptr(), t.numel(), dtype, float(scale_inv), float(sat)

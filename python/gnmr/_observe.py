@@ -2,8 +2,10 @@
 points every unit at its current ``.grad`` tensors and observes the step.
 
 Design notes
-- Most steps reuse the same gradient memory, so a unit's TensorRefs are
-  sent to the client only when a pointer or dtype changed.
+- A unit's TensorRefs are sent to the client only when a pointer or dtype
+  changed. With ``zero_grad(set_to_none=True)`` (PyTorch's default) every
+  step has new gradient tensors, so that is every step: the refs are built
+  with as few Python operations as will do.
 - A ``None`` gradient reads as zeros from one shared buffer per device
   (no allocation per step); a unit whose gradients are all ``None`` (its
   forward did not run, e.g. a MoE expert) is marked inactive for the step.
@@ -16,22 +18,10 @@ from typing import List
 
 import torch as _torch
 
-from gnmr import _dtype_error, _gnmr
-from gnmr._forward import _DTYPE_NAMES
+from gnmr import _gnmr
+from gnmr import tensor_ref as _tensor_ref
 
 _ZERO_CHUNK = 1 << 20  # elements of the shared zero buffer for None grads
-
-
-def _grad_ref(g: _torch.Tensor) -> _gnmr.TensorRef:
-    """gnmr.tensor_ref(g) for a contiguous gradient, in fewer Python
-    operations: with ``zero_grad(set_to_none=True)`` (PyTorch's default)
-    every step has new gradient tensors, so this runs for every tensor of
-    every step."""
-    dtype = _DTYPE_NAMES.get(g.dtype)
-    if dtype is None:
-        raise _dtype_error(g.dtype)
-    ordinal = -1 if g.is_cpu else (g.device.index if g.device.index is not None else 0)
-    return _gnmr.TensorRef(g.data_ptr(), g.numel(), dtype, ordinal)
 
 
 class ObserveMixin:
@@ -58,8 +48,8 @@ class ObserveMixin:
         try:
             keep = []
             for u in self._units:
-                # Most steps reuse the same gradient memory: only tell the
-                # client when a pointer changed (saves the per-tensor work).
+                # Only tell the client when a pointer changed (saves the
+                # per-tensor work where gradients are zeroed in place).
                 key = tuple(None if p.grad is None else (p.grad.data_ptr(), p.grad.dtype)
                             for p in u.params)
                 if all(k is None for k in key):
@@ -82,7 +72,7 @@ class ObserveMixin:
                     if not g.is_contiguous():
                         g = g.contiguous()  # a copy, kept alive below
                     keep.append(g)
-                    refs.append(_grad_ref(g))
+                    refs.append(_tensor_ref(g))
                 self.client.set_tensors(u.handle, refs)
                 u.last_key = key
             if self._cuda_device is None:

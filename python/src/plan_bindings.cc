@@ -1,6 +1,7 @@
 #include "python/src/plan_bindings.h"
 
 #include <string>
+#include <vector>
 
 #include <pybind11/stl.h>
 
@@ -83,61 +84,46 @@ void BindPlanTypes(py::module_& m) {
           py::arg("unit"))
       .def("__repr__", &PlanRepr);
 
-  py::class_<ClientCounters>(m, "Counters")
-      .def_readonly("reports_enqueued", &ClientCounters::reports_enqueued)
-      .def_readonly("reports_sent", &ClientCounters::reports_sent)
-      .def_readonly("reports_held", &ClientCounters::reports_held)
-      .def_readonly("standby", &ClientCounters::standby)
-      .def_readonly("reports_dropped", &ClientCounters::reports_dropped)
-      .def_readonly("acks_sent", &ClientCounters::acks_sent)
-      .def_readonly("acks_dropped", &ClientCounters::acks_dropped)
-      .def_readonly("decisions_received", &ClientCounters::decisions_received)
-      .def_readonly("decisions_rejected", &ClientCounters::decisions_rejected)
-      .def_readonly("decisions_stale", &ClientCounters::decisions_stale)
-      .def_readonly("missed_decisions", &ClientCounters::missed_decisions)
-      .def_readonly("skipped_steps", &ClientCounters::skipped_steps)
-      .def_readonly("generation", &ClientCounters::generation)
-      .def_readonly("registrations", &ClientCounters::registrations)
-      .def_readonly("reconnects", &ClientCounters::reconnects)
-      .def_readonly("connect_failures", &ClientCounters::connect_failures)
-      .def_readonly("connected", &ClientCounters::connected)
-      .def_readonly("last_decided_step", &ClientCounters::last_decided_step)
-      .def_readonly("stats_seconds", &ClientCounters::stats_seconds)
-      .def_readonly("stats_gpu_seconds", &ClientCounters::stats_gpu_seconds)
-      .def_property_readonly(
-          "overhead_source",
-          [](const ClientCounters& c) { return OverheadSourceName(c.overhead_source); })
-      .def_readonly("overhead_ratio", &ClientCounters::overhead_ratio)
-      .def_readonly("overhead_step", &ClientCounters::overhead_step)
-      .def_readonly("last_error", &ClientCounters::last_error)
-      .def("as_dict", [](const ClientCounters& c) {
-        py::dict d;
-        d["reports_enqueued"] = c.reports_enqueued;
-        d["reports_sent"] = c.reports_sent;
-        d["reports_held"] = c.reports_held;
-        d["standby"] = c.standby;
-        d["reports_dropped"] = c.reports_dropped;
-        d["acks_sent"] = c.acks_sent;
-        d["acks_dropped"] = c.acks_dropped;
-        d["decisions_received"] = c.decisions_received;
-        d["decisions_rejected"] = c.decisions_rejected;
-        d["decisions_stale"] = c.decisions_stale;
-        d["missed_decisions"] = c.missed_decisions;
-        d["skipped_steps"] = c.skipped_steps;
-        d["generation"] = c.generation;
-        d["registrations"] = c.registrations;
-        d["reconnects"] = c.reconnects;
-        d["connect_failures"] = c.connect_failures;
-        d["connected"] = c.connected;
-        d["last_decided_step"] = c.last_decided_step;
-        d["stats_seconds"] = c.stats_seconds;
-        d["stats_gpu_seconds"] = c.stats_gpu_seconds;
-        d["overhead_source"] = OverheadSourceName(c.overhead_source);
-        d["overhead_ratio"] = c.overhead_ratio;
-        d["overhead_step"] = c.overhead_step;
-        d["last_error"] = c.last_error;
-        return d;
-      });
+  // Every field once: bound as a read-only property and listed for as_dict,
+  // which reads them back through the properties (so the two cannot drift).
+  py::class_<ClientCounters> counters(m, "Counters");
+  std::vector<const char*> names;
+  auto field = [&](const char* name, auto member) {
+    counters.def_readonly(name, member);
+    names.push_back(name);
+  };
+  field("reports_enqueued", &ClientCounters::reports_enqueued);
+  field("reports_sent", &ClientCounters::reports_sent);
+  field("reports_held", &ClientCounters::reports_held);
+  field("standby", &ClientCounters::standby);
+  field("reports_dropped", &ClientCounters::reports_dropped);
+  field("acks_sent", &ClientCounters::acks_sent);
+  field("acks_dropped", &ClientCounters::acks_dropped);
+  field("decisions_received", &ClientCounters::decisions_received);
+  field("decisions_rejected", &ClientCounters::decisions_rejected);
+  field("decisions_stale", &ClientCounters::decisions_stale);
+  field("missed_decisions", &ClientCounters::missed_decisions);
+  field("skipped_steps", &ClientCounters::skipped_steps);
+  field("generation", &ClientCounters::generation);
+  field("registrations", &ClientCounters::registrations);
+  field("reconnects", &ClientCounters::reconnects);
+  field("connect_failures", &ClientCounters::connect_failures);
+  field("connected", &ClientCounters::connected);
+  field("last_decided_step", &ClientCounters::last_decided_step);
+  field("stats_seconds", &ClientCounters::stats_seconds);
+  field("stats_gpu_seconds", &ClientCounters::stats_gpu_seconds);
+  counters.def_property_readonly("overhead_source", [](const ClientCounters& c) {
+    return OverheadSourceName(c.overhead_source);
+  });
+  names.push_back("overhead_source");
+  field("overhead_ratio", &ClientCounters::overhead_ratio);
+  field("overhead_step", &ClientCounters::overhead_step);
+  field("last_error", &ClientCounters::last_error);
+  counters.def("as_dict", [names](const py::object& self) {
+    py::dict d;
+    for (const char* name : names) d[name] = self.attr(name);
+    return d;
+  });
 }
 
 }  // namespace gnmr::python
