@@ -16,6 +16,8 @@
 // --tp N shards every unit N ways (rank r holds shard r % N: ranks r and
 // r + N are data-parallel replicas); --report one_per_shard sets the job's
 // `report` key (docs/scale.md) and the ranks stand by when told to.
+// --ranks-per-stream K carries K consecutive ranks as the lanes of one
+// relay stream (load_node.h), as gnmr-relay does per node (docs/relay.md).
 //
 // Memory: gnmrd's RSS before any rank registers, after every rank
 // registered, and after every rank attached its Session stream give the
@@ -24,7 +26,7 @@
 // Usage: daemon_load --gnmrd PATH [--ranks 64] [--units 1024] [--steps 500]
 //                    [--rate 50] [--window 8] [--channels 4]
 //                    [--active-fraction 1] [--tp 1] [--report all]
-//                    [--trace-dir DIR]
+//                    [--ranks-per-stream 1] [--trace-dir DIR]
 //        --trace-dir: the spawned gnmrd records the job's trace there
 //        (docs/replay.md); the counters of its recorder are printed.
 //        daemon_load --target unix:/path ...   (an already running gnmrd:
@@ -45,6 +47,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "bench/load_node.h"
 #include "bench/load_probe.h"
 #include "bench/load_session.h"
 #include "common/flag_parser.h"
@@ -61,9 +64,10 @@ struct Options {
   int ranks = 64;
   int units = 1024;
   int steps = 500;
-  double rate = 50;  // steps/s; 0 = as fast as the window allows
-  int window = 8;    // max steps in flight
-  int channels = 4;  // connections the ranks' streams share
+  double rate = 50;          // steps/s; 0 = as fast as the window allows
+  int window = 8;            // max steps in flight
+  int channels = 4;          // connections the ranks' streams share
+  int ranks_per_stream = 1;  // > 1: ranks carried as lanes of relay streams
   double active_fraction = 1.0;
   int tp = 1;                  // shards per unit
   std::string report = "all";  // the job's `report` key
@@ -82,12 +86,12 @@ double Percentile(std::vector<double> v, double p) {
 // bad command line 2).
 int ParseOptions(int argc, char** argv, Options* o, bool* run) {
   int64_t ranks = o->ranks, units = o->units, steps = o->steps, window = o->window,
-          channels = o->channels, tp = o->tp;
+          channels = o->channels, tp = o->tp, per_stream = o->ranks_per_stream;
   gnmr::FlagParser p(
       "daemon_load (--gnmrd PATH | --target T) [--ranks N] [--units N] [--steps N]\n"
       "                   [--rate STEPS_PER_S] [--window N] [--channels N]\n"
       "                   [--active-fraction F] [--tp N] [--report all|one_per_shard]\n"
-      "                   [--trace-dir DIR]",
+      "                   [--ranks-per-stream K] [--trace-dir DIR]",
       "Load generator for gnmrd: N ranks of one job report each step; prints decision\n"
       "latency (client side and gnmrd's histogram), gnmrd's CPU per step and its RSS.");
   p.AddString("gnmrd", "PATH", "start this gnmrd binary (in a temporary state dir)", &o->gnmrd);
@@ -111,6 +115,10 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
               "the job's report key: all | one_per_shard (default all;\n"
               "docs/scale.md)",
               &o->report);
+  p.AddInt("ranks-per-stream", "K",
+           "ranks per stream: K > 1 carries K ranks as the lanes of\n"
+           "one relay stream, as gnmr-relay does per node (default 1)",
+           1, 1024, &per_stream);
   p.AddString("memory-budget", "BYTES",
               "the spawned gnmrd's --memory-budget (e.g. 4GiB; default\n"
               "gnmrd's own)",
@@ -135,6 +143,9 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
     error = "--report must be all or one_per_shard";
   }
   if (error.empty() && ranks % tp != 0) error = "--ranks must be a multiple of --tp";
+  if (error.empty() && ranks % per_stream != 0) {
+    error = "--ranks must be a multiple of --ranks-per-stream";
+  }
   if (error.empty() && !(o->active_fraction > 0 && o->active_fraction <= 1)) {
     error = "--active-fraction must be in (0, 1]";
   }
@@ -148,6 +159,7 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
   o->steps = static_cast<int>(steps);
   o->window = static_cast<int>(window);
   o->channels = static_cast<int>(channels);
+  o->ranks_per_stream = static_cast<int>(per_stream);
   *run = true;
   return 0;
 }
@@ -286,11 +298,7 @@ int main(int argc, char** argv) {
   gnmr::bench::StepLog log(o.steps, o.ranks);
   std::vector<std::unique_ptr<grpc::GenericStub>> generic;
   for (auto& ch : channels) generic.push_back(std::make_unique<grpc::GenericStub>(ch));
-  std::vector<std::unique_ptr<gnmr::bench::LoadRank>> ranks;
-  for (int r = 0; r < o.ranks; ++r) {
-    ranks.push_back(std::make_unique<gnmr::bench::LoadRank>(
-        generic[r % o.channels].get(), "load", static_cast<uint32_t>(r), sessions[r], &log));
-  }
+  gnmr::bench::LoadStreams streams(generic, "load", sessions, o.ranks_per_stream, &log);
   {
     std::unique_lock<std::mutex> lock(log.mu);
     if (!log.cv.wait_for(lock, std::chrono::seconds(60),
@@ -326,7 +334,7 @@ int main(int argc, char** argv) {
     }
     const grpc::ByteBuffer report =
         gnmr::bench::StepReport(t, static_cast<uint32_t>(o.units), o.active_fraction);
-    for (auto& r : ranks) r->Send(report);
+    streams.Send(report);
     log.sent[t] = Clock::now();
     if (t % 100 == 99) std::fprintf(stderr, "  ... %d steps sent\n", t + 1);
   }
@@ -352,8 +360,7 @@ int main(int argc, char** argv) {
   const double server_p99 =
       gnmr::bench::HistogramBound(scraped, "gnmr_decision_latency_seconds", 0.99);
   const double load_after = gnmr::bench::LoadAverage();
-  for (auto& r : ranks) r->Close();
-  for (auto& r : ranks) r->Wait();
+  streams.CloseAll();
   if (child > 0) {
     kill(child, SIGTERM);
     int status = 0;
@@ -361,13 +368,15 @@ int main(int argc, char** argv) {
   }
   const double steps_per_s = static_cast<double>(lat.size()) / elapsed;
   std::printf(
-      "| ranks x units | tp | report | active | rate | steps decided | steps/s | client p50 / p99 "
+      "| ranks x units | tp | report | ranks/stream | active | rate | steps decided | steps/s | "
+      "client p50 / p99 "
       "| gnmrd p50 / p99 (bucket) | gnmrd CPU / step | gnmrd RSS end / peak | load avg |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   std::printf(
-      "| %d x %d | %d | %s | %.0f%% | %s | %zu/%d | %.1f | %.2f / %.2f ms | <= %.1f / <= %.1f ms "
+      "| %d x %d | %d | %s | %d | %.0f%% | %s | %zu/%d | %.1f | %.2f / %.2f ms | <= %.1f / <= %.1f "
+      "ms "
       "| %.2f ms | %s / %s | %.1f-%.1f |\n",
-      o.ranks, o.units, o.tp, o.report.c_str(), o.active_fraction * 100,
+      o.ranks, o.units, o.tp, o.report.c_str(), o.ranks_per_stream, o.active_fraction * 100,
       o.rate > 0 ? (std::to_string(static_cast<int>(o.rate)) + "/s").c_str() : "max", lat.size(),
       o.steps, steps_per_s, Percentile(lat, 0.5), Percentile(lat, 0.99), server_p50 * 1e3,
       server_p99 * 1e3, cpu >= 0 && !lat.empty() ? cpu / static_cast<double>(o.steps) * 1e3 : -1.0,

@@ -77,6 +77,55 @@ struct StepLog {
   int complete = 0;  // steps whose decision reached every rank
 };
 
+// What one simulated rank knows from what gnmrd sent it.
+struct RankView {
+  bool attached = false;  // the reading thread only
+  std::atomic<bool> standby{false};
+};
+
+// Counts one ServerMessage for one rank: attach (its GenerationStart), its
+// role (reporter election: no report while standing by) and the arrival of
+// a step's decision.
+inline void CountMessage(const v1::ServerMessage& msg, RankView* rank, StepLog* log) {
+  if (msg.has_role()) {
+    const bool standby = msg.role().standby();
+    if (rank->standby.exchange(standby) != standby) {
+      log->standby.fetch_add(standby ? 1 : -1);
+      std::lock_guard<std::mutex> lock(log->mu);
+      log->cv.notify_all();
+    }
+    return;
+  }
+  if (!msg.has_decision()) {  // a GenerationStart: attached
+    if (!rank->attached) {
+      rank->attached = true;
+      log->attached.fetch_add(1);
+      std::lock_guard<std::mutex> lock(log->mu);
+      log->cv.notify_all();
+    }
+    return;
+  }
+  const int64_t step = msg.decision().observed_step();
+  if (step < 0 || step >= static_cast<int64_t>(log->sent.size())) return;
+  const auto now = Clock::now();
+  if (log->arrivals[step].fetch_add(1) + 1 == log->ranks) {
+    std::lock_guard<std::mutex> lock(log->mu);
+    log->last_arrival[step] = now;
+    log->complete++;
+    log->cv.notify_all();
+  }
+}
+
+// A received buffer's bytes in one piece.
+inline std::string Bytes(grpc::ByteBuffer* in) {
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (!in->Dump(&slices).ok()) return bytes;
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return bytes;
+}
+
 class LoadRank : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   LoadRank(grpc::GenericStub* stub, const std::string& job, uint32_t rank, uint64_t session,
@@ -95,7 +144,7 @@ class LoadRank : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuff
   // Queues `report` (shared bytes: no copy); nothing while the rank stands
   // by (`report: one_per_shard`: another replica of its shard reports).
   void Send(const grpc::ByteBuffer& report, bool is_report = true) {
-    if (is_report && standby_.load(std::memory_order_relaxed)) return;
+    if (is_report && view_.standby.load(std::memory_order_relaxed)) return;
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(report);
     if (!writing_) {
@@ -133,47 +182,14 @@ class LoadRank : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuff
 
  private:
   void OnMessage() {
-    std::vector<grpc::Slice> slices;
-    if (!in_.Dump(&slices).ok()) return;
-    std::string bytes;
-    for (const grpc::Slice& s : slices)
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
     v1::ServerMessage msg;
-    if (!msg.ParseFromString(bytes)) return;
-    if (msg.has_role()) {  // reporter election: no report while standing by
-      const bool standby = msg.role().standby();
-      if (standby_.exchange(standby) != standby) {
-        log_->standby.fetch_add(standby ? 1 : -1);
-        std::lock_guard<std::mutex> lock(log_->mu);
-        log_->cv.notify_all();
-      }
-      return;
-    }
-    if (!msg.has_decision()) {  // a GenerationStart: attached
-      if (!attached_) {
-        attached_ = true;
-        log_->attached.fetch_add(1);
-        std::lock_guard<std::mutex> lock(log_->mu);
-        log_->cv.notify_all();
-      }
-      return;
-    }
-    const int64_t step = msg.decision().observed_step();
-    if (step < 0 || step >= static_cast<int64_t>(log_->sent.size())) return;
-    const auto now = Clock::now();
-    if (log_->arrivals[step].fetch_add(1) + 1 == log_->ranks) {
-      std::lock_guard<std::mutex> lock(log_->mu);
-      log_->last_arrival[step] = now;
-      log_->complete++;
-      log_->cv.notify_all();
-    }
+    if (msg.ParseFromString(Bytes(&in_))) CountMessage(msg, &view_, log_);
   }
 
   grpc::ClientContext ctx_;
   StepLog* log_;
   grpc::ByteBuffer in_;
-  bool attached_ = false;  // the reading thread only
-  std::atomic<bool> standby_{false};
+  RankView view_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<grpc::ByteBuffer> queue_;

@@ -24,7 +24,7 @@ import tempfile
 # aggregator and job cannot include each other both ways.
 ORDER = [
     "common", "proto_messages", "core", "controller", "kernels", "proto_services",
-    "controller_io", "client",
+    "controller_io", "client", "relay",
     "daemon/topology", "daemon/aggregator", "daemon/job", "daemon/store",
     "daemon/metrics", "daemon/server", "daemon/daemon_config", "daemon/gnmrd",
     "tools", "python",
@@ -42,6 +42,8 @@ PUBLIC = [
     ("gnmr/v1/job_state.pb.h", "proto_messages"),
     ("gnmr/v1/gnmr.pb.h", "proto_services"),
     ("gnmr/v1/gnmr.grpc.pb.h", "proto_services"),
+    ("gnmr/v1/relay.pb.h", "proto_services"),
+    ("gnmr/v1/relay.grpc.pb.h", "proto_services"),
     ("proto/grpc_status.h", "proto_services"),
     ("core/", "core"),
     ("gnmr/config.h", "core"),
@@ -67,7 +69,7 @@ NOT_LINKED = [
 ]
 # Folders whose files are private to their layer (reachable only from it).
 PRIVATE = [("kernels/", "kernels"), ("client/", "client"), ("python/", "python"),
-           ("tools/", "tools")]
+           ("tools/", "tools"), ("relay/", "relay")]
 
 SOURCE = re.compile(r"\.(h|hh|hpp|cc|cpp|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

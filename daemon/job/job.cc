@@ -266,6 +266,7 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   rs.sink->SendDecision(generation_start_);
   for (const auto& msg : history_) rs.sink->SendDecision(msg);
   if (election_.can_stand_by(rank)) rs.sink->SendDecision(RoleMessage(election_.standby(rank)));
+  rs.sink->Flush();
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
   return Status::Ok();
 }
@@ -290,11 +291,13 @@ void Job::SetSink(RankSession& rs, std::shared_ptr<DecisionSink> sink) {
   DropSink(rs);
   if (sink) ++connected_;
   rs.sink = std::move(sink);
+  attached_stale_ = true;
 }
 
 void Job::DropSink(RankSession& rs) {
   if (rs.sink) --connected_;
   rs.sink.reset();
+  attached_stale_ = true;
 }
 
 uint32_t Job::connected_sessions() const {

@@ -96,6 +96,11 @@ class DecisionSink {
   // Queues a ServerMessage (a Decision or a GenerationStart), serialized
   // once and shared by every stream of the job (wire_message.h).
   virtual void SendDecision(std::shared_ptr<const WireMessage> msg) = 0;
+  // Sends what SendDecision queued. A sink may hold messages until then
+  // (the lanes of a relay's node stream send one write for all the node's
+  // lanes: daemon/server/node_session.h); the job flushes every sink it
+  // sent to once it has sent a round (a decision to every rank).
+  virtual void Flush() {}
   // Ends the stream with `why` (e.g. ABORTED: replaced by a new session).
   virtual void Close(const Status& why) = 0;
 };
@@ -328,7 +333,8 @@ class Job {
   Status CheckSession(uint32_t rank, uint64_t session_id, RankSession** session);
   uint32_t ConnectedLocked() const { return connected_; }
   // Every change of a session's sink goes through these two, which keep
-  // connected_ (read at each attach and detach: a count, not a scan).
+  // connected_ (read at each attach and detach: a count, not a scan) and
+  // mark attached_ for a rebuild.
   void SetSink(RankSession& rs, std::shared_ptr<DecisionSink> sink);
   void DropSink(RankSession& rs);
 
@@ -345,6 +351,11 @@ class Job {
   ReporterElection election_;
   std::unordered_map<uint32_t, RankSession> sessions_;
   uint32_t connected_ = 0;  // sessions with a sink
+  // The sinks of sessions_, in one array for the broadcast of each step
+  // (a walk of 16,384 map nodes twice per decision cost more than the
+  // sends); rebuilt after a sink changes. The sessions own the sinks.
+  std::vector<DecisionSink*> attached_;
+  bool attached_stale_ = true;
   std::mt19937_64 session_ids_;
 
   uint64_t generation_ = 1;

@@ -101,9 +101,15 @@ void Job::Publish(std::shared_ptr<const v1::ServerMessage> message) {
 }
 
 void Job::SendToAttached(const std::shared_ptr<const WireMessage>& msg) {
-  for (auto& [rank, rs] : sessions_) {
-    if (rs.sink) rs.sink->SendDecision(msg);
+  if (attached_stale_) {
+    attached_.clear();
+    for (auto& [rank, rs] : sessions_) {
+      if (rs.sink) attached_.push_back(rs.sink.get());
+    }
+    attached_stale_ = false;
   }
+  for (DecisionSink* sink : attached_) sink->SendDecision(msg);
+  for (DecisionSink* sink : attached_) sink->Flush();
 }
 
 uint64_t Job::generation() const {

@@ -33,6 +33,7 @@ void Job::ApplyRoleChanges(const ReporterElection::Changes& changes) {
     auto it = sessions_.find(c.rank);
     if (it != sessions_.end() && it->second.sink) {
       it->second.sink->SendDecision(RoleMessage(c.standby));
+      it->second.sink->Flush();
     }
   }
 }

@@ -71,6 +71,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
       d->registry_.get(), &d->stats_, options.limits, &d->live_sessions_, options.insecure_tcp,
       options.session_queue, options.request_gate.get());
   d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), &d->stats_, admin);
+  d->relay_service_ =
+      std::make_unique<RelayService>(d->registry_.get(), &d->stats_, &d->live_sessions_,
+                                     options.insecure_tcp, options.session_queue);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -99,6 +102,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
   }
   builder.RegisterService(d->gnmr_service_.get());
   builder.RegisterService(d->admin_service_.get());
+  builder.RegisterService(d->relay_service_.get());
   d->server_ = builder.BuildAndStart();
   if (!d->server_) {
     // gRPC does not say which address failed or why: find out.

@@ -21,6 +21,7 @@
 #include "daemon/server/gnmr_service.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/listeners.h"
+#include "daemon/server/relay_service.h"
 #include "daemon/server/server_stats.h"
 #include "gnmr/status.h"
 
@@ -81,6 +82,7 @@ class Daemon {
   std::unique_ptr<JobRegistry> registry_;
   std::unique_ptr<GnmrService> gnmr_service_;
   std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<RelayService> relay_service_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> bound_;
   // The Unix sockets this daemon created, removed at shutdown only if the

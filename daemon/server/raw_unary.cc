@@ -40,6 +40,16 @@ std::string Utf8Field(const std::string& log_line) {
   return end == std::string::npos ? "" : log_line.substr(name, end - name);
 }
 
+// What a failed parse means, from the line protobuf logged while parsing.
+Status ParseFailure(const std::string& log_line, const google::protobuf::Message& request) {
+  const std::string field = Utf8Field(log_line);
+  if (!field.empty()) {
+    return InvalidArgument("request does not parse: field " + field +
+                           " is not valid UTF-8 (proto3 string fields must be UTF-8)");
+  }
+  return InvalidArgument("request does not parse as " + request.GetTypeName());
+}
+
 }  // namespace
 
 Status ParseRequest(const grpc::ByteBuffer& in, google::protobuf::Message* request) {
@@ -57,12 +67,17 @@ Status ParseRequest(const grpc::ByteBuffer& in, google::protobuf::Message* reque
   const bool ok = request->ParseFromZeroCopyStream(&reader);
   captured = nullptr;
   if (ok) return Status::Ok();
-  const std::string field = Utf8Field(log_line);
-  if (!field.empty()) {
-    return InvalidArgument("request does not parse: field " + field +
-                           " is not valid UTF-8 (proto3 string fields must be UTF-8)");
-  }
-  return InvalidArgument("request does not parse as " + request->GetTypeName());
+  return ParseFailure(log_line, *request);
+}
+
+Status ParseRequestBytes(std::string_view bytes, google::protobuf::Message* request) {
+  InstallLogHandler();
+  std::string log_line;
+  captured = &log_line;
+  const bool ok = request->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+  captured = nullptr;
+  if (ok) return Status::Ok();
+  return ParseFailure(log_line, *request);
 }
 
 Status SerializeResponse(const google::protobuf::Message& response, grpc::ByteBuffer* out) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
@@ -35,6 +36,8 @@ namespace gnmr {
 // Parses `in` into `request`; InvalidArgument naming the field when a
 // string is not UTF-8, or saying the bytes are not the message.
 Status ParseRequest(const grpc::ByteBuffer& in, google::protobuf::Message* request);
+// The same for bytes already in one piece (a relay lane's message).
+Status ParseRequestBytes(std::string_view bytes, google::protobuf::Message* request);
 
 // Serializes `response` into `out`.
 Status SerializeResponse(const google::protobuf::Message& response, grpc::ByteBuffer* out);

@@ -111,7 +111,7 @@ void SessionSink::Detach() {
 SessionReactor::SessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry,
                                ServerStats* stats, LiveSessions* live,
                                DecisionQueue::Limits queue_limits)
-    : ctx_(ctx), registry_(registry), stats_(stats), live_(live) {
+    : ctx_(ctx), stats_(stats), live_(live), handler_(registry) {
   sink_ = std::make_shared<SessionSink>(this, queue_limits);
   stats_->sessions_open++;
   stats_->sessions_total++;
@@ -162,37 +162,6 @@ void SessionReactor::Reacting(char* op) {
 
 void SessionReactor::Reacted() { GNMR_HAPPENS_BEFORE(&order_.ended); }
 
-Status SessionReactor::HandleHello(const v1::SessionHello& hello) {
-  StatusOr<std::shared_ptr<Job>> job =
-      registry_->Authenticate(hello.job_id(), TokenFromMetadata(ctx_, "x-gnmr-token"));
-  if (!job.ok()) return job.status();
-  Status s = (*job)->Attach(hello.rank(), hello.session_id(), sink_);
-  if (!s.ok()) return s;
-  job_ = *job;
-  rank_ = hello.rank();
-  session_id_ = hello.session_id();
-  return Status::Ok();
-}
-
-Status SessionReactor::Handle(const v1::ClientMessage& msg, size_t bytes) {
-  if (!job_) {
-    if (msg.kind_case() != v1::ClientMessage::kHello) {
-      return FailedPrecondition("the first Session message must be a SessionHello");
-    }
-    return HandleHello(msg.hello());
-  }
-  switch (msg.kind_case()) {
-    case v1::ClientMessage::kStats:
-      return job_->OnStats(rank_, session_id_, msg.stats(), bytes, job_->Now());
-    case v1::ClientMessage::kAck:
-      return job_->OnAck(rank_, session_id_, msg.ack());
-    case v1::ClientMessage::kHello:
-      return FailedPrecondition("SessionHello sent twice on one stream");
-    default:
-      return InvalidArgument("empty ClientMessage");
-  }
-}
-
 void SessionReactor::OnReadDone(bool ok) {
   Reacting(&order_.read);
   if (!ok) {  // client half-closed, or the call is cancelled
@@ -205,7 +174,11 @@ void SessionReactor::OnReadDone(bool ok) {
     const size_t bytes = in_bytes_.Length();
     s = ParseRequest(in_bytes_, &in_);
     in_bytes_.Clear();  // an idle stream holds no report's bytes
-    if (s.ok()) s = Handle(in_, bytes);
+    if (s.ok()) {
+      s = handler_.Handle(
+          in_, bytes, handler_.attached() ? std::string() : TokenFromMetadata(ctx_, "x-gnmr-token"),
+          sink_);
+    }
   } catch (const std::exception& e) {  // never let an exception reach gRPC
     s = Internal(std::string("internal error: ") + e.what());
   } catch (...) {
@@ -213,8 +186,8 @@ void SessionReactor::OnReadDone(bool ok) {
   }
   if (!s.ok()) {
     stats_->bad_requests++;
-    spdlog::debug("session job={} rank={}: {}", job_ ? job_->id() : "?", rank_,
-                  EscapeMessageForLog(s.ToString()));
+    spdlog::debug("session job={} rank={}: {}", handler_.attached() ? handler_.job()->id() : "?",
+                  handler_.rank(), EscapeMessageForLog(s.ToString()));
     sink_->Close(s);
     Reacted();
     return;
@@ -244,7 +217,7 @@ void SessionReactor::OnDone() {
   stats_->Record("Session", FromGrpc(sink_->finish_status_));
   sink_->Detach();
   if (live_ != nullptr) live_->Remove(sink_.get());
-  if (job_) job_->Detach(rank_, session_id_, sink_.get());
+  handler_.Ended(sink_.get());
   stats_->sessions_open--;
   delete this;
 }

@@ -2,9 +2,9 @@
 // API: no thread per stream).
 //
 // Design notes
-// - Reads: the first message must be a SessionHello naming the rank's
-//   current session (from Register); then StepStats and Acks. Any invalid
-//   message ends the stream with its precise status; the client reconnects.
+// - Reads: what they say is handled by a SessionHandler (session_handler.h:
+//   a SessionHello first, then StepStats and Acks). Any invalid message
+//   ends the stream with its precise status; the client reconnects.
 // - Raw bytes both ways (the Session method is routed as a raw callback
 //   method, gnmr_service.cc): reads are parsed here, so a message that does
 //   not parse ends the stream with INVALID_ARGUMENT naming why; writes send
@@ -33,6 +33,7 @@
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
 #include "daemon/server/server_stats.h"
+#include "daemon/server/session_handler.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 #include "proto/grpc_status.h"
 
@@ -85,9 +86,6 @@ class SessionReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
 
  private:
   friend class SessionSink;
-  // `bytes`: the message's size on the wire.
-  Status Handle(const v1::ClientMessage& msg, size_t bytes);
-  Status HandleHello(const v1::SessionHello& hello);
   // StartRead, StartWrite and Finish with what gRPC orders after them told
   // to TSan (common/tsan_annotations.h); Reacting() starts every reaction.
   void Read();
@@ -98,15 +96,12 @@ class SessionReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   void Reacted();
 
   grpc::CallbackServerContext* const ctx_;
-  JobRegistry* const registry_;
   ServerStats* const stats_;
   LiveSessions* const live_;
+  SessionHandler handler_;
   std::shared_ptr<SessionSink> sink_;
   grpc::ByteBuffer in_bytes_;
   v1::ClientMessage in_;
-  std::shared_ptr<Job> job_;
-  uint32_t rank_ = 0;
-  uint64_t session_id_ = 0;
   // The message being written, and the buffer that refers to its bytes.
   std::shared_ptr<const WireMessage> in_flight_;
   grpc::ByteBuffer out_bytes_;

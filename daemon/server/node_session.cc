@@ -1,0 +1,341 @@
+#include "daemon/server/node_session.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/text.h"
+#include "common/tsan_annotations.h"
+#include "daemon/server/raw_unary.h"
+#include "proto/grpc_status.h"
+
+namespace gnmr {
+
+// ---------------------------------------------------------------- LaneSink
+
+void LaneSink::SendDecision(std::shared_ptr<const WireMessage> msg) {
+  std::lock_guard<std::mutex> lock(node_->mu_);
+  if (closed_ || node_->reactor_ == nullptr || node_->finish_requested_) return;
+  node_->stats_->decisions_dropped += queue_.Push(std::move(msg));
+  if (!queued_) {
+    queued_ = true;
+    node_->pending_.push_back(shared_from_this());
+  }
+}
+
+void LaneSink::Flush() { node_->StartWriteIfIdle(); }
+
+void LaneSink::Close(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(node_->mu_);
+    if (closed_) return;
+    closed_ = true;
+    queue_.Clear();
+    if (node_->reactor_ == nullptr || node_->finish_requested_) return;
+    v1::LaneEnd& end = node_->ends_.emplace_back();
+    end.set_lane(lane_);
+    end.set_code(static_cast<int32_t>(why.code()));
+    end.set_message(why.message());
+  }
+  node_->StartWriteIfIdle();
+}
+
+bool LaneSink::closed() const {
+  std::lock_guard<std::mutex> lock(node_->mu_);
+  return closed_;
+}
+
+// ---------------------------------------------------------------- NodeLink
+
+void NodeLink::StartWriteIfIdle() {
+  NodeSessionReactor* reactor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!TakeWriteLocked()) return;
+    reactor = reactor_;
+  }
+  // Only the thread that set writing_ starts the write, and the reactor
+  // cannot finish (hence be deleted) while writing_ is set.
+  reactor->Write();
+}
+
+bool NodeLink::TakeWriteLocked() {
+  if (writing_ || reactor_ == nullptr || finish_requested_) return false;
+  if (pending_.empty() && ends_.empty()) return false;
+  v1::NodeServerMessage& out = reactor_->out_;
+  out.Clear();
+  // Each message's delivery, by identity: the job sends one object to all
+  // its ranks. A lane joins a delivery only if it comes after the lane's
+  // previous one, so each lane still receives its messages in order.
+  // A write holds a few distinct messages: a short array beats a hash map.
+  std::vector<std::pair<const WireMessage*, int>> delivery_of;
+  std::vector<std::shared_ptr<const WireMessage>> keep;  // no address reused meanwhile
+  size_t bytes = 0;
+  uint64_t deliveries = 0;
+  size_t done = 0;
+  for (; done < pending_.size(); ++done) {
+    LaneSink& lane = *pending_[done];
+    int last = -1;
+    while (!lane.queue_.empty() && (bytes < NodeSessionReactor::kWriteBytes || bytes == 0)) {
+      std::shared_ptr<const WireMessage> msg = lane.queue_.Pop();
+      int joined = -1;
+      for (auto it = delivery_of.rbegin(); it != delivery_of.rend(); ++it) {
+        if (it->first == msg.get()) {
+          joined = it->second;
+          break;
+        }
+      }
+      if (joined > last) {
+        out.mutable_deliveries(joined)->add_lanes(lane.lane_);
+        last = joined;
+      } else {
+        v1::LaneDelivery* d = out.add_deliveries();
+        d->set_message(msg->bytes);
+        d->add_lanes(lane.lane_);
+        last = out.deliveries_size() - 1;
+        delivery_of.emplace_back(msg.get(), last);
+        bytes += msg->bytes.size();
+      }
+      ++deliveries;
+      keep.push_back(std::move(msg));
+    }
+    if (!lane.queue_.empty()) break;  // over the size bound: the rest goes next
+    lane.queued_ = false;
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(done));
+  for (v1::LaneEnd& end : ends_) *out.add_ends() = std::move(end);
+  ends_.clear();
+  in_flight_deliveries_ = deliveries;
+  writing_ = true;
+  return true;
+}
+
+void NodeLink::WriteDone(bool ok) {
+  NodeSessionReactor* reactor;
+  bool next = false;
+  bool finish = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ok) stats_->decisions_sent += in_flight_deliveries_;
+    reactor = reactor_;
+    if (reactor == nullptr) return;
+    writing_ = false;
+    next = TakeWriteLocked();
+    if (!next) finish = TakeFinishLocked();
+  }
+  if (finish) {
+    reactor->End(finish_status_);
+  } else if (next) {
+    reactor->Write();
+  }
+}
+
+bool NodeLink::TakeFinishLocked() {
+  if (!finish_requested_ || finished_ || writing_ || rearming_) return false;
+  finished_ = true;
+  return true;
+}
+
+void NodeLink::Close(const Status& why) {
+  NodeSessionReactor* reactor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reactor_ == nullptr || finish_requested_ || finished_) return;
+    finish_requested_ = true;
+    finish_status_ = ToGrpc(why);
+    for (const std::shared_ptr<LaneSink>& lane : pending_) {
+      lane->queue_.Clear();
+      lane->queued_ = false;
+    }
+    pending_.clear();
+    ends_.clear();
+    if (!TakeFinishLocked()) return;  // WriteDone or EndRearm finishes
+    reactor = reactor_;
+  }
+  reactor->End(finish_status_);
+}
+
+bool NodeLink::BeginRearm() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reactor_ == nullptr || finish_requested_ || finished_) return false;
+  rearming_ = true;
+  return true;
+}
+
+void NodeLink::EndRearm() {
+  NodeSessionReactor* reactor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rearming_ = false;
+    if (!TakeFinishLocked()) return;
+    reactor = reactor_;
+  }
+  reactor->End(finish_status_);
+}
+
+void NodeLink::Detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  reactor_ = nullptr;
+  for (const std::shared_ptr<LaneSink>& lane : pending_) {
+    lane->queue_.Clear();
+    lane->queued_ = false;
+  }
+  pending_.clear();  // the lanes' sinks hold the link: no cycle left
+  ends_.clear();
+}
+
+// ------------------------------------------------------ NodeSessionReactor
+
+NodeSessionReactor::NodeSessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry,
+                                       ServerStats* stats, LiveSessions* live,
+                                       DecisionQueue::Limits queue_limits, bool trusted)
+    : ctx_(ctx),
+      registry_(registry),
+      stats_(stats),
+      live_(live),
+      queue_limits_(queue_limits),
+      trusted_(trusted) {
+  link_ = std::make_shared<NodeLink>(this, stats);
+  GNMR_HAPPENS_BEFORE(&order_.constructed);
+  Status closing;
+  if (live_ != nullptr && !live_->Add(link_, &closing)) {
+    link_->Close(closing);  // the daemon is shutting down: no read at all
+    return;
+  }
+  Read();
+}
+
+void NodeSessionReactor::Read() {
+  GNMR_HAPPENS_BEFORE(&order_.read);
+  StartRead(&in_bytes_);
+}
+
+void NodeSessionReactor::Write() {
+  std::string bytes;
+  out_.SerializeToString(&bytes);
+  out_.Clear();
+  grpc::Slice slice(std::move(bytes));
+  out_bytes_ = grpc::ByteBuffer(&slice, 1);
+  GNMR_HAPPENS_BEFORE(&order_.write);
+  StartWrite(&out_bytes_);
+}
+
+void NodeSessionReactor::End(const grpc::Status& status) {
+  GNMR_HAPPENS_BEFORE(&order_.ended);
+  Finish(status);
+}
+
+void NodeSessionReactor::Reacting(char* op) {
+  GNMR_HAPPENS_AFTER(&order_.constructed);
+  if (op != nullptr) GNMR_HAPPENS_AFTER(op);
+}
+
+void NodeSessionReactor::Reacted() { GNMR_HAPPENS_BEFORE(&order_.ended); }
+
+void NodeSessionReactor::DropLane(std::unordered_map<uint32_t, Lane>::iterator it,
+                                  const Status& why) {
+  it->second.handler.Ended(it->second.sink.get());
+  stats_->Record("Session", why);
+  stats_->sessions_open--;
+  lanes_.erase(it);
+}
+
+void NodeSessionReactor::HandleLane(const v1::LaneUp& up) {
+  auto it = lanes_.find(up.lane());
+  if (it == lanes_.end()) {
+    if (up.lane() < next_lane_) return;  // a lane that ended: its late messages go nowhere
+    next_lane_ = static_cast<uint64_t>(up.lane()) + 1;
+    if (up.end()) return;  // opened and ended at once
+    if (lanes_.size() >= kMaxLanes) {
+      stats_->bad_requests++;
+      auto refused = std::make_shared<LaneSink>(link_, up.lane(), queue_limits_);
+      refused->Close(Status(StatusCode::kResourceExhausted, "a node stream carries at most " +
+                                                                std::to_string(kMaxLanes) +
+                                                                " lanes; open another stream"));
+      return;
+    }
+    it = lanes_.emplace(up.lane(), Lane(registry_)).first;
+    it->second.sink = std::make_shared<LaneSink>(link_, up.lane(), queue_limits_);
+    it->second.token = up.token();
+    stats_->sessions_open++;
+    stats_->sessions_total++;
+  }
+  Lane& lane = it->second;
+  if (up.end()) {  // the rank's stream ended at the relay
+    DropLane(it, Status::Ok());
+    return;
+  }
+  if (lane.sink->closed()) return;  // gnmrd ended it; the relay's end follows
+  v1::ClientMessage msg;
+  Status s = ParseRequestBytes(up.message(), &msg);
+  if (s.ok() && !lane.handler.attached() && !trusted_ && lane.token.empty()) {
+    s = Status(StatusCode::kUnauthenticated, "a job token is required over TCP (x-gnmr-token)");
+  }
+  if (s.ok()) s = lane.handler.Handle(msg, up.message().size(), lane.token, lane.sink);
+  if (s.ok()) {
+    if (lane.handler.attached()) lane.token.clear();
+    return;
+  }
+  stats_->bad_requests++;
+  spdlog::debug("node session lane {} job={} rank={}: {}", up.lane(),
+                lane.handler.attached() ? lane.handler.job()->id() : "?", lane.handler.rank(),
+                EscapeMessageForLog(s.ToString()));
+  lane.sink->Close(s);
+  DropLane(it, s);
+}
+
+void NodeSessionReactor::OnReadDone(bool ok) {
+  Reacting(&order_.read);
+  if (!ok) {  // the relay half-closed, or the call is cancelled
+    link_->Close(Status::Ok());
+    Reacted();
+    return;
+  }
+  Status s;
+  try {
+    s = ParseRequest(in_bytes_, &in_);
+    in_bytes_.Clear();
+    if (s.ok()) {
+      for (const v1::LaneUp& up : in_.lanes()) HandleLane(up);
+    }
+    in_.Clear();                       // an idle stream holds no report's bytes
+  } catch (const std::exception& e) {  // never let an exception reach gRPC
+    s = Internal(std::string("internal error: ") + e.what());
+  } catch (...) {
+    s = Internal("internal error: unknown exception");
+  }
+  if (!s.ok()) {
+    stats_->bad_requests++;
+    spdlog::debug("node session: {}", EscapeMessageForLog(s.ToString()));
+    link_->Close(s);
+    Reacted();
+    return;
+  }
+  if (link_->BeginRearm()) {  // else closing: no read after Finish
+    Read();
+    link_->EndRearm();
+  }
+  Reacted();
+}
+
+void NodeSessionReactor::OnWriteDone(bool ok) {
+  Reacting(&order_.write);
+  link_->WriteDone(ok);
+  Reacted();
+}
+
+void NodeSessionReactor::OnCancel() {
+  Reacting(nullptr);
+  link_->Close(Status(StatusCode::kCancelled, "cancelled"));
+  Reacted();
+}
+
+void NodeSessionReactor::OnDone() {
+  Reacting(&order_.ended);
+  const Status why = FromGrpc(link_->finish_status_);
+  stats_->Record("NodeSession", why);
+  link_->Detach();
+  if (live_ != nullptr) live_->Remove(link_.get());
+  while (!lanes_.empty()) DropLane(lanes_.begin(), why);
+  delete this;
+}
+
+}  // namespace gnmr

@@ -1,0 +1,160 @@
+// NodeSession: a relay's stream to gnmrd, carrying the Session of each of
+// one node's ranks as a *lane* (proto/gnmr/v1/relay.proto, docs/relay.md).
+//
+// Design notes
+// - Why: every attached stream costs gnmrd a gRPC write per decision and a
+//   read per message, and at 16,384 ranks that per-operation cost, not
+//   the controller, is what bounds one gnmrd (docs/scale.md). Through a
+//   relay per node gnmrd completes one write per node per decision.
+// - Reads: a NodeClientMessage holds messages of several lanes. Each lane
+//   has its own SessionHandler (session_handler.h), so a lane's messages
+//   are parsed, validated and handled exactly as on the rank's own stream,
+//   with the token the lane presented. A bad lane message ends that lane
+//   only (a LaneEnd with its status); the node's other lanes go on. A
+//   NodeClientMessage that does not parse ends the whole stream. At most
+//   kMaxLanes lanes are live on one stream.
+// - Writes: each lane's sink has its own bounded DecisionQueue (the same
+//   dropping rules as a rank's own stream). SendDecision only queues;
+//   Flush (the job calls it after each round of sends) starts a write if
+//   none is in flight. A write takes what every lane has queued, up to
+//   kWriteBytes, and lists lanes that receive the same message under one
+//   LaneDelivery, so a decision's bytes cross the node's stream once. What
+//   is queued while a write is in flight goes in the next one.
+// - Lifetime: as SessionReactor. The NodeLink (shared with the lanes'
+//   sinks, which the jobs hold) outlives the reactor; OnDone cuts its
+//   pointer to the reactor, detaches every lane from its job and deletes
+//   the reactor. Finish never starts while a write or a read re-arm is
+//   outstanding. Lock order: a job's lock, then the link's.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "daemon/server/decision_queue.h"
+#include "daemon/server/job_registry.h"
+#include "daemon/server/live_sessions.h"
+#include "daemon/server/server_stats.h"
+#include "daemon/server/session_handler.h"
+#include "gnmr/v1/relay.pb.h"
+
+namespace gnmr {
+
+class NodeSessionReactor;
+class LaneSink;
+
+// What the reactor and its lanes' sinks share. As a DecisionSink it stands
+// for the whole stream (LiveSessions closes it at shutdown).
+class NodeLink final : public DecisionSink {
+ public:
+  NodeLink(NodeSessionReactor* reactor, ServerStats* stats) : reactor_(reactor), stats_(stats) {}
+  void SendDecision(std::shared_ptr<const WireMessage>) override {}  // never a job's sink
+  // Ends the node's stream with `why`.
+  void Close(const Status& why) override;
+
+ private:
+  friend class LaneSink;
+  friend class NodeSessionReactor;
+  // Starts a write of what the lanes queued, unless one is in flight.
+  void StartWriteIfIdle();
+  // Fills the reactor's next message; false if there is nothing to send
+  // or a write may not start now.
+  bool TakeWriteLocked();
+  void WriteDone(bool ok);
+  void Detach();
+  bool BeginRearm();
+  void EndRearm();
+  bool TakeFinishLocked();
+
+  std::mutex mu_;
+  NodeSessionReactor* reactor_;  // null once the reactor is done
+  ServerStats* const stats_;
+  std::vector<std::shared_ptr<LaneSink>> pending_;  // lanes with queued messages
+  std::vector<v1::LaneEnd> ends_;                   // lanes gnmrd ended, not yet sent
+  uint64_t in_flight_deliveries_ = 0;               // lane-messages in the write in flight
+  bool writing_ = false;
+  bool rearming_ = false;
+  bool finish_requested_ = false;
+  bool finished_ = false;
+  grpc::Status finish_status_;
+};
+
+// The sink of one lane: what its job sends the rank.
+class LaneSink final : public DecisionSink, public std::enable_shared_from_this<LaneSink> {
+ public:
+  LaneSink(std::shared_ptr<NodeLink> node, uint32_t lane, DecisionQueue::Limits limits)
+      : node_(std::move(node)), lane_(lane), queue_(limits) {}
+  void SendDecision(std::shared_ptr<const WireMessage> msg) override;
+  void Flush() override;
+  // Ends the lane (the relay ends the rank's stream with `why`).
+  void Close(const Status& why) override;
+  bool closed() const;
+
+ private:
+  friend class NodeLink;
+  const std::shared_ptr<NodeLink> node_;
+  const uint32_t lane_;
+  // Under node_->mu_:
+  DecisionQueue queue_;
+  bool queued_ = false;  // in node_->pending_
+  bool closed_ = false;
+};
+
+class NodeSessionReactor final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  static constexpr size_t kMaxLanes = 1024;
+  static constexpr size_t kWriteBytes = 1u << 20;  // a write's soft size bound
+
+  // `trusted`: the transport is the Unix socket or mutual TLS, where a
+  // lane needs no token (as a rank's own Session).
+  NodeSessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry, ServerStats* stats,
+                     LiveSessions* live, DecisionQueue::Limits queue_limits, bool trusted);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  friend class NodeLink;
+  struct Lane {
+    explicit Lane(JobRegistry* registry) : handler(registry) {}
+    SessionHandler handler;
+    std::shared_ptr<LaneSink> sink;
+    std::string token;  // until the hello
+  };
+  void HandleLane(const v1::LaneUp& up);
+  // The lane is gone (the relay ended it, or gnmrd did): its job learns it.
+  void DropLane(std::unordered_map<uint32_t, Lane>::iterator it, const Status& why);
+  void Read();
+  void Write();  // writes out_
+  void End(const grpc::Status& status);
+  void Reacting(char* op);
+  void Reacted();
+
+  grpc::CallbackServerContext* const ctx_;
+  JobRegistry* const registry_;
+  ServerStats* const stats_;
+  LiveSessions* const live_;
+  const DecisionQueue::Limits queue_limits_;
+  const bool trusted_;
+  std::shared_ptr<NodeLink> link_;
+  grpc::ByteBuffer in_bytes_;
+  v1::NodeClientMessage in_;
+  // The read path's own (one read at a time, then OnDone): no lock.
+  std::unordered_map<uint32_t, Lane> lanes_;
+  uint64_t next_lane_ = 0;     // lane ids below it and not live have ended
+  v1::NodeServerMessage out_;  // filled under link_->mu_ by TakeWriteLocked
+  grpc::ByteBuffer out_bytes_;
+  struct {
+    char constructed, read, write, ended;
+  } order_ = {};
+};
+
+}  // namespace gnmr

@@ -1,0 +1,181 @@
+#include "relay/local_session.h"
+
+#include <utility>
+#include <vector>
+
+namespace gnmr::relay {
+
+// --------------------------------------------------------------- LocalLink
+
+void LocalLink::Deliver(std::shared_ptr<const std::string> bytes) {
+  LocalSession* session = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (session_ == nullptr || finish_requested_ || finished_) return;
+    if (writing_) {
+      if (queue_.size() < kMaxQueued) {
+        queue_.push_back(std::move(bytes));
+        return;
+      }
+      // The rank does not read its decisions: it reconnects and is sent
+      // the generation and the recent decisions again.
+      finish_requested_ = true;
+      finish_status_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                    "gnmr-relay: the rank fell " + std::to_string(kMaxQueued) +
+                                        " messages behind; reconnect");
+      queue_.clear();
+      return;  // WriteDone finishes
+    }
+    writing_ = true;
+    session = session_;
+  }
+  session->Write(std::move(bytes));
+}
+
+void LocalLink::End(const grpc::Status& why) {
+  LocalSession* session;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (session_ == nullptr || finish_requested_ || finished_) return;
+    finish_requested_ = true;
+    finish_status_ = why;
+    queue_.clear();
+    if (!TakeFinishLocked()) return;  // WriteDone or EndRearm finishes
+    session = session_;
+  }
+  session->End(finish_status_);
+}
+
+void LocalLink::WriteDone() {
+  LocalSession* session;
+  std::shared_ptr<const std::string> next;
+  bool finish = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    session = session_;
+    if (session == nullptr) return;
+    if (!queue_.empty() && !finish_requested_) {
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    } else {
+      writing_ = false;
+      finish = TakeFinishLocked();
+    }
+  }
+  if (finish) {
+    session->End(finish_status_);
+  } else if (next) {
+    session->Write(std::move(next));
+  }
+}
+
+bool LocalLink::TakeFinishLocked() {
+  if (!finish_requested_ || finished_ || writing_ || rearming_) return false;
+  finished_ = true;
+  return true;
+}
+
+bool LocalLink::BeginRearm() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (session_ == nullptr || finish_requested_ || finished_) return false;
+  rearming_ = true;
+  return true;
+}
+
+void LocalLink::EndRearm() {
+  LocalSession* session;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rearming_ = false;
+    if (!TakeFinishLocked()) return;
+    session = session_;
+  }
+  session->End(finish_status_);
+}
+
+void LocalLink::Detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  session_ = nullptr;
+  queue_.clear();
+}
+
+// ------------------------------------------------------------ LocalSession
+
+namespace {
+
+std::string Metadata(const grpc::CallbackServerContext* ctx, const char* key) {
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(key);
+  return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
+}  // namespace
+
+LocalSession::LocalSession(grpc::CallbackServerContext* ctx, std::shared_ptr<NodeStream> stream)
+    : ctx_(ctx), stream_(std::move(stream)), token_(Metadata(ctx, "x-gnmr-token")) {
+  link_ = std::make_shared<LocalLink>(this);
+  if (!stream_ || !stream_->Open(link_, &lane_)) {
+    link_->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gnmr-relay: gnmrd is not reachable"));
+    return;
+  }
+  lane_open_ = true;
+  StartRead(&in_);
+}
+
+namespace {
+
+// A slice's reference on the shared bytes it shows.
+void ReleaseBytes(void* holder) { delete static_cast<std::shared_ptr<const std::string>*>(holder); }
+
+}  // namespace
+
+void LocalSession::Write(std::shared_ptr<const std::string> bytes) {
+  // The slice holds a reference on the node's one copy for as long as
+  // gRPC holds the slice (it may outlive the write's completion).
+  void* data = const_cast<char*>(bytes->data());  // gRPC only reads it
+  const size_t size = bytes->size();
+  grpc::Slice slice(data, size, &ReleaseBytes,
+                    new std::shared_ptr<const std::string>(std::move(bytes)));
+  out_ = grpc::ByteBuffer(&slice, 1);
+  StartWrite(&out_);
+}
+
+void LocalSession::End(const grpc::Status& status) { Finish(status); }
+
+void LocalSession::OnReadDone(bool ok) {
+  if (!ok) {  // the rank half-closed, or the call is cancelled
+    stream_->Close(lane_);
+    lane_open_ = false;
+    link_->End(grpc::Status::OK);
+    return;
+  }
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (in_.Dump(&slices).ok()) {
+    bytes.reserve(in_.Length());
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
+  in_.Clear();
+  stream_->Send(lane_, std::move(bytes), token_);
+  token_.clear();
+  if (link_->BeginRearm()) {
+    StartRead(&in_);
+    link_->EndRearm();
+  }
+}
+
+void LocalSession::OnWriteDone(bool /*ok*/) { link_->WriteDone(); }
+
+void LocalSession::OnCancel() {
+  link_->End(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+}
+
+void LocalSession::OnDone() {
+  link_->Detach();
+  if (lane_open_) stream_->Close(lane_);
+  delete this;
+}
+
+}  // namespace gnmr::relay

@@ -1,0 +1,86 @@
+// LocalSession: one rank's Session stream at gnmr-relay, carried to gnmrd
+// as a lane of the node's stream (node_stream.h).
+//
+// Design notes
+// - The relay reads nothing into the rank's messages: their bytes go up as
+//   they are, with the rank's x-gnmr-token on the first, and gnmrd
+//   validates them exactly as on the rank's own stream. The local server's
+//   message size bound keeps a lane message inside gnmrd's.
+// - Down, the bytes gnmrd serialized go to the rank unchanged (one shared
+//   copy per node). At most one write is in flight; a rank that falls
+//   kMaxQueued messages behind is ended with RESOURCE_EXHAUSTED and
+//   reconnects, when gnmrd sends it the generation and recent decisions
+//   again: nothing it has not read is lost without its knowing.
+// - Lifetime: the LocalLink (held by the node stream as the lane's
+//   endpoint) outlives the reactor; OnDone cuts its pointer and deletes the
+//   reactor. Finish never starts while a write or a read re-arm is
+//   outstanding.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "relay/node_stream.h"
+
+namespace gnmr::relay {
+
+class LocalSession;
+
+class LocalLink final : public LaneEndpoint {
+ public:
+  static constexpr size_t kMaxQueued = 256;
+
+  explicit LocalLink(LocalSession* session) : session_(session) {}
+  void Deliver(std::shared_ptr<const std::string> bytes) override;
+  void End(const grpc::Status& why) override;
+
+ private:
+  friend class LocalSession;
+  void WriteDone();
+  void Detach();
+  bool BeginRearm();
+  void EndRearm();
+  bool TakeFinishLocked();
+
+  std::mutex mu_;
+  LocalSession* session_;  // null once the reactor is done
+  std::deque<std::shared_ptr<const std::string>> queue_;
+  bool writing_ = false;
+  bool rearming_ = false;
+  bool finish_requested_ = false;
+  bool finished_ = false;
+  grpc::Status finish_status_;
+};
+
+class LocalSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  // `stream`: the node stream its lane opens on (null or ended: the rank's
+  // stream ends at once with UNAVAILABLE, as when gnmrd is down).
+  LocalSession(grpc::CallbackServerContext* ctx, std::shared_ptr<NodeStream> stream);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  friend class LocalLink;
+  void Write(std::shared_ptr<const std::string> bytes);
+  void End(const grpc::Status& status);
+
+  grpc::CallbackServerContext* const ctx_;
+  std::shared_ptr<NodeStream> stream_;
+  std::shared_ptr<LocalLink> link_;
+  uint32_t lane_ = 0;
+  bool lane_open_ = false;
+  std::string token_;  // sent with the first message, then cleared
+  grpc::ByteBuffer in_;
+  grpc::ByteBuffer out_;
+};
+
+}  // namespace gnmr::relay

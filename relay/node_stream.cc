@@ -1,0 +1,161 @@
+#include "relay/node_stream.h"
+
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "gnmr/v1/gnmr.pb.h"
+
+namespace gnmr::relay {
+
+NodeStream::NodeStream(const std::shared_ptr<grpc::Channel>& channel)
+    : stub_(v1::GnmrRelay::NewStub(channel)) {
+  stream_ = stub_->NodeSession(&ctx_);
+  writer_ = std::thread([this] { WriteLoop(); });
+  reader_ = std::thread([this] { ReadLoop(); });
+}
+
+NodeStream::~NodeStream() {
+  ctx_.TryCancel();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  if (reader_.joinable()) reader_.join();
+}
+
+bool NodeStream::Open(std::shared_ptr<LaneEndpoint> endpoint, uint32_t* lane) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ended_) return false;
+  *lane = next_lane_++;
+  lanes_.emplace(*lane, std::move(endpoint));
+  return true;
+}
+
+void NodeStream::Send(uint32_t lane, std::string message, const std::string& token) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_ || lanes_.count(lane) == 0) return;
+    v1::LaneUp& up = pending_.emplace_back();
+    up.set_lane(lane);
+    *up.mutable_message() = std::move(message);
+    if (!token.empty()) up.set_token(token);
+  }
+  cv_.notify_all();
+}
+
+void NodeStream::Close(uint32_t lane) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lanes_.erase(lane) == 0 || ended_) return;
+    v1::LaneUp& up = pending_.emplace_back();
+    up.set_lane(lane);
+    up.set_end(true);
+  }
+  cv_.notify_all();
+}
+
+bool NodeStream::ended() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ended_;
+}
+
+size_t NodeStream::lanes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lanes_.size();
+}
+
+void NodeStream::WriteLoop() {
+  v1::NodeClientMessage msg;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return ended_ || !pending_.empty(); });
+      if (ended_) break;
+      // Everything queued since the last write, up to the size bound.
+      size_t bytes = 0;
+      size_t taken = 0;
+      while (taken < pending_.size() && (bytes < kWriteBytes || taken == 0)) {
+        bytes += pending_[taken].message().size();
+        *msg.add_lanes() = std::move(pending_[taken++]);
+      }
+      pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(taken));
+    }
+    const bool ok = stream_->Write(msg);
+    msg.Clear();
+    if (!ok) break;  // the stream is over: the reader learns why
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  writer_exited_ = true;
+  cv_.notify_all();
+}
+
+void NodeStream::ReadLoop() {
+  v1::NodeServerMessage msg;
+  while (stream_->Read(&msg)) {
+    Handle(msg);
+    msg.Clear();
+  }
+  std::map<uint32_t, std::shared_ptr<LaneEndpoint>> lanes;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    ended_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return writer_exited_; });  // Finish only after the last Write
+    lanes.swap(lanes_);
+    pending_.clear();
+  }
+  grpc::Status status = stream_->Finish();
+  if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) {
+    status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "gnmr-relay: the stream to gnmrd ended" +
+                              (status.ok() ? std::string() : ": " + status.error_message()));
+  } else {
+    spdlog::warn("stream to gnmrd ended: {} ({}); its {} ranks reconnect", status.error_message(),
+                 static_cast<int>(status.error_code()), lanes.size());
+  }
+  for (auto& [lane, endpoint] : lanes) endpoint->End(status);
+}
+
+void NodeStream::Handle(const v1::NodeServerMessage& msg) {
+  for (const v1::LaneDelivery& d : msg.deliveries()) {
+    v1::ServerMessage check;
+    if (!check.ParseFromString(d.message())) {
+      spdlog::error("gnmrd sent a lane delivery that is not a ServerMessage; ending the stream");
+      ctx_.TryCancel();
+      return;
+    }
+    auto bytes = std::make_shared<const std::string>(d.message());
+    std::vector<std::shared_ptr<LaneEndpoint>> to;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (uint32_t lane : d.lanes()) {
+        auto it = lanes_.find(lane);
+        if (it != lanes_.end()) to.push_back(it->second);
+      }
+    }
+    for (const std::shared_ptr<LaneEndpoint>& endpoint : to) endpoint->Deliver(bytes);
+  }
+  for (const v1::LaneEnd& end : msg.ends()) {
+    std::shared_ptr<LaneEndpoint> endpoint;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = lanes_.find(end.lane());
+      if (it == lanes_.end()) continue;
+      endpoint = std::move(it->second);
+      lanes_.erase(it);
+      v1::LaneUp& up = pending_.emplace_back();  // gnmrd may keep it until told
+      up.set_lane(end.lane());
+      up.set_end(true);
+    }
+    cv_.notify_all();
+    const int code = end.code();
+    endpoint->End(grpc::Status(
+        code >= 0 && code <= 16 ? static_cast<grpc::StatusCode>(code) : grpc::StatusCode::UNKNOWN,
+        end.message()));
+  }
+}
+
+}  // namespace gnmr::relay

@@ -1,0 +1,87 @@
+// NodeStream: gnmr-relay's stream to gnmrd (GnmrRelay.NodeSession), which
+// carries the Session of each of this node's ranks as a lane
+// (proto/gnmr/v1/relay.proto, docs/relay.md).
+//
+// Design notes
+// - A writer thread and a reader thread per stream (gRPC's sync API): a
+//   node has a handful of ranks, and two threads keep the order plain.
+// - Up: what the ranks send is queued as LaneUps; the writer sends all that
+//   was queued since its last write in one NodeClientMessage (up to
+//   kWriteBytes), so the acks of a node's ranks for a step reach gnmrd in
+//   one or two messages, not one per rank.
+// - Down: each LaneDelivery must parse as a ServerMessage (anything else
+//   from gnmrd ends the stream: a relay forwards nothing it cannot read),
+//   and its bytes, shared, go to every lane it lists, unchanged.
+// - When the stream ends (gnmrd restarts, the network fails, the relay
+//   stops) every lane ends with that status, UNAVAILABLE when gnmrd gave
+//   none, and the ranks reconnect as they do when gnmrd is gone: the
+//   client library fails open meanwhile. The next rank stream to open
+//   starts a new NodeStream.
+// - Endpoints are called on the reader thread and must not block.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "gnmr/v1/relay.grpc.pb.h"
+
+namespace gnmr::relay {
+
+// The relay's side of one rank's Session stream.
+class LaneEndpoint {
+ public:
+  virtual ~LaneEndpoint() = default;
+  // One ServerMessage's bytes, as gnmrd serialized them.
+  virtual void Deliver(std::shared_ptr<const std::string> bytes) = 0;
+  // gnmrd (or the node stream) ended the lane.
+  virtual void End(const grpc::Status& why) = 0;
+};
+
+class NodeStream {
+ public:
+  static constexpr size_t kWriteBytes = 4u << 20;  // a write's soft size bound
+
+  explicit NodeStream(const std::shared_ptr<grpc::Channel>& channel);
+  // Cancels the stream, ends its lanes and joins both threads.
+  ~NodeStream();
+  NodeStream(const NodeStream&) = delete;
+  NodeStream& operator=(const NodeStream&) = delete;
+
+  // A new lane for `endpoint`; false once the stream has ended.
+  bool Open(std::shared_ptr<LaneEndpoint> endpoint, uint32_t* lane);
+  // One ClientMessage of the lane's rank; `token` goes with its first.
+  void Send(uint32_t lane, std::string message, const std::string& token);
+  // The rank's stream ended: gnmrd is told, and the lane's deliveries stop.
+  void Close(uint32_t lane);
+
+  bool ended() const;
+  size_t lanes() const;
+
+ private:
+  void WriteLoop();
+  void ReadLoop();
+  void Handle(const v1::NodeServerMessage& msg);
+
+  grpc::ClientContext ctx_;
+  std::unique_ptr<v1::GnmrRelay::Stub> stub_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::NodeClientMessage, v1::NodeServerMessage>> stream_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint32_t, std::shared_ptr<LaneEndpoint>> lanes_;
+  std::vector<v1::LaneUp> pending_;
+  uint32_t next_lane_ = 0;
+  bool ended_ = false;  // no new lanes, nothing more written
+  bool writer_exited_ = false;
+  std::thread writer_;
+  std::thread reader_;
+};
+
+}  // namespace gnmr::relay

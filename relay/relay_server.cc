@@ -1,0 +1,185 @@
+#include "relay/relay_server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "relay/local_session.h"
+
+namespace gnmr::relay {
+namespace {
+
+constexpr char kSession[] = "/gnmr.v1.Gnmr/Session";
+// The unary calls a trainer's client makes; each is passed through.
+constexpr const char* kForwarded[] = {"/gnmr.v1.Gnmr/Register", "/gnmr.v1.Admin/ExportState",
+                                      "/gnmr.v1.Admin/ImportState"};
+constexpr const char* kForwardedMetadata[] = {"x-gnmr-token", "x-gnmr-admin-token"};
+
+bool Forwarded(const std::string& method) {
+  for (const char* m : kForwarded) {
+    if (method == m) return true;
+  }
+  return false;
+}
+
+// A call the relay does not serve, or cannot serve now.
+class Refused final : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit Refused(const grpc::Status& why) { Finish(why); }
+  void OnDone() override { delete this; }
+};
+
+// One unary call passed through to gnmrd: the request's bytes, the rank's
+// tokens and its deadline (bounded) go up; gnmrd's answer and status come
+// back as they are.
+class ForwardedUnary final : public grpc::ServerGenericBidiReactor {
+ public:
+  ForwardedUnary(grpc::GenericCallbackServerContext* ctx, grpc::GenericStub* stub,
+                 std::chrono::milliseconds timeout)
+      : ctx_(ctx), stub_(stub), timeout_(timeout) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request arrived"));
+      return;
+    }
+    for (const char* key : kForwardedMetadata) {
+      auto range = ctx_->client_metadata().equal_range(key);
+      for (auto it = range.first; it != range.second; ++it) {
+        upstream_.AddMetadata(key, std::string(it->second.data(), it->second.size()));
+      }
+    }
+    auto deadline = std::chrono::system_clock::now() + timeout_;
+    if (ctx_->deadline() < deadline) deadline = ctx_->deadline();
+    upstream_.set_deadline(deadline);
+    stub_->UnaryCall(&upstream_, ctx_->method(), grpc::StubOptions(), &request_, &response_,
+                     [this](grpc::Status s) {
+                       if (s.ok()) {
+                         StartWriteAndFinish(&response_, grpc::WriteOptions(), s);
+                       } else {
+                         Finish(s);
+                       }
+                     });
+  }
+  void OnCancel() override { upstream_.TryCancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  grpc::GenericCallbackServerContext* const ctx_;
+  grpc::GenericStub* const stub_;
+  const std::chrono::milliseconds timeout_;
+  grpc::ClientContext upstream_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+};
+
+// Why gRPC could not bind `addr`, in words.
+Status ListenFailure(const std::string& addr) {
+  if (addr.rfind("unix:", 0) == 0) {
+    std::string path = addr.substr(5);
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    struct stat st;
+    if (stat(dir.empty() ? "/" : dir.c_str(), &st) != 0) {
+      return Status(StatusCode::kUnavailable,
+                    "cannot listen on " + addr + ": directory " + dir + ": " + strerror(errno));
+    }
+    if (access(dir.c_str(), W_OK) != 0) {
+      return Status(StatusCode::kPermissionDenied,
+                    "cannot listen on " + addr + ": directory " + dir + " is not writable");
+    }
+  }
+  return Status(StatusCode::kUnavailable,
+                "cannot listen on " + addr + " (in use, or not an address of this host)");
+}
+
+}  // namespace
+
+RelayServer::RelayServer(const RelayOptions& options)
+    : options_(options),
+      upstream_([&] {
+        grpc::ChannelArguments args;
+        args.SetMaxSendMessageSize(-1);
+        args.SetMaxReceiveMessageSize(-1);  // gnmrd bounds what it sends
+        return grpc::CreateCustomChannel(options.upstream, grpc::InsecureChannelCredentials(),
+                                         args);
+      }()),
+      stub_(upstream_) {}
+
+StatusOr<std::unique_ptr<RelayServer>> RelayServer::Start(const RelayOptions& options) {
+  if (options.max_message_bytes <= 4096) {
+    return InvalidArgument("max message bytes must be over 4096");
+  }
+  std::unique_ptr<RelayServer> relay(new RelayServer(options));
+  if (options.listen.rfind("unix:", 0) == 0) {
+    const std::string path = options.listen.substr(5);
+    struct stat st;
+    if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());  // stale
+  }
+  grpc::ServerBuilder builder;
+  // A lane's message must fit gnmrd's bound with the lane's bytes around it.
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes - 1024);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials());
+  builder.RegisterCallbackGenericService(relay.get());
+  relay->server_ = builder.BuildAndStart();
+  if (!relay->server_) return ListenFailure(options.listen);
+  return relay;
+}
+
+RelayServer::~RelayServer() { Shutdown(); }
+
+void RelayServer::Shutdown() {
+  std::shared_ptr<NodeStream> stream;
+  std::vector<std::shared_ptr<NodeStream>> retired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    stream = std::move(stream_);
+    retired.swap(retired_);
+  }
+  stream.reset();  // ends its lanes: the ranks' streams finish
+  retired.clear();
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+uint64_t RelayServer::node_streams_opened() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return opened_;
+}
+
+std::shared_ptr<NodeStream> RelayServer::CurrentStream() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shut_down_) return nullptr;
+  if (stream_ && !stream_->ended()) return stream_;
+  // An ended stream's threads have finished or are finishing; it is
+  // destroyed (joined) at shutdown. Keep only the last few.
+  if (stream_) retired_.push_back(std::move(stream_));
+  while (retired_.size() > 4 && retired_.front().use_count() == 1) {
+    retired_.erase(retired_.begin());
+  }
+  stream_ = std::make_shared<NodeStream>(upstream_);
+  ++opened_;
+  return stream_;
+}
+
+grpc::ServerGenericBidiReactor* RelayServer::CreateReactor(
+    grpc::GenericCallbackServerContext* ctx) {
+  const std::string& method = ctx->method();
+  if (method == kSession) return new LocalSession(ctx, CurrentStream());
+  if (Forwarded(method)) return new ForwardedUnary(ctx, &stub_, options_.forward_timeout);
+  return new Refused(grpc::Status(
+      grpc::StatusCode::UNIMPLEMENTED,
+      "gnmr-relay passes on Register, Session, ExportState and ImportState only; ask gnmrd for " +
+          method));
+}
+
+}  // namespace gnmr::relay

@@ -1,0 +1,67 @@
+// RelayServer: gnmr-relay, one per node. It serves the node's ranks what
+// they ask gnmrd for and holds one stream to gnmrd for all their Sessions
+// (docs/relay.md):
+// - Session: each rank's stream becomes a lane of the node's stream
+//   (local_session.h, node_stream.h);
+// - Register and the checkpoint calls (Admin.ExportState, ImportState):
+//   passed through as they are, with the rank's tokens and deadline;
+// - anything else: UNIMPLEMENTED, naming gnmrd as the place to ask.
+// The relay holds no job state: gnmrd decides everything, and a relay that
+// restarts loses nothing but its ranks' streams, which reconnect.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "gnmr/status.h"
+#include "relay/node_stream.h"
+
+namespace gnmr::relay {
+
+struct RelayOptions {
+  std::string listen = "unix:/run/gnmr/relay.sock";    // the ranks' address
+  std::string upstream = "unix:/run/gnmr/gnmrd.sock";  // gnmrd
+  // gnmrd's own bound (its max_message_bytes); a rank's message must leave
+  // room for a lane's few bytes around it.
+  int max_message_bytes = 64 << 20;
+  std::chrono::milliseconds forward_timeout{60000};  // a passed-through call's longest wait
+};
+
+class RelayServer final : public grpc::CallbackGenericService {
+ public:
+  // Binds `listen`; a precise error when it cannot (the path's directory
+  // missing, the address in use).
+  static StatusOr<std::unique_ptr<RelayServer>> Start(const RelayOptions& options);
+  ~RelayServer() override;
+
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
+
+  // Ends every stream (the ranks reconnect) and stops serving.
+  void Shutdown();
+  // Streams to gnmrd opened so far (a new one after each that ended).
+  uint64_t node_streams_opened() const;
+
+ private:
+  explicit RelayServer(const RelayOptions& options);
+  // The live node stream, opened if there is none or it ended.
+  std::shared_ptr<NodeStream> CurrentStream();
+
+  const RelayOptions options_;
+  std::shared_ptr<grpc::Channel> upstream_;
+  grpc::GenericStub stub_;
+  std::unique_ptr<grpc::Server> server_;
+  mutable std::mutex mu_;
+  std::shared_ptr<NodeStream> stream_;
+  std::vector<std::shared_ptr<NodeStream>> retired_;  // ended; joined at shutdown
+  uint64_t opened_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace gnmr::relay

@@ -1,0 +1,138 @@
+// A relay's NodeSession stream against a real gnmrd over gRPC
+// (docs/relay.md): the lanes of one stream attach as ranks, receive each
+// decision in one delivery for the node, and a lane that misbehaves, is
+// refused or is replaced ends alone while the node's other lanes go on.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "tests/daemon/raw_node.h"
+#include "tests/daemon/raw_rank.h"
+#include "tests/daemon/test_daemon.h"
+
+namespace gnmr::testing {
+namespace {
+
+class NodeSessionTest : public DaemonTest {
+ protected:
+  // Ranks 0 and 1 of job "j" registered (world 2, units "a" and "b").
+  void RegisterTwo(const std::string& token = "") {
+    config_ = FastConfig();
+    for (uint32_t r = 0; r < 2; ++r) {
+      ranks_.push_back(std::make_unique<RawRank>(Tcp(), "j", r, 2, token));
+      ASSERT_TRUE(ranks_[r]->Register({{"a"}, {"b"}}, nullptr, &config_).ok());
+    }
+  }
+  v1::LaneUp HelloLane(uint32_t lane, uint32_t rank, const std::string& token = "") {
+    return RawNode::Lane(lane, RawNode::Hello("j", rank, ranks_[rank]->session_id()), token);
+  }
+  v1::LaneUp StatsLane(uint32_t lane, uint32_t rank, int64_t step) {
+    return RawNode::Lane(lane, RawNode::Stats(step, ranks_[rank]->unit_ids(), {4.0, 1.0}));
+  }
+
+  v1::ControllerConfig config_;
+  std::vector<std::unique_ptr<RawRank>> ranks_;
+};
+
+TEST_F(NodeSessionTest, TwoLanesAttachAndEachDecisionCrossesTheStreamOnce) {
+  StartDaemon();
+  RegisterTwo();
+  RawNode node(Tcp());
+  ASSERT_TRUE(node.SendLanes({HelloLane(0, 0), HelloLane(1, 1)}));
+  ASSERT_TRUE(node.WaitGenerationStart(0));
+  ASSERT_TRUE(node.WaitGenerationStart(1));
+  for (int64_t step = 0; step < 3; ++step) {
+    ASSERT_TRUE(node.SendLanes({StatsLane(0, 0, step), StatsLane(1, 1, step)}));
+    v1::Decision d0, d1;
+    std::vector<uint32_t> with;
+    ASSERT_TRUE(node.WaitDecision(0, step, &d0, &with)) << "step " << step;
+    ASSERT_TRUE(node.WaitDecision(1, step, &d1));
+    EXPECT_EQ(d0.digest(), d1.digest());
+    // One delivery for both lanes: the decision's bytes cross once.
+    std::sort(with.begin(), with.end());
+    EXPECT_EQ(with, (std::vector<uint32_t>{0, 1})) << "step " << step;
+  }
+  // Both ranks reported: no step waited for its deadline.
+  EXPECT_EQ(listener_.by_deadline.load(), 0u);
+  EXPECT_EQ(listener_.incomplete.load(), 0u);
+}
+
+TEST_F(NodeSessionTest, ABadLaneMessageEndsThatLaneOnlyAndItsLateMessagesGoNowhere) {
+  StartDaemon();
+  RegisterTwo();
+  RawNode node(Tcp());
+  ASSERT_TRUE(node.SendLanes({HelloLane(0, 0), HelloLane(1, 1)}));
+  ASSERT_TRUE(node.WaitGenerationStart(1));
+  // Lane 0 says hello twice: its stream would end; here only its lane.
+  ASSERT_TRUE(node.SendLanes({HelloLane(0, 0)}));
+  v1::LaneEnd end;
+  ASSERT_TRUE(node.WaitLaneEnd(0, &end));
+  EXPECT_EQ(end.code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  EXPECT_NE(end.message().find("SessionHello sent twice"), std::string::npos) << end.message();
+  // Bytes that are not a ClientMessage end lane 2 (a fresh id) the same way.
+  v1::LaneUp junk;
+  junk.set_lane(2);
+  junk.set_message(std::string("\xff\xff\xff", 3));
+  ASSERT_TRUE(node.SendLanes({junk}));
+  ASSERT_TRUE(node.WaitLaneEnd(2, &end));
+  EXPECT_EQ(end.code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  // A late message on lane 0 is not a new lane (ids only increase): no
+  // second end, and the stream and lane 1 go on.
+  ASSERT_TRUE(node.SendLanes({StatsLane(0, 0, 0), StatsLane(1, 1, 0)}));
+  v1::Decision d;
+  ASSERT_TRUE(node.WaitDecision(1, 0, &d, nullptr, std::chrono::seconds(10)));
+  EXPECT_EQ(node.Ends(0).size(), 1u);
+  EXPECT_FALSE(node.ended());
+}
+
+TEST_F(NodeSessionTest, EachLaneShowsItsOwnToken) {
+  StartDaemon();
+  RegisterTwo("secret");  // the job's token, set by its first Register
+  RawNode node(Tcp());
+  ASSERT_TRUE(node.SendLanes({HelloLane(0, 0, "wrong"), HelloLane(1, 1, "secret")}));
+  v1::LaneEnd end;
+  ASSERT_TRUE(node.WaitLaneEnd(0, &end));
+  EXPECT_EQ(end.code(), static_cast<int>(grpc::StatusCode::UNAUTHENTICATED)) << end.message();
+  ASSERT_TRUE(node.WaitGenerationStart(1));
+  EXPECT_EQ(node.GenerationStarts(0), 0);
+}
+
+TEST_F(NodeSessionTest, ALaneReplacedByTheRanksOwnStreamEndsAborted) {
+  StartDaemon();
+  RegisterTwo();
+  RawNode node(Tcp());
+  ASSERT_TRUE(node.SendLanes({HelloLane(0, 0), HelloLane(1, 1)}));
+  ASSERT_TRUE(node.WaitGenerationStart(0));
+  ranks_[0]->Open();  // rank 0 attaches directly: the lane is replaced
+  v1::LaneEnd end;
+  ASSERT_TRUE(node.WaitLaneEnd(0, &end));
+  EXPECT_EQ(end.code(), static_cast<int>(grpc::StatusCode::ABORTED)) << end.message();
+  // The relay says the lane is gone; rank 0's own stream and lane 1 go on.
+  v1::LaneUp gone;
+  gone.set_lane(0);
+  gone.set_end(true);
+  ASSERT_TRUE(node.SendLanes({gone, StatsLane(1, 1, 0)}));
+  ASSERT_TRUE(ranks_[0]->SendStats(0, {4.0, 1.0}));
+  v1::Decision direct, lane;
+  ASSERT_TRUE(ranks_[0]->WaitDecision(0, &direct));
+  ASSERT_TRUE(node.WaitDecision(1, 0, &lane));
+  EXPECT_EQ(direct.digest(), lane.digest());
+}
+
+TEST_F(NodeSessionTest, WhenTheStreamEndsItsRanksAreDetached) {
+  StartDaemon();
+  RegisterTwo();
+  auto node = std::make_unique<RawNode>(Tcp());
+  ASSERT_TRUE(node->SendLanes({HelloLane(0, 0), HelloLane(1, 1)}));
+  ASSERT_TRUE(node->WaitGenerationStart(1));
+  std::shared_ptr<Job> job = daemon_->registry().Find("j").value();
+  EXPECT_EQ(job->connected_sessions(), 2u);
+  node.reset();  // the relay's stream is cancelled
+  for (int i = 0; i < 100 && job->connected_sessions() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(job->connected_sessions(), 0u);
+}
+
+}  // namespace
+}  // namespace gnmr::testing
