@@ -6,7 +6,8 @@ Usage: bench/plot_scaling.py ROWS.md OUT.png
 
 ROWS.md holds the table rows daemon_load prints (lines starting with
 "| <ranks> x <units> |"), from any number of runs; header lines and other
-text are ignored. One line per `report` mode: gnmrd CPU per step, its
+text are ignored. One line per `report` mode (and ranks per stream, when
+relays carry several): gnmrd CPU per step, its
 decision latency p99 (histogram bucket bound) and its RSS at the end,
 against ranks (log scale).
 """
@@ -26,13 +27,17 @@ def parse_rows(text: str):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 12:
             continue  # a table from before --tp/--report
-        p99 = re.search(r"<= ([\d.]+) ms\s*$", cells[8])
-        cpu = re.match(r"([\d.]+) ms", cells[9])
-        rss = re.match(r"(\d+) MB", cells[10])
+        # Since --ranks-per-stream the column after `report` says how many
+        # ranks share a stream (relays: docs/relay.md).
+        per_stream = int(cells[3]) if len(cells) >= 13 else 1
+        tail = cells[-5:-1] if len(cells) >= 13 else cells[7:11]
+        p99 = re.search(r"<= ([\d.]+) ms\s*$", tail[1])
+        cpu = re.match(r"([\d.]+) ms", tail[2])
+        rss = re.match(r"(\d+) MB", tail[3])
         if not (p99 and cpu and rss):
             continue
         rows.append({"ranks": int(m.group(1)), "units": int(m.group(2)), "tp": int(cells[1]),
-                     "report": cells[2], "p99_ms": float(p99.group(1)),
+                     "report": cells[2], "per_stream": per_stream, "p99_ms": float(p99.group(1)),
                      "cpu_ms": float(cpu.group(1)), "rss_mb": int(rss.group(1))})
     return rows
 
@@ -51,14 +56,17 @@ def main() -> int:
 
     by_mode = defaultdict(list)
     for r in rows:
-        by_mode[r["report"]].append(r)
+        label = f"report: {r['report']}"
+        if r["per_stream"] > 1:
+            label += f", relays of {r['per_stream']} ranks"
+        by_mode[label].append(r)
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     panels = [("cpu_ms", "gnmrd CPU per step (ms)"), ("p99_ms", "gnmrd decision latency p99 (ms, bucket)"),
               ("rss_mb", "gnmrd RSS at the end (MB)")]
     for ax, (key, title) in zip(axes, panels):
         for mode, rs in sorted(by_mode.items()):
             rs = sorted(rs, key=lambda r: r["ranks"])
-            ax.plot([r["ranks"] for r in rs], [r[key] for r in rs], marker="o", label=f"report: {mode}")
+            ax.plot([r["ranks"] for r in rs], [r[key] for r in rs], marker="o", label=mode)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("ranks (1,024 units each, TP 8)")

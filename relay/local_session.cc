@@ -11,22 +11,21 @@ void LocalLink::Deliver(std::shared_ptr<const std::string> bytes) {
   LocalSession* session = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (session_ == nullptr || finish_requested_ || finished_) return;
-    if (writing_) {
+    if (session_ == nullptr || gate_.closing()) return;
+    if (gate_.writing) {
       if (queue_.size() < kMaxQueued) {
         queue_.push_back(std::move(bytes));
         return;
       }
       // The rank does not read its decisions: it reconnects and is sent
-      // the generation and the recent decisions again.
-      finish_requested_ = true;
-      finish_status_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                    "gnmr-relay: the rank fell " + std::to_string(kMaxQueued) +
-                                        " messages behind; reconnect");
+      // the generation and the recent decisions again. WriteDone finishes.
+      gate_.Ask(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             "gnmr-relay: the rank fell " + std::to_string(kMaxQueued) +
+                                 " messages behind; reconnect"));
       queue_.clear();
-      return;  // WriteDone finishes
+      return;
     }
-    writing_ = true;
+    gate_.writing = true;
     session = session_;
   }
   session->Write(std::move(bytes));
@@ -36,14 +35,12 @@ void LocalLink::End(const grpc::Status& why) {
   LocalSession* session;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (session_ == nullptr || finish_requested_ || finished_) return;
-    finish_requested_ = true;
-    finish_status_ = why;
+    if (session_ == nullptr || !gate_.Ask(why)) return;
     queue_.clear();
-    if (!TakeFinishLocked()) return;  // WriteDone or EndRearm finishes
+    if (!gate_.Take()) return;  // WriteDone or EndRearm finishes
     session = session_;
   }
-  session->End(finish_status_);
+  session->End(gate_.status());
 }
 
 void LocalLink::WriteDone() {
@@ -54,43 +51,34 @@ void LocalLink::WriteDone() {
     std::lock_guard<std::mutex> lock(mu_);
     session = session_;
     if (session == nullptr) return;
-    if (!queue_.empty() && !finish_requested_) {
+    if (!queue_.empty() && !gate_.closing()) {
       next = std::move(queue_.front());
       queue_.pop_front();
     } else {
-      writing_ = false;
-      finish = TakeFinishLocked();
+      gate_.writing = false;
+      finish = gate_.Take();
     }
   }
   if (finish) {
-    session->End(finish_status_);
+    session->End(gate_.status());
   } else if (next) {
     session->Write(std::move(next));
   }
 }
 
-bool LocalLink::TakeFinishLocked() {
-  if (!finish_requested_ || finished_ || writing_ || rearming_) return false;
-  finished_ = true;
-  return true;
-}
-
 bool LocalLink::BeginRearm() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (session_ == nullptr || finish_requested_ || finished_) return false;
-  rearming_ = true;
-  return true;
+  return session_ != nullptr && gate_.BeginRearm();
 }
 
 void LocalLink::EndRearm() {
   LocalSession* session;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    rearming_ = false;
-    if (!TakeFinishLocked()) return;
+    if (!gate_.EndRearm()) return;
     session = session_;
   }
-  session->End(finish_status_);
+  session->End(gate_.status());
 }
 
 void LocalLink::Detach() {

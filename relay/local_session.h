@@ -25,6 +25,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/finish_gate.h"
 #include "relay/node_stream.h"
 
 namespace gnmr::relay {
@@ -45,16 +46,11 @@ class LocalLink final : public LaneEndpoint {
   void Detach();
   bool BeginRearm();
   void EndRearm();
-  bool TakeFinishLocked();
 
   std::mutex mu_;
   LocalSession* session_;  // null once the reactor is done
   std::deque<std::shared_ptr<const std::string>> queue_;
-  bool writing_ = false;
-  bool rearming_ = false;
-  bool finish_requested_ = false;
-  bool finished_ = false;
-  grpc::Status finish_status_;
+  FinishGate<grpc::Status> gate_;  // when Finish may start (common/finish_gate.h)
 };
 
 class LocalSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {

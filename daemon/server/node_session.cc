@@ -13,7 +13,7 @@ namespace gnmr {
 
 void LaneSink::SendDecision(std::shared_ptr<const WireMessage> msg) {
   std::lock_guard<std::mutex> lock(node_->mu_);
-  if (closed_ || node_->reactor_ == nullptr || node_->finish_requested_) return;
+  if (closed_ || node_->reactor_ == nullptr || node_->gate_.closing()) return;
   node_->stats_->decisions_dropped += queue_.Push(std::move(msg));
   if (!queued_) {
     queued_ = true;
@@ -29,7 +29,7 @@ void LaneSink::Close(const Status& why) {
     if (closed_) return;
     closed_ = true;
     queue_.Clear();
-    if (node_->reactor_ == nullptr || node_->finish_requested_) return;
+    if (node_->reactor_ == nullptr || node_->gate_.closing()) return;
     v1::LaneEnd& end = node_->ends_.emplace_back();
     end.set_lane(lane_);
     end.set_code(static_cast<int32_t>(why.code()));
@@ -52,13 +52,13 @@ void NodeLink::StartWriteIfIdle() {
     if (!TakeWriteLocked()) return;
     reactor = reactor_;
   }
-  // Only the thread that set writing_ starts the write, and the reactor
-  // cannot finish (hence be deleted) while writing_ is set.
+  // Only the thread that set `writing` starts the write, and the reactor
+  // cannot finish (hence be deleted) while it is set.
   reactor->Write();
 }
 
 bool NodeLink::TakeWriteLocked() {
-  if (writing_ || reactor_ == nullptr || finish_requested_) return false;
+  if (gate_.writing || reactor_ == nullptr || gate_.closing()) return false;
   if (pending_.empty() && ends_.empty()) return false;
   v1::NodeServerMessage& out = reactor_->out_;
   out.Clear();
@@ -104,7 +104,7 @@ bool NodeLink::TakeWriteLocked() {
   for (v1::LaneEnd& end : ends_) *out.add_ends() = std::move(end);
   ends_.clear();
   in_flight_deliveries_ = deliveries;
-  writing_ = true;
+  gate_.writing = true;
   return true;
 }
 
@@ -117,58 +117,47 @@ void NodeLink::WriteDone(bool ok) {
     if (ok) stats_->decisions_sent += in_flight_deliveries_;
     reactor = reactor_;
     if (reactor == nullptr) return;
-    writing_ = false;
+    gate_.writing = false;
     next = TakeWriteLocked();
-    if (!next) finish = TakeFinishLocked();
+    if (!next) finish = gate_.Take();
   }
   if (finish) {
-    reactor->End(finish_status_);
+    reactor->End(gate_.status());
   } else if (next) {
     reactor->Write();
   }
-}
-
-bool NodeLink::TakeFinishLocked() {
-  if (!finish_requested_ || finished_ || writing_ || rearming_) return false;
-  finished_ = true;
-  return true;
 }
 
 void NodeLink::Close(const Status& why) {
   NodeSessionReactor* reactor;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (reactor_ == nullptr || finish_requested_ || finished_) return;
-    finish_requested_ = true;
-    finish_status_ = ToGrpc(why);
+    if (reactor_ == nullptr || !gate_.Ask(ToGrpc(why))) return;
     for (const std::shared_ptr<LaneSink>& lane : pending_) {
       lane->queue_.Clear();
       lane->queued_ = false;
     }
     pending_.clear();
     ends_.clear();
-    if (!TakeFinishLocked()) return;  // WriteDone or EndRearm finishes
+    if (!gate_.Take()) return;  // WriteDone or EndRearm finishes
     reactor = reactor_;
   }
-  reactor->End(finish_status_);
+  reactor->End(gate_.status());
 }
 
 bool NodeLink::BeginRearm() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (reactor_ == nullptr || finish_requested_ || finished_) return false;
-  rearming_ = true;
-  return true;
+  return reactor_ != nullptr && gate_.BeginRearm();
 }
 
 void NodeLink::EndRearm() {
   NodeSessionReactor* reactor;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    rearming_ = false;
-    if (!TakeFinishLocked()) return;
+    if (!gate_.EndRearm()) return;
     reactor = reactor_;
   }
-  reactor->End(finish_status_);
+  reactor->End(gate_.status());
 }
 
 void NodeLink::Detach() {
@@ -330,7 +319,7 @@ void NodeSessionReactor::OnCancel() {
 
 void NodeSessionReactor::OnDone() {
   Reacting(&order_.ended);
-  const Status why = FromGrpc(link_->finish_status_);
+  const Status why = FromGrpc(link_->gate_.status());
   stats_->Record("NodeSession", why);
   link_->Detach();
   if (live_ != nullptr) live_->Remove(link_.get());

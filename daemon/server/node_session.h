@@ -36,6 +36,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/finish_gate.h"
 #include "daemon/server/decision_queue.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
@@ -69,7 +70,6 @@ class NodeLink final : public DecisionSink {
   void Detach();
   bool BeginRearm();
   void EndRearm();
-  bool TakeFinishLocked();
 
   std::mutex mu_;
   NodeSessionReactor* reactor_;  // null once the reactor is done
@@ -77,11 +77,7 @@ class NodeLink final : public DecisionSink {
   std::vector<std::shared_ptr<LaneSink>> pending_;  // lanes with queued messages
   std::vector<v1::LaneEnd> ends_;                   // lanes gnmrd ended, not yet sent
   uint64_t in_flight_deliveries_ = 0;               // lane-messages in the write in flight
-  bool writing_ = false;
-  bool rearming_ = false;
-  bool finish_requested_ = false;
-  bool finished_ = false;
-  grpc::Status finish_status_;
+  FinishGate<grpc::Status> gate_;  // when Finish may start (common/finish_gate.h)
 };
 
 // The sink of one lane: what its job sends the rank.

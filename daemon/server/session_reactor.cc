@@ -21,24 +21,24 @@ void SessionSink::SendDecision(std::shared_ptr<const WireMessage> msg) {
   SessionReactor* reactor = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (reactor_ == nullptr || finish_requested_ || finished_) return;
-    if (writing_) {
+    if (reactor_ == nullptr || gate_.closing()) return;
+    if (gate_.writing) {
       reactor_->stats_->decisions_dropped += queue_.Push(std::move(msg));
       return;
     }
-    writing_ = true;
+    gate_.writing = true;
     reactor = reactor_;
     reactor->in_flight_ = std::move(msg);
   }
-  // Only the thread that set writing_ starts a write, and the reactor cannot
-  // be finished (hence deleted) while writing_ is set.
+  // Only the thread that set `writing` starts a write, and the reactor
+  // cannot be finished (hence deleted) while it is set.
   reactor->Write();
 }
 
 void SessionSink::WriteDone() {
-  // What to do next is decided under the lock and acted on outside it; the
-  // writing_ flag stays set while a next write is chosen, so SendDecision
-  // on another thread only queues.
+  // What to do next is decided under the lock and acted on outside it;
+  // `writing` stays set while a next write is chosen, so SendDecision on
+  // another thread only queues.
   SessionReactor* reactor;
   bool next = false;
   bool finish = false;
@@ -46,58 +46,47 @@ void SessionSink::WriteDone() {
     std::lock_guard<std::mutex> lock(mu_);
     reactor = reactor_;
     if (reactor == nullptr) return;
-    if (!queue_.empty() && !finish_requested_) {
+    if (!queue_.empty() && !gate_.closing()) {
       reactor->in_flight_ = queue_.Pop();
       next = true;
     } else {
-      writing_ = false;
+      gate_.writing = false;
       reactor->in_flight_.reset();
-      finish = TakeFinishLocked();
+      finish = gate_.Take();
     }
   }
   if (finish) {
-    reactor->End(finish_status_);
+    reactor->End(gate_.status());
   } else if (next) {
     reactor->Write();
   }
-}
-
-bool SessionSink::TakeFinishLocked() {
-  if (!finish_requested_ || finished_ || writing_ || rearming_) return false;
-  finished_ = true;
-  return true;
 }
 
 void SessionSink::Close(const Status& why) {
   SessionReactor* reactor;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (reactor_ == nullptr || finish_requested_ || finished_) return;
-    finish_requested_ = true;
-    finish_status_ = ToGrpc(why);
+    if (reactor_ == nullptr || !gate_.Ask(ToGrpc(why))) return;
     queue_.Clear();
-    if (!TakeFinishLocked()) return;  // WriteDone or EndRearm finishes
+    if (!gate_.Take()) return;  // WriteDone or EndRearm finishes
     reactor = reactor_;
   }
-  reactor->End(finish_status_);
+  reactor->End(gate_.status());
 }
 
 bool SessionSink::BeginRearm() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (reactor_ == nullptr || finish_requested_ || finished_) return false;
-  rearming_ = true;
-  return true;
+  return reactor_ != nullptr && gate_.BeginRearm();
 }
 
 void SessionSink::EndRearm() {
   SessionReactor* reactor;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    rearming_ = false;
-    if (!TakeFinishLocked()) return;
+    if (!gate_.EndRearm()) return;
     reactor = reactor_;
   }
-  reactor->End(finish_status_);
+  reactor->End(gate_.status());
 }
 
 void SessionSink::Detach() {
@@ -214,7 +203,7 @@ void SessionReactor::OnCancel() {
 
 void SessionReactor::OnDone() {
   Reacting(&order_.ended);
-  stats_->Record("Session", FromGrpc(sink_->finish_status_));
+  stats_->Record("Session", FromGrpc(sink_->gate_.status()));
   sink_->Detach();
   if (live_ != nullptr) live_->Remove(sink_.get());
   handler_.Ended(sink_.get());

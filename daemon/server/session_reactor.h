@@ -28,6 +28,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/finish_gate.h"
 #include "daemon/job/job.h"
 #include "daemon/server/decision_queue.h"
 #include "daemon/server/job_registry.h"
@@ -55,22 +56,15 @@ class SessionSink final : public DecisionSink {
   void WriteDone();
   // Reactor is going away.
   void Detach();
-  // Brackets re-arming the read after a message: false if the stream is
-  // closing (do not read again). Finish is never started in between, since
-  // StartRead after Finish is not allowed.
+  // Bracket re-arming the read after a message: false if the stream is
+  // closing (do not read again).
   bool BeginRearm();
   void EndRearm();
-  // True (and marks finished) if a requested Finish can start now.
-  bool TakeFinishLocked();
 
   std::mutex mu_;
   SessionReactor* reactor_;  // null once the reactor is done
   DecisionQueue queue_;
-  bool writing_ = false;
-  bool rearming_ = false;
-  bool finish_requested_ = false;
-  bool finished_ = false;
-  grpc::Status finish_status_;
+  FinishGate<grpc::Status> gate_;  // when Finish may start (common/finish_gate.h)
 };
 
 class SessionReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
