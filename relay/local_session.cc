@@ -146,7 +146,15 @@ void LocalSession::OnReadDone(bool ok) {
     }
   }
   in_.Clear();
-  stream_->Send(lane_, std::move(bytes), token_);
+  if (!stream_->Send(lane_, std::move(bytes), token_)) {
+    stream_->Close(lane_);
+    lane_open_ = false;
+    link_->End(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "gnmr-relay: gnmrd is not reading (" +
+                                std::to_string(NodeStream::kMaxPendingBytes >> 20) +
+                                " MiB queued for it); reconnect"));
+    return;
+  }
   token_.clear();
   if (link_->BeginRearm()) {
     StartRead(&in_);

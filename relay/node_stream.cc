@@ -1,5 +1,6 @@
 #include "relay/node_stream.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -34,16 +35,19 @@ bool NodeStream::Open(std::shared_ptr<LaneEndpoint> endpoint, uint32_t* lane) {
   return true;
 }
 
-void NodeStream::Send(uint32_t lane, std::string message, const std::string& token) {
+bool NodeStream::Send(uint32_t lane, std::string message, const std::string& token) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ended_ || lanes_.count(lane) == 0) return;
+    if (ended_ || lanes_.count(lane) == 0) return true;  // the lane's end is on its way
+    if (pending_bytes_ + message.size() > kMaxPendingBytes) return false;
+    pending_bytes_ += message.size();
     v1::LaneUp& up = pending_.emplace_back();
     up.set_lane(lane);
     *up.mutable_message() = std::move(message);
     if (!token.empty()) up.set_token(token);
   }
   cv_.notify_all();
+  return true;
 }
 
 void NodeStream::Close(uint32_t lane) {
@@ -82,6 +86,7 @@ void NodeStream::WriteLoop() {
         *msg.add_lanes() = std::move(pending_[taken++]);
       }
       pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(taken));
+      pending_bytes_ -= std::min(pending_bytes_, bytes);
     }
     const bool ok = stream_->Write(msg);
     msg.Clear();
@@ -106,6 +111,7 @@ void NodeStream::ReadLoop() {
     cv_.wait(lock, [&] { return writer_exited_; });  // Finish only after the last Write
     lanes.swap(lanes_);
     pending_.clear();
+    pending_bytes_ = 0;
   }
   grpc::Status status = stream_->Finish();
   if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) {

@@ -48,6 +48,10 @@ class LaneEndpoint {
 class NodeStream {
  public:
   static constexpr size_t kWriteBytes = 4u << 20;  // a write's soft size bound
+  // What may wait for the writer: past it gnmrd is not reading, and the
+  // rank that sends more is ended (it reconnects) rather than the relay
+  // growing without bound.
+  static constexpr size_t kMaxPendingBytes = 256u << 20;
 
   explicit NodeStream(const std::shared_ptr<grpc::Channel>& channel);
   // Cancels the stream, ends its lanes and joins both threads.
@@ -58,7 +62,9 @@ class NodeStream {
   // A new lane for `endpoint`; false once the stream has ended.
   bool Open(std::shared_ptr<LaneEndpoint> endpoint, uint32_t* lane);
   // One ClientMessage of the lane's rank; `token` goes with its first.
-  void Send(uint32_t lane, std::string message, const std::string& token);
+  // False when kMaxPendingBytes are already waiting (the message is not
+  // queued).
+  bool Send(uint32_t lane, std::string message, const std::string& token);
   // The rank's stream ended: gnmrd is told, and the lane's deliveries stop.
   void Close(uint32_t lane);
 
@@ -77,6 +83,7 @@ class NodeStream {
   std::condition_variable cv_;
   std::map<uint32_t, std::shared_ptr<LaneEndpoint>> lanes_;
   std::vector<v1::LaneUp> pending_;
+  size_t pending_bytes_ = 0;
   uint32_t next_lane_ = 0;
   bool ended_ = false;  // no new lanes, nothing more written
   bool writer_exited_ = false;
