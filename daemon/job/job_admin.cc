@@ -102,20 +102,29 @@ v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
   info.set_recovery_fraction(st.recovery_fraction());
   // A rank's last step: the newest it reported or acked (a standby only
   // acks; docs/scale.md).
-  auto last_step_of = [&](uint32_t rank, const RankSession& rs) {
-    return std::max(aggregator_.last_step_of_rank(rank), rs.last_acked_step);
+  // Built once a second while a job runs and under its lock: one pass over
+  // the sessions, no lookups by rank (16,384 ranks took ~4 ms before).
+  struct Row {
+    uint32_t rank;
+    int64_t last;
+    const RankSession* rs;
   };
+  std::vector<Row> rows;
+  rows.reserve(sessions_.size());
   int64_t newest = -1;
-  for (const auto& [rank, rs] : sessions_) newest = std::max(newest, last_step_of(rank, rs));
-  std::vector<uint32_t> ranks;
-  for (const auto& [rank, rs] : sessions_) ranks.push_back(rank);
-  std::sort(ranks.begin(), ranks.end());
-  for (uint32_t rank : ranks) {
-    const RankSession& rs = sessions_.at(rank);
+  for (const auto& [rank, rs] : sessions_) {
+    const int64_t last = std::max(aggregator_.last_step_of_rank(rank), rs.last_acked_step);
+    newest = std::max(newest, last);
+    rows.push_back({rank, last, &rs});
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.rank < b.rank; });
+  info.mutable_ranks()->Reserve(static_cast<int>(rows.size()));
+  for (const Row& row : rows) {
+    const RankSession& rs = *row.rs;
+    const int64_t last = row.last;
     v1::RankInfo* r = info.add_ranks();
-    r->set_rank(rank);
+    r->set_rank(row.rank);
     r->set_connected(rs.sink != nullptr);
-    const int64_t last = last_step_of(rank, rs);
     r->set_last_step(last);
     r->set_last_seen_seconds_ago(std::chrono::duration<double>(now - rs.last_seen).count());
     r->set_lag_steps(last < 0 || newest < 0 ? 0 : newest - last);

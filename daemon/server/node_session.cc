@@ -14,6 +14,12 @@ namespace gnmr {
 void LaneSink::SendDecision(std::shared_ptr<const WireMessage> msg) {
   std::lock_guard<std::mutex> lock(node_->mu_);
   if (closed_ || node_->reactor_ == nullptr || node_->gate_.closing()) return;
+  if (!node_->gate_.writing && !queued_) {
+    // Nothing in flight: the next write (the job's Flush) takes it as it
+    // is. Every lane's queue is empty then, so order is kept.
+    node_->fresh_.push_back({std::move(msg), shared_from_this()});
+    return;
+  }
   node_->stats_->decisions_dropped += queue_.Push(std::move(msg));
   if (!queued_) {
     queued_ = true;
@@ -59,7 +65,7 @@ void NodeLink::StartWriteIfIdle() {
 
 bool NodeLink::TakeWriteLocked() {
   if (gate_.writing || reactor_ == nullptr || gate_.closing()) return false;
-  if (pending_.empty() && ends_.empty()) return false;
+  if (fresh_.empty() && pending_.empty() && ends_.empty()) return false;
   v1::NodeServerMessage& out = reactor_->out_;
   out.Clear();
   // Each message's delivery, by identity: the job sends one object to all
@@ -70,33 +76,54 @@ bool NodeLink::TakeWriteLocked() {
   std::vector<std::shared_ptr<const WireMessage>> keep;  // no address reused meanwhile
   size_t bytes = 0;
   uint64_t deliveries = 0;
+  auto add = [&](std::shared_ptr<const WireMessage> msg, uint32_t lane, int* last) {
+    int joined = -1;
+    for (auto it = delivery_of.rbegin(); it != delivery_of.rend(); ++it) {
+      if (it->first == msg.get()) {
+        joined = it->second;
+        break;
+      }
+    }
+    if (joined > *last) {
+      out.mutable_deliveries(joined)->add_lanes(lane);
+      *last = joined;
+    } else {
+      v1::LaneDelivery* d = out.add_deliveries();
+      d->set_message(msg->bytes);
+      d->add_lanes(lane);
+      *last = out.deliveries_size() - 1;
+      delivery_of.emplace_back(msg.get(), *last);
+      bytes += msg->bytes.size();
+    }
+    ++deliveries;
+    keep.push_back(std::move(msg));
+  };
+  auto room = [&] { return bytes < NodeSessionReactor::kWriteBytes || bytes == 0; };
+  // What was sent while no write was in flight; over the size bound the
+  // rest waits in the lanes' queues (empty until now: order is kept).
+  ++build_;
+  for (Fresh& f : fresh_) {
+    LaneSink& lane = *f.lane;
+    if (room()) {
+      if (lane.build_ != build_) {  // the lane's first message in this write
+        lane.build_ = build_;
+        lane.last_ = -1;
+      }
+      add(std::move(f.msg), lane.lane_, &lane.last_);
+    } else {
+      stats_->decisions_dropped += f.lane->queue_.Push(std::move(f.msg));
+      if (!f.lane->queued_) {
+        f.lane->queued_ = true;
+        pending_.push_back(f.lane);
+      }
+    }
+  }
+  fresh_.clear();
   size_t done = 0;
   for (; done < pending_.size(); ++done) {
     LaneSink& lane = *pending_[done];
     int last = -1;
-    while (!lane.queue_.empty() && (bytes < NodeSessionReactor::kWriteBytes || bytes == 0)) {
-      std::shared_ptr<const WireMessage> msg = lane.queue_.Pop();
-      int joined = -1;
-      for (auto it = delivery_of.rbegin(); it != delivery_of.rend(); ++it) {
-        if (it->first == msg.get()) {
-          joined = it->second;
-          break;
-        }
-      }
-      if (joined > last) {
-        out.mutable_deliveries(joined)->add_lanes(lane.lane_);
-        last = joined;
-      } else {
-        v1::LaneDelivery* d = out.add_deliveries();
-        d->set_message(msg->bytes);
-        d->add_lanes(lane.lane_);
-        last = out.deliveries_size() - 1;
-        delivery_of.emplace_back(msg.get(), last);
-        bytes += msg->bytes.size();
-      }
-      ++deliveries;
-      keep.push_back(std::move(msg));
-    }
+    while (!lane.queue_.empty() && room()) add(lane.queue_.Pop(), lane.lane_, &last);
     if (!lane.queue_.empty()) break;  // over the size bound: the rest goes next
     lane.queued_ = false;
   }
@@ -138,6 +165,7 @@ void NodeLink::Close(const Status& why) {
       lane->queued_ = false;
     }
     pending_.clear();
+    fresh_.clear();
     ends_.clear();
     if (!gate_.Take()) return;  // WriteDone or EndRearm finishes
     reactor = reactor_;
@@ -168,6 +196,7 @@ void NodeLink::Detach() {
     lane->queued_ = false;
   }
   pending_.clear();  // the lanes' sinks hold the link: no cycle left
+  fresh_.clear();
   ends_.clear();
 }
 

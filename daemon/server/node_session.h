@@ -74,10 +74,18 @@ class NodeLink final : public DecisionSink {
   std::mutex mu_;
   NodeSessionReactor* reactor_;  // null once the reactor is done
   ServerStats* const stats_;
+  // Sent while no write was in flight, in order (each lane's queue is
+  // empty then); the next write takes them.
+  struct Fresh {
+    std::shared_ptr<const WireMessage> msg;
+    std::shared_ptr<LaneSink> lane;
+  };
+  std::vector<Fresh> fresh_;
   std::vector<std::shared_ptr<LaneSink>> pending_;  // lanes with queued messages
   std::vector<v1::LaneEnd> ends_;                   // lanes gnmrd ended, not yet sent
   uint64_t in_flight_deliveries_ = 0;               // lane-messages in the write in flight
-  FinishGate<grpc::Status> gate_;  // when Finish may start (common/finish_gate.h)
+  uint64_t build_ = 0;                              // writes built so far
+  FinishGate<grpc::Status> gate_;                   // when Finish may start (common/finish_gate.h)
 };
 
 // The sink of one lane: what its job sends the rank.
@@ -99,6 +107,10 @@ class LaneSink final : public DecisionSink, public std::enable_shared_from_this<
   DecisionQueue queue_;
   bool queued_ = false;  // in node_->pending_
   bool closed_ = false;
+  // While a write is built: the lane's last delivery in it (valid when
+  // build_ is the link's).
+  uint64_t build_ = 0;
+  int last_ = -1;
 };
 
 class NodeSessionReactor final
