@@ -55,10 +55,13 @@ def main() -> int:
     import matplotlib.pyplot as plt
 
     by_mode = defaultdict(list)
+    relays = any(r["per_stream"] > 1 for r in rows)
     for r in rows:
         label = f"report: {r['report']}"
         if r["per_stream"] > 1:
             label += f", relays of {r['per_stream']} ranks"
+        elif relays:
+            label += ", a stream per rank"
         by_mode[label].append(r)
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     panels = [("cpu_ms", "gnmrd CPU per step (ms)"), ("p99_ms", "gnmrd decision latency p99 (ms, bucket)"),
