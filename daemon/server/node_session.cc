@@ -104,6 +104,7 @@ bool NodeLink::TakeWriteLocked() {
   ++build_;
   for (Fresh& f : fresh_) {
     LaneSink& lane = *f.lane;
+    if (lane.closed_) continue;  // ended since: what it was sent goes nowhere
     if (room()) {
       if (lane.build_ != build_) {  // the lane's first message in this write
         lane.build_ = build_;
