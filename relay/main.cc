@@ -16,14 +16,14 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: gnmr-relay [--listen ADDR] [--upstream ADDR] [--max-message-bytes N]\n"
+    "usage: gnmr-relay [--listen unix:PATH] [--upstream ADDR] [--max-message-bytes N]\n"
     "                  [--log-level LEVEL]\n"
     "\n"
     "Carries the Session streams of one node's ranks to gnmrd over one stream\n"
     "(docs/relay.md). Point each rank's target at --listen.\n"
     "\n"
-    "  --listen ADDR           where the node's ranks connect\n"
-    "                          (default unix:/run/gnmr/relay.sock)\n"
+    "  --listen unix:PATH      where the node's ranks connect: a Unix socket\n"
+    "                          only (default unix:/run/gnmr/relay.sock)\n"
     "  --upstream ADDR         gnmrd: unix:PATH or host:port\n"
     "                          (default unix:/run/gnmr/gnmrd.sock)\n"
     "  --max-message-bytes N   gnmrd's max_message_bytes (default 67108864)\n"

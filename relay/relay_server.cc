@@ -1,6 +1,8 @@
 #include "relay/relay_server.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -80,6 +82,19 @@ class ForwardedUnary final : public grpc::ServerGenericBidiReactor {
   grpc::ByteBuffer response_;
 };
 
+// Whether a process accepts connections on the Unix socket at `path`.
+bool Answers(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return false;
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const bool connected = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return connected;
+}
+
 // Why gRPC could not bind `addr`, in words.
 Status ListenFailure(const std::string& addr) {
   if (addr.rfind("unix:", 0) == 0) {
@@ -117,11 +132,32 @@ StatusOr<std::unique_ptr<RelayServer>> RelayServer::Start(const RelayOptions& op
   if (options.max_message_bytes <= 4096) {
     return InvalidArgument("max message bytes must be over 4096");
   }
+  // Node-local ranks only. Over its upstream the relay speaks for its ranks:
+  // on gnmrd's Unix socket that transport is trusted (no token needed,
+  // first-use registration), which a TCP listener would extend to anyone
+  // who can reach the node.
+  if (options.listen.rfind("unix:", 0) != 0 || options.listen.size() <= 5) {
+    return InvalidArgument("--listen must be a Unix socket (unix:PATH), got '" + options.listen +
+                           "': the relay serves the ranks of its own node");
+  }
   std::unique_ptr<RelayServer> relay(new RelayServer(options));
-  if (options.listen.rfind("unix:", 0) == 0) {
+  {
+    // A socket left by a relay that died is removed; one that answers is
+    // another relay's, and is left alone.
     const std::string path = options.listen.substr(5);
     struct stat st;
-    if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());  // stale
+    if (lstat(path.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode)) {
+        return Status(StatusCode::kFailedPrecondition, "cannot listen on " + options.listen +
+                                                           ": the path exists and is not a socket");
+      }
+      if (Answers(path)) {
+        return Status(StatusCode::kFailedPrecondition,
+                      "cannot listen on " + options.listen +
+                          ": another process is listening on it (a second gnmr-relay?)");
+      }
+      unlink(path.c_str());
+    }
   }
   grpc::ServerBuilder builder;
   // A lane's message must fit gnmrd's bound with the lane's bytes around it.

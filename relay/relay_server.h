@@ -26,7 +26,7 @@
 namespace gnmr::relay {
 
 struct RelayOptions {
-  std::string listen = "unix:/run/gnmr/relay.sock";    // the ranks' address
+  std::string listen = "unix:/run/gnmr/relay.sock";    // the ranks: a Unix socket only
   std::string upstream = "unix:/run/gnmr/gnmrd.sock";  // gnmrd
   // gnmrd's own bound (its max_message_bytes); a rank's message must leave
   // room for a lane's few bytes around it.
@@ -36,7 +36,8 @@ struct RelayOptions {
 
 class RelayServer final : public grpc::CallbackGenericService {
  public:
-  // Binds `listen`; a precise error when it cannot (the path's directory
+  // Binds `listen` (InvalidArgument unless a Unix socket: relay_server.cc
+  // says why); a precise error when it cannot (the path's directory
   // missing, the address in use).
   static StatusOr<std::unique_ptr<RelayServer>> Start(const RelayOptions& options);
   ~RelayServer() override;

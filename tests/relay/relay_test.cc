@@ -123,6 +123,27 @@ TEST_F(RelayTest, RegisterAndCheckpointCallsPassThroughAndOtherCallsAreRefusedBy
       << refused.error_message();
 }
 
+TEST_F(RelayTest, TheRelayListensOnAUnixSocketOnly) {
+  // Its upstream may be gnmrd's trusted Unix socket: a TCP listener would
+  // pass that trust on to anyone who can reach the node.
+  relay::RelayOptions options;
+  options.listen = "127.0.0.1:0";
+  options.upstream = "unix:" + gnmrd_socket_;
+  auto refused = relay::RelayServer::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("Unix socket"), std::string::npos)
+      << refused.status().ToString();
+  // A second relay on the first one's socket is refused; the first goes on.
+  options.listen = "unix:" + relay_socket_;
+  auto second = relay::RelayServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("another process is listening"), std::string::npos)
+      << second.status().ToString();
+  AddRank(0, 1, true);
+  EXPECT_TRUE(WaitConnected(1));
+}
+
 TEST_F(RelayTest, ARankThatLeavesTheRelayIsDetachedAtGnmrdAndTheOthersStay) {
   RawRank* r0 = AddRank(0, 2, true);
   RawRank* r1 = AddRank(1, 2, true);
