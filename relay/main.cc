@@ -46,6 +46,10 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
+    if (arg != "--listen" && arg != "--upstream" && arg != "--max-message-bytes" &&
+        arg != "--log-level") {
+      return Usage("unknown option " + arg);
+    }
     if (i + 1 >= argc) return Usage("missing a value after " + arg);
     const std::string value = argv[++i];
     if (arg == "--listen") {
@@ -59,10 +63,8 @@ int main(int argc, char** argv) {
         return Usage("--max-message-bytes must be an integer in (4096, 2^31)");
       }
       options.max_message_bytes = static_cast<int>(n);
-    } else if (arg == "--log-level") {
-      log_level = value;
     } else {
-      return Usage("unknown option " + arg);
+      log_level = value;  // --log-level
     }
   }
   if (options.listen.empty() || options.upstream.empty()) {
