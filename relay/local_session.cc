@@ -3,6 +3,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/tsan_annotations.h"
+
 namespace gnmr::relay {
 
 // --------------------------------------------------------------- LocalLink
@@ -102,13 +104,28 @@ std::string Metadata(const grpc::CallbackServerContext* ctx, const char* key) {
 LocalSession::LocalSession(grpc::CallbackServerContext* ctx, std::shared_ptr<NodeStream> stream)
     : ctx_(ctx), stream_(std::move(stream)), token_(Metadata(ctx, "x-gnmr-token")) {
   link_ = std::make_shared<LocalLink>(this);
+  GNMR_HAPPENS_BEFORE(&order_.constructed);
   if (!stream_ || !stream_->Open(link_, &lane_)) {
     link_->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gnmr-relay: gnmrd is not reachable"));
     return;
   }
   lane_open_ = true;
+  Read();
+}
+
+// What gRPC orders between these calls, told to TSan as gnmrd's session
+// reactor does (common/tsan_annotations.h).
+void LocalSession::Read() {
+  GNMR_HAPPENS_BEFORE(&order_.read);
   StartRead(&in_);
 }
+
+void LocalSession::Reacting(char* op) {
+  GNMR_HAPPENS_AFTER(&order_.constructed);
+  if (op != nullptr) GNMR_HAPPENS_AFTER(op);
+}
+
+void LocalSession::Reacted() { GNMR_HAPPENS_BEFORE(&order_.ended); }
 
 namespace {
 
@@ -125,16 +142,22 @@ void LocalSession::Write(std::shared_ptr<const std::string> bytes) {
   grpc::Slice slice(data, size, &ReleaseBytes,
                     new std::shared_ptr<const std::string>(std::move(bytes)));
   out_ = grpc::ByteBuffer(&slice, 1);
+  GNMR_HAPPENS_BEFORE(&order_.write);
   StartWrite(&out_);
 }
 
-void LocalSession::End(const grpc::Status& status) { Finish(status); }
+void LocalSession::End(const grpc::Status& status) {
+  GNMR_HAPPENS_BEFORE(&order_.ended);
+  Finish(status);
+}
 
 void LocalSession::OnReadDone(bool ok) {
+  Reacting(&order_.read);
   if (!ok) {  // the rank half-closed, or the call is cancelled
     stream_->Close(lane_);
     lane_open_ = false;
     link_->End(grpc::Status::OK);
+    Reacted();
     return;
   }
   std::vector<grpc::Slice> slices;
@@ -153,22 +176,31 @@ void LocalSession::OnReadDone(bool ok) {
                             "gnmr-relay: gnmrd is not reading (" +
                                 std::to_string(NodeStream::kMaxPendingBytes >> 20) +
                                 " MiB queued for it); reconnect"));
+    Reacted();
     return;
   }
   token_.clear();
   if (link_->BeginRearm()) {
-    StartRead(&in_);
+    Read();
     link_->EndRearm();
   }
+  Reacted();
 }
 
-void LocalSession::OnWriteDone(bool /*ok*/) { link_->WriteDone(); }
+void LocalSession::OnWriteDone(bool /*ok*/) {
+  Reacting(&order_.write);
+  link_->WriteDone();
+  Reacted();
+}
 
 void LocalSession::OnCancel() {
+  Reacting(nullptr);
   link_->End(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  Reacted();
 }
 
 void LocalSession::OnDone() {
+  Reacting(&order_.ended);
   link_->Detach();
   if (lane_open_) stream_->Close(lane_);
   delete this;

@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/tsan_annotations.h"
 #include "relay/local_session.h"
 
 namespace gnmr::relay {
@@ -32,23 +33,36 @@ bool Forwarded(const std::string& method) {
 // A call the relay does not serve, or cannot serve now.
 class Refused final : public grpc::ServerGenericBidiReactor {
  public:
-  explicit Refused(const grpc::Status& why) { Finish(why); }
-  void OnDone() override { delete this; }
+  explicit Refused(const grpc::Status& why) {
+    GNMR_HAPPENS_BEFORE(&constructed_);
+    Finish(why);
+  }
+  void OnDone() override {
+    GNMR_HAPPENS_AFTER(&constructed_);
+    delete this;
+  }
+
+ private:
+  char constructed_ = 0;  // a sync address only (common/tsan_annotations.h)
 };
 
 // One unary call passed through to gnmrd: the request's bytes, the rank's
 // tokens and its deadline (bounded) go up; gnmrd's answer and status come
-// back as they are.
+// back as they are. Each reaction, and the upstream call's completion, tells
+// TSan what gRPC ordered before it (common/tsan_annotations.h).
 class ForwardedUnary final : public grpc::ServerGenericBidiReactor {
  public:
   ForwardedUnary(grpc::GenericCallbackServerContext* ctx, grpc::GenericStub* stub,
                  std::chrono::milliseconds timeout)
       : ctx_(ctx), stub_(stub), timeout_(timeout) {
+    GNMR_HAPPENS_BEFORE(&order_.read);
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
+    GNMR_HAPPENS_AFTER(&order_.read);
     if (!ok) {
+      GNMR_HAPPENS_BEFORE(&order_.ended);
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request arrived"));
       return;
     }
@@ -61,8 +75,11 @@ class ForwardedUnary final : public grpc::ServerGenericBidiReactor {
     auto deadline = std::chrono::system_clock::now() + timeout_;
     if (ctx_->deadline() < deadline) deadline = ctx_->deadline();
     upstream_.set_deadline(deadline);
+    GNMR_HAPPENS_BEFORE(&order_.call);
     stub_->UnaryCall(&upstream_, ctx_->method(), grpc::StubOptions(), &request_, &response_,
                      [this](grpc::Status s) {
+                       GNMR_HAPPENS_AFTER(&order_.call);
+                       GNMR_HAPPENS_BEFORE(&order_.ended);
                        if (s.ok()) {
                          StartWriteAndFinish(&response_, grpc::WriteOptions(), s);
                        } else {
@@ -70,8 +87,14 @@ class ForwardedUnary final : public grpc::ServerGenericBidiReactor {
                        }
                      });
   }
-  void OnCancel() override { upstream_.TryCancel(); }
-  void OnDone() override { delete this; }
+  void OnCancel() override {
+    GNMR_HAPPENS_AFTER(&order_.read);
+    upstream_.TryCancel();
+  }
+  void OnDone() override {
+    GNMR_HAPPENS_AFTER(&order_.ended);
+    delete this;
+  }
 
  private:
   grpc::GenericCallbackServerContext* const ctx_;
@@ -80,6 +103,9 @@ class ForwardedUnary final : public grpc::ServerGenericBidiReactor {
   grpc::ClientContext upstream_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
+  struct {
+    char read, call, ended;
+  } order_ = {};  // sync addresses only
 };
 
 // Whether a process accepts connections on the Unix socket at `path`.
