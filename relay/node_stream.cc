@@ -12,19 +12,30 @@ namespace gnmr::relay {
 NodeStream::NodeStream(const std::shared_ptr<grpc::Channel>& channel)
     : stub_(v1::GnmrRelay::NewStub(channel)) {
   stream_ = stub_->NodeSession(&ctx_);
-  writer_ = std::thread([this] { WriteLoop(); });
-  reader_ = std::thread([this] { ReadLoop(); });
 }
 
-NodeStream::~NodeStream() {
+std::shared_ptr<NodeStream> NodeStream::Start(const std::shared_ptr<grpc::Channel>& channel) {
+  std::shared_ptr<NodeStream> stream(new NodeStream(channel));
+  // Each thread holds the stream until it returns: whoever lets go of it
+  // last (a gRPC thread finishing a rank's stream, often) never waits for
+  // them, and a gRPC thread must never wait for gRPC work.
+  std::thread([stream] { stream->WriteLoop(); }).detach();
+  std::thread([stream] { stream->ReadLoop(); }).detach();
+  return stream;
+}
+
+void NodeStream::Cancel() {
   ctx_.TryCancel();
   {
     std::lock_guard<std::mutex> lock(mu_);
     ended_ = true;
   }
   cv_.notify_all();
-  if (writer_.joinable()) writer_.join();
-  if (reader_.joinable()) reader_.join();
+}
+
+bool NodeStream::WaitFinished(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return writer_exited_ && reader_exited_; });
 }
 
 bool NodeStream::Open(std::shared_ptr<LaneEndpoint> endpoint, uint32_t* lane) {
@@ -123,6 +134,9 @@ void NodeStream::ReadLoop() {
                  static_cast<int>(status.error_code()), lanes.size());
   }
   for (auto& [lane, endpoint] : lanes) endpoint->End(status);
+  std::lock_guard<std::mutex> lock(mu_);
+  reader_exited_ = true;
+  cv_.notify_all();
 }
 
 void NodeStream::Handle(const v1::NodeServerMessage& msg) {

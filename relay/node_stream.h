@@ -18,8 +18,13 @@
 //   client library fails open meanwhile. The next rank stream to open
 //   starts a new NodeStream.
 // - Endpoints are called on the reader thread and must not block.
+// - Lifetime: the two threads hold the stream (Start) and end with it, so
+//   letting go of a NodeStream never waits, on a gRPC thread least of all
+//   (one that waited there for the threads deadlocked: they needed gRPC's
+//   executor to see their cancellation). Cancel ends a stream on purpose.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -53,11 +58,17 @@ class NodeStream {
   // growing without bound.
   static constexpr size_t kMaxPendingBytes = 256u << 20;
 
-  explicit NodeStream(const std::shared_ptr<grpc::Channel>& channel);
-  // Cancels the stream, ends its lanes and joins both threads.
-  ~NodeStream();
+  // Opens the stream and starts its two threads, which hold it until the
+  // stream ends.
+  static std::shared_ptr<NodeStream> Start(const std::shared_ptr<grpc::Channel>& channel);
   NodeStream(const NodeStream&) = delete;
   NodeStream& operator=(const NodeStream&) = delete;
+
+  // Ends the stream (its lanes end with it) without waiting.
+  void Cancel();
+  // Waits up to `timeout` for both threads to be done; never on a gRPC
+  // thread.
+  bool WaitFinished(std::chrono::milliseconds timeout);
 
   // A new lane for `endpoint`; false once the stream has ended.
   bool Open(std::shared_ptr<LaneEndpoint> endpoint, uint32_t* lane);
@@ -72,6 +83,7 @@ class NodeStream {
   size_t lanes() const;
 
  private:
+  explicit NodeStream(const std::shared_ptr<grpc::Channel>& channel);
   void WriteLoop();
   void ReadLoop();
   void Handle(const v1::NodeServerMessage& msg);
@@ -87,8 +99,7 @@ class NodeStream {
   uint32_t next_lane_ = 0;
   bool ended_ = false;  // no new lanes, nothing more written
   bool writer_exited_ = false;
-  std::thread writer_;
-  std::thread reader_;
+  bool reader_exited_ = false;
 };
 
 }  // namespace gnmr::relay

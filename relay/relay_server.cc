@@ -200,17 +200,17 @@ RelayServer::~RelayServer() { Shutdown(); }
 
 void RelayServer::Shutdown() {
   std::shared_ptr<NodeStream> stream;
-  std::vector<std::shared_ptr<NodeStream>> retired;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
     stream = std::move(stream_);
-    retired.swap(retired_);
   }
-  stream.reset();  // ends its lanes: the ranks' streams finish
-  retired.clear();
+  if (stream) stream->Cancel();  // its lanes end: the ranks' streams finish
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (stream && !stream->WaitFinished(std::chrono::seconds(5))) {
+    spdlog::warn("gnmr-relay: the stream to gnmrd did not end within 5 s of shutdown");
+  }
 }
 
 uint64_t RelayServer::node_streams_opened() const {
@@ -222,13 +222,8 @@ std::shared_ptr<NodeStream> RelayServer::CurrentStream() {
   std::lock_guard<std::mutex> lock(mu_);
   if (shut_down_) return nullptr;
   if (stream_ && !stream_->ended()) return stream_;
-  // An ended stream's threads have finished or are finishing; it is
-  // destroyed (joined) at shutdown. Keep only the last few.
-  if (stream_) retired_.push_back(std::move(stream_));
-  while (retired_.size() > 4 && retired_.front().use_count() == 1) {
-    retired_.erase(retired_.begin());
-  }
-  stream_ = std::make_shared<NodeStream>(upstream_);
+  // An ended stream's threads finish on their own; its last holder lets go.
+  stream_ = NodeStream::Start(upstream_);
   ++opened_;
   return stream_;
 }

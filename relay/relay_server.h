@@ -60,7 +60,6 @@ class RelayServer final : public grpc::CallbackGenericService {
   std::unique_ptr<grpc::Server> server_;
   mutable std::mutex mu_;
   std::shared_ptr<NodeStream> stream_;
-  std::vector<std::shared_ptr<NodeStream>> retired_;  // ended; joined at shutdown
   uint64_t opened_ = 0;
   bool shut_down_ = false;
 };
