@@ -1,5 +1,7 @@
 #include "daemon/server/node_session.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "common/text.h"
@@ -63,9 +65,30 @@ void NodeLink::StartWriteIfIdle() {
   reactor->Write();
 }
 
+bool NodeLink::TakeRoundLocked() {
+  if (fresh_.empty() || !pending_.empty() || !ends_.empty()) return false;
+  const std::shared_ptr<const WireMessage>& msg = fresh_.front().msg;
+  std::vector<uint32_t> lanes;
+  lanes.reserve(fresh_.size());
+  for (const Fresh& f : fresh_) {
+    if (f.msg != msg) return false;  // several messages: the general way
+    if (!f.lane->closed_) lanes.push_back(f.lane->lane_);
+  }
+  if (lanes.empty()) return false;
+  std::sort(lanes.begin(), lanes.end());  // the order within a delivery is free
+  reactor_->out_shared_ = rounds_->Get(msg, lanes);
+  in_flight_deliveries_ = lanes.size();
+  fresh_.clear();
+  return true;
+}
+
 bool NodeLink::TakeWriteLocked() {
   if (gate_.writing || reactor_ == nullptr || gate_.closing()) return false;
   if (fresh_.empty() && pending_.empty() && ends_.empty()) return false;
+  if (TakeRoundLocked()) {
+    gate_.writing = true;
+    return true;
+  }
   v1::NodeServerMessage& out = reactor_->out_;
   out.Clear();
   // Each message's delivery, by identity: the job sends one object to all
@@ -131,6 +154,7 @@ bool NodeLink::TakeWriteLocked() {
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(done));
   for (v1::LaneEnd& end : ends_) *out.add_ends() = std::move(end);
   ends_.clear();
+  if (out.deliveries_size() == 0 && out.ends_size() == 0) return false;  // all for ended lanes
   in_flight_deliveries_ = deliveries;
   gate_.writing = true;
   return true;
@@ -205,14 +229,15 @@ void NodeLink::Detach() {
 
 NodeSessionReactor::NodeSessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry,
                                        ServerStats* stats, LiveSessions* live,
-                                       DecisionQueue::Limits queue_limits, bool trusted)
+                                       DecisionQueue::Limits queue_limits, bool trusted,
+                                       std::shared_ptr<RoundCache> rounds)
     : ctx_(ctx),
       registry_(registry),
       stats_(stats),
       live_(live),
       queue_limits_(queue_limits),
       trusted_(trusted) {
-  link_ = std::make_shared<NodeLink>(this, stats);
+  link_ = std::make_shared<NodeLink>(this, stats, std::move(rounds));
   GNMR_HAPPENS_BEFORE(&order_.constructed);
   Status closing;
   if (live_ != nullptr && !live_->Add(link_, &closing)) {
@@ -227,12 +252,31 @@ void NodeSessionReactor::Read() {
   StartRead(&in_bytes_);
 }
 
+namespace {
+
+// A slice's reference on the shared bytes it shows.
+void ReleaseShared(void* holder) {
+  delete static_cast<std::shared_ptr<const std::string>*>(holder);
+}
+
+}  // namespace
+
 void NodeSessionReactor::Write() {
-  std::string bytes;
-  out_.SerializeToString(&bytes);
-  out_.Clear();
-  grpc::Slice slice(std::move(bytes));
-  out_bytes_ = grpc::ByteBuffer(&slice, 1);
+  if (out_shared_) {
+    // The round's bytes, shared with other nodes: the slice holds a
+    // reference for as long as gRPC holds it.
+    std::string& bytes = const_cast<std::string&>(*out_shared_);  // gRPC only reads it
+    grpc::Slice slice(bytes.data(), bytes.size(), &ReleaseShared,
+                      new std::shared_ptr<const std::string>(std::move(out_shared_)));
+    out_shared_.reset();
+    out_bytes_ = grpc::ByteBuffer(&slice, 1);
+  } else {
+    std::string bytes;
+    out_.SerializeToString(&bytes);
+    out_.Clear();
+    grpc::Slice slice(std::move(bytes));
+    out_bytes_ = grpc::ByteBuffer(&slice, 1);
+  }
   GNMR_HAPPENS_BEFORE(&order_.write);
   StartWrite(&out_bytes_);
 }

@@ -40,6 +40,7 @@
 #include "daemon/server/decision_queue.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
+#include "daemon/server/round_cache.h"
 #include "daemon/server/server_stats.h"
 #include "daemon/server/session_handler.h"
 #include "gnmr/v1/relay.pb.h"
@@ -53,7 +54,8 @@ class LaneSink;
 // for the whole stream (LiveSessions closes it at shutdown).
 class NodeLink final : public DecisionSink {
  public:
-  NodeLink(NodeSessionReactor* reactor, ServerStats* stats) : reactor_(reactor), stats_(stats) {}
+  NodeLink(NodeSessionReactor* reactor, ServerStats* stats, std::shared_ptr<RoundCache> rounds)
+      : reactor_(reactor), stats_(stats), rounds_(std::move(rounds)) {}
   void SendDecision(std::shared_ptr<const WireMessage>) override {}  // never a job's sink
   // Ends the node's stream with `why`.
   void Close(const Status& why) override;
@@ -66,6 +68,9 @@ class NodeLink final : public DecisionSink {
   // Fills the reactor's next message; false if there is nothing to send
   // or a write may not start now.
   bool TakeWriteLocked();
+  // The common write (one message to each of the node's lanes, nothing
+  // else): its bytes from the round cache. False if this write is another.
+  bool TakeRoundLocked();
   void WriteDone(bool ok);
   void Detach();
   bool BeginRearm();
@@ -74,6 +79,7 @@ class NodeLink final : public DecisionSink {
   std::mutex mu_;
   NodeSessionReactor* reactor_;  // null once the reactor is done
   ServerStats* const stats_;
+  const std::shared_ptr<RoundCache> rounds_;
   // Sent while no write was in flight, in order (each lane's queue is
   // empty then); the next write takes them.
   struct Fresh {
@@ -121,8 +127,10 @@ class NodeSessionReactor final
 
   // `trusted`: the transport is the Unix socket or mutual TLS, where a
   // lane needs no token (as a rank's own Session).
+  // `rounds`: shared by the daemon's node streams (round_cache.h).
   NodeSessionReactor(grpc::CallbackServerContext* ctx, JobRegistry* registry, ServerStats* stats,
-                     LiveSessions* live, DecisionQueue::Limits queue_limits, bool trusted);
+                     LiveSessions* live, DecisionQueue::Limits queue_limits, bool trusted,
+                     std::shared_ptr<RoundCache> rounds);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -157,8 +165,11 @@ class NodeSessionReactor final
   v1::NodeClientMessage in_;
   // The read path's own (one read at a time, then OnDone): no lock.
   std::unordered_map<uint32_t, Lane> lanes_;
-  uint64_t next_lane_ = 0;     // lane ids below it and not live have ended
-  v1::NodeServerMessage out_;  // filled under link_->mu_ by TakeWriteLocked
+  uint64_t next_lane_ = 0;  // lane ids below it and not live have ended
+  // The next write, filled under link_->mu_ by TakeWriteLocked: a message,
+  // or bytes from the round cache.
+  v1::NodeServerMessage out_;
+  std::shared_ptr<const std::string> out_shared_;
   grpc::ByteBuffer out_bytes_;
   struct {
     char constructed, read, write, ended;

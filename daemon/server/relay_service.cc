@@ -25,7 +25,7 @@ RelayService::RelayService(JobRegistry* registry, ServerStats* stats, LiveSessio
       index, new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
                  [this](grpc::CallbackServerContext* ctx) {
                    return new NodeSessionReactor(ctx, registry_, stats_, live_, queue_limits_,
-                                                 TransportTrusted(ctx, insecure_tcp_));
+                                                 TransportTrusted(ctx, insecure_tcp_), rounds_);
                  }));
 }
 

@@ -10,6 +10,7 @@
 #include "daemon/server/decision_queue.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
+#include "daemon/server/round_cache.h"
 #include "daemon/server/server_stats.h"
 #include "gnmr/v1/relay.grpc.pb.h"
 
@@ -26,6 +27,8 @@ class RelayService final : public v1::GnmrRelay::CallbackService {
   LiveSessions* const live_;
   const bool insecure_tcp_;
   const DecisionQueue::Limits queue_limits_;
+  // Shared by the node streams (round_cache.h).
+  const std::shared_ptr<RoundCache> rounds_ = std::make_shared<RoundCache>();
 };
 
 }  // namespace gnmr

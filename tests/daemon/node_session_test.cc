@@ -57,6 +57,29 @@ TEST_F(NodeSessionTest, TwoLanesAttachAndEachDecisionCrossesTheStreamOnce) {
   EXPECT_EQ(listener_.incomplete.load(), 0u);
 }
 
+TEST_F(NodeSessionTest, TwoNodesWhoseLanesAreAlikeGetTheSameBytes) {
+  // Each node carries one rank as its lane 0: a round's write is the same
+  // for both, built once (round_cache.h) and sent to each.
+  StartDaemon();
+  RegisterTwo();
+  RawNode a(Tcp()), b(Tcp());
+  ASSERT_TRUE(a.SendLanes({HelloLane(0, 0)}));
+  ASSERT_TRUE(b.SendLanes({HelloLane(0, 1)}));
+  ASSERT_TRUE(a.WaitGenerationStart(0));
+  ASSERT_TRUE(b.WaitGenerationStart(0));
+  for (int64_t step = 0; step < 3; ++step) {
+    ASSERT_TRUE(a.SendLanes({StatsLane(0, 0, step)}));
+    ASSERT_TRUE(b.SendLanes({StatsLane(0, 1, step)}));
+    v1::Decision da, db;
+    std::vector<uint32_t> with_a, with_b;
+    ASSERT_TRUE(a.WaitDecision(0, step, &da, &with_a)) << "step " << step;
+    ASSERT_TRUE(b.WaitDecision(0, step, &db, &with_b)) << "step " << step;
+    EXPECT_EQ(da.SerializeAsString(), db.SerializeAsString());
+    EXPECT_EQ(with_a, std::vector<uint32_t>{0});
+    EXPECT_EQ(with_b, std::vector<uint32_t>{0});
+  }
+}
+
 TEST_F(NodeSessionTest, ABadLaneMessageEndsThatLaneOnlyAndItsLateMessagesGoNowhere) {
   StartDaemon();
   RegisterTwo();
