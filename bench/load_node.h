@@ -6,9 +6,7 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,14 +18,12 @@
 
 namespace gnmr::bench {
 
-class LoadNode : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+class LoadNode : public LoadStream {
  public:
   // Lanes 0..sessions.size()-1 carry ranks first_rank, first_rank + 1, ...
   LoadNode(grpc::GenericStub* stub, const std::string& job, uint32_t first_rank,
            const std::vector<uint64_t>& sessions, StepLog* log)
       : log_(log), lanes_(sessions.size()) {
-    stub->PrepareBidiStreamingCall(&ctx_, "/gnmr.v1.GnmrRelay/NodeSession", grpc::StubOptions(),
-                                   this);
     v1::NodeClientMessage hellos;
     for (size_t i = 0; i < sessions.size(); ++i) {
       v1::ClientMessage hello;
@@ -38,9 +34,7 @@ class LoadNode : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuff
       up->set_lane(static_cast<uint32_t>(i));
       up->set_message(hello.SerializeAsString());
     }
-    Write(Serialized(hellos));
-    StartRead(&in_);
-    StartCall();
+    Begin(stub, "/gnmr.v1.GnmrRelay/NodeSession", Serialized(hellos));
   }
 
   // One message with `report` on each lane that reports (none while every
@@ -56,59 +50,21 @@ class LoadNode : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuff
     if (m.lanes_size() > 0) Write(Serialized(m));
   }
 
-  void Close() { ctx_.TryCancel(); }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return done_; });
-  }
-
-  void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.pop_front();
-    if (ok && !queue_.empty()) {
-      StartWrite(&queue_.front());
-    } else {
-      writing_ = false;
-    }
-  }
-  void OnReadDone(bool ok) override {
-    if (!ok) return;
+ private:
+  void OnMessage(const std::string& bytes) override {
     v1::NodeServerMessage msg;
-    if (msg.ParseFromString(Bytes(&in_))) {
-      for (const v1::LaneDelivery& d : msg.deliveries()) {
-        v1::ServerMessage inner;
-        if (!inner.ParseFromString(d.message())) continue;
-        for (uint32_t lane : d.lanes()) {
-          if (lane < lanes_.size()) CountMessage(inner, &lanes_[lane], log_);
-        }
+    if (!msg.ParseFromString(bytes)) return;
+    for (const v1::LaneDelivery& d : msg.deliveries()) {
+      v1::ServerMessage inner;
+      if (!inner.ParseFromString(d.message())) continue;
+      for (uint32_t lane : d.lanes()) {
+        if (lane < lanes_.size()) CountMessage(inner, &lanes_[lane], log_);
       }
     }
-    StartRead(&in_);
-  }
-  void OnDone(const grpc::Status&) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    done_ = true;
-    cv_.notify_all();
   }
 
- private:
-  void Write(grpc::ByteBuffer bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(bytes));
-    if (!writing_) {
-      writing_ = true;
-      StartWrite(&queue_.front());
-    }
-  }
-
-  grpc::ClientContext ctx_;
   StepLog* log_;
   std::vector<RankView> lanes_;
-  grpc::ByteBuffer in_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<grpc::ByteBuffer> queue_;
-  bool writing_ = false, done_ = false;
 };
 
 // The simulated ranks' streams: one per rank (LoadRank), or one per node of

@@ -126,33 +126,11 @@ inline std::string Bytes(grpc::ByteBuffer* in) {
   return bytes;
 }
 
-class LoadRank : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+// One simulated stream (a rank's Session, or a relay's NodeSession): its
+// writes go one at a time from a queue of shared buffers, and each message
+// read goes to OnMessage.
+class LoadStream : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  LoadRank(grpc::GenericStub* stub, const std::string& job, uint32_t rank, uint64_t session,
-           StepLog* log)
-      : log_(log) {
-    stub->PrepareBidiStreamingCall(&ctx_, "/gnmr.v1.Gnmr/Session", grpc::StubOptions(), this);
-    v1::ClientMessage hello;
-    hello.mutable_hello()->set_job_id(job);
-    hello.mutable_hello()->set_rank(rank);
-    hello.mutable_hello()->set_session_id(session);
-    Send(Serialized(hello), false);
-    StartRead(&in_);
-    StartCall();
-  }
-
-  // Queues `report` (shared bytes: no copy); nothing while the rank stands
-  // by (`report: one_per_shard`: another replica of its shard reports).
-  void Send(const grpc::ByteBuffer& report, bool is_report = true) {
-    if (is_report && view_.standby.load(std::memory_order_relaxed)) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(report);
-    if (!writing_) {
-      writing_ = true;
-      StartWrite(&queue_.front());
-    }
-  }
-
   void Close() { ctx_.TryCancel(); }
   void Wait() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -170,31 +148,71 @@ class LoadRank : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuff
   }
   void OnReadDone(bool ok) override {
     if (!ok) return;
-    OnMessage();
+    OnMessage(Bytes(&in_));
     StartRead(&in_);
   }
-  void OnDone(const grpc::Status& s) override {
+  void OnDone(const grpc::Status&) override {
     std::lock_guard<std::mutex> lock(mu_);
-    status_ = s;
     done_ = true;
     cv_.notify_all();
   }
 
- private:
-  void OnMessage() {
-    v1::ServerMessage msg;
-    if (msg.ParseFromString(Bytes(&in_))) CountMessage(msg, &view_, log_);
+ protected:
+  // Starts the call of `method` with `first` as its first message; the
+  // last thing a subclass's constructor does.
+  void Begin(grpc::GenericStub* stub, const char* method, grpc::ByteBuffer first) {
+    stub->PrepareBidiStreamingCall(&ctx_, method, grpc::StubOptions(), this);
+    Write(std::move(first));
+    StartRead(&in_);
+    StartCall();
   }
+  // Queues `bytes` (shared: no copy).
+  void Write(grpc::ByteBuffer bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(bytes));
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    }
+  }
+  virtual void OnMessage(const std::string& bytes) = 0;
 
+ private:
   grpc::ClientContext ctx_;
-  StepLog* log_;
   grpc::ByteBuffer in_;
-  RankView view_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<grpc::ByteBuffer> queue_;
   bool writing_ = false, done_ = false;
-  grpc::Status status_;
+};
+
+class LoadRank : public LoadStream {
+ public:
+  LoadRank(grpc::GenericStub* stub, const std::string& job, uint32_t rank, uint64_t session,
+           StepLog* log)
+      : log_(log) {
+    v1::ClientMessage hello;
+    hello.mutable_hello()->set_job_id(job);
+    hello.mutable_hello()->set_rank(rank);
+    hello.mutable_hello()->set_session_id(session);
+    Begin(stub, "/gnmr.v1.Gnmr/Session", Serialized(hello));
+  }
+
+  // Queues `report` (shared bytes: no copy); nothing while the rank stands
+  // by (`report: one_per_shard`: another replica of its shard reports).
+  void Send(const grpc::ByteBuffer& report) {
+    if (view_.standby.load(std::memory_order_relaxed)) return;
+    Write(report);
+  }
+
+ private:
+  void OnMessage(const std::string& bytes) override {
+    v1::ServerMessage msg;
+    if (msg.ParseFromString(bytes)) CountMessage(msg, &view_, log_);
+  }
+
+  StepLog* log_;
+  RankView view_;
 };
 
 }  // namespace gnmr::bench

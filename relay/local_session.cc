@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/tsan_annotations.h"
+#include "proto/shared_slice.h"
 
 namespace gnmr::relay {
 
@@ -127,21 +128,9 @@ void LocalSession::Reacting(char* op) {
 
 void LocalSession::Reacted() { GNMR_HAPPENS_BEFORE(&order_.ended); }
 
-namespace {
-
-// A slice's reference on the shared bytes it shows.
-void ReleaseBytes(void* holder) { delete static_cast<std::shared_ptr<const std::string>*>(holder); }
-
-}  // namespace
-
 void LocalSession::Write(std::shared_ptr<const std::string> bytes) {
-  // The slice holds a reference on the node's one copy for as long as
-  // gRPC holds the slice (it may outlive the write's completion).
-  void* data = const_cast<char*>(bytes->data());  // gRPC only reads it
-  const size_t size = bytes->size();
-  grpc::Slice slice(data, size, &ReleaseBytes,
-                    new std::shared_ptr<const std::string>(std::move(bytes)));
-  out_ = grpc::ByteBuffer(&slice, 1);
+  // The node's one copy, shared (proto/shared_slice.h).
+  out_ = SharedBytes(*bytes, bytes);
   GNMR_HAPPENS_BEFORE(&order_.write);
   StartWrite(&out_);
 }

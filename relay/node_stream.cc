@@ -77,11 +77,6 @@ bool NodeStream::ended() const {
   return ended_;
 }
 
-size_t NodeStream::lanes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return lanes_.size();
-}
-
 void NodeStream::WriteLoop() {
   v1::NodeClientMessage msg;
   for (;;) {

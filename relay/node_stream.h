@@ -80,7 +80,6 @@ class NodeStream {
   void Close(uint32_t lane);
 
   bool ended() const;
-  size_t lanes() const;
 
  private:
   explicit NodeStream(const std::shared_ptr<grpc::Channel>& channel);

@@ -1,17 +1,11 @@
 #include "relay/relay_server.h"
 
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "common/tsan_annotations.h"
+#include "common/unix_socket.h"
 #include "relay/local_session.h"
 
 namespace gnmr::relay {
@@ -108,39 +102,6 @@ class ForwardedUnary final : public grpc::ServerGenericBidiReactor {
   } order_ = {};  // sync addresses only
 };
 
-// Whether a process accepts connections on the Unix socket at `path`.
-bool Answers(const std::string& path) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) return false;
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const bool connected = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return connected;
-}
-
-// Why gRPC could not bind `addr`, in words.
-Status ListenFailure(const std::string& addr) {
-  if (addr.rfind("unix:", 0) == 0) {
-    std::string path = addr.substr(5);
-    const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-    struct stat st;
-    if (stat(dir.empty() ? "/" : dir.c_str(), &st) != 0) {
-      return Status(StatusCode::kUnavailable,
-                    "cannot listen on " + addr + ": directory " + dir + ": " + strerror(errno));
-    }
-    if (access(dir.c_str(), W_OK) != 0) {
-      return Status(StatusCode::kPermissionDenied,
-                    "cannot listen on " + addr + ": directory " + dir + " is not writable");
-    }
-  }
-  return Status(StatusCode::kUnavailable,
-                "cannot listen on " + addr + " (in use, or not an address of this host)");
-}
-
 }  // namespace
 
 RelayServer::RelayServer(const RelayOptions& options)
@@ -167,24 +128,10 @@ StatusOr<std::unique_ptr<RelayServer>> RelayServer::Start(const RelayOptions& op
                            "': the relay serves the ranks of its own node");
   }
   std::unique_ptr<RelayServer> relay(new RelayServer(options));
-  {
-    // A socket left by a relay that died is removed; one that answers is
-    // another relay's, and is left alone.
-    const std::string path = options.listen.substr(5);
-    struct stat st;
-    if (lstat(path.c_str(), &st) == 0) {
-      if (!S_ISSOCK(st.st_mode)) {
-        return Status(StatusCode::kFailedPrecondition, "cannot listen on " + options.listen +
-                                                           ": the path exists and is not a socket");
-      }
-      if (Answers(path)) {
-        return Status(StatusCode::kFailedPrecondition,
-                      "cannot listen on " + options.listen +
-                          ": another process is listening on it (a second gnmr-relay?)");
-      }
-      unlink(path.c_str());
-    }
-  }
+  // A stale socket (left by a relay that died) is removed; a live one is
+  // another relay's and is left alone (common/unix_socket.h).
+  Status prepared = PrepareUnixSocket(options.listen.substr(5));
+  if (!prepared.ok()) return prepared;
   grpc::ServerBuilder builder;
   // A lane's message must fit gnmrd's bound with the lane's bytes around it.
   builder.SetMaxReceiveMessageSize(options.max_message_bytes - 1024);
@@ -192,7 +139,10 @@ StatusOr<std::unique_ptr<RelayServer>> RelayServer::Start(const RelayOptions& op
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials());
   builder.RegisterCallbackGenericService(relay.get());
   relay->server_ = builder.BuildAndStart();
-  if (!relay->server_) return ListenFailure(options.listen);
+  if (!relay->server_) {
+    return DiagnoseUnixListen(options.listen)
+        .value_or(Status(StatusCode::kUnavailable, "cannot listen on " + options.listen));
+  }
   return relay;
 }
 

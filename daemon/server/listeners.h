@@ -5,9 +5,10 @@
 //
 // - CheckTlsFiles: the certificate, the key and the client CA parse as PEM
 //   and the key belongs to the certificate (OpenSSL), before gRPC sees them.
-// - PrepareUnixSocket: an existing file at the socket path is removed only
-//   when it is a stale socket (nothing accepts on it); a live one belongs to
-//   a running daemon and is an error, as is a file that is not a socket.
+// - PrepareUnixSocket (common/unix_socket.h, shared with gnmr-relay): an
+//   existing file at the socket path is removed only when it is a stale
+//   socket (nothing accepts on it); a live one belongs to a running daemon
+//   and is an error, as is a file that is not a socket.
 // - DiagnoseListenFailure: after gRPC failed, why this address cannot be
 //   listened on (in use, no permission, not an address of this machine,
 //   unresolvable host, socket directory not writable, path too long).
@@ -27,6 +28,7 @@
 #include <optional>
 #include <string>
 
+#include "common/unix_socket.h"
 #include "gnmr/status.h"
 
 namespace gnmr {
@@ -40,9 +42,6 @@ struct TlsOptions {
 // OK when TLS is off (no cert_file); else FailedPrecondition naming the
 // file and the problem.
 Status CheckTlsFiles(const TlsOptions& tls);
-
-// `path` is a Unix socket path (without "unix:").
-Status PrepareUnixSocket(const std::string& path);
 
 // After gRPC failed to listen: why `address` ("unix:/path" or "host:port")
 // cannot be listened on, as FailedPrecondition; nullopt if it looks usable.

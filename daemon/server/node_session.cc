@@ -8,6 +8,7 @@
 #include "common/tsan_annotations.h"
 #include "daemon/server/raw_unary.h"
 #include "proto/grpc_status.h"
+#include "proto/shared_slice.h"
 
 namespace gnmr {
 
@@ -185,13 +186,7 @@ void NodeLink::Close(const Status& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (reactor_ == nullptr || !gate_.Ask(ToGrpc(why))) return;
-    for (const std::shared_ptr<LaneSink>& lane : pending_) {
-      lane->queue_.Clear();
-      lane->queued_ = false;
-    }
-    pending_.clear();
-    fresh_.clear();
-    ends_.clear();
+    DropUnsentLocked();
     if (!gate_.Take()) return;  // WriteDone or EndRearm finishes
     reactor = reactor_;
   }
@@ -216,11 +211,15 @@ void NodeLink::EndRearm() {
 void NodeLink::Detach() {
   std::lock_guard<std::mutex> lock(mu_);
   reactor_ = nullptr;
+  DropUnsentLocked();  // the lanes' sinks hold the link: no cycle left
+}
+
+void NodeLink::DropUnsentLocked() {
   for (const std::shared_ptr<LaneSink>& lane : pending_) {
     lane->queue_.Clear();
     lane->queued_ = false;
   }
-  pending_.clear();  // the lanes' sinks hold the link: no cycle left
+  pending_.clear();
   fresh_.clear();
   ends_.clear();
 }
@@ -252,24 +251,11 @@ void NodeSessionReactor::Read() {
   StartRead(&in_bytes_);
 }
 
-namespace {
-
-// A slice's reference on the shared bytes it shows.
-void ReleaseShared(void* holder) {
-  delete static_cast<std::shared_ptr<const std::string>*>(holder);
-}
-
-}  // namespace
-
 void NodeSessionReactor::Write() {
   if (out_shared_) {
-    // The round's bytes, shared with other nodes: the slice holds a
-    // reference for as long as gRPC holds it.
-    std::string& bytes = const_cast<std::string&>(*out_shared_);  // gRPC only reads it
-    grpc::Slice slice(bytes.data(), bytes.size(), &ReleaseShared,
-                      new std::shared_ptr<const std::string>(std::move(out_shared_)));
-    out_shared_.reset();
-    out_bytes_ = grpc::ByteBuffer(&slice, 1);
+    // The round's bytes, shared with other nodes (proto/shared_slice.h).
+    std::shared_ptr<const std::string> shared = std::move(out_shared_);
+    out_bytes_ = SharedBytes(*shared, shared);
   } else {
     std::string bytes;
     out_.SerializeToString(&bytes);

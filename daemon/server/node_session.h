@@ -73,6 +73,8 @@ class NodeLink final : public DecisionSink {
   bool TakeRoundLocked();
   void WriteDone(bool ok);
   void Detach();
+  // Forgets everything not yet written (the stream is closing or gone).
+  void DropUnsentLocked();
   bool BeginRearm();
   void EndRearm();
 

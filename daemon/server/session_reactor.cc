@@ -5,6 +5,7 @@
 #include "common/text.h"
 #include "common/tsan_annotations.h"
 #include "daemon/server/raw_unary.h"
+#include "proto/shared_slice.h"
 
 namespace gnmr {
 
@@ -118,23 +119,9 @@ void SessionReactor::Read() {
   StartRead(&in_bytes_);
 }
 
-namespace {
-
-// A slice's reference on the message whose bytes it shows.
-void ReleaseWireMessage(void* holder) {
-  delete static_cast<std::shared_ptr<const WireMessage>*>(holder);
-}
-
-}  // namespace
-
 void SessionReactor::Write() {
-  // The slice refers to the shared bytes and holds a reference on their
-  // message for as long as gRPC holds the slice (it may outlive the
-  // write's completion): no copy per stream.
-  std::string& bytes = const_cast<std::string&>(in_flight_->bytes);  // gRPC only reads it
-  grpc::Slice slice(bytes.data(), bytes.size(), &ReleaseWireMessage,
-                    new std::shared_ptr<const WireMessage>(in_flight_));
-  out_bytes_ = grpc::ByteBuffer(&slice, 1);
+  // The shared bytes, no copy per stream (proto/shared_slice.h).
+  out_bytes_ = SharedBytes(in_flight_->bytes, in_flight_);
   GNMR_HAPPENS_BEFORE(&order_.write);
   StartWrite(&out_bytes_);
 }
