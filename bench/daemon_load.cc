@@ -71,6 +71,7 @@ struct Options {
   double active_fraction = 1.0;
   int tp = 1;                  // shards per unit
   std::string report = "all";  // the job's `report` key
+  bool acks = true;            // each rank acks each decision
   std::string trace_dir;       // passed to the spawned gnmrd
   std::string memory_budget;   // passed to the spawned gnmrd
 };
@@ -91,7 +92,7 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
       "daemon_load (--gnmrd PATH | --target T) [--ranks N] [--units N] [--steps N]\n"
       "                   [--rate STEPS_PER_S] [--window N] [--channels N]\n"
       "                   [--active-fraction F] [--tp N] [--report all|one_per_shard]\n"
-      "                   [--ranks-per-stream K] [--trace-dir DIR]",
+      "                   [--ranks-per-stream K] [--no-acks] [--trace-dir DIR]",
       "Load generator for gnmrd: N ranks of one job report each step; prints decision\n"
       "latency (client side and gnmrd's histogram), gnmrd's CPU per step and its RSS.");
   p.AddString("gnmrd", "PATH", "start this gnmrd binary (in a temporary state dir)", &o->gnmrd);
@@ -119,6 +120,11 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
            "ranks per stream: K > 1 carries K ranks as the lanes of\n"
            "one relay stream, as gnmr-relay does per node (default 1)",
            1, 1024, &per_stream);
+  bool no_acks = false;
+  p.AddBool("no-acks",
+            "ranks do not ack decisions (as this bench before 2026-12-05;\n"
+            "a real client acks every step)",
+            &no_acks);
   p.AddString("memory-budget", "BYTES",
               "the spawned gnmrd's --memory-budget (e.g. 4GiB; default\n"
               "gnmrd's own)",
@@ -160,6 +166,7 @@ int ParseOptions(int argc, char** argv, Options* o, bool* run) {
   o->window = static_cast<int>(window);
   o->channels = static_cast<int>(channels);
   o->ranks_per_stream = static_cast<int>(per_stream);
+  o->acks = !no_acks;
   *run = true;
   return 0;
 }
@@ -295,7 +302,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "daemon_load: %d ranks registered in %.1f s\n", o.ranks, register_seconds);
   const auto attach_start = Clock::now();
 
-  gnmr::bench::StepLog log(o.steps, o.ranks);
+  gnmr::bench::StepLog log(o.steps, o.ranks, o.acks);
   std::vector<std::unique_ptr<grpc::GenericStub>> generic;
   for (auto& ch : channels) generic.push_back(std::make_unique<grpc::GenericStub>(ch));
   gnmr::bench::LoadStreams streams(generic, "load", sessions, o.ranks_per_stream, &log);
@@ -332,8 +339,10 @@ int main(int argc, char** argv) {
       std::unique_lock<std::mutex> lock(log.mu);
       log.cv.wait(lock, [&] { return t - log.complete < o.window; });
     }
+    uint64_t fingerprint = 0;
     const grpc::ByteBuffer report =
-        gnmr::bench::StepReport(t, static_cast<uint32_t>(o.units), o.active_fraction);
+        gnmr::bench::StepReport(t, static_cast<uint32_t>(o.units), o.active_fraction, &fingerprint);
+    log.fingerprints[t].store(fingerprint, std::memory_order_relaxed);
     streams.Send(report);
     log.sent[t] = Clock::now();
     if (t % 100 == 99) std::fprintf(stderr, "  ... %d steps sent\n", t + 1);
@@ -376,7 +385,8 @@ int main(int argc, char** argv) {
       "| %d x %d | %d | %s | %d | %.0f%% | %s | %zu/%d | %.1f | %.2f / %.2f ms | <= %.1f / <= %.1f "
       "ms "
       "| %.2f ms | %s / %s | %.1f-%.1f |\n",
-      o.ranks, o.units, o.tp, o.report.c_str(), o.ranks_per_stream, o.active_fraction * 100,
+      o.ranks, o.units, o.tp, (o.report + (o.acks ? "" : " (no acks)")).c_str(), o.ranks_per_stream,
+      o.active_fraction * 100,
       o.rate > 0 ? (std::to_string(static_cast<int>(o.rate)) + "/s").c_str() : "max", lat.size(),
       o.steps, steps_per_s, Percentile(lat, 0.5), Percentile(lat, 0.99), server_p50 * 1e3,
       server_p99 * 1e3, cpu >= 0 && !lat.empty() ? cpu / static_cast<double>(o.steps) * 1e3 : -1.0,
@@ -390,6 +400,11 @@ int main(int argc, char** argv) {
         static_cast<double>(rss_registered - rss_base) / o.ranks,
         static_cast<double>(rss_attached - rss_registered) / o.ranks, Percentile(lat, 1.0),
         register_seconds, attach_seconds);
+  }
+  if (o.report == "one_per_shard" && !scraped.empty()) {
+    std::printf("\nreplica check: %.0f held reports compared, %.0f differed\n",
+                gnmr::bench::MetricValue(scraped, "gnmr_replica_checks_total"),
+                gnmr::bench::MetricValue(scraped, "gnmr_replica_mismatches_total"));
   }
   if (!o.trace_dir.empty()) {
     std::printf(

@@ -54,13 +54,22 @@ class LoadNode : public LoadStream {
   void OnMessage(const std::string& bytes) override {
     v1::NodeServerMessage msg;
     if (!msg.ParseFromString(bytes)) return;
+    v1::NodeClientMessage acks;  // the node's ranks' acks, in one write
     for (const v1::LaneDelivery& d : msg.deliveries()) {
       v1::ServerMessage inner;
       if (!inner.ParseFromString(d.message())) continue;
       for (uint32_t lane : d.lanes()) {
-        if (lane < lanes_.size()) CountMessage(inner, &lanes_[lane], log_);
+        if (lane >= lanes_.size()) continue;
+        CountMessage(inner, &lanes_[lane], log_);
+        v1::ClientMessage ack;
+        if (AckFor(inner, lanes_[lane].standby.load(std::memory_order_relaxed), *log_, &ack)) {
+          v1::LaneUp* up = acks.add_lanes();
+          up->set_lane(lane);
+          up->set_message(ack.SerializeAsString());
+        }
       }
     }
+    if (acks.lanes_size() > 0) Write(Serialized(acks));
   }
 
   StepLog* log_;

@@ -5,6 +5,12 @@
 // step and the same bytes go to every rank (all ranks are data-parallel
 // replicas of the same units, so their reports are identical): the load
 // generator costs one serialization per step, not one per rank.
+//
+// Like a real client, each rank acks every decision it receives (unless
+// --no-acks): an Ack of the decision's apply step, and a standby's ack
+// carries its StandbyNote (the fingerprint of the report it held back,
+// equal to the reporter's here, and its client figures), so gnmrd reads
+// one message per rank per step and runs the replica check as it would.
 #pragma once
 
 #include <atomic>
@@ -20,6 +26,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "gnmr/v1/gnmr.pb.h"
+#include "proto/report_fingerprint.h"
 
 namespace gnmr::bench {
 
@@ -36,7 +43,9 @@ inline grpc::ByteBuffer Serialized(const google::protobuf::Message& m) {
 // checked at registration). active_fraction 1: the dense form, as before
 // sparse reports (unit_id and sumsq); below 1: the sparse form listing
 // about that fraction of the units, chosen per step (docs/statistics.md).
-inline grpc::ByteBuffer StepReport(int64_t step, uint32_t units, double active_fraction) {
+// `fingerprint`: the report's (proto/report_fingerprint.h).
+inline grpc::ByteBuffer StepReport(int64_t step, uint32_t units, double active_fraction,
+                                   uint64_t* fingerprint) {
   v1::ClientMessage m;
   v1::StepStats* s = m.mutable_stats();
   s->set_step(step);
@@ -58,18 +67,28 @@ inline grpc::ByteBuffer StepReport(int64_t step, uint32_t units, double active_f
       s->add_zeros(0);
     }
   }
+  *fingerprint = ReportFingerprint(*s);
   return Serialized(m);
 }
 
 // Per-step bookkeeping shared by all ranks.
 struct StepLog {
-  StepLog(int steps, int ranks) : sent(steps), last_arrival(steps), arrivals(steps), ranks(ranks) {
+  StepLog(int steps, int ranks, bool acks)
+      : sent(steps),
+        last_arrival(steps),
+        arrivals(steps),
+        fingerprints(steps),
+        ranks(ranks),
+        acks(acks) {
     for (auto& a : arrivals) a.store(0);
+    for (auto& f : fingerprints) f.store(0);
   }
   std::vector<Clock::time_point> sent;
   std::vector<Clock::time_point> last_arrival;
   std::vector<std::atomic<int>> arrivals;
+  std::vector<std::atomic<uint64_t>> fingerprints;  // of each step's report
   const int ranks;
+  const bool acks;               // each rank acks each decision
   std::atomic<int> attached{0};  // ranks that received their GenerationStart
   std::atomic<int> standby{0};   // ranks told to stand by (ReporterRole)
   std::mutex mu;
@@ -114,6 +133,30 @@ inline void CountMessage(const v1::ServerMessage& msg, RankView* rank, StepLog* 
     log->complete++;
     log->cv.notify_all();
   }
+}
+
+// The ack a rank sends for `msg` (a decision; false for anything else, or
+// with acks off): a standby's carries its note.
+inline bool AckFor(const v1::ServerMessage& msg, bool standby, const StepLog& log,
+                   v1::ClientMessage* out) {
+  if (!log.acks || !msg.has_decision()) return false;
+  const v1::Decision& d = msg.decision();
+  v1::Ack* a = out->mutable_ack();
+  a->set_step(d.apply_step());
+  a->set_sequence(d.sequence());
+  a->set_digest(d.digest());
+  a->set_has_decision(true);
+  a->set_generation(d.generation());
+  const int64_t step = d.observed_step();
+  if (standby && step >= 0 && step < static_cast<int64_t>(log.fingerprints.size())) {
+    v1::StandbyNote* note = a->mutable_standby();
+    note->set_step(step);
+    note->set_fingerprint(log.fingerprints[step].load(std::memory_order_relaxed));
+    note->mutable_overhead()->set_stats_seconds(1e-4);
+    note->mutable_overhead()->set_overhead_ratio(0.01);
+    note->mutable_overhead()->set_overhead_source(v1::OVERHEAD_SOURCE_HOST_WALL);
+  }
+  return true;
 }
 
 // A received buffer's bytes in one piece.
@@ -208,7 +251,12 @@ class LoadRank : public LoadStream {
  private:
   void OnMessage(const std::string& bytes) override {
     v1::ServerMessage msg;
-    if (msg.ParseFromString(bytes)) CountMessage(msg, &view_, log_);
+    if (!msg.ParseFromString(bytes)) return;
+    CountMessage(msg, &view_, log_);
+    v1::ClientMessage ack;
+    if (AckFor(msg, view_.standby.load(std::memory_order_relaxed), *log_, &ack)) {
+      Write(Serialized(ack));
+    }
   }
 
   StepLog* log_;

@@ -28,6 +28,7 @@ inline constexpr EventKindNameEntry kEventKindNames[] = {
     {v1::EVENT_KIND_DECISION_FAILED, "decision_failed"},
     {v1::EVENT_KIND_TRACE_DROPPED, "trace_dropped"},
     {v1::EVENT_KIND_DENIED_CLIP, "denied_clip"},
+    {v1::EVENT_KIND_REPLICAS_DIFFER, "replicas_differ"},
 };
 
 // "unknown" for EVENT_KIND_UNSPECIFIED and values this build does not know.

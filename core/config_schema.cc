@@ -119,7 +119,8 @@ std::vector<ConfigField> MakeFields() {
                         "lower bound of clip scales, unless a rule sets its own"),
       GNMR_CONFIG_FIELD(report, T::kEnum, {}, ReportChoices(),
                         "which ranks send statistics: every rank, or one elected "
-                        "data-parallel replica per shard (gnmrd; docs/scale.md)"),
+                        "data-parallel replica per shard, checked against the others "
+                        "(gnmrd; docs/scale.md)"),
       Later(GNMR_CONFIG_FIELD(tau_forward, T::kDouble, Above(1), {},
                               "forward channel: trigger threshold of a unit's forward norm / "
                               "its mean")),

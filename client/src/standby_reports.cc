@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "proto/report_fingerprint.h"
+
 namespace gnmr {
 
 bool StandbyReports::SetRole(bool standby, int64_t from_step) {
@@ -24,12 +26,32 @@ bool StandbyReports::standby() const {
 }
 
 void StandbyReports::Hold(v1::StepStats&& stats) {
+  const uint64_t fingerprint = ReportFingerprint(stats);
+  v1::ClientOverhead* figures = stats.mutable_overhead();
   std::lock_guard<std::mutex> lock(mu_);
+  const double seconds = have_note_ ? note_.overhead().stats_seconds() : 0.0;
+  const double gpu_seconds = have_note_ ? note_.overhead().stats_gpu_seconds() : 0.0;
+  note_.set_step(stats.step());
+  note_.set_fingerprint(fingerprint);
+  *note_.mutable_overhead() = *figures;
+  note_.mutable_overhead()->set_stats_seconds(seconds + figures->stats_seconds());
+  note_.mutable_overhead()->set_stats_gpu_seconds(gpu_seconds + figures->stats_gpu_seconds());
+  have_note_ = true;
+  figures->set_stats_seconds(0.0);  // counted by the note
+  figures->set_stats_gpu_seconds(0.0);
   // A step at or before a held one (a trainer that went back to a
   // checkpoint) makes the held ones of that step and later void.
   while (!held_.empty() && held_.back().step() >= stats.step()) held_.pop_back();
   held_.push_back(std::move(stats));
   while (held_.size() > keep_) held_.pop_front();
+}
+
+bool StandbyReports::TakeNote(v1::StandbyNote* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!have_note_) return false;
+  out->Swap(&note_);
+  have_note_ = false;
+  return true;
 }
 
 std::vector<v1::StepStats> StandbyReports::TakeWanted() {

@@ -16,6 +16,12 @@
 //   rank elected just after a reconnect still has them.
 // - Bounded: the newest `keep` reports (older ones are dropped: the job
 //   closed those steps long ago, see the step deadline).
+// - What a standby holds back is still accounted for: the newest held
+//   report's fingerprint and client figures ride on the rank's next ack
+//   (v1::StandbyNote), so gnmrd checks the replicas against each other and
+//   shows every rank's overhead (docs/scale.md). Stats seconds are summed
+//   into the note and taken out of the held report, so a report sent
+//   after an election does not count them twice.
 #pragma once
 
 #include <cstddef>
@@ -39,8 +45,12 @@ class StandbyReports {
   void StartSession();
 
   bool standby() const;
-  // Keeps `stats` (a standby's report) instead of sending it.
+  // Keeps `stats` (a standby's report) instead of sending it, and notes it
+  // for the next ack.
   void Hold(v1::StepStats&& stats);
+  // The note for the next ack, if a report was held since the last one
+  // was taken.
+  bool TakeNote(v1::StandbyNote* out);
   // The held reports the job wants now that this rank reports (steps from
   // the role's from_step on, not sent before in this session), oldest first;
   // they are no longer held.
@@ -55,6 +65,8 @@ class StandbyReports {
   int64_t from_step_ = 0;
   int64_t last_sent_ = -1;          // this session
   std::deque<v1::StepStats> held_;  // oldest first
+  bool have_note_ = false;
+  v1::StandbyNote note_;
 };
 
 }  // namespace gnmr

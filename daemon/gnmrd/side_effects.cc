@@ -30,6 +30,15 @@ void DaemonSideEffects::OnReport(const std::string& job_id, uint32_t rank, size_
   if (metrics_) metrics_->ForJob(job_id)->OnReport(rank, bytes, overhead);
 }
 
+void DaemonSideEffects::OnStandbyNote(const std::string& job_id, uint32_t rank,
+                                      const v1::ClientOverhead& overhead) {
+  if (metrics_) metrics_->ForJob(job_id)->OnStandbyNote(rank, overhead);
+}
+
+void DaemonSideEffects::OnReplicaCheck(const std::string& job_id, bool match) {
+  if (metrics_) metrics_->ForJob(job_id)->OnReplicaCheck(match);
+}
+
 void DaemonSideEffects::OnLateReport(const std::string& job_id, uint32_t) {
   if (metrics_) metrics_->ForJob(job_id)->OnLateReport();
 }

@@ -37,6 +37,9 @@ class DaemonSideEffects final : public JobListener {
 
   void OnJobStarted(const std::string& job_id, uint32_t world_size,
                     const Controller& controller) override;
+  void OnStandbyNote(const std::string& job_id, uint32_t rank,
+                     const v1::ClientOverhead& overhead) override;
+  void OnReplicaCheck(const std::string& job_id, bool match) override;
   void OnReport(const std::string& job_id, uint32_t rank, size_t bytes,
                 const v1::ClientOverhead& overhead) override;
   void OnLateReport(const std::string& job_id, uint32_t rank) override;

@@ -322,6 +322,7 @@ Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& sta
     listener_->OnReport(id_, rank, bytes, stats.overhead());
     if (outcome == StepAggregator::Outcome::kLate) listener_->OnLateReport(id_, rank);
   }
+  CheckReport(rank, stats);
   DrainReady(now);
   return Status::Ok();
 }
@@ -334,6 +335,10 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   if (!s.ok()) return s;
   RankSession& rs = *session;
   rs.last_seen = Now();
+  if (ack.has_standby()) {  // what a standby held back: its figures, the replica check
+    if (listener_) listener_->OnStandbyNote(id_, rank, ack.standby().overhead());
+    CheckNote(rank, ack.standby());
+  }
   // Shown as the rank's last step (gnmrctl jobs, top), so bounded as a
   // report's step is: no further ahead of the last closed step than a
   // report may jump.

@@ -78,6 +78,7 @@
 #include "daemon/aggregator/step_aggregator.h"
 #include "daemon/job/ack_book.h"
 #include "daemon/job/job_listener.h"
+#include "daemon/job/replica_check.h"
 #include "daemon/job/reporter_election.h"
 #include "daemon/job/resource_caps.h"
 #include "daemon/job/unit_query.h"
@@ -300,6 +301,14 @@ class Job {
   // is passed over, and if another replica takes over, the step gets one
   // more deadline.
   void HandleOverdue(Clock::time_point now);
+  // The replica check (replica_check.h): a reporter's report, a standby's
+  // note; a mismatch makes every rank report (the config's `report: all`).
+  void CheckReport(uint32_t rank, const v1::StepStats& stats);
+  void CheckNote(uint32_t rank, const v1::StandbyNote& note);
+  void FallBackToAllReports(const ReplicaCheck::Mismatch& m);
+  // SetConfig after its checks (holds mu_): the controller's config, the
+  // roles, an event, a snapshot and the view.
+  void ApplyConfigLocked(const ControllerConfig& config);
   // ---- resources (resource_caps.h)
   JobShape ShapeLocked() const;
   // The shape with the layout as it is and the given config (SetConfig,
@@ -349,6 +358,7 @@ class Job {
   Controller controller_;
   StepAggregator aggregator_;
   ReporterElection election_;
+  ReplicaCheck replica_check_;
   std::unordered_map<uint32_t, RankSession> sessions_;
   uint32_t connected_ = 0;  // sessions with a sink
   // The sinks of sessions_, in one array for the broadcast of each step

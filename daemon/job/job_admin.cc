@@ -3,6 +3,8 @@
 #include <cmath>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "common/glob.h"
 #include "common/wall_clock.h"
 #include "controller/state_codec.h"
@@ -222,8 +224,16 @@ Status Job::SetConfig(const ControllerConfig& config) {
   if (!s.ok()) return s;
   s = Reserve(ShapeWith(config, ActionResolver(config).MemoryBytes()));
   if (!s.ok()) return s;
-  s = controller_.SetConfig(config);  // validated above: cannot fail
-  if (!s.ok()) return s;
+  ApplyConfigLocked(config);
+  return Status::Ok();
+}
+
+void Job::ApplyConfigLocked(const ControllerConfig& config) {
+  Status s = controller_.SetConfig(config);  // validated by the caller: cannot fail
+  if (!s.ok()) {
+    spdlog::error("job {}: a checked config was refused: {}", id_, s.ToString());
+    return;
+  }
   SyncReportMode();
   imported_state_.clear();  // a repeated import would now change the state
   if (listener_) {
@@ -234,13 +244,12 @@ Status Job::SetConfig(const ControllerConfig& config) {
     e.set_detail("config_version=" + std::to_string(controller_.config_version()) +
                  " max_o=" + std::to_string(config.max_o) + " lag=" + std::to_string(config.lag) +
                  " lock_steps=" + std::to_string(config.lock_steps) +
-                 " tau=" + std::to_string(config.tau));
+                 " tau=" + std::to_string(config.tau) + " report=" + ReportModeName(config.report));
     listener_->OnEvents(id_, {e});
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   RequestSnapshot();
   PublishView(Now());  // GetConfig shows the new config at once
-  return Status::Ok();
 }
 
 Status Job::ReleaseUnit(const std::string& unit) {

@@ -34,6 +34,15 @@ class JobListener {
   virtual void OnReport(const std::string& job_id, uint32_t rank, size_t bytes,
                         const v1::ClientOverhead& overhead) = 0;
   virtual void OnLateReport(const std::string& job_id, uint32_t rank) = 0;
+  // A standby's ack said what it held back (docs/scale.md): the client
+  // figures its reports would have carried.
+  virtual void OnStandbyNote(const std::string& job_id, uint32_t rank,
+                             const v1::ClientOverhead& overhead) {
+    (void)job_id, (void)rank, (void)overhead;
+  }
+  // A standby's held report was compared with its reporter's (replica
+  // check); `match` false is also a `replicas_differ` event.
+  virtual void OnReplicaCheck(const std::string& job_id, bool match) { (void)job_id, (void)match; }
   virtual void OnDecision(const std::string& job_id, const StepAggregator::ClosedStep& step,
                           const Decision& decision, const Controller& controller,
                           const StepTiming& timing) = 0;

@@ -5,13 +5,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include "controller/action_resolver.h"
 #include "daemon/job/job.h"
+#include "proto/report_fingerprint.h"
 
 namespace gnmr {
 
 void Job::SyncReportMode() {
   ReporterElection::Changes changes;
   election_.SetMode(controller_.config().report, &changes);
+  replica_check_.Clear();
   aggregator_.SetReporters(election_.mode() == ReportMode::kAll ? nullptr : &election_.reporters());
   ApplyRoleChanges(changes);
 }
@@ -60,6 +63,59 @@ void Job::HandleOverdue(Clock::time_point now) {
         "for them (rank {})",
         id_, *step, replaced);
   }
+}
+
+void Job::CheckReport(uint32_t rank, const v1::StepStats& stats) {
+  if (election_.mode() != ReportMode::kOnePerShard) return;
+  const uint32_t group = topology_.group_of(rank);
+  if (group == JobTopology::kNoGroup || topology_.group_members(group).size() < 2) return;
+  bool compared = false;
+  const std::optional<ReplicaCheck::Mismatch> m =
+      replica_check_.Reported(group, rank, stats.step(), ReportFingerprint(stats), &compared);
+  if (compared && listener_) listener_->OnReplicaCheck(id_, !m.has_value());
+  if (m) FallBackToAllReports(*m);
+}
+
+void Job::CheckNote(uint32_t rank, const v1::StandbyNote& note) {
+  if (election_.mode() != ReportMode::kOnePerShard || !election_.standby(rank)) return;
+  const uint32_t group = topology_.group_of(rank);
+  if (group == JobTopology::kNoGroup) return;
+  // A note far ahead of the job would take a ring slot from real steps.
+  const int64_t closed = aggregator_.last_closed();
+  if (note.step() < 0 ||
+      (closed >= 0 &&
+       note.step() - closed >
+           static_cast<int64_t>(ReplicaCheck::kSteps + options_.aggregation.max_open_steps))) {
+    return;
+  }
+  bool compared = false;
+  const std::optional<ReplicaCheck::Mismatch> m =
+      replica_check_.Noted(group, rank, note.step(), note.fingerprint(), &compared);
+  if (compared && listener_) listener_->OnReplicaCheck(id_, !m.has_value());
+  if (m) FallBackToAllReports(*m);
+}
+
+void Job::FallBackToAllReports(const ReplicaCheck::Mismatch& m) {
+  const std::string detail =
+      "at step " + std::to_string(m.step) + " rank " + std::to_string(m.other) +
+      " would have reported other gradient statistics than rank " + std::to_string(m.reporter) +
+      ", the reporter of its replica group: these ranks are not data-parallel replicas of each "
+      "other (docs/scale.md, \"Replica check\"), so one of them cannot report for the rest; "
+      "every rank reports from now on (report: all)";
+  ControllerConfig config = controller_.config();
+  config.report = ReportMode::kAll;
+  const Status fits = Reserve(ShapeWith(config, ActionResolver(config).MemoryBytes()));
+  if (!fits.ok()) {  // said once; the check rests until the roles change
+    const std::string refused = detail + ", but that does not fit the job's caps (" +
+                                fits.message() + "): one rank per group keeps reporting";
+    spdlog::error("job {}: {}", id_, refused);
+    EmitEvent(v1::EVENT_KIND_REPLICAS_DIFFER, m.step, refused);
+    replica_check_.Pause();
+    return;
+  }
+  spdlog::warn("job {}: {}", id_, detail);
+  EmitEvent(v1::EVENT_KIND_REPLICAS_DIFFER, m.step, detail);
+  ApplyConfigLocked(config);
 }
 
 }  // namespace gnmr

@@ -72,6 +72,8 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units
       decision_latency_(f->decision_latency.Add(labels_, LatencyBuckets())),
       aggregation_time_(f->aggregation_time.Add(labels_, LatencyBuckets())),
       ack_mismatches_(f->ack_mismatches.Add(labels_)),
+      replica_checks_(f->replica_checks.Add(labels_)),
+      replica_mismatches_(f->replica_mismatches.Add(labels_)),
       decision_failures_(f->decision_failures.Add(labels_)),
       unit_series_(f, job_id_),
       group_series_(f, job_id_, groups) {
@@ -109,6 +111,8 @@ JobMetrics::~JobMetrics() {
   f_->decision_latency.Remove(&decision_latency_);
   f_->aggregation_time.Remove(&aggregation_time_);
   f_->ack_mismatches.Remove(&ack_mismatches_);
+  f_->replica_checks.Remove(&replica_checks_);
+  f_->replica_mismatches.Remove(&replica_mismatches_);
   f_->decision_failures.Remove(&decision_failures_);
   for (auto& by_trigger : admissions_) {
     for (prometheus::Counter* c : by_trigger) {
@@ -154,6 +158,19 @@ void JobMetrics::SetRanksConnected(uint32_t ranks) { ranks_connected_.Set(ranks)
 void JobMetrics::OnReport(uint32_t rank, size_t bytes, const v1::ClientOverhead& overhead) {
   reports_.Increment();
   report_bytes_.Increment(static_cast<double>(bytes));
+  RecordClientFigures(rank, overhead);
+}
+
+void JobMetrics::OnStandbyNote(uint32_t rank, const v1::ClientOverhead& overhead) {
+  RecordClientFigures(rank, overhead);
+}
+
+void JobMetrics::OnReplicaCheck(bool match) {
+  replica_checks_.Increment();
+  if (!match) replica_mismatches_.Increment();
+}
+
+void JobMetrics::RecordClientFigures(uint32_t rank, const v1::ClientOverhead& overhead) {
   std::lock_guard<std::mutex> lock(mu_);
   RankSeries& r = Rank(rank);
   double ratio = 0.0;

@@ -9,6 +9,9 @@
 //   OnLateReport        a report for a closed step was dropped
 //   OnAckMismatch       ranks acked different plans for a step (once per
 //                       step), or a decision with another digest than sent
+//   OnStandbyNote       a standby's ack carried its client figures
+//   OnReplicaCheck      a standby's held report was compared with its
+//                       reporter's
 //   OnDecisionFailed    a closed step could not be decided
 //   OnDecision          a step was decided
 //   Refresh             the controller changed outside a decision (restore,
@@ -67,6 +70,8 @@ class JobMetrics {
   void SetWorldSize(uint32_t ranks);
   void SetRanksConnected(uint32_t ranks);
   void OnReport(uint32_t rank, size_t bytes, const v1::ClientOverhead& overhead);
+  void OnStandbyNote(uint32_t rank, const v1::ClientOverhead& overhead);
+  void OnReplicaCheck(bool match);
   void OnLateReport();
   void OnAckMismatch();
   void OnDecisionFailed();
@@ -97,6 +102,7 @@ class JobMetrics {
   void RefreshUnits(const Controller& c);
   prometheus::Counter& Admissions(Action action, Trigger trigger);
   RankSeries& Rank(uint32_t rank);
+  void RecordClientFigures(uint32_t rank, const v1::ClientOverhead& overhead);
 
   MetricFamilies* const f_;
   const std::string job_id_;
@@ -128,6 +134,8 @@ class JobMetrics {
   prometheus::Histogram& decision_latency_;
   prometheus::Histogram& aggregation_time_;
   prometheus::Counter& ack_mismatches_;
+  prometheus::Counter& replica_checks_;
+  prometheus::Counter& replica_mismatches_;
   prometheus::Counter& decision_failures_;
   prometheus::Counter* admissions_[4][4] = {};  // [action][trigger]
   std::map<uint32_t, RankSeries> ranks_;

@@ -74,6 +74,12 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
                              "digest, skip) or from the decision sent; once per step.")),
       decision_failures(Counter(r, "gnmr_decision_failures_total",
                                 "Closed steps the controller could not decide (a daemon bug).")),
+      replica_checks(Counter(r, "gnmr_replica_checks_total",
+                             "Standbys' held reports compared with their reporter's "
+                             "(report: one_per_shard).")),
+      replica_mismatches(Counter(r, "gnmr_replica_mismatches_total",
+                                 "Held reports that differed from their reporter's; the job "
+                                 "falls back to report: all.")),
       client_overhead_ratio(Gauge(r, "gnmr_client_overhead_ratio",
                                   "Client-reported statistics time / step time, per rank.")),
       client_dropped_reports(

@@ -30,6 +30,8 @@
 //   gnmr_aggregation_seconds                     combining the ranks' reports
 //   gnmr_ack_mismatches_total                    steps the ranks planned differently
 //   gnmr_decision_failures_total                 closed steps not decided (a bug)
+//   gnmr_replica_checks_total                    standbys' held reports compared
+//   gnmr_replica_mismatches_total                ... that differed (report: all follows)
 // Per job and rank {job_id,rank}:
 //   gnmr_client_overhead_ratio                   stats time / step time
 //   gnmr_client_dropped_reports_total, gnmr_client_missed_decisions_total
@@ -100,6 +102,8 @@ struct MetricFamilies {
   HistogramFamily& aggregation_time;
   CounterFamily& ack_mismatches;
   CounterFamily& decision_failures;
+  CounterFamily& replica_checks;
+  CounterFamily& replica_mismatches;
 
   GaugeFamily& client_overhead_ratio;
   CounterFamily& client_dropped_reports;

@@ -62,17 +62,21 @@ class ClientStandbyTest : public testing::DaemonTest {
     EXPECT_EQ(p.has_decision, step > 0) << "step " << step;
     ASSERT_TRUE(r->client->Ack(p).ok());
   }
+  // A daemon whose steps never close by their deadline (every step must be
+  // complete), and two replicas, r1 standing by.
+  void StartWithReplicas(Replica* r0, Replica* r1) {
+    DaemonOptions opts;
+    opts.registry.job.aggregation.deadline = std::chrono::seconds(60);
+    StartDaemon(opts);
+    Make(r0, 0);
+    Make(r1, 1);
+    ASSERT_TRUE(testing::Eventually([&] { return r1->client->Counters().standby; }));
+  }
 };
 
 TEST_F(ClientStandbyTest, TheStandbyHoldsItsReportsAndTakesOverWithoutLosingAStep) {
-  DaemonOptions opts;
-  // Nothing may close by its deadline: every step must be complete.
-  opts.registry.job.aggregation.deadline = std::chrono::seconds(60);
-  StartDaemon(opts);
   Replica r0, r1;
-  Make(&r0, 0);
-  Make(&r1, 1);
-  ASSERT_TRUE(testing::Eventually([&] { return r1.client->Counters().standby; }));
+  StartWithReplicas(&r0, &r1);
   EXPECT_FALSE(r0.client->Counters().standby);
 
   constexpr int64_t kSteps = 6;
@@ -89,6 +93,10 @@ TEST_F(ClientStandbyTest, TheStandbyHoldsItsReportsAndTakesOverWithoutLosingASte
   EXPECT_EQ(held.reports_held, static_cast<uint64_t>(kSteps));
   EXPECT_EQ(held.missed_decisions, 0u);
   EXPECT_EQ(r0.client->Counters().reports_sent, static_cast<uint64_t>(kSteps));
+  // The standby's acks said what it held back, and it matched r0's reports.
+  EXPECT_GT(listener_.standby_notes.load(), 0u);
+  EXPECT_TRUE(testing::Eventually([&] { return listener_.replica_checks.load() > 0; }));
+  EXPECT_EQ(listener_.replica_mismatches.load(), 0u);
 
   // r1 computes step kSteps and holds it; r0 dies before it reports it.
   r1.Fill(kSteps);
@@ -110,6 +118,34 @@ TEST_F(ClientStandbyTest, TheStandbyHoldsItsReportsAndTakesOverWithoutLosingASte
   EXPECT_EQ(r1.client->Counters().reports_sent, 2u);
   EXPECT_EQ(listener_.by_deadline.load(), 0u);
   EXPECT_EQ(listener_.incomplete.load(), 0u);
+}
+
+// Ranks that registered as replicas but hold different gradients (here: a
+// rank whose tensors differ, as FSDP shards registered as whole units do):
+// the replica check catches it, the job goes back to every rank reporting
+// (report: all), and the standby sends its reports from then on.
+TEST_F(ClientStandbyTest, RanksThatAreNotReplicasMakeTheJobGoBackToEveryRankReporting) {
+  Replica r0, r1;
+  StartWithReplicas(&r0, &r1);
+  int64_t step = 0;
+  const auto step_both = [&] {
+    r1.Fill(step);
+    for (float& x : r1.a) x *= 2.0f;  // not what r0 holds
+    ASSERT_TRUE(r1.client->Observe(step).ok());
+    Step(&r0, step);
+    ASSERT_TRUE(r1.client->Ack(r1.client->PlanFor(step)).ok());
+    ++step;
+  };
+  for (int i = 0; i < 30 && listener_.replica_mismatches.load() == 0; ++i) step_both();
+  // (The event follows the count, under the job's lock.)
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return listener_.EventsOf("dp", "replicas_differ").size() == 1u; }));
+  EXPECT_EQ(listener_.replica_mismatches.load(), 1u);
+  ASSERT_TRUE(testing::Eventually([&] { return !r1.client->Counters().standby; }));
+  const uint64_t sent = r1.client->Counters().reports_sent;
+  step_both();
+  ASSERT_TRUE(r1.client->Flush(std::chrono::seconds(3)));
+  EXPECT_GT(r1.client->Counters().reports_sent, sent);
 }
 
 }  // namespace

@@ -107,14 +107,18 @@ class RawRank {
   bool Send(const v1::ClientMessage& m) { return stream_->Write(m); }
 
   // Stats with sumsq per registered unit (in registration order).
+  v1::StepStats Stats(int64_t step, const std::vector<double>& sumsq) const {
+    v1::StepStats s;
+    s.set_step(step);
+    for (size_t i = 0; i < sumsq.size(); ++i) {
+      s.add_unit_id(unit_ids_[i]);
+      s.add_sumsq(sumsq[i]);
+    }
+    return s;
+  }
   bool SendStats(int64_t step, const std::vector<double>& sumsq) {
     v1::ClientMessage m;
-    v1::StepStats* s = m.mutable_stats();
-    s->set_step(step);
-    for (size_t i = 0; i < sumsq.size(); ++i) {
-      s->add_unit_id(unit_ids_[i]);
-      s->add_sumsq(sumsq[i]);
-    }
+    *m.mutable_stats() = Stats(step, sumsq);
     return Send(m);
   }
 

@@ -5,6 +5,7 @@
 // that takes over sends it.
 #include <gtest/gtest.h>
 
+#include "proto/report_fingerprint.h"
 #include "tests/daemon/test_daemon.h"
 
 namespace gnmr::testing {
@@ -41,6 +42,23 @@ class ReporterTest : public DaemonTest {
       EXPECT_EQ(d.digest(), first.digest());
       EXPECT_EQ(d.sequence(), first.sequence());
     }
+  }
+
+  // Steps 0 decided (ranks 0 and 1 report), then standby rank 2 acks with
+  // a note: it held back a report of step 0 with `sumsq`.
+  void StepZeroThenNote(const std::vector<double>& sumsq) {
+    ASSERT_TRUE(ranks_[2]->WaitRole(true));
+    ASSERT_TRUE(ranks_[3]->WaitRole(true));
+    ASSERT_TRUE(Send(0, 0));
+    ASSERT_TRUE(Send(1, 0));
+    ExpectDecisionEverywhere(0);
+    v1::ClientMessage ack;
+    ack.mutable_ack()->set_step(1);
+    v1::StandbyNote* note = ack.mutable_ack()->mutable_standby();
+    note->set_step(0);
+    note->set_fingerprint(ReportFingerprint(ranks_[2]->Stats(0, sumsq)));
+    note->mutable_overhead()->set_overhead_ratio(0.01);
+    ASSERT_TRUE(ranks_[2]->Send(ack));
   }
 
   v1::ControllerConfig config_;
@@ -115,6 +133,48 @@ TEST_F(ReporterTest, ConfigBackToAllMakesEveryRankReport) {
   ASSERT_TRUE(Send(3, 0));
   ExpectDecisionEverywhere(0);
   EXPECT_EQ(listener_.by_deadline.load(), 0u);
+}
+
+// Replica check (docs/scale.md): a standby's ack carries the fingerprint
+// of the report it held back; equal to its reporter's, nothing changes.
+TEST_F(ReporterTest, AStandbyThatHeldBackTheSameReportKeepsStandingBy) {
+  StepZeroThenNote({4.0, 1.0});
+  for (int i = 0; i < 200 && listener_.replica_checks.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(listener_.standby_notes.load(), 1u);
+  EXPECT_EQ(listener_.replica_checks.load(), 1u);
+  EXPECT_EQ(listener_.replica_mismatches.load(), 0u);
+  // Still one reporter per shard: step 1 needs ranks 0 and 1 only.
+  ASSERT_TRUE(Send(0, 1));
+  ASSERT_TRUE(Send(1, 1));
+  ExpectDecisionEverywhere(1);
+  EXPECT_TRUE(listener_.EventsOf("j", "replicas_differ").empty());
+  EXPECT_EQ(listener_.by_deadline.load(), 0u);
+}
+
+// A standby whose held report differs (the ranks are not replicas, e.g.
+// shards registered as whole units): the job goes back to every rank
+// reporting, says why, and no step is lost.
+TEST_F(ReporterTest, AStandbyThatHeldBackAnotherReportMakesEveryRankReport) {
+  StepZeroThenNote({9.0, 1.0});
+  EXPECT_TRUE(ranks_[2]->WaitRole(false));
+  EXPECT_TRUE(ranks_[3]->WaitRole(false));
+  EXPECT_EQ(listener_.replica_mismatches.load(), 1u);  // counted before the roles changed
+  const std::vector<v1::Event> differ = listener_.EventsOf("j", "replicas_differ");
+  ASSERT_EQ(differ.size(), 1u);
+  EXPECT_EQ(differ[0].observed_step(), 0);
+  EXPECT_NE(differ[0].detail().find("rank 2"), std::string::npos) << differ[0].detail();
+  EXPECT_NE(differ[0].detail().find("report: all"), std::string::npos) << differ[0].detail();
+  v1::ControllerConfig now;
+  ASSERT_TRUE(GetConfig("j", &now).ok());
+  EXPECT_EQ(now.report(), v1::REPORT_ALL);
+  // Step 1 now waits for all four ranks.
+  for (uint32_t r = 0; r < 3; ++r) ASSERT_TRUE(Send(r, 1));
+  v1::Decision d;
+  EXPECT_FALSE(ranks_[0]->WaitDecision(1, &d, std::chrono::milliseconds(100)));
+  ASSERT_TRUE(Send(3, 1));
+  ExpectDecisionEverywhere(1);
 }
 
 TEST_F(ReporterTest, RanksThatCannotStandByAreNeverToldTo) {

@@ -29,6 +29,15 @@ class RecordingListener : public JobListener {
     reports++;
     if (forward) forward->OnReport(j, r, b, o);
   }
+  void OnStandbyNote(const std::string& j, uint32_t r, const v1::ClientOverhead& o) override {
+    standby_notes++;
+    if (forward) forward->OnStandbyNote(j, r, o);
+  }
+  void OnReplicaCheck(const std::string& j, bool match) override {
+    replica_checks++;
+    if (!match) replica_mismatches++;
+    if (forward) forward->OnReplicaCheck(j, match);
+  }
   void OnLateReport(const std::string& j, uint32_t r) override {
     late++;
     if (forward) forward->OnLateReport(j, r);
@@ -102,7 +111,8 @@ class RecordingListener : public JobListener {
 
   JobListener* forward = nullptr;  // set before the daemon starts
   std::atomic<uint64_t> jobs_started{0}, reports{0}, late{0}, decisions{0}, incomplete{0},
-      omitted{0}, by_deadline{0}, ack_mismatches{0}, decision_failures{0}, snapshot_count{0};
+      omitted{0}, by_deadline{0}, ack_mismatches{0}, decision_failures{0}, snapshot_count{0},
+      standby_notes{0}, replica_checks{0}, replica_mismatches{0};
   std::mutex mu;
   std::vector<AckMismatch> mismatches;
   std::map<std::string, std::vector<v1::Event>> events;
@@ -187,6 +197,15 @@ class DaemonTest : public ::testing::Test {
     v1::ImportStateResponse resp;
     grpc::Status s = v1::Admin::NewStub(Tcp())->ImportState(&ctx, req, &resp);
     if (out) *out = resp;
+    return s;
+  }
+  grpc::Status GetConfig(const std::string& job, v1::ControllerConfig* out) {
+    grpc::ClientContext ctx;
+    v1::GetConfigRequest req;
+    req.set_job_id(job);
+    v1::GetConfigResponse resp;
+    grpc::Status s = v1::Admin::NewStub(Tcp())->GetConfig(&ctx, req, &resp);
+    *out = resp.config();
     return s;
   }
   grpc::Status SetConfig(const std::string& job, const v1::ControllerConfig& config) {

@@ -223,6 +223,32 @@ TEST(JobMetricsTest, ClientStatsSecondsSumPerRank) {
   EXPECT_EQ(CountSeries(samples, "gnmr_client_stats_gpu_seconds_total{"), 0u);
 }
 
+// A standby's figures (from its acks' notes) fill the same per-rank series
+// as a reporter's, without counting as reports; replica checks are counted.
+TEST(JobMetricsTest, StandbyNotesFillTheRankSeriesWithoutCountingReports) {
+  auto m = NoEndpoint(10);
+  JobMetrics* jm = m->ForJob("j");
+  const std::string j = "{job_id=\"j\"}";
+  const std::string r2 = "{job_id=\"j\",rank=\"2\"}";
+  v1::ClientOverhead o;
+  o.set_overhead_ratio(0.015);
+  o.set_stats_seconds(0.5);
+  o.set_dropped_reports(3);
+  jm->OnStandbyNote(2, o);
+  o.set_dropped_reports(4);
+  jm->OnStandbyNote(2, o);
+  jm->OnReplicaCheck(true);
+  jm->OnReplicaCheck(true);
+  jm->OnReplicaCheck(false);
+  auto samples = ParseSamples(m->Render());
+  EXPECT_EQ(samples["gnmr_reports_total" + j], 0);
+  EXPECT_DOUBLE_EQ(samples["gnmr_client_overhead_ratio" + r2], 0.015);
+  EXPECT_EQ(samples["gnmr_client_stats_seconds_total" + r2], 1.0);
+  EXPECT_EQ(samples["gnmr_client_dropped_reports_total" + r2], 4);
+  EXPECT_EQ(samples["gnmr_replica_checks_total" + j], 3);
+  EXPECT_EQ(samples["gnmr_replica_mismatches_total" + j], 1);
+}
+
 // Untrusted too: a time that is NaN, infinite, negative or above an hour
 // is ignored; the other field of the same report still counts.
 TEST(JobMetricsTest, ClientStatsSecondsAreValidated) {

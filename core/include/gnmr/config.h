@@ -109,9 +109,9 @@ struct GNMR_EXPORT ControllerConfig {
   // Lag-0 budget denials; `clip` needs lag 0. `none` until an evaluation
   // chooses (issue 15).
   DeniedTreatment denied = DeniedTreatment::kNone;
-  double clip_min_scale = 0.01;          // default lower bound of clip scales
-  std::vector<ActionRule> actions;       // first match wins; default promote
-  ReportMode report = ReportMode::kAll;  // which ranks send statistics
+  double clip_min_scale = 0.01;                  // default lower bound of clip scales
+  std::vector<ActionRule> actions;               // first match wins; default promote
+  ReportMode report = ReportMode::kOnePerShard;  // which ranks send statistics
   // The forward channel: units whose reports carry forward statistics.
   double tau_forward = 6.0;          // forward norm / its own mean
   double tau_saturation = 16.0;      // saturated fraction / its own mean
