@@ -402,9 +402,10 @@ int main(int argc, char** argv) {
         register_seconds, attach_seconds);
   }
   if (o.report == "one_per_shard" && !scraped.empty()) {
-    std::printf("\nreplica check: %.0f held reports compared, %.0f differed\n",
-                gnmr::bench::MetricValue(scraped, "gnmr_replica_checks_total"),
-                gnmr::bench::MetricValue(scraped, "gnmr_replica_mismatches_total"));
+    std::printf(
+        "\nreplica check: %.0f held reports compared, %.0f differed\n",
+        gnmr::bench::MetricValue(scraped, "gnmr_replica_checks_total{job_id=\"load\"}"),
+        gnmr::bench::MetricValue(scraped, "gnmr_replica_mismatches_total{job_id=\"load\"}"));
   }
   if (!o.trace_dir.empty()) {
     std::printf(

@@ -77,7 +77,9 @@ void Job::CheckReport(uint32_t rank, const v1::StepStats& stats) {
 }
 
 void Job::CheckNote(uint32_t rank, const v1::StandbyNote& note) {
-  if (election_.mode() != ReportMode::kOnePerShard || !election_.standby(rank)) return;
+  // (A note from a rank that reports now, sent just after its election, is
+  // a held report like any other: compared too, without a role lookup.)
+  if (election_.mode() != ReportMode::kOnePerShard) return;
   const uint32_t group = topology_.group_of(rank);
   if (group == JobTopology::kNoGroup) return;
   // A note far ahead of the job would take a ring slot from real steps.

@@ -119,12 +119,13 @@ JobMetrics::~JobMetrics() {
       if (c != nullptr) f_->admissions.Remove(c);
     }
   }
-  for (const auto& [rank, r] : ranks_) {
-    f_->client_overhead_ratio.Remove(r.overhead_ratio);
-    f_->client_dropped_reports.Remove(r.dropped_reports);
-    f_->client_missed_decisions.Remove(r.missed_decisions);
-    f_->client_stats_seconds.Remove(r.stats_seconds);
-    f_->client_stats_gpu_seconds.Remove(r.stats_gpu_seconds);
+  for (const std::unique_ptr<RankSeries>& r : ranks_) {
+    if (!r) continue;
+    f_->client_overhead_ratio.Remove(r->overhead_ratio);
+    f_->client_dropped_reports.Remove(r->dropped_reports);
+    f_->client_missed_decisions.Remove(r->missed_decisions);
+    f_->client_stats_seconds.Remove(r->stats_seconds);
+    f_->client_stats_gpu_seconds.Remove(r->stats_gpu_seconds);
   }
 }
 
@@ -141,14 +142,15 @@ prometheus::Counter& JobMetrics::Admissions(Action action, Trigger trigger) {
 }
 
 JobMetrics::RankSeries& JobMetrics::Rank(uint32_t rank) {
-  auto it = ranks_.find(rank);
-  if (it != ranks_.end()) return it->second;
+  if (rank >= ranks_.size()) ranks_.resize(static_cast<size_t>(rank) + 1);
+  if (ranks_[rank]) return *ranks_[rank];
   prometheus::Labels labels = labels_;
   labels["rank"] = std::to_string(rank);
   RankSeries r{&f_->client_overhead_ratio.Add(labels), &f_->client_dropped_reports.Add(labels),
                &f_->client_missed_decisions.Add(labels), &f_->client_stats_seconds.Add(labels),
                &f_->client_stats_gpu_seconds.Add(labels)};
-  return ranks_.emplace(rank, r).first->second;
+  ranks_[rank] = std::make_unique<RankSeries>(r);
+  return *ranks_[rank];
 }
 
 void JobMetrics::SetWorldSize(uint32_t ranks) { ranks_expected_.Set(ranks); }
@@ -171,18 +173,20 @@ void JobMetrics::OnReplicaCheck(bool match) {
 }
 
 void JobMetrics::RecordClientFigures(uint32_t rank, const v1::ClientOverhead& overhead) {
+  // Called for every rank at every step (reports and standbys' notes):
+  // a zero is not added, since each Increment is a compare-and-swap loop.
   std::lock_guard<std::mutex> lock(mu_);
   RankSeries& r = Rank(rank);
   double ratio = 0.0;
   if (UsableOverheadRatio(overhead, &ratio)) r.overhead_ratio->Set(ratio);
-  r.dropped_reports->Increment(
-      static_cast<double>(Advance(overhead.dropped_reports(), &r.last_dropped)));
-  r.missed_decisions->Increment(
-      static_cast<double>(Advance(overhead.missed_decisions(), &r.last_missed)));
-  if (UsableSeconds(overhead.stats_seconds())) {
+  const uint64_t dropped = Advance(overhead.dropped_reports(), &r.last_dropped);
+  if (dropped > 0) r.dropped_reports->Increment(static_cast<double>(dropped));
+  const uint64_t missed = Advance(overhead.missed_decisions(), &r.last_missed);
+  if (missed > 0) r.missed_decisions->Increment(static_cast<double>(missed));
+  if (overhead.stats_seconds() > 0 && UsableSeconds(overhead.stats_seconds())) {
     r.stats_seconds->Increment(overhead.stats_seconds());
   }
-  if (UsableSeconds(overhead.stats_gpu_seconds())) {
+  if (overhead.stats_gpu_seconds() > 0 && UsableSeconds(overhead.stats_gpu_seconds())) {
     r.stats_gpu_seconds->Increment(overhead.stats_gpu_seconds());
   }
 }

@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -138,7 +139,10 @@ class JobMetrics {
   prometheus::Counter& replica_mismatches_;
   prometheus::Counter& decision_failures_;
   prometheus::Counter* admissions_[4][4] = {};  // [action][trigger]
-  std::map<uint32_t, RankSeries> ranks_;
+  // By rank (ranks are below the job's world size): at 16,384 ranks every
+  // rank's ack or report finds its series, so a lookup must not be a
+  // tree walk.
+  std::vector<std::unique_ptr<RankSeries>> ranks_;
   UnitSeries unit_series_;
   GroupSeries group_series_;
 
