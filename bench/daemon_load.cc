@@ -335,9 +335,20 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_until(start +
                                     std::chrono::duration_cast<Clock::duration>(period * t));
     }
+    bool stalled = false;
     {
       std::unique_lock<std::mutex> lock(log.mu);
-      log.cv.wait(lock, [&] { return t - log.complete < o.window; });
+      // Bounded: a decision that never reaches some rank must end the run
+      // with a line, not hang it.
+      stalled = !log.cv.wait_for(lock, std::chrono::seconds(30),
+                                 [&] { return t - log.complete < o.window; });
+    }
+    if (stalled) {
+      std::fprintf(stderr,
+                   "daemon_load: step %d: %d steps in flight got no decision to every rank "
+                   "for 30 s; stopping\n",
+                   t, o.window);
+      break;
     }
     uint64_t fingerprint = 0;
     const grpc::ByteBuffer report =

@@ -295,7 +295,9 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken, bool* write
       ack->set_has_decision(a.has_decision);
       ack->set_generation(a.generation);
       ack->set_skip_step(a.skip_step);
-      if (!standby_.TakeNote(ack->mutable_standby())) ack->clear_standby();
+      if (!standby_.TakeNote(std::chrono::steady_clock::now(), ack->mutable_standby())) {
+        ack->clear_standby();
+      }
       const bool ok = stream->Write(ack_msg);
       // Counted before the outbox lets Flush() return.
       if (ok) shared_->acks_sent.fetch_add(1, std::memory_order_relaxed);

@@ -29,15 +29,16 @@ void StandbyReports::Hold(v1::StepStats&& stats) {
   const uint64_t fingerprint = ReportFingerprint(stats);
   v1::ClientOverhead* figures = stats.mutable_overhead();
   std::lock_guard<std::mutex> lock(mu_);
-  const double seconds = have_note_ ? note_.overhead().stats_seconds() : 0.0;
-  const double gpu_seconds = have_note_ ? note_.overhead().stats_gpu_seconds() : 0.0;
   note_.set_step(stats.step());
   note_.set_fingerprint(fingerprint);
-  *note_.mutable_overhead() = *figures;
-  note_.mutable_overhead()->set_stats_seconds(seconds + figures->stats_seconds());
-  note_.mutable_overhead()->set_stats_gpu_seconds(gpu_seconds + figures->stats_gpu_seconds());
   have_note_ = true;
-  figures->set_stats_seconds(0.0);  // counted by the note
+  const double seconds = have_figures_ ? figures_.stats_seconds() : 0.0;
+  const double gpu_seconds = have_figures_ ? figures_.stats_gpu_seconds() : 0.0;
+  figures_ = *figures;  // the newest ratio and cumulative counts
+  figures_.set_stats_seconds(seconds + figures->stats_seconds());
+  figures_.set_stats_gpu_seconds(gpu_seconds + figures->stats_gpu_seconds());
+  have_figures_ = true;
+  figures->set_stats_seconds(0.0);  // counted by a note
   figures->set_stats_gpu_seconds(0.0);
   // A step at or before a held one (a trainer that went back to a
   // checkpoint) makes the held ones of that step and later void.
@@ -46,11 +47,20 @@ void StandbyReports::Hold(v1::StepStats&& stats) {
   while (held_.size() > keep_) held_.pop_front();
 }
 
-bool StandbyReports::TakeNote(v1::StandbyNote* out) {
+bool StandbyReports::TakeNote(std::chrono::steady_clock::time_point now, v1::StandbyNote* out) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!have_note_) return false;
-  out->Swap(&note_);
+  out->set_step(note_.step());
+  out->set_fingerprint(note_.fingerprint());
+  out->clear_overhead();
   have_note_ = false;
+  if (have_figures_ && (!figures_sent_once_ || now - figures_sent_ >= kFiguresEvery)) {
+    out->mutable_overhead()->Swap(&figures_);
+    figures_.Clear();
+    have_figures_ = false;
+    figures_sent_ = now;
+    figures_sent_once_ = true;
+  }
   return true;
 }
 

@@ -19,11 +19,15 @@
 // - What a standby holds back is still accounted for: the newest held
 //   report's fingerprint and client figures ride on the rank's next ack
 //   (v1::StandbyNote), so gnmrd checks the replicas against each other and
-//   shows every rank's overhead (docs/scale.md). Stats seconds are summed
-//   into the note and taken out of the held report, so a report sent
-//   after an election does not count them twice.
+//   shows every rank's overhead (docs/scale.md). The fingerprint goes with
+//   every ack; the figures at most every kFiguresEvery (they feed metrics
+//   scraped every few seconds, and each costs gnmrd a metrics update per
+//   rank: at 16,384 ranks that is not free). Stats seconds are summed
+//   until then and taken out of the held reports, so a report sent after
+//   an election does not count them twice.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -48,9 +52,11 @@ class StandbyReports {
   // Keeps `stats` (a standby's report) instead of sending it, and notes it
   // for the next ack.
   void Hold(v1::StepStats&& stats);
+  static constexpr std::chrono::seconds kFiguresEvery{5};
   // The note for the next ack, if a report was held since the last one
-  // was taken.
-  bool TakeNote(v1::StandbyNote* out);
+  // was taken; with the figures if kFiguresEvery passed since the last
+  // note that carried them (`now`: a steady clock).
+  bool TakeNote(std::chrono::steady_clock::time_point now, v1::StandbyNote* out);
   // The held reports the job wants now that this rank reports (steps from
   // the role's from_step on, not sent before in this session), oldest first;
   // they are no longer held.
@@ -66,7 +72,11 @@ class StandbyReports {
   int64_t last_sent_ = -1;          // this session
   std::deque<v1::StepStats> held_;  // oldest first
   bool have_note_ = false;
-  v1::StandbyNote note_;
+  v1::StandbyNote note_;       // step and fingerprint
+  bool have_figures_ = false;  // held since the last figures sent
+  v1::ClientOverhead figures_;
+  bool figures_sent_once_ = false;
+  std::chrono::steady_clock::time_point figures_sent_{};
 };
 
 }  // namespace gnmr

@@ -336,7 +336,9 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   RankSession& rs = *session;
   rs.last_seen = Now();
   if (ack.has_standby()) {  // what a standby held back: its figures, the replica check
-    if (listener_) listener_->OnStandbyNote(id_, rank, ack.standby().overhead());
+    if (listener_ && ack.standby().has_overhead()) {
+      listener_->OnStandbyNote(id_, rank, ack.standby().overhead());
+    }
     CheckNote(rank, ack.standby());
   }
   // Shown as the rank's last step (gnmrctl jobs, top), so bounded as a
