@@ -217,6 +217,12 @@ def test_ddp_no_sync_ranks_apply_identical_plans(gnmrd, tmp_path):
     assert bit_identical(r0["params"], r1["params"])
     for r in (r0, r1):
         assert r["counters"]["reports_enqueued"] == 14 and r["counters"]["missed_decisions"] == 0
+    # By default one replica reports for both (docs/scale.md). The all-reduced
+    # gradients are bit-identical, so the replica check finds nothing and the
+    # standby keeps standing by: it never has to send its held reports.
+    held = sorted(r["counters"]["reports_held"] for r in (r0, r1))
+    assert held[0] == 0 and held[1] >= 10, held
+    assert "replicas_differ" not in gnmrd.read_log() and "not data-parallel replicas" not in gnmrd.read_log()
 
 
 # ------------------------------------------------------ promote callback
