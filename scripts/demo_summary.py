@@ -35,9 +35,14 @@ def main(argv):
           f"of unit-steps (max_o {job.get('max_o', '?')})")
     for r in ranks:
         print(f"rank {r['rank']}: {r['steps']} steps, {r['decisions_received']} decisions, "
-              f"{r['missed_decisions']} missed, {r['dropped_reports']} reports dropped, "
+              f"{r['missed_decisions']} missed, {r.get('reports_sent', '?')} reports sent, "
+              f"{r.get('reports_held', 0)} held back, {r['dropped_reports']} dropped, "
               f"{r['promoted_unit_steps']} promoted unit-steps, "
               f"{r['global_skips']} skipped steps (non-finite)")
+    if any(int(r.get('reports_held', 0)) > 0 for r in ranks):
+        print("(held back: one data-parallel replica of each shard reports for the others,\n"
+              " which stand by; gnmrd checks every step that they would have said the same:\n"
+              " docs/scale.md, \"Reporter election\")")
     if any(int(r['dropped_reports']) > 0 for r in ranks):
         print("(reports dropped: steps the job had already closed when that rank connected,\n"
               " e.g. a rank whose process started late, or reports a full queue pushed out;\n"

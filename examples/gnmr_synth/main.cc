@@ -90,6 +90,7 @@ std::string Json(const Flags& f, const Totals& t, const ClientCounters& k) {
   field("missed_decisions", k.missed_decisions);
   field("dropped_reports", k.reports_dropped);
   field("reports_sent", k.reports_sent);
+  field("reports_held", k.reports_held);
   field("decisions_rejected", k.decisions_rejected);
   field("reconnects", k.reconnects);
   field("global_skips", t.global_skips);
