@@ -200,6 +200,9 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   rs.seen = true;
   rs.stream_ended = false;
   aggregator_.ResetRank(req.rank());
+  // It may send steps again, with other numbers than before (a trainer
+  // back at a checkpoint): what the check kept of those steps is void.
+  replica_check_.Forget();
   {
     ReporterElection::Changes changes;
     election_.OnRegistered(req.rank(), req.can_stand_by(), &changes);

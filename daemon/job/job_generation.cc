@@ -26,6 +26,7 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
   history_bytes_ = 0;
   sent_digests_.clear();
   acks_.Clear();
+  replica_check_.Forget();  // a step number of the new timeline is another step
   switch (cause) {
     case GenerationCause::kIncarnation:
       // A trainer restarted (from a checkpoint, without importing the

@@ -55,6 +55,9 @@ class ReplicaCheck {
     groups_.clear();
     paused_ = false;
   }
+  // Forgets what it kept of past steps (a new timeline, or a rank that may
+  // send steps again): a step number may now stand for another step.
+  void Forget() { groups_.clear(); }
   // Stops checking until Clear (a mismatch the job could not act on).
   void Pause() {
     groups_.clear();

@@ -177,6 +177,43 @@ TEST_F(ReporterTest, AStandbyThatHeldBackAnotherReportMakesEveryRankReport) {
   ExpectDecisionEverywhere(1);
 }
 
+// A trainer restarted from a checkpoint sends step numbers it sent before,
+// with other statistics: the check must compare within the new timeline
+// only, not with what it kept of the old one.
+TEST_F(ReporterTest, AfterARestartTheCheckComparesOnlyTheNewTimeline) {
+  StepZeroThenNote({4.0, 1.0});
+  ASSERT_TRUE(Send(0, 1));
+  ASSERT_TRUE(Send(1, 1));
+  ExpectDecisionEverywhere(1);
+  for (auto& r : ranks_) r->Close();
+  std::vector<std::unique_ptr<RawRank>> again;
+  for (uint32_t r = 0; r < 4; ++r) {  // a new incarnation: a new generation, steps from 0
+    again.push_back(std::make_unique<RawRank>(Tcp(), "j", r, 4));
+    again[r]->can_stand_by = true;
+    ASSERT_TRUE(
+        again[r]->Register({{"w", r % 2, 2}, {"b", 0, 1}}, nullptr, &config_, 8000 + r).ok());
+    again[r]->Open();
+  }
+  ASSERT_TRUE(again[2]->WaitRole(true));
+  ASSERT_TRUE(again[0]->SendStats(0, {6.0, 1.0}));
+  ASSERT_TRUE(again[1]->SendStats(0, {6.0, 1.0}));
+  v1::Decision d;
+  ASSERT_TRUE(again[2]->WaitDecision(0, &d));
+  v1::ClientMessage ack;
+  ack.mutable_ack()->set_step(1);
+  ack.mutable_ack()->mutable_standby()->set_step(0);
+  ack.mutable_ack()->mutable_standby()->set_fingerprint(
+      ReportFingerprint(again[2]->Stats(0, {6.0, 1.0})));
+  const uint64_t checks = listener_.replica_checks.load();
+  ASSERT_TRUE(again[2]->Send(ack));
+  for (int i = 0; i < 200 && listener_.replica_checks.load() == checks; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(listener_.replica_checks.load(), checks + 1);
+  EXPECT_EQ(listener_.replica_mismatches.load(), 0u);
+  EXPECT_TRUE(listener_.EventsOf("j", "replicas_differ").empty());
+}
+
 TEST_F(ReporterTest, RanksThatCannotStandByAreNeverToldTo) {
   // A fifth job whose ranks are old clients: no role messages, every rank
   // reports as before.
