@@ -29,8 +29,8 @@ void StandbyReports::Hold(v1::StepStats&& stats) {
   const uint64_t fingerprint = ReportFingerprint(stats);
   v1::ClientOverhead* figures = stats.mutable_overhead();
   std::lock_guard<std::mutex> lock(mu_);
-  note_.set_step(stats.step());
-  note_.set_fingerprint(fingerprint);
+  note_step_ = stats.step();
+  note_fingerprint_ = fingerprint;
   have_note_ = true;
   const double seconds = have_figures_ ? figures_.stats_seconds() : 0.0;
   const double gpu_seconds = have_figures_ ? figures_.stats_gpu_seconds() : 0.0;
@@ -50,16 +50,15 @@ void StandbyReports::Hold(v1::StepStats&& stats) {
 bool StandbyReports::TakeNote(std::chrono::steady_clock::time_point now, v1::StandbyNote* out) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!have_note_) return false;
-  out->set_step(note_.step());
-  out->set_fingerprint(note_.fingerprint());
+  out->set_step(note_step_);
+  out->set_fingerprint(note_fingerprint_);
   out->clear_overhead();
   have_note_ = false;
-  if (have_figures_ && (!figures_sent_once_ || now - figures_sent_ >= kFiguresEvery)) {
+  if (have_figures_ && (!figures_sent_ || now - *figures_sent_ >= kFiguresEvery)) {
     out->mutable_overhead()->Swap(&figures_);
     figures_.Clear();
     have_figures_ = false;
     figures_sent_ = now;
-    figures_sent_once_ = true;
   }
   return true;
 }

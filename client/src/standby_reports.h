@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "gnmr/v1/gnmr.pb.h"
@@ -71,12 +72,12 @@ class StandbyReports {
   int64_t from_step_ = 0;
   int64_t last_sent_ = -1;          // this session
   std::deque<v1::StepStats> held_;  // oldest first
-  bool have_note_ = false;
-  v1::StandbyNote note_;       // step and fingerprint
+  bool have_note_ = false;          // a report held since the last note
+  int64_t note_step_ = 0;
+  uint64_t note_fingerprint_ = 0;
   bool have_figures_ = false;  // held since the last figures sent
   v1::ClientOverhead figures_;
-  bool figures_sent_once_ = false;
-  std::chrono::steady_clock::time_point figures_sent_{};
+  std::optional<std::chrono::steady_clock::time_point> figures_sent_;
 };
 
 }  // namespace gnmr

@@ -305,6 +305,8 @@ class Job {
   // note; a mismatch makes every rank report (the config's `report: all`).
   void CheckReport(uint32_t rank, const v1::StepStats& stats);
   void CheckNote(uint32_t rank, const v1::StandbyNote& note);
+  // Counts a comparison, and falls back on a mismatch.
+  void SettleCheck(bool compared, const std::optional<ReplicaCheck::Mismatch>& m);
   void FallBackToAllReports(const ReplicaCheck::Mismatch& m);
   // SetConfig after its checks (holds mu_): the controller's config, the
   // roles, an event, a snapshot and the view.

@@ -72,8 +72,7 @@ void Job::CheckReport(uint32_t rank, const v1::StepStats& stats) {
   bool compared = false;
   const std::optional<ReplicaCheck::Mismatch> m =
       replica_check_.Reported(group, rank, stats.step(), ReportFingerprint(stats), &compared);
-  if (compared && listener_) listener_->OnReplicaCheck(id_, !m.has_value());
-  if (m) FallBackToAllReports(*m);
+  SettleCheck(compared, m);
 }
 
 void Job::CheckNote(uint32_t rank, const v1::StandbyNote& note) {
@@ -93,6 +92,10 @@ void Job::CheckNote(uint32_t rank, const v1::StandbyNote& note) {
   bool compared = false;
   const std::optional<ReplicaCheck::Mismatch> m =
       replica_check_.Noted(group, rank, note.step(), note.fingerprint(), &compared);
+  SettleCheck(compared, m);
+}
+
+void Job::SettleCheck(bool compared, const std::optional<ReplicaCheck::Mismatch>& m) {
   if (compared && listener_) listener_->OnReplicaCheck(id_, !m.has_value());
   if (m) FallBackToAllReports(*m);
 }
