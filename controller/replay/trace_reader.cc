@@ -285,6 +285,14 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
     return Error(line_no_, "expected " + std::to_string(cols_.size()) +
                                " fields as in the header, got " + std::to_string(fields));
   }
+  // The controller refuses these (Controller::Observe); say it here, with the
+  // line, rather than accept a trace replay cannot take.
+  const UnitSample& u = row->sample;
+  if (u.fwd_saturated > u.fwd_numel || u.fwd_zeros > u.fwd_numel) {
+    return Error(line_no_, "fwd_saturated (" + std::to_string(u.fwd_saturated) +
+                               ") and fwd_zeros (" + std::to_string(u.fwd_zeros) +
+                               ") cannot exceed fwd_numel (" + std::to_string(u.fwd_numel) + ")");
+  }
   return Status::Ok();
 }
 

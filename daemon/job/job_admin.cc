@@ -234,6 +234,9 @@ void Job::ApplyConfigLocked(const ControllerConfig& config) {
     spdlog::error("job {}: a checked config was refused: {}", id_, s.ToString());
     return;
   }
+  // Admin calls see the config before any rank is told of its roles: a
+  // client that waits for its role and then asks gnmrd must read this config.
+  PublishView(Now());
   SyncReportMode();
   imported_state_.clear();  // a repeated import would now change the state
   if (listener_) {
@@ -249,7 +252,6 @@ void Job::ApplyConfigLocked(const ControllerConfig& config) {
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   RequestSnapshot();
-  PublishView(Now());  // GetConfig shows the new config at once
 }
 
 Status Job::ReleaseUnit(const std::string& unit) {

@@ -201,6 +201,14 @@ TEST(Replay, ForwardColumnsFeedTheForwardChannel) {
   EXPECT_EQ(bad.status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status.message().find("t.csv:2: column 'fwd_sumsq'"), std::string::npos)
       << bad.status.message();
+  // So are more zero elements than elements (a fuzz finding: the reader took
+  // the row and the controller refused the trace without a column name).
+  bad = Replay("step,unit,sumsq,fwd_zeros\n0,a,1,8\n", SmallConfig());
+  EXPECT_EQ(bad.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status.message().find("t.csv:2: fwd_saturated (0) and fwd_zeros (8) cannot "
+                                      "exceed fwd_numel (0)"),
+            std::string::npos)
+      << bad.status.message();
 }
 
 TEST(Replay, LaterConfigOverridesChangeTheOutcome) {
