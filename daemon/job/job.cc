@@ -232,17 +232,17 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
 }
 
 Status Job::CheckSession(uint32_t rank, uint64_t session_id, RankSession** session) {
-  auto it = sessions_.find(rank);
-  if (it == sessions_.end()) {
+  RankSession* rs = sessions_.Find(rank);
+  if (rs == nullptr) {
     return Status(StatusCode::kFailedPrecondition,
                   "rank " + std::to_string(rank) + " of job '" + id_ + "' is not registered");
   }
-  if (it->second.session_id != session_id) {
+  if (rs->session_id != session_id) {
     return Status(StatusCode::kFailedPrecondition, "session is not the current one of rank " +
                                                        std::to_string(rank) +
                                                        " (it registered again); register anew");
   }
-  *session = &it->second;
+  *session = rs;
   return Status::Ok();
 }
 
@@ -276,13 +276,10 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
 
 void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = sessions_.find(rank);
-  if (it == sessions_.end() || it->second.session_id != session_id ||
-      it->second.sink.get() != sink) {
-    return;
-  }
-  DropSink(it->second);
-  it->second.stream_ended = true;
+  RankSession* rs = sessions_.Find(rank);
+  if (rs == nullptr || rs->session_id != session_id || rs->sink.get() != sink) return;
+  DropSink(*rs);
+  rs->stream_ended = true;
   last_active_ = Now();
   ReporterElection::Changes changes;
   election_.SetLive(rank, false, &changes);  // a reporter is replaced at once

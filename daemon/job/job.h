@@ -71,9 +71,9 @@
 #include <mutex>
 #include <random>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "common/rank_table.h"
 #include "controller/controller.h"
 #include "daemon/aggregator/step_aggregator.h"
 #include "daemon/job/ack_book.h"
@@ -361,10 +361,10 @@ class Job {
   StepAggregator aggregator_;
   ReporterElection election_;
   ReplicaCheck replica_check_;
-  std::unordered_map<uint32_t, RankSession> sessions_;
+  RankTable<RankSession> sessions_;
   uint32_t connected_ = 0;  // sessions with a sink
   // The sinks of sessions_, in one array for the broadcast of each step
-  // (a walk of 16,384 map nodes twice per decision cost more than the
+  // (a walk of 16,384 records twice per decision cost more than the
   // sends); rebuilt after a sink changes. The sessions own the sinks.
   std::vector<DecisionSink*> attached_;
   bool attached_stale_ = true;

@@ -105,7 +105,7 @@ v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
   // A rank's last step: the newest it reported or acked (a standby only
   // acks; docs/scale.md).
   // Built once a second while a job runs and under its lock: one pass over
-  // the sessions, no lookups by rank (16,384 ranks took ~4 ms before).
+  // the sessions, which are in rank order.
   struct Row {
     uint32_t rank;
     int64_t last;
@@ -114,12 +114,11 @@ v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
   std::vector<Row> rows;
   rows.reserve(sessions_.size());
   int64_t newest = -1;
-  for (const auto& [rank, rs] : sessions_) {
+  sessions_.ForEach([&](uint32_t rank, const RankSession& rs) {
     const int64_t last = std::max(aggregator_.last_step_of_rank(rank), rs.last_acked_step);
     newest = std::max(newest, last);
     rows.push_back({rank, last, &rs});
-  }
-  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.rank < b.rank; });
+  });
   info.mutable_ranks()->Reserve(static_cast<int>(rows.size()));
   for (const Row& row : rows) {
     const RankSession& rs = *row.rs;

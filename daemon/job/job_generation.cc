@@ -50,14 +50,14 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
   }
   // The steps ranks acked start over with the aggregator's (a rank's last
   // step in gnmrctl is the newest it reported or acked).
-  for (auto& [rank, rs] : sessions_) rs.last_acked_step = -1;
+  sessions_.ForEach([](uint32_t, RankSession& rs) { rs.last_acked_step = -1; });
   if (cause == GenerationCause::kImport || cause == GenerationCause::kRewind) {
     // Live instances (attached, or registered and not attached yet) live on
     // in the new generation: a restart of theirs later starts another one.
     // One whose stream has ended stays behind: its successor joins.
-    for (auto& [rank, rs] : sessions_) {
+    sessions_.ForEach([this](uint32_t, RankSession& rs) {
       if (!rs.stream_ended && rs.instance != 0) rs.instance_generation = generation_;
-    }
+    });
   }
   // Import and restore begin with the rebuilt last decision (below), if the
   // controller has one; a new incarnation with the next one to be made.
@@ -104,9 +104,9 @@ void Job::Publish(std::shared_ptr<const v1::ServerMessage> message) {
 void Job::SendToAttached(const std::shared_ptr<const WireMessage>& msg) {
   if (attached_stale_) {
     attached_.clear();
-    for (auto& [rank, rs] : sessions_) {
+    sessions_.ForEach([this](uint32_t, RankSession& rs) {
       if (rs.sink) attached_.push_back(rs.sink.get());
-    }
+    });
     attached_stale_ = false;
   }
   for (DecisionSink* sink : attached_) sink->SendDecision(msg);

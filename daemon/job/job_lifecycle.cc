@@ -19,13 +19,13 @@ uint32_t Job::Close(const Status& why) {
   closed_ = why.ok() ? Status(StatusCode::kAborted, "job '" + id_ + "' was closed") : why;
   listener_ = nullptr;
   uint32_t closed_streams = 0;
-  for (auto& [rank, rs] : sessions_) {
-    if (!rs.sink) continue;
+  sessions_.ForEach([&](uint32_t, RankSession& rs) {
+    if (!rs.sink) return;
     rs.sink->Close(closed_);
     DropSink(rs);
     rs.stream_ended = true;
     ++closed_streams;
-  }
+  });
   return closed_streams;
 }
 

@@ -33,10 +33,10 @@ void Job::ApplyRoleChanges(const ReporterElection::Changes& changes) {
   aggregator_.ReportersChanged();
   for (const ReporterElection::RoleChange& c : changes) {
     if (!election_.can_stand_by(c.rank)) continue;  // it reports anyway
-    auto it = sessions_.find(c.rank);
-    if (it != sessions_.end() && it->second.sink) {
-      it->second.sink->SendDecision(RoleMessage(c.standby));
-      it->second.sink->Flush();
+    RankSession* rs = sessions_.Find(c.rank);
+    if (rs != nullptr && rs->sink) {
+      rs->sink->SendDecision(RoleMessage(c.standby));
+      rs->sink->Flush();
     }
   }
 }

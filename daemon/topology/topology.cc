@@ -71,10 +71,10 @@ Status JobTopology::CheckRank(const std::vector<RankUnitSpec>& units,
   }
   if (growth) {
     g.units = fresh;
-    auto r = ranks_.find(rank);
-    const uint64_t before = r == ranks_.end() ? 0 : r->second.slots->entries.size();
+    const RankLayout* r = ranks_.Find(rank);
+    const uint64_t before = r == nullptr ? 0 : r->slots->entries.size();
     g.rank_units = static_cast<int64_t>(units.size()) - static_cast<int64_t>(before);
-    g.ranks = r == ranks_.end() ? 1 : 0;
+    g.ranks = r == nullptr ? 1 : 0;
     *growth = g;
   }
   return Status::Ok();
@@ -120,8 +120,8 @@ Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>&
   layout->by_unit = layout->entries;
   std::sort(layout->by_unit.begin(), layout->by_unit.end(),
             [](const RankEntry& a, const RankEntry& b) { return a.unit_id < b.unit_id; });
-  auto [held_it, new_rank] = ranks_.try_emplace(rank);
-  RankLayout& held = held_it->second;
+  const bool new_rank = ranks_.Find(rank) == nullptr;
+  RankLayout& held = ranks_[rank];
   if (new_rank) {
     rank_list_.insert(std::lower_bound(rank_list_.begin(), rank_list_.end(), rank), rank);
   }
@@ -147,7 +147,7 @@ Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>&
     for (auto [it, end] = groups_by_hash_.equal_range(hash); it != end; ++it) {
       const std::vector<uint32_t>& members = groups_[it->second];
       if (!members.empty() &&
-          same_slots(ranks_.at(members.front()).slots->by_unit, layout->by_unit)) {
+          same_slots(ranks_.Find(members.front())->slots->by_unit, layout->by_unit)) {
         group = it->second;
         break;
       }
@@ -176,7 +176,7 @@ std::shared_ptr<const JobTopology::SlotLayout> JobTopology::SharedOrOwn(
   const std::vector<uint32_t>& members = groups_[group];
   auto other = std::find_if(members.begin(), members.end(), [&](uint32_t m) { return m != rank; });
   if (other == members.end()) return own;
-  const std::shared_ptr<const SlotLayout>& theirs = ranks_.at(*other).slots;
+  const std::shared_ptr<const SlotLayout>& theirs = ranks_.Find(*other)->slots;
   auto same_entry = [](const RankEntry& x, const RankEntry& y) {
     return x.unit_id == y.unit_id && x.slot == y.slot;
   };
@@ -218,8 +218,8 @@ void JobTopology::LeaveGroup(uint32_t rank, uint32_t group) {
 }
 
 uint32_t JobTopology::group_of(uint32_t rank) const {
-  auto r = ranks_.find(rank);
-  return r == ranks_.end() ? kNoGroup : r->second.group;
+  const RankLayout* r = ranks_.Find(rank);
+  return r == nullptr ? kNoGroup : r->group;
 }
 
 void JobTopology::CountUnitsNotHeld() {
@@ -261,9 +261,9 @@ Status JobTopology::RestoreUnit(const std::string& name, uint32_t shard_count,
 }
 
 int64_t JobTopology::SlotOf(uint32_t rank, size_t position, uint32_t unit_id) const {
-  auto r = ranks_.find(rank);
-  if (r == ranks_.end()) return -1;
-  const SlotLayout& l = *r->second.slots;
+  const RankLayout* r = ranks_.Find(rank);
+  if (r == nullptr) return -1;
+  const SlotLayout& l = *r->slots;
   if (position < l.entries.size() && l.entries[position].unit_id == unit_id) {
     return l.entries[position].slot;
   }
@@ -274,9 +274,9 @@ int64_t JobTopology::SlotOf(uint32_t rank, size_t position, uint32_t unit_id) co
 
 int64_t JobTopology::SlotsOfIncreasing(uint32_t rank, const uint32_t* ids, size_t n,
                                        uint32_t* slots) const {
-  auto r = ranks_.find(rank);
-  if (r == ranks_.end()) return n == 0 ? -1 : 0;
-  const std::vector<RankEntry>& by_unit = r->second.slots->by_unit;
+  const RankLayout* r = ranks_.Find(rank);
+  if (r == nullptr) return n == 0 ? -1 : 0;
+  const std::vector<RankEntry>& by_unit = r->slots->by_unit;
   auto it = by_unit.begin();
   for (size_t i = 0; i < n; ++i) {
     it = std::lower_bound(it, by_unit.end(), ids[i],
@@ -287,14 +287,14 @@ int64_t JobTopology::SlotsOfIncreasing(uint32_t rank, const uint32_t* ids, size_
   return -1;
 }
 
-bool JobTopology::HasRank(uint32_t rank) const { return ranks_.count(rank) != 0; }
+bool JobTopology::HasRank(uint32_t rank) const { return ranks_.Find(rank) != nullptr; }
 
 std::vector<RankUnitSpec> JobTopology::SpecsOfRank(uint32_t rank) const {
   std::vector<RankUnitSpec> out;
-  auto r = ranks_.find(rank);
-  if (r == ranks_.end()) return out;
-  out.reserve(r->second.slots->entries.size());
-  for (const RankEntry& e : r->second.slots->entries) {
+  const RankLayout* r = ranks_.Find(rank);
+  if (r == nullptr) return out;
+  out.reserve(r->slots->entries.size());
+  for (const RankEntry& e : r->slots->entries) {
     const UnitLayout& l = units_[e.unit_id];
     const uint32_t index = e.slot - l.first_slot;
     out.push_back({l.name, l.shard_numel[index], index, l.shard_count});
@@ -304,9 +304,9 @@ std::vector<RankUnitSpec> JobTopology::SpecsOfRank(uint32_t rank) const {
 
 std::vector<uint32_t> JobTopology::UnitsOfRank(uint32_t rank) const {
   std::vector<uint32_t> out;
-  auto r = ranks_.find(rank);
-  if (r == ranks_.end()) return out;
-  for (const RankEntry& e : r->second.slots->entries) out.push_back(e.unit_id);
+  const RankLayout* r = ranks_.Find(rank);
+  if (r == nullptr) return out;
+  for (const RankEntry& e : r->slots->entries) out.push_back(e.unit_id);
   return out;
 }
 

@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/rank_table.h"
 #include "gnmr/status.h"
 
 namespace gnmr {
@@ -125,9 +126,9 @@ class JobTopology {
   // Calls f(slot) for every slot `rank` holds (registration order).
   template <typename F>
   void ForEachSlotOfRank(uint32_t rank, F f) const {
-    auto r = ranks_.find(rank);
-    if (r == ranks_.end()) return;
-    for (const RankEntry& e : r->second.slots->entries) f(e.slot);
+    const RankLayout* r = ranks_.Find(rank);
+    if (r == nullptr) return;
+    for (const RankEntry& e : r->slots->entries) f(e.slot);
   }
   // The replica group of `rank` (kNoGroup: not registered); ids are dense,
   // in order of first registration, and a group keeps its id while empty.
@@ -181,7 +182,7 @@ class JobTopology {
   Limits limits_;
   std::vector<UnitLayout> units_;
   std::unordered_map<std::string, uint32_t> ids_;
-  std::unordered_map<uint32_t, RankLayout> ranks_;
+  RankTable<RankLayout> ranks_;
   std::vector<uint32_t> rank_list_;            // ascending
   std::vector<uint32_t> holders_;              // per slot: ranks holding it
   std::vector<uint32_t> slot_unit_;            // per slot: its unit
