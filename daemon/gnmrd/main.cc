@@ -21,6 +21,7 @@
 #include "daemon/daemon_config/daemon_config.h"
 #include "daemon/gnmrd/restore.h"
 #include "daemon/gnmrd/side_effects.h"
+#include "daemon/job/fan_out.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/server/daemon.h"
 #include "daemon/store/event_log.h"
@@ -77,6 +78,7 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
   caps.event_ring_bytes = store::RingMemoryBound(store::EventLogOptions{});  // event_log below
   o.registry.job.aggregation.max_open_bytes = c.max_open_step_bytes;
   o.registry.job.budget = std::make_shared<MemoryBudget>(c.memory_budget);
+  o.registry.job.fan_out = std::make_shared<FanOut>(FanOut::DefaultHelpers());
   o.request_gate = std::make_shared<RequestGate>(c.max_request_bytes_in_flight);
   o.limits.max_world_size = c.max_ranks_per_job;
   return o;

@@ -31,10 +31,12 @@ v1::JobInfo Job::Info(Clock::time_point now, std::chrono::steady_clock::time_poi
     std::lock_guard<std::mutex> view_lock(view_mu_);
     view_ = info;
     view_at_ = now;
+    view_asked_at_ = now;
     return info;
   }
   view_wanted_ = true;  // the operation holding mu_ publishes one when done
   std::lock_guard<std::mutex> view_lock(view_mu_);
+  view_asked_at_ = now;
   v1::JobInfo info = view_;
   const double aged = std::chrono::duration<double>(now - view_at_).count();
   if (aged > 0) {
@@ -83,8 +85,9 @@ void Job::MaybePublishView() const {
   bool stale;
   {
     std::lock_guard<std::mutex> view_lock(view_mu_);
-    stale =
-        now - view_at_ >= std::chrono::seconds(1) || (view_due_ && now - view_at_ >= kViewEvery);
+    const bool watched = now - view_asked_at_ < kViewWatched;
+    stale = (watched && now - view_at_ >= std::chrono::seconds(1)) ||
+            (view_due_ && now - view_at_ >= kViewEvery);
   }
   if (view_wanted_.exchange(false) || stale) PublishView(now);
 }

@@ -109,8 +109,18 @@ void Job::SendToAttached(const std::shared_ptr<const WireMessage>& msg) {
     });
     attached_stale_ = false;
   }
-  for (DecisionSink* sink : attached_) sink->SendDecision(msg);
-  for (DecisionSink* sink : attached_) sink->Flush();
+  // Each range queues the message to its sinks, then flushes them: a relay
+  // stream writes once for its lanes (consecutive ranks: one range holds a
+  // node's lanes unless the node straddles two ranges).
+  auto send = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) attached_[i]->SendDecision(msg);
+    for (size_t i = begin; i < end; ++i) attached_[i]->Flush();
+  };
+  if (options_.fan_out && attached_.size() >= kFanOutAtSinks) {
+    options_.fan_out->Run(attached_.size(), kFanOutGrain, send);
+  } else {
+    send(0, attached_.size());
+  }
 }
 
 uint64_t Job::generation() const {

@@ -1,0 +1,93 @@
+#include "daemon/job/fan_out.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+namespace gnmr {
+
+FanOut::FanOut(int helpers) {
+  for (int i = 0; i < helpers; ++i) threads_.emplace_back([this] { HelperLoop(); });
+}
+
+FanOut::~FanOut() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+int FanOut::DefaultHelpers() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores <= 1 ? 0 : static_cast<int>(std::min(cores - 1, 3u));
+}
+
+bool FanOut::Drain(Task* task, uint64_t* ranges) {
+  try {
+    for (;;) {
+      const size_t begin = task->next.fetch_add(task->grain);
+      if (begin >= task->n) return true;
+      (*task->work)(begin, std::min(task->n, begin + task->grain));
+      ++*ranges;
+    }
+  } catch (...) {
+    return false;
+  }
+}
+
+void FanOut::Run(size_t n, size_t grain, const std::function<void(size_t, size_t)>& work) {
+  if (n == 0) return;
+  runs_++;
+  Task task;
+  task.n = n;
+  task.grain = std::max<size_t>(grain, 1);
+  task.work = &work;
+  std::unique_lock<std::mutex> run(run_mu_, std::defer_lock);
+  const bool shared = !threads_.empty() && n > task.grain && run.try_lock();
+  if (shared) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      task_ = &task;
+      ++task_seq_;
+    }
+    wake_.notify_all();
+  }
+  uint64_t mine = 0;
+  const bool ok = Drain(&task, &mine);
+  if (shared) {
+    // `task` and `work` live on this stack: no helper may still use them.
+    std::unique_lock<std::mutex> lock(mu_);
+    task_ = nullptr;
+    left_.wait(lock, [&] { return in_task_ == 0; });
+  }
+  if (!ok) {
+    exceptions_++;
+    spdlog::error("fan-out: a broadcast's range threw; some of its streams were not sent to");
+  }
+}
+
+void FanOut::HelperLoop() {
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stopping_ || (task_ != nullptr && task_seq_ != seen); });
+    if (stopping_) return;
+    seen = task_seq_;
+    Task* task = task_;
+    ++in_task_;
+    lock.unlock();
+    uint64_t ranges = 0;
+    const bool ok = Drain(task, &ranges);
+    ranges_by_helpers_ += ranges;
+    if (!ok) {
+      exceptions_++;
+      spdlog::error("fan-out: a broadcast's range threw; some of its streams were not sent to");
+    }
+    lock.lock();
+    if (--in_task_ == 0) left_.notify_all();
+  }
+}
+
+}  // namespace gnmr
