@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "daemon/job/job.h"
+#include "tests/daemon/quiet_listener.h"
 
 namespace gnmr {
 namespace {
@@ -99,21 +100,6 @@ TEST(FanOut, ConcurrentCallersBothComplete) {
   EXPECT_EQ(b.load(), 200u * 512);
 }
 
-class NullListener : public JobListener {
- public:
-  void OnJobStarted(const std::string&, uint32_t, const Controller&) override {}
-  void OnReport(const std::string&, uint32_t, size_t, const v1::ClientOverhead&) override {}
-  void OnLateReport(const std::string&, uint32_t) override {}
-  void OnDecision(const std::string&, const StepAggregator::ClosedStep&, const Decision&,
-                  const Controller&, const StepTiming&) override {}
-  void OnEvents(const std::string&, const std::vector<v1::Event>&) override {}
-  void OnControllerChanged(const std::string&, const Controller&) override {}
-  void OnAckMismatch(const std::string&, const AckMismatch&) override {}
-  void OnDecisionFailed(const std::string&) override {}
-  void OnSessions(const std::string&, uint32_t) override {}
-  void OnSnapshot(const std::string&, v1::ControllerState, const v1::JobMeta&) override {}
-};
-
 // Counts what it is sent and flushed; a flush sees every message sent
 // before it (what a relay stream's write relies on).
 class CountingSink : public DecisionSink {
@@ -133,7 +119,7 @@ class CountingSink : public DecisionSink {
 // through its FanOut: every stream gets each decision once, then a flush.
 TEST(FanOut, AJobsBroadcastToManyStreamsReachesEachStreamOnce) {
   constexpr uint32_t kRanks = 1200;  // > Job::kFanOutAtSinks
-  NullListener listener;
+  testing::QuietListener listener;
   JobOptions options;
   options.fan_out = std::make_shared<FanOut>(2);
   StatusOr<std::unique_ptr<Job>> created =
