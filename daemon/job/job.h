@@ -77,8 +77,9 @@
 #include "controller/controller.h"
 #include "daemon/aggregator/step_aggregator.h"
 #include "daemon/job/ack_book.h"
-#include "daemon/job/fan_out.h"
+#include "daemon/job/decision_sink.h"
 #include "daemon/job/job_listener.h"
+#include "daemon/job/job_options.h"
 #include "daemon/job/replica_check.h"
 #include "daemon/job/reporter_election.h"
 #include "daemon/job/resource_caps.h"
@@ -90,47 +91,6 @@
 #include "gnmr/v1/job_state.pb.h"
 
 namespace gnmr {
-
-// The server side of one rank's Session stream.
-class DecisionSink {
- public:
-  virtual ~DecisionSink() = default;
-  // Queues a ServerMessage (a Decision or a GenerationStart), serialized
-  // once and shared by every stream of the job (wire_message.h).
-  virtual void SendDecision(std::shared_ptr<const WireMessage> msg) = 0;
-  // Sends what SendDecision queued. A sink may hold messages until then
-  // (the lanes of a relay's node stream send one write for all the node's
-  // lanes: daemon/server/node_session.h); the job flushes every sink it
-  // sent to once it has sent a round (a decision to every rank).
-  virtual void Flush() {}
-  // Ends the stream with `why` (e.g. ABORTED: replaced by a new session).
-  virtual void Close(const Status& why) = 0;
-};
-
-struct JobOptions {
-  StepAggregator::Options aggregation;  // max_open_bytes: the open-step cap
-  // Per-job caps (resource_caps.h; max_open_step_bytes and
-  // decision_history_bytes are taken from aggregation and below), and the
-  // daemon's memory budget (null: none).
-  JobCaps caps;
-  std::shared_ptr<MemoryBudget> budget;
-  // Threads that share a broadcast to many streams (fan_out.h); null: the
-  // thread that closed the step sends to every stream.
-  std::shared_ptr<FanOut> fan_out;
-  uint32_t snapshot_every_steps = 50;
-  size_t max_units = 1u << 20;
-  // Steps whose acks are compared (and decisions whose digests are checked).
-  size_t steps_kept_for_acks = 1024;
-  // Recent decisions of the current generation, sent to a stream when it
-  // attaches: at most this many, and at most this many bytes (the newest
-  // one always).
-  size_t decisions_kept = 64;
-  size_t decision_history_bytes = 4u << 20;
-  // Where the job reads the time (ages, idleness, decision latency); empty:
-  // std::chrono::steady_clock. Tests inject one to drive time instead of
-  // sleeping. The `now` given to OnStats and Tick must come from it too.
-  std::function<std::chrono::steady_clock::time_point()> clock;
-};
 
 struct RegisterResult {
   std::vector<uint32_t> unit_ids;
