@@ -23,8 +23,8 @@ class RankTable {
   RankTable() = default;
   RankTable(RankTable&&) noexcept = default;
   RankTable& operator=(RankTable&&) noexcept = default;
-  // A copy copies the records (a job's topology is copied to check a
-  // registration before it is applied).
+  // A copy copies the records (a job's topology is copied so that an import
+  // can be tried on it before it is applied).
   RankTable(const RankTable& other) : slots_(other.slots_.size()), size_(other.size_) {
     for (size_t r = 0; r < slots_.size(); ++r) {
       if (other.slots_[r]) slots_[r] = std::make_unique<T>(*other.slots_[r]);

@@ -237,8 +237,7 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
     if (std::isfinite(s.sumsq) && s.sumsq < 0.0) {  // NaN/Inf: signals
       return InvalidArgument("unit '" + units_[s.unit_id].name + "' has negative sumsq");
     }
-    if ((std::isfinite(s.fwd_sumsq) && s.fwd_sumsq < 0.0) || s.fwd_saturated > s.fwd_numel ||
-        s.fwd_zeros > s.fwd_numel) {
+    if ((std::isfinite(s.fwd_sumsq) && s.fwd_sumsq < 0.0) || !ForwardCountsFit(s)) {
       return InvalidArgument("unit '" + units_[s.unit_id].name +
                              "' has inconsistent forward statistics (negative sumsq, or more "
                              "saturated or zero elements than elements)");

@@ -37,6 +37,12 @@ struct UnitSample {
   uint64_t fwd_numel = 0;
 };
 
+// Whether a sample's forward counts fit its element count: the controller
+// refuses a sample where they do not, and the trace reader the row.
+inline bool ForwardCountsFit(const UnitSample& s) {
+  return s.fwd_saturated <= s.fwd_numel && s.fwd_zeros <= s.fwd_numel;
+}
+
 // One unit in recovery: in force for steps [since, until).
 struct RecoveryEntry {
   uint32_t unit_id = 0;

@@ -288,7 +288,7 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
   // The controller refuses these (Controller::Observe); say it here, with the
   // line, rather than accept a trace replay cannot take.
   const UnitSample& u = row->sample;
-  if (u.fwd_saturated > u.fwd_numel || u.fwd_zeros > u.fwd_numel) {
+  if (!ForwardCountsFit(u)) {
     return Error(line_no_, "fwd_saturated (" + std::to_string(u.fwd_saturated) +
                                ") and fwd_zeros (" + std::to_string(u.fwd_zeros) +
                                ") cannot exceed fwd_numel (" + std::to_string(u.fwd_numel) + ")");

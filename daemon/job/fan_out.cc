@@ -24,17 +24,20 @@ int FanOut::DefaultHelpers() {
   return cores <= 1 ? 0 : static_cast<int>(std::min(cores - 1, 3u));
 }
 
-bool FanOut::Drain(Task* task, uint64_t* ranges) {
+uint64_t FanOut::Drain(Task* task) {
+  uint64_t ranges = 0;
   try {
     for (;;) {
       const size_t begin = task->next.fetch_add(task->grain);
-      if (begin >= task->n) return true;
+      if (begin >= task->n) return ranges;
       (*task->work)(begin, std::min(task->n, begin + task->grain));
-      ++*ranges;
+      ++ranges;
     }
   } catch (...) {
-    return false;
+    exceptions_++;
+    spdlog::error("fan-out: a broadcast's range threw; some of its streams were not sent to");
   }
+  return ranges;
 }
 
 void FanOut::Run(size_t n, size_t grain, const std::function<void(size_t, size_t)>& work) {
@@ -54,17 +57,12 @@ void FanOut::Run(size_t n, size_t grain, const std::function<void(size_t, size_t
     }
     wake_.notify_all();
   }
-  uint64_t mine = 0;
-  const bool ok = Drain(&task, &mine);
+  Drain(&task);
   if (shared) {
     // `task` and `work` live on this stack: no helper may still use them.
     std::unique_lock<std::mutex> lock(mu_);
     task_ = nullptr;
     left_.wait(lock, [&] { return in_task_ == 0; });
-  }
-  if (!ok) {
-    exceptions_++;
-    spdlog::error("fan-out: a broadcast's range threw; some of its streams were not sent to");
   }
 }
 
@@ -78,13 +76,7 @@ void FanOut::HelperLoop() {
     Task* task = task_;
     ++in_task_;
     lock.unlock();
-    uint64_t ranges = 0;
-    const bool ok = Drain(task, &ranges);
-    ranges_by_helpers_ += ranges;
-    if (!ok) {
-      exceptions_++;
-      spdlog::error("fan-out: a broadcast's range threw; some of its streams were not sent to");
-    }
+    ranges_by_helpers_ += Drain(task);
     lock.lock();
     if (--in_task_ == 0) left_.notify_all();
   }

@@ -58,8 +58,9 @@ class FanOut {
     const std::function<void(size_t, size_t)>* work = nullptr;
     std::atomic<size_t> next{0};
   };
-  // Takes ranges of `task` until none is left; false if one threw.
-  static bool Drain(Task* task, uint64_t* ranges);
+  // Takes ranges of `task` until none is left; counts (and logs) a range
+  // that throws. Returns the ranges done.
+  uint64_t Drain(Task* task);
   void HelperLoop();
 
   std::mutex run_mu_;  // one broadcast at a time on the helpers
