@@ -3,7 +3,7 @@
 // On AVX-512 builds, full fp32/bf16/fp16 items first try the intrinsics
 // path of item_kernels_avx512.h (one pass over memory, denormals included),
 // and full e4m3 items the integer path of item_fp8_avx512.h where the CPU
-// has VBMI; the items they refuse, e5m2, and every item of the AVX2/SSE2
+// has VBMI and VNNI; the items they refuse, e5m2, and every item of the AVX2/SSE2
 // builds take the two paths below. Two paths per work item, bit-identical by construction:
 //
 // - Fast path (full items). GCC vector extensions, so the
@@ -301,8 +301,8 @@ uint64_t ItemsOf(const unsigned char* data, uint64_t numel, uint32_t sat, double
   uint64_t fast_zeros = 0, fast_sat = 0;
 #ifdef GNMR_CPU_AVX512_ITEMS
   constexpr bool kAvx512Item = sizeof(typename F::Bits) >= 2;  // not fp8
-  constexpr bool kE4M3 = std::is_same_v<F, E4M3>;              // VBMI: item_fp8_avx512.h
-  const bool vbmi = kE4M3 && avx512::HasVbmi();
+  constexpr bool kE4M3 = std::is_same_v<F, E4M3>;              // VBMI + VNNI: item_fp8_avx512.h
+  const bool vbmi = kE4M3 && avx512::HasVbmiVnni();
   __m512i amax_w = _mm512_setzero_si512();
   bool sub_hint = false;  // see avx512::Item
   // DAZ (MXCSR bit 6) clear: the lean single pass (avx512::Item). Read once
