@@ -170,9 +170,8 @@ Status Client::Start() {
       }
     }
     m.any_device = !device_units.empty();
-    m.outbox = std::make_unique<Outbox>(
-        m.options.max_queued_reports, m.units.size(), 256,
-        m.any_device ? static_cast<size_t>(DeviceStatsBackend::kMaxPending) : 0);
+    m.outbox = std::make_unique<Outbox>(m.options.max_queued_reports, m.units.size(), 256,
+                                        m.any_device ? GpuPath::kMaxParked : 0);
     if (m.any_device) {
       Status g = m.gpu->Start(device_units, device_tensors, shard_count,
                               m.options.profile_gpu_overhead, m.outbox.get());

@@ -41,6 +41,7 @@ ClientCounters CountersImpl(const Client::Impl& m) {
   c.stats_seconds = static_cast<double>(m.stats_nanos.load()) * 1e-9;
   if (m.any_device) {
     c.stats_gpu_seconds = m.gpu->stats_gpu_seconds();
+    c.forward_calls_dropped = m.gpu->forward_dropped();
     c.overhead_source = OverheadSource::kUnavailable;
     c.overhead_ratio = 0.0;
     c.overhead_step = -1;

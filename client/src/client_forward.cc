@@ -18,6 +18,11 @@ Status Client::ObserveForward(UnitHandle unit, const std::vector<TensorRef>& ten
 }
 
 Status Client::ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t count) {
+  return ObserveForward(unit, tensors, count, nullptr);
+}
+
+Status Client::ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t count,
+                              void* stream) {
   return Guard([&] {
     Impl& m = *impl_;
     if (!m.started) return FailedPrecondition("ObserveForward before Start");
@@ -28,17 +33,39 @@ Status Client::ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t 
     if (count > 0 && tensors == nullptr) {
       return InvalidArgument("ObserveForward: tensors is null with count " + std::to_string(count));
     }
-    for (size_t i = 0; i < count; ++i) {
-      if (tensors[i].device != kHostDevice) {
-        return InvalidArgument("ObserveForward: unit " + m.units.unit(unit).name + ", tensor " +
-                               std::to_string(i) + " is on CUDA device " +
-                               std::to_string(tensors[i].device) +
-                               ": forward tensors are host memory only for now "
-                               "(docs/statistics.md, \"Forward columns\")");
+    const int32_t device = count > 0 ? tensors[0].device : kHostDevice;
+    for (size_t i = 1; i < count; ++i) {
+      if (tensors[i].device != device) {
+        return InvalidArgument(
+            "ObserveForward: unit " + m.units.unit(unit).name + ": tensor " + std::to_string(i) +
+            " is on device " + std::to_string(tensors[i].device) + ", tensor 0 on " +
+            std::to_string(device) + ": one call's tensors share a device (-1: host)");
       }
+    }
+    if (device != kHostDevice && (!m.any_device || m.gpu->device() != device)) {
+      return InvalidArgument("ObserveForward: unit " + m.units.unit(unit).name +
+                             ": tensors on CUDA device " + std::to_string(device) + ", but " +
+                             (m.any_device ? "this client's device units are on device " +
+                                                 std::to_string(m.gpu->device())
+                                           : std::string("this client has no device units")) +
+                             ": forward tensors on CUDA ride the GPU path of the unit's gradients "
+                             "(docs/statistics.md, \"Forward columns\")");
     }
     if (m.stopped) return Status::Ok();
     const auto t0 = std::chrono::steady_clock::now();
+    if (device != kHostDevice) {
+      Status s = m.gpu->ObserveForward(unit, tensors, count, stream);
+      const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - t0)
+                                .count();
+      m.forward_nanos += nanos;
+      m.stats_nanos.fetch_add(nanos, std::memory_order_relaxed);
+      if (!s.ok()) {
+        return Status(s.code(),
+                      "ObserveForward: unit " + m.units.unit(unit).name + ": " + s.message());
+      }
+      return Status::Ok();
+    }
     UnitStats st;
     Status s = cpu::ComputeStats(tensors, count, &st);
     if (!s.ok()) {

@@ -3,6 +3,19 @@
 #include <algorithm>
 
 namespace gnmr {
+namespace {
+
+// Gives r zeroed forward columns for `n` units, unless it has them.
+void SizeColumns(Report* r, size_t n) {
+  if (r->fwd_numel.size() == n) return;
+  r->fwd_sumsq.assign(n, 0.0);
+  r->fwd_amax.assign(n, 0.0);
+  r->fwd_saturated.assign(n, 0);
+  r->fwd_zeros.assign(n, 0);
+  r->fwd_numel.assign(n, 0);
+}
+
+}  // namespace
 
 void ForwardAccumulator::Resize(size_t units) {
   sumsq_.assign(units, 0.0);
@@ -36,19 +49,28 @@ void ForwardAccumulator::MoveInto(Report* r) {
   }
   r->fwd_units = touched_.size();
   if (touched_.empty()) return;
-  if (r->fwd_numel.size() != n) {  // the slot's first forward columns
-    r->fwd_sumsq.assign(n, 0.0);
-    r->fwd_amax.assign(n, 0.0);
-    r->fwd_saturated.assign(n, 0);
-    r->fwd_zeros.assign(n, 0);
-    r->fwd_numel.assign(n, 0);
-  }
+  SizeColumns(r, n);  // the slot's first forward columns
   for (const uint32_t u : touched_) {
     r->fwd_sumsq[u] = sumsq_[u];
     r->fwd_amax[u] = amax_[u];
     r->fwd_saturated[u] = saturated_[u];
     r->fwd_zeros[u] = zeros_[u];
     r->fwd_numel[u] = numel_[u];
+  }
+  Clear();
+}
+
+void ForwardAccumulator::MergeInto(Report* r) {
+  if (touched_.empty()) return;
+  const size_t n = numel_.size();
+  SizeColumns(r, n);  // no forward columns yet (fwd_units 0)
+  for (const uint32_t u : touched_) {
+    if (r->fwd_numel[u] == 0) ++r->fwd_units;
+    r->fwd_sumsq[u] += sumsq_[u];
+    r->fwd_amax[u] = std::max(r->fwd_amax[u], amax_[u]);
+    r->fwd_saturated[u] += saturated_[u];
+    r->fwd_zeros[u] += zeros_[u];
+    r->fwd_numel[u] += numel_[u];
   }
   Clear();
 }

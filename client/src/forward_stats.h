@@ -32,6 +32,9 @@ class ForwardAccumulator {
   // fwd_numel 0; r->fwd_units = units with statistics) and clears them.
   // With nothing pending, leaves r without forward columns.
   void MoveInto(Report* r);
+  // Adds the pending rows to r's forward columns (after the rows r already
+  // carries, as later calls of the same units) and clears them.
+  void MergeInto(Report* r);
 
  private:
   void Clear();  // zeroes the pending rows

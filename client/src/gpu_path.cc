@@ -70,6 +70,9 @@ Status GpuPath::Start(const std::vector<UnitHandle>& units,
     for (const TensorRef& t : tensors[d]) pointers_.push_back(t.data);
   }
   norms_.assign(units.size(), std::nan(""));
+  const int device = device_;
+  forward_ = std::make_unique<DeviceForward>(shard_count.size(),
+                                             [device] { return CreateDeviceStatsBackend(device); });
   Status s = backend_->SetTable(tensors);
   if (!s.ok()) return Status(s.code(), "GPU statistics tables: " + s.message());
   if (profile) {
@@ -103,6 +106,9 @@ Status GpuPath::Launch(void* stream, int64_t step,
     outbox_->Abandon(r);
     return Status::Ok();  // stopped: fail-open, nothing to report
   }
+  // This step's forward calls are those since the last Launch, whatever
+  // becomes of its report.
+  if (forward_) forward_->CloseWindow(step);
   if (dirty_) {
     Status s = backend_->RefreshPointers(pointers_);
     if (!s.ok()) {
@@ -118,8 +124,21 @@ Status GpuPath::Launch(void* stream, int64_t step,
     outbox_->Abandon(r);
     return Status(s.code(), "GPU statistics: " + s.message());
   }
-  if (parked_.size() == static_cast<size_t>(DeviceStatsBackend::kMaxPending)) {
+  size_t unread = 0;
+  for (const Parked& p : parked_) unread += p.grads_in ? 0 : 1;
+  if (unread == static_cast<size_t>(DeviceStatsBackend::kMaxPending)) {
     // The backend has just overwritten the oldest unread result.
+    for (auto it = parked_.begin(); it != parked_.end(); ++it) {
+      if (!it->grads_in) {
+        outbox_->Drop(it->report);
+        parked_.erase(it);
+        break;
+      }
+    }
+  }
+  while (parked_.size() >= kMaxParked) {
+    // Forward results that never come (a launch lost with its device):
+    // the oldest report gives up waiting for them.
     outbox_->Drop(parked_.front().report);
     parked_.pop_front();
   }
@@ -164,16 +183,42 @@ void GpuPath::PollLocked() {
   double gpu_seconds = -1.0;
   while (backend_->Poll(&step, &stats_, &gpu_seconds)) {
     ++launches_since_overhead_;
-    // Older parked reports lost their results (ring overwrite).
-    while (!parked_.empty() && parked_.front().step < step) {
-      outbox_->Drop(parked_.front().report);
-      parked_.pop_front();
+    // Results come in launch order: the first report still without its
+    // results is this launch's, unless older ones lost theirs (ring
+    // overwrite).
+    auto it = parked_.begin();
+    while (it != parked_.end() && it->grads_in) ++it;
+    while (it != parked_.end() && it->step < step) {
+      outbox_->Drop(it->report);
+      it = parked_.erase(it);
     }
-    if (parked_.empty() || parked_.front().step != step) continue;
+    if (it == parked_.end() || it->step != step) continue;
+    FillLocked(&*it, gpu_seconds);
+  }
+  if (forward_) {
+    forward_->Poll();
+    const double forward_seconds = forward_->TakeGpuSeconds();
+    gpu_nanos_.fetch_add(static_cast<int64_t>(forward_seconds * 1e9), std::memory_order_relaxed);
+  }
+  while (!parked_.empty() && parked_.front().grads_in &&
+         (!forward_ || forward_->Ready(parked_.front().step))) {
     const Parked p = parked_.front();
     parked_.pop_front();
-    PublishLocked(p, gpu_seconds);
+    if (forward_) forward_->MoveInto(p.step, p.report);
+    PublishLocked(p);
   }
+}
+
+Status GpuPath::ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t count,
+                               void* stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_ || !forward_) return Status::Ok();  // fail-open, as Launch
+  return forward_->Observe(unit, tensors, count, stream);
+}
+
+uint64_t GpuPath::forward_dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return forward_ ? forward_->dropped() : 0;
 }
 
 void GpuPath::AccountLocked(uint64_t dropped, std::shared_ptr<ActivityProfiler>* to_stop) {
@@ -200,8 +245,9 @@ void GpuPath::AccountLocked(uint64_t dropped, std::shared_ptr<ActivityProfiler>*
   }
 }
 
-void GpuPath::PublishLocked(const Parked& p, double gpu_seconds) {
-  Report* r = p.report;
+void GpuPath::FillLocked(Parked* p, double gpu_seconds) {
+  Report* r = p->report;
+  p->grads_in = true;
   nonfinite_ = false;
   for (size_t d = 0; d < handles_.size() && d < stats_.size(); ++d) {
     const UnitHandle u = handles_[d];
@@ -215,11 +261,15 @@ void GpuPath::PublishLocked(const Parked& p, double gpu_seconds) {
     norms_[d] = std::sqrt(st.sumsq * shard_count_[u]);
     nonfinite_ = nonfinite_ || st.nonfinite > 0 || !std::isfinite(st.sumsq);
   }
-  norms_step_ = p.step;
+  norms_step_ = p->step;
   if (gpu_seconds >= 0.0) {
     r->stats_gpu_seconds = gpu_seconds;
     gpu_nanos_.fetch_add(static_cast<int64_t>(gpu_seconds * 1e9), std::memory_order_relaxed);
   }
+}
+
+void GpuPath::PublishLocked(const Parked& p) {
+  Report* r = p.report;
   if (profiler_ && have_overhead_) {
     r->overhead_source = kOverheadCupti;
     r->overhead_ratio = last_ratio_;

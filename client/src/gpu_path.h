@@ -33,6 +33,7 @@
 
 #include "client/src/activity_profiler.h"
 #include "client/src/device_backend.h"
+#include "client/src/forward_device.h"
 #include "client/src/outbox.h"
 #include "client/src/overhead_accountant.h"
 #include "gnmr/client.h"
@@ -44,6 +45,9 @@ class GNMR_EXPORT GpuPath {
  public:
   // Profiler-less launches after which missing records mean "back off".
   static constexpr uint64_t kBackoffLaunches = 32;
+  // Reports parked at most: kMaxPending waiting for their launch, the
+  // others for their forward rows (DeviceForward).
+  static constexpr size_t kMaxParked = 2 * DeviceStatsBackend::kMaxPending;
 
   // Unavailable (with the reason) when the device cannot be used.
   static StatusOr<std::unique_ptr<GpuPath>> Create(int device);
@@ -65,6 +69,12 @@ class GNMR_EXPORT GpuPath {
   // the enqueue. Training thread.
   Status Launch(void* stream, int64_t step, std::chrono::steady_clock::time_point observe_start,
                 Report* r);
+  // Forward tensors of client unit `unit` on this device, enqueued on
+  // `stream` (DeviceForward); their rows travel with the report of the
+  // next Launch, which waits for them. Training thread.
+  Status ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t count, void* stream);
+  // Forward calls dropped so far (DeviceForward::dropped).
+  uint64_t forward_dropped() const;
   // Publishes every completed parked report; `collect`: also read the
   // profiler's records (I/O thread only: it flushes CUPTI buffers).
   void Drain(bool collect);
@@ -89,17 +99,21 @@ class GNMR_EXPORT GpuPath {
   struct Parked {
     int64_t step = 0;
     Report* report = nullptr;
+    bool grads_in = false;  // its gradient columns are filled in
   };
   explicit GpuPath(int device, std::unique_ptr<DeviceStatsBackend> backend);
   // Feeds collected records to the accountant; on back-off moves the
   // profiler into *to_stop (the caller stops it outside mu_).
   void AccountLocked(uint64_t dropped, std::shared_ptr<ActivityProfiler>* to_stop);
-  // Publishes every completed parked report.
+  // Fills in the gradient columns of every completed launch, then
+  // publishes the parked reports, in order, whose forward rows are in too.
   void PollLocked();
-  void PublishLocked(const Parked& p, double gpu_seconds);
+  void FillLocked(Parked* p, double gpu_seconds);
+  void PublishLocked(const Parked& p);
 
   const int device_;
   std::unique_ptr<DeviceStatsBackend> backend_;
+  std::unique_ptr<DeviceForward> forward_;  // created by Start
   // Null unless profiling. The pointer is guarded by mu_; Collect and Stop
   // run on a copy of it, outside mu_.
   std::shared_ptr<ActivityProfiler> profiler_;

@@ -12,10 +12,14 @@ the controller sees the quantizer misbehave at the unit that owns it
 Hooks observe only forward passes that build a graph
 (``torch.is_grad_enabled()``): evaluation under ``torch.no_grad()`` leaves
 the next training step's statistics alone. A module run several times in a
-step (shared weights, micro-batches) adds up. Host tensors only for now: the
-first CUDA tensor turns the forward channel off for the Monitor with a
-warning (raised with ``strict``), since reading it here would synchronise the
-host with the GPU.
+step (shared weights, micro-batches) adds up.
+
+CUDA tensors (on the Monitor's device) are read by the client's GPU kernels,
+enqueued on the current stream at the hook: no host synchronisation, and
+the tensor need not outlive the hook (the caching allocator reuses its
+memory only after the work queued on that stream). A CUDA tensor in a
+Monitor without CUDA units, or on another device, turns the forward
+channel off with a warning (raised with ``strict``).
 """
 from __future__ import annotations
 
@@ -38,12 +42,15 @@ class ForwardTensor:
     e4m3fn, 57344 for e5m2); a finite m > 0 counts |x| >= m, for
     fake-quantized codes held in a wider dtype (e.g. an fp32 tensor of
     values already rounded to E4M3, m = 448 * scale). ``scale_inv``: fp8
-    only, the real value is stored * scale_inv.
+    only, the real value is stored * scale_inv; a one-element float32
+    tensor on the tensor's device is read by the kernels when they run (a
+    backend's scale_inv buffer: no host synchronisation; it must stay
+    alive and keep its address, as a backend's does).
     """
 
     tensor: _torch.Tensor
     saturation_magnitude: float = 0.0
-    scale_inv: float = 1.0
+    scale_inv: Union[float, _torch.Tensor] = 1.0
 
 
 ForwardItem = Union[_torch.Tensor, ForwardTensor]
@@ -62,8 +69,10 @@ class ForwardHooks:
     failure (the Monitor warns, counts, or raises with strict)."""
 
     def __init__(self, client: _gnmr.Client, units: list, fn: ForwardTensorsFn,
-                 on_error: Callable[[str, Exception], None], strict: bool):
+                 on_error: Callable[[str, Exception], None], strict: bool,
+                 cuda_device: Optional[_torch.device] = None):
         self._client = client
+        self._cuda_device = cuda_device  # the Monitor's CUDA units' device, if any
         self._fn = fn
         self._on_error = on_error
         self._strict = strict
@@ -112,11 +121,13 @@ class ForwardHooks:
                 return
             args.append(a)  # a[0]: the tensor (a contiguous copy) alive until the call returns
         self._client.observe_forward(
-            handle, [_gnmr.TensorRef(p, n, d, -1, si, 0, sat) for _, p, n, d, si, sat in args])
+            handle, [_gnmr.TensorRef(p, n, d, dev, si, sip, sat)
+                     for _, p, n, d, si, sat, dev, _s, sip in args], args[0][7])
 
     def _args(self, unit_name, item):
-        """(tensor, data_ptr, numel, dtype, scale_inv, saturation) of one
-        forward item, or None when the forward channel was just turned off."""
+        """(tensor, data_ptr, numel, dtype, scale_inv, saturation, device,
+        stream, scale_inv_ptr) of one forward item, or None when the forward
+        channel was just turned off."""
         if isinstance(item, ForwardTensor):
             t, sat, scale_inv = item.tensor, item.saturation_magnitude, item.scale_inv
         elif isinstance(item, _torch.Tensor):
@@ -125,17 +136,33 @@ class ForwardHooks:
         else:
             raise ValueError(f"forward_tensors returned a {type(item).__name__}; expected "
                              "torch.Tensor or gnmr.torch.ForwardTensor items")
+        device, stream, scale_inv_ptr = -1, None, 0
         if not t.is_cpu:
-            self.turn_off(f"unit '{unit_name}': forward tensor on {t.device}: forward "
-                          "tensors are host memory only for now; the forward channel is off "
-                          "for this Monitor (gradient statistics continue)")
-            return None
+            if t.device != self._cuda_device:
+                where = (f"this Monitor's CUDA units are on {self._cuda_device}"
+                         if self._cuda_device is not None else "this Monitor has no CUDA units")
+                self.turn_off(f"unit '{unit_name}': forward tensor on {t.device}, but {where}; "
+                              "the forward channel is off for this Monitor (gradient "
+                              "statistics continue)")
+                return None
+            device = t.device.index
+            stream = _torch.cuda.current_stream(t.device).cuda_stream
+        if isinstance(scale_inv, _torch.Tensor):
+            if t.is_cpu or scale_inv.is_cpu:
+                scale_inv = float(scale_inv)  # no device involved: nothing to wait for
+            elif (scale_inv.device != t.device or scale_inv.dtype != _torch.float32
+                  or scale_inv.numel() != 1):
+                raise ValueError(f"unit '{unit_name}': a tensor scale_inv must be one float32 "
+                                 f"element on {t.device}")
+            else:
+                scale_inv_ptr, scale_inv = scale_inv.data_ptr(), 1.0
         if not t.is_contiguous():
             t = t.contiguous()  # a copy, kept by the caller until the call returns
         dtype = _dtype_name(t.dtype)
         if dtype is None:
             raise _dtype_error(t.dtype)
-        return t, t.data_ptr(), t.numel(), dtype, float(scale_inv), float(sat)
+        return (t, t.data_ptr(), t.numel(), dtype, float(scale_inv), float(sat), device, stream,
+                scale_inv_ptr)
 
     def turn_off(self, reason: str) -> None:
         """Stops observing forward tensors, loudly (a set-up problem)."""

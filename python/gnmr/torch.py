@@ -232,14 +232,15 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin):
         for u in self._units:
             refs = [_tensor_ref(p.detach()) for p in u.params]
             u.handle = self.client.add_unit(u.name, refs, u.shard[0], u.shard[1])
-        self._forward = (ForwardHooks(self.client, self._units, forward_tensors, self._fail,
-                                      strict) if forward_tensors is not None else None)
         self._zeros: Dict[_torch.device, _torch.Tensor] = {}  # per device, for None grads
         devices = {p.device for u in self._units for p in u.params}
         cuda = sorted({d for d in devices if d.type == "cuda"}, key=str)
         # Device units are observed on the current CUDA stream (the one
         # backward ran on), without a host synchronisation.
         self._cuda_device = cuda[0] if cuda else None
+        self._forward = (ForwardHooks(self.client, self._units, forward_tensors, self._fail,
+                                      strict, self._cuda_device)
+                         if forward_tensors is not None else None)
         self._promoted = set()  # unit indices currently promoted
         self._last_observed: Optional[int] = None
         self._started = False

@@ -119,45 +119,52 @@ class PyClient {
 
   void Start() { Check(client_->Start()); }
 
-  // Host forward tensors of `unit` for the forward channel, computed now
-  // (the GIL released: a large activation takes a while).
-  void ObserveForward(UnitHandle unit, const std::vector<TensorRef>& tensors) {
+  // Forward tensors of `unit` for the forward channel: host tensors
+  // computed now (the GIL released: a large activation takes a while),
+  // device tensors enqueued on `stream` (see Observe).
+  void ObserveForward(UnitHandle unit, const std::vector<TensorRef>& tensors,
+                      const py::object& stream) {
+    void* s_ptr = StreamPtr(stream);
     Status s;
     {
       py::gil_scoped_release release;
-      s = client_->ObserveForward(unit, tensors);
+      s = client_->ObserveForward(unit, tensors.data(), tensors.size(), s_ptr);
     }
     Check(s);
   }
 
-  // One host tensor without a TensorRef object: the forward hooks' common
-  // case (one tensor per module call), the same as ObserveForward with it.
+  // One tensor without a TensorRef object: the forward hooks' common case
+  // (one tensor per module call), the same as ObserveForward with it.
   void ObserveForwardTensor(UnitHandle unit, uint64_t data_ptr, uint64_t numel,
-                            const std::string& dtype, float scale_inv, float saturation_magnitude) {
+                            const std::string& dtype, float scale_inv, float saturation_magnitude,
+                            int32_t device, const py::object& stream, uint64_t scale_inv_ptr) {
     const TensorRef t =
-        MakeRef(data_ptr, numel, dtype, kHostDevice, scale_inv, 0, saturation_magnitude);
+        MakeRef(data_ptr, numel, dtype, device, scale_inv, scale_inv_ptr, saturation_magnitude);
+    void* s_ptr = StreamPtr(stream);
     Status s;
     {
       py::gil_scoped_release release;
-      s = client_->ObserveForward(unit, &t, 1);
+      s = client_->ObserveForward(unit, &t, 1, s_ptr);
     }
     Check(s);
   }
+
+  void MarkInactive(UnitHandle unit) { Check(client_->MarkInactive(unit)); }
 
   // `stream`: a cudaStream_t as an integer (torch's Stream.cuda_stream) for
   // clients with device units; None is the legacy default stream.
-  void MarkInactive(UnitHandle unit) { Check(client_->MarkInactive(unit)); }
+  static void* StreamPtr(const py::object& stream) {
+    if (stream.is_none()) return nullptr;
+    if (!py::isinstance<py::int_>(stream)) {
+      throw py::value_error(
+          "stream must be an int (a cudaStream_t, e.g. "
+          "torch.cuda.current_stream().cuda_stream) or None");
+    }
+    return reinterpret_cast<void*>(stream.cast<uintptr_t>());
+  }
 
   void Observe(int64_t step, const py::object& stream) {
-    void* s_ptr = nullptr;
-    if (!stream.is_none()) {
-      if (!py::isinstance<py::int_>(stream)) {
-        throw py::value_error(
-            "stream must be an int (a cudaStream_t, e.g. "
-            "torch.cuda.current_stream().cuda_stream) or None");
-      }
-      s_ptr = reinterpret_cast<void*>(stream.cast<uintptr_t>());
-    }
+    void* s_ptr = StreamPtr(stream);
     Status s;
     {
       py::gil_scoped_release release;
@@ -318,10 +325,12 @@ PYBIND11_MODULE(_gnmr, m) {
       .def("start", &PyClient::Start)
       .def("observe", &PyClient::Observe, py::arg("step"), py::arg("stream") = py::none())
       .def("mark_inactive", &PyClient::MarkInactive, py::arg("unit"))
-      .def("observe_forward", &PyClient::ObserveForward, py::arg("unit"), py::arg("tensors"))
+      .def("observe_forward", &PyClient::ObserveForward, py::arg("unit"), py::arg("tensors"),
+           py::arg("stream") = py::none())
       .def("observe_forward_tensor", &PyClient::ObserveForwardTensor, py::arg("unit"),
            py::arg("data_ptr"), py::arg("numel"), py::arg("dtype"), py::arg("scale_inv") = 1.0f,
-           py::arg("saturation_magnitude") = 0.0f)
+           py::arg("saturation_magnitude") = 0.0f, py::arg("device") = kHostDevice,
+           py::arg("stream") = py::none(), py::arg("scale_inv_ptr") = uint64_t{0})
       .def("plan_for", &PyClient::PlanFor, py::arg("step"))
       .def(
           "ack",

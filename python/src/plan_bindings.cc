@@ -104,6 +104,7 @@ void BindPlanTypes(py::module_& m) {
   field("decisions_stale", &ClientCounters::decisions_stale);
   field("missed_decisions", &ClientCounters::missed_decisions);
   field("skipped_steps", &ClientCounters::skipped_steps);
+  field("forward_calls_dropped", &ClientCounters::forward_calls_dropped);
   field("generation", &ClientCounters::generation);
   field("registrations", &ClientCounters::registrations);
   field("reconnects", &ClientCounters::reconnects);

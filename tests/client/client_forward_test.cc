@@ -170,7 +170,7 @@ TEST(ClientForward, MisuseIsRefusedWithTheReason) {
   device.device = 0;
   const Status d = c->ObserveForward(u, {device});
   EXPECT_EQ(d.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(d.message().find("host memory only"), std::string::npos) << d.message();
+  EXPECT_NE(d.message().find("has no device units"), std::string::npos) << d.message();
   const Status neg = c->ObserveForward(u, {Ref(f, -1.f)});
   EXPECT_EQ(neg.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(neg.message().find("unit u"), std::string::npos) << neg.message();

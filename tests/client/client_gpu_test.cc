@@ -3,7 +3,8 @@
 // to the same data on the CPU path (norm and history mean of every unit, per
 // step), including after SetTensors moved a unit to new device memory, and
 // the CUDA-event GPU time is counted; with profiling, the CUPTI overhead
-// ratio is measured whenever CUPTI can be owned. The CUDA backend itself:
+// ratio is measured whenever CUPTI can be owned; forward tensors on the
+// device give the host path's rows. The CUDA backend itself:
 // no context on the I/O thread, timing that survives a failed launch.
 #include <functional>
 #include <map>
@@ -14,7 +15,11 @@
 #include <gtest/gtest.h>
 
 #include "client/src/device_backend.h"
+#include "client/src/forward_stats.h"
+#include "client/src/gpu_path.h"
+#include "client/src/outbox.h"
 #include "gnmr/client.h"
+#include "gnmr/cpu_stats.h"
 #include "gnmr/cuda_driver_fns.h"
 #include "gnmr/gpu_stats.h"
 #include "tests/client/unit_figures.h"
@@ -116,6 +121,116 @@ TEST(ClientGpuTest, StreamObserveMatchesCpuThroughGnmrd) {
   for (int u = 0; u < kUnits; ++u) {
     cudaFree(dev[u]);
     cudaFree(dev2[u]);
+  }
+}
+
+// Forward tensors on the device (client/src/forward_device.h): the rows of
+// a step are the host path's, bit for bit, in call order, and read the
+// tensors as they were at the call (stream order), even when the memory is
+// overwritten on that stream right after; an fp8 tensor's scale_inv is read
+// from device memory when the kernels run.
+TEST(ClientGpuTest, DeviceForwardRowsMatchTheHostPathInStreamOrder) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no CUDA device";
+  std::vector<float> a(300000), b(4097), g(1024);
+  Fill(&a, 1, 0);
+  Fill(&b, 2, 1);
+  Fill(&g, 3, 2);
+  std::vector<uint8_t> q(70001);
+  for (size_t i = 0; i < q.size(); ++i) {
+    const uint8_t c = static_cast<uint8_t>((i * 37) % 256);
+    q[i] = (c & 0x7f) == 0x7f ? 0x7e : c;  // no NaN; 0x7e/0xfe: at the format maximum
+  }
+  const float scale_inv = 0.5f;
+  float *da = nullptr, *db = nullptr, *dg = nullptr, *dscale = nullptr;
+  uint8_t* dq = nullptr;
+  ASSERT_EQ(cudaMalloc(&da, a.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&db, b.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dg, g.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dq, q.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dscale, 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(da, a.data(), a.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(db, b.data(), b.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dg, g.data(), g.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dq, q.data(), q.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dscale, &scale_inv, 4, cudaMemcpyHostToDevice), cudaSuccess);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+
+  const auto ref = [](const void* p, uint64_t n, DType d, int32_t device, float sat) {
+    TensorRef t;
+    t.data = p;
+    t.numel = n;
+    t.dtype = d;
+    t.device = device;
+    t.saturation_magnitude = sat;
+    return t;
+  };
+  TensorRef fp8 = ref(dq, q.size(), DType::kFp8E4M3, 0, kSaturationAtFormatMax);
+  fp8.scale_inv_ptr = dscale;
+  TensorRef fp8_host =
+      ref(q.data(), q.size(), DType::kFp8E4M3, kHostDevice, kSaturationAtFormatMax);
+  fp8_host.scale_inv = scale_inv;
+  const std::vector<std::pair<uint32_t, std::vector<TensorRef>>> calls = {
+      {0, {ref(da, a.size(), DType::kFp32, 0, 0.3f)}},
+      {1, {fp8}},
+      {0, {ref(db, b.size(), DType::kFp32, 0, 0.3f), ref(da, a.size(), DType::kFp32, 0, 0.3f)}},
+  };
+  const std::vector<std::pair<uint32_t, std::vector<TensorRef>>> host_calls = {
+      {0, {ref(a.data(), a.size(), DType::kFp32, kHostDevice, 0.3f)}},
+      {1, {fp8_host}},
+      {0,
+       {ref(b.data(), b.size(), DType::kFp32, kHostDevice, 0.3f),
+        ref(a.data(), a.size(), DType::kFp32, kHostDevice, 0.3f)}},
+  };
+
+  Outbox outbox(16, 2, 16, GpuPath::kMaxParked);
+  StatusOr<std::unique_ptr<GpuPath>> made = GpuPath::Create(0);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::unique_ptr<GpuPath> gpu = std::move(made).value();
+  const TensorRef grad = ref(dg, g.size(), DType::kFp32, 0, 0.0f);
+  ASSERT_TRUE(gpu->Start({0, 1}, {{grad}, {grad}}, {1, 1}, false, &outbox).ok());
+  for (const auto& [unit, tensors] : calls) {
+    ASSERT_TRUE(gpu->ObserveForward(unit, tensors.data(), tensors.size(), stream).ok());
+  }
+  // Freed and reused on the stream right away, as an activation would be.
+  ASSERT_EQ(cudaMemsetAsync(da, 0, a.size() * 4, stream), cudaSuccess);
+  Report* r = outbox.Acquire();
+  r->step = 0;
+  ASSERT_TRUE(gpu->Launch(stream, 0, Clock::now(), r).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  Report* got = nullptr;
+  for (int i = 0; i < 500 && got == nullptr; ++i) {
+    gpu->Drain(false);
+    got = outbox.PopReport();
+    if (got == nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_NE(got, nullptr);
+  ForwardAccumulator want;
+  want.Resize(2);
+  for (const auto& [unit, tensors] : host_calls) {
+    UnitStats st;
+    ASSERT_TRUE(cpu::ComputeStats(tensors.data(), tensors.size(), &st).ok());
+    want.Add(unit, st);
+  }
+  Report expected;
+  want.MoveInto(&expected);
+  EXPECT_EQ(got->fwd_units, 2u);
+  for (uint32_t u = 0; u < 2; ++u) {
+    SCOPED_TRACE(u);
+    EXPECT_EQ(got->fwd_sumsq[u], expected.fwd_sumsq[u]);  // bit for bit
+    EXPECT_EQ(got->fwd_amax[u], expected.fwd_amax[u]);
+    EXPECT_EQ(got->fwd_saturated[u], expected.fwd_saturated[u]);
+    EXPECT_EQ(got->fwd_zeros[u], expected.fwd_zeros[u]);
+    EXPECT_EQ(got->fwd_numel[u], expected.fwd_numel[u]);
+  }
+  EXPECT_GT(expected.fwd_saturated[1], 0u);
+  EXPECT_EQ(gpu->forward_dropped(), 0u);
+  outbox.Release(got, true);
+  gpu.reset();
+  cudaStreamDestroy(stream);
+  for (void* p : {static_cast<void*>(da), static_cast<void*>(db), static_cast<void*>(dg),
+                  static_cast<void*>(dq), static_cast<void*>(dscale)}) {
+    cudaFree(p);
   }
 }
 

@@ -22,9 +22,15 @@ struct FakeGpuState {
   std::mutex mu;
   bool hold = false;         // Poll reports nothing while true
   bool fail_launch = false;  // the next Launch fails
+  // The first backend made (GpuPath's, the gradients'):
   std::vector<std::vector<TensorRef>> table;
   std::vector<std::vector<const void*>> refreshes;  // every RefreshPointers
   int launches = 0;
+  // The others (DeviceForward's, one per unit and layout):
+  int backends = 0;            // made so far, the first included
+  bool hold_forward = false;   // their Poll reports nothing while true
+  int forward_set_tables = 0;  // SetTable calls
+  int forward_launches = 0;
   // Profiler
   Status profiler_start = Status::Ok();
   bool tag_stats = true;  // false: records never name the stats launches
@@ -40,17 +46,25 @@ struct FakeGpuState {
 
 class FakeBackend : public DeviceStatsBackend {
  public:
-  explicit FakeBackend(FakeGpuState* s) : s_(s) {}
+  explicit FakeBackend(FakeGpuState* s) : s_(s) {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    forward_ = s_->backends++ > 0;
+  }
   Status SetTable(const std::vector<std::vector<TensorRef>>& units) override {
     std::lock_guard<std::mutex> lock(s_->mu);
-    s_->table = units;
+    table_ = units;
+    if (forward_) {
+      ++s_->forward_set_tables;
+    } else {
+      s_->table = units;
+    }
     return Status::Ok();
   }
   Status RefreshPointers(const std::vector<const void*>& pointers) override {
     std::lock_guard<std::mutex> lock(s_->mu);
-    s_->refreshes.push_back(pointers);
+    if (!forward_) s_->refreshes.push_back(pointers);
     size_t k = 0;
-    for (auto& unit : s_->table) {
+    for (auto& unit : table_) {
       for (TensorRef& t : unit) t.data = pointers.at(k++);
     }
     return Status::Ok();
@@ -61,10 +75,10 @@ class FakeBackend : public DeviceStatsBackend {
       s_->fail_launch = false;
       return Internal("fake launch failure");
     }
-    ++s_->launches;
+    ++(forward_ ? s_->forward_launches : s_->launches);
     Done d;
     d.step = step;
-    for (const auto& unit : s_->table) {
+    for (const auto& unit : table_) {
       std::vector<TensorRef> host = unit;
       for (TensorRef& t : host) t.device = kHostDevice;
       UnitStats st;
@@ -78,7 +92,7 @@ class FakeBackend : public DeviceStatsBackend {
   }
   bool Poll(int64_t* step, std::vector<UnitStats>* stats, double* gpu_seconds) override {
     std::lock_guard<std::mutex> lock(s_->mu);
-    if (s_->hold || done_.empty()) return false;
+    if (s_->hold || (forward_ && s_->hold_forward) || done_.empty()) return false;
     *step = done_.front().step;
     *stats = done_.front().stats;
     *gpu_seconds = 1e-5;
@@ -95,6 +109,8 @@ class FakeBackend : public DeviceStatsBackend {
     std::vector<UnitStats> stats;
   };
   FakeGpuState* s_;
+  bool forward_ = false;
+  std::vector<std::vector<TensorRef>> table_;
   std::deque<Done> done_;
 };
 

@@ -5,8 +5,9 @@ backpropagation raises a's gradient far more than b's (the coupled
 neighbour). With one recovery slot, gradient norms alone admit a; with b's
 quantized input observed through a forward hook, b is admitted by the
 saturation rule. gnmrd and the local target decide identically; forward
-passes under ``torch.no_grad()`` are not observed; a CUDA (here: meta)
-forward tensor turns the channel off loudly.
+passes under ``torch.no_grad()`` are not observed; on a CUDA model the
+forward tensors are read on the device; a forward tensor off the Monitor's
+device (here: meta) turns the channel off loudly.
 """
 from __future__ import annotations
 
@@ -51,9 +52,9 @@ class Quantizer:
 
 
 def _run(target, job, forward, events="", eval_fault_at=None, pause_at=None, config=None,
-         with_empty=False):
+         with_empty=False, device="cpu"):
     torch.manual_seed(5)
-    model = Net()
+    model = Net().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     quant = Quantizer()
     quant.with_empty = with_empty
@@ -61,7 +62,7 @@ def _run(target, job, forward, events="", eval_fault_at=None, pause_at=None, con
                      local_events_path=events, forward_tensors=quant if forward else None)
     plans = []
     for step in range(STEPS):
-        x, y = batch(step)
+        x, y = (t.to(device) for t in batch(step))
         if step == eval_fault_at:  # an evaluation pass with a faulty quantizer
             quant.fault = True
             with torch.no_grad():
@@ -104,6 +105,17 @@ def test_forward_tensors_admit_the_root_first(tmp_path):
     assert plans_off[FAULT + 1][3] == ("a",)
     assert plans_on[FAULT + 1][3] == ("b",)
     assert counters["missed_decisions"] == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_forward_tensors_admit_the_root_first(tmp_path):
+    """The same on a CUDA model: the forward tensors are read on the device,
+    enqueued on the current stream at the hook."""
+    on = tmp_path / "cuda.jsonl"
+    _, counters, calls = _run("local", "fwd-cuda", True, str(on), device="cuda")
+    assert _admissions(on) == [("b", "saturation", FAULT)]
+    assert calls == STEPS
+    assert counters["forward_calls_dropped"] == 0
 
 
 def test_one_forward_tensor_and_a_list_of_tensors_give_the_same_statistics(tmp_path):
@@ -159,12 +171,12 @@ def test_gnmrd_and_local_decide_alike_with_forward_tensors(gnmrd):
     assert daemon[FAULT + 1][3] == ("b",)
 
 
-def test_a_device_forward_tensor_turns_the_channel_off_loudly():
+def test_a_forward_tensor_off_the_monitors_device_turns_the_channel_off_loudly():
     model = Net()
     meta = lambda name, module, inputs, output: [torch.empty(4, device="meta")]  # noqa: E731
     mon = gt.Monitor(model, target="local", job_id="fwd-meta", config=CFG, forward_tensors=meta)
     assert mon.forward_enabled
-    with pytest.warns(RuntimeWarning, match="host memory only"):
+    with pytest.warns(RuntimeWarning, match="has no CUDA units"):
         model(batch(0)[0])
     assert not mon.forward_enabled
     mon.forward_enabled = True  # off for good: the reason stands
@@ -175,7 +187,7 @@ def test_a_device_forward_tensor_turns_the_channel_off_loudly():
     mon.close()
     strict = gt.Monitor(Net(), target="local", job_id="fwd-meta-strict", config=CFG,
                         forward_tensors=meta, strict=True)
-    with pytest.raises(Exception, match="host memory only"):
+    with pytest.raises(Exception, match="has no CUDA units"):
         strict._units[0].modules[0][1](batch(0)[0])
     strict.close()
 

@@ -186,10 +186,14 @@ struct ClientCounters {
   uint64_t missed_decisions = 0;    // plans without decision when one was due
   uint64_t skipped_steps = 0;       // plans with skip_step (same-step guard
                                     // or global_skip)
-  uint64_t generation = 0;          // the job generation this rank follows
-  uint64_t registrations = 0;       // successful Register + Session
-  uint64_t reconnects = 0;          // registrations after the first
-  uint64_t connect_failures = 0;    // failed attempts and broken streams
+  // ObserveForward calls on the device whose statistics were not taken (a
+  // unit far ahead of the GPU; that unit's forward row of that step is left
+  // out, never sent in part; docs/statistics.md, "Forward columns").
+  uint64_t forward_calls_dropped = 0;
+  uint64_t generation = 0;        // the job generation this rank follows
+  uint64_t registrations = 0;     // successful Register + Session
+  uint64_t reconnects = 0;        // registrations after the first
+  uint64_t connect_failures = 0;  // failed attempts and broken streams
   bool connected = false;
   int64_t last_decided_step = -1;  // observed step of the newest decision
   // Total host time Observe spent on statistics: computing them (host
@@ -298,14 +302,23 @@ class GNMR_EXPORT Client {
   // sent with the next Observe's report, so a step's forward and backward
   // statistics travel together. Several calls for one unit before that
   // Observe add up as one tensor set (a module run twice, micro-batches);
-  // a unit marked inactive sends none. Host tensors only for now: a device
-  // tensor is InvalidArgument (its numel and pointer change every step,
-  // which the GPU path's fixed tables do not take yet; docs/statistics.md).
-  // Not calling it at all changes nothing. Training thread, after Start
-  // (FailedPrecondition before); InvalidArgument for an unknown unit or a
-  // tensor ComputeStats refuses.
+  // a unit marked inactive sends none. Not calling it at all changes
+  // nothing. Training thread, after Start (FailedPrecondition before);
+  // InvalidArgument for an unknown unit or a tensor ComputeStats refuses.
+  //
+  // CUDA tensors (all of one call on the device of this client's device
+  // units; a client without device units refuses them): the statistics
+  // are enqueued on `stream` (nullptr: the legacy default stream) at the
+  // call, with no host synchronisation, so the tensors need only stay
+  // valid in stream order (as for any kernel on that stream). The next
+  // Observe's report waits for them as for its own launch. A unit whose
+  // tensor shapes change costs a table upload per new shape; a unit
+  // called far more often than the GPU drains loses that step's forward
+  // row, never part of it (forward_calls_dropped; docs/statistics.md,
+  // "Forward columns").
   Status ObserveForward(UnitHandle unit, const std::vector<TensorRef>& tensors);
   Status ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t count);
+  Status ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t count, void* stream);
 
   // The actions in force at `step` (see ClientOptions::decision_wait).
   // PlanEntry::norm of a device unit is known once its GPU results for

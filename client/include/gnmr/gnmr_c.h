@@ -232,8 +232,9 @@ GNMR_EXPORT int gnmr_observe_on_stream(gnmr_client* client, int64_t step, void* 
  * (gnmr::Client::MarkInactive; docs/statistics.md). */
 GNMR_EXPORT int gnmr_mark_inactive(gnmr_client* client, uint32_t unit);
 /* later 0.2: forward-side statistics of `unit` for the forward channel
- * (gnmr::Client::ObserveForward): host tensors, computed now, sent with the
- * next observe; several calls before it add up. `saturation_magnitude`:
+ * (gnmr::Client::ObserveForward): host tensors computed now, CUDA tensors
+ * enqueued on the legacy default stream; sent with the next observe;
+ * several calls before it add up. `saturation_magnitude`:
  * NULL (no saturation counting) or one value per tensor
  * (gnmr::TensorRef::saturation_magnitude; INFINITY: the format's largest
  * finite magnitude, for fp8 codes). */
