@@ -173,8 +173,8 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin):
         the lines of gnmrd's event log.
       forward_tensors: ``(name, module, inputs, output) -> [Tensor |
         ForwardTensor] or None``, optional: the forward tensors of each unit's
-        modules for the forward channel (host tensors; see the module
-        docstring). Default: none, gradients only.
+        modules for the forward channel (host tensors, or CUDA tensors on the
+        Monitor's device; see the module docstring). Default: none.
     """
 
     def __init__(self, model: _torch.nn.Module, *, target: str, job_id: str,
