@@ -199,6 +199,11 @@ int gnmr_mark_inactive(gnmr_client* c, uint32_t unit) {
 
 int gnmr_observe_forward(gnmr_client* c, uint32_t unit, const gnmr_tensor* tensors,
                          const float* saturation_magnitude, size_t count) {
+  return gnmr_observe_forward_on_stream(c, unit, tensors, saturation_magnitude, count, nullptr);
+}
+
+int gnmr_observe_forward_on_stream(gnmr_client* c, uint32_t unit, const gnmr_tensor* tensors,
+                                   const float* saturation_magnitude, size_t count, void* stream) {
   return Call([&]() -> int {
     if (c == nullptr) return Null("client");
     if (tensors == nullptr && count > 0) return Null("tensors");
@@ -207,7 +212,7 @@ int gnmr_observe_forward(gnmr_client* c, uint32_t unit, const gnmr_tensor* tenso
       for (size_t i = 0; i < count; ++i)
         c->scratch[i].saturation_magnitude = saturation_magnitude[i];
     }
-    return Report(c->client->ObserveForward(unit, c->scratch.data(), c->scratch.size()));
+    return Report(c->client->ObserveForward(unit, c->scratch.data(), c->scratch.size(), stream));
   });
 }
 
@@ -261,6 +266,7 @@ int gnmr_get_counters(const gnmr_client* c, gnmr_counters* out) {
     out->decisions_stale = k.decisions_stale;
     out->skipped_steps = k.skipped_steps;
     out->generation = k.generation;
+    out->forward_calls_dropped = k.forward_calls_dropped;
     return GNMR_OK;
   });
 }

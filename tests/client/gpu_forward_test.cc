@@ -6,6 +6,7 @@
 // of it; that idle backends take new shapes; and the client's refusals.
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include "client/src/outbox.h"
 #include "gnmr/client.h"
 #include "gnmr/cpu_stats.h"
+#include "gnmr/gnmr_c.h"
 #include "tests/client/fake_gpu.h"
 
 namespace gnmr {
@@ -255,6 +257,35 @@ TEST(ClientDeviceForwardTest, RefusesTensorsOffItsDevice) {
   EXPECT_NE(mixed.message().find("share a device"), std::string::npos) << mixed.message();
   EXPECT_TRUE(client->Observe(0, nullptr).ok());
   EXPECT_EQ(state.forward_launches, 1);
+}
+
+TEST(ClientDeviceForwardTest, TheCApiTakesAStream) {
+  FakeGpuState state;
+  FakeGpuInstall install(&state);
+  gnmr_options o;
+  gnmr_options_init(&o);
+  o.target = "unix:/nonexistent/gnmr.sock";
+  o.job_id = "fwd-device-c";
+  gnmr_client* c = nullptr;
+  ASSERT_EQ(gnmr_client_create(&o, &c), GNMR_OK) << gnmr_last_error();
+  std::vector<float> g(64, 0.5f), f(16, 0.25f);
+  gnmr_tensor grad = {g.data(), g.size(), GNMR_DTYPE_FP32, GNMR_LOCATION_CUDA(0), 0.0f, nullptr};
+  uint32_t unit = 0;
+  ASSERT_EQ(gnmr_add_unit(c, "u", &grad, 1, 0, 1, &unit), GNMR_OK) << gnmr_last_error();
+  ASSERT_EQ(gnmr_start(c), GNMR_OK);
+  gnmr_tensor fwd = {f.data(), f.size(), GNMR_DTYPE_FP32, GNMR_LOCATION_CUDA(0), 0.0f, nullptr};
+  const float sat = 0.2f;
+  EXPECT_EQ(gnmr_observe_forward_on_stream(c, unit, &fwd, &sat, 1, nullptr), GNMR_OK)
+      << gnmr_last_error();
+  EXPECT_EQ(gnmr_observe_forward(c, unit, &fwd, nullptr, 1), GNMR_OK);  // the default stream
+  fwd.location = GNMR_LOCATION_CUDA(1);
+  EXPECT_EQ(gnmr_observe_forward_on_stream(c, unit, &fwd, nullptr, 1, nullptr),
+            GNMR_EINVALID_ARGUMENT);
+  EXPECT_NE(std::string(gnmr_last_error()).find("device 1"), std::string::npos)
+      << gnmr_last_error();
+  EXPECT_EQ(gnmr_observe_on_stream(c, 0, nullptr), GNMR_OK);
+  EXPECT_EQ(state.forward_launches, 2);
+  gnmr_client_destroy(c);
 }
 
 }  // namespace

@@ -29,7 +29,8 @@
  * ABI (0.2, unreleased): gnmr_plan_info gained miss_reason, generation,
  * nonfinite_observed and skip_step (the same-step guard: skip the
  * optimizer step when skip_step is 1, docs/safety.md), gnmr_counters gained
- * decisions_stale, skipped_steps and generation, and decision_wait_ms
+ * decisions_stale, skipped_steps, generation and forward_calls_dropped, and
+ * decision_wait_ms
  * defaults to 2000; gnmr_wait_connected, gnmr_export_state,
  * gnmr_import_state and gnmr_free are new, gnmr_options gained
  * `admin_token`. gnmr_tensor gained `location`, `scale_inv` and `scale_inv_ptr`, gnmr_counters
@@ -192,13 +193,14 @@ typedef struct gnmr_counters {
   int64_t last_decided_step;
   double stats_seconds; /* host time: statistics, GPU launch enqueue */
   /* 0.2 */
-  double stats_gpu_seconds; /* GPU time of the statistics launches */
-  int32_t overhead_source;  /* GNMR_OVERHEAD_* */
-  double overhead_ratio;    /* newest; ignore when UNAVAILABLE */
-  int64_t overhead_step;    /* the step it measures, -1 if none */
-  uint64_t decisions_stale; /* of an older generation, ignored */
-  uint64_t skipped_steps;   /* plans with skip_step */
-  uint64_t generation;      /* the job generation followed */
+  double stats_gpu_seconds;       /* GPU time of the statistics launches */
+  int32_t overhead_source;        /* GNMR_OVERHEAD_* */
+  double overhead_ratio;          /* newest; ignore when UNAVAILABLE */
+  int64_t overhead_step;          /* the step it measures, -1 if none */
+  uint64_t decisions_stale;       /* of an older generation, ignored */
+  uint64_t skipped_steps;         /* plans with skip_step */
+  uint64_t generation;            /* the job generation followed */
+  uint64_t forward_calls_dropped; /* device forward calls not taken */
 } gnmr_counters;
 
 /* gnmr_counters.overhead_source (values as gnmr.v1.OverheadSource). */
@@ -240,6 +242,13 @@ GNMR_EXPORT int gnmr_mark_inactive(gnmr_client* client, uint32_t unit);
  * finite magnitude, for fp8 codes). */
 GNMR_EXPORT int gnmr_observe_forward(gnmr_client* client, uint32_t unit, const gnmr_tensor* tensors,
                                      const float* saturation_magnitude, size_t count);
+/* later 0.2: gnmr_observe_forward with CUDA tensors enqueued on `stream` (a
+ * cudaStream_t; NULL: the legacy default stream), without waiting for the
+ * GPU; the tensors need only stay valid in that stream's order. */
+GNMR_EXPORT int gnmr_observe_forward_on_stream(gnmr_client* client, uint32_t unit,
+                                               const gnmr_tensor* tensors,
+                                               const float* saturation_magnitude, size_t count,
+                                               void* stream);
 /* Fills `plan` (from gnmr_plan_new) with the actions in force at `step`. */
 GNMR_EXPORT int gnmr_plan_for(gnmr_client* client, int64_t step, gnmr_plan* plan);
 GNMR_EXPORT int gnmr_ack(gnmr_client* client, const gnmr_plan* plan);
