@@ -11,6 +11,7 @@ device (here: meta) turns the channel off loudly.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
@@ -202,12 +203,18 @@ def test_a_wrong_return_is_warned_about_and_training_goes_on():
     mon.close()
 
 
-@pytest.mark.parametrize("shape", ["bare", "generator"])
+def _scale_as_tensor(items):
+    return [dataclasses.replace(i, scale_inv=torch.tensor(float(i.scale_inv))) for i in items]
+
+
+@pytest.mark.parametrize("shape", ["bare", "generator", "tensor_scale"])
 def test_a_bare_tensor_or_a_generator_is_taken_as_its_items(tmp_path, shape):
-    """forward_tensors may return one item without a list, or a generator:
-    the same events as the list."""
+    """forward_tensors may return one item without a list, or a generator,
+    and a ForwardTensor's scale_inv may be a tensor (a host one is read as
+    its value): the same events as the list."""
     found = []
-    for wrap in (list, {"bare": lambda items: items[0], "generator": iter}[shape]):
+    wraps = {"bare": lambda items: items[0], "generator": iter, "tensor_scale": _scale_as_tensor}
+    for wrap in (list, wraps[shape]):
         events = tmp_path / f"{shape}-{len(found)}.jsonl"
         quant = Quantizer()
 
