@@ -228,10 +228,11 @@ def job_dashboard():
                    rates(J, [("gnmr_late_reports_total", "late reports/s"), ("gnmr_incomplete_steps_total", "incomplete steps/s"), ("gnmr_incomplete_unit_steps_total", "incomplete unit-steps/s")]),
                    w=6, unit="ops"))
     P.append(panel(L, "timeseries", "Decision latency p50 / p99",
-                   "Last report in to decision out, and the time spent combining the ranks' reports.",
+                   "Last report in to decision out, and two parts of it: combining the ranks' reports, and queueing the decision to every stream.",
                    [(f"histogram_quantile(0.5, sum by (le) (rate(gnmr_decision_latency_seconds_bucket{{{J}}}[{RI}])))", "decision p50"),
                     (f"histogram_quantile(0.99, sum by (le) (rate(gnmr_decision_latency_seconds_bucket{{{J}}}[{RI}])))", "decision p99"),
-                    (f"histogram_quantile(0.99, sum by (le) (rate(gnmr_aggregation_seconds_bucket{{{J}}}[{RI}])))", "aggregation p99")],
+                    (f"histogram_quantile(0.99, sum by (le) (rate(gnmr_aggregation_seconds_bucket{{{J}}}[{RI}])))", "aggregation p99"),
+                    (f"histogram_quantile(0.99, sum by (le) (rate(gnmr_decision_broadcast_seconds_bucket{{{J}}}[{RI}])))", "broadcast p99")],
                    w=8, unit="s"))
     P.append(panel(L, "timeseries", "Client overhead ratio",
                    "Per rank: time spent computing GNMR statistics / step time.",

@@ -66,6 +66,7 @@ void DaemonSideEffects::OnDecision(const std::string& job_id,
   f.by_deadline = step.by_deadline;
   f.aggregation_seconds = timing.aggregation_seconds;
   f.decision_seconds = timing.decision_seconds;
+  f.broadcast_seconds = timing.broadcast_seconds;
   metrics_->ForJob(job_id)->OnDecision(decision, controller, f);
 }
 

@@ -399,12 +399,14 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
     DecisionFailed(step.step, s);
     return;
   }
+  const Clock::time_point decided = Now();
   Publish(DecisionMessage(d, generation_));
   imported_state_.clear();  // a repeated import would now replace the state
 
   const Clock::time_point done = Now();
   StepTiming timing;
   timing.aggregation_seconds = aggregation_seconds;
+  timing.broadcast_seconds = Seconds(done - decided);
   // Last report in -> decision queued to every rank. For a step closed by
   // its deadline this includes the wait for the missing ranks.
   timing.decision_seconds = Seconds(done - step.last_report);

@@ -22,6 +22,7 @@ namespace gnmr {
 struct StepTiming {
   double aggregation_seconds = 0;  // combining the ranks' reports
   double decision_seconds = 0;     // last report in -> decision out
+  double broadcast_seconds = 0;    // of which: serializing it and queueing it to every stream
 };
 
 class JobListener {

@@ -71,6 +71,7 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units
       recovery_fraction_(f->recovery_fraction.Add(labels_)),
       decision_latency_(f->decision_latency.Add(labels_, LatencyBuckets())),
       aggregation_time_(f->aggregation_time.Add(labels_, LatencyBuckets())),
+      broadcast_time_(f->broadcast_time.Add(labels_, LatencyBuckets())),
       ack_mismatches_(f->ack_mismatches.Add(labels_)),
       replica_checks_(f->replica_checks.Add(labels_)),
       replica_mismatches_(f->replica_mismatches.Add(labels_)),
@@ -110,6 +111,7 @@ JobMetrics::~JobMetrics() {
   f_->recovery_fraction.Remove(&recovery_fraction_);
   f_->decision_latency.Remove(&decision_latency_);
   f_->aggregation_time.Remove(&aggregation_time_);
+  f_->broadcast_time.Remove(&broadcast_time_);
   f_->ack_mismatches.Remove(&ack_mismatches_);
   f_->replica_checks.Remove(&replica_checks_);
   f_->replica_mismatches.Remove(&replica_mismatches_);
@@ -201,6 +203,7 @@ void JobMetrics::OnDecision(const Decision& d, const Controller& c, const StepFi
   decisions_.Increment();
   decision_latency_.Observe(step.decision_seconds);
   aggregation_time_.Observe(step.aggregation_seconds);
+  broadcast_time_.Observe(step.broadcast_seconds);
   if (step.by_deadline) incomplete_steps_.Increment();
   incomplete_unit_steps_.Increment(step.incomplete_units);
   omitted_unit_steps_.Increment(step.omitted_units);

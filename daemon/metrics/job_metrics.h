@@ -56,6 +56,7 @@ struct StepFigures {
   bool by_deadline = false;        // closed without every rank's report
   double aggregation_seconds = 0;  // combining the ranks' reports
   double decision_seconds = 0;     // last report in -> decision out
+  double broadcast_seconds = 0;    // of which: queueing it to every stream
 };
 
 class JobMetrics {
@@ -134,6 +135,7 @@ class JobMetrics {
   prometheus::Gauge& recovery_fraction_;
   prometheus::Histogram& decision_latency_;
   prometheus::Histogram& aggregation_time_;
+  prometheus::Histogram& broadcast_time_;
   prometheus::Counter& ack_mismatches_;
   prometheus::Counter& replica_checks_;
   prometheus::Counter& replica_mismatches_;

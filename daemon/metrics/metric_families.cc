@@ -69,6 +69,9 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
                                  "From the last report of a step to its decision being sent.")),
       aggregation_time(Histogram(r, "gnmr_aggregation_seconds",
                                  "Time to combine the ranks' reports of a step.")),
+      broadcast_time(Histogram(r, "gnmr_decision_broadcast_seconds",
+                               "Time to serialize a decision and queue it to every attached "
+                               "stream (part of the decision latency).")),
       ack_mismatches(Counter(r, "gnmr_ack_mismatches_total",
                              "Steps whose acks differ between ranks (generation, decision, "
                              "digest, skip) or from the decision sent; once per step.")),

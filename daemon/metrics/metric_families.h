@@ -28,6 +28,7 @@
 //   gnmr_recovery_fraction                       their ratio (lifetime)
 //   gnmr_decision_latency_seconds                last report in -> decision out
 //   gnmr_aggregation_seconds                     combining the ranks' reports
+//   gnmr_decision_broadcast_seconds              the decision queued to every stream
 //   gnmr_ack_mismatches_total                    steps the ranks planned differently
 //   gnmr_decision_failures_total                 closed steps not decided (a bug)
 //   gnmr_replica_checks_total                    standbys' held reports compared
@@ -100,6 +101,7 @@ struct MetricFamilies {
   GaugeFamily& recovery_fraction;
   HistogramFamily& decision_latency;
   HistogramFamily& aggregation_time;
+  HistogramFamily& broadcast_time;
   CounterFamily& ack_mismatches;
   CounterFamily& decision_failures;
   CounterFamily& replica_checks;

@@ -87,6 +87,7 @@ TEST(JobMetricsTest, DecisionFiguresMatchTheController) {
     StepFigures f;
     f.decision_seconds = 0.002;
     f.aggregation_seconds = 0.0001;
+    f.broadcast_seconds = 0.0005;
     f.incomplete_units = t % 10 == 0 ? 3 : 0;
     f.by_deadline = t % 10 == 0;
     jm->OnDecision(d, c, f);
@@ -126,6 +127,8 @@ TEST(JobMetricsTest, DecisionFiguresMatchTheController) {
                     "le=\"0.001\"}"],
             0);
   EXPECT_EQ(samples["gnmr_aggregation_seconds_count" + j], 60);
+  EXPECT_EQ(samples["gnmr_decision_broadcast_seconds_count" + j], 60);
+  EXPECT_EQ(samples["gnmr_decision_broadcast_seconds_bucket{job_id=\"j\",le=\"0.001\"}"], 60);
 }
 
 TEST(JobMetricsTest, ReportsRanksAndClientFigures) {
