@@ -412,6 +412,13 @@ int main(int argc, char** argv) {
         static_cast<double>(rss_attached - rss_registered) / o.ranks, Percentile(lat, 1.0),
         register_seconds, attach_seconds);
   }
+  if (!scraped.empty()) {
+    std::printf(
+        "\ngnmrd broadcast (serialize + queue to every stream) p50 / p99: <= %.1f / <= %.1f "
+        "ms (bucket bounds)\n",
+        gnmr::bench::HistogramBound(scraped, "gnmr_decision_broadcast_seconds", 0.5) * 1e3,
+        gnmr::bench::HistogramBound(scraped, "gnmr_decision_broadcast_seconds", 0.99) * 1e3);
+  }
   if (o.report == "one_per_shard" && !scraped.empty()) {
     std::printf(
         "\nreplica check: %.0f held reports compared, %.0f differed\n",
