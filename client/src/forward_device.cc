@@ -3,6 +3,8 @@
 #include <cstring>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 namespace gnmr {
 namespace {
 
@@ -70,13 +72,22 @@ DeviceForward::Backend* DeviceForward::Acquire(uint32_t unit, const TensorRef* t
     }
   }
   Backend* fresh = nullptr;
-  if (mine.size() < static_cast<size_t>(kBackendsPerUnit)) {  // a table per shape, up to four
+  const bool may_make = mine.size() < static_cast<size_t>(kBackendsPerUnit);  // a table per shape
+  if (may_make && backend_count_ >= kMaxBackends && !warned_cap_) {
+    warned_cap_ = true;
+    spdlog::warn(
+        "gnmr client: {} device forward backends in use (the cap); units take their idle ones "
+        "for new shapes, and calls that find none are dropped (forward_calls_dropped)",
+        kMaxBackends);
+  }
+  if (may_make && backend_count_ < kMaxBackends) {
     StatusOr<std::unique_ptr<DeviceStatsBackend>> made = factory_();
     if (!made.ok()) {
       *why = made.status();
       return nullptr;
     }
     mine.push_back(Backend{std::move(made).value(), {}, 0, 0});
+    ++backend_count_;
     fresh = &mine.back();
   } else {  // the least recently used idle one
     for (Backend& b : mine) {

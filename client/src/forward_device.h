@@ -49,6 +49,10 @@ namespace gnmr {
 class DeviceForward {
  public:
   static constexpr int kBackendsPerUnit = 4;
+  // Backends of all units together: each holds a CUDA stream, ~30 events
+  // and ~13 small allocations, so a model with thousands of observed
+  // modules stops here (logged once) and reuses idle ones of each unit.
+  static constexpr size_t kMaxBackends = 1024;
   // Calls one window may hold; more are dropped (forward passes with no
   // Observe after them: evaluation loops that kept the hooks on).
   static constexpr size_t kMaxWindowCalls = size_t{1} << 16;
@@ -112,6 +116,8 @@ class DeviceForward {
   std::vector<char> unit_dropped_;
   std::vector<UnitStats> poll_scratch_;
   std::vector<const void*> pointer_scratch_;
+  size_t backend_count_ = 0;
+  bool warned_cap_ = false;
   uint64_t dropped_ = 0;
   double gpu_seconds_ = 0.0;
 };

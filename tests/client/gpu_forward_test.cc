@@ -234,6 +234,26 @@ TEST_F(GpuForwardTest, NewShapesTakeIdleBackends) {
   outbox_->Release(next, true);
 }
 
+TEST(DeviceForwardTest, BackendsOfAllUnitsAreCapped) {
+  FakeGpuState state;
+  state.backends = 1;  // as if GpuPath's had been made: every backend here is a forward one
+  state.hold_forward = true;
+  const size_t units = DeviceForward::kMaxBackends / 4 + 10;
+  DeviceForward fwd(units, [&state]() -> StatusOr<std::unique_ptr<DeviceStatsBackend>> {
+    return std::unique_ptr<DeviceStatsBackend>(new testing::FakeBackend(&state));
+  });
+  std::vector<std::vector<float>> shapes;
+  for (int k = 0; k < 4; ++k) shapes.push_back(Values(8 + static_cast<size_t>(k), k));
+  for (uint32_t u = 0; u < units; ++u) {
+    for (const auto& v : shapes) {
+      const TensorRef t = DeviceRef(v);
+      ASSERT_TRUE(fwd.Observe(u, &t, 1, nullptr).ok());
+    }
+  }
+  EXPECT_EQ(state.backends - 1, static_cast<int>(DeviceForward::kMaxBackends));
+  EXPECT_EQ(fwd.dropped(), units * 4 - DeviceForward::kMaxBackends);
+}
+
 TEST(ClientDeviceForwardTest, RefusesTensorsOffItsDevice) {
   FakeGpuState state;
   FakeGpuInstall install(&state);
