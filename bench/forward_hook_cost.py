@@ -17,6 +17,13 @@ quantized input) against the time of the whole training step, two ways:
 
 Prints the medians (milliseconds) and the ratios. No daemon (target
 "local"): the network is not what is measured here.
+
+``--device cuda`` runs the model on the GPU: the hooks then enqueue the
+statistics on the current stream (client/src/forward_device.h) and their
+host time is what the training thread pays; every step also calls
+``after_backward`` (the step's gradient statistics, on the GPU) so that
+each step's forward calls are closed into its report, and ends with a
+``torch.cuda.synchronize()`` so that step times are wall times.
 """
 from __future__ import annotations
 
@@ -40,20 +47,33 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--blocks", type=int, default=9, help="alternating blocks (default 9)")
     p.add_argument("--steps", type=int, default=20, help="steps per block (default 20)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     args = p.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = ByteTransformer(ModelConfig(ctx=64))
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        print("--device cuda: no CUDA device", file=sys.stderr)
+        return 2
+    model = ByteTransformer(ModelConfig(ctx=64)).to(args.device)
     for m in model.modules():
         if isinstance(m, LowPrecisionLinear):
             m.record_quantized = True
     mon = gt.Monitor(model, target="local", job_id="forward-hook-cost",
                      unit_filter=lambda n, m: isinstance(m, LowPrecisionLinear),
                      forward_tensors=quantizer_tensors)
-    x = torch.randint(0, 256, (8, 64))
-    y = torch.randint(0, 256, (8, 64))
+    x = torch.randint(0, 256, (8, 64), device=args.device)
+    y = torch.randint(0, 256, (8, 64), device=args.device)
     model(x, y).backward()  # warm up
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    observed = [0]
+
+    def end_step():
+        """CUDA: closes the step's forward calls into a report, and waits."""
+        if cuda:
+            mon.after_backward(observed[0])
+            observed[0] += 1
+            torch.cuda.synchronize()
     hooks = mon._forward
     calls = [(u.handle, u.name, name, m) for u in mon._units for name, m in u.modules]
     observe = hooks._observe
@@ -72,21 +92,26 @@ def main() -> int:
             in_step[0] = 0.0
             t0 = time.perf_counter()
             model(x, y).backward()
+            end_step()
             opt.step()
             opt.zero_grad(set_to_none=True)
             situ_step_ms.append((time.perf_counter() - t0) * 1e3)
             situ_ms.append(in_step[0] * 1e3)
         hooks._observe = observe
         # Hot: the hooks back to back, then steps without them.
-        t0 = time.perf_counter()
+        hot = 0.0
         for _ in range(args.steps):
+            t0 = time.perf_counter()
             for handle, unit, name, m in calls:
                 hooks._observe(handle, unit, name, m, None, None)
-        hook_ms.append((time.perf_counter() - t0) / args.steps * 1e3)
+            hot += time.perf_counter() - t0
+            end_step()  # CUDA: not timed; drains what the round enqueued
+        hook_ms.append(hot / args.steps * 1e3)
         mon.forward_enabled = False
         t0 = time.perf_counter()
         for _ in range(args.steps):
             model(x, y).backward()
+            end_step()
             opt.step()
             opt.zero_grad(set_to_none=True)
         step_ms.append((time.perf_counter() - t0) / args.steps * 1e3)
