@@ -120,10 +120,13 @@ struct Input {
   bool denormal;
   bool has_target;  // the 80% applies (fp32, bf16)
   // TensorRef::saturation_magnitude (0: a gradient tensor, no count). bf16
-  // at 0.02 counts ~5% of the N(0, 0.01) elements; fp8 at the format
-  // maximum, reached by one byte in 1024 (set below).
+  // at 0.02 counts ~5% of the N(0, 0.01) elements (dense: every item has
+  // some); kAtAmax: the largest magnitude of the bytes read, as current
+  // scaling makes it (a few elements of the whole buffer); fp8 at the
+  // format maximum, reached by one byte in 1024 (set below).
   float saturation = 0.0f;
 };
+constexpr float kAtAmax = -1.0f;
 
 // The tensor of input `in` over `bytes` at `p`.
 TensorRef RefOf(const Input& in, const unsigned char* p, size_t bytes) {
@@ -132,6 +135,11 @@ TensorRef RefOf(const Input& in, const unsigned char* p, size_t bytes) {
   t.numel = bytes / DTypeSize(in.dtype);
   t.dtype = in.dtype;
   t.saturation_magnitude = in.saturation;
+  if (in.saturation == kAtAmax) {
+    t.saturation_magnitude = 0.0f;
+    UnitStats u;
+    if (cpu::ComputeStats(&t, 1, &u).ok()) t.saturation_magnitude = static_cast<float>(u.amax);
+  }
   return t;
 }
 
@@ -166,9 +174,10 @@ int main(int argc, char** argv) {
       {"fp8 e4m3", DType::kFp8E4M3, false, false},
       {"bf16, saturation count (0.02)", DType::kBf16, false, false, 0.02f},
       {"fp8 e4m3, saturation count (448)", DType::kFp8E4M3, false, false, kSaturationAtFormatMax},
+      {"bf16, saturation count (at its amax)", DType::kBf16, false, false, kAtAmax},
   };
   // Forward (saturation counted) vs gradient pairs of step 3, by index.
-  const std::pair<size_t, size_t> pairs[] = {{1, 6}, {5, 7}, {1, 7}};
+  const std::pair<size_t, size_t> pairs[] = {{1, 6}, {1, 8}, {5, 7}, {1, 7}};
   std::vector<std::vector<unsigned char>> bufs;
   for (const Input& in : inputs) {
     bufs.push_back(bench::GradientBuffer(in.dtype, in.denormal, bytes));
