@@ -14,13 +14,14 @@
 // change between calls of one layout. Per unit at most kBackendsPerUnit
 // backends, each with at most DeviceStatsBackend::kMaxPending launches in
 // flight (one more would overwrite an unread result). A call takes a
-// backend of its layout with a free slot, else a new one, else the least
-// recently used idle one (its table is rebuilt; nothing of its own is in
-// flight, so that does not wait for the GPU). If none of those is possible (a unit called more than
-// kBackendsPerUnit * kMaxPending times ahead of the GPU, or shapes that
-// change faster than the GPU drains), the call is dropped, and with it the
-// unit's row of that step: fwd_numel 0, "no forward statistics", never a
-// partial row. Drops are counted (dropped()).
+// backend of its layout with a free slot, else a new one (up to
+// kBackendsPerUnit, and kMaxBackends in all), else the least recently used
+// idle one (its table is rebuilt; nothing of its own is in flight, so that
+// does not wait for the GPU). If none of those is possible (a unit called
+// more than kBackendsPerUnit * kMaxPending times ahead of the GPU, or
+// shapes that change faster than the GPU drains), the call is dropped, and
+// with it the unit's row of that step: fwd_numel 0, "no forward
+// statistics", never a partial row. Drops are counted (dropped()).
 //
 // Windows: the calls between two Observe calls belong to the second's step
 // (CloseWindow). A window is ready when every call's results are in; its
