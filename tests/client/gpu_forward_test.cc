@@ -3,9 +3,12 @@
 // Checks that a step's device forward rows are those of the host path, bit
 // for bit and in call order; that its report waits for them; that a unit
 // called faster than the GPU drains loses its row of that step, never part
-// of it; that idle backends take new shapes; and the client's refusals.
+// of it; that idle backends take new shapes; and random calls and stalls
+// against a model of those rules.
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -16,34 +19,17 @@
 #include "client/src/outbox.h"
 #include "gnmr/client.h"
 #include "gnmr/cpu_stats.h"
-#include "gnmr/gnmr_c.h"
+#include "tests/client/device_forward_helpers.h"
 #include "tests/client/fake_gpu.h"
 
 namespace gnmr {
 namespace {
 
+using testing::DeviceRef;
 using testing::FakeGpuInstall;
 using testing::FakeGpuState;
-
-constexpr int kDevice = 0;
-
-TensorRef DeviceRef(const std::vector<float>& v, float saturation = 0.0f) {
-  TensorRef t;
-  t.data = v.data();
-  t.numel = v.size();
-  t.device = kDevice;
-  t.saturation_magnitude = saturation;
-  return t;
-}
-
-std::vector<float> Values(size_t n, int seed) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    v[i] = 0.01f * static_cast<float>((i * 7 + static_cast<size_t>(seed) * 13) % 29) - 0.1f;
-  }
-  if (n > 3) v[3] = 0.0f;
-  return v;
-}
+using testing::kDevice;
+using testing::Values;
 
 // GpuPath over two device units (client units 0 and 1) and its outbox.
 class GpuForwardTest : public ::testing::Test {
@@ -234,78 +220,117 @@ TEST_F(GpuForwardTest, NewShapesTakeIdleBackends) {
   outbox_->Release(next, true);
 }
 
-TEST(DeviceForwardTest, BackendsOfAllUnitsAreCapped) {
-  FakeGpuState state;
-  state.backends = 1;  // as if GpuPath's had been made: every backend here is a forward one
-  state.hold_forward = true;
-  const size_t units = DeviceForward::kMaxBackends / 4 + 10;
-  DeviceForward fwd(units, [&state]() -> StatusOr<std::unique_ptr<DeviceStatsBackend>> {
-    return std::unique_ptr<DeviceStatsBackend>(new testing::FakeBackend(&state));
-  });
-  std::vector<std::vector<float>> shapes;
-  for (int k = 0; k < 4; ++k) shapes.push_back(Values(8 + static_cast<size_t>(k), k));
-  for (uint32_t u = 0; u < units; ++u) {
-    for (const auto& v : shapes) {
-      const TensorRef t = DeviceRef(v);
-      ASSERT_TRUE(fwd.Observe(u, &t, 1, nullptr).ok());
-    }
+// Random calls, steps and GPU stalls against a model of the rules: a call
+// is dropped when its unit has 16 launches unread; a report waits until its
+// step's calls are read, at most 8 wait (the oldest gives up); a report's
+// rows are its step's calls in call order, without any unit that lost one.
+TEST_F(GpuForwardTest, RandomCallsAndStallsMatchTheRules) {
+  std::mt19937 rng(11);
+  const size_t sizes[2] = {1000, 300};
+  std::vector<std::vector<float>> pool[2];
+  for (int u = 0; u < 2; ++u) {
+    for (int k = 0; k < 6; ++k) pool[u].push_back(Values(sizes[u], 10 * u + k));
   }
-  EXPECT_EQ(state.backends - 1, static_cast<int>(DeviceForward::kMaxBackends));
-  EXPECT_EQ(fwd.dropped(), units * 4 - DeviceForward::kMaxBackends);
-}
-
-TEST(ClientDeviceForwardTest, RefusesTensorsOffItsDevice) {
-  FakeGpuState state;
-  FakeGpuInstall install(&state);
-  ClientOptions o;
-  o.target = "unix:/nonexistent/gnmr.sock";
-  o.job_id = "fwd-device";
-  auto client = std::move(Client::Create(o)).value();
-  std::vector<float> g(64, 0.5f), f(16, 0.25f);
-  const UnitHandle u = *client->AddUnit("u", {DeviceRef(g)});
-  ASSERT_TRUE(client->Start().ok());
-  EXPECT_TRUE(client->ObserveForward(u, {DeviceRef(f)}).ok());
-  TensorRef other = DeviceRef(f);
-  other.device = 1;
-  const Status s = client->ObserveForward(u, {other});
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("device units are on device 0"), std::string::npos) << s.message();
-  TensorRef host = DeviceRef(f);
-  host.device = kHostDevice;
-  const Status mixed = client->ObserveForward(u, {DeviceRef(f), host});
-  EXPECT_EQ(mixed.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(mixed.message().find("share a device"), std::string::npos) << mixed.message();
-  EXPECT_TRUE(client->Observe(0, nullptr).ok());
-  EXPECT_EQ(state.forward_launches, 1);
-}
-
-TEST(ClientDeviceForwardTest, TheCApiTakesAStream) {
-  FakeGpuState state;
-  FakeGpuInstall install(&state);
-  gnmr_options o;
-  gnmr_options_init(&o);
-  o.target = "unix:/nonexistent/gnmr.sock";
-  o.job_id = "fwd-device-c";
-  gnmr_client* c = nullptr;
-  ASSERT_EQ(gnmr_client_create(&o, &c), GNMR_OK) << gnmr_last_error();
-  std::vector<float> g(64, 0.5f), f(16, 0.25f);
-  gnmr_tensor grad = {g.data(), g.size(), GNMR_DTYPE_FP32, GNMR_LOCATION_CUDA(0), 0.0f, nullptr};
-  uint32_t unit = 0;
-  ASSERT_EQ(gnmr_add_unit(c, "u", &grad, 1, 0, 1, &unit), GNMR_OK) << gnmr_last_error();
-  ASSERT_EQ(gnmr_start(c), GNMR_OK);
-  gnmr_tensor fwd = {f.data(), f.size(), GNMR_DTYPE_FP32, GNMR_LOCATION_CUDA(0), 0.0f, nullptr};
-  const float sat = 0.2f;
-  EXPECT_EQ(gnmr_observe_forward_on_stream(c, unit, &fwd, &sat, 1, nullptr), GNMR_OK)
-      << gnmr_last_error();
-  EXPECT_EQ(gnmr_observe_forward(c, unit, &fwd, nullptr, 1), GNMR_OK);  // the default stream
-  fwd.location = GNMR_LOCATION_CUDA(1);
-  EXPECT_EQ(gnmr_observe_forward_on_stream(c, unit, &fwd, nullptr, 1, nullptr),
-            GNMR_EINVALID_ARGUMENT);
-  EXPECT_NE(std::string(gnmr_last_error()).find("device 1"), std::string::npos)
-      << gnmr_last_error();
-  EXPECT_EQ(gnmr_observe_on_stream(c, 0, nullptr), GNMR_OK);
-  EXPECT_EQ(state.forward_launches, 2);
-  gnmr_client_destroy(c);
+  const auto host_stats = [](const std::vector<float>& v) {
+    TensorRef t = DeviceRef(v);
+    t.device = kHostDevice;
+    UnitStats st;
+    EXPECT_TRUE(cpu::ComputeStats(&t, 1, &st).ok());
+    return st;
+  };
+  struct ModelCall {
+    uint32_t unit;
+    int data;
+    bool dropped;
+  };
+  struct Parked {
+    int64_t step;
+    std::vector<ModelCall> calls;
+  };
+  const int capacity = DeviceForward::kBackendsPerUnit * DeviceStatsBackend::kMaxPending;
+  int unread[2] = {0, 0};  // launches of each unit not yet read
+  bool held = false;
+  std::deque<Parked> parked;
+  int published = 0, given_up = 0;
+  for (int64_t step = 0; step < 400; ++step) {
+    if (rng() % 4 == 0) {
+      held = !held;
+      std::lock_guard<std::mutex> lock(state_.mu);
+      state_.hold_forward = held;
+    }
+    std::vector<ModelCall> calls;
+    const int n = static_cast<int>(rng() % 13);
+    for (int i = 0; i < n; ++i) {
+      const uint32_t u = static_cast<uint32_t>(rng() % 2);
+      const int k = static_cast<int>(rng() % pool[u].size());
+      if (!held) unread[u] = 0;  // the call reads its unit's finished launches first
+      const bool dropped = unread[u] >= capacity;
+      if (!dropped) ++unread[u];
+      calls.push_back({u, k, dropped});
+      ASSERT_TRUE(Forward(u, {DeviceRef(pool[u][static_cast<size_t>(k)])}).ok());
+    }
+    // Launch (the oldest waiting report gives up past kMaxParked), then Drain.
+    while (parked.size() >= GpuPath::kMaxParked) {
+      parked.pop_front();
+      ++given_up;
+    }
+    parked.push_back({step, calls});
+    Report* r = outbox_->Acquire();
+    r->step = step;
+    host_.MoveInto(r);
+    ASSERT_TRUE(gpu_->Launch(nullptr, step, std::chrono::steady_clock::now(), r).ok());
+    gpu_->Drain(false);
+    if (!held) unread[0] = unread[1] = 0;
+    // Published: the waiting reports, in order, while their calls are read.
+    while (!parked.empty() && !held) {
+      const Parked want = parked.front();
+      parked.pop_front();
+      Report* got = outbox_->PopReport();
+      ASSERT_NE(got, nullptr) << "step " << want.step;
+      ASSERT_EQ(got->step, want.step);
+      bool lost[2] = {false, false};
+      for (const ModelCall& c : want.calls) lost[c.unit] = lost[c.unit] || c.dropped;
+      ForwardAccumulator acc;
+      acc.Resize(2);
+      for (const ModelCall& c : want.calls) {
+        if (!lost[c.unit]) acc.Add(c.unit, host_stats(pool[c.unit][static_cast<size_t>(c.data)]));
+      }
+      Report expected;
+      acc.MoveInto(&expected);
+      ASSERT_EQ(got->fwd_units, expected.fwd_units) << "step " << want.step;
+      for (uint32_t u = 0; u < 2 && expected.fwd_units > 0; ++u) {
+        SCOPED_TRACE("step " + std::to_string(want.step) + " unit " + std::to_string(u));
+        EXPECT_EQ(got->fwd_numel[u], expected.fwd_numel[u]);
+        EXPECT_EQ(std::memcmp(&got->fwd_sumsq[u], &expected.fwd_sumsq[u], sizeof(double)), 0);
+        EXPECT_EQ(got->fwd_saturated[u], expected.fwd_saturated[u]);
+      }
+      outbox_->Release(got, true);
+      ++published;
+    }
+    // While held, a report waits only for a call that was launched (none, or
+    // all dropped: nothing to wait for).
+    const auto nothing_launched = [](const Parked& p) {
+      for (const ModelCall& c : p.calls) {
+        if (!c.dropped) return false;
+      }
+      return true;
+    };
+    if (held) {
+      while (!parked.empty() && nothing_launched(parked.front())) {
+        Report* got = outbox_->PopReport();
+        ASSERT_NE(got, nullptr);
+        ASSERT_EQ(got->step, parked.front().step);
+        EXPECT_EQ(got->fwd_units, 0u);  // every unit that was called lost a call
+        outbox_->Release(got, true);
+        parked.pop_front();
+        ++published;
+      }
+    }
+    ASSERT_EQ(outbox_->PopReport(), nullptr) << "step " << step;
+  }
+  EXPECT_GT(published, 200);
+  EXPECT_GT(given_up, 0);
+  EXPECT_GT(gpu_->forward_dropped(), 0u);
 }
 
 }  // namespace
