@@ -53,30 +53,23 @@ Status Client::ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t 
     }
     if (m.stopped) return Status::Ok();
     const auto t0 = std::chrono::steady_clock::now();
-    if (device != kHostDevice) {
-      Status s = m.gpu->ObserveForward(unit, tensors, count, stream);
-      const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::steady_clock::now() - t0)
-                                .count();
-      m.forward_nanos += nanos;
-      m.stats_nanos.fetch_add(nanos, std::memory_order_relaxed);
-      if (!s.ok()) {
-        return Status(s.code(),
-                      "ObserveForward: unit " + m.units.unit(unit).name + ": " + s.message());
-      }
-      return Status::Ok();
+    Status s;
+    if (device != kHostDevice) {  // enqueued on `stream`; the report waits for it
+      s = m.gpu->ObserveForward(unit, tensors, count, stream);
+    } else {
+      UnitStats st;
+      s = cpu::ComputeStats(tensors, count, &st);
+      if (s.ok()) m.forward.Add(unit, st);
     }
-    UnitStats st;
-    Status s = cpu::ComputeStats(tensors, count, &st);
+    const int64_t nanos =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    m.forward_nanos += nanos;
+    m.stats_nanos.fetch_add(nanos, std::memory_order_relaxed);
     if (!s.ok()) {
       return Status(s.code(),
                     "ObserveForward: unit " + m.units.unit(unit).name + ": " + s.message());
     }
-    m.forward.Add(unit, st);
-    const auto t1 = std::chrono::steady_clock::now();
-    const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
-    m.forward_nanos += nanos;
-    m.stats_nanos.fetch_add(nanos, std::memory_order_relaxed);
     return Status::Ok();
   });
 }

@@ -3,19 +3,6 @@
 #include <algorithm>
 
 namespace gnmr {
-namespace {
-
-// Gives r zeroed forward columns for `n` units, unless it has them.
-void SizeColumns(Report* r, size_t n) {
-  if (r->fwd_numel.size() == n) return;
-  r->fwd_sumsq.assign(n, 0.0);
-  r->fwd_amax.assign(n, 0.0);
-  r->fwd_saturated.assign(n, 0);
-  r->fwd_zeros.assign(n, 0);
-  r->fwd_numel.assign(n, 0);
-}
-
-}  // namespace
 
 void ForwardAccumulator::Resize(size_t units) {
   sumsq_.assign(units, 0.0);
@@ -39,31 +26,28 @@ void ForwardAccumulator::Add(uint32_t unit, const UnitStats& s) {
 }
 
 void ForwardAccumulator::MoveInto(Report* r) {
-  const size_t n = numel_.size();
   if (r->fwd_units > 0) {  // a recycled slot: clear what it carried
     std::fill(r->fwd_numel.begin(), r->fwd_numel.end(), 0);
     std::fill(r->fwd_sumsq.begin(), r->fwd_sumsq.end(), 0.0);
     std::fill(r->fwd_amax.begin(), r->fwd_amax.end(), 0.0);
     std::fill(r->fwd_saturated.begin(), r->fwd_saturated.end(), 0);
     std::fill(r->fwd_zeros.begin(), r->fwd_zeros.end(), 0);
+    r->fwd_units = 0;
   }
-  r->fwd_units = touched_.size();
-  if (touched_.empty()) return;
-  SizeColumns(r, n);  // the slot's first forward columns
-  for (const uint32_t u : touched_) {
-    r->fwd_sumsq[u] = sumsq_[u];
-    r->fwd_amax[u] = amax_[u];
-    r->fwd_saturated[u] = saturated_[u];
-    r->fwd_zeros[u] = zeros_[u];
-    r->fwd_numel[u] = numel_[u];
-  }
-  Clear();
+  // Added to zeros: 0 + x is x, bit for bit (a sumsq is never -0).
+  MergeInto(r);
 }
 
 void ForwardAccumulator::MergeInto(Report* r) {
   if (touched_.empty()) return;
   const size_t n = numel_.size();
-  SizeColumns(r, n);  // no forward columns yet (fwd_units 0)
+  if (r->fwd_numel.size() != n) {  // the slot's first forward columns
+    r->fwd_sumsq.assign(n, 0.0);
+    r->fwd_amax.assign(n, 0.0);
+    r->fwd_saturated.assign(n, 0);
+    r->fwd_zeros.assign(n, 0);
+    r->fwd_numel.assign(n, 0);
+  }
   for (const uint32_t u : touched_) {
     if (r->fwd_numel[u] == 0) ++r->fwd_units;
     r->fwd_sumsq[u] += sumsq_[u];
