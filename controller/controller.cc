@@ -150,7 +150,7 @@ void Controller::Evaluate(const UnitSample& s) {
     ev.mu = u.mu;
     ev.nonfinite = s.nonfinite;
     candidates_.push_back(
-        {s.unit_id, Trigger::kNonFinite, std::numeric_limits<double>::infinity(), ev});
+        {s.unit_id, Trigger::kNonFinite, std::numeric_limits<double>::infinity(), ev, 0});
     return;
   }
   if (s.sumsq == 0.0) {  // inactive: frozen, or an expert with no tokens
@@ -165,7 +165,7 @@ void Controller::Evaluate(const UnitSample& s) {
     u.mu = (u.mu * n + norm) / (n + 1.0);
     ++u.valid_samples;
     u.last_gnmr = 0.0;
-    if (fwd.trigger != Trigger::kNone) AddCandidate(u, s.unit_id, fwd, 0.0, 0.0, 0.0);
+    if (fwd.trigger != Trigger::kNone) AddCandidate(u, s, fwd, 0.0, 0.0, 0.0);
     return;
   }
 
@@ -197,21 +197,21 @@ void Controller::Evaluate(const UnitSample& s) {
   ForwardVerdict v = fwd;
   if (v.trigger == Trigger::kNone) v.trigger = by_gnmr ? Trigger::kGnmr : Trigger::kDelta;
   v.risk = std::max({gnmr_risk, delta_risk, fwd.risk});
-  AddCandidate(u, s.unit_id, v, gnmr, delta, mu_before);
+  AddCandidate(u, s, v, gnmr, delta, mu_before);
 }
 
-void Controller::AddCandidate(UnitState& u, uint32_t unit_id, const ForwardVerdict& v, double gnmr,
-                              double delta, double mu_before) {
+void Controller::AddCandidate(UnitState& u, const UnitSample& s, const ForwardVerdict& v,
+                              double gnmr, double delta, double mu_before) {
   u.last_trigger = v.trigger;
   Admission ev;
-  ev.unit_id = unit_id;
+  ev.unit_id = s.unit_id;
   ev.trigger = v.trigger;
   ev.gnmr = gnmr;
   ev.delta = delta;
   ev.norm = u.last_norm;
   ev.mu = mu_before;
   ev.forward = v.evidence;
-  candidates_.push_back({unit_id, v.trigger, v.risk, ev});
+  candidates_.push_back({s.unit_id, v.trigger, v.risk, ev, s.fwd_order});
 }
 
 Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count, Decision* out) {
@@ -301,11 +301,13 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
   const bool clip_denied = config_.denied == DeniedTreatment::kClip && apply == step && budget > 0;
   last_denied_clips_.clear();
   const bool exclusive = ExclusiveStep();
+  const uint32_t root = ForwardRoot();
   for (const Candidate& c : candidates_) {
     if (c.trigger == Trigger::kNonFinite) d.global_skip = true;
     if (in_recovery_[c.unit_id]) continue;  // locked units are not candidates
-    const bool coupled =
-        exclusive && c.trigger != Trigger::kNonFinite && !IsForwardTrigger(c.trigger);
+    const bool coupled = exclusive && c.trigger != Trigger::kNonFinite &&
+                         (!IsForwardTrigger(c.trigger) ||
+                          (root != kNoRoot && c.unit_id != root && c.fwd_order != 0));
     if (coupled || recovery_.size() >= budget) {
       d.denied.push_back({c.unit_id, c.trigger, c.risk, clip_denied, coupled, c.evidence.forward});
       if (clip_denied) last_denied_clips_.push_back(DeniedClip(c.unit_id, apply));

@@ -197,6 +197,7 @@ class Controller {
     Trigger trigger;
     double risk;
     Admission evidence;
+    uint32_t fwd_order;  // the sample's; 0: unknown
   };
   // The forward channel's verdict on one sample (forward_channel.cc).
   struct ForwardVerdict {
@@ -213,13 +214,18 @@ class Controller {
   ForwardVerdict EvaluateForward(UnitState& u, const UnitSample& s);
   // Appends a candidate triggered as `v` says (gradient evidence: 0 in
   // the gradient's warmup).
-  void AddCandidate(UnitState& u, uint32_t unit_id, const ForwardVerdict& v, double gnmr,
+  void AddCandidate(UnitState& u, const UnitSample& s, const ForwardVerdict& v, double gnmr,
                     double delta, double mu_before);
   // The one-step clip of a unit denied at `apply` (ref_norm set later).
   RecoveryEntry DeniedClip(uint32_t unit_id, int64_t apply) const;
-  // Whether this step's candidates fall under attribution: exclusive
-  // (denied_clips.cc).
+  // Whether this step's candidates fall under attribution: exclusive or
+  // upstream (denied_clips.cc).
   bool ExclusiveStep() const;
+  // attribution: upstream: this step's forward root, the forward-triggered
+  // candidate not in recovery that comes first in forward order; kNoRoot
+  // when there is none or attribution is not upstream (denied_clips.cc).
+  static constexpr uint32_t kNoRoot = UINT32_MAX;
+  uint32_t ForwardRoot() const;
   void PushWindow(uint32_t unit_id, double gnmr);
   double WindowMean(uint32_t unit_id) const;
   void ResizeWindows(int32_t new_size);

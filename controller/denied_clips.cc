@@ -28,11 +28,32 @@ RecoveryEntry Controller::DeniedClip(uint32_t unit_id, int64_t apply) const {
 // forward rule triggered a unit not yet in recovery keeps that step's
 // gradient-only candidates (the root's coupled neighbours) out of the budget.
 bool Controller::ExclusiveStep() const {
-  if (config_.attribution != Attribution::kExclusive) return false;
+  if (config_.attribution == Attribution::kRank) return false;
   for (const Candidate& c : candidates_) {
     if (IsForwardTrigger(c.trigger) && !in_recovery_[c.unit_id]) return true;
   }
   return false;
+}
+
+// attribution: upstream (docs/controller.md, "Attribution"): a faulty
+// quantizer's output feeds the next unit's input (v into o, fc1 into fc2),
+// so that unit's forward rules trigger in the same step too. The root is the
+// one that ran first: the least forward order (the client's count of first
+// calls). Candidates of unknown order (0: an older client) are never the
+// root, and never coupled by it.
+uint32_t Controller::ForwardRoot() const {
+  if (config_.attribution != Attribution::kUpstream) return kNoRoot;
+  uint32_t root = kNoRoot;
+  uint32_t root_order = 0;
+  for (const Candidate& c : candidates_) {
+    if (!IsForwardTrigger(c.trigger) || in_recovery_[c.unit_id] || c.fwd_order == 0) continue;
+    if (root == kNoRoot || c.fwd_order < root_order ||
+        (c.fwd_order == root_order && c.unit_id < root)) {
+      root = c.unit_id;
+      root_order = c.fwd_order;
+    }
+  }
+  return root;
 }
 
 void Controller::PublishedSet(std::vector<RecoveryEntry>* out) const {

@@ -51,6 +51,8 @@ const char* AttributionName(Attribution a) {
       return "rank";
     case Attribution::kExclusive:
       return "exclusive";
+    case Attribution::kUpstream:
+      return "upstream";
   }
   return "unknown";
 }

@@ -39,7 +39,8 @@ static_assert(static_cast<int>(DeniedTreatment::kNone) == v1::DENIED_NONE &&
               v1::DeniedTreatment_MIN == 0 && v1::DeniedTreatment_MAX == 1);
 static_assert(static_cast<int>(Attribution::kRank) == v1::ATTRIBUTION_RANK &&
               static_cast<int>(Attribution::kExclusive) == v1::ATTRIBUTION_EXCLUSIVE &&
-              v1::Attribution_MIN == 0 && v1::Attribution_MAX == 1);
+              static_cast<int>(Attribution::kUpstream) == v1::ATTRIBUTION_UPSTREAM &&
+              v1::Attribution_MIN == 0 && v1::Attribution_MAX == 2);
 static_assert(static_cast<int>(Trigger::kNone) == v1::TRIGGER_NONE &&
               static_cast<int>(Trigger::kGnmr) == v1::TRIGGER_GNMR &&
               static_cast<int>(Trigger::kDelta) == v1::TRIGGER_DELTA &&

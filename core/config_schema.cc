@@ -134,7 +134,9 @@ std::vector<ConfigField> MakeFields() {
       GNMR_CONFIG_FIELD(attribution, T::kEnum, {}, AttributionChoices(),
                         "forward channel: a forward-triggered candidate ranks above the "
                         "gradient-only ones of its step (rank), or also keeps them out of "
-                        "the budget that step (exclusive: denied, clipped with denied: clip)"),
+                        "the budget that step (exclusive: denied, clipped with denied: clip), "
+                        "and with upstream the forward-triggered ones that ran after the "
+                        "step's first too"),
   };
 }
 

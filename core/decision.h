@@ -35,6 +35,10 @@ struct UnitSample {
   uint64_t fwd_saturated = 0;  // elements at the format's largest finite magnitude
   uint64_t fwd_zeros = 0;      // exact zeros (underflow included)
   uint64_t fwd_numel = 0;
+  // Position of the unit's first forward call in the step, from 1 (the
+  // earliest over the ranks that report it); 0: unknown (an older client,
+  // or no forward statistics). attribution: upstream reads it.
+  uint32_t fwd_order = 0;
 };
 
 // Whether a sample's forward counts fit its element count: the controller
@@ -99,7 +103,7 @@ struct Denial {
   // denied: clip at lag 0: its gradient of the observed step is clipped
   // (a denied_clip entry of the decision's set).
   bool clipped = false;
-  bool coupled = false;     // left out by attribution: exclusive, not by max_o
+  bool coupled = false;     // left out by attribution (exclusive, upstream), not by max_o
   ForwardEvidence forward;  // as Admission::forward
 };
 

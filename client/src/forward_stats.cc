@@ -3,6 +3,20 @@
 #include <algorithm>
 
 namespace gnmr {
+namespace {
+
+// Gives r `n` zeroed forward columns (no allocation when it had them).
+void ZeroColumns(Report* r, size_t n) {
+  r->fwd_sumsq.assign(n, 0.0);
+  r->fwd_amax.assign(n, 0.0);
+  r->fwd_saturated.assign(n, 0);
+  r->fwd_zeros.assign(n, 0);
+  r->fwd_numel.assign(n, 0);
+  r->fwd_order.assign(n, 0);
+  r->fwd_units = 0;
+}
+
+}  // namespace
 
 void ForwardAccumulator::Resize(size_t units) {
   sumsq_.assign(units, 0.0);
@@ -26,14 +40,8 @@ void ForwardAccumulator::Add(uint32_t unit, const UnitStats& s) {
 }
 
 void ForwardAccumulator::MoveInto(Report* r) {
-  if (r->fwd_units > 0) {  // a recycled slot: clear what it carried
-    std::fill(r->fwd_numel.begin(), r->fwd_numel.end(), 0);
-    std::fill(r->fwd_sumsq.begin(), r->fwd_sumsq.end(), 0.0);
-    std::fill(r->fwd_amax.begin(), r->fwd_amax.end(), 0.0);
-    std::fill(r->fwd_saturated.begin(), r->fwd_saturated.end(), 0);
-    std::fill(r->fwd_zeros.begin(), r->fwd_zeros.end(), 0);
-    r->fwd_units = 0;
-  }
+  // A recycled slot: clear what it carried.
+  if (r->fwd_units > 0) ZeroColumns(r, r->fwd_numel.size());
   // Added to zeros: 0 + x is x, bit for bit (a sumsq is never -0).
   MergeInto(r);
 }
@@ -41,15 +49,9 @@ void ForwardAccumulator::MoveInto(Report* r) {
 void ForwardAccumulator::MergeInto(Report* r) {
   if (touched_.empty()) return;
   const size_t n = numel_.size();
-  if (r->fwd_numel.size() != n) {  // the slot's first forward columns
-    r->fwd_sumsq.assign(n, 0.0);
-    r->fwd_amax.assign(n, 0.0);
-    r->fwd_saturated.assign(n, 0);
-    r->fwd_zeros.assign(n, 0);
-    r->fwd_numel.assign(n, 0);
-  }
-  for (const uint32_t u : touched_) {
-    if (r->fwd_numel[u] == 0) ++r->fwd_units;
+  if (r->fwd_numel.size() != n) ZeroColumns(r, n);  // the slot's first forward columns
+  for (const uint32_t u : touched_) {               // first-call order
+    if (r->fwd_numel[u] == 0) r->fwd_order[u] = static_cast<uint32_t>(++r->fwd_units);
     r->fwd_sumsq[u] += sumsq_[u];
     r->fwd_amax[u] = std::max(r->fwd_amax[u], amax_[u]);
     r->fwd_saturated[u] += saturated_[u];

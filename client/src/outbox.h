@@ -48,6 +48,9 @@ struct Report {
   std::vector<uint64_t> fwd_saturated;
   std::vector<uint64_t> fwd_zeros;
   std::vector<uint64_t> fwd_numel;
+  // Position of the unit's first forward call among this report's forward
+  // units, from 1 (host calls first, then device calls); 0: none.
+  std::vector<uint32_t> fwd_order;
   size_t fwd_units = 0;
   // Per unit: 1 if marked inactive (Client::MarkInactive): left out of the
   // report, which is then sent in the sparse form (docs/statistics.md).

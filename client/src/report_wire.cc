@@ -32,6 +32,7 @@ void AddActiveColumns(const Report& r, const std::vector<uint32_t>& unit_ids,
       s->add_fwd_saturated(r.fwd_saturated[h]);
       s->add_fwd_zeros(r.fwd_zeros[h]);
       s->add_fwd_numel(r.fwd_numel[h]);
+      s->add_fwd_order(r.fwd_order[h]);
     }
   }
 }
@@ -51,6 +52,7 @@ void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
   s->clear_fwd_saturated();
   s->clear_fwd_zeros();
   s->clear_fwd_numel();
+  s->clear_fwd_order();
   s->set_sparse(r.inactive_count > 0);
   if (r.inactive_count == 0) {  // dense, as every client before sparse reports
     s->mutable_unit_id()->Add(unit_ids.begin(), unit_ids.end());
@@ -58,12 +60,13 @@ void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
     s->mutable_amax()->Add(r.amax.begin(), r.amax.end());
     s->mutable_nonfinite()->Add(r.nonfinite.begin(), r.nonfinite.end());
     s->mutable_zeros()->Add(r.zeros.begin(), r.zeros.end());
-    if (r.fwd_units > 0) {  // all five columns or none (docs/statistics.md)
+    if (r.fwd_units > 0) {  // all five columns and fwd_order, or none (docs/statistics.md)
       s->mutable_fwd_sumsq()->Add(r.fwd_sumsq.begin(), r.fwd_sumsq.end());
       s->mutable_fwd_amax()->Add(r.fwd_amax.begin(), r.fwd_amax.end());
       s->mutable_fwd_saturated()->Add(r.fwd_saturated.begin(), r.fwd_saturated.end());
       s->mutable_fwd_zeros()->Add(r.fwd_zeros.begin(), r.fwd_zeros.end());
       s->mutable_fwd_numel()->Add(r.fwd_numel.begin(), r.fwd_numel.end());
+      s->mutable_fwd_order()->Add(r.fwd_order.begin(), r.fwd_order.end());
     }
   } else {
     AddActiveColumns(r, unit_ids, handles_by_id, s);

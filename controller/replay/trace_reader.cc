@@ -21,10 +21,10 @@ struct ColumnName {
   uint8_t col;  // TraceReader::Col
 };
 // Same order as TraceReader::Col, kIgnore excluded.
-constexpr ColumnName kColumns[] = {{"step", 1},           {"unit", 2},       {"sumsq", 3},
-                                   {"amax", 4},           {"nonfinite", 5},  {"zeros", 6},
-                                   {"numel", 7},          {"fwd_sumsq", 8},  {"fwd_amax", 9},
-                                   {"fwd_saturated", 10}, {"fwd_zeros", 11}, {"fwd_numel", 12}};
+constexpr ColumnName kColumns[] = {
+    {"step", 1},       {"unit", 2},       {"sumsq", 3},     {"amax", 4},     {"nonfinite", 5},
+    {"zeros", 6},      {"numel", 7},      {"fwd_sumsq", 8}, {"fwd_amax", 9}, {"fwd_saturated", 10},
+    {"fwd_zeros", 11}, {"fwd_numel", 12}, {"fwd_order", 13}};
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
@@ -174,7 +174,7 @@ Status TraceReader::ParseHeader(std::string_view line) {
                                  "' in the header (required: step, unit, "
                                  "sumsq; optional: amax, nonfinite, zeros, "
                                  "numel, fwd_sumsq, fwd_amax, fwd_saturated, "
-                                 "fwd_zeros, fwd_numel)");
+                                 "fwd_zeros, fwd_numel, fwd_order)");
     }
   }
   return Status::Ok();
@@ -263,6 +263,9 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
         break;
       case kFwdNumel:
         ok = f.empty() || ParseNumber(f, &row->sample.fwd_numel);
+        break;
+      case kFwdOrder:
+        ok = f.empty() || ParseNumber(f, &row->sample.fwd_order);
         break;
     }
     if (!ok) {

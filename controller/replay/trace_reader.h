@@ -2,7 +2,7 @@
 //
 // A trace is CSV with a header naming its columns in any order: required
 // `step,unit,sumsq`, optional `amax,nonfinite,zeros,numel` and the forward
-// channel's `fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel` (other columns
+// channel's `fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel,fwd_order` (other columns
 // are ignored). One row per unit and observed step; the rows of a step are
 // contiguous and steps never go backwards; a step is in [0, kMaxStep], as
 // the controller takes it. `sumsq` and `amax` accept `nan`, `inf`, `-inf`
@@ -84,6 +84,7 @@ class TraceReader {
     kFwdSaturated,
     kFwdZeros,
     kFwdNumel,
+    kFwdOrder,
   };
   struct Row {
     int64_t step = 0;

@@ -50,8 +50,9 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
   report.zeros.assign(s.zeros().begin(), s.zeros().end());
   report.forward.resize(static_cast<size_t>(s.fwd_numel_size()));
   for (int i = 0; i < s.fwd_numel_size(); ++i) {
-    report.forward[static_cast<size_t>(i)] = {s.fwd_sumsq(i), s.fwd_amax(i), s.fwd_saturated(i),
-                                              s.fwd_zeros(i), s.fwd_numel(i)};
+    report.forward[static_cast<size_t>(i)] = {
+        s.fwd_sumsq(i), s.fwd_amax(i),  s.fwd_saturated(i),
+        s.fwd_zeros(i), s.fwd_numel(i), s.fwd_order_size() > 0 ? s.fwd_order(i) : 0u};
   }
   auto [it, inserted] = open_.try_emplace(step);
   OpenStep& open = it->second;
@@ -72,6 +73,13 @@ namespace {
 // and zeros <= numel (each report was checked), as the controller requires.
 uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
 
+// Forward order over replicas and shards: the earliest position any of
+// them reported (0, unknown, only where none did).
+uint32_t EarliestOrder(uint32_t a, uint32_t b) {
+  if (a == 0) return b;
+  return b == 0 ? a : std::min(a, b);
+}
+
 std::string NegativeSumsq(uint32_t id, double sumsq) {
   return "unit id " + std::to_string(id) + " has negative sumsq " + std::to_string(sumsq);
 }
@@ -90,6 +98,10 @@ Status StepAggregator::ValidateForward(const v1::StepStats& s) {
                            std::to_string(s.fwd_zeros_size()) + ", fwd_numel " +
                            std::to_string(len));
   }
+  if (s.fwd_order_size() != 0 && s.fwd_order_size() != len) {
+    return InvalidArgument("fwd_order must be empty or have the forward columns' length " +
+                           std::to_string(len) + ", not " + std::to_string(s.fwd_order_size()));
+  }
   for (int i = 0; i < len; ++i) {  // messages built only on an error: this runs per value
     const bool negative = std::isfinite(s.fwd_sumsq(i)) && s.fwd_sumsq(i) < 0.0;
     if (negative || s.fwd_saturated(i) > s.fwd_numel(i) || s.fwd_zeros(i) > s.fwd_numel(i)) {
@@ -98,6 +110,15 @@ Status StepAggregator::ValidateForward(const v1::StepStats& s) {
           "(fwd_sumsq " + std::to_string(s.fwd_sumsq(i)) + ", fwd_saturated " +
           std::to_string(s.fwd_saturated(i)) + " and fwd_zeros " + std::to_string(s.fwd_zeros(i)) +
           " of fwd_numel " + std::to_string(s.fwd_numel(i)) + ")");
+    }
+    // A position among this report's forward units: at most one per row,
+    // and none for a unit without forward statistics.
+    const uint32_t order = s.fwd_order_size() > 0 ? s.fwd_order(i) : 0u;
+    if (order > static_cast<uint32_t>(n) || (order > 0 && s.fwd_numel(i) == 0)) {
+      return InvalidArgument("unit id " + std::to_string(s.unit_id(i)) + ": fwd_order " +
+                             std::to_string(order) + " is not a position among " +
+                             std::to_string(n) + " units with forward statistics (fwd_numel " +
+                             std::to_string(s.fwd_numel(i)) + ")");
     }
   }
   return Status::Ok();
@@ -292,6 +313,7 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
         a.fwd.saturated = SaturatingAdd(a.fwd.saturated, f.saturated);
         a.fwd.zeros = SaturatingAdd(a.fwd.zeros, f.zeros);
         a.fwd.numel = SaturatingAdd(a.fwd.numel, f.numel);
+        a.fwd.order = EarliestOrder(a.fwd.order, f.order);
         ++a.fwd_replicas;
       }
     }
@@ -363,12 +385,14 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
         sample.fwd_saturated = SaturatingAdd(sample.fwd_saturated, a.fwd.saturated);
         sample.fwd_zeros = SaturatingAdd(sample.fwd_zeros, a.fwd.zeros);
         sample.fwd_numel = SaturatingAdd(sample.fwd_numel, a.fwd.numel);
+        sample.fwd_order = EarliestOrder(sample.fwd_order, a.fwd.order);
       }
       a = SlotAcc{};  // keep acc_ all zero
     }
     if (!forward || sample.fwd_numel == 0) {  // a shard without: none for the unit
       sample.fwd_sumsq = sample.fwd_amax = 0.0;
       sample.fwd_saturated = sample.fwd_zeros = sample.fwd_numel = 0;
+      sample.fwd_order = 0;
     }
     if (!held) ++listed_not_held;
     if (complete) {

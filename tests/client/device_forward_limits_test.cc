@@ -13,14 +13,8 @@
 #include "tests/client/device_forward_helpers.h"
 #include "tests/client/fake_gpu.h"
 
-namespace gnmr {
+namespace gnmr::testing {
 namespace {
-
-using testing::DeviceRef;
-using testing::FakeGpuInstall;
-using testing::FakeGpuState;
-using testing::kDevice;
-using testing::Values;
 
 TEST(DeviceForwardTest, BackendsOfAllUnitsAreCapped) {
   FakeGpuState state;
@@ -28,7 +22,7 @@ TEST(DeviceForwardTest, BackendsOfAllUnitsAreCapped) {
   state.hold_forward = true;
   const size_t units = DeviceForward::kMaxBackends / 4 + 10;
   DeviceForward fwd(units, [&state]() -> StatusOr<std::unique_ptr<DeviceStatsBackend>> {
-    return std::unique_ptr<DeviceStatsBackend>(new testing::FakeBackend(&state));
+    return std::unique_ptr<DeviceStatsBackend>(new FakeBackend(&state));
   });
   std::vector<std::vector<float>> shapes;
   for (int k = 0; k < 4; ++k) shapes.push_back(Values(8 + static_cast<size_t>(k), k));
@@ -97,4 +91,4 @@ TEST(ClientDeviceForwardTest, TheCApiTakesAStream) {
 }
 
 }  // namespace
-}  // namespace gnmr
+}  // namespace gnmr::testing

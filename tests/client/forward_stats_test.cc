@@ -49,5 +49,40 @@ TEST(ForwardAccumulator, CallsAddUpAndSlotsComeBackClean) {
   EXPECT_EQ(r.fwd_units, 0u);
 }
 
+// fwd_order: each unit's position among the step's forward units, by its
+// first call; a merge (the device path's rows, after the host's) goes on
+// counting, and a recycled slot starts again from 1.
+TEST(ForwardAccumulator, OrderIsTheFirstCallsPosition) {
+  ForwardAccumulator acc;
+  acc.Resize(4);
+  UnitStats a;
+  a.sumsq = 1.0;
+  a.numel = 10;
+  Report r;
+  acc.Add(3, a);
+  acc.Add(1, a);
+  acc.Add(3, a);  // a second call keeps the first position
+  acc.MoveInto(&r);
+  ASSERT_EQ(r.fwd_order.size(), 4u);
+  EXPECT_EQ(r.fwd_order[3], 1u);
+  EXPECT_EQ(r.fwd_order[1], 2u);
+  EXPECT_EQ(r.fwd_order[0], 0u);
+  EXPECT_EQ(r.fwd_order[2], 0u);
+  ForwardAccumulator device;
+  device.Resize(4);
+  device.Add(2, a);
+  device.Add(1, a);  // already listed by the host rows
+  device.MergeInto(&r);
+  EXPECT_EQ(r.fwd_order[2], 3u);
+  EXPECT_EQ(r.fwd_order[1], 2u);
+  EXPECT_EQ(r.fwd_units, 3u);
+  acc.Add(0, a);
+  acc.MoveInto(&r);  // the slot again
+  EXPECT_EQ(r.fwd_order[0], 1u);
+  EXPECT_EQ(r.fwd_order[1], 0u);
+  EXPECT_EQ(r.fwd_order[2], 0u);
+  EXPECT_EQ(r.fwd_order[3], 0u);
+}
+
 }  // namespace
 }  // namespace gnmr

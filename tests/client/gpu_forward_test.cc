@@ -22,14 +22,8 @@
 #include "tests/client/device_forward_helpers.h"
 #include "tests/client/fake_gpu.h"
 
-namespace gnmr {
+namespace gnmr::testing {
 namespace {
-
-using testing::DeviceRef;
-using testing::FakeGpuInstall;
-using testing::FakeGpuState;
-using testing::kDevice;
-using testing::Values;
 
 // GpuPath over two device units (client units 0 and 1) and its outbox.
 class GpuForwardTest : public ::testing::Test {
@@ -334,4 +328,4 @@ TEST_F(GpuForwardTest, RandomCallsAndStallsMatchTheRules) {
 }
 
 }  // namespace
-}  // namespace gnmr
+}  // namespace gnmr::testing

@@ -333,6 +333,41 @@ TEST_F(TwoRanks, InconsistentForwardColumnsAreRefusedAndChangeNothing) {
   EXPECT_EQ(Add(agg, 0, Stats(0, {0, 1}, {4.0, 9.0}), t0), StepAggregator::Outcome::kAccepted);
 }
 
+// fwd_order (docs/controller.md, "Attribution"): the earliest position over
+// replicas and shards; a unit's order is unknown only where no report
+// gave one.
+TEST_F(TwoRanks, ForwardOrderIsTheEarliestReportedAndChecked) {
+  StepAggregator agg(&topo, {});
+  v1::StepStats r0 = Stats(0, {0, 1}, {4.0, 9.0});
+  WithForward(&r0, {{{1.0, 2, 10, 100}}, {{8.0, 1, 0, 50}}});
+  r0.add_fwd_order(2);
+  r0.add_fwd_order(0);  // b: this rank's client sent no order for it
+  v1::StepStats r1 = Stats(0, {0, 1}, {5.0, 11.0});
+  WithForward(&r1, {{{3.0, 4, 20, 100}}, {{4.0, 3, 5, 50}}});
+  r1.add_fwd_order(1);
+  r1.add_fwd_order(2);
+  StepAggregator::Outcome o;
+  v1::StepStats bad = r1;
+  bad.set_fwd_order(0, 3);  // more than the report's 2 units
+  Status st = agg.Add(1, bad, t0, &o);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("fwd_order"), std::string::npos) << st.message();
+  bad = r1;
+  bad.add_fwd_order(1);  // longer than the forward columns
+  EXPECT_EQ(agg.Add(1, bad, t0, &o).code(), StatusCode::kInvalidArgument);
+  v1::StepStats no_forward = Stats(0, {0, 1}, {5.0, 11.0});
+  no_forward.add_fwd_order(1);
+  no_forward.add_fwd_order(2);  // an order without forward statistics
+  EXPECT_EQ(agg.Add(1, no_forward, t0, &o).code(), StatusCode::kInvalidArgument);
+  Add(agg, 0, r0, t0);
+  Add(agg, 1, r1, t0);
+  StepAggregator::ClosedStep c;
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  ASSERT_EQ(c.samples.size(), 2u);
+  EXPECT_EQ(c.samples[0].fwd_order, 1u);  // a: shards at 2 and 1
+  EXPECT_EQ(c.samples[1].fwd_order, 2u);  // b: one replica said 2, the other nothing
+}
+
 TEST(Topology, RejectsInconsistentRegistrations) {
   JobTopology topo;
   std::vector<uint32_t> ids;

@@ -86,6 +86,11 @@ def forward_eval_smoke() -> list:
             problems.append(f"forward_eval: {arm} on {faults} faults missing")
         elif r["spec"]["config"].get("lock_steps") != 5:
             problems.append(f"forward_eval: --set lock_steps=5 gave {r['spec']['config']}")
+    # The recommended arm (docs/evaluation.md, Follow-up 8), --set on top.
+    up = "GNMR-L0-o2-k20-fwd-dclip-excl-lock_steps10-attributionupstream-lock_steps5__amp__s1"
+    config = runs.get(up, {}).get("spec", {}).get("config", {})
+    if config.get("attribution") != "upstream" or config.get("lock_steps") != 5:
+        problems.append(f"forward_eval: {up} missing or configured as {config}")
     overhead = runs.get("Overhead3-L1__none__s1")
     if overhead is None or sorted(set(overhead["modes"])) != [0, 1, 2]:
         problems.append("forward_eval: three-way overhead run missing or without all modes")

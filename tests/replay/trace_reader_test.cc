@@ -100,6 +100,18 @@ TEST(TraceReader, ColumnsInAnyOrder) {
   EXPECT_EQ(rows[0].s.numel, 100u);
 }
 
+TEST(TraceReader, ForwardColumnsWithTheirOrder) {
+  auto rows = ReadAll(
+      "step,unit,sumsq,fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel,fwd_order\n"
+      "3,v,1,256,9,2,5,100,3\n"
+      "3,o,1,4,1,0,0,100,\n");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].s.fwd_sumsq, 256.0);
+  EXPECT_EQ(rows[0].s.fwd_numel, 100u);
+  EXPECT_EQ(rows[0].s.fwd_order, 3u);
+  EXPECT_EQ(rows[1].s.fwd_order, 0u);  // empty: unknown
+}
+
 // gnmrd's recorder writes the unit last: a name with commas (and quotes,
 // which are not special) survives as it is.
 TEST(TraceReader, UnitInTheLastColumnRunsToTheEndOfTheLine) {
@@ -285,11 +297,11 @@ const ErrorCase kErrors[] = {
     {"MissingSumsq", "step,unit,amax\n1,a,2\n",
      "t.csv:1: missing column 'sumsq' in the header (required: step, unit, "
      "sumsq; optional: amax, nonfinite, zeros, numel, fwd_sumsq, fwd_amax, fwd_saturated, "
-     "fwd_zeros, fwd_numel)"},
+     "fwd_zeros, fwd_numel, fwd_order)"},
     {"MissingUnitAfterBlankLines", "\n\nstep,sumsq\n",
      "t.csv:3: missing column 'unit' in the header (required: step, unit, "
      "sumsq; optional: amax, nonfinite, zeros, numel, fwd_sumsq, fwd_amax, fwd_saturated, "
-     "fwd_zeros, fwd_numel)"},
+     "fwd_zeros, fwd_numel, fwd_order)"},
     {"DuplicateColumn", "step,unit,sumsq,unit\n", "t.csv:1: duplicate column 'unit'"},
     {"NonNumericSumsq", "step,unit,sumsq\n1,a,1\n1,b,abc\n",
      "t.csv:3: column 'sumsq': 'abc' is not a number"},

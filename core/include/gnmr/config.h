@@ -46,7 +46,7 @@ enum class DeniedTreatment : uint8_t { kNone = 0, kClip = 1 };
 // coupled neighbours): ranks above them (rank, SPEC), or also keeps them
 // out of the budget that step: they are denied, and clipped with
 // `denied: clip` (exclusive; docs/controller.md, "Attribution").
-enum class Attribution : uint8_t { kRank = 0, kExclusive = 1 };
+enum class Attribution : uint8_t { kRank = 0, kExclusive = 1, kUpstream = 2 };
 
 // Which ranks of a job send statistics (docs/scale.md, "Reporter
 // election"): every rank, or one elected data-parallel replica of each
