@@ -95,13 +95,16 @@ def specs(P, seeds, median_norm):
         c = relabel(P, x, x["label"] + "-dclip-excl", x["faults"])
         c["config"] = dict(x["config"], denied="clip", attribution="exclusive")
         excl.append(c)
-    # ... and a lock of 10 steps (Follow-up 6, chosen on the tuning seeds:
-    # the recommended configuration with forward tensors at lag 0), built as
-    # --set lock_steps=10 builds it, so the runs are the same.
-    return out + fwd + clip + excl + with_settings(P, excl, SHORT_LOCK)
+    # ... and a lock of 10 steps (Follow-up 6, chosen on the tuning seeds),
+    # built as --set lock_steps=10 builds it, so the runs are the same; and
+    # with it attribution: upstream (Follow-up 8: the recommended
+    # configuration with forward tensors at lag 0), as --set builds it.
+    short = with_settings(P, excl, SHORT_LOCK)
+    return out + fwd + clip + excl + short + with_settings(P, short, UPSTREAM)
 
 
 SHORT_LOCK = ["lock_steps=10"]
+UPSTREAM = ["attribution=upstream"]
 
 
 def settings_suffix(settings):
@@ -225,6 +228,7 @@ def main(argv=None) -> int:
     hl, fwd = P.headline_label(), P.forward_label()
     t.label_suffix = settings_suffix(args.set)  # every GNMR label carries it (with_settings)
     short = fwd + "-dclip-excl" + settings_suffix(SHORT_LOCK)
+    up = short + settings_suffix(UPSTREAM)
     rows = [t.row(lb, f) for lb, f in (
         ("HF", "amp"), ("LC", "amp"), ("LC-clean", "none"), (hl, "amp"), (fwd, "amp"),
         ("Oracle-L0", "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"),
@@ -233,7 +237,7 @@ def main(argv=None) -> int:
         (hl, "none"), (fwd, "none"))]
     for f in ("amp", "att", "grad", "none"):
         rows += [t.row(hl + "-dclip", f), t.row(fwd + "-dclip", f),
-                 t.row(fwd + "-dclip-excl", f), t.row(short, f)]
+                 t.row(fwd + "-dclip-excl", f), t.row(short, f), t.row(up, f)]
     pairs = [paired(M, t, fwd, y, f) for y, f in (
         (hl, "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"), (hl, "att"), ("LC", "att"),
         (hl, "grad"), (hl, "none"))]
@@ -244,6 +248,8 @@ def main(argv=None) -> int:
     pairs.append(paired(M, t, fwd + "-dclip-excl", "GlobalClip", "amp"))
     pairs += [paired(M, t, short, fwd + "-dclip-excl", f) for f in ("amp", "att", "grad")]
     pairs += [paired(M, t, short, "GlobalClip", "amp"), paired(M, t, short, "ZClip", "amp")]
+    pairs += [paired(M, t, up, short, f) for f in ("amp", "att", "grad", "none")]
+    pairs += [paired(M, t, up, y, "amp") for y in ("GlobalClip", "ZClip", "Oracle-L0")]
     md = [f"Forward channel evaluation: {args.layers} layers, seeds {seeds}, "
           f"{(time.time() - started) / 60:.1f} min "
           f"(median HF gradient norm of the tuning seeds {median_norm:.3f}).", "",
