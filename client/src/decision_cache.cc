@@ -31,13 +31,10 @@ StatusOr<CachedDecision> DecisionValidator::Validate(const v1::Decision& d) {
   if (d.next_lag() < 0 || d.next_lag() > ControllerConfig::kMaxLag) {
     return Bad(d, "next_lag " + std::to_string(d.next_lag()) + " out of range");
   }
-  auto known = [this](uint32_t id) { return local_of_.count(id) > 0; };
-  for (uint32_t id : d.admitted()) {
-    if (!known(id)) return Bad(d, "admits unknown unit " + std::to_string(id));
-  }
-  for (uint32_t id : d.released()) {
-    if (!known(id)) return Bad(d, "releases unknown unit " + std::to_string(id));
-  }
+  // A unit this rank did not register is another rank's (a pipeline stage,
+  // or an expert, held elsewhere): every rank gets the whole set, checks it
+  // and its digest whole, and plans only its own units. admitted and
+  // released name units of the set, so there is nothing of them to map.
   CachedDecision out;
   out.generation = d.generation();
   out.next_lag = d.next_lag();
@@ -48,26 +45,27 @@ StatusOr<CachedDecision> DecisionValidator::Validate(const v1::Decision& d) {
   out.global_skip = d.global_skip();
   out.entries.reserve(d.recovery_size());
   scratch_.clear();
+  ids_.clear();
   for (const v1::RecoveryEntry& e : d.recovery()) {
-    auto it = local_of_.find(e.unit_id());
-    if (it == local_of_.end()) return Bad(d, "unknown unit " + std::to_string(e.unit_id()));
     const std::string problem = RecoveryEntryProblem(e);
     if (!problem.empty()) return Bad(d, "unit " + std::to_string(e.unit_id()) + ": " + problem);
     RecoveryEntry r = RecoveryEntryFromProto(e);
     scratch_.push_back(r);  // daemon ids, for the digest
+    ids_.push_back(e.unit_id());
+    auto it = local_of_.find(e.unit_id());
+    if (it == local_of_.end()) continue;  // another rank's unit
     r.unit_id = it->second;
     out.entries.push_back(r);
   }
-  std::sort(out.entries.begin(), out.entries.end(),
-            [](const RecoveryEntry& a, const RecoveryEntry& b) { return a.unit_id < b.unit_id; });
-  for (size_t i = 1; i < out.entries.size(); ++i) {
-    if (out.entries[i].unit_id == out.entries[i - 1].unit_id) {
-      return Bad(d, "a unit appears twice");
-    }
+  std::sort(ids_.begin(), ids_.end());
+  if (std::adjacent_find(ids_.begin(), ids_.end()) != ids_.end()) {
+    return Bad(d, "a unit appears twice");
   }
   if (DigestOf(d.apply_step(), scratch_, d.global_skip()) != d.digest()) {
     return Bad(d, "digest does not match its recovery set");
   }
+  std::sort(out.entries.begin(), out.entries.end(),
+            [](const RecoveryEntry& a, const RecoveryEntry& b) { return a.unit_id < b.unit_id; });
   return out;
 }
 

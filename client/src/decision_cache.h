@@ -46,14 +46,17 @@ class GNMR_EXPORT DecisionValidator {
   // Starts a session: daemon_ids[h] is the daemon's id of local unit h.
   void Reset(const std::vector<uint32_t>& daemon_ids);
 
-  // InvalidArgument naming the first problem: unknown unit, since >= until,
-  // apply < observed, negative step, lag out of range, bad enum, unit
-  // twice, digest mismatch (recomputed with DigestOf).
+  // InvalidArgument naming the first problem: since >= until, apply <
+  // observed, negative step, lag out of range, bad enum, unit twice, digest
+  // mismatch (recomputed with DigestOf over the whole set). Entries of
+  // units this rank did not register are checked, then left out of the
+  // returned entries: they are other ranks' units.
   StatusOr<CachedDecision> Validate(const v1::Decision& d);
 
  private:
   std::unordered_map<uint32_t, UnitHandle> local_of_;
   std::vector<RecoveryEntry> scratch_;
+  std::vector<uint32_t> ids_;  // the set's daemon ids, for the twice check
 };
 
 // GNMR_EXPORT: client/local/ calls it across the shared libraries (transport.h).

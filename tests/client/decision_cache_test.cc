@@ -71,7 +71,6 @@ TEST(DecisionValidator, RejectsEveryKindOfBadDecision) {
     DecisionValidator v = Validator();
     return !v.Validate(d).ok();
   };
-  EXPECT_TRUE(rejected(Make(5, 6, 1, {{99, Action::kClip, 6, 26}})));   // unknown unit
   EXPECT_TRUE(rejected(Make(5, 6, 1, {{10, Action::kClip, 26, 26}})));  // since == until
   EXPECT_TRUE(rejected(Make(5, 4, 1, {})));                             // apply < observed
   EXPECT_TRUE(rejected(Make(-1, 4, 1, {})));                            // negative step
@@ -85,10 +84,25 @@ TEST(DecisionValidator, RejectsEveryKindOfBadDecision) {
   v1::Decision bad_scale = Make(5, 6, 1, {{10, Action::kClip, 6, 26}});
   bad_scale.mutable_recovery(0)->set_clip_min_scale(std::nan(""));
   EXPECT_TRUE(rejected(bad_scale));
-  v1::Decision bad_admit = Make(5, 6, 1, {});
-  bad_admit.add_admitted(77);
-  EXPECT_TRUE(rejected(bad_admit));
+  // Another rank's unit is checked like this rank's own.
+  EXPECT_TRUE(rejected(Make(5, 6, 1, {{99, Action::kClip, 26, 26}})));
+  EXPECT_TRUE(rejected(Make(5, 6, 1, {{99, Action::kClip, 6, 9}, {99, Action::kSkip, 6, 9}})));
   EXPECT_FALSE(rejected(Make(5, 6, 1, {{10, Action::kClip, 6, 26}})));
+}
+
+// Pipeline stages (or experts) held by other ranks: every rank gets the
+// whole set and its digest, and plans its own units only.
+TEST(DecisionValidator, AnotherRanksUnitsCountInTheDigestAndStayOutOfThePlan) {
+  DecisionValidator v = Validator();
+  v1::Decision d = Make(5, 6, 1, {{7, Action::kPromote, 6, 26}, {11, Action::kClip, 6, 26}});
+  d.add_admitted(7);
+  StatusOr<CachedDecision> c = v.Validate(d);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->entries.size(), 1u);
+  EXPECT_EQ(c->entries[0].unit_id, 2u);  // daemon 11
+  EXPECT_EQ(c->digest, d.digest());      // acked as every other rank acks it
+  d.mutable_recovery(0)->set_until(27);  // the other rank's entry, changed in flight
+  EXPECT_FALSE(v.Validate(d).ok());
 }
 
 TEST(DecisionValidator, RejectsSequenceZeroAndLagOutOfRange) {
