@@ -197,7 +197,7 @@ class Controller {
     Trigger trigger;
     double risk;
     Admission evidence;
-    uint32_t fwd_order;  // the sample's; 0: unknown
+    uint64_t fwd_order;  // the sample's ForwardOrderKey; 0: unknown
   };
   // The forward channel's verdict on one sample (forward_channel.cc).
   struct ForwardVerdict {

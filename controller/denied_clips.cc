@@ -44,7 +44,7 @@ bool Controller::ExclusiveStep() const {
 uint32_t Controller::ForwardRoot() const {
   if (config_.attribution != Attribution::kUpstream) return kNoRoot;
   uint32_t root = kNoRoot;
-  uint32_t root_order = 0;
+  uint64_t root_order = 0;
   for (const Candidate& c : candidates_) {
     if (!IsForwardTrigger(c.trigger) || in_recovery_[c.unit_id] || c.fwd_order == 0) continue;
     if (root == kNoRoot || c.fwd_order < root_order ||

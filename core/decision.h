@@ -35,11 +35,23 @@ struct UnitSample {
   uint64_t fwd_saturated = 0;  // elements at the format's largest finite magnitude
   uint64_t fwd_zeros = 0;      // exact zeros (underflow included)
   uint64_t fwd_numel = 0;
-  // Position of the unit's first forward call in the step, from 1 (the
-  // earliest over the ranks that report it); 0: unknown (an older client,
-  // or no forward statistics). attribution: upstream reads it.
-  uint32_t fwd_order = 0;
+  // Where the unit's first forward call of the step came, as
+  // ForwardOrderKey(pipeline stage, position from 1); the earliest over the
+  // ranks that report it. 0: unknown (an older client, or no forward
+  // statistics). attribution: upstream reads it.
+  uint64_t fwd_order = 0;
 };
+
+// Pipeline stages a forward order tells apart (StepStats.fwd_stage): a
+// stage holds at least one rank, and world_size is at most 65536.
+inline constexpr uint32_t kMaxPipelineStages = 65536;
+
+// The forward order key: by stage, then by position within the stage (a
+// micro-batch runs stage s's forward after stage s - 1's). Position 0
+// (unknown) stays 0 in any stage.
+inline uint64_t ForwardOrderKey(uint32_t stage, uint32_t position) {
+  return position == 0 ? 0 : (static_cast<uint64_t>(stage) << 32) | position;
+}
 
 // Whether a sample's forward counts fit its element count: the controller
 // refuses a sample where they do not, and the trace reader the row.

@@ -178,7 +178,7 @@ void LocalTransport::DecideLocked(const Report& r) {
       s.fwd_saturated = r.fwd_saturated[i];
       s.fwd_zeros = r.fwd_zeros[i];
       s.fwd_numel = r.fwd_numel[i];
-      s.fwd_order = r.fwd_order[i];
+      s.fwd_order = ForwardOrderKey(options_.pipeline_stage, r.fwd_order[i]);
     }
   }
   Decision d;

@@ -39,6 +39,10 @@ Status CheckOptions(const ClientOptions& o) {
     return InvalidArgument("world_size must be in 1..65536");
   }
   if (o.rank >= o.world_size) return InvalidArgument("rank must be < world_size");
+  if (o.pipeline_stage >= o.world_size) {  // every stage holds a rank
+    return InvalidArgument("pipeline_stage " + std::to_string(o.pipeline_stage) +
+                           " must be < world_size " + std::to_string(o.world_size));
+  }
   if (o.max_queued_reports < 1) return InvalidArgument("max_queued_reports must be >= 1");
   if (o.decision_wait.count() < 0) return InvalidArgument("decision_wait must be >= 0");
   if (o.backoff_initial.count() <= 0 || o.backoff_max < o.backoff_initial) {

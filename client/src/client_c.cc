@@ -112,12 +112,14 @@ int gnmr_client_create(const gnmr_options* o, gnmr_client** out) {
     *out = nullptr;
     // 0.1 callers pass the size without profile_gpu_overhead, early 0.2
     // callers the size without admin_token, 0.2 ones without
-    // local_events_path.
+    // local_events_path, later ones without pipeline_stage.
     constexpr size_t kV01Size = offsetof(gnmr_options, profile_gpu_overhead);
     constexpr size_t kNoAdminTokenSize = offsetof(gnmr_options, admin_token);
     constexpr size_t kNoLocalEventsSize = offsetof(gnmr_options, local_events_path);
+    constexpr size_t kNoPipelineStageSize = offsetof(gnmr_options, pipeline_stage);
     if (o->struct_size != sizeof(gnmr_options) && o->struct_size != kV01Size &&
-        o->struct_size != kNoAdminTokenSize && o->struct_size != kNoLocalEventsSize) {
+        o->struct_size != kNoAdminTokenSize && o->struct_size != kNoLocalEventsSize &&
+        o->struct_size != kNoPipelineStageSize) {
       return Fail(gnmr::StatusCode::kInvalidArgument,
                   "options.struct_size mismatch: call gnmr_options_init");
     }
@@ -138,6 +140,7 @@ int gnmr_client_create(const gnmr_options* o, gnmr_client** out) {
     if (o->struct_size > kNoLocalEventsSize && o->local_events_path != nullptr) {
       co.local_events_path = o->local_events_path;
     }
+    if (o->struct_size > kNoPipelineStageSize) co.pipeline_stage = o->pipeline_stage;
     gnmr::StatusOr<std::unique_ptr<gnmr::Client>> c = gnmr::Client::Create(std::move(co));
     if (!c.ok()) return Report(c.status());
     *out = new gnmr_client{std::move(c).value(), {}};

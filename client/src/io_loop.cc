@@ -318,7 +318,8 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken, bool* write
       Status failed;
       try {
         RunReportWriteHook();
-        ReportToStepStats(*r, unit_ids_, handles_by_id_, out_.mutable_stats());
+        ReportToStepStats(*r, unit_ids_, handles_by_id_, options_.pipeline_stage,
+                          out_.mutable_stats());
         if (standby_.standby()) {  // another replica reports: keep it
           standby_.Hold(std::move(*out_.mutable_stats()));
           held = ok = true;

@@ -40,7 +40,8 @@ void AddActiveColumns(const Report& r, const std::vector<uint32_t>& unit_ids,
 }  // namespace
 
 void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
-                       const std::vector<uint32_t>& handles_by_id, v1::StepStats* s) {
+                       const std::vector<uint32_t>& handles_by_id, uint32_t pipeline_stage,
+                       v1::StepStats* s) {
   s->set_step(r.step);
   s->clear_unit_id();
   s->clear_sumsq();
@@ -53,6 +54,7 @@ void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
   s->clear_fwd_zeros();
   s->clear_fwd_numel();
   s->clear_fwd_order();
+  s->set_fwd_stage(r.fwd_units > 0 ? pipeline_stage : 0);
   s->set_sparse(r.inactive_count > 0);
   if (r.inactive_count == 0) {  // dense, as every client before sparse reports
     s->mutable_unit_id()->Add(unit_ids.begin(), unit_ids.end());

@@ -51,8 +51,12 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
   report.forward.resize(static_cast<size_t>(s.fwd_numel_size()));
   for (int i = 0; i < s.fwd_numel_size(); ++i) {
     report.forward[static_cast<size_t>(i)] = {
-        s.fwd_sumsq(i), s.fwd_amax(i),  s.fwd_saturated(i),
-        s.fwd_zeros(i), s.fwd_numel(i), s.fwd_order_size() > 0 ? s.fwd_order(i) : 0u};
+        s.fwd_sumsq(i),
+        s.fwd_amax(i),
+        s.fwd_saturated(i),
+        s.fwd_zeros(i),
+        s.fwd_numel(i),
+        ForwardOrderKey(s.fwd_stage(), s.fwd_order_size() > 0 ? s.fwd_order(i) : 0u)};
   }
   auto [it, inserted] = open_.try_emplace(step);
   OpenStep& open = it->second;
@@ -73,9 +77,9 @@ namespace {
 // and zeros <= numel (each report was checked), as the controller requires.
 uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
 
-// Forward order over replicas and shards: the earliest position any of
-// them reported (0, unknown, only where none did).
-uint32_t EarliestOrder(uint32_t a, uint32_t b) {
+// Forward order over replicas and shards: the earliest key any of them
+// reported (0, unknown, only where none did).
+uint64_t EarliestOrder(uint64_t a, uint64_t b) {
   if (a == 0) return b;
   return b == 0 ? a : std::min(a, b);
 }
@@ -97,6 +101,10 @@ Status StepAggregator::ValidateForward(const v1::StepStats& s) {
                            std::to_string(s.fwd_saturated_size()) + ", fwd_zeros " +
                            std::to_string(s.fwd_zeros_size()) + ", fwd_numel " +
                            std::to_string(len));
+  }
+  if (s.fwd_stage() >= kMaxPipelineStages) {
+    return InvalidArgument("fwd_stage must be < " + std::to_string(kMaxPipelineStages) + ", not " +
+                           std::to_string(s.fwd_stage()));
   }
   if (s.fwd_order_size() != 0 && s.fwd_order_size() != len) {
     return InvalidArgument("fwd_order must be empty or have the forward columns' length " +

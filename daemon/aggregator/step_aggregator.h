@@ -148,7 +148,7 @@ class StepAggregator {
     uint64_t saturated;
     uint64_t zeros;
     uint64_t numel;  // 0: none for this unit
-    uint32_t order;  // first-call position, from 1; 0: unknown
+    uint64_t order;  // ForwardOrderKey(stage, first-call position); 0: unknown
   };
   struct RankReport {
     bool sparse = false;

@@ -175,6 +175,10 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         ForwardTensor] or None``, optional: the forward tensors of each unit's
         modules for the forward channel (host tensors, or CUDA tensors on the
         Monitor's device; see the module docstring). Default: none.
+      pipeline_stage: this rank's pipeline stage (0, 1, ...) when the
+        model's layers are split over stages: ``attribution: upstream``
+        then ranks a root in an earlier stage first (docs/controller.md,
+        "Attribution"). Default 0 (no pipeline parallelism).
     """
 
     def __init__(self, model: _torch.nn.Module, *, target: str, job_id: str,
@@ -194,7 +198,8 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
                  strict: bool = False,
                  start: bool = True,
                  local_events_path: str = "",
-                 forward_tensors: Optional[Callable[..., Any]] = None):
+                 forward_tensors: Optional[Callable[..., Any]] = None,
+                 pipeline_stage: int = 0):
         dist = _torch.distributed
         dist_on = dist.is_available() and dist.is_initialized()
         if rank is None:
@@ -218,7 +223,8 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         self.options = _gnmr.ClientOptions(
             target=target, job_id=job_id, rank=rank, world_size=world_size, token=token,
             decision_wait_ms=float(decision_wait_ms), max_queued_reports=max_queued_reports,
-            admin_token=admin_token, local_events_path=local_events_path or "")
+            admin_token=admin_token, local_events_path=local_events_path or "",
+            pipeline_stage=int(pipeline_stage))
         self.local = target == "local"
         if self.local and self._sharded:
             u = next(u for u in self._units if u.shard[1] > 1)

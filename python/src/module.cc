@@ -72,6 +72,7 @@ struct PyOptions {
   std::string admin_token;  // for export_state / import_state only
   bool profile_gpu_overhead = false;
   std::string local_events_path;  // target "local": events as JSON Lines
+  uint32_t pipeline_stage = 0;
 };
 
 std::chrono::milliseconds Ms(double v, const char* what) {
@@ -97,6 +98,7 @@ class PyClient {
     c.backoff_max = Ms(o.backoff_max_ms, "backoff_max_ms");
     c.profile_gpu_overhead = o.profile_gpu_overhead;
     c.local_events_path = o.local_events_path;
+    c.pipeline_stage = o.pipeline_stage;
     if (!config.is_none()) {
       if (!py::isinstance<py::dict>(config)) throw py::value_error("config must be a dict or None");
       c.config = ConfigFromDict(config.cast<py::dict>());
@@ -280,7 +282,8 @@ PYBIND11_MODULE(_gnmr, m) {
       .def(py::init([](std::string target, std::string job_id, uint32_t rank, uint32_t world_size,
                        std::string token, double decision_wait_ms, size_t max_queued_reports,
                        double backoff_initial_ms, double backoff_max_ms, std::string admin_token,
-                       bool profile_gpu_overhead, std::string local_events_path) {
+                       bool profile_gpu_overhead, std::string local_events_path,
+                       uint32_t pipeline_stage) {
              PyOptions o;
              o.target = std::move(target);
              o.job_id = std::move(job_id);
@@ -294,13 +297,15 @@ PYBIND11_MODULE(_gnmr, m) {
              o.admin_token = std::move(admin_token);
              o.profile_gpu_overhead = profile_gpu_overhead;
              o.local_events_path = std::move(local_events_path);
+             o.pipeline_stage = pipeline_stage;
              return o;
            }),
            py::kw_only(), py::arg("target"), py::arg("job_id"), py::arg("rank") = 0,
            py::arg("world_size") = 1, py::arg("token") = "", py::arg("decision_wait_ms") = 2000.0,
            py::arg("max_queued_reports") = 64, py::arg("backoff_initial_ms") = 50.0,
            py::arg("backoff_max_ms") = 1000.0, py::arg("admin_token") = "",
-           py::arg("profile_gpu_overhead") = false, py::arg("local_events_path") = "")
+           py::arg("profile_gpu_overhead") = false, py::arg("local_events_path") = "",
+           py::arg("pipeline_stage") = 0)
       .def_readwrite("target", &PyOptions::target)
       .def_readwrite("job_id", &PyOptions::job_id)
       .def_readwrite("rank", &PyOptions::rank)
@@ -312,7 +317,8 @@ PYBIND11_MODULE(_gnmr, m) {
       .def_readwrite("backoff_max_ms", &PyOptions::backoff_max_ms)
       .def_readwrite("admin_token", &PyOptions::admin_token)
       .def_readwrite("profile_gpu_overhead", &PyOptions::profile_gpu_overhead)
-      .def_readwrite("local_events_path", &PyOptions::local_events_path);
+      .def_readwrite("local_events_path", &PyOptions::local_events_path)
+      .def_readwrite("pipeline_stage", &PyOptions::pipeline_stage);
 
   BindPlanTypes(m);
 

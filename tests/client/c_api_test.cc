@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,25 @@ TEST(CApi, ErrorsCarryCodeAndMessage) {
   EXPECT_EQ(gnmr_client_create(&o, &c), GNMR_EINVALID_ARGUMENT);
   EXPECT_EQ(gnmr_observe(nullptr, 0), GNMR_EINVALID_ARGUMENT);
   gnmr_client_destroy(nullptr);
+}
+
+// pipeline_stage (later 0.2) reaches the library; a caller built against
+// the header before it passes the older size, and gets stage 0.
+TEST(CApi, PipelineStageIsReadOnlyFromCallersThatHaveIt) {
+  gnmr_options o;
+  gnmr_options_init(&o);
+  o.target = "unix:/nonexistent/gnmrd.sock";
+  o.job_id = "capi";
+  o.world_size = 2;
+  o.pipeline_stage = 2;
+  gnmr_client* c = nullptr;
+  EXPECT_EQ(gnmr_client_create(&o, &c), GNMR_EINVALID_ARGUMENT);
+  EXPECT_NE(std::string(gnmr_last_error()).find("pipeline_stage 2 must be < world_size 2"),
+            std::string::npos)
+      << gnmr_last_error();
+  o.struct_size = static_cast<uint32_t>(offsetof(gnmr_options, pipeline_stage));
+  ASSERT_EQ(gnmr_client_create(&o, &c), GNMR_OK) << gnmr_last_error();
+  gnmr_client_destroy(c);
 }
 
 TEST(CApi, FullStepSequenceFailsOpen) {

@@ -14,7 +14,7 @@ constexpr uint64_t kNumel = 1000;
 
 // Gradient norm `grad_norm`, forward norm `fwd_norm` over kNumel elements
 // (one saturated, 500 zeros), first forward call at position `order`.
-UnitSample Fwd(uint32_t unit, double fwd_norm, uint32_t order, double grad_norm = 1.0) {
+UnitSample Fwd(uint32_t unit, double fwd_norm, uint64_t order, double grad_norm = 1.0) {
   UnitSample s = Norm(unit, grad_norm);
   s.fwd_sumsq = fwd_norm * fwd_norm;
   s.fwd_amax = fwd_norm;
@@ -87,6 +87,23 @@ TEST(UpstreamAttribution, ExclusiveAdmitsEveryForwardTriggerTheBudgetAllows) {
   EXPECT_EQ(d.admitted[0].unit_id, 2u);  // risk order
   EXPECT_EQ(d.admitted[1].unit_id, 0u);
   EXPECT_TRUE(d.denied.empty());
+}
+
+// Pipeline stages: the order key compares the stage first, in all 64 bits
+// (a key truncated to its low 32 would make stage 1's position 1 the root).
+TEST(UpstreamAttribution, AnEarlierStageRunsFirstWhateverItsPosition) {
+  Controller c = MakeController(UpstreamConfig(), 4);
+  const int64_t t = WarmUp(c);
+  const uint64_t stage1_first = ForwardOrderKey(1, 1);
+  const uint64_t stage0_fifth = ForwardOrderKey(0, 5);
+  const Decision d = Step(c, t,
+                          {Fwd(0, 2.0, kOrder[0]), Fwd(1, 80.0, stage1_first),
+                           Fwd(2, 40.0, stage0_fifth), Fwd(3, 2.0, kOrder[3])});
+  ASSERT_EQ(d.admitted.size(), 1u);
+  EXPECT_EQ(d.admitted[0].unit_id, 2u);
+  ASSERT_EQ(d.denied.size(), 1u);
+  EXPECT_EQ(d.denied[0].unit_id, 1u);
+  EXPECT_TRUE(d.denied[0].coupled);
 }
 
 TEST(UpstreamAttribution, UnknownOrderIsNeverTheRootNorCoupledByIt) {

@@ -368,6 +368,36 @@ TEST_F(TwoRanks, ForwardOrderIsTheEarliestReportedAndChecked) {
   EXPECT_EQ(c.samples[1].fwd_order, 2u);  // b: one replica said 2, the other nothing
 }
 
+// fwd_stage: orders compare by pipeline stage first, so stage 0's third
+// unit runs before stage 1's first; a stage past 65535 is refused.
+TEST_F(TwoRanks, ForwardOrderComparesThePipelineStageFirst) {
+  StepAggregator agg(&topo, {});
+  v1::StepStats r0 = Stats(0, {0, 1}, {4.0, 9.0});
+  WithForward(&r0, {{{1.0, 2, 10, 100}}, {{8.0, 1, 0, 50}}});
+  r0.add_fwd_order(2);
+  r0.add_fwd_order(1);
+  r0.set_fwd_stage(1);
+  v1::StepStats r1 = Stats(0, {0, 1}, {5.0, 11.0});
+  WithForward(&r1, {{{3.0, 4, 20, 100}}, {{4.0, 3, 5, 50}}});
+  r1.add_fwd_order(0);
+  r1.add_fwd_order(2);
+  StepAggregator::Outcome o;
+  v1::StepStats bad = r1;
+  bad.set_fwd_stage(kMaxPipelineStages);
+  const Status st = agg.Add(1, bad, t0, &o);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("fwd_stage must be < 65536, not 65536"), std::string::npos)
+      << st.message();
+  Add(agg, 0, r0, t0);
+  Add(agg, 1, r1, t0);
+  StepAggregator::ClosedStep c;
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  ASSERT_EQ(c.samples.size(), 2u);
+  EXPECT_EQ(c.samples[0].fwd_order, (uint64_t{1} << 32) | 2);  // a: only stage 1 said
+  EXPECT_EQ(c.samples[1].fwd_order, 2u);  // b: stage 0's position 2 before stage 1's 1
+  EXPECT_EQ(ForwardOrderKey(7, 0), 0u);   // unknown in any stage
+}
+
 TEST(Topology, RejectsInconsistentRegistrations) {
   JobTopology topo;
   std::vector<uint32_t> ids;

@@ -69,6 +69,10 @@ def test_client_errors_are_exceptions():
     with pytest.raises(ValueError, match="rank"):
         gnmr.Client(gnmr.ClientOptions(target="unix:/nonexistent", job_id="j", rank=2,
                                        world_size=2))
+    with pytest.raises(ValueError, match="pipeline_stage 2 must be < world_size 2"):
+        gnmr.Client(gnmr.ClientOptions(target="unix:/nonexistent", job_id="j", world_size=2,
+                                       pipeline_stage=2))
+    assert gnmr.ClientOptions(target="t", job_id="j", pipeline_stage=1).pipeline_stage == 1
     c = gnmr.Client(gnmr.ClientOptions(target="unix:/nonexistent/gnmrd.sock", job_id="j"))
     with pytest.raises(gnmr.Error, match="FAILED_PRECONDITION"):
         c.start()  # no units

@@ -104,12 +104,14 @@ TEST(TraceReader, ForwardColumnsWithTheirOrder) {
   auto rows = ReadAll(
       "step,unit,sumsq,fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel,fwd_order\n"
       "3,v,1,256,9,2,5,100,3\n"
-      "3,o,1,4,1,0,0,100,\n");
-  ASSERT_EQ(rows.size(), 2u);
+      "3,o,1,4,1,0,0,100,\n"
+      "3,fc1,1,4,1,0,0,100,4294967297\n");  // stage 1, position 1: all 64 bits
+  ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].s.fwd_sumsq, 256.0);
   EXPECT_EQ(rows[0].s.fwd_numel, 100u);
   EXPECT_EQ(rows[0].s.fwd_order, 3u);
   EXPECT_EQ(rows[1].s.fwd_order, 0u);  // empty: unknown
+  EXPECT_EQ(rows[2].s.fwd_order, ForwardOrderKey(1, 1));
 }
 
 // gnmrd's recorder writes the unit last: a name with commas (and quotes,

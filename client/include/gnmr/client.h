@@ -88,6 +88,12 @@ struct ClientOptions {
   // lines of gnmrd's event log. Empty: no file. Opened by Create (an error
   // there is InvalidArgument); a write error later is a Problem (kStream).
   std::string local_events_path;
+  // This rank's pipeline stage, from 0 (< 65536), where the model's layers
+  // are split over stages: stage s runs a micro-batch's forward after stage
+  // s - 1. attribution: upstream then compares forward orders by stage
+  // first (docs/controller.md, "Attribution"). 0 without pipeline
+  // parallelism.
+  uint32_t pipeline_stage = 0;
 };
 
 // A unit, numbered 0, 1, ... in AddUnit order.

@@ -35,12 +35,13 @@
  * gnmr_import_state and gnmr_free are new, gnmr_options gained
  * `admin_token`. gnmr_tensor gained `location`, `scale_inv` and `scale_inv_ptr`, gnmr_counters
  * gained the GPU/overhead fields, gnmr_options gained
- * `profile_gpu_overhead`. The new gnmr_tensor fields read zero as the 0.1
- * meaning (host memory, scale_inv 1, no pointer), so zero-initialised and brace-
- * initialised structs keep working after a recompile; but arrays of
- * gnmr_tensor and gnmr_counters changed size, so code built against the 0.1
- * header must be recompiled (FFI bindings: add the fields). gnmr_options
- * stays compatible: its struct_size tells the library which fields exist.
+ * `profile_gpu_overhead` (and later `pipeline_stage`). The new gnmr_tensor
+ * fields read zero as the 0.1 meaning (host memory, scale_inv 1, no
+ * pointer), so zero-initialised and brace-initialised structs keep working
+ * after a recompile; but arrays of gnmr_tensor and gnmr_counters changed
+ * size, so code built against the 0.1 header must be recompiled (FFI
+ * bindings: add the fields). gnmr_options stays compatible: its
+ * struct_size tells the library which fields exist.
  */
 #ifndef GNMR_GNMR_C_H_
 #define GNMR_GNMR_C_H_
@@ -116,6 +117,9 @@ typedef struct gnmr_options {
    * events appended as JSON Lines; may be NULL. Target "local" needs the
    * gnmr_client_local library (<gnmr/client_local.h>, docs/local_mode.md). */
   const char* local_events_path;
+  /* later 0.2: this rank's pipeline stage, from 0, < world_size
+   * (ClientOptions::pipeline_stage); default 0. */
+  uint32_t pipeline_stage;
 } gnmr_options;
 
 /* gnmr_tensor.location: where the memory is. */
