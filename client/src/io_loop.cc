@@ -286,32 +286,12 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken, bool* write
     if (broken.load(std::memory_order_acquire)) {
       return Status(StatusCode::kUnavailable, "Session: stream ended by the daemon");
     }
-    AckItem a;
-    while (outbox_->PopAck(&a)) {
-      v1::Ack* ack = ack_msg.mutable_ack();
-      ack->set_step(a.step);
-      ack->set_sequence(a.sequence);
-      ack->set_digest(a.digest);
-      ack->set_has_decision(a.has_decision);
-      ack->set_generation(a.generation);
-      ack->set_skip_step(a.skip_step);
-      if (!standby_.TakeNote(std::chrono::steady_clock::now(), ack->mutable_standby())) {
-        ack->clear_standby();
-      }
-      const bool ok = stream->Write(ack_msg);
-      // Counted before the outbox lets Flush() return.
-      if (ok) shared_->acks_sent.fetch_add(1, std::memory_order_relaxed);
-      outbox_->AckDone();
-      if (!ok) {
-        *write_failed = true;
-        return Status(StatusCode::kUnavailable, "Session: write failed");
-      }
-    }
     if (!SendWanted(stream)) {
       *write_failed = true;
       return Status(StatusCode::kUnavailable, "Session: write failed");
     }
     if (gpu_ != nullptr) gpu_->Drain(true);  // completed launches -> queued reports
+    bool reported = false;
     if (Report* r = outbox_->PopReport()) {
       bool ok = false;
       bool held = false;
@@ -344,8 +324,32 @@ Status IoLoop::Pump(Stream* stream, const std::atomic<bool>& broken, bool* write
         *write_failed = true;
         return Status(StatusCode::kUnavailable, "Session: write failed");
       }
-      continue;
+      reported = true;
     }
+    // Acks after the report: a trainer acks step s after Observe(s), so a
+    // standby's ack of s finds the note of its held report s (TakeNote).
+    AckItem a;
+    while (outbox_->PopAck(&a)) {
+      v1::Ack* ack = ack_msg.mutable_ack();
+      ack->set_step(a.step);
+      ack->set_sequence(a.sequence);
+      ack->set_digest(a.digest);
+      ack->set_has_decision(a.has_decision);
+      ack->set_generation(a.generation);
+      ack->set_skip_step(a.skip_step);
+      if (!standby_.TakeNote(std::chrono::steady_clock::now(), ack->mutable_standby())) {
+        ack->clear_standby();
+      }
+      const bool ok = stream->Write(ack_msg);
+      // Counted before the outbox lets Flush() return.
+      if (ok) shared_->acks_sent.fetch_add(1, std::memory_order_relaxed);
+      outbox_->AckDone();
+      if (!ok) {
+        *write_failed = true;
+        return Status(StatusCode::kUnavailable, "Session: write failed");
+      }
+    }
+    if (reported) continue;
     if (gpu_ != nullptr && gpu_->pending() > 0) {
       outbox_->Wait(kGpuPollInterval);
     } else {
