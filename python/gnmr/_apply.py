@@ -24,7 +24,7 @@ from gnmr._step_info import AppliedPlan
 class ApplyMixin:
     """Needs the Monitor's ``client``, ``_units``, ``_promoted``,
     ``_promote_callback``, ``_lag``, ``_last_observed``, ``_sharded``,
-    ``_guard_group``, ``_cuda_device``, ``_misuse``, ``_fail`` and
+    ``_guard_group``, ``_guard_group_given``, ``_cuda_device``, ``_misuse``, ``_fail`` and
     ``_step_applied``."""
 
     def _plan(self, step: int) -> Optional[_gnmr.Plan]:
@@ -96,10 +96,13 @@ class ApplyMixin:
 
     def _agree_nonfinite(self, local: bool) -> bool:
         """The same-step guard's flag, agreed by every rank holding shards of
-        a sharded unit (one all-reduce, MAX), as Megatron does for found_inf;
-        replicas of whole units see identical gradients and need none."""
+        a sharded unit, or over an explicit ``guard_group`` (pipeline stages:
+        each holds other units), with one all-reduce (MAX), as Megatron does
+        for found_inf; replicas of whole units see identical gradients and
+        need none."""
         dist = _torch.distributed
-        if not (self._sharded and dist.is_available() and dist.is_initialized()):
+        agree = self._sharded or self._guard_group_given
+        if not (agree and dist.is_available() and dist.is_initialized()):
             return local
         flag = _torch.tensor([1.0 if local else 0.0],
                              device=self._cuda_device or _torch.device("cpu"))

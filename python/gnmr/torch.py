@@ -160,7 +160,11 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         holding the same shard are data-parallel replicas. Default: every
         unit is whole on every rank.
       guard_group: the process group the same-step guard all-reduces its
-        flag over when any unit is sharded (default: the world).
+        flag over when any unit is sharded (default: the world). Given
+        explicitly, the flag is agreed over it even without sharded units:
+        pass it on every rank with pipeline parallelism (stages hold
+        different units, and a NaN in one stage must skip the step on all),
+        e.g. ``torch.distributed.group.WORLD``.
       promote_callback: ``(name, module, promoted) -> None``, called for every
         module of the unit (with the module's own name).
       decision_wait_ms: how long ``apply`` may wait for a decision that is
@@ -178,7 +182,8 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
       pipeline_stage: this rank's pipeline stage (0, 1, ...) when the
         model's layers are split over stages: ``attribution: upstream``
         then ranks a root in an earlier stage first (docs/controller.md,
-        "Attribution"). Default 0 (no pipeline parallelism).
+        "Attribution"). Default 0 (no pipeline parallelism). Pass
+        ``guard_group`` too.
     """
 
     def __init__(self, model: _torch.nn.Module, *, target: str, job_id: str,
@@ -211,6 +216,7 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         self._promote_callback = promote_callback
         self._connect_timeout_s = float(connect_timeout_s)
         self._guard_group = guard_group
+        self._guard_group_given = guard_group is not None
         self.last_connect_error = ""
         self._strict = strict
         self._state_timeout_ms = float(state_timeout_ms)

@@ -2,7 +2,8 @@
 data-parallel gloo ranks with default options, 300 steps with spikes, give
 identical (step, digest) lists and bit-identical parameters, also when one
 rank starts 2 s after the other; a NaN in one rank's shard of a sharded unit
-makes both ranks skip the step."""
+makes both ranks skip the step, and so does a NaN in one pipeline stage (the
+stages hold different units) with ``guard_group``."""
 from __future__ import annotations
 
 import os
@@ -140,3 +141,60 @@ def test_a_nan_in_one_shard_makes_every_rank_skip(gnmrd, tmp_path):
         assert all(torch.equal(p, q) for p, q in zip(before, after))
         before, after = r["params"][nan_step + 1]  # and training goes on
         assert not all(torch.equal(p, q) for p, q in zip(before, after))
+
+
+def _stage_rank(rank, world, port, target, out_dir, nan_step, guard):
+    """Two pipeline stages, one Linear each (stage 1 runs on stage 0's
+    output, here recomputed locally: the guard and the plans are what is
+    tested, not the pipeline schedule)."""
+    _init(rank, world, port)
+    try:
+        torch.manual_seed(11)
+        stages = [torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)]
+        model = torch.nn.Sequential()
+        model.add_module(f"stage{rank}", stages[rank])
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        group = torch.distributed.group.WORLD if guard else None
+        mon = gt.Monitor(model, target=target, job_id=f"pipeline-{guard}",
+                         config={"warmup": 3, "lag": 1}, pipeline_stage=rank,
+                         guard_group=group, strict=True)
+        skipped, plans = [], []
+        for step in range(8):
+            opt.zero_grad(set_to_none=True)
+            g = torch.Generator().manual_seed(step)
+            x = torch.randn(16, 8, generator=g)
+            loss = stages[1](torch.tanh(stages[0](x))).pow(2).mean()
+            loss.backward()
+            if step == nan_step and rank == 0:  # only stage 0's gradient goes bad
+                stages[0].weight.grad[0, 0] = float("nan")
+            mon.after_backward(step)
+            applied = mon.apply(step, opt)
+            skipped.append(applied.skip_step)
+            plans.append((applied.has_decision, applied.digest))
+        torch.save({"skipped": skipped, "plans": plans,
+                    "counters": mon.counters().as_dict()},
+                   os.path.join(out_dir, f"stage{rank}-{guard}.pt"))
+        mon.close()
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_pipeline_stages_plan_alike_and_a_nan_in_one_skips_both_with_guard_group(
+        gnmrd, tmp_path):
+    nan_step = 5
+    for guard in (False, True):
+        mp.spawn(_stage_rank,
+                 args=(2, free_port(), gnmrd.target, str(tmp_path), nan_step, guard),
+                 nprocs=2, join=True)
+        r0 = torch.load(tmp_path / f"stage0-{guard}.pt")
+        r1 = torch.load(tmp_path / f"stage1-{guard}.pt")
+        # Disjoint units: each decision names the other stage's unit, and
+        # both ranks take it (docs/safety.md, section 2).
+        assert r0["plans"] == r1["plans"]
+        assert sum(h for h, _ in r0["plans"]) >= 6, r0["plans"]
+        for r in (r0, r1):
+            assert r["counters"]["decisions_rejected"] == 0, r["counters"]
+        assert r0["skipped"] == [s == nan_step for s in range(8)]
+        # Without guard_group stage 1 does not hear of stage 0's NaN.
+        want1 = [s == nan_step for s in range(8)] if guard else [False] * 8
+        assert r1["skipped"] == want1, (guard, r1["skipped"])
