@@ -45,27 +45,28 @@ StatusOr<CachedDecision> DecisionValidator::Validate(const v1::Decision& d) {
   out.global_skip = d.global_skip();
   out.entries.reserve(d.recovery_size());
   scratch_.clear();
-  ids_.clear();
   for (const v1::RecoveryEntry& e : d.recovery()) {
     const std::string problem = RecoveryEntryProblem(e);
     if (!problem.empty()) return Bad(d, "unit " + std::to_string(e.unit_id()) + ": " + problem);
     RecoveryEntry r = RecoveryEntryFromProto(e);
     scratch_.push_back(r);  // daemon ids, for the digest
-    ids_.push_back(e.unit_id());
     auto it = local_of_.find(e.unit_id());
     if (it == local_of_.end()) continue;  // another rank's unit
     r.unit_id = it->second;
     out.entries.push_back(r);
   }
-  std::sort(ids_.begin(), ids_.end());
-  if (std::adjacent_find(ids_.begin(), ids_.end()) != ids_.end()) {
-    return Bad(d, "a unit appears twice");
-  }
   if (DigestOf(d.apply_step(), scratch_, d.global_skip()) != d.digest()) {
     return Bad(d, "digest does not match its recovery set");
   }
-  std::sort(out.entries.begin(), out.entries.end(),
-            [](const RecoveryEntry& a, const RecoveryEntry& b) { return a.unit_id < b.unit_id; });
+  auto by_id = [](const RecoveryEntry& a, const RecoveryEntry& b) { return a.unit_id < b.unit_id; };
+  auto same_id = [](const RecoveryEntry& a, const RecoveryEntry& b) {
+    return a.unit_id == b.unit_id;
+  };
+  std::sort(scratch_.begin(), scratch_.end(), by_id);  // digested: free to reorder
+  if (std::adjacent_find(scratch_.begin(), scratch_.end(), same_id) != scratch_.end()) {
+    return Bad(d, "a unit appears twice");
+  }
+  std::sort(out.entries.begin(), out.entries.end(), by_id);
   return out;
 }
 

@@ -55,8 +55,7 @@ class GNMR_EXPORT DecisionValidator {
 
  private:
   std::unordered_map<uint32_t, UnitHandle> local_of_;
-  std::vector<RecoveryEntry> scratch_;
-  std::vector<uint32_t> ids_;  // the set's daemon ids, for the twice check
+  std::vector<RecoveryEntry> scratch_;  // the whole set, daemon ids
 };
 
 // GNMR_EXPORT: client/local/ calls it across the shared libraries (transport.h).

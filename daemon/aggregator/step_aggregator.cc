@@ -6,6 +6,15 @@
 #include <string>
 
 namespace gnmr {
+namespace {
+
+// Row i's forward position; an empty fwd_order column (an older client)
+// says "unknown" (0) for every row.
+uint32_t ForwardPosition(const v1::StepStats& s, int i) {
+  return s.fwd_order_size() > 0 ? s.fwd_order(i) : 0u;
+}
+
+}  // namespace
 
 int64_t StepAggregator::last_step_of_rank(uint32_t rank) const {
   auto it = last_step_of_rank_.find(rank);
@@ -51,12 +60,8 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
   report.forward.resize(static_cast<size_t>(s.fwd_numel_size()));
   for (int i = 0; i < s.fwd_numel_size(); ++i) {
     report.forward[static_cast<size_t>(i)] = {
-        s.fwd_sumsq(i),
-        s.fwd_amax(i),
-        s.fwd_saturated(i),
-        s.fwd_zeros(i),
-        s.fwd_numel(i),
-        ForwardOrderKey(s.fwd_stage(), s.fwd_order_size() > 0 ? s.fwd_order(i) : 0u)};
+        s.fwd_sumsq(i), s.fwd_amax(i),  s.fwd_saturated(i),
+        s.fwd_zeros(i), s.fwd_numel(i), ForwardOrderKey(s.fwd_stage(), ForwardPosition(s, i))};
   }
   auto [it, inserted] = open_.try_emplace(step);
   OpenStep& open = it->second;
@@ -121,7 +126,7 @@ Status StepAggregator::ValidateForward(const v1::StepStats& s) {
     }
     // A position among this report's forward units: at most one per row,
     // and none for a unit without forward statistics.
-    const uint32_t order = s.fwd_order_size() > 0 ? s.fwd_order(i) : 0u;
+    const uint32_t order = ForwardPosition(s, i);
     if (order > static_cast<uint32_t>(n) || (order > 0 && s.fwd_numel(i) == 0)) {
       return InvalidArgument("unit id " + std::to_string(s.unit_id(i)) + ": fwd_order " +
                              std::to_string(order) + " is not a position among " +

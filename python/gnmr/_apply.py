@@ -24,7 +24,7 @@ from gnmr._step_info import AppliedPlan
 class ApplyMixin:
     """Needs the Monitor's ``client``, ``_units``, ``_promoted``,
     ``_promote_callback``, ``_lag``, ``_last_observed``, ``_sharded``,
-    ``_guard_group``, ``_guard_group_given``, ``_cuda_device``, ``_misuse``, ``_fail`` and
+    ``_guard_group``, ``_cuda_device``, ``_misuse``, ``_fail`` and
     ``_step_applied``."""
 
     def _plan(self, step: int) -> Optional[_gnmr.Plan]:
@@ -101,7 +101,7 @@ class ApplyMixin:
         for found_inf; replicas of whole units see identical gradients and
         need none."""
         dist = _torch.distributed
-        agree = self._sharded or self._guard_group_given
+        agree = self._sharded or self._guard_group is not None
         if not (agree and dist.is_available() and dist.is_initialized()):
             return local
         flag = _torch.tensor([1.0 if local else 0.0],

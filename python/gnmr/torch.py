@@ -216,7 +216,6 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         self._promote_callback = promote_callback
         self._connect_timeout_s = float(connect_timeout_s)
         self._guard_group = guard_group
-        self._guard_group_given = guard_group is not None
         self.last_connect_error = ""
         self._strict = strict
         self._state_timeout_ms = float(state_timeout_ms)

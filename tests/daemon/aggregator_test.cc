@@ -333,19 +333,27 @@ TEST_F(TwoRanks, InconsistentForwardColumnsAreRefusedAndChangeNothing) {
   EXPECT_EQ(Add(agg, 0, Stats(0, {0, 1}, {4.0, 9.0}), t0), StepAggregator::Outcome::kAccepted);
 }
 
+// Rank `rank`'s step-0 report of units a and b with forward statistics and
+// the forward positions `order_a`, `order_b` (0: none sent).
+v1::StepStats OrderedReport(uint32_t rank, uint32_t order_a, uint32_t order_b) {
+  v1::StepStats s = rank == 0 ? Stats(0, {0, 1}, {4.0, 9.0}) : Stats(0, {0, 1}, {5.0, 11.0});
+  if (rank == 0) {
+    WithForward(&s, {{{1.0, 2, 10, 100}}, {{8.0, 1, 0, 50}}});
+  } else {
+    WithForward(&s, {{{3.0, 4, 20, 100}}, {{4.0, 3, 5, 50}}});
+  }
+  s.add_fwd_order(order_a);
+  s.add_fwd_order(order_b);
+  return s;
+}
+
 // fwd_order (docs/controller.md, "Attribution"): the earliest position over
 // replicas and shards; a unit's order is unknown only where no report
 // gave one.
 TEST_F(TwoRanks, ForwardOrderIsTheEarliestReportedAndChecked) {
   StepAggregator agg(&topo, {});
-  v1::StepStats r0 = Stats(0, {0, 1}, {4.0, 9.0});
-  WithForward(&r0, {{{1.0, 2, 10, 100}}, {{8.0, 1, 0, 50}}});
-  r0.add_fwd_order(2);
-  r0.add_fwd_order(0);  // b: this rank's client sent no order for it
-  v1::StepStats r1 = Stats(0, {0, 1}, {5.0, 11.0});
-  WithForward(&r1, {{{3.0, 4, 20, 100}}, {{4.0, 3, 5, 50}}});
-  r1.add_fwd_order(1);
-  r1.add_fwd_order(2);
+  const v1::StepStats r0 = OrderedReport(0, 2, 0);  // b: this rank's client sent no order for it
+  const v1::StepStats r1 = OrderedReport(1, 1, 2);
   StepAggregator::Outcome o;
   v1::StepStats bad = r1;
   bad.set_fwd_order(0, 3);  // more than the report's 2 units
@@ -372,15 +380,9 @@ TEST_F(TwoRanks, ForwardOrderIsTheEarliestReportedAndChecked) {
 // unit runs before stage 1's first; a stage past 65535 is refused.
 TEST_F(TwoRanks, ForwardOrderComparesThePipelineStageFirst) {
   StepAggregator agg(&topo, {});
-  v1::StepStats r0 = Stats(0, {0, 1}, {4.0, 9.0});
-  WithForward(&r0, {{{1.0, 2, 10, 100}}, {{8.0, 1, 0, 50}}});
-  r0.add_fwd_order(2);
-  r0.add_fwd_order(1);
+  v1::StepStats r0 = OrderedReport(0, 2, 1);
   r0.set_fwd_stage(1);
-  v1::StepStats r1 = Stats(0, {0, 1}, {5.0, 11.0});
-  WithForward(&r1, {{{3.0, 4, 20, 100}}, {{4.0, 3, 5, 50}}});
-  r1.add_fwd_order(0);
-  r1.add_fwd_order(2);
+  const v1::StepStats r1 = OrderedReport(1, 0, 2);
   StepAggregator::Outcome o;
   v1::StepStats bad = r1;
   bad.set_fwd_stage(kMaxPipelineStages);
