@@ -23,13 +23,19 @@ std::shared_ptr<const v1::ServerMessage> DecisionMessage(const Decision& d, uint
   return msg;
 }
 
-std::shared_ptr<const v1::ServerMessage> GenerationStartMessage(uint64_t generation,
-                                                                int32_t next_lag,
-                                                                uint64_t first_sequence) {
+std::shared_ptr<const v1::ServerMessage> GenerationStartMessage(
+    uint64_t generation, int32_t next_lag, uint64_t first_sequence,
+    const std::optional<LiveSwitch>& live) {
   auto msg = std::make_shared<v1::ServerMessage>();
-  msg->mutable_generation()->set_generation(generation);
-  msg->mutable_generation()->set_next_lag(next_lag);
-  msg->mutable_generation()->set_first_sequence(first_sequence);
+  v1::GenerationStart* g = msg->mutable_generation();
+  g->set_generation(generation);
+  g->set_next_lag(next_lag);
+  g->set_first_sequence(first_sequence);
+  if (live) {
+    g->set_live(true);
+    g->set_from_step(live->from_step);
+    g->set_decided_through(live->decided_through);
+  }
   return msg;
 }
 

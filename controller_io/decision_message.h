@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "controller/controller.h"
 #include "core/decision.h"
@@ -15,12 +16,20 @@ namespace gnmr {
 // A Decision of generation `generation` (with its next_lag).
 std::shared_ptr<const v1::ServerMessage> DecisionMessage(const Decision& d, uint64_t generation);
 
-// GenerationStart: every decision of an older generation is void;
-// `next_lag` is the lag of the generation's next decision, `first_sequence`
-// the sequence number of its first decision (made or to come).
-std::shared_ptr<const v1::ServerMessage> GenerationStartMessage(uint64_t generation,
-                                                                int32_t next_lag,
-                                                                uint64_t first_sequence);
+// A live generation switch (GenerationStart.live, docs/safety.md, rule 3):
+// the previous generation still plans the steps before `from_step`; the new
+// one decides only steps after `decided_through`.
+struct LiveSwitch {
+  int64_t from_step = 0;
+  int64_t decided_through = -1;
+};
+
+// GenerationStart: `next_lag` is the lag of the generation's next decision,
+// `first_sequence` the sequence number of its first decision (made or to
+// come). Without `live`, every decision of an older generation is void.
+std::shared_ptr<const v1::ServerMessage> GenerationStartMessage(
+    uint64_t generation, int32_t next_lag, uint64_t first_sequence,
+    const std::optional<LiveSwitch>& live = std::nullopt);
 
 // The decision of `c`'s last observed step as the ranks received it
 // (observed and apply step, the set in force, global_skip, next_lag,

@@ -50,6 +50,7 @@ StatusOr<uint64_t> ImportStateRpc(const ClientOptions& o, const std::string& sta
                                   std::chrono::milliseconds timeout) {
   v1::ImportStateRequest req;
   req.set_job_id(o.job_id);
+  req.set_resume(true);  // a trainer's checkpoint load: its steps start over from the state
   if (!req.mutable_state()->ParseFromString(state)) {
     return InvalidArgument(
         "ImportState: the bytes are not a gnmr.v1.ControllerState "

@@ -218,6 +218,38 @@ void StepAggregator::StartOver(int64_t last_closed) {
   last_closed_ = last_closed;
 }
 
+void StepAggregator::StartOverLive(int64_t last_closed, int64_t keep_through) {
+  std::map<int64_t, OpenStep> kept;
+  for (auto& [step, open] : open_) {
+    if (step > last_closed && step <= keep_through) kept.emplace(step, std::move(open));
+  }
+  open_.swap(kept);
+  open_bytes_ = 0;
+  last_step_of_rank_.clear();
+  for (const auto& [step, open] : open_) {
+    for (const auto& [rank, report] : open.reports) {
+      open_bytes_ += report.Bytes();
+      last_step_of_rank_[rank] = step;  // ascending steps: the last wins
+    }
+  }
+  complete_cursor_ = 0;
+  last_closed_ = last_closed;
+}
+
+bool StepAggregator::Announce(int64_t step, Clock::time_point now) {
+  if (step <= last_closed_ || step > kMaxStep || open_.count(step) != 0) return false;
+  const std::optional<int64_t> anchor = StepAnchor();
+  // As a report: the first of a timeline may name any step.
+  if (anchor && step > *anchor && step - *anchor > options_.max_step_jump) return false;
+  // Announced steps take no report bytes, but each is a map entry: they
+  // may fill the open steps only up to the bound the reports have.
+  if (open_.size() >= options_.max_open_steps) return false;
+  OpenStep& open = open_[step];
+  open.first_report = now;
+  open.last_report = now;
+  return true;
+}
+
 std::optional<int64_t> StepAggregator::StepAnchor() const {
   if (last_closed_ >= 0) return last_closed_;
   if (!open_.empty()) return open_.begin()->first;

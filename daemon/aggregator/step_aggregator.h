@@ -135,6 +135,17 @@ class StepAggregator {
   // imported controller's last step, or -1 when any step may come), which
   // may be earlier than before. Resumed steps after it are accepted again.
   void StartOver(int64_t last_closed);
+  // A live generation switch (docs/safety.md, rule 3): the ranks go on with
+  // their steps, so the open steps in (last_closed, keep_through] and the
+  // ranks' step history they imply are kept (their reports are not sent
+  // again); the rest is dropped as by StartOver.
+  void StartOverLive(int64_t last_closed, int64_t keep_through);
+  // A step some rank has reached although no report of it came (a
+  // standby's ack, docs/scale.md): opened without reports if it is after
+  // the last closed step and within the step-jump and open-step bounds, so
+  // that its deadline runs and a silent reporter is passed over. Returns
+  // whether it opened one.
+  bool Announce(int64_t step, Clock::time_point now);
   int64_t last_closed() const { return last_closed_; }
   int64_t last_step_of_rank(uint32_t rank) const;
   size_t open_steps() const { return open_.size(); }

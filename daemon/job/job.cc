@@ -208,7 +208,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
     election_.OnRegistered(req.rank(), req.can_stand_by(), &changes);
     ApplyRoleChanges(changes);  // not to this rank: it is not attached
   }
-  const bool new_generation = NewIncarnation(rs, req.instance());
+  const bool new_generation = NewIncarnation(req.rank(), rs, req.instance());
   if (req.instance() != 0) rs.instance = req.instance();
   if (new_generation) {
     StartGeneration(GenerationCause::kIncarnation,
@@ -265,7 +265,13 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   last_active_ = rs.last_seen;
   rs.stream_ended = false;
   // The generation, then its recent decisions in order: a rank attaching
-  // late finds the decision that covers each recent step.
+  // late finds the decision that covers each recent step. Retired
+  // generations first: they still plan the steps before their successor's
+  // first (a live switch, job_generation.cc).
+  for (const RetiredGeneration& r : retired_) {
+    rs.sink->SendDecision(r.start);
+    for (const auto& msg : r.decisions) rs.sink->SendDecision(msg);
+  }
   rs.sink->SendDecision(generation_start_);
   for (const auto& msg : history_) rs.sink->SendDecision(msg);
   if (election_.can_stand_by(rank)) rs.sink->SendDecision(RoleMessage(election_.standby(rank)));
@@ -285,6 +291,7 @@ void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
   election_.SetLive(rank, false, &changes);  // a reporter is replaced at once
   ApplyRoleChanges(changes);
   if (listener_) listener_->OnSessions(id_, ConnectedLocked());
+  MaybeStartPendingIncarnation();
 }
 
 void Job::SetSink(RankSession& rs, std::shared_ptr<DecisionSink> sink) {
@@ -350,19 +357,22 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
     rs.last_acked_step = std::max(rs.last_acked_step, ack.step());
   }
   // An ack of a void generation is not compared (see "Acks" in job.h);
-  // generation 0 is an old client that does not say.
-  if (ack.generation() != 0 && ack.generation() < generation_) return Status::Ok();
+  // generation 0 is an old client that does not say. Retired generations
+  // are not void: they plan the steps before a live switch.
+  const uint64_t oldest = retired_.empty() ? generation_ : retired_.front().generation;
+  if (ack.generation() != 0 && ack.generation() < oldest) return Status::Ok();
+  if (ack.generation() == 0 || ack.generation() == generation_) AnnounceStep(ack);
   AckMismatch m;
   bool mismatch = acks_.Add(rank, ack, &m);
-  if (!mismatch && ack.has_decision() && ack.generation() == generation_) {
-    for (const auto& [seq, digest] : sent_digests_) {
-      if (seq == ack.sequence()) {
-        if (digest != ack.digest() && acks_.MarkMismatched(ack.step())) {
+  if (!mismatch && ack.has_decision() && ack.generation() >= oldest) {
+    for (const SentDigest& sent : sent_digests_) {
+      if (sent.generation == ack.generation() && sent.sequence == ack.sequence()) {
+        if (sent.digest != ack.digest() && acks_.MarkMismatched(ack.step())) {
           mismatch = true;
           m.step = ack.step();
           m.other = AckRecord::From(rank, ack);
           m.against_sent = true;
-          m.sent_digest = digest;
+          m.sent_digest = sent.digest;
         }
         break;
       }
@@ -382,6 +392,9 @@ void Job::Tick(Clock::time_point now) {
 }
 
 void Job::DrainReady(Clock::time_point now) {
+  // A new incarnation waits for the old timeline's ranks to go quiet too,
+  // not only for their streams to end (job_generation.cc).
+  MaybeStartPendingIncarnation();
   HandleOverdue(now);
   StepAggregator::ClosedStep closed;
   for (;;) {
@@ -412,6 +425,12 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
   timing.decision_seconds = Seconds(done - step.last_report);
   if (listener_) listener_->OnDecision(id_, step, d, controller_, timing);
   EmitEvents(d);
+  // A retired generation plans steps before its successor's first; once
+  // the job is well past that, no rank asks for it again.
+  while (!retired_.empty() &&
+         step.step >= retired_.front().until_step + static_cast<int64_t>(kRetiredAfterSteps)) {
+    retired_.pop_front();
+  }
   const bool set_changed = !d.admitted.empty() || !d.released.empty();
   if (set_changed || ++steps_since_snapshot_ >= options_.snapshot_every_steps) {
     RequestSnapshot();

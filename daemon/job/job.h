@@ -30,9 +30,15 @@
 //   while the live instances move to it as with an import;
 // - a new incarnation: every client has a random `instance`. A rank that
 //   registers with a new one while its previous instance belongs to the
-//   current generation starts a new generation; a rank whose previous
-//   instance belongs to an older one (its incarnation was superseded) or
-//   that has none joins the current generation. An instance belongs to the
+//   current generation starts a new generation, unless another rank of the
+//   current generation is still attached and heard from (a report or an
+//   ack) in the last max(10 s, 5 deadlines): then its trainer did not
+//   restart as a whole (one rank in a crash loop), the rank rejoins the
+//   current timeline, and the new generation waits until no such rank is
+//   left (the rest of a restarted job's old streams may end a little
+//   later, or go quiet: a dead node's stream can stay open). A
+//   rank whose previous instance belongs to an older one (its incarnation
+//   was superseded) or that has none joins the current generation. An instance belongs to the
 //   generation it last registered in, and moves to an imported generation
 //   unless its session's stream has ended by then (a live instance, also
 //   one registered but not attached yet, lives on in it; a killed one
@@ -46,6 +52,16 @@
 // current generation's recent decisions; a stream that attaches gets the
 // GenerationStart and then all of them, in order, so a late rank finds the
 // decision that covers each recent step.
+// Live switches (job_generation.cc): an import or a rewind while ranks
+// train (a decision was published and a stream is attached) does not void
+// the decisions the ranks plan with. Its GenerationStart names a step F
+// past every step a rank can have planned with a decision of the old
+// generation; the old generation keeps planning the steps before F (it is
+// kept, retired, and sent before the current one to a stream that
+// attaches), the new one plans F and later, and acks of both are compared.
+// So every rank plans every step with the same generation, whenever it
+// hears of the switch. Restarts (an incarnation, a restore) void at once:
+// no rank is left that planned with the old generation.
 //
 // Reporter election (reporter_election.h, job_reporters.cc): with `report:
 // one_per_shard` the job tells each rank that can stand by whether it
@@ -69,12 +85,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/rank_table.h"
 #include "controller/controller.h"
+#include "controller_io/decision_message.h"
 #include "daemon/aggregator/step_aggregator.h"
 #include "daemon/job/ack_book.h"
 #include "daemon/job/decision_sink.h"
@@ -183,8 +201,11 @@ class Job {
   // Replaces the controller state (all-or-nothing) and starts a generation;
   // `generation` (may be null) receives its number. A repeat of this
   // generation's import before the controller changed is a no-op (the same
-  // generation).
-  Status ImportState(const v1::ControllerState& state, uint64_t* generation = nullptr);
+  // generation). `resume`: the importing trainer goes back to the state's
+  // steps (a checkpoint load), so the switch is at once; otherwise (an
+  // operator's import) it is live while ranks train (see "Live switches").
+  Status ImportState(const v1::ControllerState& state, uint64_t* generation = nullptr,
+                     bool resume = false);
   // The operator's way out when the job's steps went wrong (gnmrctl
   // rewind): starts a generation in which reports of `first_step` and
   // later are accepted (0: any step, the first report then anchors the
@@ -228,9 +249,30 @@ class Job {
     // The newest step the rank acked (-1: none). A standby reports nothing
     // (docs/scale.md), so its acks say how far it is and that it is alive.
     int64_t last_acked_step = -1;
+    // It registered as a new incarnation while other ranks of the current
+    // generation were attached: it waits in the current generation for
+    // them to go (see "Generations" above).
+    bool incarnation_pending = false;
   };
 
-  enum class GenerationCause { kImport, kRestore, kIncarnation, kRewind };
+  // A generation replaced by a live switch, still planning the steps before
+  // `until_step` (see "Live switches" above).
+  struct RetiredGeneration {
+    uint64_t generation = 0;
+    std::shared_ptr<const WireMessage> start;  // its GenerationStart
+    std::deque<std::shared_ptr<const WireMessage>> decisions;  // its newest few
+    int64_t until_step = 0;  // the successor's first planned step
+  };
+  // A decision sent, for checking the acks that name it.
+  struct SentDigest {
+    uint64_t generation = 0;
+    uint64_t sequence = 0;
+    uint64_t digest = 0;
+  };
+
+  // kImport: an operator's import (live while ranks train); kResume: a
+  // trainer's (ImportState with resume: at once).
+  enum class GenerationCause { kImport, kResume, kRestore, kIncarnation, kRewind };
 
   Job(std::string job_id, uint32_t world_size, std::string token, Controller controller,
       JobOptions options, JobListener* listener);
@@ -244,10 +286,31 @@ class Job {
   // Starts generation_ + 1 for `cause` (see "Generations" above): resets
   // the steps, announces it to every attached stream, rebuilds the last
   // decision (import, restore), writes an event and requests a snapshot.
-  // `rewind_to`: kRewind's first accepted step.
+  // `rewind_to`: kRewind's first accepted step. Call before the controller
+  // changes steps (Rewind does it here; ImportState replaces the controller
+  // first, which LiveSwitchPoint does not read).
   void StartGeneration(GenerationCause cause, const std::string& detail, int64_t rewind_to = 0);
-  // Records `rank`'s client instance; true if it starts a new generation.
-  bool NewIncarnation(RankSession& rs, uint64_t instance) const;
+  // For an import or a rewind that starts generation_ + 1 with the
+  // aggregator's first accepted step after `floor`: the live switch, or
+  // nullopt when the switch is at once (no decision published in this
+  // generation, no stream attached, or a new incarnation waits).
+  std::optional<LiveSwitch> LiveSwitchPoint(int64_t floor) const;
+  // The step most attached ranks have reached (the lower median of each
+  // one's newest acked or reported step), or nullopt if none did: how far
+  // the trainers are, which one rank alone cannot move.
+  std::optional<int64_t> TrainersFrontier() const;
+  // Keeps the current generation as retired until `until_step`.
+  void RetireGeneration(int64_t until_step);
+  // Records `rank`'s client instance; true if it starts a new generation
+  // now. A new instance that must wait is marked incarnation_pending.
+  bool NewIncarnation(uint32_t rank, RankSession& rs, uint64_t instance);
+  // Whether a rank other than `except` is attached in the current
+  // generation's timeline (not a pending incarnation) and was heard from
+  // lately.
+  bool OldTimelineAttached(uint32_t except) const;
+  // Starts the waiting incarnation once no rank of the old timeline is
+  // attached and heard from (after a detach, and at every tick).
+  void MaybeStartPendingIncarnation();
   // After the controller was replaced: its last decision, rebuilt from its
   // state (the same digest as the original), published.
   void RebuildLastDecision();
@@ -274,6 +337,11 @@ class Job {
   // is passed over, and if another replica takes over, the step gets one
   // more deadline.
   void HandleOverdue(Clock::time_point now);
+  // With `report: one_per_shard`: a rank acked (planned) a step, so the
+  // trainers have reached it even if its reporter sent nothing: the step
+  // opens and its deadline runs (an attached but silent reporter is passed
+  // over like a late one).
+  void AnnounceStep(const v1::Ack& ack);
   // The replica check (replica_check.h): a reporter's report, a standby's
   // note; a mismatch makes every rank report (the config's `report: all`).
   void CheckReport(uint32_t rank, const v1::StepStats& stats);
@@ -352,8 +420,23 @@ class Job {
   // decisions_kept and decision_history_bytes).
   std::deque<std::shared_ptr<const WireMessage>> history_;
   size_t history_bytes_ = 0;
-  // The current generation's decisions whose acks are checked.
-  std::deque<std::pair<uint64_t, uint64_t>> sent_digests_;  // sequence, digest
+  // Retired generations (live switches), oldest first; at most
+  // kRetiredKept, each with its newest kRetiredDecisions decisions.
+  std::deque<RetiredGeneration> retired_;
+  static constexpr size_t kRetiredKept = 2;
+  static constexpr size_t kRetiredDecisions = 8;
+  // Closed steps past a retired generation's last after which it is
+  // dropped (a rank that attaches then is far past it).
+  static constexpr size_t kRetiredAfterSteps = 64;
+  // Steps a rank may plan after the trainers' frontier before the switch
+  // reaches it (its messages in flight): a live switch takes effect this
+  // many steps past how far most ranks are, at the latest.
+  static constexpr int64_t kSwitchMargin = 8;
+  // Ranks marked incarnation_pending.
+  uint32_t pending_incarnations_ = 0;
+  // The decisions whose acks are checked: the current generation's and the
+  // retired ones'.
+  std::deque<SentDigest> sent_digests_;
   AckBook acks_;
   // The state this generation was imported from, until the controller
   // changes after it (a decision, a config change, a release, a new unit):

@@ -283,7 +283,7 @@ v1::ControllerState Job::ExportState() const {
   return state;
 }
 
-Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) {
+Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation, bool resume) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string bytes = state.SerializeAsString();
   if (!imported_state_.empty() && bytes == imported_state_) {
@@ -338,7 +338,8 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation) 
     listener_->OnEvents(id_, {e});
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
-  StartGeneration(GenerationCause::kImport, "controller state imported");
+  StartGeneration(resume ? GenerationCause::kResume : GenerationCause::kImport,
+                  "controller state imported");
   imported_state_ = std::move(bytes);
   PublishView(Now());  // GetConfig shows the imported config at once
   if (generation) *generation = generation_;

@@ -9,23 +9,112 @@
 
 namespace gnmr {
 
-bool Job::NewIncarnation(RankSession& rs, uint64_t instance) const {
+bool Job::NewIncarnation(uint32_t rank, RankSession& rs, uint64_t instance) {
   // 0: an old client that does not say; a first registration (or one after
   // an old client) has no previous instance and joins.
   if (instance == 0 || rs.instance == 0 || rs.instance == instance) return false;
   // The previous instance lived in this generation: this is the first rank
   // of a new incarnation. If it belongs to an older one, a rank of this
   // incarnation has started the current generation already: join it.
-  return rs.instance_generation == generation_;
+  if (rs.instance_generation != generation_) return false;
+  // Others still train on the current timeline: not a restart of the job
+  // but of this rank (a crash loop cannot split their plans). It rejoins,
+  // and the generation waits until they are gone.
+  if (OldTimelineAttached(rank)) {
+    if (!rs.incarnation_pending) ++pending_incarnations_;
+    rs.incarnation_pending = true;
+    return false;
+  }
+  return true;
+}
+
+bool Job::OldTimelineAttached(uint32_t except) const {
+  // A rank of a restarted job whose node died may keep its stream for a
+  // long time, silent: only ranks heard from lately hold the incarnation
+  // back (a trainer on the old timeline reports or acks every step).
+  const Clock::time_point now = Now();
+  const Clock::duration silence =
+      std::max<Clock::duration>(std::chrono::seconds(10), 5 * options_.aggregation.deadline);
+  bool found = false;
+  sessions_.ForEach([&](uint32_t rank, const RankSession& rs) {
+    if (found || rank == except || !rs.sink || rs.incarnation_pending) return;
+    if (now - rs.last_seen > silence) return;
+    found = rs.instance == 0 || rs.instance_generation == generation_;
+  });
+  return found;
+}
+
+void Job::MaybeStartPendingIncarnation() {
+  if (pending_incarnations_ == 0 || OldTimelineAttached(UINT32_MAX)) return;
+  StartGeneration(GenerationCause::kIncarnation,
+                  "the ranks that registered as a new incarnation are the only ones left");
+}
+
+std::optional<int64_t> Job::TrainersFrontier() const {
+  std::vector<int64_t> acked;
+  sessions_.ForEach([&](uint32_t rank, const RankSession& rs) {
+    const int64_t step = std::max(rs.last_acked_step, aggregator_.last_step_of_rank(rank));
+    if (rs.sink && step >= 0) acked.push_back(step);
+  });
+  if (acked.empty()) return std::nullopt;
+  auto lower_median = acked.begin() + static_cast<ptrdiff_t>((acked.size() - 1) / 2);
+  std::nth_element(acked.begin(), lower_median, acked.end());
+  return *lower_median;
+}
+
+std::optional<LiveSwitch> Job::LiveSwitchPoint(int64_t floor) const {
+  if (history_.empty() || connected_ == 0 || pending_incarnations_ > 0) return std::nullopt;
+  const v1::Decision& newest = history_.back()->message->decision();
+  // A rank that observes every step can plan with a decision of this
+  // generation at most up to newest.observed + next_lag: past it, the next
+  // decision is due and it waits. The ranks' acked frontier caps that
+  // bound, should the newest decision have observed a step far ahead of the
+  // trainers (a bogus step closed by its deadline, an import of a far step:
+  // the very cases a rewind is for).
+  int64_t planned = newest.observed_step();
+  if (const std::optional<int64_t> frontier = TrainersFrontier()) {
+    planned = std::min(planned, *frontier + kSwitchMargin);
+  }
+  LiveSwitch live;
+  live.from_step = planned + std::max(newest.next_lag(), 1) + 1;
+  if (!retired_.empty()) live.from_step = std::max(live.from_step, retired_.back().until_step);
+  // Kept open steps (StartOverLive) are decided by the new generation;
+  // those up to here were decided by this one, or never will be.
+  live.decided_through = std::max(floor, aggregator_.last_closed());
+  return live;
+}
+
+void Job::RetireGeneration(int64_t until_step) {
+  RetiredGeneration r;
+  r.generation = generation_;
+  r.start = generation_start_;
+  r.until_step = until_step;
+  const size_t from = history_.size() > kRetiredDecisions ? history_.size() - kRetiredDecisions : 0;
+  r.decisions.assign(history_.begin() + static_cast<ptrdiff_t>(from), history_.end());
+  retired_.push_back(std::move(r));
+  while (retired_.size() > kRetiredKept) retired_.pop_front();
 }
 
 void Job::StartGeneration(GenerationCause cause, const std::string& detail, int64_t rewind_to) {
+  // An import or a rewind while ranks train is a live switch (job.h); the
+  // rest void every decision at once.
+  std::optional<LiveSwitch> live;
+  if (cause == GenerationCause::kImport) {
+    live = LiveSwitchPoint(controller_.last_step().value_or(-1));
+  } else if (cause == GenerationCause::kRewind) {
+    live = LiveSwitchPoint(rewind_to - 1);
+  }
+  if (live) {
+    RetireGeneration(live->from_step);
+  } else {
+    retired_.clear();
+    sent_digests_.clear();
+    acks_.Clear();
+  }
   ++generation_;
   imported_state_.clear();  // ImportState sets it after this
   history_.clear();
   history_bytes_ = 0;
-  sent_digests_.clear();
-  acks_.Clear();
   replica_check_.Forget();  // a step number of the new timeline is another step
   switch (cause) {
     case GenerationCause::kIncarnation:
@@ -35,42 +124,70 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
       aggregator_.StartOver(-1);
       break;
     case GenerationCause::kImport:
+    case GenerationCause::kResume: {
       // Resumed steps after the imported state's last step are accepted,
       // also when that step is earlier than the job's.
-      aggregator_.StartOver(controller_.last_step().value_or(-1));
+      const int64_t floor = controller_.last_step().value_or(-1);
+      if (live) {
+        aggregator_.StartOverLive(floor, TrainersFrontier().value_or(aggregator_.last_closed()) +
+                                             kSwitchMargin);
+      } else {
+        aggregator_.StartOver(floor);
+      }
       break;
+    }
     case GenerationCause::kRestore:
       aggregator_.StartOver(
           std::max(aggregator_.last_closed(), controller_.last_step().value_or(-1)));
       break;
     case GenerationCause::kRewind:
       controller_.Rewind();
-      aggregator_.StartOver(rewind_to - 1);
+      if (live) {
+        aggregator_.StartOverLive(rewind_to - 1,
+                                  TrainersFrontier().value_or(aggregator_.last_closed()) +
+                                      kSwitchMargin);
+      } else {
+        aggregator_.StartOver(rewind_to - 1);
+      }
       break;
   }
-  // The steps ranks acked start over with the aggregator's (a rank's last
-  // step in gnmrctl is the newest it reported or acked).
-  sessions_.ForEach([](uint32_t, RankSession& rs) { rs.last_acked_step = -1; });
-  if (cause == GenerationCause::kImport || cause == GenerationCause::kRewind) {
-    // Live instances (attached, or registered and not attached yet) live on
-    // in the new generation: a restart of theirs later starts another one.
-    // One whose stream has ended stays behind: its successor joins.
-    sessions_.ForEach([this](uint32_t, RankSession& rs) {
-      if (!rs.stream_ended && rs.instance != 0) rs.instance_generation = generation_;
-    });
+  if (!live) {
+    // The steps ranks acked start over with the aggregator's (a rank's last
+    // step in gnmrctl is the newest it reported or acked).
+    sessions_.ForEach([](uint32_t, RankSession& rs) { rs.last_acked_step = -1; });
   }
+  // Import, rewind: live instances (attached, or registered and not
+  // attached yet) live on in the new generation: a restart of theirs later
+  // starts another one. One whose stream has ended stays behind: its
+  // successor joins. A new incarnation takes the ranks that waited for it
+  // (incarnation_pending); the registering rank joins in Register.
+  const bool moves_live = cause == GenerationCause::kImport || cause == GenerationCause::kResume ||
+                          cause == GenerationCause::kRewind;
+  pending_incarnations_ = 0;
+  sessions_.ForEach([&](uint32_t, RankSession& rs) {
+    const bool moves = rs.incarnation_pending || (moves_live && !rs.stream_ended);
+    if (moves && rs.instance != 0) rs.instance_generation = generation_;
+    rs.incarnation_pending = false;
+  });
   // Import and restore begin with the rebuilt last decision (below), if the
   // controller has one; a new incarnation with the next one to be made.
-  const bool rebuilds = cause == GenerationCause::kImport || cause == GenerationCause::kRestore;
+  const bool rebuilds = cause == GenerationCause::kImport || cause == GenerationCause::kResume ||
+                        cause == GenerationCause::kRestore;
   const bool rebuilt =
       rebuilds && controller_.last_step() && controller_.last_apply() && controller_.sequence() > 0;
-  generation_start_ = ToWire(GenerationStartMessage(generation_, controller_.next_lag(),
-                                                    controller_.sequence() + (rebuilt ? 0 : 1)));
+  generation_start_ =
+      ToWire(GenerationStartMessage(generation_, controller_.next_lag(),
+                                    controller_.sequence() + (rebuilt ? 0 : 1), live));
   SendToAttached(generation_start_);
   if (rebuilds) RebuildLastDecision();
-  spdlog::info("job {}: generation {}: {}", id_, generation_, detail);
+  std::string said = detail;
+  if (live) {
+    said += "; live switch: generation " + std::to_string(generation_ - 1) +
+            " still plans the steps before " + std::to_string(live->from_step);
+  }
+  spdlog::info("job {}: generation {}: {}", id_, generation_, said);
   EmitEvent(v1::EVENT_KIND_GENERATION, controller_.last_step().value_or(-1),
-            "generation " + std::to_string(generation_) + ": " + detail);
+            "generation " + std::to_string(generation_) + ": " + said);
   RequestSnapshot();
 }
 
@@ -87,7 +204,7 @@ void Job::RebuildLastDecision() {
 
 void Job::Publish(std::shared_ptr<const v1::ServerMessage> message) {
   const v1::Decision& d = message->decision();
-  sent_digests_.emplace_back(d.sequence(), d.digest());
+  sent_digests_.push_back({d.generation(), d.sequence(), d.digest()});
   while (sent_digests_.size() > options_.steps_kept_for_acks) sent_digests_.pop_front();
   // Serialized once here; every stream writes these bytes.
   std::shared_ptr<const WireMessage> decision = ToWire(std::move(message));

@@ -1,5 +1,6 @@
 // Reporter election inside a job: see "Reporter election" in job.h and
 // docs/scale.md.
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -63,6 +64,15 @@ void Job::HandleOverdue(Clock::time_point now) {
         "for them (rank {})",
         id_, *step, replaced);
   }
+}
+
+void Job::AnnounceStep(const v1::Ack& ack) {
+  if (election_.mode() != ReportMode::kOnePerShard) return;
+  // A standby's note names the newest report it held back: a step it has
+  // observed (its ack may be of an earlier or a later one).
+  int64_t step = ack.step();
+  if (ack.has_standby()) step = std::max(step, ack.standby().step());
+  aggregator_.Announce(step, Now());
 }
 
 void Job::CheckReport(uint32_t rank, const v1::StepStats& stats) {

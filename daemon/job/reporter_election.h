@@ -8,18 +8,27 @@
 // keep the last few reports, to send when they are elected.
 //
 // Design notes
+// - Live means attached: a rank is live from its stream's attach to its
+//   end, not from its registration (a rank that registered and never
+//   attached must not hold its group's steps; SetLive).
 // - The reporter of a group is its lowest-numbered eligible rank: one that
-//   can stand by, whose stream has not ended, and that has not been passed
-//   over for a missed deadline since it registered. The choice depends only
-//   on the ranks' states, not on the order of events, so every daemon picks
-//   the same rank for the same job state.
+//   can stand by, is live, and has not been passed over for a missed
+//   deadline since it registered. The choice depends only on the ranks'
+//   states, not on the order of events, so every daemon picks the same
+//   rank for the same job state.
 // - A rank that cannot stand by (a client before election, or one that
-//   does not say) always reports; while one is live in a group, no other
-//   rank of the group needs to.
+//   does not say) reports whenever it runs; while one is live and not
+//   passed over, no other rank of the group needs to. Silent (passed over)
+//   or not attached, it is not waited for, and a replica that can stand by
+//   reports for the group.
+// - A silent reporter is passed over whatever its kind: the job opens a
+//   step on a standby's ack even when no report came (StepAggregator::
+//   Announce), so the step's deadline runs and PassOver hands the group to
+//   the next replica.
 // - A group with no eligible rank keeps one reporter anyway: first a live
-//   rank passed over before (the pass-overs are forgiven), else the lowest
-//   rank, live or not. Waiting for a rank whose stream ended is what
-//   `report: all` does for every rank: the step closes at its deadline.
+//   rank passed over before (the pass-overs are forgiven), else the rank
+//   reporting now, else the lowest. Waiting for a rank whose stream ended is
+//   what `report: all` does for every rank: the step closes at its deadline.
 // - Every change is returned as the ranks whose role flipped, so the job
 //   tells exactly those ranks; reporters() lists the ranks the step
 //   aggregator waits for.
@@ -49,13 +58,14 @@ class ReporterElection {
   ReportMode mode() const { return mode_; }
   void SetMode(ReportMode mode, Changes* changes);
 
-  // `rank` registered (again; its topology is up to date): live, and no
-  // longer passed over.
+  // `rank` registered (again; its topology is up to date): no longer passed
+  // over, and not live until its stream attaches (SetLive).
   void OnRegistered(uint32_t rank, bool can_stand_by, Changes* changes);
   // `rank`'s stream attached (live) or ended (not live).
   void SetLive(uint32_t rank, bool live, Changes* changes);
-  // `rank`, a reporter, missed a step's deadline: another eligible replica
-  // of its group takes over, if there is one. Returns the rank that did.
+  // `rank`, a reporter (of either kind), missed a step's deadline: another
+  // eligible replica of its group takes over, if there is one. Returns the
+  // rank that did.
   std::optional<uint32_t> PassOver(uint32_t rank, Changes* changes);
 
   // Whether `rank` stands by (never for a rank that cannot).
@@ -68,7 +78,7 @@ class ReporterElection {
  private:
   struct RankState {
     bool can_stand_by = false;
-    bool live = true;
+    bool live = false;  // attached
     bool passed_over = false;
     bool reporting = true;                   // the role last announced
     uint32_t group = JobTopology::kNoGroup;  // when it last registered

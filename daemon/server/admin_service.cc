@@ -200,7 +200,7 @@ Status AdminService::ImportState(grpc::CallbackServerContext*, const v1::ImportS
   StatusOr<std::shared_ptr<Job>> job = registry_->Find(req.job_id());
   if (!job.ok()) return job.status();
   uint64_t generation = 0;
-  Status s = (*job)->ImportState(req.state(), &generation);
+  Status s = (*job)->ImportState(req.state(), &generation, req.resume());
   if (s.ok()) {
     resp->set_generation(generation);
     spdlog::info("job {}: controller state imported (generation {})", EscapeForLog(req.job_id()),

@@ -133,25 +133,64 @@ TEST_F(AckTest, AnAckedDigestTheDaemonDidNotSendIsAMismatch) {
       << events[0].detail();
 }
 
-// A new generation plans its steps anew: acks of repeated steps are not
-// compared with the old generation's, and a rank still acking in the old
-// (void) generation is not compared at all.
-TEST_F(AckTest, AcksOfAnotherGenerationAreNotCompared) {
+// An import while the ranks train is a live switch (docs/safety.md, rule
+// 3): generation 1 still plans the steps before the switch's first step F,
+// generation 2 plans F and later, and acks of both are compared step by
+// step. Before, the old generation's acks were dropped as void, so a rank
+// that planned with it while another had the new one was never flagged.
+TEST_F(AckTest, AcksAcrossALiveSwitchAreComparedStepByStep) {
   RoundTrip(0);
   const v1::Decision d1 = RoundTrip(1);
   for (auto& r : ranks_) ASSERT_TRUE(r->SendAck(2, &d1, 1));
   RoundTrip(2);
   v1::ControllerState saved;
   ASSERT_TRUE(ExportState("j", &saved).ok());
-  ASSERT_TRUE(ImportState("j", saved).ok());  // generation 2, resumes after step 2
-  for (auto& r : ranks_) ASSERT_TRUE(r->WaitGeneration(2));
-  v1::Decision rebuilt;
-  ASSERT_TRUE(ranks_[0]->WaitDecisionIn(2, 2, &rebuilt));
-  ASSERT_TRUE(ranks_[0]->SendAck(2, &rebuilt, 2));  // step 2 again, generation 2
-  ASSERT_TRUE(ranks_[1]->SendAck(2, &rebuilt, 2));
-  ASSERT_TRUE(ranks_[0]->SendAck(3, &rebuilt, 2));
-  ASSERT_TRUE(ranks_[1]->SendAck(3, &d1, 1));  // void generation: not compared
+  ASSERT_TRUE(ImportState("j", saved).ok());  // generation 2
+  v1::GenerationStart start;
+  for (auto& r : ranks_) {
+    ASSERT_TRUE(r->WaitGeneration(2));
+    for (const v1::ServerMessage& m : r->messages()) {
+      if (m.has_generation() && m.generation().generation() == 2) start = m.generation();
+    }
+  }
+  ASSERT_TRUE(start.live());
+  const int64_t from = start.from_step();
+  EXPECT_EQ(from, 4);  // the newest decision observed step 2, lag 1: step 3 is the last it covers
+  v1::Decision d2;
+  ASSERT_TRUE(ranks_[0]->WaitDecisionIn(2, 2, &d2));  // the rebuilt decision
+  // Before F both plan with generation 1, from F with generation 2: alike.
+  for (auto& r : ranks_) {
+    ASSERT_TRUE(r->SendAck(from - 1, &d1, 1));
+    ASSERT_TRUE(r->SendAck(from, &d2, 2));
+  }
   RoundTrip(3);
+  EXPECT_EQ(listener_.ack_mismatches.load(), 0u);
+  // A rank that planned a step past F with generation 1 is flagged.
+  ASSERT_TRUE(ranks_[0]->SendAck(from + 1, &d2, 2));
+  ASSERT_TRUE(ranks_[1]->SendAck(from + 1, &d1, 1));
+  RoundTrip(4);
+  EXPECT_EQ(listener_.ack_mismatches.load(), 1u);
+  EXPECT_EQ(MetricValue(), 1.0);
+}
+
+// A restart voids the old generation at once: a new incarnation's steps are
+// planned anew, and an ack of the void generation is not compared.
+TEST_F(AckTest, AcksOfAVoidGenerationAreNotCompared) {
+  RoundTrip(0);
+  const v1::Decision d1 = RoundTrip(1);
+  for (auto& r : ranks_) ASSERT_TRUE(r->SendAck(1, &d1, 1));
+  RoundTrip(2);
+  for (auto& r : ranks_) r->Close();
+  ranks_.clear();
+  for (uint32_t r = 0; r < 2; ++r) {
+    ranks_.push_back(std::make_unique<RawRank>(r ? Unix() : Tcp(), "j", r, 2));
+    ASSERT_TRUE(ranks_[r]->Register(kUnits, nullptr, nullptr, 0xB0 + r).ok());
+    ranks_[r]->Open();
+  }
+  for (auto& r : ranks_) ASSERT_TRUE(r->WaitGeneration(2));
+  ASSERT_TRUE(ranks_[0]->SendAck(1, nullptr, 2));  // step 1 again, no decision yet
+  ASSERT_TRUE(ranks_[1]->SendAck(1, &d1, 1));      // a void generation: not compared
+  RoundTrip(1);
   EXPECT_EQ(listener_.ack_mismatches.load(), 0u);
   EXPECT_EQ(MetricValue(), 0.0);
 }

@@ -30,6 +30,14 @@ void RunSteps(std::vector<RawRank*> ranks, int64_t from, int64_t to, int64_t spi
   }
 }
 
+// Registers each rank with instance `instance + rank` and opens its stream.
+void Attach(std::vector<RawRank*> ranks, const v1::ControllerConfig& cfg, uint64_t instance) {
+  for (uint32_t r = 0; r < ranks.size(); ++r) {
+    ASSERT_TRUE(ranks[r]->Register(kUnits, nullptr, &cfg, instance + r).ok());
+    ranks[r]->Open();
+  }
+}
+
 // Waits until the job has no attached stream (the server noticed a close).
 bool NoneConnected(std::shared_ptr<grpc::Channel> channel, const std::string& job) {
   auto admin = v1::Admin::NewStub(channel);
@@ -79,18 +87,18 @@ TEST_F(DaemonTest, EveryStreamStartsWithTheGenerationAndDecisionsCarryIt) {
   EXPECT_EQ(d.next_lag(), 3);
 }
 
-// Crash-restart under the same job id: the first rank of the new
-// incarnation starts generation 2 and the job rewinds (the resumed steps,
-// at or before the last closed one, are accepted); the second rank joins
-// it. The controller keeps its history and locks, and its sequence.
+// Crash-restart under the same job id: the new incarnation starts
+// generation 2 and the job rewinds (the resumed steps, at or before the
+// last closed one, are accepted). Its first rank registers while the old
+// incarnation's rank 1 is still attached (its process not gone yet): that
+// rank rejoins generation 1, and the generation starts once no rank of the
+// old timeline is left (here: rank 1's new instance replaces the old
+// stream). The controller keeps its history and locks, and its sequence.
 TEST_F(DaemonTest, NewIncarnationStartsAGenerationTheOthersJoinAndStepsRewind) {
   StartDaemon();
   const v1::ControllerConfig cfg = LongLocks();
   RawRank a0(Tcp(), "j", 0, 2), a1(Unix(), "j", 1, 2);
-  ASSERT_TRUE(a0.Register(kUnits, nullptr, &cfg, 0xA0).ok());
-  ASSERT_TRUE(a1.Register(kUnits, nullptr, &cfg, 0xA1).ok());
-  a0.Open();
-  a1.Open();
+  Attach({&a0, &a1}, cfg, 0xA0);
   RunSteps({&a0, &a1}, 0, 20, /*spike_at=*/12);
   v1::Decision last, spike;
   ASSERT_TRUE(a1.WaitDecision(19, &last));
@@ -98,16 +106,15 @@ TEST_F(DaemonTest, NewIncarnationStartsAGenerationTheOthersJoinAndStepsRewind) {
   ASSERT_EQ(spike.admitted_size(), 1);  // "m": in force [13, 43)
   EXPECT_EQ(last.generation(), 1u);
 
-  // Rank 0's trainer dies and comes back from a checkpoint of step 9.
+  // The trainer dies and comes back from a checkpoint of step 9.
   a0.Close();
   RawRank b0(Tcp(), "j", 0, 2), b1(Unix(), "j", 1, 2);
   v1::RegisterResponse resp;
   ASSERT_TRUE(b0.Register(kUnits, &resp, &cfg, 0xB0).ok());
-  EXPECT_EQ(resp.generation(), 2u);
-  EXPECT_EQ(resp.last_step(), -1);    // rewound: any step may come
-  ASSERT_TRUE(a1.WaitGeneration(2));  // the old incarnation hears of it
+  EXPECT_EQ(resp.generation(), 1u);  // rank 1 of the old timeline is still attached
   ASSERT_TRUE(b1.Register(kUnits, &resp, &cfg, 0xB1).ok());
-  EXPECT_EQ(resp.generation(), 2u);  // joined, not a third generation
+  EXPECT_EQ(resp.generation(), 2u);
+  EXPECT_EQ(resp.last_step(), -1);                                  // rewound: any step may come
   EXPECT_EQ(a1.WaitEnd().error_code(), grpc::StatusCode::ABORTED);  // replaced
   // The same instance registering again changes nothing.
   ASSERT_TRUE(b0.Register(kUnits, &resp, &cfg, 0xB0).ok());
@@ -141,7 +148,71 @@ TEST_F(DaemonTest, NewIncarnationStartsAGenerationTheOthersJoinAndStepsRewind) {
   }
   const std::vector<v1::Event> gens = listener_.EventsOf("j", "generation");
   ASSERT_EQ(gens.size(), 1u);
-  EXPECT_EQ(gens[0].detail(), "generation 2: rank 0 registered as a new incarnation");
+  EXPECT_EQ(gens[0].detail(), "generation 2: rank 1 registered as a new incarnation");
+}
+
+// The whole old incarnation gone (its streams ended): the first rank of the
+// new one starts the generation at once, and the old streams' last
+// messages do not matter.
+TEST_F(DaemonTest, ARestartAfterTheOldStreamsEndedStartsTheGenerationAtOnce) {
+  StartDaemon();
+  const v1::ControllerConfig cfg = LongLocks();
+  RawRank a0(Tcp(), "j", 0, 2), a1(Unix(), "j", 1, 2);
+  Attach({&a0, &a1}, cfg, 0xA0);
+  RunSteps({&a0, &a1}, 0, 10);
+  a0.Close();
+  a1.Close();
+  ASSERT_TRUE(NoneConnected(Tcp(), "j"));
+  RawRank b0(Tcp(), "j", 0, 2), b1(Unix(), "j", 1, 2);
+  v1::RegisterResponse resp;
+  ASSERT_TRUE(b0.Register(kUnits, &resp, &cfg, 0xB0).ok());
+  EXPECT_EQ(resp.generation(), 2u);
+  EXPECT_EQ(resp.last_step(), -1);
+  ASSERT_TRUE(b1.Register(kUnits, &resp, &cfg, 0xB1).ok());
+  EXPECT_EQ(resp.generation(), 2u);  // joined, not a third generation
+}
+
+// A rank in a crash loop (a new instance every few steps) while the others
+// train: before, each registration started a generation, so the honest
+// ranks' decisions were voided again and again (two honest ranks applied
+// different plans on 88 of 150 steps). Now it rejoins their timeline: the
+// honest ranks see generation 1 and a decision of every step. Once they are
+// gone, the waiting incarnation starts its generation.
+TEST_F(DaemonTest, ARankInACrashLoopNeverStartsAGenerationUnderTheOthers) {
+  StartDaemon();
+  const v1::ControllerConfig cfg = LongLocks();
+  RawRank h0(Tcp(), "j", 0, 3), h1(Unix(), "j", 1, 3);
+  Attach({&h0, &h1}, cfg, 0xA0);
+  std::vector<std::unique_ptr<RawRank>> loop;
+  for (int64_t s = 0; s < 30; ++s) {
+    if (s % 3 == 0) {  // rank 2 restarts: a new instance, from step 0
+      if (!loop.empty()) loop.back()->Close();
+      loop.push_back(std::make_unique<RawRank>(Tcp(), "j", 2, 3));
+      v1::RegisterResponse resp;
+      ASSERT_TRUE(loop.back()->Register(kUnits, &resp, &cfg, 0xC000 + s).ok());
+      EXPECT_EQ(resp.generation(), 1u) << "step " << s;
+      loop.back()->Open();
+      if (s > 0) ASSERT_TRUE(loop.back()->SendStats(0, {1.0, 1.0}));  // late
+    }
+    ASSERT_TRUE(h0.SendStats(s, {1.0, 1.0}));
+    ASSERT_TRUE(h1.SendStats(s, {1.0, 1.0}));
+    ASSERT_TRUE(loop.back()->SendStats(s, {1.0, 1.0}));  // it catches up
+    v1::Decision d0, d1;
+    ASSERT_TRUE(h0.WaitDecision(s, &d0)) << "step " << s;
+    ASSERT_TRUE(h1.WaitDecision(s, &d1)) << "step " << s;
+    EXPECT_EQ(d0.generation(), 1u);
+    EXPECT_EQ(d0.digest(), d1.digest());
+  }
+  for (RawRank* r : {&h0, &h1}) {
+    for (const v1::ServerMessage& m : r->messages()) {
+      if (m.has_generation()) EXPECT_EQ(m.generation().generation(), 1u);
+    }
+  }
+  EXPECT_TRUE(listener_.EventsOf("j", "generation").empty());
+  // The honest ranks finish: the restarted rank's incarnation starts.
+  h0.Close();
+  h1.Close();
+  ASSERT_TRUE(loop.back()->WaitGeneration(2));
 }
 
 // Reconnects (same instance), old clients (instance 0) and ranks that have
@@ -189,7 +260,7 @@ TEST_F(DaemonTest, ImportStartsAGenerationWithTheRebuiltDecision) {
   ASSERT_TRUE(a.WaitDecision(10, &d10_first));
 
   v1::ImportStateResponse resp;
-  ASSERT_TRUE(ImportState("j", saved, &resp).ok());
+  ASSERT_TRUE(ImportState("j", saved, &resp, /*resume=*/true).ok());
   EXPECT_EQ(resp.generation(), 2u);
   ASSERT_TRUE(a.WaitGeneration(2));
   v1::Decision rebuilt;

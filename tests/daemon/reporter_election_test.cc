@@ -23,10 +23,14 @@ struct Election : ::testing::Test {
     std::vector<std::string> added;
     ASSERT_TRUE(topo.RegisterRank(rank, {{"w", 8, shard, 2}, {"b", 4, 0, 1}}, &ids, &added).ok());
   }
-  // Registers every rank with the election (all can stand by).
+  // Registers every rank with the election (all can stand by) and attaches
+  // its stream.
   void RegisterAll(ReporterElection& e, bool can_stand_by = true) {
     Changes c;
-    for (uint32_t r = 0; r < 6; ++r) e.OnRegistered(r, can_stand_by, &c);
+    for (uint32_t r = 0; r < 6; ++r) {
+      e.OnRegistered(r, can_stand_by, &c);
+      e.SetLive(r, true, &c);
+    }
   }
   JobTopology topo;
 };
@@ -100,9 +104,12 @@ TEST_F(Election, OnePerShardElectsTheLowestLiveRankOfEachGroup) {
   EXPECT_TRUE(e.standby(0));
   EXPECT_FALSE(e.standby(2));
 
-  // It comes back (registers again): the lowest rank reports again.
+  // It comes back (registers again, attaches): the lowest rank reports
+  // again.
   c.clear();
   e.OnRegistered(0, true, &c);
+  EXPECT_EQ(e.reporters(), (std::vector<uint32_t>{1, 2}));  // registered is not attached
+  e.SetLive(0, true, &c);
   EXPECT_EQ(e.reporters(), (std::vector<uint32_t>{0, 1}));
   EXPECT_TRUE(e.standby(2));
 
@@ -151,16 +158,63 @@ TEST_F(Election, RanksThatCannotStandByAlwaysReport) {
   ReporterElection e(&topo);
   Changes c;
   e.SetMode(ReportMode::kOnePerShard, &c);
-  for (uint32_t r = 0; r < 6; ++r) e.OnRegistered(r, /*can_stand_by=*/r != 2, &c);
+  for (uint32_t r = 0; r < 6; ++r) {
+    e.OnRegistered(r, /*can_stand_by=*/r != 2, &c);
+    e.SetLive(r, true, &c);
+  }
   // Rank 2 (an old client) reports for its group; 0 and 4 stand by.
   EXPECT_EQ(e.reporters(), (std::vector<uint32_t>{1, 2}));
   EXPECT_FALSE(e.can_stand_by(2));
   EXPECT_FALSE(e.standby(2));
   EXPECT_TRUE(e.standby(0));
-  EXPECT_FALSE(e.PassOver(2, &c));  // nothing to hand over to it
   // Once it is gone, a replica that can stand by reports.
   e.SetLive(2, false, &c);
   EXPECT_FALSE(e.standby(0));
+  EXPECT_EQ(e.reporters(), (std::vector<uint32_t>{0, 1}));
+}
+
+// Before: an old client registered counted as live at once, so one that
+// never attached held its group: no replica reported for it and every step
+// waited for its deadline (1 decision in 80 steps, docs/scale.md).
+TEST_F(Election, AnOldClientThatNeverAttachesHoldsNothing) {
+  ReporterElection e(&topo);
+  Changes c;
+  e.SetMode(ReportMode::kOnePerShard, &c);
+  for (uint32_t r = 0; r < 6; ++r) {
+    e.OnRegistered(r, /*can_stand_by=*/r != 0, &c);
+    if (r != 0) e.SetLive(r, true, &c);  // rank 0 registers and never attaches
+  }
+  EXPECT_EQ(e.reporters(), (std::vector<uint32_t>{1, 2}));
+  EXPECT_FALSE(e.standby(2));
+  EXPECT_TRUE(e.standby(4));
+  // Attached, it reports for its group and the replica stands by again.
+  e.SetLive(0, true, &c);
+  EXPECT_EQ(e.reporters(), (std::vector<uint32_t>{0, 1}));
+  EXPECT_TRUE(e.standby(2));
+}
+
+// An old client that stays attached but sends nothing is passed over like
+// a reporter that can stand by: a replica reports, the old client's
+// reports are no longer waited for.
+TEST_F(Election, ASilentOldClientIsPassedOver) {
+  ReporterElection e(&topo);
+  Changes c;
+  e.SetMode(ReportMode::kOnePerShard, &c);
+  for (uint32_t r = 0; r < 6; ++r) {
+    e.OnRegistered(r, /*can_stand_by=*/r != 0, &c);
+    e.SetLive(r, true, &c);
+  }
+  ASSERT_EQ(e.reporters(), (std::vector<uint32_t>{0, 1}));
+  c.clear();
+  const std::optional<uint32_t> next = e.PassOver(0, &c);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(*next, 2u);
+  EXPECT_EQ(e.reporters(), (std::vector<uint32_t>{1, 2}));
+  EXPECT_FALSE(e.standby(0));  // an old client is never told to stand by
+  // Its group's only other replicas gone: it is forgiven and waited for.
+  e.SetLive(2, false, &c);
+  e.SetLive(4, false, &c);
+  EXPECT_EQ(e.reporters(), (std::vector<uint32_t>{0, 1}));
 }
 
 // The aggregator waits for the reporters only, and an overdue step can get

@@ -223,6 +223,8 @@ TEST_F(ReporterTest, RanksThatCannotStandByAreNeverToldTo) {
     ASSERT_TRUE(old[r]->Register({{"b", 0, 1}}, nullptr, &config_).ok());
     old[r]->Open();
   }
+  // Both attached (a registered rank that is not attached holds nothing).
+  for (auto& r : old) ASSERT_TRUE(r->WaitGeneration(1));
   ASSERT_TRUE(old[0]->SendStats(0, {1.0}));
   v1::Decision d;
   EXPECT_FALSE(old[0]->WaitDecision(0, &d, std::chrono::milliseconds(100)));

@@ -187,12 +187,15 @@ class DaemonTest : public ::testing::Test {
     *out = resp.state();
     return s;
   }
+  // `resume`: as a trainer's checkpoint load (the switch is at once), not
+  // an operator's import.
   grpc::Status ImportState(const std::string& job, const v1::ControllerState& state,
-                           v1::ImportStateResponse* out = nullptr) {
+                           v1::ImportStateResponse* out = nullptr, bool resume = false) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("x-gnmr-admin-token", admin_token_);
     v1::ImportStateRequest req;
     req.set_job_id(job);
+    req.set_resume(resume);
     *req.mutable_state() = state;
     v1::ImportStateResponse resp;
     grpc::Status s = v1::Admin::NewStub(Tcp())->ImportState(&ctx, req, &resp);
