@@ -259,9 +259,9 @@ class Job {
   // `until_step` (see "Live switches" above).
   struct RetiredGeneration {
     uint64_t generation = 0;
-    std::shared_ptr<const WireMessage> start;  // its GenerationStart
+    std::shared_ptr<const WireMessage> start;                  // its GenerationStart
     std::deque<std::shared_ptr<const WireMessage>> decisions;  // its newest few
-    int64_t until_step = 0;  // the successor's first planned step
+    int64_t until_step = 0;                                    // the successor's first planned step
   };
   // A decision sent, for checking the acks that name it.
   struct SentDigest {

@@ -129,8 +129,8 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
       // also when that step is earlier than the job's.
       const int64_t floor = controller_.last_step().value_or(-1);
       if (live) {
-        aggregator_.StartOverLive(floor, TrainersFrontier().value_or(aggregator_.last_closed()) +
-                                             kSwitchMargin);
+        aggregator_.StartOverLive(
+            floor, TrainersFrontier().value_or(aggregator_.last_closed()) + kSwitchMargin);
       } else {
         aggregator_.StartOver(floor);
       }
@@ -143,9 +143,8 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
     case GenerationCause::kRewind:
       controller_.Rewind();
       if (live) {
-        aggregator_.StartOverLive(rewind_to - 1,
-                                  TrainersFrontier().value_or(aggregator_.last_closed()) +
-                                      kSwitchMargin);
+        aggregator_.StartOverLive(
+            rewind_to - 1, TrainersFrontier().value_or(aggregator_.last_closed()) + kSwitchMargin);
       } else {
         aggregator_.StartOver(rewind_to - 1);
       }
@@ -175,9 +174,8 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
                         cause == GenerationCause::kRestore;
   const bool rebuilt =
       rebuilds && controller_.last_step() && controller_.last_apply() && controller_.sequence() > 0;
-  generation_start_ =
-      ToWire(GenerationStartMessage(generation_, controller_.next_lag(),
-                                    controller_.sequence() + (rebuilt ? 0 : 1), live));
+  generation_start_ = ToWire(GenerationStartMessage(
+      generation_, controller_.next_lag(), controller_.sequence() + (rebuilt ? 0 : 1), live));
   SendToAttached(generation_start_);
   if (rebuilds) RebuildLastDecision();
   std::string said = detail;
