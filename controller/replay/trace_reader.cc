@@ -9,6 +9,8 @@
 #include <functional>
 #include <limits>
 
+#include "controller/replay/trace_csv.h"
+
 namespace gnmr {
 namespace {
 
@@ -124,9 +126,13 @@ Status TraceReader::Refill() {
 }
 
 Status TraceReader::NextLine(std::string_view* line, bool* got) {
+  line_no_ += record_lines_;
+  record_lines_ = 0;
+  size_t scanned = 0;  // bytes after pos_ already known to be in the record
   for (;;) {
+    const char* from = pos_ + scanned;
     const void* nl =
-        pos_ == end_ ? nullptr : std::memchr(pos_, '\n', static_cast<size_t>(end_ - pos_));
+        from == end_ ? nullptr : std::memchr(from, '\n', static_cast<size_t>(end_ - from));
     const char* stop = static_cast<const char*>(nl);
     if (stop == nullptr && eof_) {
       if (pos_ == end_) {
@@ -134,6 +140,13 @@ Status TraceReader::NextLine(std::string_view* line, bool* got) {
         return Status::Ok();
       }
       stop = end_;  // last line without a newline
+    }
+    // A newline inside a quoted field belongs to the field.
+    if (stop != nullptr && stop != end_ && quoted_ &&
+        EndsInsideQuotes(std::string_view(from, static_cast<size_t>(stop - from)), scanned > 0)) {
+      scanned = static_cast<size_t>(stop + 1 - pos_);
+      ++record_lines_;
+      continue;
     }
     if (stop != nullptr) {
       size_t len = static_cast<size_t>(stop - pos_);
@@ -144,16 +157,21 @@ Status TraceReader::NextLine(std::string_view* line, bool* got) {
       *got = true;
       return Status::Ok();
     }
-    Status s = Refill();
+    Status s = Refill();  // keeps [pos_, end_): `scanned` stays valid
     if (!s.ok()) return s;
   }
 }
 
 Status TraceReader::ParseHeader(std::string_view line) {
   if (line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);  // BOM
+  const char* p = line.data();
+  const char* const e = p + line.size();
   for (;;) {
-    const size_t comma = line.find(',');
-    const std::string_view name = Trim(line.substr(0, comma));
+    // A column name may be quoted, whatever the form (the header is one line).
+    std::string_view name;
+    const char* comma = nullptr;
+    Status s = QuotedField(&p, e, &field_scratch_, &name, &comma);
+    if (!s.ok()) return s;
     Col col = kIgnore;
     for (const ColumnName& c : kColumns) {
       if (name == c.name) col = static_cast<Col>(c.col);
@@ -165,8 +183,8 @@ Status TraceReader::ParseHeader(std::string_view line) {
     }
     header_.emplace_back(name);
     cols_.push_back(col);
-    if (comma == std::string_view::npos) break;
-    line.remove_prefix(comma + 1);
+    if (comma == nullptr) break;
+    p = comma + 1;
   }
   for (const char* required : {"step", "unit", "sumsq"}) {
     if (!has_column(required)) {
@@ -177,6 +195,9 @@ Status TraceReader::ParseHeader(std::string_view line) {
                                  "fwd_zeros, fwd_numel, fwd_order)");
     }
   }
+  // The old recorder's form keeps its meaning (trace_reader.h): with the
+  // unit last nothing is quoted.
+  quoted_ = cols_.back() != kUnit;
   return Status::Ok();
 }
 
@@ -187,6 +208,20 @@ bool TraceReader::has_column(std::string_view column) const {
   return false;
 }
 
+Status TraceReader::QuotedField(const char** p, const char* e, std::string* scratch,
+                                std::string_view* f, const char** comma) {
+  switch (ReadCsvField(p, e, scratch, f, comma)) {
+    case CsvField::kOk:
+      return Status::Ok();
+    case CsvField::kUnclosedQuote:
+      return Error(line_no_, "a quoted field has no closing quote");
+    case CsvField::kTextAfterQuote:
+      break;
+  }
+  return Error(line_no_, "text after the closing quote of " + Quoted(*f) +
+                             " (a quote inside a quoted field is doubled: \"\")");
+}
+
 Status TraceReader::ParseRow(std::string_view line, Row* row) {
   row->sample = UnitSample();
   const char* p = line.data();
@@ -195,17 +230,24 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
   bool complete = false;  // all fields read, no more than the header's
   for (;; ++i) {
     if (i >= cols_.size()) break;  // too many fields
-    // A unit in the last column runs to the end of the line: a unit name
-    // may hold commas (the recorder writes the unit last for this).
-    const bool rest_of_line = cols_[i] == kUnit && i + 1 == cols_.size();
-    const char* comma =
-        rest_of_line ? nullptr
-                     : static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(e - p)));
-    const char* fe = comma != nullptr ? comma : e;
-    std::string_view f(p, static_cast<size_t>(fe - p));
-    if (!f.empty() &&
-        (f.front() == ' ' || f.back() == ' ' || f.front() == '\t' || f.back() == '\t')) {
-      f = Trim(f);
+    std::string_view f;
+    const char* comma;
+    if (quoted_ && p < e && (*p == '"' || *p == ' ' || *p == '\t')) {
+      Status s =
+          QuotedField(&p, e, cols_[i] == kUnit ? &unit_scratch_ : &field_scratch_, &f, &comma);
+      if (!s.ok()) return s;
+    } else {
+      // A unit in the last column of the old form runs to the end of the
+      // line: a unit name may hold commas, and that form quotes nothing.
+      const bool rest_of_line = !quoted_ && cols_[i] == kUnit && i + 1 == cols_.size();
+      comma = rest_of_line
+                  ? nullptr
+                  : static_cast<const char*>(std::memchr(p, ',', static_cast<size_t>(e - p)));
+      f = std::string_view(p, static_cast<size_t>((comma != nullptr ? comma : e) - p));
+      if (!f.empty() &&
+          (f.front() == ' ' || f.back() == ' ' || f.front() == '\t' || f.back() == '\t')) {
+        f = Trim(f);
+      }
     }
     bool ok = true;
     switch (cols_[i]) {
@@ -284,7 +326,11 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
   }
   if (!complete) {
     size_t fields = 1;
-    for (char c : line) fields += c == ',' ? 1 : 0;
+    if (quoted_) {
+      fields = CountCsvFields(line);
+    } else {
+      for (char c : line) fields += c == ',' ? 1 : 0;
+    }
     return Error(line_no_, "expected " + std::to_string(cols_.size()) +
                                " fields as in the header, got " + std::to_string(fields));
   }

@@ -2,16 +2,24 @@
 //
 // A trace is CSV with a header naming its columns in any order: required
 // `step,unit,sumsq`, optional `amax,nonfinite,zeros,numel` and the forward
-// channel's `fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel,fwd_order` (other columns
-// are ignored). One row per unit and observed step; the rows of a step are
-// contiguous and steps never go backwards; a step is in [0, kMaxStep], as
-// the controller takes it. `sumsq` and `amax` accept `nan`, `inf`, `-inf`
-// in any case (NaN and +-Inf are signals, not errors, as in the daemon's
-// StepStats), but a finite sumsq must not be negative. Fields are not
-// quoted; blank lines are skipped; an empty optional field reads as 0. When
-// `unit` is the last column it runs to the end of the line, so a unit name
-// may hold commas (gnmrd's trace recorder writes
-// `step,sumsq,amax,nonfinite,zeros,numel,unit`).
+// channel's `fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel,fwd_order`
+// (other columns are ignored, so a writer may add columns). One row per
+// unit and observed step; the rows of a step are contiguous and steps never
+// go backwards; a step is in [0, kMaxStep], as the controller takes it.
+// `sumsq` and `amax` accept `nan`, `inf`, `-inf` in any case (NaN and +-Inf
+// are signals, not errors, as in the daemon's StepStats), but a finite
+// sumsq must not be negative. Blank lines are skipped; an empty optional
+// field reads as 0.
+//
+// Quoting depends on where the header puts `unit`:
+// - not last (gnmrd's recorder writes `step,unit,sumsq,...`): fields are
+//   RFC 4180 (trace_csv.h): a field whose first non-blank character is a
+//   quote runs to the closing quote, may hold commas, doubled quotes and
+//   newlines, and is not trimmed;
+// - last (the form gnmrd's recorder wrote before it quoted,
+//   `step,sumsq,amax,nonfinite,zeros,numel,unit`): nothing is quoted and
+//   the unit runs to the end of the line, commas and quotes included, so
+//   those traces read exactly as they always did.
 //
 // Why it looks the way it does: replay must sustain millions of rows per
 // second, so the reader streams the file in large chunks (bounded memory),
@@ -98,6 +106,10 @@ class TraceReader {
   Status Refill();
   Status ParseHeader(std::string_view line);
   Status ParseRow(std::string_view line, Row* row);
+  // The field at *p, which may be quoted (or start with blanks): *f its
+  // text, *comma the comma after it (null at the end of the row).
+  Status QuotedField(const char** p, const char* e, std::string* scratch, std::string_view* f,
+                     const char** comma);
   // Resolves a unit name to its id, registering it on first sight.
   uint32_t Resolve(std::string_view unit);
   uint32_t Lookup(std::string_view unit, uint64_t hash);
@@ -113,11 +125,15 @@ class TraceReader {
   bool eof_ = false;
   uint64_t base_offset_ = 0;  // file offset of data_
   uint64_t total_bytes_ = 0;
-  uint64_t line_no_ = 0;
+  uint64_t line_no_ = 0;       // the current record's first line
+  uint64_t record_lines_ = 0;  // ... and the newlines inside it
   uint64_t rows_ = 0;
 
   std::vector<Col> cols_;
   std::vector<std::string> header_;
+  bool quoted_ = false;        // RFC 4180 rows (above), set by the header
+  std::string unit_scratch_;   // a quoted unit with doubled quotes
+  std::string field_scratch_;  // any other such field
 
   // Units: names with stable storage, views for fast compares, an
   // open-addressing table of id + 1 (0 = empty) and each id's hash.

@@ -19,6 +19,7 @@
 
 #include "common/text.h"
 #include "daemon/daemon_config/daemon_config.h"
+#include "daemon/gnmrd/fd_limit.h"
 #include "daemon/gnmrd/restore.h"
 #include "daemon/gnmrd/side_effects.h"
 #include "daemon/job/fan_out.h"
@@ -148,6 +149,14 @@ int Run(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   for (const std::string& w : loaded->warnings) spdlog::warn("{}", w);
   spdlog::debug("effective config:\n{}", DescribeConfig(config));
+  // Before any file or socket is opened: the limit caps the connections.
+  bool low_fd_limit = false;
+  const std::string fd_limit = DescribeFdLimit(RaiseFdLimit(), &low_fd_limit);
+  if (low_fd_limit) {
+    spdlog::warn("{}", fd_limit);
+  } else {
+    spdlog::info("{}", fd_limit);
+  }
 
   // Signals are taken by sigwait below: block them before any thread starts.
   const sigset_t signals = HandledSignals();

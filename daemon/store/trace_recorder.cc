@@ -12,6 +12,7 @@
 
 #include "common/glob.h"
 #include "common/text.h"
+#include "controller/replay/trace_csv.h"
 #include "daemon/store/durable_file.h"
 #include "daemon/store/event_file.h"
 #include "daemon/store/job_dir.h"
@@ -21,8 +22,11 @@ namespace store {
 namespace {
 
 constexpr char kRotatedSuffix[] = ".1";
+constexpr uint64_t kHeaderBytes = sizeof(kTraceHeader) - 1;
 // A queued step's bytes besides its samples (the entry, the job id).
 constexpr size_t kEntryOverhead = 128;
+// About what a row takes besides its unit name (for the file size bound).
+constexpr size_t kRowBytes = 128;
 
 // Shortest round-trip text, so the replay reads the very double; the reader
 // takes nan and inf in any case and sign.
@@ -32,6 +36,41 @@ void AppendValue(std::string* out, double v) {
   } else {
     AppendDouble(out, v);  // inf, -inf included
   }
+}
+
+// The forward columns: empty for 0 (the reader reads an empty field as 0;
+// -0.0 is written), so a sample without forward statistics costs commas.
+void AppendForwardValue(std::string* out, double v) {
+  out->push_back(',');
+  if (v != 0.0 || std::signbit(v)) AppendValue(out, v);
+}
+void AppendForwardCount(std::string* out, uint64_t v) {
+  out->push_back(',');
+  if (v != 0) AppendUint(out, v);
+}
+
+// One row in kTraceHeader's column order.
+void AppendRow(std::string* out, int64_t step, std::string_view unit, const UnitSample& s) {
+  AppendInt(out, step);
+  out->push_back(',');
+  AppendCsvField(out, unit);
+  out->push_back(',');
+  AppendValue(out, s.sumsq);
+  out->push_back(',');
+  AppendValue(out, s.amax);
+  out->push_back(',');
+  AppendUint(out, s.nonfinite);
+  out->push_back(',');
+  AppendUint(out, s.zeros);
+  out->push_back(',');
+  AppendUint(out, s.numel);
+  AppendForwardValue(out, s.fwd_sumsq);
+  AppendForwardValue(out, s.fwd_amax);
+  AppendForwardCount(out, s.fwd_saturated);
+  AppendForwardCount(out, s.fwd_zeros);
+  AppendForwardCount(out, s.fwd_numel);
+  AppendForwardCount(out, s.fwd_order);
+  out->push_back('\n');
 }
 
 }  // namespace
@@ -169,9 +208,7 @@ void TraceRecorder::Run() {
     }
   }
   try {
-    for (auto& [job_id, f] : files_) {
-      if (f.fd >= 0) ::close(f.fd);
-    }
+    for (auto& [job_id, f] : files_) CloseFile(&f);
     files_.clear();
   } catch (...) {
   }
@@ -196,44 +233,21 @@ void TraceRecorder::WriteBatch(std::vector<Queued>* batch) {
 void TraceRecorder::Add(const Queued& q, File* f) {
   size_t estimate = 0;
   for (const UnitSample& s : q.samples) {
-    estimate += 64 + (s.unit_id < q.names->size() ? (*q.names)[s.unit_id].size() : 0);
+    estimate += kRowBytes + (s.unit_id < q.names->size() ? 2 * (*q.names)[s.unit_id].size() : 0);
   }
-  const bool first_in_process = f->fd < 0 && f->last_step < 0 && f->pending.empty();
+  const bool first_in_process = f->last_step < 0;
   const bool steps_back = f->last_step >= 0 && q.step <= f->last_step;
   // A step larger than the bound still goes into a file of its own.
   const uint64_t used = f->size + f->pending.size();
-  const bool full = used > sizeof(kTraceHeader) - 1 && used + estimate > options_.max_file_bytes;
+  const bool full = used > kHeaderBytes && used + estimate > options_.max_file_bytes;
   if (first_in_process || steps_back || full) {
-    WritePending(q.job_id, f);
-    Status s = StartNewFile(q.job_id, f, /*rotate=*/true);
-    if (!s.ok()) {
-      Book(q.job_id, s, 1, 0);
-      return;
-    }
-  } else if (f->fd < 0) {  // reopened after a write error: append
-    Status s = StartNewFile(q.job_id, f, /*rotate=*/false);
-    if (!s.ok()) {
-      Book(q.job_id, s, 1, 0);
-      return;
-    }
+    WritePending(q.job_id, f);  // the steps before it end the current file
+    f->start_new = true;
+    f->size = kHeaderBytes;
   }
-  std::string& out = f->pending;
   for (const UnitSample& s : q.samples) {
     if (s.unit_id >= q.names->size()) continue;  // cannot happen: names follow the controller
-    AppendInt(&out, q.step);
-    out.push_back(',');
-    AppendValue(&out, s.sumsq);
-    out.push_back(',');
-    AppendValue(&out, s.amax);
-    out.push_back(',');
-    AppendUint(&out, s.nonfinite);
-    out.push_back(',');
-    AppendUint(&out, s.zeros);
-    out.push_back(',');
-    AppendUint(&out, s.numel);
-    out.push_back(',');
-    out.append((*q.names)[s.unit_id]);
-    out.push_back('\n');
+    AppendRow(&f->pending, q.step, (*q.names)[s.unit_id], s);
   }
   f->last_step = q.step;
   ++f->pending_steps;
@@ -241,64 +255,78 @@ void TraceRecorder::Add(const Queued& q, File* f) {
 
 void TraceRecorder::WritePending(const std::string& job_id, File* f) {
   if (f->pending.empty() && f->pending_steps == 0) return;
+  const std::string path = TracePath(options_.dir, job_id);
   Status s;
-  if (f->fd < 0) {
-    s = Internal("trace file of job '" + EscapeForLog(job_id) + "' is not open");
-  } else {
-    s = WriteAll(f->fd, f->pending, TracePath(options_.dir, job_id));
+  if (f->start_new) {
+    s = OpenFile(job_id, f, /*rotate=*/true);
+  } else if (f->fd < 0) {  // closed over the budget or after a write error: append
+    s = OpenFile(job_id, f, /*rotate=*/false);
   }
+  if (s.ok()) s = WriteAll(f->fd, f->pending, path);
   if (s.ok()) {
     f->size += f->pending.size();
-  } else if (f->fd >= 0) {
-    ::close(f->fd);  // reopened (appending) by the next step
-    f->fd = -1;
+    open_.splice(open_.end(), open_, f->lru);  // the most recently written
+  } else {
+    CloseFile(f);  // reopened (appending) by the next step: that repairs a torn line
   }
   Book(job_id, s, f->pending_steps, s.ok() ? f->pending.size() : 0);
   f->pending.clear();
   f->pending_steps = 0;
 }
 
-Status TraceRecorder::StartNewFile(const std::string& job_id, File* f, bool rotate) {
-  if (f->fd >= 0) {
-    ::close(f->fd);
-    f->fd = -1;
+Status TraceRecorder::OpenFile(const std::string& job_id, File* f, bool rotate) {
+  CloseFile(f);
+  // Within the budget: the least recently written file makes room.
+  while (!open_.empty() && open_.size() >= std::max<size_t>(options_.max_open_files, 1)) {
+    auto lru = files_.find(open_.front());
+    if (lru == files_.end()) {
+      open_.pop_front();  // cannot happen: a job leaves open_ when its file closes
+    } else {
+      CloseFile(&lru->second);
+    }
   }
   Status s = MakeDirs(options_.dir);
   if (!s.ok()) return s;
   const std::string path = TracePath(options_.dir, job_id);
-  bool rotated = false;
   if (rotate) {
     if (::rename(path.c_str(), (path + kRotatedSuffix).c_str()) == 0) {
-      rotated = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counters_.rotations;
     } else if (errno != ENOENT) {
       return ErrnoStatus("rename " + path + " " + path + kRotatedSuffix, errno);
     }
+    // Done: should the open fail, the next write appends to the new file
+    // rather than rotate again, which would move it over the old one.
+    f->start_new = false;
   }
   uint64_t size = 0;
   StatusOr<int> fd = OpenForAppend(path, &size);
   if (!fd.ok()) return fd.status();
   f->fd = *fd;
+  f->lru = open_.insert(open_.end(), job_id);
   f->size = size;
   if (size == 0) {
     s = WriteAll(f->fd, kTraceHeader, path);
     if (!s.ok()) {
-      ::close(f->fd);
-      f->fd = -1;
+      CloseFile(f);
       return s;
     }
-    f->size = sizeof(kTraceHeader) - 1;
-  }
-  if (rotated) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++counters_.rotations;
+    f->size = kHeaderBytes;
   }
   return Status::Ok();
+}
+
+void TraceRecorder::CloseFile(File* f) {
+  if (f->fd < 0) return;
+  ::close(f->fd);
+  f->fd = -1;
+  open_.erase(f->lru);
 }
 
 void TraceRecorder::CloseJob(const std::string& job_id) {
   auto it = files_.find(job_id);
   if (it == files_.end()) return;
-  if (it->second.fd >= 0) ::close(it->second.fd);
+  CloseFile(&it->second);
   files_.erase(it);
   failing_.erase(job_id);
 }

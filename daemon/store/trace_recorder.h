@@ -2,14 +2,24 @@
 // aggregated samples its controller observed - as a replay trace that
 // `gnmrctl replay` reads directly (docs/replay.md, "Recording a live job").
 //
-//   <trace.dir>/<escaped job id>.csv     step,sumsq,amax,nonfinite,zeros,numel,unit
+//   <trace.dir>/<escaped job id>.csv     kTraceHeader, one row per unit and step
 //   <trace.dir>/<escaped job id>.csv.1   the file before it
 //
 // The directory comes from the daemon's config (the operator), never from a
 // peer; a job id is made a file name with store::EscapeJobId, so it cannot
-// name another path. The unit is the last column: a unit name may hold a
-// comma (common/unit_name.h), and the trace reader takes the last column to
-// the end of the line.
+// name another path.
+//
+// Format
+// - Every field of UnitSample the controller reads, so a replay sees what
+//   the live controller saw, the forward channel included. The reader finds
+//   columns by name and ignores ones it does not know: columns are added at
+//   the end, and `unit` stays second, never last (a trace with the unit
+//   last is the old unquoted form, controller/replay/trace_reader.h).
+// - Fields are RFC 4180 (controller/replay/trace_csv.h): a unit name with
+//   a comma or a quote is quoted, its quotes doubled.
+// - Numbers in their shortest round-trip form, so a replay reads the very
+//   doubles; a forward column that is 0 is left empty (read back as 0), so
+//   a unit without forward statistics costs six commas.
 //
 // Design
 // - Off the decision path. Record is called under the job's lock after the
@@ -18,10 +28,15 @@
 //   counted (kGapStarted for the first of a run, so the caller writes one
 //   event per gap, not one per step): recording never delays a decision.
 // - A writer thread drains the queue every `flush_interval` (sooner when it
-//   is half full), formats the CSV (shortest round-trip numbers, so a
-//   replay sees bit-identical doubles) and writes each job's lines at once.
+//   is half full), formats the CSV and writes each job's lines at once.
 //   It catches everything; a write error is counted and logged once per job
 //   until writes succeed again.
+// - A budget of open files (`max_open_files`), not one per job: a job's
+//   file is opened when its lines are written and stays open while it is
+//   among the most recently written; past the budget the least recently
+//   written is closed and reopened (appending) at its next write. So any
+//   number of recorded jobs holds at most max_open_files descriptors
+//   (docs/limits.md, "File descriptors").
 // - Every file is a trace on its own (a header, steps increasing), so the
 //   writer starts a new file (the current one becomes .csv.1, replacing the
 //   one before) when the next write would take it past max_file_bytes, when
@@ -38,6 +53,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,10 +73,13 @@ struct TraceRecorderOptions {
   uint64_t max_file_bytes = uint64_t{256} << 20;   // start a new file past this
   uint64_t max_queued_bytes = uint64_t{64} << 20;  // steps waiting, all jobs
   std::chrono::milliseconds flush_interval{200};
+  size_t max_open_files = 64;  // trace files held open at once, all jobs (at least 1)
 };
 
-// The first line of every trace file the recorder writes.
-inline constexpr char kTraceHeader[] = "step,sumsq,amax,nonfinite,zeros,numel,unit\n";
+// The first line of every trace file the recorder writes (Format, above).
+inline constexpr char kTraceHeader[] =
+    "step,unit,sumsq,amax,nonfinite,zeros,numel,"
+    "fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel,fwd_order\n";
 
 class TraceRecorder {
  public:
@@ -119,22 +138,27 @@ class TraceRecorder {
     bool in_gap = false;   // the last step was dropped
     std::shared_ptr<const Names> names;
   };
-  struct File {  // writer thread only
-    int fd = -1;
+  struct File {   // writer thread only
+    int fd = -1;  // -1: not open (over the budget, after an error, not yet)
     uint64_t size = 0;
     int64_t last_step = -1;
-    std::string pending;  // formatted lines not yet written
+    bool start_new = false;  // the pending lines open a new file
+    std::string pending;     // formatted lines not yet written
     uint64_t pending_steps = 0;
+    std::list<std::string>::iterator lru;  // in open_ while fd >= 0
   };
 
   void Run();
   void WriteBatch(std::vector<Queued>* batch);
-  // Appends one step to the job's file (rotating first if it must).
+  // Formats one step into the job's pending lines; writes the lines before
+  // it first when the step must open a new file.
   void Add(const Queued& q, File* f);
-  // Writes f->pending; books the outcome.
+  // Writes f->pending (opening the file if it must); books the outcome.
   void WritePending(const std::string& job_id, File* f);
-  // Closes the file and starts a new one: the old one becomes .csv.1.
-  Status StartNewFile(const std::string& job_id, File* f, bool rotate);
+  // Opens the job's file within the budget: a new one (rotate: the old one
+  // becomes .csv.1) or the existing one to append to.
+  Status OpenFile(const std::string& job_id, File* f, bool rotate);
+  void CloseFile(File* f);
   void CloseJob(const std::string& job_id);
   void Book(const std::string& job_id, const Status& s, uint64_t steps, uint64_t bytes);
 
@@ -156,6 +180,7 @@ class TraceRecorder {
 
   // Writer thread only.
   std::unordered_map<std::string, File> files_;
+  std::list<std::string> open_;  // jobs whose file is open, least recently written first
   std::unordered_map<std::string, bool> failing_;
   std::thread thread_;
 };

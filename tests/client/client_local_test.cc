@@ -25,12 +25,14 @@
 #include "gnmr/client.h"
 #include "gnmr/gnmr_c.h"
 #include "tests/daemon/gnmrd_process.h"
+#include "tests/testing/decision_events.h"
 #include "tests/testing/eventually.h"
 
 namespace gnmr {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::DecisionEvents;
 using testing::Eventually;
 
 constexpr int kUnits = 4;
@@ -140,24 +142,6 @@ void ExpectSamePlan(const Plan& d, const Plan& l) {
     EXPECT_TRUE(SameDouble(a.scale, b.scale));
     EXPECT_EQ(a.denied_clip, b.denied_clip);
   }
-}
-
-std::vector<v1::Event> DecisionEvents(const std::string& path) {
-  std::vector<v1::Event> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    StatusOr<v1::Event> e = ParseEventJsonLine(line);
-    EXPECT_TRUE(e.ok()) << line;
-    if (!e.ok()) continue;
-    const std::string k = EventKindName(e->kind());
-    if (k == "admission" || k == "release" || k == "denial" || k == "denied_clip" ||
-        k == "global_skip") {
-      e->set_time_unix(0);  // the only field that may differ
-      out.push_back(*e);
-    }
-  }
-  return out;
 }
 
 std::string FindFile(const std::string& dir, const std::string& name, const std::string& under) {

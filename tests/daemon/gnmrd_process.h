@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,9 +33,11 @@ inline std::string GnmrdPath() {
 
 // Forks and execs `args` (argv[0] is the binary) with stdout and stderr
 // appended to `log` and, when `uid` >= 0 (root only), as that user and
-// group. Everything is built before fork: after fork in a multi-threaded
-// process only async-signal-safe calls are allowed.
-inline pid_t SpawnLogged(std::vector<std::string> args, const std::string& log, int uid = -1) {
+// group, and with `nofile` as its RLIMIT_NOFILE when given (as `prlimit
+// --nofile=S:H` would). Everything is built before fork: after fork in a
+// multi-threaded process only async-signal-safe calls are allowed.
+inline pid_t SpawnLogged(std::vector<std::string> args, const std::string& log, int uid = -1,
+                         const struct rlimit* nofile = nullptr) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -49,6 +52,7 @@ inline pid_t SpawnLogged(std::vector<std::string> args, const std::string& log, 
                      ::setuid(static_cast<uid_t>(uid)) != 0)) {
       ::_exit(126);
     }
+    if (nofile != nullptr && ::setrlimit(RLIMIT_NOFILE, nofile) != 0) ::_exit(125);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
@@ -80,21 +84,18 @@ inline std::string ReadText(const std::string& path) {
   return ss.str();
 }
 
-// A gnmrd run expected to end by itself (a start-up error): its wait
-// status and output.
+// A process run expected to end by itself (a gnmrd start-up error, a
+// gnmrctl command): its wait status and output.
 struct GnmrdExit {
   int status = -1;  // as waitpid reports it; -1 if it had to be killed
   std::string output;
   bool exited_with(int code) const { return WIFEXITED(status) && WEXITSTATUS(status) == code; }
 };
 
-// Runs gnmrd with `flags` until it exits (killed after `timeout`: then
-// status -1). `scratch` is a directory for the output file.
-inline GnmrdExit RunGnmrdToExit(const std::vector<std::string>& flags, const std::string& scratch,
-                                int uid = -1,
-                                std::chrono::seconds timeout = std::chrono::seconds(20)) {
-  std::vector<std::string> args = {GnmrdPath()};
-  args.insert(args.end(), flags.begin(), flags.end());
+// Runs `args` (argv[0] is the binary) until it exits (killed after
+// `timeout`: then status -1). `scratch` is a directory for the output file.
+inline GnmrdExit RunToExit(const std::vector<std::string>& args, const std::string& scratch,
+                           int uid = -1, std::chrono::seconds timeout = std::chrono::seconds(20)) {
   const std::string log = scratch + "/run-to-exit.log";
   ::unlink(log.c_str());
   const pid_t pid = SpawnLogged(args, log, uid);
@@ -115,6 +116,15 @@ inline GnmrdExit RunGnmrdToExit(const std::vector<std::string>& flags, const std
   return out;
 }
 
+// Runs gnmrd with `flags` until it exits (RunToExit).
+inline GnmrdExit RunGnmrdToExit(const std::vector<std::string>& flags, const std::string& scratch,
+                                int uid = -1,
+                                std::chrono::seconds timeout = std::chrono::seconds(20)) {
+  std::vector<std::string> args = {GnmrdPath()};
+  args.insert(args.end(), flags.begin(), flags.end());
+  return RunToExit(args, scratch, uid, timeout);
+}
+
 class GnmrdProcess {
  public:
   // A fresh private directory for the socket and the state.
@@ -132,6 +142,11 @@ class GnmrdProcess {
   std::string socket_path() const { return dir_ + "/gnmrd.sock"; }
   std::string state_dir() const { return dir_ + "/state"; }
   pid_t pid() const { return pid_; }
+  // The RLIMIT_NOFILE of later starts (soft, hard), as `prlimit --nofile`.
+  void set_nofile_limit(rlim_t soft, rlim_t hard) {
+    nofile_ = {soft, hard};
+    nofile_set_ = true;
+  }
   // Everything the daemon wrote to stdout and stderr, over all its starts.
   std::string log() const { return ReadText(dir_ + "/gnmrd.log"); }
 
@@ -141,7 +156,7 @@ class GnmrdProcess {
                                      "--state-dir", state_dir(),   "--metrics",
                                      "off",         "--log-level", log_level};
     args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = SpawnLogged(args, dir_ + "/gnmrd.log");
+    pid_ = SpawnLogged(args, dir_ + "/gnmrd.log", -1, nofile_set_ ? &nofile_ : nullptr);
     if (WaitServing(pid_, Channel(), std::chrono::seconds(10))) return true;
     if (::kill(pid_, 0) != 0) pid_ = -1;  // exited (and reaped): no retry
     return false;
@@ -181,6 +196,8 @@ class GnmrdProcess {
  private:
   std::string dir_;
   pid_t pid_ = -1;
+  struct rlimit nofile_ = {};
+  bool nofile_set_ = false;
 };
 
 }  // namespace gnmr::testing

@@ -251,6 +251,44 @@ TEST(Replay, EscapesUnitNamesAndKeepsGnmrRoundTrippable) {
   EXPECT_EQ(printed, d.admitted[0].gnmr);
 }
 
+// Traces gnmrd recorded before it quoted names put the unit last,
+// unquoted (docs/replay.md, "Traces"): they still replay, to the very
+// decisions the same statistics give in the quoted form it writes now.
+TEST(Replay, TheOldUnquotedFormReplaysLikeTheQuotedOne) {
+  struct Row {
+    int step;
+    int unit;
+    const char* sumsq;
+  };
+  // kSmallTrace's statistics, a and b renamed to names that need quotes.
+  const Row rows[] = {{0, 0, "1"}, {0, 1, "1"}, {1, 0, "1"},   {1, 1, "1"},  {2, 0, "100"},
+                      {2, 1, "1"}, {3, 0, "1"}, {3, 1, "100"}, {4, 0, "1"},  {4, 1, "1"},
+                      {5, 0, "1"}, {5, 1, "1"}, {6, 0, "1"},   {6, 1, "nan"}};
+  const char* const old_names[] = {"layers.0,\"fc1\"", "\"b\""};
+  const char* const quoted_names[] = {"\"layers.0,\"\"fc1\"\"\"", "\"\"\"b\"\"\""};
+  std::string old_form = "step,sumsq,amax,nonfinite,zeros,numel,unit\n";
+  std::string quoted_form =
+      "step,unit,sumsq,amax,nonfinite,zeros,numel,fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,"
+      "fwd_numel,fwd_order\n";
+  for (const Row& r : rows) {
+    const std::string step = std::to_string(r.step);
+    old_form += step + "," + r.sumsq + ",0,0,0,100," + old_names[r.unit] + "\n";
+    quoted_form += step + "," + quoted_names[r.unit] + "," + r.sumsq + ",0,0,0,100,,,,,,\n";
+  }
+  ControllerConfig c = SmallConfig();
+  c.actions = {{"\"b\"", Action::kClip, -1.0}};
+  Result old_replay = Replay(old_form, c);
+  Result quoted_replay = Replay(quoted_form, c);
+  ASSERT_TRUE(old_replay.status.ok()) << old_replay.status.message();
+  ASSERT_TRUE(quoted_replay.status.ok()) << quoted_replay.status.message();
+  EXPECT_EQ(old_replay.jsonl, quoted_replay.jsonl);
+  EXPECT_EQ(Lines(old_replay.jsonl).size(), 4u) << old_replay.jsonl;
+  EXPECT_NE(old_replay.jsonl.find(R"({"unit":"layers.0,\"fc1\"")"), std::string::npos)
+      << old_replay.jsonl;
+  EXPECT_EQ(old_replay.summary.stats.admissions(), quoted_replay.summary.stats.admissions());
+  EXPECT_EQ(old_replay.summary.stats.denials, 1u);
+}
+
 TEST(Replay, TraceErrorsStopTheReplayWithTheLine) {
   Result r = Replay("step,unit,sumsq\n0,a,1\n1,a,1\n0,a,1\n", ControllerConfig());
   EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);

@@ -40,6 +40,16 @@ std::vector<Row> ReadAll(const std::string& text) {
   return ReadAll(text, &r);
 }
 
+// Writes `text` to a file `name` in the test's temporary directory;
+// returns its path ("" on failure).
+std::string WriteTempFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return "";
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  return std::fclose(f) == 0 && ok ? path : "";
+}
+
 // The first error reading `text` (header or rows); "" if none.
 std::string FirstError(const std::string& text) {
   TraceReader r;
@@ -114,21 +124,83 @@ TEST(TraceReader, ForwardColumnsWithTheirOrder) {
   EXPECT_EQ(rows[2].s.fwd_order, ForwardOrderKey(1, 1));
 }
 
-// gnmrd's recorder writes the unit last: a name with commas (and quotes,
-// which are not special) survives as it is.
+// The unit last is the form gnmrd's recorder wrote before it quoted: the
+// name runs to the end of the line, commas and quotes as they are, so
+// those traces read as they always did.
 TEST(TraceReader, UnitInTheLastColumnRunsToTheEndOfTheLine) {
   auto rows = ReadAll(
       "step,sumsq,amax,nonfinite,zeros,numel,unit\n"
       "4,2.5,0.5,0,1,8,layers.0,fc\"1\"\n"
-      "4,1,0,0,0,8,plain\n");
-  ASSERT_EQ(rows.size(), 2u);
+      "4,1,0,0,0,8,plain\n"
+      "4,1,0,0,0,8,\"q\"\n"
+      "4,1,0,0,0,8,\"a,b\"\n");
+  ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[0].unit, "layers.0,fc\"1\"");
   EXPECT_EQ(rows[0].s.sumsq, 2.5);
   EXPECT_EQ(rows[0].s.numel, 8u);
   EXPECT_EQ(rows[1].unit, "plain");
+  EXPECT_EQ(rows[2].unit, "\"q\"");  // verbatim: nothing is quoted in this form
+  EXPECT_EQ(rows[3].unit, "\"a,b\"");
   // Not last: a comma still separates fields.
   EXPECT_EQ(FirstError("step,unit,sumsq\n1,a,b,1\n"),
             "t.csv:2: column 'sumsq': 'b' is not a number");
+}
+
+// Any other header: RFC 4180 fields, as gnmrd's recorder writes them. A
+// quoted field holds commas, doubled quotes and newlines and is not
+// trimmed; a quote inside an unquoted field is an ordinary character.
+// Lines count the newlines inside fields, so errors name the right line.
+TEST(TraceReader, QuotedFieldsAreRfc4180) {
+  TraceReader r;
+  auto rows = ReadAll(
+      "step,\"unit\",sumsq,note\n"                   // 1
+      "1,\"a,b\",2.5,x\n"                            // 2
+      "1,\"say \"\"hi\"\"\",\"3\",\"two\nlines\"\n"  // 3-4
+      "1, \" padded \" ,1,\n"                        // 5
+      "1,plain\"quote,1,\"\"\n"                      // 6
+      "2,\"cr\r\nlf\",4,\"a,\"\"b\"\"\r\nc\"\r\n"    // 7-8
+      "3,\"a,b\",1,\n",                              // 9
+      &r);
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows[0].unit, "a,b");
+  EXPECT_EQ(rows[0].s.sumsq, 2.5);
+  EXPECT_EQ(rows[1].unit, "say \"hi\"");
+  EXPECT_EQ(rows[1].s.sumsq, 3.0);
+  EXPECT_EQ(rows[2].unit, " padded ");
+  EXPECT_EQ(rows[3].unit, "plain\"quote");
+  EXPECT_EQ(rows[4].step, 2);
+  EXPECT_EQ(rows[4].unit, "cr\r\nlf");
+  EXPECT_EQ(rows[4].s.sumsq, 4.0);
+  EXPECT_EQ(rows[5].unit, "a,b");
+  EXPECT_EQ(rows[5].s.unit_id, 0u);  // the same unit as on line 2
+  EXPECT_EQ(r.num_units(), 5u);
+  EXPECT_EQ(FirstError("step,unit,sumsq\n1,\"a\nb\",1\n\n2,\"a\nb\",x\n"),
+            "t.csv:5: column 'sumsq': 'x' is not a number");
+}
+
+// Each line of a quoted field that runs over many lines is scanned once:
+// 200,000 newlines inside one field (within the 1 MiB record bound) read
+// at once, not in 200,000 rescans of the record so far, in a file read
+// chunk by chunk as in a buffer.
+TEST(TraceReader, AFieldOverManyLinesIsScannedOnce) {
+  const std::string name = "a" + std::string(200000, '\n') + "b";
+  const std::string text = "step,unit,sumsq\n1,\"" + name + "\",1\n2,x,1\n";
+  TraceReader r;
+  auto rows = ReadAll(text, &r);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].unit, name);
+  EXPECT_EQ(rows[1].step, 2);
+  EXPECT_EQ(FirstError(text + "3,x,bad\n"), "t.csv:200004: column 'sumsq': 'bad' is not a number");
+  const std::string path = WriteTempFile("many_lines.csv", text);
+  ASSERT_NE(path, "");
+  TraceReader from_file;
+  ASSERT_TRUE(from_file.OpenFile(path).ok());
+  TraceStep step;
+  bool got = false;
+  ASSERT_TRUE(from_file.Next(&step, &got).ok());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(from_file.unit_name(0), name);
+  std::remove(path.c_str());
 }
 
 TEST(TraceReader, OptionalColumnsDefaultToZeroAndUnknownOnesAreIgnored) {
@@ -222,11 +294,8 @@ TEST(TraceReader, ReadsFilesLargerThanOneChunk) {
               std::to_string(step * 1000 + u) + ".25,1.5,0,3,99\n";
     }
   }
-  const std::string path = ::testing::TempDir() + "/gnmr_big_trace.csv";
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
+  const std::string path = WriteTempFile("gnmr_big_trace.csv", text);
+  ASSERT_NE(path, "");
 
   TraceReader file_reader;
   ASSERT_TRUE(file_reader.OpenFile(path).ok());
@@ -254,12 +323,9 @@ TEST(TraceReader, ReadsFilesLargerThanOneChunk) {
 }
 
 TEST(TraceReader, RejectsAFileLineLongerThanOneMebibyte) {
-  const std::string path = ::testing::TempDir() + "/gnmr_long_line.csv";
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
   const std::string text = "step,unit,sumsq\n0,a,1\n1," + std::string(3 << 20, 'u') + ",1\n";
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
+  const std::string path = WriteTempFile("gnmr_long_line.csv", text);
+  ASSERT_NE(path, "");
   TraceReader r;
   ASSERT_TRUE(r.OpenFile(path).ok());
   TraceStep step;
@@ -338,6 +404,13 @@ const ErrorCase kErrors[] = {
      "the rows of a step be contiguous)"},
     {"DuplicateUnit", "step,unit,sumsq\n1,a,1\n1,b,1\n1,a,2\n",
      "t.csv:4: unit 'a' appears twice in step 1 (first on line 2)"},
+    {"UnterminatedQuote", "step,unit,sumsq\n1,a,1\n1,\"b,1\n2,a,1\n",
+     "t.csv:3: a quoted field has no closing quote"},
+    {"TextAfterTheClosingQuote", "step,unit,sumsq\n1,\"a\"b,1\n",
+     "t.csv:2: text after the closing quote of 'a' (a quote inside a quoted field is doubled: "
+     "\"\")"},
+    {"TooManyFieldsQuotesHonoured", "step,unit,sumsq\n1,\"a,b\",1,2\n",
+     "t.csv:2: expected 3 fields as in the header, got 4"},
     {"DuplicateUnitOpeningAStep", "step,unit,sumsq\n1,a,1\n2,a,1\n2,a,2\n",
      "t.csv:4: unit 'a' appears twice in step 2 (first on line 3)"},
 };
