@@ -208,8 +208,7 @@ void LocalTransport::PublishLocked(const Decision& d) {
   DecisionCache::Insert result;
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
-    result = shared_->AddDecisionLocked(std::move(c).value());
-    shared_->slow = false;
+    result = shared_->AddDecisionLocked(std::move(c).value());  // clears `slow` on progress
   }
   if (result == DecisionCache::Insert::kStored) {
     shared_->decisions_received.fetch_add(1, std::memory_order_relaxed);
@@ -285,7 +284,6 @@ StatusOr<uint64_t> LocalTransport::ImportState(const std::string& bytes,
     std::lock_guard<std::mutex> sh(shared_->mu);
     shared_->StartGenerationLocked(generation_, controller_.next_lag(),
                                    controller_.sequence() + (rebuilt ? 0 : 1));
-    shared_->slow = false;
   }
   shared_->decision_cv.notify_all();
   if (rebuilt) PublishLocked(last);

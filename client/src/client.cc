@@ -45,6 +45,7 @@ Status CheckOptions(const ClientOptions& o) {
   }
   if (o.max_queued_reports < 1) return InvalidArgument("max_queued_reports must be >= 1");
   if (o.decision_wait.count() < 0) return InvalidArgument("decision_wait must be >= 0");
+  if (o.attach_timeout.count() <= 0) return InvalidArgument("attach_timeout must be > 0");
   if (o.backoff_initial.count() <= 0 || o.backoff_max < o.backoff_initial) {
     return InvalidArgument("need 0 < backoff_initial <= backoff_max");
   }
@@ -348,6 +349,10 @@ void Client::PlanFor(int64_t step, Plan* out) {
     out->step = step;
     out->miss_reason = MissReason::kNotReceived;
   }
+  (void)Guard([&] {
+    impl_->CountDecisionRun(*out);
+    return Status::Ok();
+  });
 }
 
 Status Client::Ack(const Plan& plan) {

@@ -40,6 +40,13 @@ static_assert(GNMR_ENTRY_NONE == static_cast<int>(gnmr::EntryTreatment::kNone) &
               GNMR_ENTRY_CLIP == static_cast<int>(gnmr::EntryTreatment::kClip) &&
               GNMR_ENTRY_SKIP == static_cast<int>(gnmr::EntryTreatment::kSkip));
 
+// What gnmr_get_counters fills: gnmr_counters as the earlier 0.2 header
+// declared it, up to forward_calls_dropped. Fields appended since are
+// written only where the caller says its struct has them.
+constexpr size_t kCountersBaseSize = offsetof(gnmr_counters, attach_failures);
+static_assert(kCountersBaseSize ==
+              offsetof(gnmr_counters, forward_calls_dropped) + sizeof(uint64_t));
+
 thread_local std::string g_last_error;
 
 int Fail(gnmr::StatusCode code, const std::string& message) {
@@ -96,13 +103,15 @@ const char* gnmr_version(void) { return GNMR_VERSION_STRING; }
 
 void gnmr_options_init(gnmr_options* o) {
   if (o == nullptr) return;
+  const gnmr::ClientOptions d;  // the defaults are the C++ API's
   *o = gnmr_options();
   o->struct_size = sizeof(gnmr_options);
-  o->world_size = 1;
-  o->decision_wait_ms = 2000;
-  o->max_queued_reports = 64;
-  o->backoff_initial_ms = 50;
-  o->backoff_max_ms = 1000;
+  o->world_size = d.world_size;
+  o->decision_wait_ms = static_cast<int32_t>(d.decision_wait.count());
+  o->max_queued_reports = static_cast<uint32_t>(d.max_queued_reports);
+  o->backoff_initial_ms = static_cast<int32_t>(d.backoff_initial.count());
+  o->backoff_max_ms = static_cast<int32_t>(d.backoff_max.count());
+  o->attach_timeout_ms = static_cast<int32_t>(d.attach_timeout.count());
 }
 
 int gnmr_client_create(const gnmr_options* o, gnmr_client** out) {
@@ -112,14 +121,16 @@ int gnmr_client_create(const gnmr_options* o, gnmr_client** out) {
     *out = nullptr;
     // 0.1 callers pass the size without profile_gpu_overhead, early 0.2
     // callers the size without admin_token, 0.2 ones without
-    // local_events_path, later ones without pipeline_stage.
+    // local_events_path, later ones without pipeline_stage, then without
+    // attach_timeout_ms (the fields left out keep ClientOptions' defaults).
     constexpr size_t kV01Size = offsetof(gnmr_options, profile_gpu_overhead);
     constexpr size_t kNoAdminTokenSize = offsetof(gnmr_options, admin_token);
     constexpr size_t kNoLocalEventsSize = offsetof(gnmr_options, local_events_path);
     constexpr size_t kNoPipelineStageSize = offsetof(gnmr_options, pipeline_stage);
+    constexpr size_t kNoAttachTimeoutSize = offsetof(gnmr_options, attach_timeout_ms);
     if (o->struct_size != sizeof(gnmr_options) && o->struct_size != kV01Size &&
         o->struct_size != kNoAdminTokenSize && o->struct_size != kNoLocalEventsSize &&
-        o->struct_size != kNoPipelineStageSize) {
+        o->struct_size != kNoPipelineStageSize && o->struct_size != kNoAttachTimeoutSize) {
       return Fail(gnmr::StatusCode::kInvalidArgument,
                   "options.struct_size mismatch: call gnmr_options_init");
     }
@@ -141,6 +152,9 @@ int gnmr_client_create(const gnmr_options* o, gnmr_client** out) {
       co.local_events_path = o->local_events_path;
     }
     if (o->struct_size > kNoPipelineStageSize) co.pipeline_stage = o->pipeline_stage;
+    if (o->struct_size > kNoAttachTimeoutSize) {
+      co.attach_timeout = std::chrono::milliseconds(o->attach_timeout_ms);
+    }
     gnmr::StatusOr<std::unique_ptr<gnmr::Client>> c = gnmr::Client::Create(std::move(co));
     if (!c.ok()) return Report(c.status());
     *out = new gnmr_client{std::move(c).value(), {}};
@@ -244,9 +258,18 @@ int gnmr_flush(gnmr_client* c, int32_t timeout_ms) {
 }
 
 int gnmr_get_counters(const gnmr_client* c, gnmr_counters* out) {
+  return gnmr_get_counters_sized(c, out, kCountersBaseSize);
+}
+
+int gnmr_get_counters_sized(const gnmr_client* c, gnmr_counters* out, size_t size) {
   return Call([&]() -> int {
     if (c == nullptr) return Null("client");
     if (out == nullptr) return Null("out");
+    if (size < kCountersBaseSize) {
+      return Fail(gnmr::StatusCode::kInvalidArgument,
+                  "gnmr_get_counters_sized: size " + std::to_string(size) + " < " +
+                      std::to_string(kCountersBaseSize) + ": pass sizeof(gnmr_counters)");
+    }
     const gnmr::ClientCounters k = c->client->Counters();
     out->reports_enqueued = k.reports_enqueued;
     out->reports_sent = k.reports_sent;
@@ -270,6 +293,15 @@ int gnmr_get_counters(const gnmr_client* c, gnmr_counters* out) {
     out->skipped_steps = k.skipped_steps;
     out->generation = k.generation;
     out->forward_calls_dropped = k.forward_calls_dropped;
+    // Appended fields: only those the caller's struct has.
+    auto fits = [size](size_t offset, size_t bytes) { return offset + bytes <= size; };
+    if (fits(offsetof(gnmr_counters, attach_failures), sizeof(out->attach_failures))) {
+      out->attach_failures = k.attach_failures;
+    }
+    if (fits(offsetof(gnmr_counters, steps_without_decision),
+             sizeof(out->steps_without_decision))) {
+      out->steps_without_decision = k.steps_without_decision;
+    }
     return GNMR_OK;
   });
 }

@@ -35,9 +35,11 @@ ClientCounters CountersImpl(const Client::Impl& m) {
   c.decisions_stale = sh.decisions_stale.load();
   c.missed_decisions = m.missed.load();
   c.skipped_steps = m.skipped_steps.load();
+  c.steps_without_decision = m.steps_without_decision.load();
   c.registrations = sh.registrations.load();
   c.reconnects = sh.reconnects.load();
   c.connect_failures = sh.connect_failures.load();
+  c.attach_failures = sh.attach_failures.load();
   c.stats_seconds = static_cast<double>(m.stats_nanos.load()) * 1e-9;
   if (m.any_device) {
     c.stats_gpu_seconds = m.gpu->stats_gpu_seconds();
@@ -100,6 +102,10 @@ const char* ProblemKindName(ProblemKind k) {
       return "bad_decision";
     case ProblemKind::kStream:
       return "stream";
+    case ProblemKind::kNotAttached:
+      return "not_attached";
+    case ProblemKind::kNoDecisions:
+      return "no_decisions";
   }
   return "unknown";
 }

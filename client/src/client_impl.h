@@ -77,10 +77,13 @@ class Client::Impl {
   // counts once.
   int64_t missed_counted_step = -1;
   int64_t skip_counted_step = -1;
+  int64_t no_decision_counted_step = -1;
+  bool no_decisions_recorded = false;  // for the current run of such steps
 
   std::atomic<uint64_t> reports_enqueued{0};
   std::atomic<uint64_t> missed{0};
   std::atomic<uint64_t> skipped_steps{0};
+  std::atomic<uint64_t> steps_without_decision{0};  // written by the training thread only
   std::atomic<int64_t> stats_nanos{0};
   std::atomic<double> host_ratio{0.0};  // newest host-path overhead ratio
   std::atomic<int64_t> host_ratio_step{-1};
@@ -96,6 +99,10 @@ class Client::Impl {
   // called for it). Device units: waits for that launch's results.
   bool NonfiniteAt(int64_t step);
   void CountMissed(int64_t step);
+  // Keeps steps_without_decision (once per step, like CountMissed) and
+  // records kNoDecisions when it reaches kNoDecisionsWarnSteps while
+  // connected. A load, a store and a compare per plan.
+  void CountDecisionRun(const Plan& p);
 
   v1::RegisterRequest BuildRegister() const {
     v1::RegisterRequest req;

@@ -10,9 +10,9 @@
 //   any rank reported. Otherwise the covering decision is one it holds (or
 //   none exists, or it was made before this rank attached).
 // - Waiting happens only while a decision is coming, the daemon is
-//   connected (or the first connection attempt is still running) and no
-//   earlier wait timed out since the daemon last sent something. A hung
-//   daemon costs one decision_wait, not one per step.
+//   connected (or a hello is still unanswered, io_loop.cc) and no earlier
+//   wait timed out since the last progress or attach (SharedState::slow).
+//   A hung or misbehaving daemon costs one decision_wait, not one per step.
 // - Everything here runs under SharedState::mu, except the GPU wait of
 //   the same-step guard.
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "client/src/client_impl.h"
 
@@ -106,7 +107,7 @@ void Client::Impl::FillPlanFromDecisions(int64_t step, Plan* out) {
     if (reachable() && !sh.slow && options.decision_wait.count() > 0) {
       const bool arrived = sh.decision_cv.wait_for(
           lock, options.decision_wait, [&] { return !reachable() || !Coming(sh, step); });
-      if (!arrived) sh.slow = true;  // no more waiting until the daemon speaks
+      if (!arrived) sh.slow = true;  // no more waiting until progress or an attach
     }
     if (Coming(sh, step)) {
       out->miss_reason = reachable() ? MissReason::kTimeout : MissReason::kDisconnected;
@@ -130,6 +131,31 @@ void Client::Impl::CountMissed(int64_t step) {
   if (step == missed_counted_step) return;  // asked twice (before_forward, apply)
   missed_counted_step = step;
   missed.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Client::Impl::CountDecisionRun(const Plan& p) {
+  if (p.has_decision) {
+    steps_without_decision.store(0, std::memory_order_relaxed);
+    no_decisions_recorded = false;
+    return;
+  }
+  if (p.step == no_decision_counted_step) return;  // asked twice
+  no_decision_counted_step = p.step;
+  const uint64_t run = steps_without_decision.load(std::memory_order_relaxed) + 1;
+  steps_without_decision.store(run, std::memory_order_relaxed);
+  // kNoDecisionYet is no fault of the daemon's (a generation's first steps).
+  if (run < kNoDecisionsWarnSteps || no_decisions_recorded ||
+      p.miss_reason == MissReason::kNoDecisionYet ||
+      !shared.connected_flag.load(std::memory_order_relaxed)) {
+    return;
+  }
+  no_decisions_recorded = true;
+  shared.problems.Record(ProblemKind::kNoDecisions,
+                         "no decision for " + std::to_string(run) + " steps in a row (up to step " +
+                             std::to_string(p.step) + ", the last " +
+                             MissReasonName(p.miss_reason) +
+                             ") although the daemon attached this rank: its plans are "
+                             "empty (fail-open); see the daemon's log and missed_decisions");
 }
 
 bool Client::Impl::NonfiniteAt(int64_t step) {

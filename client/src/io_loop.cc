@@ -39,8 +39,10 @@ void RunReportWriteHook() {
   if (hook) hook();
 }
 
-// What a failed attempt means for the user (ProblemKind), from its status.
-ProblemKind KindOf(const Status& s, bool registered) {
+// What a failed attempt means for the user (ProblemKind), from its status
+// and `registered`: its hello was written.
+ProblemKind KindOf(const Status& s, bool registered, bool attach_timed_out) {
+  if (attach_timed_out) return ProblemKind::kNotAttached;
   switch (s.code()) {
     case StatusCode::kUnauthenticated:
     case StatusCode::kPermissionDenied:
@@ -124,10 +126,10 @@ void IoLoop::Stop() {
 void IoLoop::Run() {
   std::chrono::milliseconds backoff = options_.backoff_initial;
   while (!Stopping()) {
-    bool established = false;
+    Reached reached = Reached::kNothing;
     Status s;
     try {
-      s = Attempt(&established);
+      s = Attempt(&reached);
     } catch (const std::exception& e) {
       s = Internal(std::string("client I/O thread: ") + e.what());
     } catch (...) {
@@ -135,22 +137,28 @@ void IoLoop::Run() {
     }
     SetConnected(false);
     const bool stopping = Stopping();
+    const bool attached = reached == Reached::kAttached;
     // Problems first: a WaitConnected woken below finds them.
-    if (!stopping && !s.ok()) shared_->problems.Record(KindOf(s, established), s.message());
+    if (!stopping && !s.ok()) {
+      const bool attach_timed_out =
+          reached == Reached::kHelloSent && s.code() == StatusCode::kDeadlineExceeded;
+      shared_->problems.Record(KindOf(s, reached != Reached::kNothing, attach_timed_out),
+                               s.message());
+    }
     {
       std::lock_guard<std::mutex> lock(shared_->mu);
       ++shared_->attempts_done;
-      shared_->last_attempt = established ? Status::Ok() : s;
+      shared_->last_attempt = attached ? Status::Ok() : s;
       shared_->connecting = false;
     }
     shared_->decision_cv.notify_all();  // WaitConnected, PlanFor
     if (stopping) break;
     shared_->connect_failures.fetch_add(1, std::memory_order_relaxed);
     RecordError(s);
-    if (established) backoff = options_.backoff_initial;
+    if (attached) backoff = options_.backoff_initial;
     // A Register that waited for the channel until its deadline has already
     // been paced by the channel's own reconnect backoff.
-    if (!established && s.code() == StatusCode::kDeadlineExceeded) {
+    if (reached == Reached::kNothing && s.code() == StatusCode::kDeadlineExceeded) {
       SleepFor(options_.backoff_initial);
       continue;
     }
@@ -159,7 +167,7 @@ void IoLoop::Run() {
   }
 }
 
-Status IoLoop::Attempt(bool* established) {
+Status IoLoop::Attempt(Reached* reached) {
   v1::RegisterResponse resp;
   Status s = Register(&resp);
   if (!s.ok()) return s;
@@ -180,7 +188,7 @@ Status IoLoop::Attempt(bool* established) {
   CheckConfig(resp);
   // Steps the job has decided already would only be late at the daemon.
   outbox_->DropUpTo(resp.last_step());
-  return RunSession(resp, established);
+  return RunSession(resp, reached);
 }
 
 void IoLoop::PrepareContext(grpc::ClientContext* ctx) const {
@@ -229,7 +237,7 @@ Status IoLoop::Register(v1::RegisterResponse* resp) {
   return FromGrpc(st, "Register");
 }
 
-Status IoLoop::RunSession(const v1::RegisterResponse& resp, bool* established) {
+Status IoLoop::RunSession(const v1::RegisterResponse& resp, Reached* reached) {
   grpc::ClientContext ctx;
   PrepareContext(&ctx);
   if (!Track(&ctx)) return Status(StatusCode::kCancelled, "stopping");
@@ -241,22 +249,29 @@ Status IoLoop::RunSession(const v1::RegisterResponse& resp, bool* established) {
   hello.mutable_hello()->set_rank(options_.rank);
   hello.mutable_hello()->set_session_id(resp.session_id());
   if (!stream->Write(hello)) return FromGrpc(stream->Finish(), "Session");
-  SetConnected(true);
-  *established = true;
-  const uint64_t n = shared_->registrations.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (n > 1) shared_->reconnects.fetch_add(1, std::memory_order_relaxed);
-  spdlog::info("gnmr client: job {} rank {} connected to {} ({} units, lag {}, last step {})",
-               options_.job_id, options_.rank, options_.target, unit_ids_.size(), resp.lag(),
-               resp.last_step());
+  *reached = Reached::kHelloSent;
+  {
+    // Connecting, not connected, until the daemon answers (AwaitAttach).
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->connecting = true;
+  }
 
+  std::atomic<bool> heard{false};
   std::atomic<bool> broken{false};
   standby_.StartSession();  // before the reader can hear a role
   shared_->standby.store(false, std::memory_order_relaxed);
-  std::thread reader([&] { ReadDecisions(stream.get(), &broken); });
+  std::thread reader([&] { ReadDecisions(stream.get(), &heard, &broken); });
   Status result;
   bool write_failed = false;
   try {
-    result = Pump(stream.get(), broken, &write_failed);
+    result = AwaitAttach(heard, broken);
+    if (result.ok()) {
+      *reached = Reached::kAttached;
+      spdlog::info("gnmr client: job {} rank {} connected to {} ({} units, lag {}, last step {})",
+                   options_.job_id, options_.rank, options_.target, unit_ids_.size(), resp.lag(),
+                   resp.last_step());
+      result = Pump(stream.get(), broken, &write_failed);
+    }
   } catch (const std::exception& e) {
     result = Internal(std::string("client I/O thread: ") + e.what());
   } catch (...) {

@@ -1,8 +1,8 @@
-// IoLoop: the client's background thread (SPEC section 6). It registers,
-// opens the Session stream, writes the reports and acks the training thread
-// queued in the Outbox, and hands the decisions it reads, once validated, to
-// the shared decision cache. On any error it logs (rate-limited), counts,
-// backs off (capped exponential) and starts over with a new Register.
+// IoLoop: the client's background thread. It registers, opens the Session
+// stream, writes the reports and acks the training thread queued in the
+// Outbox, and hands the decisions it reads, once validated, to the shared
+// decision cache. On any error it logs (rate-limited), counts, backs off
+// (capped exponential) and starts over with a new Register.
 //
 // Design notes
 // - gRPC sync API: this thread writes; a reader thread per session blocks in
@@ -13,6 +13,15 @@
 //   within about backoff_max (the SPEC asks for 2 s).
 // - Nothing escapes: both thread bodies catch everything, since an
 //   exception leaving a std::thread would terminate the trainer.
+// - Attached, not just open: gnmrd sends GenerationStart first when it
+//   attaches a stream (Job::Attach), so the session counts as connected
+//   from the daemon's first message, not from the hello. A stream that can
+//   be open while the daemon never attached it (a relay that dropped the
+//   lane) hears nothing: after options.attach_timeout the session is given
+//   up, said (ProblemKind::kNotAttached), counted (attach_failures) and
+//   started over. Reports and acks wait for the attach, so none is written
+//   into a stream nobody reads; while the hello is unanswered the rank is
+//   "connecting" (PlanFor may wait), for at most attach_timeout.
 // - GPU statistics (gpu_ non-null): while reports wait for their launch to
 //   complete, the pump polls every kGpuPollInterval instead of sleeping
 //   kIdleWait, so a report leaves within about that of its GPU results.
@@ -58,15 +67,24 @@ class IoLoop {
  private:
   using Stream = grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>;
 
+  // How far an attempt got.
+  enum class Reached { kNothing, kHelloSent, kAttached };
+
   void Run();
-  // One Register + Session; returns why it ended. `established`: the
-  // stream came up (resets the backoff).
-  Status Attempt(bool* established);
+  // One Register + Session; returns why it ended. kAttached resets the
+  // backoff.
+  Status Attempt(Reached* reached);
   Status Register(v1::RegisterResponse* resp);
-  Status RunSession(const v1::RegisterResponse& resp, bool* established);
+  Status RunSession(const v1::RegisterResponse& resp, Reached* reached);
+  // Waits for the daemon's first message on the stream (`heard`), up to
+  // options.attach_timeout; OK once attached (connected).
+  Status AwaitAttach(const std::atomic<bool>& heard, const std::atomic<bool>& broken);
   // Sets *write_failed when a write failed: the call is over.
   Status Pump(Stream* stream, const std::atomic<bool>& broken, bool* write_failed);
-  void ReadDecisions(Stream* stream, std::atomic<bool>* broken);
+  // Sets *heard at the first message and *broken when the stream ends.
+  void ReadDecisions(Stream* stream, std::atomic<bool>* heard, std::atomic<bool>* broken);
+  // Sets `flag` under shared_->mu and wakes AwaitAttach.
+  void Signal(std::atomic<bool>* flag);
   void Accept(const v1::Decision& d);
   void AcceptGeneration(const v1::GenerationStart& g);
   // Warns (ProblemKind::kConfigDiffers) when the job's config is not the

@@ -1,8 +1,10 @@
 // What the client's I/O thread does with what the daemon sends (IoLoop,
-// io_loop.h): decisions are validated and stored by generation and
-// sequence (decision_cache.h), GenerationStart voids older decisions, and a
-// job config that differs from the one this client asked for is reported.
+// io_loop.h): the first message attaches the stream, decisions are
+// validated and stored by generation and sequence (decision_cache.h),
+// GenerationStart voids older decisions, and a job config that differs
+// from the one this client asked for is reported.
 // The reader thread runs this; it never throws (ReadDecisions catches all).
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,7 +14,7 @@
 
 namespace gnmr {
 
-void IoLoop::ReadDecisions(Stream* stream, std::atomic<bool>* broken) {
+void IoLoop::ReadDecisions(Stream* stream, std::atomic<bool>* heard, std::atomic<bool>* broken) {
   try {
     v1::ServerMessage msg;
     while (stream->Read(&msg)) {
@@ -25,12 +27,59 @@ void IoLoop::ReadDecisions(Stream* stream, std::atomic<bool>* broken) {
         if (standby_.SetRole(msg.role().standby(), msg.role().from_step())) outbox_->Wake();
         shared_->standby.store(msg.role().standby(), std::memory_order_relaxed);
       }
+      // gnmrd's first message on a stream is the GenerationStart of its
+      // attach (whatever comes first, the stream is attached); handled
+      // before, so a rank is connected with its generation known.
+      if (!heard->load(std::memory_order_relaxed)) Signal(heard);
     }
   } catch (...) {
     // Ends the session like a read error; Pump notices `broken`.
   }
-  broken->store(true, std::memory_order_release);
+  Signal(broken);
   outbox_->Wake();
+}
+
+void IoLoop::Signal(std::atomic<bool>* flag) {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    flag->store(true, std::memory_order_release);
+  }
+  shared_->decision_cv.notify_all();
+}
+
+Status IoLoop::AwaitAttach(const std::atomic<bool>& heard, const std::atomic<bool>& broken) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.attach_timeout;
+  {
+    std::unique_lock<std::mutex> lock(shared_->mu);
+    // The reader signals both flags under mu; Stop() sets stopping under it.
+    shared_->decision_cv.wait_until(lock, deadline, [&] {
+      return heard.load(std::memory_order_acquire) || broken.load(std::memory_order_acquire) ||
+             shared_->stopping;
+    });
+  }
+  if (Stopping()) return Status(StatusCode::kCancelled, "stopping");
+  if (heard.load(std::memory_order_acquire)) {
+    // Counted before `connected` is: a caller woken by WaitConnected sees them.
+    const uint64_t n = shared_->registrations.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (n > 1) shared_->reconnects.fetch_add(1, std::memory_order_relaxed);
+    SetConnected(true);
+    return Status::Ok();
+  }
+  if (broken.load(std::memory_order_acquire)) {
+    return Status(StatusCode::kUnavailable, "Session: stream ended before the daemon attached it");
+  }
+  shared_->attach_failures.fetch_add(1, std::memory_order_relaxed);
+  {
+    // Not attached is an outage: a PlanFor that waited on this hello, or
+    // would wait on the next one, stops waiting until a stream attaches.
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->slow = true;
+  }
+  return Status(StatusCode::kDeadlineExceeded,
+                "Session: the daemon did not attach this stream within " +
+                    std::to_string(options_.attach_timeout.count()) +
+                    " ms (nothing came back after the hello; through gnmr-relay, the relay may "
+                    "have lost the lane); registering again");
 }
 
 void IoLoop::Accept(const v1::Decision& d) {
@@ -44,8 +93,7 @@ void IoLoop::Accept(const v1::Decision& d) {
   DecisionCache::Insert result;
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
-    result = shared_->AddDecisionLocked(std::move(c).value());
-    shared_->slow = false;  // the daemon speaks again
+    result = shared_->AddDecisionLocked(std::move(c).value());  // clears `slow` on progress
   }
   switch (result) {
     case DecisionCache::Insert::kStored:
@@ -76,8 +124,8 @@ void IoLoop::AcceptGeneration(const v1::GenerationStart& g) {
   }
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
+    // Not progress (no decision comes with it): `slow` stays as it is.
     shared_->StartGenerationLocked(g.generation(), g.next_lag(), g.first_sequence());
-    shared_->slow = false;
   }
   shared_->decision_cv.notify_all();
 }

@@ -43,7 +43,7 @@ class GNMR_EXPORT ProblemLog {
   }
 
  private:
-  static constexpr size_t kKinds = 6;  // ProblemKind values 1..6
+  static constexpr size_t kKinds = 8;  // ProblemKind values 1..8
   static size_t Index(ProblemKind k) {
     const size_t i = static_cast<size_t>(k) - 1;
     return i < kKinds ? i : kKinds - 1;

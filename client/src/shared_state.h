@@ -25,21 +25,28 @@ struct GNMR_EXPORT SharedState {
 
   mutable std::mutex mu;
   // Signalled on a new decision or generation, a (dis)connect, the end of
-  // the first connection attempt and on stop (PlanFor and WaitConnected
-  // wait on it).
+  // a connection attempt, the first message or the end of a stream and on
+  // stop (PlanFor, WaitConnected and the I/O thread's attach wait on it).
   std::condition_variable decision_cv;
   DecisionCache cache;  // guarded by mu
   // Steps this rank observed in the cache's generation, ascending: a
   // decision for each is coming while the daemon is reachable.
   std::deque<int64_t> observed;  // guarded by mu
   bool has_generation = false;   // guarded by mu: a Register answered
-  bool connected = false;        // guarded by mu: Session stream is up
-  // Until the first connection attempt ends, PlanFor may wait as if
-  // connected (a rank that starts training at once must not miss the
+  // The daemon attached this rank's Session stream: its first message
+  // arrived (an open stream alone is not enough, io_loop.h).
+  bool connected = false;  // guarded by mu
+  // Until the first connection attempt ends, and while a hello waits for
+  // its attach (at most ClientOptions::attach_timeout), PlanFor may wait as
+  // if connected (a rank that starts training at once must not miss the
   // decisions its peers get).
   bool connecting = true;  // guarded by mu
-  // A wait for a due decision timed out: no more waiting until the daemon
-  // sends something (a hung daemon costs one decision_wait, not one per step).
+  // A wait for a due decision timed out: no more waiting until progress (a
+  // decision stored as the newest of the current generation, the only kind
+  // that can answer a waiting PlanFor) or a fresh attach. Anything else the
+  // daemon sends (stale or duplicate decisions, a repeated GenerationStart)
+  // leaves it set: a daemon outage costs one decision_wait, whatever the
+  // daemon sends meanwhile.
   bool slow = false;           // guarded by mu
   bool stopping = false;       // guarded by mu
   uint64_t attempts_done = 0;  // guarded by mu: finished connection attempts
@@ -59,6 +66,7 @@ struct GNMR_EXPORT SharedState {
   std::atomic<uint64_t> registrations{0};
   std::atomic<uint64_t> reconnects{0};
   std::atomic<uint64_t> connect_failures{0};
+  std::atomic<uint64_t> attach_failures{0};  // hellos not answered in time
 
   // Learns of generation `g` (with the lag of its first decision); a newer
   // one voids the decisions held and the steps observed before it. The
@@ -74,11 +82,17 @@ struct GNMR_EXPORT SharedState {
     if (cache.AdoptGeneration(g, first_lag) && has_generation) observed.clear();
     has_generation = true;
   }
-  // Stores a validated decision; one of a newer generation starts it.
+  // Stores a validated decision; one of a newer generation starts it. One
+  // that becomes the newest held is progress: it ends a slow spell.
   DecisionCache::Insert AddDecisionLocked(CachedDecision d) {
     if (d.generation > cache.generation() && has_generation) observed.clear();
     has_generation = true;
-    return cache.Add(std::move(d));
+    const uint64_t sequence = d.sequence;
+    const DecisionCache::Insert result = cache.Add(std::move(d));
+    if (result == DecisionCache::Insert::kStored && cache.Newest()->sequence == sequence) {
+      slow = false;
+    }
+    return result;
   }
 };
 

@@ -59,20 +59,26 @@ void Check(const Status& s) {
 
 // ------------------------------------------------------------------ client
 
+double DefaultMs(std::chrono::milliseconds ClientOptions::*field) {
+  return static_cast<double>((ClientOptions().*field).count());
+}
+
+// The defaults are ClientOptions'.
 struct PyOptions {
   std::string target;
   std::string job_id;
-  uint32_t rank = 0;
-  uint32_t world_size = 1;
+  uint32_t rank = ClientOptions().rank;
+  uint32_t world_size = ClientOptions().world_size;
   std::string token;
-  double decision_wait_ms = 2000;
-  size_t max_queued_reports = 64;
-  double backoff_initial_ms = 50;
-  double backoff_max_ms = 1000;
+  double decision_wait_ms = DefaultMs(&ClientOptions::decision_wait);
+  size_t max_queued_reports = ClientOptions().max_queued_reports;
+  double backoff_initial_ms = DefaultMs(&ClientOptions::backoff_initial);
+  double backoff_max_ms = DefaultMs(&ClientOptions::backoff_max);
   std::string admin_token;  // for export_state / import_state only
-  bool profile_gpu_overhead = false;
+  bool profile_gpu_overhead = ClientOptions().profile_gpu_overhead;
   std::string local_events_path;  // target "local": events as JSON Lines
-  uint32_t pipeline_stage = 0;
+  uint32_t pipeline_stage = ClientOptions().pipeline_stage;
+  double attach_timeout_ms = DefaultMs(&ClientOptions::attach_timeout);
 };
 
 std::chrono::milliseconds Ms(double v, const char* what) {
@@ -99,6 +105,7 @@ class PyClient {
     c.profile_gpu_overhead = o.profile_gpu_overhead;
     c.local_events_path = o.local_events_path;
     c.pipeline_stage = o.pipeline_stage;
+    c.attach_timeout = Ms(o.attach_timeout_ms, "attach_timeout_ms");
     if (!config.is_none()) {
       if (!py::isinstance<py::dict>(config)) throw py::value_error("config must be a dict or None");
       c.config = ConfigFromDict(config.cast<py::dict>());
@@ -278,12 +285,13 @@ PYBIND11_MODULE(_gnmr, m) {
 
   BindTensorRef(m);
 
+  const PyOptions defaults;
   py::class_<PyOptions>(m, "ClientOptions")
       .def(py::init([](std::string target, std::string job_id, uint32_t rank, uint32_t world_size,
                        std::string token, double decision_wait_ms, size_t max_queued_reports,
                        double backoff_initial_ms, double backoff_max_ms, std::string admin_token,
                        bool profile_gpu_overhead, std::string local_events_path,
-                       uint32_t pipeline_stage) {
+                       uint32_t pipeline_stage, double attach_timeout_ms) {
              PyOptions o;
              o.target = std::move(target);
              o.job_id = std::move(job_id);
@@ -298,14 +306,18 @@ PYBIND11_MODULE(_gnmr, m) {
              o.profile_gpu_overhead = profile_gpu_overhead;
              o.local_events_path = std::move(local_events_path);
              o.pipeline_stage = pipeline_stage;
+             o.attach_timeout_ms = attach_timeout_ms;
              return o;
            }),
-           py::kw_only(), py::arg("target"), py::arg("job_id"), py::arg("rank") = 0,
-           py::arg("world_size") = 1, py::arg("token") = "", py::arg("decision_wait_ms") = 2000.0,
-           py::arg("max_queued_reports") = 64, py::arg("backoff_initial_ms") = 50.0,
-           py::arg("backoff_max_ms") = 1000.0, py::arg("admin_token") = "",
-           py::arg("profile_gpu_overhead") = false, py::arg("local_events_path") = "",
-           py::arg("pipeline_stage") = 0)
+           py::kw_only(), py::arg("target"), py::arg("job_id"), py::arg("rank") = defaults.rank,
+           py::arg("world_size") = defaults.world_size, py::arg("token") = "",
+           py::arg("decision_wait_ms") = defaults.decision_wait_ms,
+           py::arg("max_queued_reports") = defaults.max_queued_reports,
+           py::arg("backoff_initial_ms") = defaults.backoff_initial_ms,
+           py::arg("backoff_max_ms") = defaults.backoff_max_ms, py::arg("admin_token") = "",
+           py::arg("profile_gpu_overhead") = defaults.profile_gpu_overhead,
+           py::arg("local_events_path") = "", py::arg("pipeline_stage") = defaults.pipeline_stage,
+           py::arg("attach_timeout_ms") = defaults.attach_timeout_ms)
       .def_readwrite("target", &PyOptions::target)
       .def_readwrite("job_id", &PyOptions::job_id)
       .def_readwrite("rank", &PyOptions::rank)
@@ -318,7 +330,8 @@ PYBIND11_MODULE(_gnmr, m) {
       .def_readwrite("admin_token", &PyOptions::admin_token)
       .def_readwrite("profile_gpu_overhead", &PyOptions::profile_gpu_overhead)
       .def_readwrite("local_events_path", &PyOptions::local_events_path)
-      .def_readwrite("pipeline_stage", &PyOptions::pipeline_stage);
+      .def_readwrite("pipeline_stage", &PyOptions::pipeline_stage)
+      .def_readwrite("attach_timeout_ms", &PyOptions::attach_timeout_ms);
 
   BindPlanTypes(m);
 

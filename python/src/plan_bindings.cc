@@ -104,11 +104,13 @@ void BindPlanTypes(py::module_& m) {
   field("decisions_stale", &ClientCounters::decisions_stale);
   field("missed_decisions", &ClientCounters::missed_decisions);
   field("skipped_steps", &ClientCounters::skipped_steps);
+  field("steps_without_decision", &ClientCounters::steps_without_decision);
   field("forward_calls_dropped", &ClientCounters::forward_calls_dropped);
   field("generation", &ClientCounters::generation);
   field("registrations", &ClientCounters::registrations);
   field("reconnects", &ClientCounters::reconnects);
   field("connect_failures", &ClientCounters::connect_failures);
+  field("attach_failures", &ClientCounters::attach_failures);
   field("connected", &ClientCounters::connected);
   field("last_decided_step", &ClientCounters::last_decided_step);
   field("stats_seconds", &ClientCounters::stats_seconds);

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gnmr/client.h"
 #include "gnmr/gnmr_c.h"
 
 namespace {
@@ -45,6 +46,26 @@ TEST(CApi, PipelineStageIsReadOnlyFromCallersThatHaveIt) {
             std::string::npos)
       << gnmr_last_error();
   o.struct_size = static_cast<uint32_t>(offsetof(gnmr_options, pipeline_stage));
+  ASSERT_EQ(gnmr_client_create(&o, &c), GNMR_OK) << gnmr_last_error();
+  gnmr_client_destroy(c);
+}
+
+// attach_timeout_ms (later 0.2): its default is ClientOptions', it is
+// checked, and a caller built against the header before it passes the
+// older size and gets the default, whatever lies past its struct.
+TEST(CApi, AttachTimeoutIsReadOnlyFromCallersThatHaveIt) {
+  gnmr_options o;
+  gnmr_options_init(&o);
+  EXPECT_EQ(o.attach_timeout_ms, gnmr::ClientOptions().attach_timeout.count());
+  EXPECT_EQ(o.decision_wait_ms, gnmr::ClientOptions().decision_wait.count());
+  o.target = "unix:/nonexistent/gnmrd.sock";
+  o.job_id = "capi";
+  o.attach_timeout_ms = 0;
+  gnmr_client* c = nullptr;
+  EXPECT_EQ(gnmr_client_create(&o, &c), GNMR_EINVALID_ARGUMENT);
+  EXPECT_NE(std::string(gnmr_last_error()).find("attach_timeout"), std::string::npos)
+      << gnmr_last_error();
+  o.struct_size = static_cast<uint32_t>(offsetof(gnmr_options, attach_timeout_ms));
   ASSERT_EQ(gnmr_client_create(&o, &c), GNMR_OK) << gnmr_last_error();
   gnmr_client_destroy(c);
 }
@@ -114,6 +135,18 @@ TEST(CApi, FullStepSequenceFailsOpen) {
   EXPECT_EQ(k.reports_enqueued, 10u);
   EXPECT_EQ(k.connected, 0);
   EXPECT_EQ(k.missed_decisions, 9u);  // steps 1..9 were due, no daemon
+  // gnmr_get_counters writes no further than an earlier 0.2 caller's
+  // struct reaches; gnmr_get_counters_sized fills the fields appended since.
+  constexpr size_t kBase = offsetof(gnmr_counters, attach_failures);
+  std::vector<unsigned char> old_struct(sizeof(gnmr_counters), 0xab);
+  ASSERT_EQ(gnmr_get_counters(c, reinterpret_cast<gnmr_counters*>(old_struct.data())), GNMR_OK);
+  for (size_t i = kBase; i < old_struct.size(); ++i) ASSERT_EQ(old_struct[i], 0xab) << i;
+  EXPECT_EQ(gnmr_get_counters_sized(c, &k, kBase - 1), GNMR_EINVALID_ARGUMENT);
+  k.attach_failures = k.steps_without_decision = 77;
+  ASSERT_EQ(gnmr_get_counters_sized(c, &k, sizeof(k)), GNMR_OK) << gnmr_last_error();
+  EXPECT_EQ(k.steps_without_decision, 10u);  // none of the 10 plans had one
+  EXPECT_EQ(k.attach_failures, 0u);          // no daemon, no stream
+  EXPECT_EQ(k.reports_enqueued, 10u);
   EXPECT_EQ(gnmr_flush(c, 10), 0);
   EXPECT_EQ(gnmr_wait_connected(c, 2000), GNMR_EUNAVAILABLE);
   EXPECT_NE(std::string(gnmr_last_error()).find("ENOENT"), std::string::npos) << gnmr_last_error();

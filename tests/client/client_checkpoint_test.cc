@@ -17,6 +17,7 @@
 #include "gnmr/client.h"
 #include "gnmr/gnmr_c.h"
 #include "gnmr/v1/controller.pb.h"
+#include "tests/client/one_unit_client.h"
 #include "tests/testing/eventually.h"
 
 namespace gnmr {
@@ -67,14 +68,8 @@ class ClientCheckpointTest : public ::testing::Test {
 
   // A one-unit client, started and connected.
   void Connect(ClientOptions o) {
-    auto c = Client::Create(std::move(o));
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    client_ = std::move(c).value();
-    TensorRef t;
-    t.data = grad_.data();
-    t.numel = grad_.size();
-    ASSERT_TRUE(client_->AddUnit("layers.0.mlp", {t}).ok());
-    ASSERT_TRUE(client_->Start().ok());
+    client_ = testing::StartOneUnitClient(std::move(o), &grad_);
+    ASSERT_NE(client_, nullptr);
     ASSERT_TRUE(client_->WaitConnected(milliseconds(10000)).ok());
   }
 

@@ -126,6 +126,11 @@ TEST(ClientWithGnmrd, AbsentAtStartThenKilledAndRestarted) {
   const ClientCounters k = t.client().Counters();
   EXPECT_GE(k.reconnects, 1u);
   EXPECT_EQ(k.decisions_rejected, 0u);
+  // gnmrd attaches every stream at once (its GenerationStart is the first
+  // message): connected, and not one attach given up.
+  EXPECT_TRUE(k.connected);
+  EXPECT_EQ(k.attach_failures, 0u);
+  EXPECT_EQ(k.registrations, k.reconnects + 1);
   t.client().Stop();
 }
 

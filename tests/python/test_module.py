@@ -73,6 +73,10 @@ def test_client_errors_are_exceptions():
         gnmr.Client(gnmr.ClientOptions(target="unix:/nonexistent", job_id="j", world_size=2,
                                        pipeline_stage=2))
     assert gnmr.ClientOptions(target="t", job_id="j", pipeline_stage=1).pipeline_stage == 1
+    assert gnmr.ClientOptions(target="t", job_id="j").attach_timeout_ms == 5000  # C++ default
+    with pytest.raises(ValueError, match="attach_timeout must be > 0"):
+        gnmr.Client(gnmr.ClientOptions(target="unix:/nonexistent", job_id="j",
+                                       attach_timeout_ms=0))
     c = gnmr.Client(gnmr.ClientOptions(target="unix:/nonexistent/gnmrd.sock", job_id="j"))
     with pytest.raises(gnmr.Error, match="FAILED_PRECONDITION"):
         c.start()  # no units
@@ -119,6 +123,9 @@ def test_client_decides_against_gnmrd(gnmrd):
     k = c.counters()
     assert k.connected and k.acks_sent >= 9 and k.reports_sent == 10
     assert k.as_dict()["decisions_received"] == k.decisions_received
+    # gnmrd attached the stream at once; the last plan had its decision.
+    assert k.attach_failures == 0 and k.steps_without_decision == 0
+    assert k.as_dict()["steps_without_decision"] == 0
     state = c.export_state()
     assert isinstance(state, bytes) and len(state) > 0
     c.import_state(state)

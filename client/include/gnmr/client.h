@@ -66,9 +66,19 @@ struct ClientOptions {
   // decision was sent a step earlier, so a connected rank in a healthy job
   // does not wait at all; at lag 0 the wait is the daemon's round trip.
   // Never waits while disconnected, nor again after a wait timed out until
-  // the daemon sends something. 0: never wait (ranks may then apply
-  // different plans: not recommended).
+  // a decision that is new arrives or the stream attaches anew (a daemon
+  // outage costs one wait). 0: never wait (ranks may then apply different
+  // plans: not recommended).
   std::chrono::milliseconds decision_wait{2000};
+  // How long the daemon may take to attach the Session stream, i.e. to send
+  // its first message after the hello (gnmrd sends the job's generation at
+  // once). Beyond it the client gives the stream up (ProblemKind::
+  // kNotAttached, ClientCounters::attach_failures) and registers again. A
+  // healthy attach is a round trip (milliseconds, also through gnmr-relay
+  // and with thousands of ranks attaching after a daemon restart); 5 s
+  // leaves room for a loaded daemon while a rank left unattached recovers
+  // within a few steps. Must be > 0.
+  std::chrono::milliseconds attach_timeout{5000};
   // Reports waiting for the network; beyond this the oldest is dropped.
   size_t max_queued_reports = 64;
   // Reconnect backoff: initial, doubled per failure, capped.
@@ -192,14 +202,24 @@ struct ClientCounters {
   uint64_t missed_decisions = 0;    // plans without decision when one was due
   uint64_t skipped_steps = 0;       // plans with skip_step (same-step guard
                                     // or global_skip)
+  // Planned steps in a row, up to the newest, whose plan had no decision
+  // (for any MissReason, kNoDecisionYet included); 0 after a plan with one.
+  // Reaching kNoDecisionsWarnSteps while connected records a kNoDecisions
+  // problem.
+  uint64_t steps_without_decision = 0;
   // ObserveForward calls on the device whose statistics were not taken (a
   // unit far ahead of the GPU; that unit's forward row of that step is left
   // out, never sent in part; docs/statistics.md, "Forward columns").
   uint64_t forward_calls_dropped = 0;
   uint64_t generation = 0;        // the job generation this rank follows
-  uint64_t registrations = 0;     // successful Register + Session
+  uint64_t registrations = 0;     // successful Register + attached Session
   uint64_t reconnects = 0;        // registrations after the first
   uint64_t connect_failures = 0;  // failed attempts and broken streams
+  // Streams the daemon did not attach within attach_timeout (each also
+  // counts as a connect failure).
+  uint64_t attach_failures = 0;
+  // The daemon attached this rank's Session stream (its first message came
+  // back); a stream that is merely open is not connected.
   bool connected = false;
   int64_t last_decided_step = -1;  // observed step of the newest decision
   // Total host time Observe spent on statistics: computing them (host
@@ -214,6 +234,12 @@ struct ClientCounters {
   std::string last_error;       // newest background error, "" if none
 };
 
+// ClientCounters::steps_without_decision that records a kNoDecisions problem
+// while connected: far more than a healthy job ever shows (none beyond the
+// first `lag` steps of a generation, lag being 0 to 2 in practice), few
+// enough to be heard within a minute of training.
+inline constexpr uint64_t kNoDecisionsWarnSteps = 20;
+
 // Something the client cannot fix by retrying: a client set up wrong, or a
 // daemon that refuses it. Fail-open keeps training going; these are meant to
 // be shown to the user (the Python adapter turns them into warnings).
@@ -226,6 +252,11 @@ enum class ProblemKind : int {
                          // ClientOptions::config (the daemon's stands)
   kBadDecision = 5,      // a decision failed validation
   kStream = 6,           // the session broke (daemon restart, network)
+  kNotAttached = 7,      // the daemon did not attach the Session stream
+                         // within attach_timeout (registering again)
+  kNoDecisions = 8,      // connected, yet no plan had a decision for
+                         // kNoDecisionsWarnSteps steps in a row (once per run
+                         // of such steps)
 };
 GNMR_EXPORT const char* ProblemKindName(ProblemKind k);
 
@@ -344,11 +375,12 @@ class GNMR_EXPORT Client {
   // decision), so it can compare the ranks' plans step by step.
   Status Ack(const Plan& plan);
 
-  // Waits until this rank is registered with the daemon, its first
-  // connection attempt has failed, or `timeout`. OK when connected; else
-  // the reason (Unauthenticated, FailedPrecondition for a refused
-  // registration, Unavailable naming the target's problem, or
-  // DeadlineExceeded while still trying).
+  // Waits until the daemon has attached this rank (registered, and its
+  // Session stream answered), its first connection attempt has failed, or
+  // `timeout`. OK when connected; else the reason (Unauthenticated,
+  // FailedPrecondition for a refused registration, Unavailable naming the
+  // target's problem, DeadlineExceeded for a stream the daemon did not
+  // attach within attach_timeout, or DeadlineExceeded while still trying).
   Status WaitConnected(std::chrono::milliseconds timeout);
 
   // The problems seen since the last call, one entry per kind (ProblemKind

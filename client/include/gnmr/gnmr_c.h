@@ -41,7 +41,10 @@
  * after a recompile; but arrays of gnmr_tensor and gnmr_counters changed
  * size, so code built against the 0.1 header must be recompiled (FFI
  * bindings: add the fields). gnmr_options stays compatible: its
- * struct_size tells the library which fields exist.
+ * struct_size tells the library which fields exist. Since then
+ * gnmr_counters only grows at its end, and only gnmr_get_counters_sized
+ * (given the caller's size) writes the fields after forward_calls_dropped,
+ * so binaries built against the earlier 0.2 header keep working.
  */
 #ifndef GNMR_GNMR_C_H_
 #define GNMR_GNMR_C_H_
@@ -120,6 +123,10 @@ typedef struct gnmr_options {
   /* later 0.2: this rank's pipeline stage, from 0, < world_size
    * (ClientOptions::pipeline_stage); default 0. */
   uint32_t pipeline_stage;
+  /* later 0.2: how long the daemon may take to attach the Session stream
+   * before the client registers again (ClientOptions::attach_timeout);
+   * default 5000, must be > 0. */
+  int32_t attach_timeout_ms;
 } gnmr_options;
 
 /* gnmr_tensor.location: where the memory is. */
@@ -205,6 +212,9 @@ typedef struct gnmr_counters {
   uint64_t skipped_steps;         /* plans with skip_step */
   uint64_t generation;            /* the job generation followed */
   uint64_t forward_calls_dropped; /* device forward calls not taken */
+  /* later 0.2: written by gnmr_get_counters_sized only. */
+  uint64_t attach_failures;        /* streams the daemon did not attach in time */
+  uint64_t steps_without_decision; /* planned steps in a row without decision */
 } gnmr_counters;
 
 /* gnmr_counters.overhead_source (values as gnmr.v1.OverheadSource). */
@@ -258,12 +268,20 @@ GNMR_EXPORT int gnmr_plan_for(gnmr_client* client, int64_t step, gnmr_plan* plan
 GNMR_EXPORT int gnmr_ack(gnmr_client* client, const gnmr_plan* plan);
 /* 1 if every queued report was written within timeout_ms, else 0. */
 GNMR_EXPORT int gnmr_flush(gnmr_client* client, int32_t timeout_ms);
+/* Fills the fields up to forward_calls_dropped (the struct as the earlier
+ * 0.2 header declared it); the fields after it are left as they are. */
 GNMR_EXPORT int gnmr_get_counters(const gnmr_client* client, gnmr_counters* out);
-/* GNMR_OK once registered with the daemon; else, after its first
+/* Later 0.2: fills every field of `out` that lies within its first `size`
+ * bytes; pass sizeof(gnmr_counters). GNMR_EINVALID_ARGUMENT if `size` is
+ * smaller than the fields gnmr_get_counters fills. */
+GNMR_EXPORT int gnmr_get_counters_sized(const gnmr_client* client, gnmr_counters* out, size_t size);
+/* GNMR_OK once the daemon attached this rank (registered, and its Session
+ * stream answered: gnmr_counters.connected); else, after its first
  * connection attempt failed or timeout_ms, the reason as an error code
  * (GNMR_EUNAUTHENTICATED, GNMR_EUNAVAILABLE naming the target's problem,
  * GNMR_EFAILED_PRECONDITION for a refused registration,
- * GNMR_EDEADLINE_EXCEEDED while still trying) and gnmr_last_error(). */
+ * GNMR_EDEADLINE_EXCEEDED while still trying or for a stream the daemon
+ * did not attach within attach_timeout_ms) and gnmr_last_error(). */
 GNMR_EXPORT int gnmr_wait_connected(gnmr_client* client, int32_t timeout_ms);
 
 /* 0.2, checkpoints (gnmr::Client::ExportState / ImportState,
