@@ -29,6 +29,7 @@ inline constexpr EventKindNameEntry kEventKindNames[] = {
     {v1::EVENT_KIND_TRACE_DROPPED, "trace_dropped"},
     {v1::EVENT_KIND_DENIED_CLIP, "denied_clip"},
     {v1::EVENT_KIND_REPLICAS_DIFFER, "replicas_differ"},
+    {v1::EVENT_KIND_RANK_WITHOUT_DECISIONS, "rank_without_decisions"},
 };
 
 // "unknown" for EVENT_KIND_UNSPECIFIED and values this build does not know.

@@ -9,6 +9,11 @@
 //   with max(o + next_lag, newest.apply) <= s: the job decides every step
 //   any rank reported. Otherwise the covering decision is one it holds (or
 //   none exists, or it was made before this rank attached).
+// - After a live switch (docs/safety.md, rule 3) a step before the new
+//   generation's from_step is planned by the retired one, from what the
+//   rank holds (it decides nothing more); the new generation decides only
+//   steps after its decided_through, so a wait looks at the steps observed
+//   after that.
 // - Waiting happens only while a decision is coming, the daemon is
 //   connected (or a hello is still unanswered, io_loop.cc) and no earlier
 //   wait timed out since the last progress or attach (SharedState::slow).
@@ -37,8 +42,13 @@ bool FirstObservedAfter(const std::deque<int64_t>& observed, int64_t after, int6
 
 // Whether a decision covering `step` is still to come (see the notes).
 bool Coming(const SharedState& sh, int64_t step) {
+  // A retired generation decides nothing more.
+  if (sh.cache.PlannerOf(step) != DecisionCache::Planner::kCurrent) return false;
+  // Named by a Register response, its start not here yet: what plans the
+  // step (it, or a retired generation sent before it) is on its way.
+  if (!sh.cache.announced()) return true;
   const CachedDecision* newest = sh.cache.Newest();
-  const int64_t after = newest ? newest->observed_step : std::numeric_limits<int64_t>::min();
+  const int64_t after = sh.cache.DecidedThrough().value_or(std::numeric_limits<int64_t>::min());
   int64_t o = 0;
   if (!FirstObservedAfter(sh.observed, after, &o)) return false;
   int64_t apply = o + sh.cache.NextLag();
@@ -116,12 +126,24 @@ void Client::Impl::FillPlanFromDecisions(int64_t step, Plan* out) {
       return;
     }
   }
-  if (const CachedDecision* d = sh.cache.Covering(step)) {
+  // The generation that plans the step: after a live switch, a step before
+  // the new generation's first is the retired one's (docs/safety.md, rule 3).
+  const GenerationDecisions* planner = &sh.cache.current();
+  switch (sh.cache.PlannerOf(step, &planner)) {
+    case DecisionCache::Planner::kCurrent:
+    case DecisionCache::Planner::kRetired:
+      break;
+    case DecisionCache::Planner::kGone:  // its generation is no longer held
+      out->miss_reason = MissReason::kNotReceived;
+      CountMissed(step);
+      return;
+  }
+  if (const CachedDecision* d = planner->Covering(step)) {
     FillFrom(*d, step, out);
     return;
   }
-  out->generation = sh.cache.generation();
-  if (sh.cache.MayMiss(step)) {
+  out->generation = planner->generation();
+  if (planner->MayMiss(step)) {
     out->miss_reason = MissReason::kNotReceived;
     CountMissed(step);
   }

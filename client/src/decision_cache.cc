@@ -70,39 +70,9 @@ StatusOr<CachedDecision> DecisionValidator::Validate(const v1::Decision& d) {
   return out;
 }
 
-bool DecisionCache::StartGeneration(uint64_t g, int32_t first_lag, uint64_t first_sequence) {
-  if (g < generation_) return false;
-  if (g == generation_) {
-    if (decisions_.empty()) first_lag_ = first_lag;
-    if (first_sequence != 0) first_sequence_ = first_sequence;
-    return false;
-  }
-  generation_ = g;
-  first_lag_ = first_lag;
-  first_sequence_ = first_sequence;
-  decisions_.clear();
-  return true;
-}
+// ------------------------------------------------------ GenerationDecisions
 
-bool DecisionCache::AdoptGeneration(uint64_t g, int32_t first_lag) {
-  if (g == generation_) return false;
-  generation_ = g;
-  first_lag_ = first_lag;
-  first_sequence_ = 0;
-  decisions_.clear();
-  return true;
-}
-
-DecisionCache::Insert DecisionCache::Add(CachedDecision d) {
-  if (d.generation < generation_) return Insert::kStale;
-  if (d.generation > generation_) {
-    // A decision that starts a generation (an import's rebuilt decision)
-    // is its first.
-    generation_ = d.generation;
-    first_lag_ = d.next_lag;
-    first_sequence_ = d.sequence;
-    decisions_.clear();
-  }
+GenerationDecisions::Insert GenerationDecisions::Add(CachedDecision d) {
   // Usually the newest: appended. Re-sent history and gaps filled late
   // find their place by sequence.
   auto it = decisions_.end();
@@ -119,15 +89,15 @@ DecisionCache::Insert DecisionCache::Add(CachedDecision d) {
   return Insert::kStored;
 }
 
-const CachedDecision* DecisionCache::Newest() const {
+const CachedDecision* GenerationDecisions::Newest() const {
   return decisions_.empty() ? nullptr : &decisions_.back();
 }
 
-int32_t DecisionCache::NextLag() const {
+int32_t GenerationDecisions::NextLag() const {
   return decisions_.empty() ? first_lag_ : decisions_.back().next_lag;
 }
 
-const CachedDecision* DecisionCache::Covering(int64_t step) const {
+const CachedDecision* GenerationDecisions::Covering(int64_t step) const {
   if (decisions_.empty()) return nullptr;
   if (decisions_.back().apply_step <= step) return &decisions_.back();
   // Walk back to the decision whose successor is the first to apply after
@@ -142,11 +112,116 @@ const CachedDecision* DecisionCache::Covering(int64_t step) const {
   return nullptr;
 }
 
-bool DecisionCache::MayMiss(int64_t step) const {
+bool GenerationDecisions::MayMiss(int64_t step) const {
   if (decisions_.empty()) return false;  // nothing of this generation seen
   const CachedDecision& oldest = decisions_.front();
   if (oldest.apply_step <= step) return true;  // held, but not the covering one
   return first_sequence_ == 0 ? false : oldest.sequence > first_sequence_;
+}
+
+// ------------------------------------------------------------ DecisionCache
+
+DecisionCache::Start DecisionCache::StartGeneration(uint64_t g, int32_t first_lag,
+                                                    uint64_t first_sequence,
+                                                    const std::optional<LiveSwitch>& live) {
+  GenerationDecisions& cur = gens_.back();
+  if (g == cur.generation_) {
+    if (cur.decisions_.empty()) cur.first_lag_ = first_lag;
+    if (first_sequence != 0) cur.first_sequence_ = first_sequence;
+    if (cur.announced_) return Start::kKept;
+    // The start of a generation a Register response named: it says what
+    // the retired ones sent before it are worth.
+    cur.announced_ = true;
+    if (live) {
+      cur.from_step_ = live->from_step;
+      cur.decided_through_ = live->decided_through;
+      return Start::kKept;
+    }
+    gens_.erase(gens_.begin(), gens_.end() - 1);
+    return Start::kVoided;
+  }
+  if (g < cur.generation_) {
+    // A retired generation, sent before the current one to a stream that
+    // attached after a live switch: kept (in order) until the current
+    // one's start says whether it plans anything. Under a generation
+    // started at once, an older one plans nothing: ignored.
+    if (cur.announced_ && !cur.from_step_) return Start::kKept;
+    auto it = gens_.begin();
+    while (it != gens_.end() && it->generation_ < g) ++it;
+    if (it != gens_.end() && it->generation_ == g) return Start::kKept;
+    if (it == gens_.begin() && gens_.size() > kRetiredKept) return Start::kKept;  // too old
+    GenerationDecisions retired(g, first_lag, first_sequence);
+    if (live) {
+      retired.from_step_ = live->from_step;
+      retired.decided_through_ = live->decided_through;
+    }
+    gens_.insert(it, std::move(retired));
+    while (gens_.size() > kRetiredKept + 1) gens_.pop_front();
+    return Start::kKept;
+  }
+  GenerationDecisions next(g, first_lag, first_sequence);
+  if (!live) {
+    gens_.clear();
+    gens_.push_back(std::move(next));
+    return Start::kVoided;
+  }
+  next.from_step_ = live->from_step;
+  next.decided_through_ = live->decided_through;
+  // A live generation that decided nothing plans no step once its
+  // successor starts where it did: replaced, not retired.
+  if (cur.decisions_.empty() && cur.from_step_ && live->from_step <= *cur.from_step_) {
+    gens_.pop_back();
+  }
+  gens_.push_back(std::move(next));
+  while (gens_.size() > kRetiredKept + 1) gens_.pop_front();
+  return Start::kKept;
+}
+
+bool DecisionCache::AdoptGeneration(uint64_t g, int32_t first_lag) {
+  if (g == generation()) return false;
+  gens_.clear();
+  gens_.emplace_back(g, first_lag);
+  gens_.back().announced_ = false;
+  return true;
+}
+
+DecisionCache::Insert DecisionCache::Add(CachedDecision d) {
+  if (d.generation > generation()) {
+    // A decision that starts a generation (an import's rebuilt decision)
+    // is its first.
+    gens_.clear();
+    gens_.emplace_back(d.generation, d.next_lag, d.sequence);
+  }
+  for (auto it = gens_.rbegin(); it != gens_.rend(); ++it) {
+    if (it->generation_ != d.generation) continue;
+    it->announced_ = true;  // a decision of it: the generation exists
+    return it->Add(std::move(d));
+  }
+  return Insert::kStale;
+}
+
+DecisionCache::Planner DecisionCache::PlannerOf(int64_t step,
+                                                const GenerationDecisions** retired) const {
+  // The newest generation whose range holds `step`: one from a live switch
+  // plans its from_step and later, one started at once every step.
+  for (size_t i = gens_.size(); i-- > 0;) {
+    const GenerationDecisions& g = gens_[i];
+    if (g.from_step_ && *g.from_step_ > step) continue;
+    if (i + 1 == gens_.size()) return Planner::kCurrent;
+    if (retired) *retired = &g;
+    return Planner::kRetired;
+  }
+  return Planner::kGone;  // planned by a generation no longer held
+}
+
+std::optional<int64_t> DecisionCache::DecidedThrough() const {
+  const GenerationDecisions& cur = current();
+  std::optional<int64_t> through;
+  if (cur.from_step_) through = cur.decided_through_;
+  if (const CachedDecision* newest = cur.Newest()) {
+    through = through ? std::max(*through, newest->observed_step) : newest->observed_step;
+  }
+  return through;
 }
 
 }  // namespace gnmr

@@ -1,7 +1,8 @@
 // What the client's I/O thread does with what the daemon sends (IoLoop,
 // io_loop.h): the first message attaches the stream, decisions are
-// validated and stored by generation and sequence (decision_cache.h),
-// GenerationStart voids older decisions, and a job config that differs
+// validated and stored by generation and sequence (decision_cache.h), a
+// GenerationStart voids older decisions (or, live, retires them: they
+// still plan the steps before it), and a job config that differs
 // from the one this client asked for is reported.
 // The reader thread runs this; it never throws (ReadDecisions catches all).
 #include <chrono>
@@ -125,7 +126,9 @@ void IoLoop::AcceptGeneration(const v1::GenerationStart& g) {
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
     // Not progress (no decision comes with it): `slow` stays as it is.
-    shared_->StartGenerationLocked(g.generation(), g.next_lag(), g.first_sequence());
+    std::optional<DecisionCache::LiveSwitch> live;
+    if (g.live()) live = DecisionCache::LiveSwitch{g.from_step(), g.decided_through()};
+    shared_->StartGenerationLocked(g.generation(), g.next_lag(), g.first_sequence(), live);
   }
   shared_->decision_cv.notify_all();
 }

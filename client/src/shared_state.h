@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "client/src/decision_cache.h"
@@ -68,28 +69,38 @@ struct GNMR_EXPORT SharedState {
   std::atomic<uint64_t> connect_failures{0};
   std::atomic<uint64_t> attach_failures{0};  // hellos not answered in time
 
-  // Learns of generation `g` (with the lag of its first decision); a newer
-  // one voids the decisions held and the steps observed before it. The
-  // first generation a client learns of keeps its observed steps (they
-  // were observed in it). Call with mu held.
-  void StartGenerationLocked(uint64_t g, int32_t first_lag, uint64_t first_sequence) {
-    if (cache.StartGeneration(g, first_lag, first_sequence) && has_generation) observed.clear();
+  // Learns of generation `g` (with the lag of its first decision; `live`:
+  // GenerationStart.live). A newer one started at once voids the decisions
+  // held and the steps observed before it; a live switch keeps both (the
+  // ranks go on with their steps: docs/safety.md, rule 3). The first
+  // generation a client learns of keeps its observed steps (they were
+  // observed in it). Call with mu held.
+  void StartGenerationLocked(uint64_t g, int32_t first_lag, uint64_t first_sequence,
+                             const std::optional<DecisionCache::LiveSwitch>& live = std::nullopt) {
+    if (cache.StartGeneration(g, first_lag, first_sequence, live) ==
+            DecisionCache::Start::kVoided &&
+        has_generation) {
+      observed.clear();
+    }
     has_generation = true;
   }
   // The generation a Register response names: authoritative, also when
-  // lower than the one held (a daemon restarted without its state).
-  void AdoptGenerationLocked(uint64_t g, int32_t first_lag) {
-    if (cache.AdoptGeneration(g, first_lag) && has_generation) observed.clear();
-    has_generation = true;
-  }
+  // lower than the one held (a daemon restarted without its state). What
+  // it means for the steps observed is its GenerationStart's to say (the
+  // first message of the stream): at once, they are voided then.
+  void AdoptGenerationLocked(uint64_t g, int32_t first_lag) { cache.AdoptGeneration(g, first_lag); }
   // Stores a validated decision; one of a newer generation starts it. One
   // that becomes the newest held is progress: it ends a slow spell.
   DecisionCache::Insert AddDecisionLocked(CachedDecision d) {
     if (d.generation > cache.generation() && has_generation) observed.clear();
     has_generation = true;
     const uint64_t sequence = d.sequence;
+    const uint64_t generation = d.generation;
     const DecisionCache::Insert result = cache.Add(std::move(d));
-    if (result == DecisionCache::Insert::kStored && cache.Newest()->sequence == sequence) {
+    // (A retired generation's decision, re-sent on attach, is not progress.)
+    const CachedDecision* newest = cache.Newest();
+    if (result == DecisionCache::Insert::kStored && generation == cache.generation() &&
+        newest != nullptr && newest->sequence == sequence) {
       slow = false;
     }
     return result;

@@ -92,6 +92,10 @@ void DaemonSideEffects::OnSessions(const std::string& job_id, uint32_t connected
   if (metrics_) metrics_->ForJob(job_id)->SetRanksConnected(connected);
 }
 
+void DaemonSideEffects::OnRanksWithoutDecisions(const std::string& job_id, uint32_t ranks) {
+  if (metrics_) metrics_->ForJob(job_id)->SetRanksWithoutDecisions(ranks);
+}
+
 void DaemonSideEffects::OnSnapshot(const std::string& job_id, v1::ControllerState state,
                                    const v1::JobMeta& meta) {
   if (snapshots_) snapshots_->Submit(job_id, std::move(state), meta.SerializeAsString());

@@ -51,6 +51,7 @@ class DaemonSideEffects final : public JobListener {
   void OnAckMismatch(const std::string& job_id, const AckMismatch& mismatch) override;
   void OnDecisionFailed(const std::string& job_id) override;
   void OnSessions(const std::string& job_id, uint32_t connected) override;
+  void OnRanksWithoutDecisions(const std::string& job_id, uint32_t ranks) override;
   void OnSnapshot(const std::string& job_id, v1::ControllerState state,
                   const v1::JobMeta& meta) override;
   Status OnJobRemoved(const std::string& job_id) override;

@@ -195,6 +195,8 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   } while (rs.session_id == 0);
   rs.client_version = req.client_version();
   rs.last_acked_step = -1;
+  rs.last_decided_ack = -1;  // decisions are watched for from now on
+  rs.watched_from = aggregator_.last_closed();
   rs.last_seen = Now();
   last_active_ = rs.last_seen;
   rs.seen = true;
@@ -362,6 +364,7 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   const uint64_t oldest = retired_.empty() ? generation_ : retired_.front().generation;
   if (ack.generation() != 0 && ack.generation() < oldest) return Status::Ok();
   if (ack.generation() == 0 || ack.generation() == generation_) AnnounceStep(ack);
+  if (ack.has_decision()) rs.last_decided_ack = std::max(rs.last_decided_ack, ack.step());
   AckMismatch m;
   bool mismatch = acks_.Add(rank, ack, &m);
   if (!mismatch && ack.has_decision() && ack.generation() >= oldest) {
@@ -425,6 +428,7 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
   timing.decision_seconds = Seconds(done - step.last_report);
   if (listener_) listener_->OnDecision(id_, step, d, controller_, timing);
   EmitEvents(d);
+  CheckRanksWithoutDecisions(step.step);
   // A retired generation plans steps before its successor's first; once
   // the job is well past that, no rank asks for it again.
   while (!retired_.empty() &&

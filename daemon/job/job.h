@@ -71,6 +71,15 @@
 // is passed over and the step gets one more deadline, during which the new
 // reporter sends the step from the reports it held back.
 //
+// Ranks without decisions (job_ranks.cc): a rank that registered but gets
+// no decisions (its stream never attached, a relay lost its lane, its acks
+// never arrive) can look connected. Every kWithoutDecisionsCheck closed
+// steps the job counts the registered ranks whose newest ack with a
+// decision is more than kWithoutDecisionsSteps of its steps old (or that
+// acked none since they registered), writes a `rank_without_decisions`
+// event for each rank that crosses the line either way, and tells the
+// listener (gnmr_ranks_without_decisions, an alert).
+//
 // Acks (AckBook): every rank acks every planned step; the job compares them
 // per step (and an acked decision with the digest it sent) and reports one
 // mismatch per step. Acks of an older generation are not compared: their
@@ -253,6 +262,12 @@ class Job {
     // generation were attached: it waits in the current generation for
     // them to go (see "Generations" above).
     bool incarnation_pending = false;
+    // A rank without decisions (see "Ranks without decisions" above): the
+    // newest step it acked with a decision, the job's last closed step when
+    // it registered (-1: none), and whether it is counted as without.
+    int64_t last_decided_ack = -1;
+    int64_t watched_from = -1;
+    bool without_decisions = false;
   };
 
   // A generation replaced by a live switch, still planning the steps before
@@ -278,6 +293,15 @@ class Job {
       JobOptions options, JobListener* listener);
 
   void DrainReady(Clock::time_point now);  // closes every ready step
+  // ---- ranks without decisions (job_ranks.cc)
+  static constexpr int64_t kWithoutDecisionsSteps = 20;
+  static constexpr uint32_t kWithoutDecisionsCheck = 4;
+  // After a closed step: counts the ranks without decisions every
+  // kWithoutDecisionsCheck steps, with an event for each change.
+  void CheckRanksWithoutDecisions(int64_t closed_step);
+  // Steps the job decided since `rs` last had a decision (0 if it is not
+  // behind); -1 while nothing was decided since it registered.
+  int64_t StepsWithoutDecision(const RankSession& rs) const;
   void Decide(const StepAggregator::ClosedStep& step, double aggregation_seconds);
   // The "cannot happen" branch of Decide: logged, counted, an event.
   void DecisionFailed(int64_t step, const Status& why);
@@ -434,6 +458,9 @@ class Job {
   static constexpr int64_t kSwitchMargin = 8;
   // Ranks marked incarnation_pending.
   uint32_t pending_incarnations_ = 0;
+  // Ranks marked without_decisions; closed steps since the last count.
+  uint32_t ranks_without_decisions_ = 0;
+  uint32_t steps_since_rank_check_ = 0;
   // The decisions whose acks are checked: the current generation's and the
   // retired ones'.
   std::deque<SentDigest> sent_digests_;

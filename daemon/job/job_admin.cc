@@ -133,7 +133,9 @@ v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
     r->set_last_seen_seconds_ago(std::chrono::duration<double>(now - rs.last_seen).count());
     r->set_lag_steps(last < 0 || newest < 0 ? 0 : newest - last);
     r->set_client_version(rs.client_version);
+    r->set_steps_without_decision(StepsWithoutDecision(rs));
   }
+  info.set_ranks_without_decisions(ranks_without_decisions_);
   return info;
 }
 

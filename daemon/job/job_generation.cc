@@ -63,7 +63,13 @@ std::optional<int64_t> Job::TrainersFrontier() const {
 }
 
 std::optional<LiveSwitch> Job::LiveSwitchPoint(int64_t floor) const {
-  if (history_.empty() || connected_ == 0 || pending_incarnations_ > 0) return std::nullopt;
+  if (connected_ == 0) return std::nullopt;
+  if (history_.empty()) {
+    if (retired_.empty()) return std::nullopt;  // nothing any rank plans with
+    // A live generation that decided nothing yet plans no step: the new one
+    // takes its place, from the same step (switches in quick succession).
+    return LiveSwitch{retired_.back().until_step, std::max(floor, aggregator_.last_closed())};
+  }
   const v1::Decision& newest = history_.back()->message->decision();
   // A rank that observes every step can plan with a decision of this
   // generation at most up to newest.observed + next_lag: past it, the next
@@ -105,7 +111,7 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
     live = LiveSwitchPoint(rewind_to - 1);
   }
   if (live) {
-    RetireGeneration(live->from_step);
+    if (!history_.empty()) RetireGeneration(live->from_step);  // else it plans no step
   } else {
     retired_.clear();
     sent_digests_.clear();
@@ -152,8 +158,14 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
   }
   if (!live) {
     // The steps ranks acked start over with the aggregator's (a rank's last
-    // step in gnmrctl is the newest it reported or acked).
-    sessions_.ForEach([](uint32_t, RankSession& rs) { rs.last_acked_step = -1; });
+    // step in gnmrctl is the newest it reported or acked), and so does the
+    // watch for ranks without decisions.
+    const int64_t closed = aggregator_.last_closed();
+    sessions_.ForEach([closed](uint32_t, RankSession& rs) {
+      rs.last_acked_step = -1;
+      rs.last_decided_ack = -1;
+      rs.watched_from = closed;
+    });
   }
   // Import, rewind: live instances (attached, or registered and not
   // attached yet) live on in the new generation: a restart of theirs later

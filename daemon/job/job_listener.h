@@ -58,6 +58,12 @@ class JobListener {
   // `decision_failed` event.
   virtual void OnDecisionFailed(const std::string& job_id) = 0;
   virtual void OnSessions(const std::string& job_id, uint32_t connected) = 0;
+  // The registered ranks that had no decision for more than
+  // Job::kWithoutDecisionsSteps of the job's steps (docs/safety.md, "A rank
+  // without decisions"), when that count changes.
+  virtual void OnRanksWithoutDecisions(const std::string& job_id, uint32_t ranks) {
+    (void)job_id, (void)ranks;
+  }
   // A snapshot should be written (asynchronously; latest wins). The state
   // is handed over, not copied (a large job's state is large).
   virtual void OnSnapshot(const std::string& job_id, v1::ControllerState state,

@@ -51,6 +51,7 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units
       unit_refresh_(unit_refresh),
       ranks_expected_(f->ranks_expected.Add(labels_)),
       ranks_connected_(f->ranks_connected.Add(labels_)),
+      ranks_without_decisions_(f->ranks_without_decisions.Add(labels_)),
       last_step_(f->last_step.Add(labels_)),
       reports_(f->reports.Add(labels_)),
       report_bytes_(f->report_bytes.Add(labels_)),
@@ -91,6 +92,7 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units
 JobMetrics::~JobMetrics() {
   f_->ranks_expected.Remove(&ranks_expected_);
   f_->ranks_connected.Remove(&ranks_connected_);
+  f_->ranks_without_decisions.Remove(&ranks_without_decisions_);
   f_->last_step.Remove(&last_step_);
   f_->reports.Remove(&reports_);
   f_->report_bytes.Remove(&report_bytes_);
@@ -158,6 +160,8 @@ JobMetrics::RankSeries& JobMetrics::Rank(uint32_t rank) {
 void JobMetrics::SetWorldSize(uint32_t ranks) { ranks_expected_.Set(ranks); }
 
 void JobMetrics::SetRanksConnected(uint32_t ranks) { ranks_connected_.Set(ranks); }
+
+void JobMetrics::SetRanksWithoutDecisions(uint32_t ranks) { ranks_without_decisions_.Set(ranks); }
 
 void JobMetrics::OnReport(uint32_t rank, size_t bytes, const v1::ClientOverhead& overhead) {
   reports_.Increment();

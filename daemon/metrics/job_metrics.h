@@ -5,6 +5,7 @@
 // The calls map one to one onto the job's side effects (JobListener):
 //   SetWorldSize        when the job is created or restored
 //   SetRanksConnected   a Session stream opened or closed
+//   SetRanksWithoutDecisions  the job counted its ranks without decisions
 //   OnReport            a StepStats report arrived (with client figures)
 //   OnLateReport        a report for a closed step was dropped
 //   OnAckMismatch       ranks acked different plans for a step (once per
@@ -71,6 +72,7 @@ class JobMetrics {
 
   void SetWorldSize(uint32_t ranks);
   void SetRanksConnected(uint32_t ranks);
+  void SetRanksWithoutDecisions(uint32_t ranks);
   void OnReport(uint32_t rank, size_t bytes, const v1::ClientOverhead& overhead);
   void OnStandbyNote(uint32_t rank, const v1::ClientOverhead& overhead);
   void OnReplicaCheck(bool match);
@@ -115,6 +117,7 @@ class JobMetrics {
   mutable std::mutex mu_;
   prometheus::Gauge& ranks_expected_;
   prometheus::Gauge& ranks_connected_;
+  prometheus::Gauge& ranks_without_decisions_;
   prometheus::Gauge& last_step_;
   prometheus::Counter& reports_;
   prometheus::Counter& report_bytes_;

@@ -33,6 +33,9 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
       ranks_expected(Gauge(r, "gnmr_ranks_expected", "World size of the job.")),
       ranks_connected(
           Gauge(r, "gnmr_ranks_connected", "Ranks of the job with a live Session stream.")),
+      ranks_without_decisions(
+          Gauge(r, "gnmr_ranks_without_decisions",
+                "Registered ranks of the job that had no decision for more than 20 of its steps.")),
       last_step(Gauge(r, "gnmr_last_step", "Last step the job decided.")),
       reports(Counter(r, "gnmr_reports_total", "StepStats reports received from the job's ranks.")),
       report_bytes(Counter(r, "gnmr_report_bytes_total", "Bytes of StepStats reports received.")),

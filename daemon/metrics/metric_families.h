@@ -13,6 +13,7 @@
 //   gnmr_rpcs_total{method,code}                 finished RPCs
 // Per job {job_id}:
 //   gnmr_ranks_expected, gnmr_ranks_connected    world size, live sessions
+//   gnmr_ranks_without_decisions                 ranks with no decision for 20 steps
 //   gnmr_last_step                               last decided step
 //   gnmr_reports_total, gnmr_report_bytes_total  StepStats received
 //   gnmr_late_reports_total                      reports for closed steps
@@ -80,6 +81,7 @@ struct MetricFamilies {
 
   GaugeFamily& ranks_expected;
   GaugeFamily& ranks_connected;
+  GaugeFamily& ranks_without_decisions;
   GaugeFamily& last_step;
   CounterFamily& reports;
   CounterFamily& report_bytes;

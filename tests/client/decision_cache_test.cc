@@ -202,11 +202,78 @@ TEST(DecisionCache, ANewerGenerationVoidsTheOlderOnesDecisions) {
   EXPECT_EQ(cache.Add(Cached(111, 112, 61, {}, false, 1)), Insert::kStale);
   EXPECT_EQ(cache.Newest()->observed_step, 100);
   // A generation started without a decision voids everything too.
-  EXPECT_TRUE(cache.StartGeneration(3, 0, 51));
+  EXPECT_EQ(cache.StartGeneration(3, 0, 51), DecisionCache::Start::kVoided);
   EXPECT_EQ(cache.Newest(), nullptr);
   EXPECT_EQ(cache.NextLag(), 0);
-  EXPECT_FALSE(cache.StartGeneration(2, 1, 0));  // older: ignored
+  EXPECT_EQ(cache.StartGeneration(2, 1, 0), DecisionCache::Start::kKept);  // older: ignored
   EXPECT_EQ(cache.generation(), 3u);
+  EXPECT_EQ(cache.PlannerOf(0), DecisionCache::Planner::kCurrent);
+}
+
+// A live switch (an operator's import or rewind while the ranks train,
+// docs/safety.md, rule 3): the old generation still plans the steps before
+// the new one's from_step, whenever the rank hears of the switch.
+TEST(DecisionCache, ALiveSwitchKeepsTheOldGenerationForTheStepsBeforeIt) {
+  DecisionCache cache;
+  ASSERT_EQ(cache.Add(Cached(10, 11, 7, {{10, Action::kClip, 11, 40}}, false, 1)), Insert::kStored);
+  ASSERT_EQ(cache.Add(Cached(11, 12, 8, {{10, Action::kClip, 11, 40}}, false, 1)), Insert::kStored);
+  EXPECT_EQ(cache.StartGeneration(2, 1, 3, DecisionCache::LiveSwitch{13, 11}),
+            DecisionCache::Start::kKept);
+  EXPECT_EQ(cache.generation(), 2u);
+  EXPECT_EQ(cache.Newest(), nullptr);
+  EXPECT_EQ(cache.DecidedThrough(), 11);  // generation 2 decides steps after 11
+  const GenerationDecisions* retired = nullptr;
+  ASSERT_EQ(cache.PlannerOf(12, &retired), DecisionCache::Planner::kRetired);
+  ASSERT_NE(retired, nullptr);
+  EXPECT_EQ(retired->generation(), 1u);
+  EXPECT_EQ(retired->Covering(12)->sequence, 8u);
+  EXPECT_EQ(cache.PlannerOf(13), DecisionCache::Planner::kCurrent);
+  // A decision of generation 2 that applies before its from_step plans
+  // nothing before it; from it on, it does.
+  ASSERT_EQ(cache.Add(Cached(12, 13, 3, {}, false, 2)), Insert::kStored);
+  EXPECT_EQ(cache.Covering(13)->sequence, 3u);
+  EXPECT_EQ(cache.DecidedThrough(), 12);
+  // The old generation's decisions are still taken (re-sent history).
+  EXPECT_EQ(cache.Add(Cached(11, 12, 8, {{10, Action::kClip, 11, 40}}, false, 1)),
+            Insert::kDuplicate);
+  // Two more live switches: only kRetiredKept old generations stay; a step
+  // before all of them is planned by none the rank holds.
+  cache.StartGeneration(3, 1, 0, DecisionCache::LiveSwitch{20, 18});
+  cache.StartGeneration(4, 1, 0, DecisionCache::LiveSwitch{30, 28});
+  EXPECT_EQ(cache.PlannerOf(25, &retired), DecisionCache::Planner::kRetired);
+  EXPECT_EQ(retired->generation(), 3u);
+  EXPECT_EQ(cache.PlannerOf(15, &retired), DecisionCache::Planner::kRetired);
+  EXPECT_EQ(retired->generation(), 2u);
+  EXPECT_EQ(cache.PlannerOf(12), DecisionCache::Planner::kGone);
+  // A restart voids them all.
+  EXPECT_EQ(cache.StartGeneration(5, 1, 0), DecisionCache::Start::kVoided);
+  EXPECT_EQ(cache.PlannerOf(12), DecisionCache::Planner::kCurrent);
+}
+
+// A rank that registers after a live switch: the Register response names
+// the new generation, then the stream sends the retired generation's start
+// and decisions, then the current one's start. Until that start arrives the
+// rank cannot tell what plans a step (not announced).
+TEST(DecisionCache, AGenerationNamedAtRegistrationWaitsForItsStart) {
+  DecisionCache cache;
+  EXPECT_TRUE(cache.AdoptGeneration(2, 1));
+  EXPECT_FALSE(cache.announced());
+  EXPECT_EQ(cache.StartGeneration(1, 1, 1), DecisionCache::Start::kKept);  // retired, first
+  ASSERT_EQ(cache.Add(Cached(11, 12, 8, {}, false, 1)), Insert::kStored);
+  EXPECT_EQ(cache.StartGeneration(2, 1, 3, DecisionCache::LiveSwitch{13, 11}),
+            DecisionCache::Start::kKept);
+  EXPECT_TRUE(cache.announced());
+  const GenerationDecisions* retired = nullptr;
+  ASSERT_EQ(cache.PlannerOf(12, &retired), DecisionCache::Planner::kRetired);
+  EXPECT_EQ(retired->Covering(12)->sequence, 8u);
+  // Announced at once instead: the retired one it was sent is void.
+  DecisionCache other;
+  other.AdoptGeneration(2, 1);
+  other.StartGeneration(1, 1, 1);
+  other.Add(Cached(11, 12, 8, {}, false, 1));
+  EXPECT_EQ(other.StartGeneration(2, 1, 3), DecisionCache::Start::kVoided);
+  EXPECT_EQ(other.PlannerOf(12), DecisionCache::Planner::kCurrent);
+  EXPECT_EQ(other.Covering(12), nullptr);
 }
 
 TEST(DecisionCache, TheDaemonsGenerationAtRegistrationIsAuthoritative) {

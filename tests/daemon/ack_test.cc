@@ -3,27 +3,17 @@
 // different plans (generation, decision or none, digest, skipped step) at a
 // step count one mismatch for it, in gnmrd's own metric, and an
 // `ack_mismatch` event names the step, the ranks and their digests.
-#include "daemon/gnmrd/side_effects.h"
-#include "daemon/metrics/daemon_metrics.h"
-#include "tests/daemon/test_daemon.h"
-#include "tests/metrics/metrics_scrape.h"
+#include "tests/daemon/metrics_daemon_test.h"
 
 namespace gnmr::testing {
 namespace {
 
 const std::vector<RawRank::Unit> kUnits = {{"x"}};
 
-class AckTest : public DaemonTest {
+class AckTest : public MetricsDaemonTest {
  protected:
   void SetUp() override {
-    metrics::MetricsOptions mo;
-    mo.listen = "";  // no endpoint: rendered in the test
-    auto m = metrics::DaemonMetrics::Start(mo);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    metrics_ = std::move(m).value();
-    effects_ = std::make_unique<DaemonSideEffects>(nullptr, nullptr, metrics_.get());
-    listener_.forward = effects_.get();
-    StartDaemon();
+    StartDaemonWithMetrics();
     for (uint32_t r = 0; r < 2; ++r) {
       ranks_.push_back(std::make_unique<RawRank>(r ? Unix() : Tcp(), "j", r, 2));
       ASSERT_TRUE(ranks_[r]->Register(kUnits, nullptr, nullptr, 0xA0 + r).ok());
@@ -42,13 +32,8 @@ class AckTest : public DaemonTest {
     for (auto& r : ranks_) EXPECT_TRUE(r->WaitDecision(step, &d)) << step;
     return d;
   }
-  double MetricValue() {
-    auto samples = testing_util::ParseSamples(metrics_->Render());
-    return samples["gnmr_ack_mismatches_total{job_id=\"j\"}"];
-  }
+  double MetricValue() { return Sample("gnmr_ack_mismatches_total{job_id=\"j\"}"); }
 
-  std::unique_ptr<metrics::DaemonMetrics> metrics_;
-  std::unique_ptr<DaemonSideEffects> effects_;
   std::vector<std::unique_ptr<RawRank>> ranks_;
 };
 

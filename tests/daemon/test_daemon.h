@@ -72,6 +72,10 @@ class RecordingListener : public JobListener {
   void OnControllerChanged(const std::string& j, const Controller& c) override {
     if (forward) forward->OnControllerChanged(j, c);
   }
+  void OnRanksWithoutDecisions(const std::string& j, uint32_t n) override {
+    ranks_without_decisions = n;
+    if (forward) forward->OnRanksWithoutDecisions(j, n);
+  }
   void OnSessions(const std::string& j, uint32_t n) override {
     if (forward) forward->OnSessions(j, n);
   }
@@ -113,6 +117,7 @@ class RecordingListener : public JobListener {
   std::atomic<uint64_t> jobs_started{0}, reports{0}, late{0}, decisions{0}, incomplete{0},
       omitted{0}, by_deadline{0}, ack_mismatches{0}, decision_failures{0}, snapshot_count{0},
       standby_notes{0}, replica_checks{0}, replica_mismatches{0};
+  std::atomic<uint32_t> ranks_without_decisions{0};  // the newest count
   std::mutex mu;
   std::vector<AckMismatch> mismatches;
   std::map<std::string, std::vector<v1::Event>> events;

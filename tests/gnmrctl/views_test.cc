@@ -59,11 +59,13 @@ TEST_F(CtlTest, JobsTableRanksAndJson) {
   const auto ranks = LinesWith(r.out, "raw-test");
   ASSERT_EQ(ranks.size(), 1u) << r.out;
   const auto f = Fields(ranks[0]);
-  ASSERT_EQ(f.size(), 7u) << ranks[0];  // rank, connected, step, lag, seen, "ago", client
+  // rank, connected, step, lag, seen, "ago", steps without a decision, client
+  ASSERT_EQ(f.size(), 8u) << ranks[0];
   EXPECT_EQ(f[0], "0");
   EXPECT_EQ(f[1], "yes");
   EXPECT_EQ(f[2], "10");
   EXPECT_EQ(f[3], "0");
+  EXPECT_EQ(f[6], "11");  // the raw rank acks nothing: no decision since it registered
   EXPECT_EQ(ranks[0].rfind("    ", 0), 0u);  // indented below its job
 
   r = Run({"jobs", "--json", "--target", tcp_});

@@ -35,10 +35,13 @@ std::string RanksTable(const v1::JobInfo& job) {
            {"LAST STEP", Align::kRight},
            {"LAG", Align::kRight},
            {"LAST SEEN", Align::kRight},
+           {"NO DECISION", Align::kRight},
            {"CLIENT"}});
   for (const v1::RankInfo& r : job.ranks()) {
     t.AddRow({std::to_string(r.rank()), r.connected() ? "yes" : "no", FormatStep(r.last_step()),
               std::to_string(r.lag_steps()), FormatDuration(r.last_seen_seconds_ago()) + " ago",
+              // Steps the job decided since the rank last had a decision.
+              std::to_string(r.steps_without_decision()),
               r.client_version().empty() ? "-" : EscapeForLog(r.client_version())});
   }
   return t.rows() == 0 ? "    no ranks registered\n" : t.Render("    ");
@@ -80,7 +83,8 @@ int JobsCommand(int argc, char** argv) {
                    "budget denials and the recovery fraction (unit-steps in recovery\n"
                    "over all unit-steps). --ranks adds each job's ranks below it: last\n"
                    "step reported, lag behind the job's newest step, last seen,\n"
-                   "connection and client version.");
+                   "connection, steps decided since its last plan with a decision\n"
+                   "(over 20: it trains without GNMR) and client version.");
   std::string only_job;
   bool ranks = false;
   cmd.flags().AddString("job", "J", "only this job", &only_job);
