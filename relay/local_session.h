@@ -76,8 +76,7 @@ class LocalSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
 
   grpc::CallbackServerContext* const ctx_;
   std::shared_ptr<NodeStream> stream_;
-  std::shared_ptr<LocalLink> link_;
-  uint32_t lane_ = 0;
+  std::shared_ptr<LocalLink> link_;  // also names the lane on stream_
   bool lane_open_ = false;
   std::string token_;  // sent with the first message, then cleared
   grpc::ByteBuffer in_;

@@ -38,22 +38,29 @@ bool NodeStream::WaitFinished(std::chrono::milliseconds timeout) {
   return cv_.wait_for(lock, timeout, [&] { return writer_exited_ && reader_exited_; });
 }
 
-bool NodeStream::Open(std::shared_ptr<LaneEndpoint> endpoint, uint32_t* lane) {
+bool NodeStream::Open(std::shared_ptr<LaneEndpoint> endpoint) {
   std::lock_guard<std::mutex> lock(mu_);
   if (ended_) return false;
-  *lane = next_lane_++;
-  lanes_.emplace(*lane, std::move(endpoint));
+  const LaneEndpoint* key = endpoint.get();
+  lanes_[key].endpoint = std::move(endpoint);
   return true;
 }
 
-bool NodeStream::Send(uint32_t lane, std::string message, const std::string& token) {
+bool NodeStream::Send(const LaneEndpoint* lane, std::string message, const std::string& token) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ended_ || lanes_.count(lane) == 0) return true;  // the lane's end is on its way
+    auto it = lanes_.find(lane);
+    if (ended_ || it == lanes_.end()) return true;  // the lane's end is on its way
     if (pending_bytes_ + message.size() > kMaxPendingBytes) return false;
+    Lane& l = it->second;
+    if (!l.numbered) {
+      l.numbered = true;
+      l.id = next_lane_++;
+      ids_.emplace(l.id, lane);
+    }
     pending_bytes_ += message.size();
     v1::LaneUp& up = pending_.emplace_back();
-    up.set_lane(lane);
+    up.set_lane(l.id);
     *up.mutable_message() = std::move(message);
     if (!token.empty()) up.set_token(token);
   }
@@ -61,13 +68,27 @@ bool NodeStream::Send(uint32_t lane, std::string message, const std::string& tok
   return true;
 }
 
-void NodeStream::Close(uint32_t lane) {
+std::shared_ptr<LaneEndpoint> NodeStream::EndLocked(
+    std::unordered_map<const LaneEndpoint*, Lane>::iterator it) {
+  std::shared_ptr<LaneEndpoint> endpoint = std::move(it->second.endpoint);
+  if (it->second.numbered) {
+    ids_.erase(it->second.id);
+    if (!ended_) {
+      v1::LaneUp& up = pending_.emplace_back();
+      up.set_lane(it->second.id);
+      up.set_end(true);
+    }
+  }
+  lanes_.erase(it);
+  return endpoint;
+}
+
+void NodeStream::Close(const LaneEndpoint* lane) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (lanes_.erase(lane) == 0 || ended_) return;
-    v1::LaneUp& up = pending_.emplace_back();
-    up.set_lane(lane);
-    up.set_end(true);
+    auto it = lanes_.find(lane);
+    if (it == lanes_.end()) return;
+    EndLocked(it);
   }
   cv_.notify_all();
 }
@@ -109,13 +130,15 @@ void NodeStream::ReadLoop() {
     Handle(msg);
     msg.Clear();
   }
-  std::map<uint32_t, std::shared_ptr<LaneEndpoint>> lanes;
+  std::vector<std::shared_ptr<LaneEndpoint>> lanes;
   {
     std::unique_lock<std::mutex> lock(mu_);
     ended_ = true;
     cv_.notify_all();
     cv_.wait(lock, [&] { return writer_exited_; });  // Finish only after the last Write
-    lanes.swap(lanes_);
+    for (auto& [key, lane] : lanes_) lanes.push_back(std::move(lane.endpoint));
+    lanes_.clear();
+    ids_.clear();
     pending_.clear();
     pending_bytes_ = 0;
   }
@@ -128,7 +151,7 @@ void NodeStream::ReadLoop() {
     spdlog::warn("stream to gnmrd ended: {} ({}); its {} ranks reconnect", status.error_message(),
                  static_cast<int>(status.error_code()), lanes.size());
   }
-  for (auto& [lane, endpoint] : lanes) endpoint->End(status);
+  for (const std::shared_ptr<LaneEndpoint>& endpoint : lanes) endpoint->End(status);
   std::lock_guard<std::mutex> lock(mu_);
   reader_exited_ = true;
   cv_.notify_all();
@@ -146,9 +169,9 @@ void NodeStream::Handle(const v1::NodeServerMessage& msg) {
     std::vector<std::shared_ptr<LaneEndpoint>> to;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (uint32_t lane : d.lanes()) {
-        auto it = lanes_.find(lane);
-        if (it != lanes_.end()) to.push_back(it->second);
+      for (uint32_t id : d.lanes()) {
+        auto it = ids_.find(id);
+        if (it != ids_.end()) to.push_back(lanes_.at(it->second).endpoint);
       }
     }
     for (const std::shared_ptr<LaneEndpoint>& endpoint : to) endpoint->Deliver(bytes);
@@ -157,13 +180,11 @@ void NodeStream::Handle(const v1::NodeServerMessage& msg) {
     std::shared_ptr<LaneEndpoint> endpoint;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = lanes_.find(end.lane());
-      if (it == lanes_.end()) continue;
-      endpoint = std::move(it->second);
-      lanes_.erase(it);
-      v1::LaneUp& up = pending_.emplace_back();  // gnmrd may keep it until told
-      up.set_lane(end.lane());
-      up.set_end(true);
+      auto id = ids_.find(end.lane());
+      if (id == ids_.end()) continue;  // closed meanwhile: its `end` is already queued
+      // The `end` answers gnmrd, which drops the lane's late messages until
+      // it comes.
+      endpoint = EndLocked(lanes_.find(id->second));
     }
     cv_.notify_all();
     const int code = end.code();

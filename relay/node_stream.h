@@ -9,6 +9,12 @@
 //   was queued since its last write in one NodeClientMessage (up to
 //   kWriteBytes), so the acks of a node's ranks for a step reach gnmrd in
 //   one or two messages, not one per rank.
+// - Lane ids: a lane is numbered when its first message is queued, under
+//   the queue's lock, so ids go up in the order gnmrd reads them whatever
+//   the order in which the ranks opened their streams; a lane closed
+//   before its first message never reaches gnmrd. Each numbered lane gets
+//   exactly one `end` up: when its rank's stream ends, or in answer to
+//   gnmrd's LaneEnd (gnmrd drops the lane's late messages until then).
 // - Down: each LaneDelivery must parse as a ServerMessage (anything else
 //   from gnmrd ends the stream: a relay forwards nothing it cannot read),
 //   and its bytes, shared, go to every lane it lists, unchanged.
@@ -27,11 +33,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -70,14 +76,16 @@ class NodeStream {
   // thread.
   bool WaitFinished(std::chrono::milliseconds timeout);
 
-  // A new lane for `endpoint`; false once the stream has ended.
-  bool Open(std::shared_ptr<LaneEndpoint> endpoint, uint32_t* lane);
+  // A new lane for `endpoint`, which names it in the calls below; false
+  // once the stream has ended. The lane gets its id with its first message.
+  bool Open(std::shared_ptr<LaneEndpoint> endpoint);
   // One ClientMessage of the lane's rank; `token` goes with its first.
   // False when kMaxPendingBytes are already waiting (the message is not
   // queued).
-  bool Send(uint32_t lane, std::string message, const std::string& token);
-  // The rank's stream ended: gnmrd is told, and the lane's deliveries stop.
-  void Close(uint32_t lane);
+  bool Send(const LaneEndpoint* lane, std::string message, const std::string& token);
+  // The rank's stream ended: gnmrd is told (if it heard of the lane), and
+  // the lane's deliveries stop.
+  void Close(const LaneEndpoint* lane);
 
   bool ended() const;
 
@@ -90,9 +98,20 @@ class NodeStream {
   grpc::ClientContext ctx_;
   std::unique_ptr<v1::GnmrRelay::Stub> stub_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::NodeClientMessage, v1::NodeServerMessage>> stream_;
+  struct Lane {
+    std::shared_ptr<LaneEndpoint> endpoint;
+    bool numbered = false;  // its first message is queued
+    uint32_t id = 0;        // then its id on the wire
+  };
+  // Queues the lane's `end` for gnmrd (if it heard of the lane) and
+  // forgets the lane; returns its endpoint.
+  std::shared_ptr<LaneEndpoint> EndLocked(
+      std::unordered_map<const LaneEndpoint*, Lane>::iterator it);
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<uint32_t, std::shared_ptr<LaneEndpoint>> lanes_;
+  std::unordered_map<const LaneEndpoint*, Lane> lanes_;    // the open lanes
+  std::unordered_map<uint32_t, const LaneEndpoint*> ids_;  // the numbered ones, by id
   std::vector<v1::LaneUp> pending_;
   size_t pending_bytes_ = 0;
   uint32_t next_lane_ = 0;

@@ -290,15 +290,21 @@ void NodeSessionReactor::DropLane(std::unordered_map<uint32_t, Lane>::iterator i
 void NodeSessionReactor::HandleLane(const v1::LaneUp& up) {
   auto it = lanes_.find(up.lane());
   if (it == lanes_.end()) {
-    if (up.lane() < next_lane_) return;  // a lane that ended: its late messages go nowhere
-    next_lane_ = static_cast<uint64_t>(up.lane()) + 1;
-    if (up.end()) return;  // opened and ended at once
-    if (lanes_.size() >= kMaxLanes) {
+    auto ended = ended_.find(up.lane());
+    if (ended != ended_.end()) {
+      // gnmrd ended the lane: what the relay sent before it heard so goes
+      // nowhere, until its `end` says nothing more will come.
+      if (up.end()) ended_.erase(ended);
+      return;
+    }
+    if (up.end()) return;  // opened and ended at once, or refused below
+    if (lanes_.size() + ended_.size() >= kMaxLanes) {
       stats_->bad_requests++;
       auto refused = std::make_shared<LaneSink>(link_, up.lane(), queue_limits_);
-      refused->Close(Status(StatusCode::kResourceExhausted, "a node stream carries at most " +
-                                                                std::to_string(kMaxLanes) +
-                                                                " lanes; open another stream"));
+      refused->Close(Status(StatusCode::kResourceExhausted,
+                            "a node stream carries at most " + std::to_string(kMaxLanes) +
+                                " lanes, counting those ended and not yet answered with `end`; "
+                                "open another stream"));
       return;
     }
     it = lanes_.emplace(up.lane(), Lane(registry_)).first;
@@ -329,6 +335,7 @@ void NodeSessionReactor::HandleLane(const v1::LaneUp& up) {
                 EscapeMessageForLog(s.ToString()));
   lane.sink->Close(s);
   DropLane(it, s);
+  ended_.insert(up.lane());  // until the relay's `end` for it
 }
 
 void NodeSessionReactor::OnReadDone(bool ok) {

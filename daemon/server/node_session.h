@@ -13,6 +13,11 @@
 //   only (a LaneEnd with its status); the node's other lanes go on. A
 //   NodeClientMessage that does not parse ends the whole stream. At most
 //   kMaxLanes lanes are live on one stream.
+// - Lane ids: any id gnmrd has not seen is a new lane, whatever its order
+//   (a relay numbers a lane when it queues its first message, but its
+//   ranks say hello in any order). gnmrd remembers the lanes it ended
+//   itself until the relay's `end` for each arrives, and drops their late
+//   messages meanwhile: they are never taken for new lanes.
 // - Writes: each lane's sink has its own bounded DecisionQueue (the same
 //   dropping rules as a rank's own stream). SendDecision only queues;
 //   Flush (the job calls it after each round of sends) starts a write if
@@ -32,6 +37,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -167,7 +173,10 @@ class NodeSessionReactor final
   v1::NodeClientMessage in_;
   // The read path's own (one read at a time, then OnDone): no lock.
   std::unordered_map<uint32_t, Lane> lanes_;
-  uint64_t next_lane_ = 0;  // lane ids below it and not live have ended
+  // Lanes gnmrd ended whose `end` from the relay has not come yet: their
+  // late messages are dropped. Counted with lanes_ against kMaxLanes, so
+  // a relay that never answers cannot grow it.
+  std::unordered_set<uint32_t> ended_;
   // The next write, filled under link_->mu_ by TakeWriteLocked: a message,
   // or bytes from the round cache.
   v1::NodeServerMessage out_;
