@@ -6,6 +6,7 @@
 
 #include "common/text.h"
 #include "common/tsan_annotations.h"
+#include "daemon/server/lane_reader.h"
 #include "daemon/server/raw_unary.h"
 #include "proto/grpc_status.h"
 #include "proto/shared_slice.h"
@@ -33,16 +34,29 @@ void LaneSink::SendDecision(std::shared_ptr<const WireMessage> msg) {
 void LaneSink::Flush() { node_->StartWriteIfIdle(); }
 
 void LaneSink::Close(const Status& why) {
+  bool unread = false;
   {
     std::lock_guard<std::mutex> lock(node_->mu_);
     if (closed_) return;
     closed_ = true;
     queue_.Clear();
     if (node_->reactor_ == nullptr || node_->gate_.closing()) return;
-    v1::LaneEnd& end = node_->ends_.emplace_back();
-    end.set_lane(lane_);
-    end.set_code(static_cast<int32_t>(why.code()));
-    end.set_message(why.message());
+    unread = node_->ends_.size() >= NodeLink::kMaxUnsentEnds;
+    if (!unread) {
+      v1::LaneEnd& end = node_->ends_.emplace_back();
+      end.set_lane(lane_);
+      end.set_code(static_cast<int32_t>(why.code()));
+      end.set_message(why.message().substr(0, NodeLink::kMaxEndMessageBytes));
+    }
+  }
+  if (unread) {
+    // The relay does not read what gnmrd sends (a peer that need not have
+    // shown a token yet): its stream ends, and every lane with it, rather
+    // than gnmrd growing.
+    node_->Close(Status(StatusCode::kResourceExhausted,
+                        std::to_string(NodeLink::kMaxUnsentEnds) +
+                            " lane ends wait for the relay to read them; gnmrd ends the stream"));
+    return;
   }
   node_->StartWriteIfIdle();
 }
@@ -191,6 +205,11 @@ void NodeLink::Close(const Status& why) {
     reactor = reactor_;
   }
   reactor->End(gate_.status());
+}
+
+bool NodeLink::closing() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reactor_ == nullptr || gate_.closing();
 }
 
 bool NodeLink::BeginRearm() {
@@ -347,12 +366,13 @@ void NodeSessionReactor::OnReadDone(bool ok) {
   }
   Status s;
   try {
-    s = ParseRequest(in_bytes_, &in_);
+    // One lane at a time (lane_reader.h), and none once the stream is
+    // closing: what a peer without a token sends never piles up.
+    LaneReader lanes(in_bytes_);
+    while (!link_->closing() && lanes.Next(&in_)) HandleLane(in_);
+    s = lanes.status();
+    in_.Clear();  // an idle stream holds no report's bytes
     in_bytes_.Clear();
-    if (s.ok()) {
-      for (const v1::LaneUp& up : in_.lanes()) HandleLane(up);
-    }
-    in_.Clear();                       // an idle stream holds no report's bytes
   } catch (const std::exception& e) {  // never let an exception reach gRPC
     s = Internal(std::string("internal error: ") + e.what());
   } catch (...) {

@@ -158,6 +158,24 @@ TEST_F(NodeSessionTest, LanesGnmrdEndedCountAgainstTheLaneBoundUntilTheRelayAnsw
   EXPECT_FALSE(node.ended());
 }
 
+TEST_F(NodeSessionTest, ANodeMessageThatDoesNotParseEndsTheStreamNamingTheField) {
+  // gnmrd reads a NodeClientMessage one LaneUp at a time (lane_reader.h):
+  // a LaneUp that does not parse ends the stream as a whole parse did.
+  StartDaemon();
+  RegisterTwo();
+  RawNode node(Tcp());
+  v1::LaneUp bad = HelloLane(1, 1);
+  bad.set_token(std::string("\xc3\x28", 2));  // not UTF-8
+  ASSERT_TRUE(node.SendLanes({HelloLane(0, 0), bad}));
+  const grpc::Status ended = node.WaitEnd();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << ended.error_message();
+  EXPECT_NE(ended.error_message().find("gnmr.v1.LaneUp.token is not valid UTF-8"),
+            std::string::npos)
+      << ended.error_message();
+  EXPECT_NE(ended.error_message().find("lane 1 of a NodeClientMessage"), std::string::npos)
+      << ended.error_message();
+}
+
 TEST_F(NodeSessionTest, EachLaneShowsItsOwnToken) {
   StartDaemon();
   RegisterTwo("secret");  // the job's token, set by its first Register
