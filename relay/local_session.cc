@@ -158,13 +158,11 @@ void LocalSession::OnReadDone(bool ok) {
     }
   }
   in_.Clear();
-  if (!stream_->Send(link_.get(), std::move(bytes), token_)) {
+  const grpc::Status sent = stream_->Send(link_.get(), std::move(bytes), token_);
+  if (!sent.ok()) {  // this rank's stream alone ends (node_stream.h says why)
     stream_->Close(link_.get());
     lane_open_ = false;
-    link_->End(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                            "gnmr-relay: gnmrd is not reading (" +
-                                std::to_string(NodeStream::kMaxPendingBytes >> 20) +
-                                " MiB queued for it); reconnect"));
+    link_->End(sent);
     Reacted();
     return;
   }

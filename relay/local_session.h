@@ -4,8 +4,10 @@
 // Design notes
 // - The relay reads nothing into the rank's messages: their bytes go up as
 //   they are, with the rank's x-gnmr-token on the first, and gnmrd
-//   validates them exactly as on the rank's own stream. The local server's
-//   message size bound keeps a lane message inside gnmrd's.
+//   validates them exactly as on the rank's own stream. A message that
+//   cannot go up (it would not fit gnmrd's bound as a lane, or gnmrd is
+//   not reading) ends this rank's stream alone, with the status saying why
+//   (node_stream.h).
 // - Down, the bytes gnmrd serialized go to the rank unchanged (one shared
 //   copy per node). At most one write is in flight; a rank that falls
 //   kMaxQueued messages behind is ended with RESOURCE_EXHAUSTED and

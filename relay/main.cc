@@ -26,7 +26,9 @@ constexpr char kUsage[] =
     "                          only (default unix:/run/gnmr/relay.sock)\n"
     "  --upstream ADDR         gnmrd: unix:PATH or host:port\n"
     "                          (default unix:/run/gnmr/gnmrd.sock)\n"
-    "  --max-message-bytes N   gnmrd's max_message_bytes (default 67108864)\n"
+    "  --max-message-bytes N   gnmrd's max_message_bytes (default 67108864): a\n"
+    "                          rank message goes up only if it fits, with its\n"
+    "                          token and the lane's framing\n"
     "  --log-level LEVEL       trace, debug, info, warn, error (default info)\n"
     "  -h, --help              this text\n";
 

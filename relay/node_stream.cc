@@ -1,21 +1,33 @@
 #include "relay/node_stream.h"
 
-#include <algorithm>
 #include <utility>
 
+#include <google/protobuf/io/coded_stream.h>
 #include <spdlog/spdlog.h>
 
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr::relay {
 
-NodeStream::NodeStream(const std::shared_ptr<grpc::Channel>& channel)
-    : stub_(v1::GnmrRelay::NewStub(channel)) {
+namespace {
+
+// The bytes of `up` as one element of NodeClientMessage.lanes: its tag, its
+// length and itself.
+size_t FramedSize(const v1::LaneUp& up) {
+  const size_t size = up.ByteSizeLong();
+  return 1 + google::protobuf::io::CodedOutputStream::VarintSize64(size) + size;
+}
+
+}  // namespace
+
+NodeStream::NodeStream(const std::shared_ptr<grpc::Channel>& channel, size_t max_message_bytes)
+    : stub_(v1::GnmrRelay::NewStub(channel)), max_message_bytes_(max_message_bytes) {
   stream_ = stub_->NodeSession(&ctx_);
 }
 
-std::shared_ptr<NodeStream> NodeStream::Start(const std::shared_ptr<grpc::Channel>& channel) {
-  std::shared_ptr<NodeStream> stream(new NodeStream(channel));
+std::shared_ptr<NodeStream> NodeStream::Start(const std::shared_ptr<grpc::Channel>& channel,
+                                              size_t max_message_bytes) {
+  std::shared_ptr<NodeStream> stream(new NodeStream(channel, max_message_bytes));
   // Each thread holds the stream until it returns: whoever lets go of it
   // last (a gRPC thread finishing a rank's stream, often) never waits for
   // them, and a gRPC thread must never wait for gRPC work.
@@ -46,26 +58,50 @@ bool NodeStream::Open(std::shared_ptr<LaneEndpoint> endpoint) {
   return true;
 }
 
-bool NodeStream::Send(const LaneEndpoint* lane, std::string message, const std::string& token) {
+grpc::Status NodeStream::Send(const LaneEndpoint* lane, std::string message,
+                              const std::string& token) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = lanes_.find(lane);
-    if (ended_ || it == lanes_.end()) return true;  // the lane's end is on its way
-    if (pending_bytes_ + message.size() > kMaxPendingBytes) return false;
+    if (ended_ || it == lanes_.end()) return grpc::Status::OK;  // the lane's end is on its way
     Lane& l = it->second;
-    if (!l.numbered) {
+    const size_t message_bytes = message.size();
+    v1::LaneUp up;
+    up.set_lane(l.numbered ? l.id : next_lane_);
+    *up.mutable_message() = std::move(message);
+    if (!token.empty()) up.set_token(token);
+    const size_t bytes = FramedSize(up);
+    if (bytes > max_message_bytes_) {
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "gnmr-relay: a message of " + std::to_string(message_bytes) + " bytes" +
+              (token.empty() ? std::string()
+                             : " with its token of " + std::to_string(token.size()) + " bytes") +
+              " takes " + std::to_string(bytes) +
+              " bytes as a lane of the node stream, over "
+              "gnmrd's max_message_bytes (" +
+              std::to_string(max_message_bytes_) + "); nothing was sent");
+    }
+    if (pending_bytes_ + bytes > kMaxPendingBytes) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "gnmr-relay: gnmrd is not reading (" +
+                              std::to_string(kMaxPendingBytes >> 20) +
+                              " MiB queued for it); reconnect");
+    }
+    if (!l.numbered) {  // numbered with its first message queued: ids go up in queue order
       l.numbered = true;
       l.id = next_lane_++;
       ids_.emplace(l.id, lane);
     }
-    pending_bytes_ += message.size();
-    v1::LaneUp& up = pending_.emplace_back();
-    up.set_lane(l.id);
-    *up.mutable_message() = std::move(message);
-    if (!token.empty()) up.set_token(token);
+    QueueLocked(std::move(up), bytes);
   }
   cv_.notify_all();
-  return true;
+  return grpc::Status::OK;
+}
+
+void NodeStream::QueueLocked(v1::LaneUp up, size_t bytes) {
+  pending_bytes_ += bytes;
+  pending_.push_back({std::move(up), bytes});
 }
 
 std::shared_ptr<LaneEndpoint> NodeStream::EndLocked(
@@ -74,9 +110,11 @@ std::shared_ptr<LaneEndpoint> NodeStream::EndLocked(
   if (it->second.numbered) {
     ids_.erase(it->second.id);
     if (!ended_) {
-      v1::LaneUp& up = pending_.emplace_back();
+      v1::LaneUp up;
       up.set_lane(it->second.id);
       up.set_end(true);
+      const size_t bytes = FramedSize(up);
+      QueueLocked(std::move(up), bytes);
     }
   }
   lanes_.erase(it);
@@ -105,15 +143,17 @@ void NodeStream::WriteLoop() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return ended_ || !pending_.empty(); });
       if (ended_) break;
-      // Everything queued since the last write, up to the size bound.
+      // Everything queued since the last write, up to the soft bound and
+      // never past gnmrd's (Send let in only lanes that fit alone).
       size_t bytes = 0;
-      size_t taken = 0;
-      while (taken < pending_.size() && (bytes < kWriteBytes || taken == 0)) {
-        bytes += pending_[taken].message().size();
-        *msg.add_lanes() = std::move(pending_[taken++]);
+      while (!pending_.empty()) {
+        Pending& next = pending_.front();
+        if (bytes > 0 && (bytes >= kWriteBytes || bytes + next.bytes > max_message_bytes_)) break;
+        bytes += next.bytes;
+        pending_bytes_ -= next.bytes;
+        *msg.add_lanes() = std::move(next.up);
+        pending_.pop_front();
       }
-      pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(taken));
-      pending_bytes_ -= std::min(pending_bytes_, bytes);
     }
     const bool ok = stream_->Write(msg);
     msg.Clear();

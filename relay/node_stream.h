@@ -9,6 +9,11 @@
 //   was queued since its last write in one NodeClientMessage (up to
 //   kWriteBytes), so the acks of a node's ranks for a step reach gnmrd in
 //   one or two messages, not one per rank.
+// - gnmrd's bound: a NodeClientMessage over gnmrd's max_message_bytes ends
+//   the whole node stream, every lane on it. So a rank message that would
+//   not fit once framed as a lane, token included, is refused with its
+//   rank's stream alone (RESOURCE_EXHAUSTED, with the sizes), and a write
+//   takes a lane only if the message stays within the bound.
 // - Lane ids: a lane is numbered when its first message is queued, under
 //   the queue's lock, so ids go up in the order gnmrd reads them whatever
 //   the order in which the ranks opened their streams; a lane closed
@@ -32,7 +37,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -65,8 +72,9 @@ class NodeStream {
   static constexpr size_t kMaxPendingBytes = 256u << 20;
 
   // Opens the stream and starts its two threads, which hold it until the
-  // stream ends.
-  static std::shared_ptr<NodeStream> Start(const std::shared_ptr<grpc::Channel>& channel);
+  // stream ends. `max_message_bytes`: gnmrd's bound on what it reads.
+  static std::shared_ptr<NodeStream> Start(const std::shared_ptr<grpc::Channel>& channel,
+                                           size_t max_message_bytes);
   NodeStream(const NodeStream&) = delete;
   NodeStream& operator=(const NodeStream&) = delete;
 
@@ -80,9 +88,11 @@ class NodeStream {
   // once the stream has ended. The lane gets its id with its first message.
   bool Open(std::shared_ptr<LaneEndpoint> endpoint);
   // One ClientMessage of the lane's rank; `token` goes with its first.
-  // False when kMaxPendingBytes are already waiting (the message is not
-  // queued).
-  bool Send(const LaneEndpoint* lane, std::string message, const std::string& token);
+  // Not OK (and not queued) when it cannot go up: RESOURCE_EXHAUSTED when
+  // the message, framed as a lane with the token, would not fit gnmrd's
+  // bound, or when kMaxPendingBytes are already waiting. The rank's stream
+  // then ends with that status.
+  grpc::Status Send(const LaneEndpoint* lane, std::string message, const std::string& token);
   // The rank's stream ended: gnmrd is told (if it heard of the lane), and
   // the lane's deliveries stop.
   void Close(const LaneEndpoint* lane);
@@ -90,7 +100,7 @@ class NodeStream {
   bool ended() const;
 
  private:
-  explicit NodeStream(const std::shared_ptr<grpc::Channel>& channel);
+  NodeStream(const std::shared_ptr<grpc::Channel>& channel, size_t max_message_bytes);
   void WriteLoop();
   void ReadLoop();
   void Handle(const v1::NodeServerMessage& msg);
@@ -103,16 +113,24 @@ class NodeStream {
     bool numbered = false;  // its first message is queued
     uint32_t id = 0;        // then its id on the wire
   };
+  // A LaneUp waiting for the writer, with its bytes in a NodeClientMessage.
+  struct Pending {
+    v1::LaneUp up;
+    size_t bytes = 0;
+  };
+  // Queues `up` for the writer.
+  void QueueLocked(v1::LaneUp up, size_t bytes);
   // Queues the lane's `end` for gnmrd (if it heard of the lane) and
   // forgets the lane; returns its endpoint.
   std::shared_ptr<LaneEndpoint> EndLocked(
       std::unordered_map<const LaneEndpoint*, Lane>::iterator it);
 
+  const size_t max_message_bytes_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::unordered_map<const LaneEndpoint*, Lane> lanes_;    // the open lanes
   std::unordered_map<uint32_t, const LaneEndpoint*> ids_;  // the numbered ones, by id
-  std::vector<v1::LaneUp> pending_;
+  std::deque<Pending> pending_;
   size_t pending_bytes_ = 0;
   uint32_t next_lane_ = 0;
   bool ended_ = false;  // no new lanes, nothing more written

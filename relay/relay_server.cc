@@ -133,8 +133,9 @@ StatusOr<std::unique_ptr<RelayServer>> RelayServer::Start(const RelayOptions& op
   Status prepared = PrepareUnixSocket(options.listen.substr(5));
   if (!prepared.ok()) return prepared;
   grpc::ServerBuilder builder;
-  // A lane's message must fit gnmrd's bound with the lane's bytes around it.
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes - 1024);
+  // Past gnmrd's bound a message cannot fit as a lane; below it, whether it
+  // fits with its token and the lane's framing is NodeStream::Send's to say.
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials());
   builder.RegisterCallbackGenericService(relay.get());
@@ -173,7 +174,7 @@ std::shared_ptr<NodeStream> RelayServer::CurrentStream() {
   if (shut_down_) return nullptr;
   if (stream_ && !stream_->ended()) return stream_;
   // An ended stream's threads finish on their own; its last holder lets go.
-  stream_ = NodeStream::Start(upstream_);
+  stream_ = NodeStream::Start(upstream_, static_cast<size_t>(options_.max_message_bytes));
   ++opened_;
   return stream_;
 }

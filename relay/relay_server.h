@@ -28,8 +28,8 @@ namespace gnmr::relay {
 struct RelayOptions {
   std::string listen = "unix:/run/gnmr/relay.sock";    // the ranks: a Unix socket only
   std::string upstream = "unix:/run/gnmr/gnmrd.sock";  // gnmrd
-  // gnmrd's own bound (its max_message_bytes); a rank's message must leave
-  // room for a lane's few bytes around it.
+  // gnmrd's own bound (its max_message_bytes): a rank's message goes up
+  // only if it fits with its token and the lane's few bytes around it.
   int max_message_bytes = 64 << 20;
   std::chrono::milliseconds forward_timeout{60000};  // a passed-through call's longest wait
 };

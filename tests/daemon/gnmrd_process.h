@@ -115,6 +115,19 @@ inline GnmrdExit RunGnmrdToExit(const std::vector<std::string>& flags, const std
   return out;
 }
 
+// Sends `sig` to the child *pid and reports whether it still runs `wait`
+// later; if not, it is reaped and *pid set to -1.
+inline bool ChildSurvivesSignal(pid_t* pid, int sig, std::chrono::milliseconds wait) {
+  if (*pid <= 0) return false;
+  ::kill(*pid, sig);
+  std::this_thread::sleep_for(wait);
+  if (::waitpid(*pid, nullptr, WNOHANG) == *pid) {
+    *pid = -1;
+    return false;
+  }
+  return true;
+}
+
 class GnmrdProcess {
  public:
   // A fresh private directory for the socket and the state.
@@ -160,14 +173,7 @@ class GnmrdProcess {
   // Sends `sig` and reports whether the process is still running after
   // `wait` (for signals that must not stop it).
   bool SurvivesSignal(int sig, std::chrono::milliseconds wait = std::chrono::milliseconds(500)) {
-    if (pid_ <= 0) return false;
-    ::kill(pid_, sig);
-    std::this_thread::sleep_for(wait);
-    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
+    return ChildSurvivesSignal(&pid_, sig, wait);
   }
 
   // A channel with its own subchannel pool: never shares a connection made

@@ -1,0 +1,124 @@
+// What the relay forwards must fit gnmrd's message bound, with real
+// processes (gnmrd, gnmr-relay; raw ranks): a rank message that cannot fit
+// once framed as a lane (its token included) ends that rank alone, and the
+// relay's writer never batches lanes past the bound. Either used to end
+// the whole node stream, every lane on it, other jobs' ranks included.
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/daemon/raw_rank.h"
+#include "tests/daemon/test_daemon.h"
+#include "tests/relay/relay_process.h"
+
+namespace gnmr::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr int kMaxMessageBytes = 1 << 20;
+
+// `m` padded with an unknown field to exactly `bytes` bytes (gnmrd skips
+// the field; the relay never reads it).
+v1::ClientMessage Padded(v1::ClientMessage m, size_t bytes) {
+  const size_t bare = m.ByteSizeLong();
+  const size_t overhead = 2 + 3;  // field 1000's tag, a length below 2^21
+  std::string pad(bytes - bare - overhead, 'x');
+  m.GetReflection()->MutableUnknownFields(&m)->AddLengthDelimited(1000, pad);
+  EXPECT_EQ(m.ByteSizeLong(), bytes);
+  return m;
+}
+
+class RelayBoundsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string config = gnmrd_.dir() + "/gnmrd.yaml";
+    std::ofstream(config) << "max_message_bytes: " << kMaxMessageBytes << "\n";
+    ASSERT_TRUE(gnmrd_.Start({"--config", config})) << gnmrd_.log();
+    ASSERT_TRUE(
+        relay_.Start(gnmrd_.target(), {"--max-message-bytes", std::to_string(kMaxMessageBytes)}))
+        << relay_.log();
+  }
+  std::shared_ptr<grpc::Channel> Relay() {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetMaxSendMessageSize(-1);
+    return grpc::CreateCustomChannel(relay_.target(), grpc::InsecureChannelCredentials(), args);
+  }
+  // Rank `rank` of `job` (world `world`) through the relay, registered,
+  // its stream open and its hello sent.
+  RawRank* Attach(const std::string& job, uint32_t rank, uint32_t world,
+                  const std::string& token = "") {
+    ranks_.push_back(std::make_unique<RawRank>(Relay(), job, rank, world, token));
+    RawRank* r = ranks_.back().get();
+    const v1::ControllerConfig config = FastConfig();
+    EXPECT_TRUE(r->Register({{"a"}, {"b"}}, nullptr, &config).ok());
+    r->Open();
+    EXPECT_TRUE(r->WaitMessages(1)) << "no GenerationStart for " << job << " rank " << rank;
+    return r;
+  }
+
+  GnmrdProcess gnmrd_;
+  RelayProcess relay_{gnmrd_.dir()};
+  std::vector<std::unique_ptr<RawRank>> ranks_;
+};
+
+TEST_F(RelayBoundsTest, AMessageThatCannotFitWithItsTokenEndsItsRankAlone) {
+  RawRank* b = Attach("j", 0, 1);
+  ASSERT_TRUE(b->SendStats(0, {4.0, 1.0}));
+  v1::Decision d;
+  ASSERT_TRUE(b->WaitDecision(0, &d));
+  // Rank A of another job: a 4 KiB token and a first message 1025 bytes
+  // under the bound. Alone it fits; with the token and the lane's framing
+  // it does not.
+  const std::string token(4096, 't');
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    RawRank a(Relay(), "k", 0, 1, token);
+    a.Open(0, /*hello=*/false);
+    v1::ClientMessage hello;
+    hello.mutable_hello()->set_job_id("k");
+    ASSERT_TRUE(a.Send(Padded(hello, kMaxMessageBytes - 1025)));
+    const grpc::Status ended = a.WaitEnd();
+    EXPECT_EQ(ended.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << ended.error_message();
+    EXPECT_NE(ended.error_message().find("a message of 1047551 bytes with its token of 4096 "
+                                         "bytes takes 1051660 bytes as a lane of the node "
+                                         "stream, over gnmrd's max_message_bytes (1048576)"),
+              std::string::npos)
+        << ended.error_message();
+    // (1051660 bytes is what gnmrd's gRPC used to refuse, ending the node
+    // stream: "Received message larger than max (1051660 vs. 1048576)".)
+    // B, on the same relay, goes on.
+    const int64_t step = 1 + attempt;
+    ASSERT_TRUE(b->SendStats(step, {4.0, 1.0}));
+    EXPECT_TRUE(b->WaitDecision(step, &d)) << "step " << step << "\n" << relay_.log();
+  }
+}
+
+TEST_F(RelayBoundsTest, TheRelayNeverBatchesLanesPastGnmrdsBound) {
+  // Four ranks whose reports are each 0.6 of the bound, sent at once: each
+  // fits, but what queues while the relay writes one goes up together, and
+  // two in one write do not fit.
+  std::vector<RawRank*> ranks;
+  for (uint32_t r = 0; r < 4; ++r) ranks.push_back(Attach("j", r, 4));
+  const size_t report_bytes = kMaxMessageBytes * 6 / 10;
+  for (int64_t step = 0; step < 20; ++step) {
+    std::vector<std::thread> senders;
+    for (RawRank* r : ranks) {
+      senders.emplace_back([r, step, report_bytes] {
+        v1::ClientMessage m;
+        *m.mutable_stats() = r->Stats(step, {4.0, 1.0});
+        EXPECT_TRUE(r->Send(Padded(m, report_bytes))) << "step " << step;
+      });
+    }
+    for (std::thread& t : senders) t.join();
+    for (RawRank* r : ranks) {
+      v1::Decision d;
+      ASSERT_TRUE(r->WaitDecision(step, &d)) << "step " << step << "\n" << relay_.log();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gnmr::testing
