@@ -20,14 +20,14 @@ size_t FramedSize(const v1::LaneUp& up) {
 
 }  // namespace
 
-NodeStream::NodeStream(const std::shared_ptr<grpc::Channel>& channel, size_t max_message_bytes)
-    : stub_(v1::GnmrRelay::NewStub(channel)), max_message_bytes_(max_message_bytes) {
+NodeStream::NodeStream(const std::shared_ptr<grpc::Channel>& channel, const Limits& limits)
+    : stub_(v1::GnmrRelay::NewStub(channel)), limits_(limits) {
   stream_ = stub_->NodeSession(&ctx_);
 }
 
 std::shared_ptr<NodeStream> NodeStream::Start(const std::shared_ptr<grpc::Channel>& channel,
-                                              size_t max_message_bytes) {
-  std::shared_ptr<NodeStream> stream(new NodeStream(channel, max_message_bytes));
+                                              const Limits& limits) {
+  std::shared_ptr<NodeStream> stream(new NodeStream(channel, limits));
   // Each thread holds the stream until it returns: whoever lets go of it
   // last (a gRPC thread finishing a rank's stream, often) never waits for
   // them, and a gRPC thread must never wait for gRPC work.
@@ -71,7 +71,7 @@ grpc::Status NodeStream::Send(const LaneEndpoint* lane, std::string message,
     *up.mutable_message() = std::move(message);
     if (!token.empty()) up.set_token(token);
     const size_t bytes = FramedSize(up);
-    if (bytes > max_message_bytes_) {
+    if (bytes > limits_.max_message_bytes) {
       return grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           "gnmr-relay: a message of " + std::to_string(message_bytes) + " bytes" +
@@ -80,13 +80,14 @@ grpc::Status NodeStream::Send(const LaneEndpoint* lane, std::string message,
               " takes " + std::to_string(bytes) +
               " bytes as a lane of the node stream, over "
               "gnmrd's max_message_bytes (" +
-              std::to_string(max_message_bytes_) + "); nothing was sent");
+              std::to_string(limits_.max_message_bytes) + "); nothing was sent");
     }
-    if (pending_bytes_ + bytes > kMaxPendingBytes) {
+    if (pending_bytes_ + bytes + kMessageCost > limits_.max_pending_bytes) {
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          "gnmr-relay: gnmrd is not reading (" +
-                              std::to_string(kMaxPendingBytes >> 20) +
-                              " MiB queued for it); reconnect");
+                          "gnmr-relay: gnmrd is not reading (" + std::to_string(pending_.size()) +
+                              " messages queued for it, " + std::to_string(pending_bytes_) +
+                              " bytes counted of the relay's --max-pending-bytes " +
+                              std::to_string(limits_.max_pending_bytes) + "); reconnect");
     }
     if (!l.numbered) {  // numbered with its first message queued: ids go up in queue order
       l.numbered = true;
@@ -100,8 +101,8 @@ grpc::Status NodeStream::Send(const LaneEndpoint* lane, std::string message,
 }
 
 void NodeStream::QueueLocked(v1::LaneUp up, size_t bytes) {
-  pending_bytes_ += bytes;
   pending_.push_back({std::move(up), bytes});
+  pending_bytes_ += pending_.back().cost();
 }
 
 std::shared_ptr<LaneEndpoint> NodeStream::EndLocked(
@@ -148,9 +149,10 @@ void NodeStream::WriteLoop() {
       size_t bytes = 0;
       while (!pending_.empty()) {
         Pending& next = pending_.front();
-        if (bytes > 0 && (bytes >= kWriteBytes || bytes + next.bytes > max_message_bytes_)) break;
+        if (bytes > 0 && (bytes >= kWriteBytes || bytes + next.bytes > limits_.max_message_bytes))
+          break;
         bytes += next.bytes;
-        pending_bytes_ -= next.bytes;
+        pending_bytes_ -= next.cost();
         *msg.add_lanes() = std::move(next.up);
         pending_.pop_front();
       }

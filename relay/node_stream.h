@@ -66,15 +66,23 @@ class LaneEndpoint {
 class NodeStream {
  public:
   static constexpr size_t kWriteBytes = 4u << 20;  // a write's soft size bound
-  // What may wait for the writer: past it gnmrd is not reading, and the
-  // rank that sends more is ended (it reconnects) rather than the relay
-  // growing without bound.
-  static constexpr size_t kMaxPendingBytes = 256u << 20;
+  // What a message waiting for the writer costs besides its bytes: its
+  // LaneUp (48 B), its place in the queue and its string (~110 B in all).
+  // An empty message costs this much too.
+  static constexpr size_t kMessageCost = 128;
+
+  struct Limits {
+    size_t max_message_bytes = 64u << 20;  // gnmrd's bound on what it reads
+    // What may wait for the writer, each message counting its bytes and
+    // kMessageCost: past it gnmrd is not reading, and the rank that sends
+    // more is ended (it reconnects) rather than the relay growing.
+    size_t max_pending_bytes = 256u << 20;
+  };
 
   // Opens the stream and starts its two threads, which hold it until the
-  // stream ends. `max_message_bytes`: gnmrd's bound on what it reads.
+  // stream ends.
   static std::shared_ptr<NodeStream> Start(const std::shared_ptr<grpc::Channel>& channel,
-                                           size_t max_message_bytes);
+                                           const Limits& limits);
   NodeStream(const NodeStream&) = delete;
   NodeStream& operator=(const NodeStream&) = delete;
 
@@ -90,7 +98,7 @@ class NodeStream {
   // One ClientMessage of the lane's rank; `token` goes with its first.
   // Not OK (and not queued) when it cannot go up: RESOURCE_EXHAUSTED when
   // the message, framed as a lane with the token, would not fit gnmrd's
-  // bound, or when kMaxPendingBytes are already waiting. The rank's stream
+  // bound, or when max_pending_bytes are already waiting. The rank's stream
   // then ends with that status.
   grpc::Status Send(const LaneEndpoint* lane, std::string message, const std::string& token);
   // The rank's stream ended: gnmrd is told (if it heard of the lane), and
@@ -100,7 +108,7 @@ class NodeStream {
   bool ended() const;
 
  private:
-  NodeStream(const std::shared_ptr<grpc::Channel>& channel, size_t max_message_bytes);
+  NodeStream(const std::shared_ptr<grpc::Channel>& channel, const Limits& limits);
   void WriteLoop();
   void ReadLoop();
   void Handle(const v1::NodeServerMessage& msg);
@@ -117,6 +125,7 @@ class NodeStream {
   struct Pending {
     v1::LaneUp up;
     size_t bytes = 0;
+    size_t cost() const { return bytes + kMessageCost; }
   };
   // Queues `up` for the writer.
   void QueueLocked(v1::LaneUp up, size_t bytes);
@@ -125,13 +134,13 @@ class NodeStream {
   std::shared_ptr<LaneEndpoint> EndLocked(
       std::unordered_map<const LaneEndpoint*, Lane>::iterator it);
 
-  const size_t max_message_bytes_;
+  const Limits limits_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::unordered_map<const LaneEndpoint*, Lane> lanes_;    // the open lanes
   std::unordered_map<uint32_t, const LaneEndpoint*> ids_;  // the numbered ones, by id
   std::deque<Pending> pending_;
-  size_t pending_bytes_ = 0;
+  size_t pending_bytes_ = 0;  // the sum of pending_'s cost()
   uint32_t next_lane_ = 0;
   bool ended_ = false;  // no new lanes, nothing more written
   bool writer_exited_ = false;

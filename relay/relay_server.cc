@@ -174,7 +174,10 @@ std::shared_ptr<NodeStream> RelayServer::CurrentStream() {
   if (shut_down_) return nullptr;
   if (stream_ && !stream_->ended()) return stream_;
   // An ended stream's threads finish on their own; its last holder lets go.
-  stream_ = NodeStream::Start(upstream_, static_cast<size_t>(options_.max_message_bytes));
+  NodeStream::Limits limits;
+  limits.max_message_bytes = static_cast<size_t>(options_.max_message_bytes);
+  limits.max_pending_bytes = options_.max_pending_bytes;
+  stream_ = NodeStream::Start(upstream_, limits);
   ++opened_;
   return stream_;
 }

@@ -31,6 +31,10 @@ struct RelayOptions {
   // gnmrd's own bound (its max_message_bytes): a rank's message goes up
   // only if it fits with its token and the lane's few bytes around it.
   int max_message_bytes = 64 << 20;
+  // What may wait for gnmrd to read it (node_stream.h): past it gnmrd is
+  // not reading, and a rank that sends is ended rather than the relay
+  // growing.
+  size_t max_pending_bytes = 256u << 20;
   std::chrono::milliseconds forward_timeout{60000};  // a passed-through call's longest wait
 };
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -78,6 +79,16 @@ inline std::string ReadText(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// A field of /proc/<pid>/status in KiB ("VmHWM:", "VmRSS:"); 0 if absent.
+inline uint64_t ProcStatusKib(pid_t pid, const std::string& field) {
+  std::istringstream in(ReadText("/proc/" + std::to_string(pid) + "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size()));
+  }
+  return 0;
 }
 
 // A gnmrd run expected to end by itself (a start-up error): its wait

@@ -26,15 +26,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-uint64_t ProcKib(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size()));
-  }
-  return 0;
-}
-
 // A NodeClientMessage of ~`bytes` bytes: LaneUps of lanes first, first + 1,
 // ..., each carrying `message`. *first moves past the lanes used.
 std::string LaneUps(const std::string& message, size_t bytes, uint32_t* first) {
@@ -56,10 +47,10 @@ std::string LaneUps(const std::string& message, size_t bytes, uint32_t* first) {
 // Waits until `pid`'s VmHWM has not grown for a second (gnmrd is done with
 // what it read); returns it, in KiB.
 uint64_t SettledHwm(pid_t pid) {
-  uint64_t last = ProcKib(pid, "VmHWM:");
+  uint64_t last = ProcStatusKib(pid, "VmHWM:");
   for (int quiet = 0, i = 0; quiet < 10 && i < 600; ++i) {
     std::this_thread::sleep_for(milliseconds(100));
-    const uint64_t now = ProcKib(pid, "VmHWM:");
+    const uint64_t now = ProcStatusKib(pid, "VmHWM:");
     quiet = now == last ? quiet + 1 : 0;
     last = now;
   }

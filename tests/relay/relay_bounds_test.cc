@@ -3,6 +3,7 @@
 // once framed as a lane (its token included) ends that rank alone, and the
 // relay's writer never batches lanes past the bound. Either used to end
 // the whole node stream, every lane on it, other jobs' ranks included.
+#include <cstdio>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -37,9 +38,10 @@ class RelayBoundsTest : public ::testing::Test {
     const std::string config = gnmrd_.dir() + "/gnmrd.yaml";
     std::ofstream(config) << "max_message_bytes: " << kMaxMessageBytes << "\n";
     ASSERT_TRUE(gnmrd_.Start({"--config", config})) << gnmrd_.log();
-    ASSERT_TRUE(
-        relay_.Start(gnmrd_.target(), {"--max-message-bytes", std::to_string(kMaxMessageBytes)}))
-        << relay_.log();
+  }
+  void StartRelay(std::vector<std::string> extra = {}) {
+    extra.insert(extra.end(), {"--max-message-bytes", std::to_string(kMaxMessageBytes)});
+    ASSERT_TRUE(relay_.Start(gnmrd_.target(), extra)) << relay_.log();
   }
   std::shared_ptr<grpc::Channel> Relay() {
     grpc::ChannelArguments args;
@@ -66,6 +68,7 @@ class RelayBoundsTest : public ::testing::Test {
 };
 
 TEST_F(RelayBoundsTest, AMessageThatCannotFitWithItsTokenEndsItsRankAlone) {
+  StartRelay();
   RawRank* b = Attach("j", 0, 1);
   ASSERT_TRUE(b->SendStats(0, {4.0, 1.0}));
   v1::Decision d;
@@ -100,6 +103,7 @@ TEST_F(RelayBoundsTest, TheRelayNeverBatchesLanesPastGnmrdsBound) {
   // Four ranks whose reports are each 0.6 of the bound, sent at once: each
   // fits, but what queues while the relay writes one goes up together, and
   // two in one write do not fit.
+  StartRelay();
   std::vector<RawRank*> ranks;
   for (uint32_t r = 0; r < 4; ++r) ranks.push_back(Attach("j", r, 4));
   const size_t report_bytes = kMaxMessageBytes * 6 / 10;
@@ -118,6 +122,36 @@ TEST_F(RelayBoundsTest, TheRelayNeverBatchesLanesPastGnmrdsBound) {
       ASSERT_TRUE(r->WaitDecision(step, &d)) << "step " << step << "\n" << relay_.log();
     }
   }
+}
+
+TEST_F(RelayBoundsTest, EmptyMessagesCountAgainstWhatMayWaitForGnmrd) {
+  // gnmrd stops reading (SIGSTOP); a rank sends empty messages. Each costs
+  // the relay ~110 bytes while it waits, though it has no bytes of its own:
+  // the bound used to count bytes only (4M empty messages: 17 -> 394 MB).
+  constexpr int64_t kPendingBound = 8 << 20;
+  StartRelay({"--max-pending-bytes", std::to_string(kPendingBound)});
+  RawRank* r = Attach("j", 0, 1);
+  const uint64_t before = ProcStatusKib(relay_.pid(), "VmHWM:");
+  ASSERT_EQ(::kill(gnmrd_.pid(), SIGSTOP), 0);
+  struct Resume {  // gnmrd runs again whatever happens below
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{gnmrd_.pid()};
+  constexpr int kMessages = 400000;
+  int sent = 0;
+  while (sent < kMessages && r->Send(v1::ClientMessage())) ++sent;
+  const grpc::Status ended = r->WaitEnd();
+  const uint64_t after = ProcStatusKib(relay_.pid(), "VmHWM:");
+  std::printf("relay VmHWM %llu -> %llu KiB (+%llu KiB) after %d empty messages taken\n",
+              static_cast<unsigned long long>(before), static_cast<unsigned long long>(after),
+              static_cast<unsigned long long>(after - before), sent);
+  EXPECT_LT(sent, kMessages);
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << ended.error_message();
+  EXPECT_NE(ended.error_message().find("gnmrd is not reading"), std::string::npos)
+      << ended.error_message();
+  // What waited (at most the bound, each message at its cost) and gRPC's
+  // buffers towards the stopped gnmrd.
+  EXPECT_LE(after - before, static_cast<uint64_t>(kPendingBound >> 10) + (16u << 10));
 }
 
 }  // namespace
