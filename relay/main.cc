@@ -4,6 +4,7 @@
 // SIGINT, then ends its streams (the ranks fail open and reconnect).
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -50,6 +51,11 @@ int main(int argc, char** argv) {
                "counting its bytes and 128 more (default 268435456);\n"
                "past it a rank that sends is ended (RESOURCE_EXHAUSTED)",
                1 << 20, int64_t{1} << 40, &max_pending_bytes);
+  int64_t reconnect_max_ms = options.reconnect_max.count();
+  flags.AddInt("reconnect-max-ms", "MS",
+               "longest wait between attempts to reach gnmrd while it\n"
+               "is away (default 1000): gnmrd back is noticed within it",
+               50, 60000, &reconnect_max_ms);
   flags.AddString("log-level", "LEVEL", "trace, debug, info, warn, error (default info)",
                   &log_level);
   const gnmr::Status parsed = flags.Parse(argc - 1, argv + 1);
@@ -60,6 +66,7 @@ int main(int argc, char** argv) {
   if (!parsed.ok()) return Usage(flags, parsed.message());
   options.max_message_bytes = static_cast<int>(max_message_bytes);
   options.max_pending_bytes = static_cast<size_t>(max_pending_bytes);
+  options.reconnect_max = std::chrono::milliseconds(reconnect_max_ms);
   if (options.listen.empty() || options.upstream.empty()) {
     return Usage(flags, "--listen and --upstream must not be empty");
   }

@@ -6,6 +6,7 @@
 
 #include "common/tsan_annotations.h"
 #include "common/unix_socket.h"
+#include "proto/channel_backoff.h"
 #include "relay/local_session.h"
 
 namespace gnmr::relay {
@@ -108,6 +109,7 @@ RelayServer::RelayServer(const RelayOptions& options)
     : options_(options),
       upstream_([&] {
         grpc::ChannelArguments args;
+        SetReconnectBackoff(&args, options.reconnect_initial, options.reconnect_max);
         args.SetMaxSendMessageSize(-1);
         args.SetMaxReceiveMessageSize(-1);  // gnmrd bounds what it sends
         return grpc::CreateCustomChannel(options.upstream, grpc::InsecureChannelCredentials(),
@@ -118,6 +120,11 @@ RelayServer::RelayServer(const RelayOptions& options)
 StatusOr<std::unique_ptr<RelayServer>> RelayServer::Start(const RelayOptions& options) {
   if (options.max_message_bytes <= 4096) {
     return InvalidArgument("max message bytes must be over 4096");
+  }
+  if (options.reconnect_initial.count() < 1 || options.reconnect_max < options.reconnect_initial) {
+    return InvalidArgument(
+        "the reconnect backoff must be at least 1 ms, its maximum at least its "
+        "start");
   }
   // Node-local ranks only. Over its upstream the relay speaks for its ranks:
   // on gnmrd's Unix socket that transport is trusted (no token needed,

@@ -36,6 +36,11 @@ struct RelayOptions {
   // growing.
   size_t max_pending_bytes = 256u << 20;
   std::chrono::milliseconds forward_timeout{60000};  // a passed-through call's longest wait
+  // The upstream channel's reconnect backoff (proto/channel_backoff.h): with
+  // gRPC's own, growing to 120 s, ranks behind the relay came back up to
+  // minutes after gnmrd did. As the client library's defaults.
+  std::chrono::milliseconds reconnect_initial{50};
+  std::chrono::milliseconds reconnect_max{1000};
 };
 
 class RelayServer final : public grpc::CallbackGenericService {

@@ -4,14 +4,11 @@
 // relay's writer never batches lanes past the bound. Either used to end
 // the whole node stream, every lane on it, other jobs' ranks included.
 #include <cstdio>
-#include <fstream>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "tests/daemon/raw_rank.h"
-#include "tests/daemon/test_daemon.h"
 #include "tests/relay/relay_process.h"
 
 namespace gnmr::testing {
@@ -32,39 +29,15 @@ v1::ClientMessage Padded(v1::ClientMessage m, size_t bytes) {
   return m;
 }
 
-class RelayBoundsTest : public ::testing::Test {
+class RelayBoundsTest : public RelayProcessTest {
  protected:
   void SetUp() override {
-    const std::string config = gnmrd_.dir() + "/gnmrd.yaml";
-    std::ofstream(config) << "max_message_bytes: " << kMaxMessageBytes << "\n";
-    ASSERT_TRUE(gnmrd_.Start({"--config", config})) << gnmrd_.log();
+    ASSERT_TRUE(StartGnmrd("max_message_bytes: " + std::to_string(kMaxMessageBytes) + "\n"));
   }
   void StartRelay(std::vector<std::string> extra = {}) {
     extra.insert(extra.end(), {"--max-message-bytes", std::to_string(kMaxMessageBytes)});
-    ASSERT_TRUE(relay_.Start(gnmrd_.target(), extra)) << relay_.log();
+    RelayProcessTest::StartRelay(extra);
   }
-  std::shared_ptr<grpc::Channel> Relay() {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    args.SetMaxSendMessageSize(-1);
-    return grpc::CreateCustomChannel(relay_.target(), grpc::InsecureChannelCredentials(), args);
-  }
-  // Rank `rank` of `job` (world `world`) through the relay, registered,
-  // its stream open and its hello sent.
-  RawRank* Attach(const std::string& job, uint32_t rank, uint32_t world,
-                  const std::string& token = "") {
-    ranks_.push_back(std::make_unique<RawRank>(Relay(), job, rank, world, token));
-    RawRank* r = ranks_.back().get();
-    const v1::ControllerConfig config = FastConfig();
-    EXPECT_TRUE(r->Register({{"a"}, {"b"}}, nullptr, &config).ok());
-    r->Open();
-    EXPECT_TRUE(r->WaitMessages(1)) << "no GenerationStart for " << job << " rank " << rank;
-    return r;
-  }
-
-  GnmrdProcess gnmrd_;
-  RelayProcess relay_{gnmrd_.dir()};
-  std::vector<std::unique_ptr<RawRank>> ranks_;
 };
 
 TEST_F(RelayBoundsTest, AMessageThatCannotFitWithItsTokenEndsItsRankAlone) {

@@ -10,11 +10,17 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "tests/daemon/gnmrd_process.h"
+#include "tests/daemon/raw_rank.h"
+#include "tests/daemon/test_daemon.h"
 
 namespace gnmr::testing {
 
@@ -89,6 +95,47 @@ class RelayProcess {
  private:
   std::string dir_;
   pid_t pid_ = -1;
+};
+
+// A real gnmrd and a real gnmr-relay (each started by the test), and raw
+// ranks through the relay.
+class RelayProcessTest : public ::testing::Test {
+ protected:
+  // Starts gnmrd on its Unix socket with `config` (YAML) as its config
+  // file, if any.
+  bool StartGnmrd(const std::string& config = "", std::vector<std::string> extra = {}) {
+    if (!config.empty()) {
+      const std::string path = gnmrd_.dir() + "/gnmrd.yaml";
+      std::ofstream(path) << config;
+      extra.insert(extra.end(), {"--config", path});
+    }
+    return gnmrd_.Start(extra);
+  }
+  void StartRelay(std::vector<std::string> extra = {}) {
+    ASSERT_TRUE(relay_.Start(gnmrd_.target(), extra)) << relay_.log();
+  }
+  std::shared_ptr<grpc::Channel> Relay() {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetMaxSendMessageSize(-1);
+    return grpc::CreateCustomChannel(relay_.target(), grpc::InsecureChannelCredentials(), args);
+  }
+  // Rank `rank` of `job` (world `world`) through the relay, registered,
+  // its stream open and its hello sent.
+  RawRank* Attach(const std::string& job, uint32_t rank, uint32_t world,
+                  const std::string& token = "") {
+    ranks_.push_back(std::make_unique<RawRank>(Relay(), job, rank, world, token));
+    RawRank* r = ranks_.back().get();
+    const v1::ControllerConfig config = FastConfig();
+    EXPECT_TRUE(r->Register({{"a"}, {"b"}}, nullptr, &config).ok());
+    r->Open();
+    EXPECT_TRUE(r->WaitMessages(1)) << "no GenerationStart for " << job << " rank " << rank;
+    return r;
+  }
+
+  GnmrdProcess gnmrd_;
+  RelayProcess relay_{gnmrd_.dir()};
+  std::vector<std::unique_ptr<RawRank>> ranks_;
 };
 
 }  // namespace gnmr::testing
