@@ -1,17 +1,17 @@
 // gnmr-relay: one per node, between the node's ranks and gnmrd. The ranks
 // set their target to the relay's socket; the relay holds one stream to
-// gnmrd for all their Sessions (docs/relay.md). Runs until SIGTERM or
-// SIGINT, then ends its streams (the ranks fail open and reconnect).
-#include <signal.h>
-
+// gnmrd for all their Sessions (docs/relay.md). Runs until a signal asks
+// it to stop (any whose default would end it: SIGTERM, SIGINT, SIGQUIT,
+// SIGUSR1, ...; SIGHUP is ignored), then ends its streams (the ranks fail
+// open and reconnect) and removes its socket.
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include <spdlog/spdlog.h>
 
 #include "common/flag_parser.h"
+#include "common/shutdown_signals.h"
 #include "relay/relay_server.h"
 
 namespace {
@@ -76,12 +76,9 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(level);
 
-  // Signals are taken by sigwait below: block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Signals are taken below, as gnmrd takes them (common/shutdown_signals.h):
+  // block them before any thread starts.
+  const sigset_t signals = gnmr::BlockStopSignals();
 
   auto relay = gnmr::relay::RelayServer::Start(options);
   if (!relay.ok()) {
@@ -89,10 +86,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::info("gnmr-relay listening on {}, gnmrd at {}", options.listen, options.upstream);
-  int sig = 0;
-  while (sigwait(&signals, &sig) != 0) {
-  }
-  spdlog::info("gnmr-relay: {}, shutting down", strsignal(sig));
+  const std::string stop = gnmr::WaitForStopSignal(signals, [] {
+    spdlog::warn(
+        "SIGHUP ignored: gnmr-relay has no config to reload; restart it to change "
+        "its options");
+  });
+  spdlog::info("gnmr-relay: {}, shutting down", stop);
+  // The ranks' streams end (they fail open and reconnect), and the socket
+  // file goes with the server.
   (*relay)->Shutdown();
   return 0;
 }

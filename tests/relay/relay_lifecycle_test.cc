@@ -1,8 +1,13 @@
 // The real gnmr-relay process through gnmrd's restarts and its own
 // signals (docs/relay.md): ranks behind it come back within the reconnect
 // bound once gnmrd is back.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -69,6 +74,36 @@ TEST_F(RelayLifecycleTest, RanksComeBackWithinTwoSecondsOfGnmrdsReturn) {
   // The relay's reconnect bound (1 s by default), gnmrd's start and the
   // rank's own round.
   EXPECT_LE(since(started), 3.0) << relay_.log();
+}
+
+TEST_F(RelayLifecycleTest, EveryTerminatingSignalStopsTheRelayCleanlyAndSighupIsIgnored) {
+  // As gnmrd: each signal whose default would kill the process is a clean
+  // stop (exit 0, the socket removed); SIGHUP is ignored, and said so. The
+  // relay used to die on SIGHUP, SIGUSR1 and SIGQUIT, leaving its socket.
+  ASSERT_TRUE(StartGnmrd());
+  // (The signal set is gnmrd's, common/shutdown_signals.h; two of it here:
+  // each stop may take the relay's 5 s shutdown grace while the ranks'
+  // connections stay open.)
+  for (int sig : {SIGQUIT, SIGUSR1}) {
+    StartRelay();
+    RawRank* rank = Attach("j", 0, 1);  // its stream ends with the relay
+    if (sig == SIGQUIT) {
+      EXPECT_TRUE(relay_.SurvivesSignal(SIGHUP)) << relay_.log();
+      EXPECT_NE(relay_.log().find("SIGHUP ignored"), std::string::npos) << relay_.log();
+    }
+    ::kill(relay_.pid(), sig);
+    // The rank learns it, and finishes its stream as the client library
+    // does (the relay's server waits for that, up to 5 s).
+    EXPECT_EQ(rank->WaitEnd().error_code(), grpc::StatusCode::UNAVAILABLE) << strsignal(sig);
+    const int status = relay_.Stop(0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << strsignal(sig) << ": wait status " << status << "\n"
+        << relay_.log();
+    EXPECT_FALSE(IsSocket(relay_.socket_path())) << strsignal(sig) << ": the socket is left";
+    EXPECT_EQ(::access(relay_.socket_path().c_str(), F_OK), -1) << strsignal(sig);
+    ranks_.clear();
+    ::unlink(relay_.socket_path().c_str());  // for the next round, if it was left
+  }
 }
 
 }  // namespace

@@ -62,11 +62,11 @@ class RelayProcess {
     return false;
   }
 
-  // Sends `sig` and waits up to `limit` for the process; its wait status,
-  // or -1 if it was still running (then killed).
+  // Sends `sig` (none if 0) and waits up to `limit` for the process; its
+  // wait status, or -1 if it was still running (then killed).
   int Stop(int sig, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
     if (pid_ <= 0) return -1;
-    ::kill(pid_, sig);
+    if (sig != 0) ::kill(pid_, sig);
     const auto end = std::chrono::steady_clock::now() + limit;
     int status = 0;
     while (::waitpid(pid_, &status, WNOHANG) == 0) {
