@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
                "longest wait between attempts to reach gnmrd while it\n"
                "is away (default 1000): gnmrd back is noticed within it",
                50, 60000, &reconnect_max_ms);
+  gnmr::AddChannelTlsFlags(&flags, &options.tls);  // to a host:port upstream (docs/relay.md)
   flags.AddString("log-level", "LEVEL", "trace, debug, info, warn, error (default info)",
                   &log_level);
   const gnmr::Status parsed = flags.Parse(argc - 1, argv + 1);
@@ -85,7 +86,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gnmr-relay: %s\n", relay.status().ToString().c_str());
     return 1;
   }
-  spdlog::info("gnmr-relay listening on {}, gnmrd at {}", options.listen, options.upstream);
+  spdlog::info(
+      "gnmr-relay listening on {}, gnmrd at {}{}", options.listen, options.upstream,
+      options.tls.enabled() ? (options.tls.cert_file.empty() ? " (TLS)" : " (mutual TLS)") : "");
+  // Said now rather than at the first rank's stream: gnmrd may not be up
+  // yet (the relay waits for it), but a TLS setup gnmrd refuses never
+  // mends itself, and each rank would meet it alone.
+  if (const gnmr::Status reached = (*relay)->CheckUpstream(std::chrono::seconds(5));
+      !reached.ok()) {
+    spdlog::error("{}; the ranks' streams end UNAVAILABLE until it answers", reached.message());
+  }
   const std::string stop = gnmr::WaitForStopSignal(signals, [] {
     spdlog::warn(
         "SIGHUP ignored: gnmr-relay has no config to reload; restart it to change "

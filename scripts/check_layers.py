@@ -47,6 +47,7 @@ PUBLIC = [
     ("proto/grpc_status.h", "proto_services"),
     ("proto/shared_slice.h", "proto_services"),
     ("proto/channel_backoff.h", "proto_services"),
+    ("proto/channel_tls.h", "proto_services"),
     ("core/", "core"),
     ("gnmr/config.h", "core"),
     ("controller/", "controller"),
