@@ -2,11 +2,10 @@
 // "Lane ids"): a rank is attached whatever the order in which the ranks of
 // a node open their streams and say hello.
 #include "tests/relay/relay_harness.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr::testing {
 namespace {
-
-using std::chrono::milliseconds;
 
 TEST_F(RelayTest, ARankThatSaysHelloAfterALaterOpenedRankIsAttached) {
   RawRank* a = RegisterRank(0, 2, true);
@@ -16,9 +15,9 @@ TEST_F(RelayTest, ARankThatSaysHelloAfterALaterOpenedRankIsAttached) {
   // higher id first, dropped A's hello as a late message of an ended lane:
   // A was never attached, and nobody said so.
   a->Open(0, /*hello=*/false);
-  std::this_thread::sleep_for(milliseconds(100));  // the relay has A's stream
+  ASSERT_TRUE(Eventually([&] { return relay_->sessions_opened() == 1; }));  // A's first
   b->Open(0, /*hello=*/false);
-  std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_TRUE(Eventually([&] { return relay_->sessions_opened() == 2; }));
   ASSERT_TRUE(b->SendHello());
   ASSERT_TRUE(b->WaitMessages(1)) << "B got no GenerationStart";
   ASSERT_TRUE(a->SendHello());
@@ -39,7 +38,7 @@ TEST_F(RelayTest, AStreamThatEndsBeforeItsFirstMessageSendsNothingUp) {
   // the ranks that come after it are attached as usual.
   RawRank* silent = RegisterRank(0, 2, true);
   silent->Open(0, /*hello=*/false);
-  std::this_thread::sleep_for(milliseconds(50));
+  ASSERT_TRUE(Eventually([&] { return relay_->sessions_opened() == 1; }));
   silent->Close();
   RawRank* r1 = AddRank(1, 2, true);
   RawRank* r0 = AddRank(0, 2, true);
