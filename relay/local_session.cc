@@ -106,7 +106,7 @@ LocalSession::LocalSession(grpc::CallbackServerContext* ctx, std::shared_ptr<Nod
     : ctx_(ctx), stream_(std::move(stream)), token_(Metadata(ctx, "x-gnmr-token")) {
   link_ = std::make_shared<LocalLink>(this);
   GNMR_HAPPENS_BEFORE(&order_.constructed);
-  if (!stream_ || !stream_->Open(link_, &lane_)) {
+  if (!stream_ || !stream_->Open(link_)) {
     link_->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gnmr-relay: gnmrd is not reachable"));
     return;
   }
@@ -143,7 +143,7 @@ void LocalSession::End(const grpc::Status& status) {
 void LocalSession::OnReadDone(bool ok) {
   Reacting(&order_.read);
   if (!ok) {  // the rank half-closed, or the call is cancelled
-    stream_->Close(lane_);
+    stream_->Close(link_.get());
     lane_open_ = false;
     link_->End(grpc::Status::OK);
     Reacted();
@@ -158,13 +158,11 @@ void LocalSession::OnReadDone(bool ok) {
     }
   }
   in_.Clear();
-  if (!stream_->Send(lane_, std::move(bytes), token_)) {
-    stream_->Close(lane_);
+  const grpc::Status sent = stream_->Send(link_.get(), std::move(bytes), token_);
+  if (!sent.ok()) {  // this rank's stream alone ends (node_stream.h says why)
+    stream_->Close(link_.get());
     lane_open_ = false;
-    link_->End(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                            "gnmr-relay: gnmrd is not reading (" +
-                                std::to_string(NodeStream::kMaxPendingBytes >> 20) +
-                                " MiB queued for it); reconnect"));
+    link_->End(sent);
     Reacted();
     return;
   }
@@ -191,7 +189,7 @@ void LocalSession::OnCancel() {
 void LocalSession::OnDone() {
   Reacting(&order_.ended);
   link_->Detach();
-  if (lane_open_) stream_->Close(lane_);
+  if (lane_open_) stream_->Close(link_.get());
   delete this;
 }
 

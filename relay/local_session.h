@@ -4,8 +4,10 @@
 // Design notes
 // - The relay reads nothing into the rank's messages: their bytes go up as
 //   they are, with the rank's x-gnmr-token on the first, and gnmrd
-//   validates them exactly as on the rank's own stream. The local server's
-//   message size bound keeps a lane message inside gnmrd's.
+//   validates them exactly as on the rank's own stream. A message that
+//   cannot go up (it would not fit gnmrd's bound as a lane, or gnmrd is
+//   not reading) ends this rank's stream alone, with the status saying why
+//   (node_stream.h).
 // - Down, the bytes gnmrd serialized go to the rank unchanged (one shared
 //   copy per node). At most one write is in flight; a rank that falls
 //   kMaxQueued messages behind is ended with RESOURCE_EXHAUSTED and
@@ -76,8 +78,7 @@ class LocalSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
 
   grpc::CallbackServerContext* const ctx_;
   std::shared_ptr<NodeStream> stream_;
-  std::shared_ptr<LocalLink> link_;
-  uint32_t lane_ = 0;
+  std::shared_ptr<LocalLink> link_;  // also names the lane on stream_
   bool lane_open_ = false;
   std::string token_;  // sent with the first message, then cleared
   grpc::ByteBuffer in_;

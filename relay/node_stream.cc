@@ -1,21 +1,33 @@
 #include "relay/node_stream.h"
 
-#include <algorithm>
 #include <utility>
 
+#include <google/protobuf/io/coded_stream.h>
 #include <spdlog/spdlog.h>
 
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr::relay {
 
-NodeStream::NodeStream(const std::shared_ptr<grpc::Channel>& channel)
-    : stub_(v1::GnmrRelay::NewStub(channel)) {
+namespace {
+
+// The bytes of `up` as one element of NodeClientMessage.lanes: its tag, its
+// length and itself.
+size_t FramedSize(const v1::LaneUp& up) {
+  const size_t size = up.ByteSizeLong();
+  return 1 + google::protobuf::io::CodedOutputStream::VarintSize64(size) + size;
+}
+
+}  // namespace
+
+NodeStream::NodeStream(const std::shared_ptr<grpc::Channel>& channel, const Limits& limits)
+    : stub_(v1::GnmrRelay::NewStub(channel)), limits_(limits) {
   stream_ = stub_->NodeSession(&ctx_);
 }
 
-std::shared_ptr<NodeStream> NodeStream::Start(const std::shared_ptr<grpc::Channel>& channel) {
-  std::shared_ptr<NodeStream> stream(new NodeStream(channel));
+std::shared_ptr<NodeStream> NodeStream::Start(const std::shared_ptr<grpc::Channel>& channel,
+                                              const Limits& limits) {
+  std::shared_ptr<NodeStream> stream(new NodeStream(channel, limits));
   // Each thread holds the stream until it returns: whoever lets go of it
   // last (a gRPC thread finishing a rank's stream, often) never waits for
   // them, and a gRPC thread must never wait for gRPC work.
@@ -38,36 +50,84 @@ bool NodeStream::WaitFinished(std::chrono::milliseconds timeout) {
   return cv_.wait_for(lock, timeout, [&] { return writer_exited_ && reader_exited_; });
 }
 
-bool NodeStream::Open(std::shared_ptr<LaneEndpoint> endpoint, uint32_t* lane) {
+bool NodeStream::Open(std::shared_ptr<LaneEndpoint> endpoint) {
   std::lock_guard<std::mutex> lock(mu_);
   if (ended_) return false;
-  *lane = next_lane_++;
-  lanes_.emplace(*lane, std::move(endpoint));
+  const LaneEndpoint* key = endpoint.get();
+  lanes_[key].endpoint = std::move(endpoint);
   return true;
 }
 
-bool NodeStream::Send(uint32_t lane, std::string message, const std::string& token) {
+grpc::Status NodeStream::Send(const LaneEndpoint* lane, std::string message,
+                              const std::string& token) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ended_ || lanes_.count(lane) == 0) return true;  // the lane's end is on its way
-    if (pending_bytes_ + message.size() > kMaxPendingBytes) return false;
-    pending_bytes_ += message.size();
-    v1::LaneUp& up = pending_.emplace_back();
-    up.set_lane(lane);
+    auto it = lanes_.find(lane);
+    if (ended_ || it == lanes_.end()) return grpc::Status::OK;  // the lane's end is on its way
+    Lane& l = it->second;
+    const size_t message_bytes = message.size();
+    v1::LaneUp up;
+    up.set_lane(l.numbered ? l.id : next_lane_);
     *up.mutable_message() = std::move(message);
     if (!token.empty()) up.set_token(token);
+    const size_t bytes = FramedSize(up);
+    if (bytes > limits_.max_message_bytes) {
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "gnmr-relay: a message of " + std::to_string(message_bytes) + " bytes" +
+              (token.empty() ? std::string()
+                             : " with its token of " + std::to_string(token.size()) + " bytes") +
+              " takes " + std::to_string(bytes) +
+              " bytes as a lane of the node stream, over "
+              "gnmrd's max_message_bytes (" +
+              std::to_string(limits_.max_message_bytes) + "); nothing was sent");
+    }
+    if (pending_bytes_ + bytes + kMessageCost > limits_.max_pending_bytes) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "gnmr-relay: gnmrd is not reading (" + std::to_string(pending_.size()) +
+                              " messages queued for it, " + std::to_string(pending_bytes_) +
+                              " bytes counted of the relay's --max-pending-bytes " +
+                              std::to_string(limits_.max_pending_bytes) + "); reconnect");
+    }
+    if (!l.numbered) {  // numbered with its first message queued: ids go up in queue order
+      l.numbered = true;
+      l.id = next_lane_++;
+      ids_.emplace(l.id, lane);
+    }
+    QueueLocked(std::move(up), bytes);
   }
   cv_.notify_all();
-  return true;
+  return grpc::Status::OK;
 }
 
-void NodeStream::Close(uint32_t lane) {
+void NodeStream::QueueLocked(v1::LaneUp up, size_t bytes) {
+  pending_.push_back({std::move(up), bytes});
+  pending_bytes_ += pending_.back().cost();
+}
+
+std::shared_ptr<LaneEndpoint> NodeStream::EndLocked(
+    std::unordered_map<const LaneEndpoint*, Lane>::iterator it) {
+  std::shared_ptr<LaneEndpoint> endpoint = std::move(it->second.endpoint);
+  if (it->second.numbered) {
+    ids_.erase(it->second.id);
+    if (!ended_) {
+      v1::LaneUp up;
+      up.set_lane(it->second.id);
+      up.set_end(true);
+      const size_t bytes = FramedSize(up);
+      QueueLocked(std::move(up), bytes);
+    }
+  }
+  lanes_.erase(it);
+  return endpoint;
+}
+
+void NodeStream::Close(const LaneEndpoint* lane) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (lanes_.erase(lane) == 0 || ended_) return;
-    v1::LaneUp& up = pending_.emplace_back();
-    up.set_lane(lane);
-    up.set_end(true);
+    auto it = lanes_.find(lane);
+    if (it == lanes_.end()) return;
+    EndLocked(it);
   }
   cv_.notify_all();
 }
@@ -84,15 +144,18 @@ void NodeStream::WriteLoop() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return ended_ || !pending_.empty(); });
       if (ended_) break;
-      // Everything queued since the last write, up to the size bound.
+      // Everything queued since the last write, up to the soft bound and
+      // never past gnmrd's (Send let in only lanes that fit alone).
       size_t bytes = 0;
-      size_t taken = 0;
-      while (taken < pending_.size() && (bytes < kWriteBytes || taken == 0)) {
-        bytes += pending_[taken].message().size();
-        *msg.add_lanes() = std::move(pending_[taken++]);
+      while (!pending_.empty()) {
+        Pending& next = pending_.front();
+        if (bytes > 0 && (bytes >= kWriteBytes || bytes + next.bytes > limits_.max_message_bytes))
+          break;
+        bytes += next.bytes;
+        pending_bytes_ -= next.cost();
+        *msg.add_lanes() = std::move(next.up);
+        pending_.pop_front();
       }
-      pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(taken));
-      pending_bytes_ -= std::min(pending_bytes_, bytes);
     }
     const bool ok = stream_->Write(msg);
     msg.Clear();
@@ -109,13 +172,15 @@ void NodeStream::ReadLoop() {
     Handle(msg);
     msg.Clear();
   }
-  std::map<uint32_t, std::shared_ptr<LaneEndpoint>> lanes;
+  std::vector<std::shared_ptr<LaneEndpoint>> lanes;
   {
     std::unique_lock<std::mutex> lock(mu_);
     ended_ = true;
     cv_.notify_all();
     cv_.wait(lock, [&] { return writer_exited_; });  // Finish only after the last Write
-    lanes.swap(lanes_);
+    for (auto& [key, lane] : lanes_) lanes.push_back(std::move(lane.endpoint));
+    lanes_.clear();
+    ids_.clear();
     pending_.clear();
     pending_bytes_ = 0;
   }
@@ -128,7 +193,7 @@ void NodeStream::ReadLoop() {
     spdlog::warn("stream to gnmrd ended: {} ({}); its {} ranks reconnect", status.error_message(),
                  static_cast<int>(status.error_code()), lanes.size());
   }
-  for (auto& [lane, endpoint] : lanes) endpoint->End(status);
+  for (const std::shared_ptr<LaneEndpoint>& endpoint : lanes) endpoint->End(status);
   std::lock_guard<std::mutex> lock(mu_);
   reader_exited_ = true;
   cv_.notify_all();
@@ -146,9 +211,9 @@ void NodeStream::Handle(const v1::NodeServerMessage& msg) {
     std::vector<std::shared_ptr<LaneEndpoint>> to;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (uint32_t lane : d.lanes()) {
-        auto it = lanes_.find(lane);
-        if (it != lanes_.end()) to.push_back(it->second);
+      for (uint32_t id : d.lanes()) {
+        auto it = ids_.find(id);
+        if (it != ids_.end()) to.push_back(lanes_.at(it->second).endpoint);
       }
     }
     for (const std::shared_ptr<LaneEndpoint>& endpoint : to) endpoint->Deliver(bytes);
@@ -157,13 +222,11 @@ void NodeStream::Handle(const v1::NodeServerMessage& msg) {
     std::shared_ptr<LaneEndpoint> endpoint;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = lanes_.find(end.lane());
-      if (it == lanes_.end()) continue;
-      endpoint = std::move(it->second);
-      lanes_.erase(it);
-      v1::LaneUp& up = pending_.emplace_back();  // gnmrd may keep it until told
-      up.set_lane(end.lane());
-      up.set_end(true);
+      auto id = ids_.find(end.lane());
+      if (id == ids_.end()) continue;  // closed meanwhile: its `end` is already queued
+      // The `end` answers gnmrd, which drops the lane's late messages until
+      // it comes.
+      endpoint = EndLocked(lanes_.find(id->second));
     }
     cv_.notify_all();
     const int code = end.code();

@@ -9,6 +9,17 @@
 //   was queued since its last write in one NodeClientMessage (up to
 //   kWriteBytes), so the acks of a node's ranks for a step reach gnmrd in
 //   one or two messages, not one per rank.
+// - gnmrd's bound: a NodeClientMessage over gnmrd's max_message_bytes ends
+//   the whole node stream, every lane on it. So a rank message that would
+//   not fit once framed as a lane, token included, is refused with its
+//   rank's stream alone (RESOURCE_EXHAUSTED, with the sizes), and a write
+//   takes a lane only if the message stays within the bound.
+// - Lane ids: a lane is numbered when its first message is queued, under
+//   the queue's lock, so ids go up in the order gnmrd reads them whatever
+//   the order in which the ranks opened their streams; a lane closed
+//   before its first message never reaches gnmrd. Each numbered lane gets
+//   exactly one `end` up: when its rank's stream ends, or in answer to
+//   gnmrd's LaneEnd (gnmrd drops the lane's late messages until then).
 // - Down: each LaneDelivery must parse as a ServerMessage (anything else
 //   from gnmrd ends the stream: a relay forwards nothing it cannot read),
 //   and its bytes, shared, go to every lane it lists, unchanged.
@@ -26,12 +37,14 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
-#include <map>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -53,14 +66,23 @@ class LaneEndpoint {
 class NodeStream {
  public:
   static constexpr size_t kWriteBytes = 4u << 20;  // a write's soft size bound
-  // What may wait for the writer: past it gnmrd is not reading, and the
-  // rank that sends more is ended (it reconnects) rather than the relay
-  // growing without bound.
-  static constexpr size_t kMaxPendingBytes = 256u << 20;
+  // What a message waiting for the writer costs besides its bytes: its
+  // LaneUp (48 B), its place in the queue and its string (~110 B in all).
+  // An empty message costs this much too.
+  static constexpr size_t kMessageCost = 128;
+
+  struct Limits {
+    size_t max_message_bytes = 64u << 20;  // gnmrd's bound on what it reads
+    // What may wait for the writer, each message counting its bytes and
+    // kMessageCost: past it gnmrd is not reading, and the rank that sends
+    // more is ended (it reconnects) rather than the relay growing.
+    size_t max_pending_bytes = 256u << 20;
+  };
 
   // Opens the stream and starts its two threads, which hold it until the
   // stream ends.
-  static std::shared_ptr<NodeStream> Start(const std::shared_ptr<grpc::Channel>& channel);
+  static std::shared_ptr<NodeStream> Start(const std::shared_ptr<grpc::Channel>& channel,
+                                           const Limits& limits);
   NodeStream(const NodeStream&) = delete;
   NodeStream& operator=(const NodeStream&) = delete;
 
@@ -70,19 +92,23 @@ class NodeStream {
   // thread.
   bool WaitFinished(std::chrono::milliseconds timeout);
 
-  // A new lane for `endpoint`; false once the stream has ended.
-  bool Open(std::shared_ptr<LaneEndpoint> endpoint, uint32_t* lane);
+  // A new lane for `endpoint`, which names it in the calls below; false
+  // once the stream has ended. The lane gets its id with its first message.
+  bool Open(std::shared_ptr<LaneEndpoint> endpoint);
   // One ClientMessage of the lane's rank; `token` goes with its first.
-  // False when kMaxPendingBytes are already waiting (the message is not
-  // queued).
-  bool Send(uint32_t lane, std::string message, const std::string& token);
-  // The rank's stream ended: gnmrd is told, and the lane's deliveries stop.
-  void Close(uint32_t lane);
+  // Not OK (and not queued) when it cannot go up: RESOURCE_EXHAUSTED when
+  // the message, framed as a lane with the token, would not fit gnmrd's
+  // bound, or when max_pending_bytes are already waiting. The rank's stream
+  // then ends with that status.
+  grpc::Status Send(const LaneEndpoint* lane, std::string message, const std::string& token);
+  // The rank's stream ended: gnmrd is told (if it heard of the lane), and
+  // the lane's deliveries stop.
+  void Close(const LaneEndpoint* lane);
 
   bool ended() const;
 
  private:
-  explicit NodeStream(const std::shared_ptr<grpc::Channel>& channel);
+  NodeStream(const std::shared_ptr<grpc::Channel>& channel, const Limits& limits);
   void WriteLoop();
   void ReadLoop();
   void Handle(const v1::NodeServerMessage& msg);
@@ -90,11 +116,31 @@ class NodeStream {
   grpc::ClientContext ctx_;
   std::unique_ptr<v1::GnmrRelay::Stub> stub_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::NodeClientMessage, v1::NodeServerMessage>> stream_;
+  struct Lane {
+    std::shared_ptr<LaneEndpoint> endpoint;
+    bool numbered = false;  // its first message is queued
+    uint32_t id = 0;        // then its id on the wire
+  };
+  // A LaneUp waiting for the writer, with its bytes in a NodeClientMessage.
+  struct Pending {
+    v1::LaneUp up;
+    size_t bytes = 0;
+    size_t cost() const { return bytes + kMessageCost; }
+  };
+  // Queues `up` for the writer.
+  void QueueLocked(v1::LaneUp up, size_t bytes);
+  // Queues the lane's `end` for gnmrd (if it heard of the lane) and
+  // forgets the lane; returns its endpoint.
+  std::shared_ptr<LaneEndpoint> EndLocked(
+      std::unordered_map<const LaneEndpoint*, Lane>::iterator it);
+
+  const Limits limits_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<uint32_t, std::shared_ptr<LaneEndpoint>> lanes_;
-  std::vector<v1::LaneUp> pending_;
-  size_t pending_bytes_ = 0;
+  std::unordered_map<const LaneEndpoint*, Lane> lanes_;    // the open lanes
+  std::unordered_map<uint32_t, const LaneEndpoint*> ids_;  // the numbered ones, by id
+  std::deque<Pending> pending_;
+  size_t pending_bytes_ = 0;  // the sum of pending_'s cost()
   uint32_t next_lane_ = 0;
   bool ended_ = false;  // no new lanes, nothing more written
   bool writer_exited_ = false;

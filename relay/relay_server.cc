@@ -6,6 +6,8 @@
 
 #include "common/tsan_annotations.h"
 #include "common/unix_socket.h"
+#include "gnmr/v1/gnmr.grpc.pb.h"
+#include "proto/channel_backoff.h"
 #include "relay/local_session.h"
 
 namespace gnmr::relay {
@@ -104,20 +106,17 @@ class ForwardedUnary final : public grpc::ServerGenericBidiReactor {
 
 }  // namespace
 
-RelayServer::RelayServer(const RelayOptions& options)
-    : options_(options),
-      upstream_([&] {
-        grpc::ChannelArguments args;
-        args.SetMaxSendMessageSize(-1);
-        args.SetMaxReceiveMessageSize(-1);  // gnmrd bounds what it sends
-        return grpc::CreateCustomChannel(options.upstream, grpc::InsecureChannelCredentials(),
-                                         args);
-      }()),
-      stub_(upstream_) {}
+RelayServer::RelayServer(const RelayOptions& options, std::shared_ptr<grpc::Channel> upstream)
+    : options_(options), upstream_(std::move(upstream)), stub_(upstream_) {}
 
 StatusOr<std::unique_ptr<RelayServer>> RelayServer::Start(const RelayOptions& options) {
   if (options.max_message_bytes <= 4096) {
     return InvalidArgument("max message bytes must be over 4096");
+  }
+  if (options.reconnect_initial.count() < 1 || options.reconnect_max < options.reconnect_initial) {
+    return InvalidArgument(
+        "the reconnect backoff must be at least 1 ms, its maximum at least its "
+        "start");
   }
   // Node-local ranks only. Over its upstream the relay speaks for its ranks:
   // on gnmrd's Unix socket that transport is trusted (no token needed,
@@ -127,14 +126,27 @@ StatusOr<std::unique_ptr<RelayServer>> RelayServer::Start(const RelayOptions& op
     return InvalidArgument("--listen must be a Unix socket (unix:PATH), got '" + options.listen +
                            "': the relay serves the ranks of its own node");
   }
-  std::unique_ptr<RelayServer> relay(new RelayServer(options));
+  if (options.tls.enabled() && options.upstream.rfind("unix:", 0) == 0) {
+    return InvalidArgument("--tls-ca: gnmrd's Unix socket (" + options.upstream +
+                           ") is plaintext; TLS is for a host:port upstream");
+  }
+  grpc::ChannelArguments args;
+  SetReconnectBackoff(&args, options.reconnect_initial, options.reconnect_max);
+  args.SetMaxSendMessageSize(-1);
+  args.SetMaxReceiveMessageSize(-1);  // gnmrd bounds what it sends
+  StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(options.tls, &args);
+  if (!credentials.ok()) return credentials.status();
+  std::unique_ptr<RelayServer> relay(
+      new RelayServer(options, grpc::CreateCustomChannel(options.upstream, *credentials, args)));
   // A stale socket (left by a relay that died) is removed; a live one is
   // another relay's and is left alone (common/unix_socket.h).
   Status prepared = PrepareUnixSocket(options.listen.substr(5));
   if (!prepared.ok()) return prepared;
   grpc::ServerBuilder builder;
-  // A lane's message must fit gnmrd's bound with the lane's bytes around it.
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes - 1024);
+  // Past gnmrd's bound a message cannot fit as a lane; below it, whether it
+  // fits with its token and the lane's framing is NodeStream::Send's to say.
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials());
   builder.RegisterCallbackGenericService(relay.get());
@@ -168,12 +180,34 @@ uint64_t RelayServer::node_streams_opened() const {
   return opened_;
 }
 
+uint64_t RelayServer::sessions_opened() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_;
+}
+
+Status RelayServer::CheckUpstream(std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  v1::GetStatusResponse response;
+  const grpc::Status s = v1::Admin::NewStub(upstream_)->GetStatus(&ctx, {}, &response);
+  // An answer, even a refusal (no read token over TCP), is gnmrd's.
+  if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+      s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return Status::Ok();
+  }
+  return Status(StatusCode::kUnavailable,
+                "cannot reach gnmrd at " + options_.upstream + ": " + s.error_message());
+}
+
 std::shared_ptr<NodeStream> RelayServer::CurrentStream() {
   std::lock_guard<std::mutex> lock(mu_);
   if (shut_down_) return nullptr;
   if (stream_ && !stream_->ended()) return stream_;
   // An ended stream's threads finish on their own; its last holder lets go.
-  stream_ = NodeStream::Start(upstream_);
+  NodeStream::Limits limits;
+  limits.max_message_bytes = static_cast<size_t>(options_.max_message_bytes);
+  limits.max_pending_bytes = options_.max_pending_bytes;
+  stream_ = NodeStream::Start(upstream_, limits);
   ++opened_;
   return stream_;
 }
@@ -181,7 +215,13 @@ std::shared_ptr<NodeStream> RelayServer::CurrentStream() {
 grpc::ServerGenericBidiReactor* RelayServer::CreateReactor(
     grpc::GenericCallbackServerContext* ctx) {
   const std::string& method = ctx->method();
-  if (method == kSession) return new LocalSession(ctx, CurrentStream());
+  if (method == kSession) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++sessions_;
+    }
+    return new LocalSession(ctx, CurrentStream());
+  }
   if (Forwarded(method)) return new ForwardedUnary(ctx, &stub_, options_.forward_timeout);
   return new Refused(grpc::Status(
       grpc::StatusCode::UNIMPLEMENTED,

@@ -21,6 +21,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "gnmr/status.h"
+#include "proto/channel_tls.h"
 #include "relay/node_stream.h"
 
 namespace gnmr::relay {
@@ -28,10 +29,23 @@ namespace gnmr::relay {
 struct RelayOptions {
   std::string listen = "unix:/run/gnmr/relay.sock";    // the ranks: a Unix socket only
   std::string upstream = "unix:/run/gnmr/gnmrd.sock";  // gnmrd
-  // gnmrd's own bound (its max_message_bytes); a rank's message must leave
-  // room for a lane's few bytes around it.
+  // gnmrd's own bound (its max_message_bytes): a rank's message goes up
+  // only if it fits with its token and the lane's few bytes around it.
   int max_message_bytes = 64 << 20;
+  // What may wait for gnmrd to read it (node_stream.h): past it gnmrd is
+  // not reading, and a rank that sends is ended rather than the relay
+  // growing.
+  size_t max_pending_bytes = 256u << 20;
   std::chrono::milliseconds forward_timeout{60000};  // a passed-through call's longest wait
+  // TLS to gnmrd (a host:port upstream only), as gnmrctl's --tls-* flags
+  // (proto/channel_tls.h): the CA that signed gnmrd's certificate; with a
+  // certificate and key, mutual TLS.
+  ChannelTls tls;
+  // The upstream channel's reconnect backoff (proto/channel_backoff.h): with
+  // gRPC's own, growing to 120 s, ranks behind the relay came back up to
+  // minutes after gnmrd did. As the client library's defaults.
+  std::chrono::milliseconds reconnect_initial{50};
+  std::chrono::milliseconds reconnect_max{1000};
 };
 
 class RelayServer final : public grpc::CallbackGenericService {
@@ -48,9 +62,17 @@ class RelayServer final : public grpc::CallbackGenericService {
   void Shutdown();
   // Streams to gnmrd opened so far (a new one after each that ended).
   uint64_t node_streams_opened() const;
+  // Ranks' Session streams opened so far.
+  uint64_t sessions_opened() const;
+
+  // One call to gnmrd (Admin.GetStatus) within `timeout`: OK if gnmrd
+  // answered (whatever it answered), else UNAVAILABLE with gRPC's reason
+  // (gnmrd is down, or TLS failed: a CA that did not sign gnmrd's
+  // certificate, a client certificate gnmrd refused).
+  Status CheckUpstream(std::chrono::milliseconds timeout);
 
  private:
-  explicit RelayServer(const RelayOptions& options);
+  RelayServer(const RelayOptions& options, std::shared_ptr<grpc::Channel> upstream);
   // The live node stream, opened if there is none or it ended.
   std::shared_ptr<NodeStream> CurrentStream();
 
@@ -61,6 +83,7 @@ class RelayServer final : public grpc::CallbackGenericService {
   mutable std::mutex mu_;
   std::shared_ptr<NodeStream> stream_;
   uint64_t opened_ = 0;
+  uint64_t sessions_ = 0;
   bool shut_down_ = false;
 };
 

@@ -46,6 +46,8 @@ PUBLIC = [
     ("gnmr/v1/relay.grpc.pb.h", "proto_services"),
     ("proto/grpc_status.h", "proto_services"),
     ("proto/shared_slice.h", "proto_services"),
+    ("proto/channel_backoff.h", "proto_services"),
+    ("proto/channel_tls.h", "proto_services"),
     ("core/", "core"),
     ("gnmr/config.h", "core"),
     ("controller/", "controller"),

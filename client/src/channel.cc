@@ -2,17 +2,15 @@
 
 #include <string>
 
+#include "proto/channel_backoff.h"
+
 namespace gnmr {
 
 std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& o) {
   grpc::ChannelArguments args;
   // The channel reconnects on its own schedule; make it ours, so a daemon
-  // that comes back is noticed within backoff_max.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(o.backoff_initial.count()));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(o.backoff_initial.count()));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(o.backoff_max.count()));
-  // No subchannel (and backoff state) shared with other clients.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // that comes back is noticed within backoff_max (proto/channel_backoff.h).
+  SetReconnectBackoff(&args, o.backoff_initial, o.backoff_max);
   args.SetMaxSendMessageSize(-1);
   // An exported controller state grows with units x window; the daemon
   // bounds it (docs/limits.md), the client does not second-guess it.

@@ -5,7 +5,6 @@
 // ignored), then stops accepting, ends the streams and flushes snapshots
 // and event logs. Exit codes: 0 clean stop, 1 cannot start or a snapshot
 // failed, 2 bad config or command line.
-#include <signal.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -17,6 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/shutdown_signals.h"
 #include "common/text.h"
 #include "daemon/daemon_config/daemon_config.h"
 #include "daemon/gnmrd/fd_limit.h"
@@ -85,43 +85,6 @@ DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
   return o;
 }
 
-// The signals whose default action ends the process (SIGPIPE and SIGXFSZ
-// aside: ignored, so a write fails with an error instead). Each one is a
-// graceful shutdown, except SIGHUP: ignored (and said so), since gnmrd does
-// not reload its config file. The synchronous faults (SIGSEGV, SIGBUS, ...)
-// are not listed: they cannot be handled safely.
-sigset_t HandledSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF,
-                  SIGXCPU, SIGPWR, SIGIO, SIGSTKFLT}) {
-    sigaddset(&set, sig);
-  }
-  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaddset(&set, sig);
-  return set;
-}
-
-std::string SignalName(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  if (abbrev != nullptr) return std::string("SIG") + abbrev;
-  return "signal " + std::to_string(sig);
-}
-
-// Blocks until a signal asks for shutdown; returns its name.
-std::string WaitForShutdownSignal(const sigset_t& signals) {
-  for (;;) {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) continue;
-    if (sig == SIGHUP) {
-      spdlog::warn(
-          "SIGHUP ignored: gnmrd does not reload its config file; restart it to apply "
-          "changes");
-      continue;
-    }
-    return SignalName(sig);
-  }
-}
-
 // The state dir: created, writable (checked now, not at the first
 // snapshot) and locked against a second daemon (state_dir.h).
 StatusOr<std::unique_ptr<store::StateDirLock>> PrepareStateDir(const DaemonConfig& config) {
@@ -158,11 +121,9 @@ int Run(int argc, char** argv) {
     spdlog::info("{}", fd_limit);
   }
 
-  // Signals are taken by sigwait below: block them before any thread starts.
-  const sigset_t signals = HandledSignals();
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  ::signal(SIGXFSZ, SIG_IGN);
+  // Signals are taken by sigwait below: block them before any thread starts
+  // (common/shutdown_signals.h).
+  const sigset_t signals = BlockStopSignals();
 
   StatusOr<std::unique_ptr<store::StateDirLock>> lock = PrepareStateDir(config);
   if (!lock.ok()) {
@@ -285,7 +246,10 @@ int Run(int argc, char** argv) {
     spdlog::info("recording the steps of jobs matching '{}' to {} (docs/replay.md)",
                  EscapeForLog(config.trace_jobs), config.trace_dir);
   }
-  const std::string signal_name = WaitForShutdownSignal(signals);
+  const std::string signal_name = WaitForStopSignal(signals, [] {
+    spdlog::warn(
+        "SIGHUP ignored: gnmrd does not reload its config file; restart it to apply changes");
+  });
   spdlog::info("{}: shutting down", signal_name);
   (*daemon)->Shutdown(std::chrono::milliseconds(2000));  // also snapshots every job
   snapshot_writer.Stop();

@@ -6,6 +6,7 @@
 
 #include "common/text.h"
 #include "common/tsan_annotations.h"
+#include "daemon/server/lane_reader.h"
 #include "daemon/server/raw_unary.h"
 #include "proto/grpc_status.h"
 #include "proto/shared_slice.h"
@@ -33,16 +34,29 @@ void LaneSink::SendDecision(std::shared_ptr<const WireMessage> msg) {
 void LaneSink::Flush() { node_->StartWriteIfIdle(); }
 
 void LaneSink::Close(const Status& why) {
+  bool unread = false;
   {
     std::lock_guard<std::mutex> lock(node_->mu_);
     if (closed_) return;
     closed_ = true;
     queue_.Clear();
     if (node_->reactor_ == nullptr || node_->gate_.closing()) return;
-    v1::LaneEnd& end = node_->ends_.emplace_back();
-    end.set_lane(lane_);
-    end.set_code(static_cast<int32_t>(why.code()));
-    end.set_message(why.message());
+    unread = node_->ends_.size() >= NodeLink::kMaxUnsentEnds;
+    if (!unread) {
+      v1::LaneEnd& end = node_->ends_.emplace_back();
+      end.set_lane(lane_);
+      end.set_code(static_cast<int32_t>(why.code()));
+      end.set_message(why.message().substr(0, NodeLink::kMaxEndMessageBytes));
+    }
+  }
+  if (unread) {
+    // The relay does not read what gnmrd sends (a peer that need not have
+    // shown a token yet): its stream ends, and every lane with it, rather
+    // than gnmrd growing.
+    node_->Close(Status(StatusCode::kResourceExhausted,
+                        std::to_string(NodeLink::kMaxUnsentEnds) +
+                            " lane ends wait for the relay to read them; gnmrd ends the stream"));
+    return;
   }
   node_->StartWriteIfIdle();
 }
@@ -193,6 +207,11 @@ void NodeLink::Close(const Status& why) {
   reactor->End(gate_.status());
 }
 
+bool NodeLink::closing() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reactor_ == nullptr || gate_.closing();
+}
+
 bool NodeLink::BeginRearm() {
   std::lock_guard<std::mutex> lock(mu_);
   return reactor_ != nullptr && gate_.BeginRearm();
@@ -290,15 +309,21 @@ void NodeSessionReactor::DropLane(std::unordered_map<uint32_t, Lane>::iterator i
 void NodeSessionReactor::HandleLane(const v1::LaneUp& up) {
   auto it = lanes_.find(up.lane());
   if (it == lanes_.end()) {
-    if (up.lane() < next_lane_) return;  // a lane that ended: its late messages go nowhere
-    next_lane_ = static_cast<uint64_t>(up.lane()) + 1;
-    if (up.end()) return;  // opened and ended at once
-    if (lanes_.size() >= kMaxLanes) {
+    auto ended = ended_.find(up.lane());
+    if (ended != ended_.end()) {
+      // gnmrd ended the lane: what the relay sent before it heard so goes
+      // nowhere, until its `end` says nothing more will come.
+      if (up.end()) ended_.erase(ended);
+      return;
+    }
+    if (up.end()) return;  // opened and ended at once, or refused below
+    if (lanes_.size() + ended_.size() >= kMaxLanes) {
       stats_->bad_requests++;
       auto refused = std::make_shared<LaneSink>(link_, up.lane(), queue_limits_);
-      refused->Close(Status(StatusCode::kResourceExhausted, "a node stream carries at most " +
-                                                                std::to_string(kMaxLanes) +
-                                                                " lanes; open another stream"));
+      refused->Close(Status(StatusCode::kResourceExhausted,
+                            "a node stream carries at most " + std::to_string(kMaxLanes) +
+                                " lanes, counting those ended and not yet answered with `end`; "
+                                "open another stream"));
       return;
     }
     it = lanes_.emplace(up.lane(), Lane(registry_)).first;
@@ -329,6 +354,7 @@ void NodeSessionReactor::HandleLane(const v1::LaneUp& up) {
                 EscapeMessageForLog(s.ToString()));
   lane.sink->Close(s);
   DropLane(it, s);
+  ended_.insert(up.lane());  // until the relay's `end` for it
 }
 
 void NodeSessionReactor::OnReadDone(bool ok) {
@@ -340,12 +366,13 @@ void NodeSessionReactor::OnReadDone(bool ok) {
   }
   Status s;
   try {
-    s = ParseRequest(in_bytes_, &in_);
+    // One lane at a time (lane_reader.h), and none once the stream is
+    // closing: what a peer without a token sends never piles up.
+    LaneReader lanes(in_bytes_);
+    while (!link_->closing() && lanes.Next(&in_)) HandleLane(in_);
+    s = lanes.status();
+    in_.Clear();  // an idle stream holds no report's bytes
     in_bytes_.Clear();
-    if (s.ok()) {
-      for (const v1::LaneUp& up : in_.lanes()) HandleLane(up);
-    }
-    in_.Clear();                       // an idle stream holds no report's bytes
   } catch (const std::exception& e) {  // never let an exception reach gRPC
     s = Internal(std::string("internal error: ") + e.what());
   } catch (...) {

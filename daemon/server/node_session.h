@@ -6,13 +6,24 @@
 //   read per message, and at 16,384 ranks that per-operation cost, not
 //   the controller, is what bounds one gnmrd (docs/scale.md). Through a
 //   relay per node gnmrd completes one write per node per decision.
-// - Reads: a NodeClientMessage holds messages of several lanes. Each lane
+// - Reads: a NodeClientMessage holds messages of several lanes, read one
+//   LaneUp at a time (lane_reader.h: never parsed whole). Each lane
 //   has its own SessionHandler (session_handler.h), so a lane's messages
 //   are parsed, validated and handled exactly as on the rank's own stream,
 //   with the token the lane presented. A bad lane message ends that lane
 //   only (a LaneEnd with its status); the node's other lanes go on. A
-//   NodeClientMessage that does not parse ends the whole stream. At most
-//   kMaxLanes lanes are live on one stream.
+//   NodeClientMessage that does not parse ends the whole stream (at the
+//   LaneUp that does not). At most kMaxLanes lanes are live on one stream.
+// - Before a lane's hello nothing is authenticated, so nothing a peer
+//   sends may pile up: lanes are bounded (kMaxLanes, ended ones included),
+//   and so are the LaneEnds that wait for a relay that does not read
+//   (kMaxUnsentEnds, each message cut at kMaxEndMessageBytes); past them
+//   the stream ends with RESOURCE_EXHAUSTED (docs/limits.md).
+// - Lane ids: any id gnmrd has not seen is a new lane, whatever its order
+//   (a relay numbers a lane when it queues its first message, but its
+//   ranks say hello in any order). gnmrd remembers the lanes it ended
+//   itself until the relay's `end` for each arrives, and drops their late
+//   messages meanwhile: they are never taken for new lanes.
 // - Writes: each lane's sink has its own bounded DecisionQueue (the same
 //   dropping rules as a rank's own stream). SendDecision only queues;
 //   Flush (the job calls it after each round of sends) starts a write if
@@ -32,6 +43,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -54,11 +66,19 @@ class LaneSink;
 // for the whole stream (LiveSessions closes it at shutdown).
 class NodeLink final : public DecisionSink {
  public:
+  // Lane ends not yet written past which the relay is taken for one that
+  // does not read, and its stream ends (RESOURCE_EXHAUSTED): a relay that
+  // reads has at most NodeSessionReactor::kMaxLanes lanes to end.
+  static constexpr size_t kMaxUnsentEnds = 2048;
+  static constexpr size_t kMaxEndMessageBytes = 1024;  // of a LaneEnd's status message
+
   NodeLink(NodeSessionReactor* reactor, ServerStats* stats, std::shared_ptr<RoundCache> rounds)
       : reactor_(reactor), stats_(stats), rounds_(std::move(rounds)) {}
   void SendDecision(std::shared_ptr<const WireMessage>) override {}  // never a job's sink
   // Ends the node's stream with `why`.
   void Close(const Status& why) override;
+  // The stream is ending or gone: nothing more is read.
+  bool closing();
 
  private:
   friend class LaneSink;
@@ -164,10 +184,13 @@ class NodeSessionReactor final
   const bool trusted_;
   std::shared_ptr<NodeLink> link_;
   grpc::ByteBuffer in_bytes_;
-  v1::NodeClientMessage in_;
+  v1::LaneUp in_;  // the lane being read (lane_reader.h)
   // The read path's own (one read at a time, then OnDone): no lock.
   std::unordered_map<uint32_t, Lane> lanes_;
-  uint64_t next_lane_ = 0;  // lane ids below it and not live have ended
+  // Lanes gnmrd ended whose `end` from the relay has not come yet: their
+  // late messages are dropped. Counted with lanes_ against kMaxLanes, so
+  // a relay that never answers cannot grow it.
+  std::unordered_set<uint32_t> ended_;
   // The next write, filled under link_->mu_ by TakeWriteLocked: a message,
   // or bytes from the round cache.
   v1::NodeServerMessage out_;

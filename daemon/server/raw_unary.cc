@@ -80,6 +80,17 @@ Status ParseRequestBytes(std::string_view bytes, google::protobuf::Message* requ
   return ParseFailure(log_line, *request);
 }
 
+Status ParseRequestField(google::protobuf::io::CodedInputStream* input,
+                         google::protobuf::Message* request) {
+  InstallLogHandler();
+  std::string log_line;
+  captured = &log_line;
+  const bool ok = request->ParseFromCodedStream(input) && input->ConsumedEntireMessage();
+  captured = nullptr;
+  if (ok) return Status::Ok();
+  return ParseFailure(log_line, *request);
+}
+
 Status SerializeResponse(const google::protobuf::Message& response, grpc::ByteBuffer* out) {
   std::string bytes;
   if (!response.SerializeToString(&bytes)) return Internal("cannot serialize the response");

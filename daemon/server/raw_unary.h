@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/message.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/server_callback_handlers.h>
@@ -38,6 +39,10 @@ namespace gnmr {
 Status ParseRequest(const grpc::ByteBuffer& in, google::protobuf::Message* request);
 // The same for bytes already in one piece (a relay lane's message).
 Status ParseRequestBytes(std::string_view bytes, google::protobuf::Message* request);
+// The same for one message read from `input` up to its current limit (a
+// field of a message read piece by piece: lane_reader.h).
+Status ParseRequestField(google::protobuf::io::CodedInputStream* input,
+                         google::protobuf::Message* request);
 
 // Serializes `response` into `out`.
 Status SerializeResponse(const google::protobuf::Message& response, grpc::ByteBuffer* out);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -84,6 +85,16 @@ inline std::string ReadText(const std::string& path) {
   return ss.str();
 }
 
+// A field of /proc/<pid>/status in KiB ("VmHWM:", "VmRSS:"); 0 if absent.
+inline uint64_t ProcStatusKib(pid_t pid, const std::string& field) {
+  std::istringstream in(ReadText("/proc/" + std::to_string(pid) + "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size()));
+  }
+  return 0;
+}
+
 // A process run expected to end by itself (a gnmrd start-up error, a
 // gnmrctl command): its wait status and output.
 struct GnmrdExit {
@@ -123,6 +134,19 @@ inline GnmrdExit RunGnmrdToExit(const std::vector<std::string>& flags, const std
   std::vector<std::string> args = {GnmrdPath()};
   args.insert(args.end(), flags.begin(), flags.end());
   return RunToExit(args, scratch, uid, timeout);
+}
+
+// Sends `sig` to the child *pid and reports whether it still runs `wait`
+// later; if not, it is reaped and *pid set to -1.
+inline bool ChildSurvivesSignal(pid_t* pid, int sig, std::chrono::milliseconds wait) {
+  if (*pid <= 0) return false;
+  ::kill(*pid, sig);
+  std::this_thread::sleep_for(wait);
+  if (::waitpid(*pid, nullptr, WNOHANG) == *pid) {
+    *pid = -1;
+    return false;
+  }
+  return true;
 }
 
 class GnmrdProcess {
@@ -175,14 +199,7 @@ class GnmrdProcess {
   // Sends `sig` and reports whether the process is still running after
   // `wait` (for signals that must not stop it).
   bool SurvivesSignal(int sig, std::chrono::milliseconds wait = std::chrono::milliseconds(500)) {
-    if (pid_ <= 0) return false;
-    ::kill(pid_, sig);
-    std::this_thread::sleep_for(wait);
-    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
+    return ChildSurvivesSignal(&pid_, sig, wait);
   }
 
   // A channel with its own subchannel pool: never shares a connection made

@@ -2,6 +2,8 @@
 // (docs/relay.md): the lanes of one stream attach as ranks, receive each
 // decision in one delivery for the node, and a lane that misbehaves, is
 // refused or is replaced ends alone while the node's other lanes go on.
+#include "daemon/server/node_session.h"
+
 #include <algorithm>
 
 #include <gtest/gtest.h>
@@ -57,6 +59,25 @@ TEST_F(NodeSessionTest, TwoLanesAttachAndEachDecisionCrossesTheStreamOnce) {
   EXPECT_EQ(listener_.incomplete.load(), 0u);
 }
 
+TEST_F(NodeSessionTest, LanesAttachWhateverTheOrderOfTheirIds) {
+  // A relay numbers a lane when its first message is queued, but gnmrd
+  // does not rely on it: a lane id it has not seen is a new lane, whether
+  // or not a higher one came first.
+  StartDaemon();
+  RegisterTwo();
+  RawNode node(Tcp());
+  ASSERT_TRUE(node.SendLanes({HelloLane(7, 1)}));
+  ASSERT_TRUE(node.WaitGenerationStart(7));
+  ASSERT_TRUE(node.SendLanes({HelloLane(3, 0)}));
+  ASSERT_TRUE(node.WaitGenerationStart(3)) << "lane 3, after lane 7, was not attached";
+  ASSERT_TRUE(node.SendLanes({StatsLane(3, 0, 0), StatsLane(7, 1, 0)}));
+  v1::Decision d3, d7;
+  ASSERT_TRUE(node.WaitDecision(3, 0, &d3));
+  ASSERT_TRUE(node.WaitDecision(7, 0, &d7));
+  EXPECT_EQ(d3.digest(), d7.digest());
+  EXPECT_EQ(listener_.by_deadline.load(), 0u);
+}
+
 TEST_F(NodeSessionTest, TwoNodesWhoseLanesAreAlikeGetTheSameBytes) {
   // Each node carries one rank as its lane 0: a round's write is the same
   // for both, built once (round_cache.h) and sent to each.
@@ -106,6 +127,53 @@ TEST_F(NodeSessionTest, ABadLaneMessageEndsThatLaneOnlyAndItsLateMessagesGoNowhe
   ASSERT_TRUE(node.WaitDecision(1, 0, &d, nullptr, std::chrono::seconds(10)));
   EXPECT_EQ(node.Ends(0).size(), 1u);
   EXPECT_FALSE(node.ended());
+}
+
+TEST_F(NodeSessionTest, LanesGnmrdEndedCountAgainstTheLaneBoundUntilTheRelayAnswers) {
+  // gnmrd remembers each lane it ended until the relay's `end` for it, so
+  // that the lane's late messages are not taken for a new lane; a relay
+  // that never answers must not grow that memory without bound.
+  StartDaemon();
+  RegisterTwo();
+  RawNode node(Tcp());
+  const uint32_t bound = static_cast<uint32_t>(NodeSessionReactor::kMaxLanes);
+  std::vector<v1::LaneUp> junk;
+  for (uint32_t lane = 0; lane < bound; ++lane) {
+    v1::LaneUp& up = junk.emplace_back();
+    up.set_lane(lane);
+    up.set_message(std::string("\xff", 1));  // not a ClientMessage: the lane ends
+  }
+  ASSERT_TRUE(node.SendLanes(junk));
+  v1::LaneEnd end;
+  ASSERT_TRUE(node.WaitLaneEnd(bound - 1, &end));
+  ASSERT_TRUE(node.SendLanes({HelloLane(bound, 0)}));
+  ASSERT_TRUE(node.WaitLaneEnd(bound, &end));
+  EXPECT_EQ(end.code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)) << end.message();
+  // The relay answers one end: room for one lane again.
+  v1::LaneUp answer;
+  answer.set_lane(0);
+  answer.set_end(true);
+  ASSERT_TRUE(node.SendLanes({answer, HelloLane(bound + 1, 0)}));
+  EXPECT_TRUE(node.WaitGenerationStart(bound + 1));
+  EXPECT_FALSE(node.ended());
+}
+
+TEST_F(NodeSessionTest, ANodeMessageThatDoesNotParseEndsTheStreamNamingTheField) {
+  // gnmrd reads a NodeClientMessage one LaneUp at a time (lane_reader.h):
+  // a LaneUp that does not parse ends the stream as a whole parse did.
+  StartDaemon();
+  RegisterTwo();
+  RawNode node(Tcp());
+  v1::LaneUp bad = HelloLane(1, 1);
+  bad.set_token(std::string("\xc3\x28", 2));  // not UTF-8
+  ASSERT_TRUE(node.SendLanes({HelloLane(0, 0), bad}));
+  const grpc::Status ended = node.WaitEnd();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << ended.error_message();
+  EXPECT_NE(ended.error_message().find("gnmr.v1.LaneUp.token is not valid UTF-8"),
+            std::string::npos)
+      << ended.error_message();
+  EXPECT_NE(ended.error_message().find("lane 1 of a NodeClientMessage"), std::string::npos)
+      << ended.error_message();
 }
 
 TEST_F(NodeSessionTest, EachLaneShowsItsOwnToken) {

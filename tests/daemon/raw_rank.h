@@ -79,14 +79,17 @@ class RawRank {
     ctx_ = std::make_unique<grpc::ClientContext>();
     ctx_->AddMetadata("x-gnmr-token", token_);
     stream_ = stub_->Session(ctx_.get());
-    if (hello) {
-      v1::ClientMessage m;
-      m.mutable_hello()->set_job_id(job_);
-      m.mutable_hello()->set_rank(rank_);
-      m.mutable_hello()->set_session_id(session_override ? session_override : session_id_);
-      stream_->Write(m);
-    }
+    if (hello) SendHello(session_override);
     if (read) StartReading();
+  }
+
+  // The hello of a stream opened without one.
+  bool SendHello(uint64_t session_override = 0) {
+    v1::ClientMessage m;
+    m.mutable_hello()->set_job_id(job_);
+    m.mutable_hello()->set_rank(rank_);
+    m.mutable_hello()->set_session_id(session_override ? session_override : session_id_);
+    return stream_->Write(m);
   }
 
   void StartReading() {

@@ -1,6 +1,7 @@
 // gnmrctl against a TLS and a mutual-TLS daemon, with a throwaway CA made
 // by the openssl command (skipped where it is missing).
 #include "tests/gnmrctl/ctl_harness.h"
+#include "tests/testing/test_certs.h"
 
 namespace gnmr::testing {
 namespace {
@@ -9,44 +10,18 @@ class CtlTlsTest : public CtlTest {
  protected:
   void SetUp() override {
     CtlTest::SetUp();
-    if (std::system("command -v openssl >/dev/null 2>&1") != 0) {
-      GTEST_SKIP() << "no openssl command to make certificates";
-    }
-  }
-
-  // A CA, a server certificate for localhost/127.0.0.1 and a client
-  // certificate, in the test's directory.
-  void MakeCertificates() {
-    const std::string d = "cd '" + dir_ + "' && ";
-    const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    const std::string quiet = " >/dev/null 2>&1";
-    Write("ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
-    ASSERT_EQ(std::system((d + "openssl req -x509" + ec +
-                           " -keyout ca.key -out ca.pem -days 2 -subj /CN=gnmr-test-ca" + quiet)
-                              .c_str()),
-              0);
-    for (const std::string who : {"server", "client"}) {
-      ASSERT_EQ(std::system((d + "openssl req" + ec + " -keyout " + who + ".key -out " + who +
-                             ".csr -subj /CN=" + (who == "server" ? "localhost" : "gnmrctl") +
-                             quiet + " && openssl x509 -req -in " + who +
-                             ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out " + who +
-                             ".pem -extfile ext" + quiet)
-                                .c_str()),
-                0)
-          << who;
-    }
+    if (!HaveOpenssl()) GTEST_SKIP() << "no openssl command to make certificates";
   }
 
   // Starts an empty daemon on TCP only, speaking TLS (mutual with `mtls`),
   // with the production access rules: only mutual TLS authenticates a peer.
   void StartTls(bool mtls) {
-    MakeCertificates();
+    ASSERT_TRUE(MakeTestCertificates(dir_));
     insecure_tcp_ = false;
     DaemonOptions opts;
     opts.listen = {"127.0.0.1:0"};
-    opts.tls.cert_file = Path("server.pem");
-    opts.tls.key_file = Path("server.key");
-    if (mtls) opts.tls.client_ca_file = Path("ca.pem");
+    const TestServerTls tls(dir_, mtls);
+    opts.tls = {tls.cert, tls.key, tls.client_ca};
     Start(opts);
   }
 };

@@ -3,73 +3,10 @@
 // decisions as ranks attached directly, Register and the checkpoint calls
 // pass through unchanged, other calls are refused by name, and when gnmrd
 // goes away the ranks' streams end and come back through a new stream.
-#include <unistd.h>
-
-#include <gtest/gtest.h>
-
-#include "relay/relay_server.h"
-#include "tests/daemon/raw_rank.h"
-#include "tests/daemon/test_daemon.h"
+#include "tests/relay/relay_harness.h"
 
 namespace gnmr::testing {
 namespace {
-
-class RelayTest : public DaemonTest {
- protected:
-  void SetUp() override {
-    const std::string base = "/tmp/gnmr-relay-test-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(relay_counter_++);
-    gnmrd_socket_ = base + "-gnmrd.sock";
-    relay_socket_ = base + "-relay.sock";
-    StartGnmrd();
-    relay::RelayOptions options;
-    options.listen = "unix:" + relay_socket_;
-    options.upstream = "unix:" + gnmrd_socket_;
-    auto r = relay::RelayServer::Start(options);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    relay_ = std::move(r).value();
-  }
-  void TearDown() override {
-    ranks_.clear();
-    if (relay_) relay_->Shutdown();
-    DaemonTest::TearDown();
-    ::unlink(relay_socket_.c_str());
-  }
-  void StartGnmrd() {
-    DaemonOptions opts;
-    opts.listen = {"127.0.0.1:0", "unix:" + gnmrd_socket_};
-    StartDaemon(opts);
-  }
-  std::shared_ptr<grpc::Channel> Relay() {
-    return grpc::CreateChannel("unix:" + relay_socket_, grpc::InsecureChannelCredentials());
-  }
-  // Rank `rank` of job "j" (world `world`), through the relay or not.
-  RawRank* AddRank(uint32_t rank, uint32_t world, bool through_relay) {
-    ranks_.push_back(std::make_unique<RawRank>(through_relay ? Relay() : Tcp(), "j", rank, world));
-    RawRank* r = ranks_.back().get();
-    config_ = FastConfig();
-    EXPECT_TRUE(r->Register({{"a"}, {"b"}}, nullptr, &config_).ok());
-    r->Open();
-    return r;
-  }
-  uint32_t Connected() {
-    auto job = daemon_->registry().Find("j");
-    return job.ok() ? (*job)->connected_sessions() : 0;
-  }
-  bool WaitConnected(uint32_t n) {
-    for (int i = 0; i < 250; ++i) {
-      if (Connected() == n) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-
-  static inline int relay_counter_ = 0;
-  std::string gnmrd_socket_, relay_socket_;
-  std::unique_ptr<relay::RelayServer> relay_;
-  v1::ControllerConfig config_;
-  std::vector<std::unique_ptr<RawRank>> ranks_;
-};
 
 TEST_F(RelayTest, RanksBehindTheRelayGetTheSameDecisionsAsRanksAttachedDirectly) {
   RawRank* r0 = AddRank(0, 4, true);

@@ -1,13 +1,10 @@
 #include "tools/gnmrctl/admin_client.h"
 
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -19,16 +16,6 @@
 namespace gnmr {
 namespace cli {
 namespace {
-
-StatusOr<std::string> ReadSmallFile(const std::string& flag, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return InvalidArgument("--" + flag + " " + path + ": cannot read: " + std::strerror(errno));
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -52,16 +39,7 @@ void AddAdminFlags(FlagParser* flags, AdminOptions* o) {
                    &o->admin_token_file);
   flags->AddString("timeout", "S", "deadline of each call in seconds (default 5)", &o->timeout);
   flags->AddBool("json", "machine-readable output (protobuf JSON)", &o->json);
-  flags->AddString("tls-ca", "FILE",
-                   "TLS to a TCP target, trusting this CA (PEM); the\n"
-                   "Unix socket is always plaintext",
-                   &o->tls_ca);
-  flags->AddString("tls-cert", "FILE", "client certificate for mutual TLS (PEM)", &o->tls_cert);
-  flags->AddString("tls-key", "FILE", "client private key for mutual TLS (PEM)", &o->tls_key);
-  flags->AddString("tls-server-name", "NAME",
-                   "expect this name in the server certificate\n"
-                   "(default: the target's host)",
-                   &o->tls_server_name);
+  AddChannelTlsFlags(flags, &o->tls);
 }
 
 int UsageError(const std::string& command, const std::string& problem) {
@@ -101,7 +79,7 @@ Status AdminClient::Init(const AdminOptions& o) {
     return InvalidArgument("give --admin-token or --admin-token-file, not both");
   }
   if (!o.admin_token_file.empty()) {
-    StatusOr<std::string> token = ReadSmallFile("admin-token-file", o.admin_token_file);
+    StatusOr<std::string> token = ReadFlagFile("admin-token-file", o.admin_token_file);
     if (!token.ok()) return token.status();
     admin_token_ = *token;
     while (!admin_token_.empty() && std::strchr(" \t\r\n", admin_token_.back()) != nullptr) {
@@ -114,35 +92,16 @@ Status AdminClient::Init(const AdminOptions& o) {
     admin_token_ = !o.admin_token.empty() ? o.admin_token : EnvOr(kAdminTokenEnv, "");
   }
 
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);  // a large job's exported state
-  if (o.tls_ca.empty() &&
-      (!o.tls_cert.empty() || !o.tls_key.empty() || !o.tls_server_name.empty())) {
-    return InvalidArgument("--tls-cert, --tls-key and --tls-server-name need --tls-ca");
-  }
-  if (o.tls_cert.empty() != o.tls_key.empty()) {
-    return InvalidArgument("--tls-cert and --tls-key go together");
-  }
-  if (!o.tls_ca.empty() && !IsUnixTarget(target_)) {
-    grpc::SslCredentialsOptions ssl;
-    StatusOr<std::string> ca = ReadSmallFile("tls-ca", o.tls_ca);
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
-    if (!o.tls_cert.empty()) {
-      StatusOr<std::string> cert = ReadSmallFile("tls-cert", o.tls_cert);
-      if (!cert.ok()) return cert.status();
-      StatusOr<std::string> key = ReadSmallFile("tls-key", o.tls_key);
-      if (!key.ok()) return key.status();
-      ssl.pem_cert_chain = *cert;
-      ssl.pem_private_key = *key;
-    }
-    creds = grpc::SslCredentials(ssl);
-    if (!o.tls_server_name.empty()) {
-      args.SetSslTargetNameOverride(o.tls_server_name);
-    }
-  }
-  channel_ = grpc::CreateCustomChannel(target_, creds, args);
+  Status checked = CheckChannelTls(o.tls);
+  if (!checked.ok()) return checked;
+  // The Unix socket is always plaintext (proto/channel_tls.h).
+  StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      IsUnixTarget(target_) ? grpc::InsecureChannelCredentials()
+                            : MakeChannelCredentials(o.tls, &args);
+  if (!creds.ok()) return creds.status();
+  channel_ = grpc::CreateCustomChannel(target_, *creds, args);
   stub_ = v1::Admin::NewStub(channel_);
   return Status::Ok();
 }

@@ -17,6 +17,7 @@
 #include "common/flag_parser.h"
 #include "gnmr/status.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
+#include "proto/channel_tls.h"
 #include "proto/grpc_status.h"
 
 namespace gnmr {
@@ -28,7 +29,7 @@ struct AdminOptions {
   std::string admin_token_file;
   std::string timeout = "5";  // seconds, the deadline of each RPC
   bool json = false;
-  std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  ChannelTls tls;  // --tls-* (proto/channel_tls.h)
 };
 
 // Declares the connection flags above on `flags`.
