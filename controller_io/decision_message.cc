@@ -25,12 +25,13 @@ std::shared_ptr<const v1::ServerMessage> DecisionMessage(const Decision& d, uint
 
 std::shared_ptr<const v1::ServerMessage> GenerationStartMessage(
     uint64_t generation, int32_t next_lag, uint64_t first_sequence,
-    const std::optional<LiveSwitch>& live) {
+    const std::optional<LiveSwitch>& live, bool rebuilt) {
   auto msg = std::make_shared<v1::ServerMessage>();
   v1::GenerationStart* g = msg->mutable_generation();
   g->set_generation(generation);
   g->set_next_lag(next_lag);
   g->set_first_sequence(first_sequence);
+  g->set_rebuilt(rebuilt);
   if (live) {
     g->set_live(true);
     g->set_from_step(live->from_step);

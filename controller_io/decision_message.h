@@ -27,9 +27,11 @@ struct LiveSwitch {
 // GenerationStart: `next_lag` is the lag of the generation's next decision,
 // `first_sequence` the sequence number of its first decision (made or to
 // come). Without `live`, every decision of an older generation is void.
+// `rebuilt`: the generation's first decision is the previous one's last,
+// rebuilt (GenerationStart.rebuilt).
 std::shared_ptr<const v1::ServerMessage> GenerationStartMessage(
     uint64_t generation, int32_t next_lag, uint64_t first_sequence,
-    const std::optional<LiveSwitch>& live = std::nullopt);
+    const std::optional<LiveSwitch>& live = std::nullopt, bool rebuilt = false);
 
 // The decision of `c`'s last observed step as the ranks received it
 // (observed and apply step, the set in force, global_skip, next_lag,

@@ -50,7 +50,16 @@ bool Coming(const SharedState& sh, int64_t step) {
   const CachedDecision* newest = sh.cache.Newest();
   const int64_t after = sh.cache.DecidedThrough().value_or(std::numeric_limits<int64_t>::min());
   int64_t o = 0;
-  if (!FirstObservedAfter(sh.observed, after, &o)) return false;
+  if (!FirstObservedAfter(sh.observed, after, &o)) {
+    if (!sh.unseen_from_void) return false;
+    o = after == std::numeric_limits<int64_t>::min() ? step : after + 1;  // not seen: unknown
+  }
+  // After a void, the steps from the newest decision to the first observed
+  // since are unknown (SharedState::observed_since_void): decided for all
+  // this rank can tell, as its peers did not miss them.
+  if (sh.observed_since_void > after + 1 && after != std::numeric_limits<int64_t>::min()) {
+    o = std::min(o, after + 1);
+  }
   int64_t apply = o + sh.cache.NextLag();
   if (newest) apply = std::max(apply, newest->apply_step);
   return apply <= step;
@@ -103,6 +112,10 @@ void ClearPlan(int64_t step, Plan* out) {
 
 void Client::Impl::RecordObserved(int64_t step) {
   std::lock_guard<std::mutex> lock(shared.mu);
+  if (shared.unseen_from_void) {
+    shared.observed_since_void = step;
+    shared.unseen_from_void = false;
+  }
   shared.observed.push_back(step);
   if (shared.observed.size() > SharedState::kObservedKept) shared.observed.pop_front();
 }

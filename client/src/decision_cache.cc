@@ -116,18 +116,23 @@ bool GenerationDecisions::MayMiss(int64_t step) const {
   if (decisions_.empty()) return false;  // nothing of this generation seen
   const CachedDecision& oldest = decisions_.front();
   if (oldest.apply_step <= step) return true;  // held, but not the covering one
-  return first_sequence_ == 0 ? false : oldest.sequence > first_sequence_;
+  if (first_sequence_ == 0) return false;
+  // The generation's first decision held: before it, nothing of this
+  // generation; but a rebuilt one continues an older generation's steps.
+  return oldest.sequence > first_sequence_ || rebuilt_;
 }
 
 // ------------------------------------------------------------ DecisionCache
 
 DecisionCache::Start DecisionCache::StartGeneration(uint64_t g, int32_t first_lag,
                                                     uint64_t first_sequence,
-                                                    const std::optional<LiveSwitch>& live) {
+                                                    const std::optional<LiveSwitch>& live,
+                                                    bool rebuilt) {
   GenerationDecisions& cur = gens_.back();
   if (g == cur.generation_) {
     if (cur.decisions_.empty()) cur.first_lag_ = first_lag;
     if (first_sequence != 0) cur.first_sequence_ = first_sequence;
+    cur.rebuilt_ = cur.rebuilt_ || rebuilt;
     if (cur.announced_) return Start::kKept;
     // The start of a generation a Register response named: it says what
     // the retired ones sent before it are worth.
@@ -151,6 +156,7 @@ DecisionCache::Start DecisionCache::StartGeneration(uint64_t g, int32_t first_la
     if (it != gens_.end() && it->generation_ == g) return Start::kKept;
     if (it == gens_.begin() && gens_.size() > kRetiredKept) return Start::kKept;  // too old
     GenerationDecisions retired(g, first_lag, first_sequence);
+    retired.rebuilt_ = rebuilt;
     if (live) {
       retired.from_step_ = live->from_step;
       retired.decided_through_ = live->decided_through;
@@ -160,6 +166,7 @@ DecisionCache::Start DecisionCache::StartGeneration(uint64_t g, int32_t first_la
     return Start::kKept;
   }
   GenerationDecisions next(g, first_lag, first_sequence);
+  next.rebuilt_ = rebuilt;
   if (!live) {
     gens_.clear();
     gens_.push_back(std::move(next));

@@ -78,9 +78,10 @@ class GNMR_EXPORT GenerationDecisions {
   // Newest() if it applies at or before `step`, else the held D with
   // D.apply <= step < successor.apply (successor held). Null if none.
   const CachedDecision* Covering(int64_t step) const;
-  // Whether a decision of this generation applying at or before `step` may
-  // exist that the rank does not hold (it holds none, and does not hold the
-  // generation's first decision either).
+  // Whether a decision applying at or before `step` may exist that the rank
+  // does not hold: of this generation (it holds none, and does not hold the
+  // generation's first decision either), or, before a rebuilt first
+  // decision, of an older one.
   bool MayMiss(int64_t step) const;
   size_t size() const { return decisions_.size(); }
 
@@ -92,6 +93,9 @@ class GNMR_EXPORT GenerationDecisions {
   int32_t first_lag_;
   uint64_t first_sequence_;               // 0: not known
   std::deque<CachedDecision> decisions_;  // sequence order
+  // GenerationStart.rebuilt: steps before the first decision's apply step
+  // were planned by an older generation.
+  bool rebuilt_ = false;
   // Set by a live switch (GenerationStart.live, docs/safety.md, rule 3):
   // the first step this generation plans (the previous one plans those
   // before), and the step after which it decides.
@@ -136,8 +140,9 @@ class GNMR_EXPORT DecisionCache {
   // Learns of generation `g` (GenerationStart; Register responses use
   // AdoptGeneration). `first_lag` is the lag of the generation's first
   // decision and `first_sequence` its sequence number (0: not known).
+  // `rebuilt`: GenerationStart.rebuilt.
   Start StartGeneration(uint64_t g, int32_t first_lag, uint64_t first_sequence = 0,
-                        const std::optional<LiveSwitch>& live = std::nullopt);
+                        const std::optional<LiveSwitch>& live = std::nullopt, bool rebuilt = false);
   // The daemon's word at registration: the job is in generation `g`, also
   // when that is lower than the one held (a daemon that lost its state
   // starts its jobs anew). A generation other than the one held replaces

@@ -128,7 +128,8 @@ void IoLoop::AcceptGeneration(const v1::GenerationStart& g) {
     // Not progress (no decision comes with it): `slow` stays as it is.
     std::optional<DecisionCache::LiveSwitch> live;
     if (g.live()) live = DecisionCache::LiveSwitch{g.from_step(), g.decided_through()};
-    shared_->StartGenerationLocked(g.generation(), g.next_lag(), g.first_sequence(), live);
+    shared_->StartGenerationLocked(g.generation(), g.next_lag(), g.first_sequence(), live,
+                                   g.rebuilt());
   }
   shared_->decision_cv.notify_all();
 }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -33,7 +34,15 @@ struct GNMR_EXPORT SharedState {
   // Steps this rank observed in the cache's generation, ascending: a
   // decision for each is coming while the daemon is reachable.
   std::deque<int64_t> observed;  // guarded by mu
-  bool has_generation = false;   // guarded by mu: a Register answered
+  // After a generation voided the observed steps (a daemon restored from
+  // its snapshot, a checkpoint load), the first step observed since; steps
+  // before it and after the newest decision held are unknown: the job may
+  // have decided them from the other ranks' reports (or this rank's own,
+  // queued while the daemon was away), so a decision is due for them too.
+  // `unseen_from_void`: none observed since the void yet.
+  int64_t observed_since_void = std::numeric_limits<int64_t>::min();  // guarded by mu
+  bool unseen_from_void = false;                                      // guarded by mu
+  bool has_generation = false;  // guarded by mu: a Register answered
   // The daemon attached this rank's Session stream: its first message
   // arrived (an open stream alone is not enough, io_loop.h).
   bool connected = false;  // guarded by mu
@@ -76,11 +85,12 @@ struct GNMR_EXPORT SharedState {
   // generation a client learns of keeps its observed steps (they were
   // observed in it). Call with mu held.
   void StartGenerationLocked(uint64_t g, int32_t first_lag, uint64_t first_sequence,
-                             const std::optional<DecisionCache::LiveSwitch>& live = std::nullopt) {
-    if (cache.StartGeneration(g, first_lag, first_sequence, live) ==
+                             const std::optional<DecisionCache::LiveSwitch>& live = std::nullopt,
+                             bool rebuilt = false) {
+    if (cache.StartGeneration(g, first_lag, first_sequence, live, rebuilt) ==
             DecisionCache::Start::kVoided &&
         has_generation) {
-      observed.clear();
+      VoidObservedLocked();
     }
     has_generation = true;
   }
@@ -89,10 +99,14 @@ struct GNMR_EXPORT SharedState {
   // it means for the steps observed is its GenerationStart's to say (the
   // first message of the stream): at once, they are voided then.
   void AdoptGenerationLocked(uint64_t g, int32_t first_lag) { cache.AdoptGeneration(g, first_lag); }
+  void VoidObservedLocked() {
+    observed.clear();
+    unseen_from_void = true;
+  }
   // Stores a validated decision; one of a newer generation starts it. One
   // that becomes the newest held is progress: it ends a slow spell.
   DecisionCache::Insert AddDecisionLocked(CachedDecision d) {
-    if (d.generation > cache.generation() && has_generation) observed.clear();
+    if (d.generation > cache.generation() && has_generation) VoidObservedLocked();
     has_generation = true;
     const uint64_t sequence = d.sequence;
     const uint64_t generation = d.generation;

@@ -186,8 +186,9 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
                         cause == GenerationCause::kRestore;
   const bool rebuilt =
       rebuilds && controller_.last_step() && controller_.last_apply() && controller_.sequence() > 0;
-  generation_start_ = ToWire(GenerationStartMessage(
-      generation_, controller_.next_lag(), controller_.sequence() + (rebuilt ? 0 : 1), live));
+  generation_start_ =
+      ToWire(GenerationStartMessage(generation_, controller_.next_lag(),
+                                    controller_.sequence() + (rebuilt ? 0 : 1), live, rebuilt));
   SendToAttached(generation_start_);
   if (rebuilds) RebuildLastDecision();
   std::string said = detail;

@@ -6,9 +6,11 @@
 // global skip: skip the step), Ack. With --json it ends by printing one
 // JSON object: rank, steps run, decisions received, missed decisions,
 // dropped reports, and the (step, digest) of every plan it applied.
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -167,6 +169,18 @@ int Run(const Flags& f) {
     return 1;
   }
 
+  // --plans-out: written per step (line-buffered), so a rank killed or
+  // stopped midway still leaves every plan it made.
+  std::FILE* plans_out = nullptr;
+  if (!f.plans_out.empty()) {
+    plans_out = std::fopen(f.plans_out.c_str(), "a");
+    if (plans_out == nullptr) {
+      std::fprintf(stderr, "gnmr-synth: --plans-out %s: %s\n", f.plans_out.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+    std::setvbuf(plans_out, nullptr, _IOLBF, 0);
+  }
   Totals totals;
   Plan plan;
   const auto start = std::chrono::steady_clock::now();
@@ -187,6 +201,11 @@ int Run(const Flags& f) {
       return 1;
     }
     client.PlanFor(step, &plan);
+    if (plans_out != nullptr) {
+      std::fprintf(plans_out, "%lld,%d,%llu,%016llx,%s\n", static_cast<long long>(step),
+                   plan.has_decision ? 1 : 0, static_cast<unsigned long long>(plan.generation),
+                   static_cast<unsigned long long>(plan.digest), MissReasonName(plan.miss_reason));
+    }
     Apply(plan, &model, &totals);
     (void)client.Ack(plan);  // fails only before Start; the report is best-effort
     totals.steps = step + 1;
@@ -194,6 +213,7 @@ int Run(const Flags& f) {
       std::this_thread::sleep_until(start + std::chrono::milliseconds(f.step_ms * (step + 1)));
     }
   }
+  if (plans_out != nullptr) std::fclose(plans_out);
   client.Flush(std::chrono::seconds(2));  // let the daemon see the last steps
   const ClientCounters k = client.Counters();
   client.Stop();

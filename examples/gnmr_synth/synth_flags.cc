@@ -27,7 +27,8 @@ struct Parser {
   FlagParser p{
       "gnmr-synth --target T --job J --rank R --world-size W --steps N\n"
       "                  [--units U] [--spike STEP:UNIT:FACTOR]... [--nan STEP:UNIT]...\n"
-      "                  [--step-ms MS] [--decision-wait-ms MS] [--token TOKEN] [--json]",
+      "                  [--step-ms MS] [--decision-wait-ms MS] [--token TOKEN] [--json]\n"
+      "                  [--plans-out FILE]",
       "A synthetic trainer rank for GNMR: registers U units (4 per layer: attn.qkv,\n"
       "attn.out, mlp.fc1, mlp.fc2; qkv and fc1 sharded over 2 ranks when W is even),\n"
       "produces noisy per-unit gradients each step, calls Observe/PlanFor/Ack and\n"
@@ -74,6 +75,12 @@ struct Parser {
              &f.decision_wait_ms);
     p.AddString("token", "TOKEN", "job token", &f.token);
     p.AddBool("json", "print one JSON summary object on stdout at the end", &f.json);
+    p.AddString("plans-out", "FILE",
+                "append one line per step as it is planned:\n"
+                "step,has_decision,generation,digest,miss_reason\n"
+                "(kept when the process is killed: soak tests\n"
+                "compare the ranks' plans)",
+                &f.plans_out);
     p.SetEpilog(
         "Exit status: 0 done (also when no daemon answered: fail-open), 1 runtime\n"
         "error, 2 bad command line.\n");

@@ -3,6 +3,7 @@
 //   gnmr-synth --target T --job J --rank R --world-size W --steps N
 //              [--units U] [--spike STEP:UNIT:FACTOR]... [--nan STEP:UNIT]...
 //              [--step-ms MS] [--decision-wait-ms MS] [--token TOKEN] [--json]
+//              [--plans-out FILE]
 //
 // UNIT is a unit index or a unit name; names are resolved against the
 // model layout (synth_model.h) after parsing.
@@ -40,6 +41,7 @@ struct Flags {
   int64_t decision_wait_ms = 2000;
   std::string token;
   bool json = false;
+  std::string plans_out;  // one line per planned step, flushed as it goes
   bool help = false;
 };
 

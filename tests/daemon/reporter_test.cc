@@ -214,6 +214,49 @@ TEST_F(ReporterTest, AfterARestartTheCheckComparesOnlyTheNewTimeline) {
   EXPECT_TRUE(listener_.EventsOf("j", "replicas_differ").empty());
 }
 
+// Pure data parallelism: one replica group, so the elected reporter is the
+// only rank that reports, and a reporter that stays attached but sends
+// nothing (a stopped process) opened no step: no deadline ran and it was
+// never passed over (before: 1 decision against 39 with `report: all` while
+// rank 0 was stopped for 20 s). The standbys' acks open the step now.
+TEST_F(ReporterTest, ASilentReporterOfTheOnlyGroupIsPassedOverOnTheStandbysAcks) {
+  std::vector<std::unique_ptr<RawRank>> dp;
+  for (uint32_t r = 0; r < 3; ++r) {
+    dp.push_back(std::make_unique<RawRank>(Tcp(), "dp", r, 3));
+    dp[r]->can_stand_by = true;
+    ASSERT_TRUE(dp[r]->Register({{"b", 0, 1}}, nullptr, &config_, 9000 + r).ok());
+    dp[r]->Open();
+  }
+  ASSERT_TRUE(dp[0]->WaitRole(false));
+  ASSERT_TRUE(dp[1]->WaitRole(true));
+  ASSERT_TRUE(dp[2]->WaitRole(true));
+  ASSERT_TRUE(dp[0]->SendStats(0, {1.0}));
+  v1::Decision d;
+  ASSERT_TRUE(dp[1]->WaitDecision(0, &d));
+  // Rank 0 stops. The standbys go on: each acks step 1 with the note of
+  // the report of step 1 it held back.
+  for (uint32_t r : {1u, 2u}) {
+    v1::ClientMessage ack;
+    ack.mutable_ack()->set_step(1);
+    ack.mutable_ack()->set_has_decision(true);
+    ack.mutable_ack()->set_sequence(d.sequence());
+    ack.mutable_ack()->set_digest(d.digest());
+    ack.mutable_ack()->set_generation(d.generation());
+    ack.mutable_ack()->mutable_standby()->set_step(1);
+    ack.mutable_ack()->mutable_standby()->set_fingerprint(
+        ReportFingerprint(dp[r]->Stats(1, {1.0})));
+    ASSERT_TRUE(dp[r]->Send(ack));
+  }
+  // At the step's deadline (1 s here) rank 1 is elected and sends it.
+  int64_t from = -1;
+  ASSERT_TRUE(dp[1]->WaitRole(false, &from, std::chrono::seconds(4)));
+  EXPECT_EQ(from, 1);
+  ASSERT_TRUE(dp[1]->SendStats(1, {1.0}));
+  for (uint32_t r = 0; r < 3; ++r) {
+    EXPECT_TRUE(dp[r]->WaitDecision(1, &d)) << "rank " << r;
+  }
+}
+
 TEST_F(ReporterTest, RanksThatCannotStandByAreNeverToldTo) {
   // A fifth job whose ranks are old clients: no role messages, every rank
   // reports as before.
