@@ -48,6 +48,9 @@ bool Coming(const SharedState& sh, int64_t step) {
   // step (it, or a retired generation sent before it) is on its way.
   if (!sh.cache.announced()) return true;
   const CachedDecision* newest = sh.cache.Newest();
+  // A restored or imported generation's rebuilt first decision follows its
+  // start on the stream: it is coming.
+  if (newest == nullptr && sh.cache.current().rebuilt()) return true;
   const int64_t after = sh.cache.DecidedThrough().value_or(std::numeric_limits<int64_t>::min());
   int64_t o = 0;
   if (!FirstObservedAfter(sh.observed, after, &o)) {

@@ -113,7 +113,9 @@ const CachedDecision* GenerationDecisions::Covering(int64_t step) const {
 }
 
 bool GenerationDecisions::MayMiss(int64_t step) const {
-  if (decisions_.empty()) return false;  // nothing of this generation seen
+  // Nothing of this generation seen: nothing missed, unless it continues an
+  // older one's steps (a rebuilt first decision, not here yet).
+  if (decisions_.empty()) return rebuilt_;
   const CachedDecision& oldest = decisions_.front();
   if (oldest.apply_step <= step) return true;  // held, but not the covering one
   if (first_sequence_ == 0) return false;

@@ -84,6 +84,9 @@ class GNMR_EXPORT GenerationDecisions {
   // decision, of an older one.
   bool MayMiss(int64_t step) const;
   size_t size() const { return decisions_.size(); }
+  // Its first decision is the previous generation's last, rebuilt
+  // (GenerationStart.rebuilt): it follows the start on the stream.
+  bool rebuilt() const { return rebuilt_; }
 
  private:
   friend class DecisionCache;

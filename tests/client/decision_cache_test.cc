@@ -250,6 +250,25 @@ TEST(DecisionCache, ALiveSwitchKeepsTheOldGenerationForTheStepsBeforeIt) {
   EXPECT_EQ(cache.PlannerOf(12), DecisionCache::Planner::kCurrent);
 }
 
+// A restored (or imported) generation continues an older one's steps: its
+// first decision is the older one's last, rebuilt. A step before that
+// decision's apply step was planned by the older generation, so a rank
+// that has no plan for it missed it; so does one that has not received the
+// rebuilt decision yet. Without `rebuilt` (a new incarnation), nothing.
+TEST(DecisionCache, StepsBeforeARebuiltFirstDecisionWereTheOlderGenerations) {
+  DecisionCache restored;
+  restored.StartGeneration(2, 1, 7, std::nullopt, /*rebuilt=*/true);
+  EXPECT_TRUE(restored.MayMiss(50));  // the rebuilt decision is not here yet
+  ASSERT_EQ(restored.Add(Cached(60, 61, 7, {}, false, 2)), Insert::kStored);
+  EXPECT_TRUE(restored.MayMiss(50));
+  EXPECT_EQ(restored.Covering(61)->sequence, 7u);
+  DecisionCache fresh;
+  fresh.StartGeneration(2, 1, 8);
+  EXPECT_FALSE(fresh.MayMiss(50));
+  ASSERT_EQ(fresh.Add(Cached(60, 61, 8, {}, false, 2)), Insert::kStored);
+  EXPECT_FALSE(fresh.MayMiss(50));  // the first steps of a generation: none yet
+}
+
 // A rank that registers after a live switch: the Register response names
 // the new generation, then the stream sends the retired generation's start
 // and decisions, then the current one's start. Until that start arrives the
