@@ -18,6 +18,7 @@ build_packages=(
 )
 packages=(
   "${build_packages[@]}" git
+  ccache  # scripts/build.sh: rebuilds on the same machine (CI's next run) hit its cache
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3 python3-dev
   # pip install ./python and python3 -m build --wheel, offline
