@@ -112,6 +112,7 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
           options.budget ? options.budget->limit() >> 20 : 0);
     }
     job->generation_ = meta.generation();
+    job->restored_at_ = job->Now();
     job->aggregator_.SetLastClosed(meta.last_closed_step());
     job->last_active_ = SteadyFromUnix(meta.last_active_unix(), job->last_active_);
     job->StartGeneration(GenerationCause::kRestore,

@@ -31,12 +31,13 @@
 // - a new incarnation: every client has a random `instance`. A rank that
 //   registers with a new one while its previous instance belongs to the
 //   current generation starts a new generation, unless another rank of the
-//   current generation is still attached and heard from (a report or an
-//   ack) in the last max(10 s, 5 deadlines): then its trainer did not
-//   restart as a whole (one rank in a crash loop), the rank rejoins the
-//   current timeline, and the new generation waits until no such rank is
-//   left (the rest of a restarted job's old streams may end a little
-//   later, or go quiet: a dead node's stream can stay open). A
+//   current generation was heard from (a report or an ack) in the last
+//   max(10 s, 5 deadlines), attached or reconnecting, or the job was
+//   restored in that time: then its trainer did not restart as a whole
+//   (one rank in a crash loop), the rank rejoins the current timeline,
+//   and the new generation waits until no such rank is left (the rest of
+//   a restarted job's old ranks go quiet a little later; a dead node's
+//   stream can stay open, silent). A
 //   rank whose previous instance belongs to an older one (its incarnation
 //   was superseded) or that has none joins the current generation. An instance belongs to the
 //   generation it last registered in, and moves to an imported generation
@@ -328,10 +329,10 @@ class Job {
   // Records `rank`'s client instance; true if it starts a new generation
   // now. A new instance that must wait is marked incarnation_pending.
   bool NewIncarnation(uint32_t rank, RankSession& rs, uint64_t instance);
-  // Whether a rank other than `except` is attached in the current
-  // generation's timeline (not a pending incarnation) and was heard from
-  // lately.
-  bool OldTimelineAttached(uint32_t except) const;
+  // Whether a rank other than `except` of the current generation's
+  // timeline (not a pending incarnation) was heard from lately, or the job
+  // was restored lately (see job_generation.cc).
+  bool OldTimelineAlive(uint32_t except) const;
   // Starts the waiting incarnation once no rank of the old timeline is
   // attached and heard from (after a detach, and at every tick).
   void MaybeStartPendingIncarnation();
@@ -458,6 +459,8 @@ class Job {
   static constexpr int64_t kSwitchMargin = 8;
   // Ranks marked incarnation_pending.
   uint32_t pending_incarnations_ = 0;
+  // When Restore made the job (its ranks are on their way back).
+  std::optional<Clock::time_point> restored_at_;
   // Ranks marked without_decisions; closed steps since the last count.
   uint32_t ranks_without_decisions_ = 0;
   uint32_t steps_since_rank_check_ = 0;

@@ -20,7 +20,7 @@ bool Job::NewIncarnation(uint32_t rank, RankSession& rs, uint64_t instance) {
   // Others still train on the current timeline: not a restart of the job
   // but of this rank (a crash loop cannot split their plans). It rejoins,
   // and the generation waits until they are gone.
-  if (OldTimelineAttached(rank)) {
+  if (OldTimelineAlive(rank)) {
     if (!rs.incarnation_pending) ++pending_incarnations_;
     rs.incarnation_pending = true;
     return false;
@@ -28,16 +28,20 @@ bool Job::NewIncarnation(uint32_t rank, RankSession& rs, uint64_t instance) {
   return true;
 }
 
-bool Job::OldTimelineAttached(uint32_t except) const {
-  // A rank of a restarted job whose node died may keep its stream for a
-  // long time, silent: only ranks heard from lately hold the incarnation
-  // back (a trainer on the old timeline reports or acks every step).
+bool Job::OldTimelineAlive(uint32_t except) const {
+  // Heard from lately, attached or not: a trainer on the old timeline
+  // reports or acks every step, and one whose stream just dropped (a relay
+  // restarting) is reconnecting. A restarted job's ranks go quiet (a dead
+  // node's stream may stay open, silent, for a long time). Right after a
+  // restore no rank has registered again yet: the ranks of the snapshot
+  // count as heard from then.
   const Clock::time_point now = Now();
   const Clock::duration silence =
-      std::max<Clock::duration>(std::chrono::seconds(10), 5 * options_.aggregation.deadline);
+      std::max<Clock::duration>(options_.incarnation_silence, 5 * options_.aggregation.deadline);
+  if (restored_at_ && now - *restored_at_ <= silence) return true;
   bool found = false;
   sessions_.ForEach([&](uint32_t rank, const RankSession& rs) {
-    if (found || rank == except || !rs.sink || rs.incarnation_pending) return;
+    if (found || rank == except || rs.incarnation_pending || !rs.seen) return;
     if (now - rs.last_seen > silence) return;
     found = rs.instance == 0 || rs.instance_generation == generation_;
   });
@@ -45,7 +49,7 @@ bool Job::OldTimelineAttached(uint32_t except) const {
 }
 
 void Job::MaybeStartPendingIncarnation() {
-  if (pending_incarnations_ == 0 || OldTimelineAttached(UINT32_MAX)) return;
+  if (pending_incarnations_ == 0 || OldTimelineAlive(UINT32_MAX)) return;
   StartGeneration(GenerationCause::kIncarnation,
                   "the ranks that registered as a new incarnation are the only ones left");
 }

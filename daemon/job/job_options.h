@@ -24,6 +24,10 @@ struct JobOptions {
   // thread that closed the step sends to every stream.
   std::shared_ptr<FanOut> fan_out;
   uint32_t snapshot_every_steps = 50;
+  // How long a rank of the old timeline counts as alive after its last
+  // report or ack (at least 5 step deadlines): a new incarnation waits for
+  // the old one's ranks to go quiet this long (job.h, "Generations").
+  std::chrono::milliseconds incarnation_silence{10000};
   size_t max_units = 1u << 20;
   // Steps whose acks are compared (and decisions whose digests are checked).
   size_t steps_kept_for_acks = 1024;

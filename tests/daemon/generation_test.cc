@@ -151,25 +151,38 @@ TEST_F(DaemonTest, NewIncarnationStartsAGenerationTheOthersJoinAndStepsRewind) {
   EXPECT_EQ(gens[0].detail(), "generation 2: rank 1 registered as a new incarnation");
 }
 
-// The whole old incarnation gone (its streams ended): the first rank of the
-// new one starts the generation at once, and the old streams' last
-// messages do not matter.
-TEST_F(DaemonTest, ARestartAfterTheOldStreamsEndedStartsTheGenerationAtOnce) {
-  StartDaemon();
+// A whole job's restart: its old ranks go quiet. The first rank of the
+// new incarnation waits while an old one was heard from lately; the
+// generation starts once every rank registered as a new instance, or once
+// the old ones have been quiet for the silence (here 1.5 s: 5 deadlines).
+TEST_F(DaemonTest, ARestartStartsTheGenerationOnceTheOldRanksAreGoneOrQuiet) {
+  DaemonOptions opts;
+  opts.registry.job.incarnation_silence = std::chrono::milliseconds(100);
+  StartDaemon(opts);
   const v1::ControllerConfig cfg = LongLocks();
-  RawRank a0(Tcp(), "j", 0, 2), a1(Unix(), "j", 1, 2);
-  Attach({&a0, &a1}, cfg, 0xA0);
-  RunSteps({&a0, &a1}, 0, 10);
-  a0.Close();
-  a1.Close();
+  RawRank a0(Tcp(), "j", 0, 3), a1(Unix(), "j", 1, 3), a2(Tcp(), "j", 2, 3);
+  Attach({&a0, &a1, &a2}, cfg, 0xA0);
+  RunSteps({&a0, &a1, &a2}, 0, 10);
+  for (RawRank* r : {&a0, &a1, &a2}) r->Close();
   ASSERT_TRUE(NoneConnected(Tcp(), "j"));
-  RawRank b0(Tcp(), "j", 0, 2), b1(Unix(), "j", 1, 2);
+  RawRank b0(Tcp(), "j", 0, 3), b1(Unix(), "j", 1, 3), b2(Tcp(), "j", 2, 3);
   v1::RegisterResponse resp;
   ASSERT_TRUE(b0.Register(kUnits, &resp, &cfg, 0xB0).ok());
-  EXPECT_EQ(resp.generation(), 2u);
-  EXPECT_EQ(resp.last_step(), -1);
+  EXPECT_EQ(resp.generation(), 1u);  // ranks 1 and 2 were heard from a moment ago
   ASSERT_TRUE(b1.Register(kUnits, &resp, &cfg, 0xB1).ok());
-  EXPECT_EQ(resp.generation(), 2u);  // joined, not a third generation
+  EXPECT_EQ(resp.generation(), 1u);
+  ASSERT_TRUE(b2.Register(kUnits, &resp, &cfg, 0xB2).ok());
+  EXPECT_EQ(resp.generation(), 2u);  // every rank a new instance
+  EXPECT_EQ(resp.last_step(), -1);
+  // Another restart, of two ranks of three; the third old one goes quiet.
+  b0.Open();
+  ASSERT_TRUE(b0.WaitGeneration(2));
+  RawRank c0(Tcp(), "j", 0, 3), c1(Unix(), "j", 1, 3);
+  ASSERT_TRUE(c0.Register(kUnits, &resp, &cfg, 0xC0).ok());
+  ASSERT_TRUE(c1.Register(kUnits, &resp, &cfg, 0xC1).ok());
+  EXPECT_EQ(resp.generation(), 2u);  // rank 2 of generation 2 registered a moment ago
+  c0.Open();
+  ASSERT_TRUE(c0.WaitGeneration(3, std::chrono::seconds(10)));  // after 1.5 s of quiet
 }
 
 // A rank in a crash loop (a new instance every few steps) while the others
@@ -179,7 +192,9 @@ TEST_F(DaemonTest, ARestartAfterTheOldStreamsEndedStartsTheGenerationAtOnce) {
 // honest ranks see generation 1 and a decision of every step. Once they are
 // gone, the waiting incarnation starts its generation.
 TEST_F(DaemonTest, ARankInACrashLoopNeverStartsAGenerationUnderTheOthers) {
-  StartDaemon();
+  DaemonOptions opts;
+  opts.registry.job.incarnation_silence = std::chrono::milliseconds(100);
+  StartDaemon(opts);
   const v1::ControllerConfig cfg = LongLocks();
   RawRank h0(Tcp(), "j", 0, 3), h1(Unix(), "j", 1, 3);
   Attach({&h0, &h1}, cfg, 0xA0);
@@ -209,10 +224,11 @@ TEST_F(DaemonTest, ARankInACrashLoopNeverStartsAGenerationUnderTheOthers) {
     }
   }
   EXPECT_TRUE(listener_.EventsOf("j", "generation").empty());
-  // The honest ranks finish: the restarted rank's incarnation starts.
+  // The honest ranks finish: once they are quiet (1.5 s here), the
+  // restarted rank's incarnation starts.
   h0.Close();
   h1.Close();
-  ASSERT_TRUE(loop.back()->WaitGeneration(2));
+  ASSERT_TRUE(loop.back()->WaitGeneration(2, std::chrono::seconds(10)));
 }
 
 // Reconnects (same instance), old clients (instance 0) and ranks that have
@@ -231,7 +247,11 @@ TEST_F(DaemonTest, ReconnectsOldClientsAndNewRanksDoNotStartAGeneration) {
   EXPECT_EQ(resp.generation(), 1u);
   ASSERT_TRUE(r0.Register(kUnits, &resp, nullptr, 0xA).ok());
   EXPECT_EQ(resp.generation(), 1u);
-  ASSERT_TRUE(r0.Register(kUnits, &resp, nullptr, 0xB).ok());  // a new incarnation
+  // A new incarnation: rank 1 of the old one registered a moment ago, so
+  // it waits for rank 1's new instance.
+  ASSERT_TRUE(r0.Register(kUnits, &resp, nullptr, 0xB).ok());
+  EXPECT_EQ(resp.generation(), 1u);
+  ASSERT_TRUE(r1.Register(kUnits, &resp, nullptr, 0xD).ok());
   EXPECT_EQ(resp.generation(), 2u);
   EXPECT_TRUE(listener_.EventsOf("j", "generation").size() == 1u);
 }
