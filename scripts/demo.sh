@@ -8,7 +8,7 @@
 # Environment: STEPS (default 300), BUILD_DIR (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install_deps.sh
+GNMR_NO_VENV=1 scripts/install_deps.sh  # the demo needs no PyTorch: no venv
 scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
 STEPS=${STEPS:-300}

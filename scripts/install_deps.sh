@@ -7,7 +7,11 @@
 #   --build-only  only what building gnmrd, gnmrctl, the client and
 #                 gnmr-synth needs, tests and benchmarks off (the container
 #                 image's build stage, deploy/container/Dockerfile)
+# Without it, it then makes the project's Python venv (pinned PyTorch 2.x
+# and the integration libraries from PyPI; scripts/python_env.sh), which
+# the test suite runs on. GNMR_NO_VENV=1 leaves that out.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 # Enough for cmake -DGNMR_BUILD_TESTS=OFF -DGNMR_BUILD_BENCH=OFF.
 build_packages=(
@@ -24,7 +28,9 @@ packages=(
   # pip install ./python and python3 -m build --wheel, offline
   # (--no-build-isolation); tests/python's python_pip_install uses a venv
   python3-setuptools python3-wheel python3-build python3-venv python3-pip
-  # tests/python: CPU PyTorch (with a fast BLAS) and pytest
+  # Debian's PyTorch 1.13 (with a fast BLAS) and pytest: the oldest
+  # PyTorch gnmr.torch supports, tested by the ASan suite (the main suite
+  # runs on the venv's pinned 2.x; docs/integrations.md, "Environment")
   python3-torch libopenblas0-pthread python3-pytest
   yamllint python3-yaml  # tests/deploy: YAML lint and manifest checks
   prometheus  # promtool + server for tests/observability
@@ -35,8 +41,9 @@ packages=(
   clang-format-16  # ctest clang_format (scripts/check_format.sh)
 )
 
+venv=1
 case "${1:-}" in
-  --build-only) packages=("${build_packages[@]}") ;;
+  --build-only) packages=("${build_packages[@]}"); venv=0 ;;
   "") ;;
   *) echo "usage: $0 [--build-only]" >&2; exit 2 ;;
 esac
@@ -50,12 +57,15 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install_deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install_deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install_deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ "$venv" = 1 ] && [ "${GNMR_NO_VENV:-0}" != 1 ]; then
+  scripts/python_env.sh >/dev/null
+fi

@@ -25,7 +25,10 @@ scripts/install_deps.sh
 
 ctest_args=(--output-on-failure -j "$(nproc)" --timeout 600)
 if [ "$mode" = normal ]; then
-  scripts/build.sh
+  # The Python tests run on the project's venv (pinned PyTorch 2.x and the
+  # integration libraries; install_deps.sh made it). The sanitizer suites
+  # keep Debian's python3 and its PyTorch 1.13, the oldest supported.
+  scripts/build.sh "-DGNMR_TEST_PYTHON=$(scripts/python_env.sh)"
 else
   export BUILD_DIR=${BUILD_DIR:-build-$mode}
   export CC=clang-16 CXX=clang++-16

@@ -23,7 +23,9 @@ from _toy import CONFIG, Net, batch, target_arg
 
 
 def make_scaler(device: str):
-    # torch >= 2.3: torch.amp.GradScaler(device); older: CUDA only.
+    # torch >= 2.3: torch.amp.GradScaler(device); older (1.13): CUDA only.
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device, enabled=(device == "cuda"))
     return torch.cuda.amp.GradScaler(enabled=(device == "cuda"))
 
 

@@ -14,7 +14,8 @@ def main() -> int:
             __import__(mod)
         except ImportError as e:
             print(f"SKIP: cannot import {mod} ({e}); the Python tests need pytest, "
-                  "Debian's python3-torch and the built gnmr module", flush=True)
+                  "PyTorch (scripts/python_env.sh's venv, or Debian's python3-torch) and the "
+                  "built gnmr module", flush=True)
             return 77
     if not os.environ.get("GNMRD") or not os.access(os.environ["GNMRD"], os.X_OK):
         print("FAIL: GNMRD must name the gnmrd binary", flush=True)
