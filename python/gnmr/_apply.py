@@ -24,8 +24,8 @@ from gnmr._step_info import AppliedPlan
 class ApplyMixin:
     """Needs the Monitor's ``client``, ``_units``, ``_promoted``,
     ``_promote_callback``, ``_lag``, ``_last_observed``, ``_sharded``,
-    ``_guard_group``, ``_cuda_device``, ``_misuse``, ``_fail`` and
-    ``_step_applied``."""
+    ``_guard_group``, ``_cuda_device``, ``_compile_watch``, ``_misuse``,
+    ``_fail`` and ``_step_applied``."""
 
     def _plan(self, step: int) -> Optional[_gnmr.Plan]:
         try:
@@ -53,6 +53,8 @@ class ApplyMixin:
                 self._promote_callback(module_name, module, False)
             if applied is not None:
                 applied.demoted.append(u.name)
+        if want != self._promoted:
+            self._compile_watch.check()
         self._promoted = want
         if applied is not None:
             applied.promoted = [self._units[i].name for i in sorted(want)]

@@ -64,6 +64,23 @@ def output_activation(name: str, module: _torch.nn.Module, inputs: tuple,
     return [output] if isinstance(output, _torch.Tensor) else []
 
 
+def _eager(fn):
+    """``fn`` run outside torch.compile's graphs: the hook hands data
+    pointers to the client, which Dynamo cannot trace. Marked, the hook is
+    one clean graph break per hooked module (its tensors leave the graph as
+    outputs) instead of a failed trace into it; docs/integrations.md,
+    "torch.compile". PyTorch 1.13 has no torch.compiler: fn itself."""
+    disable = getattr(getattr(_torch, "compiler", None), "disable", None)
+    return disable(fn) if disable is not None else fn
+
+
+def _compiling() -> bool:
+    """True while Dynamo traces (a constant in its graph); False in eager
+    mode, which then skips the disable wrapper's cost."""
+    is_compiling = getattr(getattr(_torch, "compiler", None), "is_compiling", None)
+    return bool(is_compiling is not None and is_compiling())
+
+
 class ForwardHooks:
     """The forward hooks of one Monitor; ``on_error(what, exc)`` handles a
     failure (the Monitor warns, counts, or raises with strict)."""
@@ -78,6 +95,7 @@ class ForwardHooks:
         self._strict = strict
         self.enabled = False  # until the client has started
         self.off_reason = ""
+        self._observe_eager = _eager(self._observe)
         self._handles = []
         for u in units:
             for module_name, module in u.modules:
@@ -89,7 +107,8 @@ class ForwardHooks:
             if not self.enabled or not _torch.is_grad_enabled():
                 return
             try:
-                self._observe(handle, unit_name, module_name, module, inputs, output)
+                observe = self._observe_eager if _compiling() else self._observe
+                observe(handle, unit_name, module_name, module, inputs, output)
             except (_gnmr.Error, ValueError) as e:
                 self._on_error(f"forward tensors of unit '{unit_name}'", e)
         return hook

@@ -113,6 +113,7 @@ import torch as _torch
 from gnmr import _gnmr
 from gnmr import tensor_ref as _tensor_ref
 from gnmr._forward import ForwardHooks, ForwardTensor, output_activation
+from gnmr._compile_watch import CompileWatch
 from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-export)
 from gnmr._problems import ProblemReporter
 from gnmr._apply import ApplyMixin
@@ -253,6 +254,7 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
                                       strict, self._cuda_device)
                          if forward_tensors is not None else None)
         self._promoted = set()  # unit indices currently promoted
+        self._compile_watch = CompileWatch()
         self._last_observed: Optional[int] = None
         self._started = False
         if start:
