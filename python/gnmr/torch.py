@@ -113,6 +113,7 @@ import torch as _torch
 from gnmr import _gnmr
 from gnmr import tensor_ref as _tensor_ref
 from gnmr._forward import ForwardHooks, ForwardTensor, output_activation
+from gnmr._dtensor import local as _local
 from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-export)
 from gnmr._problems import ProblemReporter
 from gnmr._apply import ApplyMixin
@@ -224,6 +225,7 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
 
         self._units = collect_units(model, unit_filter, unit_group, unit_shard)
         self._sharded = any(u.shard[1] > 1 for u in self._units)
+        self._shard_slots = None  # gnmr/_apply.py: set at the first apply
 
         self.options = _gnmr.ClientOptions(
             target=target, job_id=job_id, rank=rank, world_size=world_size, token=token,
@@ -233,15 +235,19 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         self.local = target == "local"
         if self.local and self._sharded:
             u = next(u for u in self._units if u.shard[1] > 1)
+            how = ("its DTensor parameters are sharded (FSDP2 fully_shard, HSDP or tensor "
+                   "parallel)" if u.shard_source == "DTensor" else "unit_shard says so")
             raise ValueError(
-                f"gnmr.torch: unit '{u.name}' is shard {u.shard[0]} of {u.shard[1]}: "
+                f"gnmr.torch: unit '{u.name}' is shard {u.shard[0]} of {u.shard[1]} ({how}): "
                 "target='local' runs one controller per rank on that rank's own statistics "
-                "and cannot combine a sharded unit's shards; run gnmrd and set target to its "
-                "address (docs/local_mode.md)")
+                "and cannot combine a sharded unit's shards into its norm; run gnmrd and set "
+                "target to its address (docs/local_mode.md; FSDP2: docs/integrations.md)")
         self.client = _gnmr.Client(self.options, self._config)
         self._problems = ProblemReporter(self.client, strict)
         for u in self._units:
-            refs = [_tensor_ref(p.detach()) for p in u.params]
+            # DTensor parameters: the local shard's memory and numel (a
+            # DTensor's own data_ptr() is 0 and its numel the global one).
+            refs = [_tensor_ref(_local(p).detach()) for p in u.params]
             u.handle = self.client.add_unit(u.name, refs, u.shard[0], u.shard[1])
         self._zeros: Dict[_torch.device, _torch.Tensor] = {}  # per device, for None grads
         devices = {p.device for u in self._units for p in u.params}
