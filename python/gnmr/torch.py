@@ -96,8 +96,9 @@ for the same statistics, the same events (``local_events_path``) and
 ``state_dict()``/``load_state_dict()`` on the in-process controller. Data
 parallel ranks observe identical statistics after the all-reduce, so their
 controllers decide identically; sharded units (``unit_shard``, FSDP2's
-DTensor parameters) need gnmrd and are refused with a ValueError. gnmrd stays the deployment for multi-rank
-jobs that want one view, dashboards and operators (docs/local_mode.md).
+DTensor parameters) need gnmrd and are refused with a ValueError. gnmrd
+stays the deployment for multi-rank jobs that want one view, dashboards and
+operators (docs/local_mode.md).
 
 Logging: ``last_step_info()`` is the last applied step as a ``StepInfo``
 (every unit's gradient norm, the units in recovery with their action and
