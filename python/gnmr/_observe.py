@@ -11,6 +11,10 @@ Design notes
   forward did not run, e.g. a MoE expert) is marked inactive for the step.
 - CUDA units are observed on the current stream (the one backward ran
   on), without a host synchronisation.
+- DTensor gradients (FSDP2) are read through their local shards
+  (gnmr/_dtensor.py): a DTensor's own ``data_ptr()`` is 0. A rank's shard
+  may be empty (uneven sharding): a ``None`` gradient of an empty shard
+  still gets one (empty) ref, as every unit needs at least one tensor.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import torch as _torch
 
 from gnmr import _gnmr
 from gnmr import tensor_ref as _tensor_ref
+from gnmr._dtensor import local as _local
 
 _ZERO_CHUNK = 1 << 20  # elements of the shared zero buffer for None grads
 
@@ -36,6 +41,8 @@ class ObserveMixin:
         refs = []
         ordinal = -1 if device.type == "cpu" else device.index
         ptr = zeros.data_ptr()
+        if numel == 0:  # one empty ref: the unit of an empty shard still has a tensor
+            return [_gnmr.TensorRef(ptr, 0, "fp32", ordinal)]
         while numel > 0:
             n = min(numel, _ZERO_CHUNK)
             refs.append(_gnmr.TensorRef(ptr, n, "fp32", ordinal))
@@ -48,23 +55,23 @@ class ObserveMixin:
         try:
             keep = []
             for u in self._units:
+                grads = [p.grad for p in u.params]
+                if u.dtensor:
+                    grads = [None if g is None else _local(g) for g in grads]
                 # Only tell the client when a pointer changed (saves the
                 # per-tensor work where gradients are zeroed in place).
-                key = tuple(None if p.grad is None else (p.grad.data_ptr(), p.grad.dtype)
-                            for p in u.params)
+                key = tuple(None if g is None else (g.data_ptr(), g.dtype) for g in grads)
                 if all(k is None for k in key):
                     # Nothing to report (its forward did not run). Its
                     # pointers still go to the zero buffer: a device launch
                     # reads every unit.
                     self.client.mark_inactive(u.handle)
-                if key == u.last_key and all(p.grad is None or p.grad.is_contiguous()
-                                             for p in u.params):
+                if key == u.last_key and all(g is None or g.is_contiguous() for g in grads):
                     continue
                 refs = []
-                for p in u.params:
-                    g = p.grad
+                for p, g in zip(u.params, grads):
                     if g is None:
-                        refs.extend(self._zero_refs(p.numel(), p.device))
+                        refs.extend(self._zero_refs(_local(p).numel(), p.device))
                         continue
                     if g.is_sparse:
                         raise ValueError(f"unit '{u.name}': sparse gradients are not supported")

@@ -123,9 +123,12 @@ def build(applied: Any, unit_names: List[str], norms: List[float]) -> StepInfo:
     units: Dict[str, UnitInfo] = {}
     if plan is not None:
         for e in plan.entries:
-            units[unit_names[e.unit]] = UnitInfo(
+            name = unit_names[e.unit]
+            # The factor applied (a sharded unit's, from its full norm).
+            scale = applied.clipped.get(name, e.scale)
+            units[name] = UnitInfo(
                 action=e.action.name.lower(), since=e.since, until=e.until,
-                first_step=e.first_step, ref_norm=e.ref_norm, norm=e.norm, scale=e.scale,
+                first_step=e.first_step, ref_norm=e.ref_norm, norm=e.norm, scale=scale,
                 gnmr=getattr(e, "gnmr", None), delta=getattr(e, "delta", None),
                 denied_clip=bool(getattr(e, "denied_clip", False)))
     if len(norms) != len(unit_names):

@@ -72,17 +72,33 @@ are identical after the all-reduce, so every rank observes the same
 statistics and applies the identical plan (compare ``AppliedPlan.digest``):
 a decision covers exactly the steps it is made for, and the default
 ``decision_wait_ms`` (2 s) is long enough that a connected rank never
-misses one. Tensor/pipeline-parallel or FSDP shards: ``unit_shard`` gives
-each unit's (shard_index, shard_count).
+misses one. Tensor/pipeline-parallel shards: ``unit_shard`` gives each
+unit's (shard_index, shard_count).
+
+FSDP2 (``torch.distributed.fsdp.fully_shard``, also HSDP and DTensor tensor
+parallelism): build the Monitor after ``fully_shard`` on the sharded model,
+on every rank, with gnmrd as target; no ``unit_shard`` is needed. A unit
+whose parameters are DTensors is sharded as their placements say: each
+``Shard`` mesh dimension splits it (index = this rank's coordinates over
+those dimensions, count = the product of their sizes), ``Replicate``
+dimensions hold replicas (HSDP); parameters of one unit that disagree are
+a ValueError naming the unit (pass ``unit_shard``, which always wins). Each
+rank observes its local shard (no all-gather), uneven and empty shards
+included, and gnmrd adds the shards' sums of squares into the full
+gradient's norm. A clip scales every shard by the full norm's factor (the
+guard's one all-reduce per step also sums the clipped units' local sums of
+squares), and a NaN in one rank's shard skips the step on every rank
+(docs/integrations.md, "FSDP2").
 
 Local mode: ``target="local"`` runs the controller inside this process (one
 per rank) instead of in gnmrd: the same code, so the same plans (digests)
 for the same statistics, the same events (``local_events_path``) and
 ``state_dict()``/``load_state_dict()`` on the in-process controller. Data
 parallel ranks observe identical statistics after the all-reduce, so their
-controllers decide identically; sharded units (``unit_shard``) need gnmrd and
-are refused with a ValueError. gnmrd stays the deployment for multi-rank
-jobs that want one view, dashboards and operators (docs/local_mode.md).
+controllers decide identically; sharded units (``unit_shard``, FSDP2's
+DTensor parameters) need gnmrd and are refused with a ValueError. gnmrd
+stays the deployment for multi-rank jobs that want one view, dashboards and
+operators (docs/local_mode.md).
 
 Logging: ``last_step_info()`` is the last applied step as a ``StepInfo``
 (every unit's gradient norm, the units in recovery with their action and
@@ -114,6 +130,7 @@ from gnmr import _gnmr
 from gnmr import tensor_ref as _tensor_ref
 from gnmr._forward import ForwardHooks, ForwardTensor, output_activation
 from gnmr._compile_watch import CompileWatch
+from gnmr._dtensor import local as _local
 from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-export)
 from gnmr._problems import ProblemReporter
 from gnmr._apply import ApplyMixin
@@ -157,9 +174,9 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         of an attention block, whose gradients move together. Default: each
         selected module is its own unit, named as in ``named_modules()``.
       unit_shard: ``(unit_name) -> (shard_index, shard_count)``, optional:
-        the unit's shard on this rank (tensor/pipeline parallel, FSDP); ranks
-        holding the same shard are data-parallel replicas. Default: every
-        unit is whole on every rank.
+        the unit's shard on this rank (tensor/pipeline parallel); ranks
+        holding the same shard are data-parallel replicas. Default: what
+        the unit's DTensor parameters say (FSDP2), else whole on every rank.
       guard_group: the process group the same-step guard all-reduces its
         flag over when any unit is sharded (default: the world). Given
         explicitly, the flag is agreed over it even without sharded units:
@@ -225,6 +242,7 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
 
         self._units = collect_units(model, unit_filter, unit_group, unit_shard)
         self._sharded = any(u.shard[1] > 1 for u in self._units)
+        self._shard_slots = None  # gnmr/_apply.py: set at the first apply
 
         self.options = _gnmr.ClientOptions(
             target=target, job_id=job_id, rank=rank, world_size=world_size, token=token,
@@ -234,15 +252,19 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         self.local = target == "local"
         if self.local and self._sharded:
             u = next(u for u in self._units if u.shard[1] > 1)
+            how = ("its DTensor parameters are sharded (FSDP2 fully_shard, HSDP or tensor "
+                   "parallel)" if u.shard_source == "DTensor" else "unit_shard says so")
             raise ValueError(
-                f"gnmr.torch: unit '{u.name}' is shard {u.shard[0]} of {u.shard[1]}: "
+                f"gnmr.torch: unit '{u.name}' is shard {u.shard[0]} of {u.shard[1]} ({how}): "
                 "target='local' runs one controller per rank on that rank's own statistics "
-                "and cannot combine a sharded unit's shards; run gnmrd and set target to its "
-                "address (docs/local_mode.md)")
+                "and cannot combine a sharded unit's shards into its norm; run gnmrd and set "
+                "target to its address (docs/local_mode.md; FSDP2: docs/integrations.md)")
         self.client = _gnmr.Client(self.options, self._config)
         self._problems = ProblemReporter(self.client, strict)
         for u in self._units:
-            refs = [_tensor_ref(p.detach()) for p in u.params]
+            # DTensor parameters: the local shard's memory and numel (a
+            # DTensor's own data_ptr() is 0 and its numel the global one).
+            refs = [_tensor_ref(_local(p).detach()) for p in u.params]
             u.handle = self.client.add_unit(u.name, refs, u.shard[0], u.shard[1])
         self._zeros: Dict[_torch.device, _torch.Tensor] = {}  # per device, for None grads
         devices = {p.device for u in self._units for p in u.params}
