@@ -122,6 +122,10 @@ def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None,
     driver or CUDA build, ``add_unit`` refuses them with ``gnmr.Error`` and
     host units keep working.
 
+    A wrapper subclass without storage of its own (``data_ptr()`` 0, e.g.
+    torchao's MXFP8 training weight) is read through the one inner tensor
+    its ``__tensor_flatten__`` names, when that has the same shape and dtype.
+
     fp8 tensors: ``scale_inv`` is fixed; FP8 recipes that rescale every step
     pass ``scale_inv_tensor`` instead, a float32 tensor on the same device
     whose first element is read at every observe (on the GPU: by the kernel,
