@@ -75,3 +75,28 @@ def test_spiked_adapter_promotes_its_float8_base_layer():
     assert not promoted[10] and "forward" not in vars(base)  # released: float8 again
     assert mon.errors == 0
     mon.close()
+
+
+def test_lora_units_through_the_hf_trainer(tmp_path):
+    """docs/integrations.md's ``GNMRCallback(**gnmr_peft.lora_units(model))``:
+    the Trainer trains the adapters only, GNMR watches exactly them."""
+    pytest.importorskip("accelerate", reason="the transformers Trainer needs accelerate")
+    from transformers import Trainer, TrainingArguments
+
+    from gnmr.integrations.hf import GNMRCallback
+    from integ_models import TokenData, params
+
+    model = _lora()
+    before = params(model)
+    cb = GNMRCallback(target="local", job_id="lora-hf", **gnmr_peft.lora_units(model))
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=4,
+                             learning_rate=1e-2, save_strategy="no", report_to="none",
+                             use_cpu=True, disable_tqdm=True)
+    Trainer(model=model, args=args, train_dataset=TokenData(), callbacks=[cb]).train()
+    assert len(cb.monitor.unit_names) == 6
+    assert all(".lora_" not in n for n in cb.monitor.unit_names)
+    assert [i.step for i in cb.history] == [0, 1, 2, 3]
+    after = params(model)
+    changed = {n for n in before if not torch.equal(before[n], after[n])}
+    assert changed and all(".lora_" in n for n in changed)  # the base stayed frozen
+    cb.close()
