@@ -32,10 +32,11 @@ Where it hooks in (transformers 5.x):
   (process zero), so ``trainer.train(resume_from_checkpoint=...)`` goes on
   with the plans of an uninterrupted run (docs/checkpoint.md).
 
-Limits: fp16 with a GradScaler runs through accelerate, whose scaler
-unscales only when it clips; with the take-over the callback unscales
-first (not exercised on CPU: fp16 training needs a GPU). DeepSpeed and
-FSDP wrap the optimizer step themselves and are not supported here.
+Limits: fp16 with a GradScaler (GPU): accelerate's scaler unscales only in
+its own clip, so the callback unscales before it observes and updates the
+scale on a skipped step; not exercised (on a CPU accelerate runs fp16
+without a scaler). DeepSpeed and FSDP wrap the optimizer step themselves
+and are not supported here.
 """
 from __future__ import annotations
 
@@ -140,6 +141,7 @@ class GNMRCallback(TrainerCallback):
             return
         step = state.global_step
         mon = self.monitor
+        self._unscale(optimizer)  # fp16: GNMR compares true gradients, not scaled ones
         mon.after_backward(step)
         torch_opt = inner_optimizer(optimizer) if optimizer is not None else None
         applied = mon.apply(step, torch_opt, step_optimizer=False)
@@ -147,7 +149,6 @@ class GNMRCallback(TrainerCallback):
             self._skip_step(optimizer)
         elif self._max_grad_norm > 0 and model is not None:
             try:
-                self._unscale(optimizer)
                 _torch.nn.utils.clip_grad_norm_(
                     [p for p in model.parameters() if p.grad is not None], self._max_grad_norm)
             except RuntimeError as e:
@@ -180,8 +181,9 @@ class GNMRCallback(TrainerCallback):
 
     @staticmethod
     def _unscale(optimizer) -> None:
-        """fp16 with accelerate's GradScaler: true gradients before the
-        global clip (accelerate unscales only in its own clip)."""
+        """fp16 with accelerate's GradScaler: the true gradients, for GNMR
+        and the global clip (accelerate unscales only in its own clip,
+        which the take-over turned off; its scaler.step knows they are)."""
         scaler = getattr(optimizer, "scaler", None)
         if scaler is None:
             return
