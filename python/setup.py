@@ -100,8 +100,9 @@ setup(
     # torch is optional (gnmr.torch needs it): Debian's python3-torch,
     # visible to a venv made with --system-site-packages, or pip's torch.
     extras_require={"torch": ["torch"]},
-    packages=["gnmr"],
-    package_dir={"gnmr": _PACKAGE},
+    packages=["gnmr", "gnmr.integrations"],
+    package_dir={"gnmr": _PACKAGE,
+                 "gnmr.integrations": os.path.join(_PACKAGE, "integrations")},
     ext_modules=[Extension("gnmr._gnmr", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     # Build files under python/build/ from either place (the root's build/

@@ -88,6 +88,28 @@ def _dtype_error(dtype) -> ValueError:
                       "float16, float8_e4m3fn, float8_e5m2)")
 
 
+def _wrapped(tensor):
+    """The tensor a wrapper subclass without storage of its own holds
+    (``__tensor_flatten__`` naming one inner tensor of the same shape and
+    dtype, e.g. torchao's MXFP8 training weight wrapper): the memory that
+    holds its values. Anything else as it is (TensorRef then refuses a
+    null pointer)."""
+    flatten = getattr(tensor, "__tensor_flatten__", None)
+    if flatten is None:
+        return tensor
+    try:
+        names = flatten()[0]
+    except Exception:  # noqa: BLE001  (a subclass's own protocol: nothing to unwrap)
+        return tensor
+    if len(names) != 1:
+        return tensor
+    inner = getattr(tensor, names[0], None)
+    if (inner is None or inner.shape != tensor.shape or inner.dtype != tensor.dtype
+            or inner.data_ptr() == 0):
+        return tensor
+    return inner
+
+
 def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None,
                saturation_magnitude: float = 0.0) -> TensorRef:
     """A TensorRef viewing a torch tensor's memory (no copy).
@@ -100,6 +122,10 @@ def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None,
     driver or CUDA build, ``add_unit`` refuses them with ``gnmr.Error`` and
     host units keep working.
 
+    A wrapper subclass without storage of its own (``data_ptr()`` 0, e.g.
+    torchao's MXFP8 training weight) is read through the one inner tensor
+    its ``__tensor_flatten__`` names, when that has the same shape and dtype.
+
     fp8 tensors: ``scale_inv`` is fixed; FP8 recipes that rescale every step
     pass ``scale_inv_tensor`` instead, a float32 tensor on the same device
     whose first element is read at every observe (on the GPU: by the kernel,
@@ -110,6 +136,8 @@ def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None,
     finite magnitude (fp8 codes); a finite m > 0 counts |x| >= m
     (fake-quantized codes in a wider dtype).
     """
+    if tensor.numel() > 0 and tensor.data_ptr() == 0:
+        tensor = _wrapped(tensor)
     dtype = _dtype_name(tensor.dtype)
     if dtype is None:
         raise _dtype_error(tensor.dtype)
