@@ -27,11 +27,27 @@ def main() -> int:
     args = sys.argv[1:]
     if not any(a.endswith(".py") and not a.startswith("-") for a in args):
         args.append(HERE)
-    rc = pytest.main(["-q", "-p", "no:cacheprovider"] + args)
+    skips = _ModuleSkips()
+    rc = pytest.main(["-q", "-p", "no:cacheprovider"] + args, plugins=[skips])
     if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
+        if skips.reasons:  # e.g. torch.compile tests on PyTorch 1.13: a skip, said why
+            print("SKIP: every test file skipped itself: " + "; ".join(skips.reasons), flush=True)
+            return 77
         print("FAIL: no tests collected", flush=True)
         return 1
     return int(rc)
+
+
+class _ModuleSkips:
+    """Test files that skipped themselves at collection, with the reason."""
+
+    def __init__(self) -> None:
+        self.reasons = []
+
+    def pytest_collectreport(self, report) -> None:
+        if report.skipped:
+            self.reasons.append(str(report.longrepr[-1]) if isinstance(report.longrepr, tuple)
+                                else str(report.longrepr))
 
 
 if __name__ == "__main__":  # spawned DP ranks re-import this module
