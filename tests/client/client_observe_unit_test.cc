@@ -48,7 +48,7 @@ TensorRef Ref(std::vector<float>& g) {
 
 std::unique_ptr<Client> MakeClient(const std::string& job, std::vector<std::vector<float>>* g,
                                    int32_t lag) {
-  EXPECT_TRUE(EnableLocalTarget().ok());
+  EnableLocalTarget();
   ClientOptions o;
   o.target = "local";
   o.job_id = job;
@@ -87,7 +87,9 @@ TEST_P(ObserveUnitTest, ReportsNormsAndPlansAreBitIdenticalToObserve) {
     // they are written, unit 1 is left to Observe, as a unit without a hook.
     for (int u = kUnits - 1; u >= 0; --u) {
       Fill(&early[u], u, step);
-      if (u != 1) ASSERT_TRUE(b->ObserveUnit(static_cast<UnitHandle>(u)).ok());
+      if (u != 1) {
+        ASSERT_TRUE(b->ObserveUnit(static_cast<UnitHandle>(u)).ok());
+      }
     }
     ASSERT_TRUE(a->Observe(step).ok());
     ASSERT_TRUE(b->Observe(step).ok());
@@ -114,7 +116,9 @@ TEST_P(ObserveUnitTest, ReportsNormsAndPlansAreBitIdenticalToObserve) {
     admitted += static_cast<int>(pa.entries.size());
     ASSERT_TRUE(a->Ack(pa).ok());
     ASSERT_TRUE(b->Ack(pb).ok());
-    if (step == 50) EXPECT_TRUE(pb.nonfinite_observed);
+    if (step == 50) {
+      EXPECT_TRUE(pb.nonfinite_observed);
+    }
   }
   EXPECT_GT(admitted, 0) << "the spikes should put units into recovery";
 }
@@ -125,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(Lags, ObserveUnitTest, ::testing::Values(0, 1));
 class ObserveUnitRules : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(EnableLocalTarget().ok());
+    EnableLocalTarget();
     ClientOptions o;
     o.target = "local";
     o.job_id = "rules";
