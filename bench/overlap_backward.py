@@ -47,8 +47,8 @@ def main() -> int:
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--steps", type=int, default=5, help="steps per variant per round")
+    p.add_argument("--rounds", type=int, default=40)
+    p.add_argument("--steps", type=int, default=1, help="steps per variant per round")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = p.parse_args()
     if not _overlap.AVAILABLE:
