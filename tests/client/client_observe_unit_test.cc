@@ -33,8 +33,8 @@ void Fill(std::vector<float>* g, int u, int64_t step) {
   float spike = 1.0f;
   if ((step == 25 && u == 1) || (step == 40 && u == 2)) spike = 30.0f;
   for (size_t i = 0; i < g->size(); ++i) {
-    (*g)[i] = spike * 0.01f *
-              static_cast<float>((i * 7 + static_cast<size_t>(step) * (3 + u)) % 17 + 1);
+    (*g)[i] =
+        spike * 0.01f * static_cast<float>((i * 7 + static_cast<size_t>(step) * (3 + u)) % 17 + 1);
   }
   if (step == 50 && u == 3) (*g)[11] = std::numeric_limits<float>::quiet_NaN();
 }
@@ -144,7 +144,7 @@ class ObserveUnitRules : public ::testing::Test {
     EXPECT_TRUE(c_->Observe(step).ok());
     return c_->UnitNorms(step)[u_];
   }
-  std::vector<float> g_ = std::vector<float>(16, 1.0f);  // norm 4
+  std::vector<float> g_ = std::vector<float>(16, 1.0f);      // norm 4
   std::vector<float> other_ = std::vector<float>(16, 2.0f);  // norm 8
   std::unique_ptr<Client> c_;
   UnitHandle u_ = 0;
