@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import gnmr.torch as gt
+import gnmr_testlib
 from gnmr import _overlap
 
 HOOKS = _overlap.AVAILABLE
@@ -32,16 +33,13 @@ NAN_STEP, NAN_UNIT = 24, "c"
 STEPS = 36
 
 
-class Net(torch.nn.Module):
-    """a, b, c (no bias), d in a row; e, a side branch used on two steps of
-    three (a unit without gradient on the others: inactive)."""
+class Net(gnmr_testlib.Net):
+    """gnmr_testlib's a, b, c (no bias), d in a row, plus e, a side branch
+    used on two steps of three (a unit without gradient on the others:
+    inactive)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.a = torch.nn.Linear(8, 16)
-        self.b = torch.nn.Linear(16, 16)
-        self.c = torch.nn.Linear(16, 16, bias=False)
-        self.d = torch.nn.Linear(16, 4)
         self.e = torch.nn.Linear(16, 4)
 
     def forward(self, x, use_e: bool):
