@@ -147,6 +147,7 @@ Status Client::SetTensors(UnitHandle unit, const TensorRef* tensors, size_t coun
     Impl& m = *impl_;
     Status s = m.units.SetTensors(unit, tensors, count);
     if (!s.ok()) return s;
+    if (unit < m.early_done.size()) m.early_done[unit] = 0;  // of the old memory
     // Before Start the registry is the source of the GPU tables.
     if (m.started && m.gpu && m.units.unit(unit).device != kHostDevice) {
       m.gpu->SetPointers(unit, tensors, count);
@@ -184,6 +185,8 @@ Status Client::Start() {
     }
     m.norms.assign(m.units.size(), std::numeric_limits<double>::quiet_NaN());
     m.forward.Resize(m.units.size());
+    m.early.assign(m.units.size(), UnitStats{});
+    m.early_done.assign(m.units.size(), 0);
     m.inactive.resize(m.units.size(), 0);  // keeps marks made before Start
     TransportWiring wiring;
     wiring.request = m.BuildRegister();
@@ -226,13 +229,22 @@ Status Client::Observe(int64_t step, void* stream) {
       m.inactive_count = 0;
     }
     m.forward.MoveInto(r);  // this step's ObserveForward calls
-    const int64_t forward_nanos = m.forward_nanos;
+    // ObserveUnit's host time belongs to this step's statistics as well.
+    const int64_t forward_nanos = m.forward_nanos + m.early_nanos;
     m.forward_nanos = 0;
+    m.early_nanos = 0;
     for (UnitHandle i : m.host_units) {
       const UnitRegistry::Unit& u = m.units.unit(i);
       UnitStats st;
-      Status s = r->inactive[i] ? Status::Ok()  // nothing to report: zeros, not computed
-                                : cpu::ComputeStats(u.tensors.data(), u.tensors.size(), &st);
+      Status s;
+      if (r->inactive[i]) {
+        // nothing to report: zeros, not computed
+      } else if (m.early_done[i]) {
+        st = m.early[i];  // ObserveUnit's: the same kernels on the same memory
+      } else {
+        s = cpu::ComputeStats(u.tensors.data(), u.tensors.size(), &st);
+      }
+      m.early_done[i] = 0;
       if (!s.ok()) {  // cannot happen: tensors are checked when set
         m.outbox->Abandon(r);
         return Status(s.code(), "unit " + u.name + ": " + s.message());

@@ -214,6 +214,12 @@ int gnmr_mark_inactive(gnmr_client* c, uint32_t unit) {
   });
 }
 
+int gnmr_observe_unit(gnmr_client* c, uint32_t unit) {
+  return Call([&]() -> int {
+    return c == nullptr ? Null("client") : Report(c->client->ObserveUnit(unit));
+  });
+}
+
 int gnmr_observe_forward(gnmr_client* c, uint32_t unit, const gnmr_tensor* tensors,
                          const float* saturation_magnitude, size_t count) {
   return gnmr_observe_forward_on_stream(c, unit, tensors, saturation_magnitude, count, nullptr);

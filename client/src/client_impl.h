@@ -72,6 +72,12 @@ class Client::Impl {
   // spent computing them (counted into that report's stats_seconds).
   ForwardAccumulator forward;
   int64_t forward_nanos = 0;
+  // ObserveUnit's results for the next Observe (host units; `early_done`
+  // says which are stored) and the host time spent on them (counted into
+  // that report's stats_seconds). Sized by Start.
+  std::vector<UnitStats> early;
+  std::vector<uint8_t> early_done;
+  int64_t early_nanos = 0;
   bool host_nonfinite = false;  // a host unit had NaN/Inf at norms_step
   // The steps last counted as missed / skipped: a plan asked for twice
   // counts once.

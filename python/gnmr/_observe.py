@@ -31,7 +31,8 @@ _ZERO_CHUNK = 1 << 20  # elements of the shared zero buffer for None grads
 
 class ObserveMixin:
     """Needs the Monitor's ``_units``, ``client``, ``_cuda_device``,
-    ``_zeros``, ``_problems``, ``_fail`` and ``_last_observed``."""
+    ``_zeros``, ``_problems``, ``_fail``, ``_last_observed`` and
+    ``_backward_hooks`` (None unless observe_during_backward)."""
 
     def _zero_refs(self, numel: int, device: _torch.device) -> List[_gnmr.TensorRef]:
         zeros = self._zeros.get(device)
@@ -49,45 +50,71 @@ class ObserveMixin:
             numel -= n
         return refs
 
+    def _refresh(self, u, keep: list, force: bool = False) -> None:
+        """Points unit ``u`` at its current ``.grad`` tensors (only when a
+        pointer changed, unless ``force``: set_tensors also drops a result
+        the client stored for the unit); marks it inactive without any."""
+        grads = [p.grad for p in u.params]
+        if u.dtensor:
+            grads = [None if g is None else _local(g) for g in grads]
+        # Only tell the client when a pointer changed (saves the
+        # per-tensor work where gradients are zeroed in place).
+        key = tuple(None if g is None else (g.data_ptr(), g.dtype) for g in grads)
+        if all(k is None for k in key):
+            # Nothing to report (its forward did not run). Its
+            # pointers still go to the zero buffer: a device launch
+            # reads every unit.
+            self.client.mark_inactive(u.handle)
+        if (not force and key == u.last_key
+                and all(g is None or g.is_contiguous() for g in grads)):
+            return
+        refs = []
+        for p, g in zip(u.params, grads):
+            if g is None:
+                refs.extend(self._zero_refs(_local(p).numel(), p.device))
+                continue
+            if g.is_sparse:
+                raise ValueError(f"unit '{u.name}': sparse gradients are not supported")
+            # No detach(): the pointer needs none, and `keep` holds g.
+            if not g.is_contiguous():
+                g = g.contiguous()  # a copy, kept alive below
+            keep.append(g)
+            refs.append(_tensor_ref(g))
+        self.client.set_tensors(u.handle, refs)
+        u.last_key = key
+
+    def _observe_unit_now(self, i: int) -> None:
+        """A backward hook's work (gnmr/_overlap.py): unit i's gradients are
+        final, so its statistics are computed now; a non-contiguous
+        gradient's copy lives until then."""
+        u = self._units[i]
+        keep: list = []
+        self._refresh(u, keep)
+        self.client.observe_unit(u.handle)
+
     def after_backward(self, step: int) -> None:
         """Points every unit at its current ``.grad`` tensors and observes
-        the step (statistics on this thread; the report is queued)."""
+        the step (statistics on this thread; the report is queued). With
+        ``observe_during_backward``, units already observed by their hooks
+        in this backward are not touched again."""
+        hooks = self._backward_hooks
+        observed = False
         try:
             keep = []
-            for u in self._units:
-                grads = [p.grad for p in u.params]
-                if u.dtensor:
-                    grads = [None if g is None else _local(g) for g in grads]
-                # Only tell the client when a pointer changed (saves the
-                # per-tensor work where gradients are zeroed in place).
-                key = tuple(None if g is None else (g.data_ptr(), g.dtype) for g in grads)
-                if all(k is None for k in key):
-                    # Nothing to report (its forward did not run). Its
-                    # pointers still go to the zero buffer: a device launch
-                    # reads every unit.
-                    self.client.mark_inactive(u.handle)
-                if key == u.last_key and all(g is None or g.is_contiguous() for g in grads):
-                    continue
-                refs = []
-                for p, g in zip(u.params, grads):
-                    if g is None:
-                        refs.extend(self._zero_refs(_local(p).numel(), p.device))
-                        continue
-                    if g.is_sparse:
-                        raise ValueError(f"unit '{u.name}': sparse gradients are not supported")
-                    # No detach(): the pointer needs none, and `keep` holds g.
-                    if not g.is_contiguous():
-                        g = g.contiguous()  # a copy, kept alive below
-                    keep.append(g)
-                    refs.append(_tensor_ref(g))
-                self.client.set_tensors(u.handle, refs)
-                u.last_key = key
+            for i, u in enumerate(self._units):
+                if hooks is not None and hooks.done[i]:
+                    continue  # the client holds its statistics of this backward
+                self._refresh(u, keep, force=hooks is not None and hooks.stored[i])
             if self._cuda_device is None:
                 self.client.observe(step)  # reads the grads now; `keep` held them alive
             else:  # launches on the stream; later work on it is ordered after the read
                 stream = _torch.cuda.current_stream(self._cuda_device).cuda_stream
                 self.client.observe(step, stream)
+            observed = True
             self._last_observed = step
         except (_gnmr.Error, ValueError) as e:
             self._fail(f"observe step {step}", e)
+        finally:
+            if hooks is not None:
+                hooks.end_step(observed)
         self._problems.report()

@@ -57,6 +57,13 @@ client's GPU kernels on the current stream (no host synchronisation; one
 device per Monitor); ``counters()`` then reports ``stats_gpu_seconds``.
 Without a usable GPU the Monitor refuses CUDA units at construction.
 
+Overlap with backward: ``observe_during_backward=True`` computes each host
+unit's statistics from its gradient hooks while backward still runs for the
+earlier layers; ``after_backward`` then observes only the rest (bit-identical
+results; ``with monitor.accumulating():`` around non-final micro-batches;
+single-rank, unsharded; CUDA units keep one launch in after_backward;
+gnmr/_overlap.py, docs/integrations.md "Overlap with backward").
+
 Fail-open: without a daemon, plans are empty and training runs unchanged
 (the same-step guard still works). Errors of the client during a step are
 warned about and counted (``monitor.errors``) instead of raised, unless
@@ -121,6 +128,7 @@ an uninterrupted run.
 """
 from __future__ import annotations
 
+import contextlib as _contextlib
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -135,6 +143,7 @@ from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-ex
 from gnmr._problems import ProblemReporter
 from gnmr._apply import ApplyMixin
 from gnmr._observe import ObserveMixin
+from gnmr import _overlap
 from gnmr._step_info import (AppliedPlan, StepInfo, StepLogMixin, UnitInfo,  # noqa: F401
                              metrics_logger)
 from gnmr._units import collect_units
@@ -202,6 +211,14 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         then ranks a root in an earlier stage first (docs/controller.md,
         "Attribution"). Default 0 (no pipeline parallelism). Pass
         ``guard_group`` too.
+      observe_during_backward: observe each host unit from its parameters'
+        gradient hooks as soon as backward has produced its gradient
+        (PyTorch >= 2.1; older: a warning, after_backward observes all),
+        so ``after_backward`` only finishes the step. Bit-identical
+        statistics and plans; wrap non-final micro-batches' backward in
+        ``accumulating()``; not with world_size > 1 or sharded units
+        (ValueError). Default False (docs/integrations.md, "Overlap with
+        backward").
     """
 
     def __init__(self, model: _torch.nn.Module, *, target: str, job_id: str,
@@ -222,7 +239,8 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
                  start: bool = True,
                  local_events_path: str = "",
                  forward_tensors: Optional[Callable[..., Any]] = None,
-                 pipeline_stage: int = 0):
+                 pipeline_stage: int = 0,
+                 observe_during_backward: bool = False):
         dist = _torch.distributed
         dist_on = dist.is_available() and dist.is_initialized()
         if rank is None:
@@ -275,6 +293,9 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         self._forward = (ForwardHooks(self.client, self._units, forward_tensors, self._fail,
                                       strict, self._cuda_device)
                          if forward_tensors is not None else None)
+        self._backward_hooks = (_overlap.setup(self._units, world_size, self._observe_unit_now,
+                                               self._fail)
+                                if observe_during_backward else None)
         self._promoted = set()  # unit indices currently promoted
         self._compile_watch = CompileWatch()
         self._last_observed: Optional[int] = None
@@ -294,6 +315,8 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         self._started = True
         if self._forward is not None:
             self._forward.enabled = True
+        if self._backward_hooks is not None:
+            self._backward_hooks.enabled = True
         ok, reason = self.client.wait_connected(self._connect_timeout_s * 1000.0)
         self.last_connect_error = reason
         self._problems.report(at_start=True)
@@ -305,6 +328,8 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         removes the forward hooks."""
         if self._forward is not None:
             self._forward.remove()
+        if self._backward_hooks is not None:
+            self._backward_hooks.remove()
         self.client.stop()
 
     def __enter__(self) -> "Monitor":
@@ -325,6 +350,23 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
     def forward_enabled(self, on: bool) -> None:
         if self._forward is not None and self._started and not self._forward.off_reason:
             self._forward.enabled = bool(on)
+
+    @property
+    def observe_during_backward(self) -> bool:
+        """Whether units are observed by their gradient hooks as backward
+        runs (the option given, and this PyTorch has the hooks)."""
+        return self._backward_hooks is not None
+
+    def accumulating(self):
+        """Context manager around the backward of every micro-batch but the
+        last (gradient accumulation): the hooks of ``observe_during_backward``
+        then leave the units alone, so only the last micro-batch's backward
+        computes statistics. Without it each micro-batch's backward observes
+        again and the last one counts (the same result, more work). A no-op
+        without ``observe_during_backward``."""
+        if self._backward_hooks is None:
+            return _contextlib.nullcontext()
+        return self._backward_hooks.accumulating()
 
     @property
     def unit_names(self) -> List[str]:

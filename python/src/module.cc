@@ -160,6 +160,17 @@ class PyClient {
 
   void MarkInactive(UnitHandle unit) { Check(client_->MarkInactive(unit)); }
 
+  // Overlap with backward: one host unit's statistics now (the GIL released:
+  // a large gradient takes a while), used by the next Observe.
+  void ObserveUnit(UnitHandle unit) {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = client_->ObserveUnit(unit);
+    }
+    Check(s);
+  }
+
   // `stream`: a cudaStream_t as an integer (torch's Stream.cuda_stream) for
   // clients with device units; None is the legacy default stream.
   static void* StreamPtr(const py::object& stream) {
@@ -344,6 +355,7 @@ PYBIND11_MODULE(_gnmr, m) {
       .def("start", &PyClient::Start)
       .def("observe", &PyClient::Observe, py::arg("step"), py::arg("stream") = py::none())
       .def("mark_inactive", &PyClient::MarkInactive, py::arg("unit"))
+      .def("observe_unit", &PyClient::ObserveUnit, py::arg("unit"))
       .def("observe_forward", &PyClient::ObserveForward, py::arg("unit"), py::arg("tensors"),
            py::arg("stream") = py::none())
       .def("observe_forward_tensor", &PyClient::ObserveForwardTensor, py::arg("unit"),

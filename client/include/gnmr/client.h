@@ -329,6 +329,23 @@ class GNMR_EXPORT Client {
   // unknown unit.
   Status MarkInactive(UnitHandle unit);
 
+  // Overlap with backward: computes the statistics of host unit `unit` for
+  // the step in progress now, from its tensors as they are (call it when the
+  // unit's gradient is final, e.g. from a framework's "gradient ready" hook
+  // while backward still runs for other units). The next Observe uses the
+  // stored result instead of computing the unit again: the same kernels on
+  // the same memory, so the report, norms and plans are bit-identical to
+  // Observe alone. A later ObserveUnit of the same unit before that Observe
+  // replaces the result (gradient accumulation: the last call counts);
+  // SetTensors of the unit discards it (Observe then computes it from the
+  // new tensors), and MarkInactive still wins. The memory must not change
+  // between this call and Observe (the result would not see the change).
+  // Device units are launched by Observe as a whole: Unimplemented here.
+  // Training thread (the one that calls Observe; frameworks run CPU
+  // backward hooks on it), after Start (FailedPrecondition before);
+  // InvalidArgument for an unknown unit.
+  Status ObserveUnit(UnitHandle unit);
+
   // Forward-side statistics of `unit` for the forward channel
   // (docs/controller.md, "Forward channel"): `tensors` are what the unit's
   // low-precision path saw in this step's forward pass, best its quantized

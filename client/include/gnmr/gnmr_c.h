@@ -247,6 +247,11 @@ GNMR_EXPORT int gnmr_observe_on_stream(gnmr_client* client, int64_t step, void* 
  * tokens): left out of the report, inactive at that step
  * (gnmr::Client::MarkInactive; docs/statistics.md). */
 GNMR_EXPORT int gnmr_mark_inactive(gnmr_client* client, uint32_t unit);
+/* Overlap with backward: host unit `unit`'s statistics for the step in
+ * progress, computed now (its gradient is final); the next observe uses
+ * them, bit-identical to computing them there (gnmr::Client::ObserveUnit).
+ * GNMR_EUNIMPLEMENTED for a device unit (observe launches those). */
+GNMR_EXPORT int gnmr_observe_unit(gnmr_client* client, uint32_t unit);
 /* later 0.2: forward-side statistics of `unit` for the forward channel
  * (gnmr::Client::ObserveForward): host tensors computed now, CUDA tensors
  * enqueued on the legacy default stream; sent with the next observe;

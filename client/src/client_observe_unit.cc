@@ -1,0 +1,49 @@
+// Client::ObserveUnit: one host unit's statistics for the step in progress,
+// computed before Observe (overlap with backward: a framework's "gradient
+// ready" hook calls it while backward still runs for the other units).
+// Observe then takes the stored result instead of computing the unit, so the
+// report is the one Observe alone would have sent, bit for bit: the same
+// cpu::ComputeStats on the same memory.
+#include <chrono>
+#include <string>
+
+#include "client/src/client_impl.h"
+#include "gnmr/client.h"
+#include "gnmr/cpu_stats.h"
+
+namespace gnmr {
+
+Status Client::ObserveUnit(UnitHandle unit) {
+  return Guard([&] {
+    Impl& m = *impl_;
+    if (!m.started) return FailedPrecondition("ObserveUnit before Start");
+    if (unit >= m.units.size()) {
+      return InvalidArgument("ObserveUnit: unit " + std::to_string(unit) + " does not exist (" +
+                             std::to_string(m.units.size()) + " units)");
+    }
+    const UnitRegistry::Unit& u = m.units.unit(unit);
+    if (u.device != kHostDevice) {
+      // One launch per Observe covers every device unit; a launch per unit
+      // on the current stream is the GPU design still to measure.
+      return Unimplemented("ObserveUnit: unit " + u.name +
+                           " is on a CUDA device; device units are launched by Observe");
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    UnitStats st;
+    Status s = cpu::ComputeStats(u.tensors.data(), u.tensors.size(), &st);
+    const int64_t nanos =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    m.early_nanos += nanos;
+    m.stats_nanos.fetch_add(nanos, std::memory_order_relaxed);
+    if (!s.ok()) {  // cannot happen: tensors are checked when set
+      m.early_done[unit] = 0;
+      return Status(s.code(), "ObserveUnit: unit " + u.name + ": " + s.message());
+    }
+    m.early[unit] = st;
+    m.early_done[unit] = 1;
+    return Status::Ok();
+  });
+}
+
+}  // namespace gnmr
