@@ -69,7 +69,18 @@ std::optional<int64_t> Job::TrainersFrontier() const {
 std::optional<LiveSwitch> Job::LiveSwitchPoint(int64_t floor) const {
   if (connected_ == 0) return std::nullopt;
   if (history_.empty()) {
-    if (retired_.empty()) return std::nullopt;  // nothing any rank plans with
+    if (retired_.empty()) {
+      // Nothing decided yet, but ranks may be training: those that observed
+      // a step before the switch and those that observe it after must plan
+      // it alike. The old generation plans no step up to past the trainers'
+      // frontier (no decision, on every rank); the new one decides from
+      // there. (Found by generation_property_test under ASan: a rewind at
+      // step 2 voided at once, and a rank that had observed step 2 before it
+      // planned without the decision its peer's later report got.)
+      const std::optional<int64_t> frontier = TrainersFrontier();
+      if (!frontier) return std::nullopt;  // no rank planned anything yet
+      return LiveSwitch{*frontier + kSwitchMargin + 2, std::max(floor, aggregator_.last_closed())};
+    }
     // A live generation that decided nothing yet plans no step: the new one
     // takes its place, from the same step (switches in quick succession).
     return LiveSwitch{retired_.back().until_step, std::max(floor, aggregator_.last_closed())};

@@ -207,7 +207,9 @@ TEST_F(DaemonTest, ARankInACrashLoopNeverStartsAGenerationUnderTheOthers) {
       ASSERT_TRUE(loop.back()->Register(kUnits, &resp, &cfg, 0xC000 + s).ok());
       EXPECT_EQ(resp.generation(), 1u) << "step " << s;
       loop.back()->Open();
-      if (s > 0) ASSERT_TRUE(loop.back()->SendStats(0, {1.0, 1.0}));  // late
+      if (s > 0) {
+        ASSERT_TRUE(loop.back()->SendStats(0, {1.0, 1.0}));  // late
+      }
     }
     ASSERT_TRUE(h0.SendStats(s, {1.0, 1.0}));
     ASSERT_TRUE(h1.SendStats(s, {1.0, 1.0}));
@@ -220,7 +222,9 @@ TEST_F(DaemonTest, ARankInACrashLoopNeverStartsAGenerationUnderTheOthers) {
   }
   for (RawRank* r : {&h0, &h1}) {
     for (const v1::ServerMessage& m : r->messages()) {
-      if (m.has_generation()) EXPECT_EQ(m.generation().generation(), 1u);
+      if (m.has_generation()) {
+        EXPECT_EQ(m.generation().generation(), 1u);
+      }
     }
   }
   EXPECT_TRUE(listener_.EventsOf("j", "generation").empty());

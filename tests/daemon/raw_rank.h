@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
@@ -113,7 +114,13 @@ class RawRank {
   v1::StepStats Stats(int64_t step, const std::vector<double>& sumsq) const {
     v1::StepStats s;
     s.set_step(step);
-    for (size_t i = 0; i < sumsq.size(); ++i) {
+    // A rank whose Register failed has no unit ids: a failure, not a read
+    // past the end (UBSan caught one on a loaded machine).
+    if (sumsq.size() > unit_ids_.size()) {
+      ADD_FAILURE() << "Stats for " << sumsq.size() << " units of a rank with " << unit_ids_.size()
+                    << " registered";
+    }
+    for (size_t i = 0; i < sumsq.size() && i < unit_ids_.size(); ++i) {
       s.add_unit_id(unit_ids_[i]);
       s.add_sumsq(sumsq[i]);
     }

@@ -3,7 +3,11 @@
 // once framed as a lane (its token included) ends that rank alone, and the
 // relay's writer never batches lanes past the bound. Either used to end
 // the whole node stream, every lane on it, other jobs' ranks included.
+#include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -98,6 +102,21 @@ TEST_F(RelayBoundsTest, TheRelayNeverBatchesLanesPastGnmrdsBound) {
   }
 }
 
+// Whether `pid` is stopped (state T in /proc/<pid>/stat) within 5 s.
+bool WaitStopped(pid_t pid) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'T') {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 TEST_F(RelayBoundsTest, EmptyMessagesCountAgainstWhatMayWaitForGnmrd) {
   // gnmrd stops reading (SIGSTOP); a rank sends empty messages. Each costs
   // the relay ~110 bytes while it waits, though it has no bytes of its own:
@@ -111,6 +130,9 @@ TEST_F(RelayBoundsTest, EmptyMessagesCountAgainstWhatMayWaitForGnmrd) {
     pid_t pid;
     ~Resume() { ::kill(pid, SIGCONT); }
   } resume{gnmrd_.pid()};
+  // kill() returns before a busy process has stopped: a loaded run once
+  // let gnmrd read the first empty messages (and end the lane for them).
+  ASSERT_TRUE(WaitStopped(gnmrd_.pid()));
   constexpr int kMessages = 400000;
   int sent = 0;
   while (sent < kMessages && r->Send(v1::ClientMessage())) ++sent;

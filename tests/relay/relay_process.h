@@ -127,7 +127,17 @@ class RelayProcessTest : public ::testing::Test {
     ranks_.push_back(std::make_unique<RawRank>(Relay(), job, rank, world, token));
     RawRank* r = ranks_.back().get();
     const v1::ControllerConfig config = FastConfig();
-    EXPECT_TRUE(r->Register({{"a"}, {"b"}}, nullptr, &config).ok());
+    // The relay may still be reaching gnmrd (a loaded sanitizer run took
+    // over 5 s once): retry what a real client would retry, for up to 30 s.
+    grpc::Status registered;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    do {
+      registered = r->Register({{"a"}, {"b"}}, nullptr, &config);
+    } while (!registered.ok() &&
+             (registered.error_code() == grpc::StatusCode::UNAVAILABLE ||
+              registered.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) &&
+             std::chrono::steady_clock::now() < give_up);
+    EXPECT_TRUE(registered.ok()) << registered.error_message();
     r->Open();
     EXPECT_TRUE(r->WaitMessages(1)) << "no GenerationStart for " << job << " rank " << rank;
     return r;
