@@ -97,9 +97,11 @@ setup(
     long_description=(HERE / "README.md").read_text(),
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
-    # torch is optional (gnmr.torch needs it): Debian's python3-torch,
-    # visible to a venv made with --system-site-packages, or pip's torch.
-    extras_require={"torch": ["torch"]},
+    # torch is optional (gnmr.torch needs it): Debian's python3-torch
+    # (1.13, the oldest supported; the ASan suite tests it), visible to a
+    # venv made with --system-site-packages, or pip's torch (2.15 is what
+    # the main suite tests; docs/integrations.md, "Environment").
+    extras_require={"torch": ["torch>=1.13"]},
     packages=["gnmr", "gnmr.integrations"],
     package_dir={"gnmr": _PACKAGE,
                  "gnmr.integrations": os.path.join(_PACKAGE, "integrations")},
