@@ -101,7 +101,8 @@ setup(
     # (1.13, the oldest supported; the ASan suite tests it), visible to a
     # venv made with --system-site-packages, or pip's torch (2.15 is what
     # the main suite tests; docs/integrations.md, "Environment").
-    extras_require={"torch": ["torch>=1.13"]},
+    # (Debian's reports 1.13.0a0, a pre-release to pip: hence the a0.)
+    extras_require={"torch": ["torch>=1.13.0a0"]},
     packages=["gnmr", "gnmr.integrations"],
     package_dir={"gnmr": _PACKAGE,
                  "gnmr.integrations": os.path.join(_PACKAGE, "integrations")},
