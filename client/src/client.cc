@@ -310,10 +310,7 @@ Status Client::Observe(int64_t step, void* stream) {
 Status Client::MarkInactive(UnitHandle unit) {
   return Guard([&] {
     Impl& m = *impl_;
-    if (unit >= m.units.size()) {
-      return InvalidArgument("MarkInactive: unit " + std::to_string(unit) + " does not exist (" +
-                             std::to_string(m.units.size()) + " units)");
-    }
+    GNMR_RETURN_IF_ERROR(m.CheckHandle("MarkInactive", unit));
     if (m.inactive.size() < m.units.size()) m.inactive.resize(m.units.size(), 0);
     if (m.inactive[unit] == 0) {
       m.inactive[unit] = 1;

@@ -26,10 +26,7 @@ Status Client::ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t 
   return Guard([&] {
     Impl& m = *impl_;
     if (!m.started) return FailedPrecondition("ObserveForward before Start");
-    if (unit >= m.forward.size()) {
-      return InvalidArgument("ObserveForward: unit " + std::to_string(unit) + " does not exist (" +
-                             std::to_string(m.forward.size()) + " units)");
-    }
+    GNMR_RETURN_IF_ERROR(m.CheckHandle("ObserveForward", unit));
     if (count > 0 && tensors == nullptr) {
       return InvalidArgument("ObserveForward: tensors is null with count " + std::to_string(count));
     }

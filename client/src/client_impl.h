@@ -96,6 +96,12 @@ class Client::Impl {
 
   // Training thread, after a successful Observe(step): a decision for it
   // is now coming (client_plan.cc).
+  // InvalidArgument naming `call` when `unit` is not a registered unit.
+  Status CheckHandle(const char* call, UnitHandle unit) const {
+    if (unit < units.size()) return Status::Ok();
+    return InvalidArgument(std::string(call) + ": unit " + std::to_string(unit) +
+                           " does not exist (" + std::to_string(units.size()) + " units)");
+  }
   void RecordObserved(int64_t step);
   // The decision part of PlanFor(step): waits as the plan-validity rule
   // says, then fills `out` from the covering decision or says why there is

@@ -17,10 +17,7 @@ Status Client::ObserveUnit(UnitHandle unit) {
   return Guard([&] {
     Impl& m = *impl_;
     if (!m.started) return FailedPrecondition("ObserveUnit before Start");
-    if (unit >= m.units.size()) {
-      return InvalidArgument("ObserveUnit: unit " + std::to_string(unit) + " does not exist (" +
-                             std::to_string(m.units.size()) + " units)");
-    }
+    GNMR_RETURN_IF_ERROR(m.CheckHandle("ObserveUnit", unit));
     const UnitRegistry::Unit& u = m.units.unit(unit);
     if (u.device != kHostDevice) {
       // One launch per Observe covers every device unit; a launch per unit

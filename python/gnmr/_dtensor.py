@@ -43,7 +43,7 @@ def is_dtensor(t: Optional[_torch.Tensor]) -> bool:
 def local(t: _torch.Tensor) -> _torch.Tensor:
     """This rank's shard of a DTensor (no copy, no communication); any
     other tensor as it is."""
-    if DTensor is not None and isinstance(t, DTensor):
+    if is_dtensor(t):
         inner = getattr(t, "_local_tensor", None)
         return inner if inner is not None else t.to_local()
     return t

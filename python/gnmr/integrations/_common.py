@@ -3,7 +3,6 @@ real skip, and the Monitor's state in a file next to a checkpoint."""
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any, Optional
 
 import torch as _torch
@@ -81,7 +80,7 @@ def save_state(monitor: Any, folder: str, name: str = STATE_FILE) -> Optional[st
         os.replace(path + ".tmp", path)  # never a half-written state
         return path
     except (OSError, RuntimeError) as e:
-        _problem(monitor, f"controller state not saved in {folder}: {e}")
+        monitor._fail(f"controller state not saved in {folder}", e)
         return None
 
 
@@ -93,14 +92,6 @@ def load_state(monitor: Any, path: str) -> bool:
         monitor.load_state_dict(sd)
         return True
     except (OSError, RuntimeError, ValueError, EOFError) as e:
-        _problem(monitor, f"controller state not restored from {path}: {e}")
+        monitor._fail(f"controller state not restored from {path}", e)
         return False
 
-
-def _problem(monitor: Any, msg: str) -> None:
-    """Raised (the exception being handled) with a strict Monitor, else
-    warned about and counted in ``monitor.errors``."""
-    if getattr(monitor, "_strict", False):
-        raise
-    monitor.errors += 1
-    warnings.warn("gnmr: " + msg, RuntimeWarning, stacklevel=3)

@@ -30,7 +30,6 @@ Manual optimization (``automatic_optimization = False``) does not call
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any, Dict, List, Optional
 
 import lightning.pytorch as _pl
@@ -131,8 +130,4 @@ class GNMRCallback(_pl.Callback):
             self.monitor.load_state_dict(state)
             self.restored = True
         except ValueError as e:  # a checkpoint of another model
-            if self._strict:
-                raise
-            self.monitor.errors += 1
-            warnings.warn(f"gnmr.integrations.lightning: controller state not restored: {e}",
-                          RuntimeWarning, stacklevel=2)
+            self.monitor._fail("controller state not restored", e)
