@@ -1,0 +1,312 @@
+// The arithmetic of the block-scaled item kernel (block_stats_kernels.cu):
+// one warp computes one 4096-element work item of a block-scaled tensor
+// (docs/statistics.md, "Block-scaled formats"; kernels/stats_order.h steps
+// 1-4). Everything here is __host__ __device__, so the CPU tests
+// (tests/kernels/gpu_block_math_test.cc) run this very code on a simulated
+// warp; the loads, shuffles, warp reductions and atomics are the kernel's.
+//
+// Layout. Each thread of the warp owns 8 of the item's 256 lanes: in item
+// row r (0..15), slot i of thread t is element r * 256 + t * 8 + i, lane
+// t * 8 + i (item_math.h's layout with P = 8). A thread's 8 codes of a row
+// are consecutive bytes (fp8: 8 bytes; E2M1: 4), so a warp's row is one
+// coalesced 256- or 128-byte span, read with one 8- or 4-byte load per
+// thread where the address allows (byte loads otherwise), and every lane
+// adds its 16 rows in order (step 3). The lane tree is item_math.h's.
+//
+// Scales. Elements are taken in storage order whatever the block layout,
+// so a thread tracks its element's (row, column) incrementally (one
+// division per item, then compares) and reloads the scale only when the
+// block changes; the scale tensor is small and stays in cache.
+//
+// Block statistics need every element of a block, and a block (32x1,
+// 128x128) spans many items: each thread ORs the block's 4-bit flags
+// (saturated code, non-zero code, non-zero source) into a flag word when
+// it leaves the block (atomicOr, order-free), and the block kernel reads
+// them with the scale afterwards (BlockFigures).
+//
+// Arithmetic: x_hat = decode(code) * decode(scale), one exact fp64 multiply;
+// each square is an explicit multiply then add (two roundings, which equal
+// one for the exact squares of MX and NVFP4: the canonical acc + x * x).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "gnmr/block_tensor.h"
+#include "kernels/cuda/item_math.h"
+
+namespace gnmr::cuda::blk {
+
+using item::kItemElems;
+using item::kLanes;
+using item::kRows;
+using item::kSlots;
+using item::kWarp;
+
+// Block flags, 4 bits per block (8 blocks per 32-bit flag word).
+constexpr uint32_t kFlagSaturated = 1, kFlagNonzero = 2, kFlagSourceNonzero = 4;
+
+// One tensor as the kernels see it (built by the host from a
+// BlockTensorRef, pointers already translated for the device).
+struct BlockDesc {
+  const unsigned char* data;
+  const unsigned char* scales;
+  const unsigned char* source;
+  uint64_t rows, cols, numel;
+  uint64_t grid_rows, grid_cols;  // the block grid
+  uint64_t scale_cols;            // compact: row stride; swizzled: Cpad
+  uint64_t n_items, first_item;   // item partials: [first_item, + n_items)
+  uint64_t n_segs, first_seg;     // segment sums (4096 items each)
+  uint64_t n_blocks, first_block;  // flag slots
+  double global_scale;             // 1 unless NVFP4
+  uint32_t format, layout, scale_layout, source_dtype;
+  uint32_t log2_block_rows, log2_block_cols;
+  // From a thread's 8th element of one item row to its first of the next
+  // (248 elements further): 248 = step_rows * cols + step_cols.
+  uint32_t step_rows, step_cols;
+};
+
+GNMR_HD double Mul(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+GNMR_HD double Add(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+GNMR_HD uint64_t DoubleBits(double x) {
+  uint64_t b;
+  std::memcpy(&b, &x, 8);
+  return b;
+}
+GNMR_HD double DoubleFromBits(uint64_t b) {
+  double x;
+  std::memcpy(&x, &b, 8);
+  return x;
+}
+// On the bit pattern: no floating-point test, whatever the FTZ mode.
+GNMR_HD bool IsFinite(double x) { return (DoubleBits(x) & 0x7ff0000000000000ull) != 0x7ff0000000000000ull; }
+GNMR_HD bool IsNan(double x) { return (DoubleBits(x) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull; }
+// floor(log2 |x|) of a normal, finite, non-zero double.
+GNMR_HD int32_t Log2Floor(double x) {
+  return static_cast<int32_t>((DoubleBits(x) >> 52) & 0x7ff) - 1023;
+}
+
+// Per element format: code width, magnitude mask, the largest finite
+// magnitude (the saturated code).
+template <BlockFormat F>
+struct Code {
+  static constexpr bool kE2M1 = F == BlockFormat::kMxfp4 || F == BlockFormat::kNvfp4;
+  static constexpr uint32_t kBits = kE2M1 ? 4 : 8;
+  static constexpr uint32_t kMask = kE2M1 ? 0x7u : 0x7fu;
+  static constexpr uint32_t kSaturated =
+      kE2M1 ? 0x7u : (F == BlockFormat::kMxfp8E5M2 ? 0x7bu : 0x7eu);
+};
+
+// The value of a code, exactly (NaN / Inf codes give NaN / Inf).
+template <BlockFormat F>
+GNMR_HD double DecodeCode(uint32_t code) {
+  if constexpr (Code<F>::kE2M1) {
+    // 0, 0.5, 1, 1.5, 2, 3, 4, 6: m * 0.5 below 2, else (2 + m) * 2^(e - 2).
+    const uint32_t a = code & 7u;
+    const double mag = a < 2 ? a * 0.5 : static_cast<double>((2u + (a & 1u)) << (a >> 1)) * 0.25;
+    return (code & 8u) != 0 ? -mag : mag;
+  } else if constexpr (F == BlockFormat::kMxfp8E5M2) {
+    return item::Decode<DType::kFp8E5M2>(code);
+  } else {
+    return item::Decode<DType::kFp8E4M3>(code);
+  }
+}
+
+// Scale bits (one byte, or the fp32 pattern) and their value.
+template <BlockFormat F>
+GNMR_HD double DecodeScale(uint32_t bits) {
+  if constexpr (F == BlockFormat::kFp8Block) {
+    return static_cast<double>(item::FloatFromBits(bits));
+  } else if constexpr (F == BlockFormat::kNvfp4) {
+    return item::Decode<DType::kFp8E4M3>(bits);
+  } else {  // E8M0: 2^(e - 127), 0xFF = NaN
+    return bits == 0xffu ? DoubleFromBits(0x7ff8000000000000ull)
+                         : DoubleFromBits(static_cast<uint64_t>(bits - 127u + 1023u) << 52);
+  }
+}
+GNMR_HD constexpr uint32_t ScaleBytes(BlockFormat f) { return f == BlockFormat::kFp8Block ? 4u : 1u; }
+
+// The per-block scale figures: at an end of its range (scale_clamps), and
+// floor(log2 s) when s is finite and non-zero (has_log2).
+struct ScaleClass {
+  bool clamp = false;
+  bool has_log2 = false;
+  int32_t log2 = 0;
+};
+template <BlockFormat F>
+GNMR_HD ScaleClass ClassifyScale(uint32_t bits) {
+  ScaleClass k;
+  if constexpr (F == BlockFormat::kFp8Block) {
+    const uint32_t e = (bits >> 23) & 0xffu;
+    k.clamp = e == 0u || e == 0xffu;  // zero, subnormal, Inf, NaN
+    k.has_log2 = e != 0xffu && (bits & 0x7fffffffu) != 0u;
+  } else if constexpr (F == BlockFormat::kNvfp4) {
+    const uint32_t a = bits & 0x7fu;    // |s|: 0x08 = 2^-6, 0x7E = 448, 0x7F = NaN
+    k.clamp = a <= 0x08u || a >= 0x7eu;
+    k.has_log2 = a != 0u && a != 0x7fu;
+  } else {
+    k.clamp = bits == 0u || bits >= 0xfeu;
+    k.has_log2 = bits != 0xffu;
+  }
+  if (k.has_log2) {
+    const double s = DecodeScale<F>(bits);
+    k.log2 = Log2Floor(s < 0 ? -s : s);
+  }
+  return k;
+}
+
+// The order-free integer figures of one block, from its flags and scale.
+struct BlockCounts {
+  uint32_t saturated_blocks = 0, dead_blocks = 0, scale_clamps = 0, scaled_blocks = 0;
+  int32_t log2 = 0;  // valid when scaled_blocks
+};
+template <BlockFormat F>
+GNMR_HD BlockCounts BlockFigures(uint32_t flags, uint32_t scale_bits, bool has_source) {
+  BlockCounts b;
+  const ScaleClass k = ClassifyScale<F>(scale_bits);
+  b.saturated_blocks = (flags & kFlagSaturated) != 0u;
+  const bool all_zero = (flags & kFlagNonzero) == 0u;
+  b.dead_blocks = all_zero && (!has_source || (flags & kFlagSourceNonzero) != 0u);
+  b.scale_clamps = k.clamp;
+  b.scaled_blocks = k.has_log2;
+  b.log2 = k.log2;
+  return b;
+}
+
+// The scale entry of block (bi, bj) of the block grid (gnmr/block_tensor.h).
+GNMR_HD uint64_t SwizzledIndex(uint64_t r, uint64_t c, uint64_t cpad) {
+  return ((r / 128) * (cpad / 4) + c / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 + c % 4;
+}
+GNMR_HD uint64_t ScaleIndex(const BlockDesc& d, uint64_t bi, uint64_t bj) {
+  if (d.scale_layout == static_cast<uint32_t>(ScaleLayout::kCompact)) return bi * d.scale_cols + bj;
+  // K-major grid: rowwise [rows, blocks across], columnwise [cols, blocks down].
+  return d.layout == static_cast<uint32_t>(BlockLayout::kColumnwise)
+             ? SwizzledIndex(bj, bi, d.scale_cols)
+             : SwizzledIndex(bi, bj, d.scale_cols);
+}
+
+// A source element (fp32 / bf16 / fp16 bits) as a double, exactly.
+GNMR_HD double DecodeSource(uint32_t dtype, uint32_t bits) {
+  if (dtype == static_cast<uint32_t>(DType::kBf16)) return item::Decode<DType::kBf16>(bits);
+  if (dtype == static_cast<uint32_t>(DType::kFp16)) return item::Decode<DType::kFp16>(bits);
+  return item::Decode<DType::kFp32>(bits);
+}
+
+// One thread's sums (its 8 lanes) and counts over one item.
+template <bool kSource>
+struct Lanes {
+  double sq[kSlots] = {};
+  double err[kSource ? kSlots : 1] = {};
+  double src[kSource ? kSlots : 1] = {};
+};
+struct Counts {
+  uint32_t nonfinite = 0, nans = 0, zero_codes = 0, saturated = 0, underflow = 0;
+  uint64_t amax_bits = 0;  // of |x_hat| over finite x_hat (non-negative: bits order as values)
+};
+
+// Steps 1-3 for one element in slot i; returns its block flags.
+template <BlockFormat F, bool kSource>
+GNMR_HD uint32_t Element(uint32_t code, double scale, double g, double x, uint32_t i,
+                         Lanes<kSource>* l, Counts* c) {
+  const uint32_t mag = code & Code<F>::kMask;
+  const double xh = Mul(DecodeCode<F>(code), scale);
+  const bool finite = IsFinite(xh);
+  if (finite) {
+    l->sq[i] = Add(l->sq[i], Mul(xh, xh));
+    const uint64_t a = DoubleBits(xh) & 0x7fffffffffffffffull;
+    c->amax_bits = a > c->amax_bits ? a : c->amax_bits;
+  } else {
+    c->nonfinite += 1;
+    c->nans += IsNan(xh) ? 1u : 0u;
+  }
+  const bool sat = mag == Code<F>::kSaturated;
+  c->zero_codes += mag == 0u ? 1u : 0u;
+  c->saturated += sat ? 1u : 0u;
+  uint32_t flags = (sat ? kFlagSaturated : 0u) | (mag != 0u ? kFlagNonzero : 0u);
+  if constexpr (kSource) {
+    const double y = Mul(xh, g);
+    if (IsFinite(x) && IsFinite(y)) {
+      const double d = x - y;
+      l->err[i] = Add(l->err[i], Mul(d, d));
+      l->src[i] = Add(l->src[i], Mul(x, x));
+    }
+    const bool x_nonzero = !(x == 0.0);  // NaN counts as non-zero (x != 0)
+    c->underflow += x_nonzero && y == 0.0 ? 1u : 0u;
+    flags |= x_nonzero ? kFlagSourceNonzero : 0u;
+  }
+  return flags;
+}
+
+// Storage position (row, column) of an element, stepped along.
+struct Pos {
+  uint64_t r, c;
+};
+GNMR_HD void Next(Pos* p, uint64_t cols) {
+  if (++p->c == cols) {
+    p->c = 0;
+    ++p->r;
+  }
+}
+
+// Steps 1-3 of item k of tensor d for thread t:
+// - load_row(row) returns the thread's 8 codes of that item row, packed
+//   Code<F>::kBits apart from bit 0 (codes past the tensor's end: any);
+// - load_scale(index) the scale bits of that entry;
+// - load_source(element) the source bits of a tensor element (kSource);
+// - flush(block, flags) is called once per run of elements in one block.
+template <BlockFormat F, bool kSource, class LoadRow, class LoadScale, class LoadSource, class Flush>
+GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRow& load_row,
+                        const LoadScale& load_scale, const LoadSource& load_source,
+                        const Flush& flush, Lanes<kSource>* l, Counts* c) {
+  const uint64_t first = k * kItemElems;
+  const uint64_t left = d.numel - first;
+  const uint32_t n = left < kItemElems ? static_cast<uint32_t>(left) : kItemElems;
+  const uint64_t g0 = first + t * kSlots;
+  Pos p{g0 / d.cols, g0 % d.cols};
+  uint64_t block = ~0ull;
+  uint32_t flags = 0;
+  double scale = 0.0;
+  GNMR_NO_UNROLL
+  for (uint32_t row = 0; row < kRows; ++row) {
+    const uint32_t e0 = row * kLanes + t * kSlots;
+    if (e0 >= n) break;
+    const uint64_t w = load_row(row);
+    GNMR_UNROLL
+    for (uint32_t i = 0; i < kSlots; ++i) {
+      if (e0 + i >= n) break;
+      const uint64_t bi = p.r >> d.log2_block_rows, bj = p.c >> d.log2_block_cols;
+      const uint64_t b = bi * d.grid_cols + bj;
+      if (b != block) {
+        if (flags != 0u) flush(block, flags);
+        block = b;
+        flags = 0;
+        scale = DecodeScale<F>(load_scale(ScaleIndex(d, bi, bj)));
+      }
+      const uint32_t code = static_cast<uint32_t>(w >> (Code<F>::kBits * i)) & ((1u << Code<F>::kBits) - 1u);
+      const double x = kSource ? DecodeSource(d.source_dtype, load_source(first + e0 + i)) : 0.0;
+      flags |= Element<F, kSource>(code, scale, d.global_scale, x, i, l, c);
+      Next(&p, d.cols);
+    }
+    p.c += d.step_cols;  // to the thread's first element of the next row
+    p.r += d.step_rows;
+    if (p.c >= d.cols) {
+      p.c -= d.cols;
+      ++p.r;
+    }
+  }
+  if (flags != 0u) flush(block, flags);
+}
+
+}  // namespace gnmr::cuda::blk

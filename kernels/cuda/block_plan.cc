@@ -1,0 +1,213 @@
+// Checks and descriptors of block-scaled tensors for the CUDA kernels
+// (block_plan.h). The rules are gnmr::cpu::CheckBlockTensor's, stated in
+// gnmr/block_stats.h; they are repeated here rather than called because
+// the CPU check refuses device tensors (Unimplemented) by design.
+#include "kernels/cuda/block_plan.h"
+
+#include <cmath>
+
+namespace gnmr::cuda::blk {
+namespace {
+
+constexpr uint64_t kMaxNumel = uint64_t{1} << 48;
+constexpr uint64_t kMaxScales = uint64_t{1} << 40;
+
+bool ValidFormat(BlockFormat f) {
+  return f >= BlockFormat::kMxfp8E4M3 && f <= BlockFormat::kFp8Block;
+}
+bool IsE2M1(BlockFormat f) { return f == BlockFormat::kMxfp4 || f == BlockFormat::kNvfp4; }
+
+uint32_t BlockSize(BlockFormat f) {
+  switch (f) {
+    case BlockFormat::kNvfp4:
+      return 16;
+    case BlockFormat::kFp8Block:
+      return 128;
+    default:
+      return 32;
+  }
+}
+uint32_t Log2(uint32_t b) { return b == 16 ? 4 : b == 32 ? 5 : 7; }
+
+const char* FormatName(BlockFormat f) {
+  switch (f) {
+    case BlockFormat::kMxfp8E4M3:
+      return "mxfp8_e4m3";
+    case BlockFormat::kMxfp8E5M2:
+      return "mxfp8_e5m2";
+    case BlockFormat::kMxfp4:
+      return "mxfp4";
+    case BlockFormat::kNvfp4:
+      return "nvfp4";
+    case BlockFormat::kFp8Block:
+      return "fp8_block";
+  }
+  return "unknown";
+}
+
+// a * b > limit, without overflow.
+bool ProductAbove(uint64_t a, uint64_t b, uint64_t limit) { return a != 0 && b > limit / a; }
+
+uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+uint64_t BlockRows(const BlockTensorRef& t) {
+  return t.layout == BlockLayout::kRowwise ? 1 : BlockSize(t.format);
+}
+uint64_t BlockCols(const BlockTensorRef& t) {
+  return t.layout == BlockLayout::kColumnwise ? 1 : BlockSize(t.format);
+}
+
+}  // namespace
+
+std::string FormatAndLayout(const BlockTensorRef& t) {
+  const char* layout = t.layout == BlockLayout::kRowwise      ? "rowwise"
+                       : t.layout == BlockLayout::kColumnwise ? "columnwise"
+                       : t.layout == BlockLayout::kSquare     ? "square"
+                                                              : "unknown layout";
+  return std::string(FormatName(t.format)) + " " + layout;
+}
+
+uint64_t DataBytes(const BlockTensorRef& t) {
+  const uint64_t n = t.rows * t.cols;
+  return IsE2M1(t.format) ? n / 2 : n;
+}
+uint64_t ScaleTensorBytes(const BlockTensorRef& t) {
+  return t.scale_rows * t.scale_cols * ScaleBytes(t.format);
+}
+uint64_t SourceBytes(const BlockTensorRef& t) {
+  return t.source == nullptr ? 0 : t.rows * t.cols * DTypeSize(t.source_dtype);
+}
+
+Status CheckBlockShape(const BlockTensorRef& t) {
+  const std::string what = FormatAndLayout(t) + ": ";
+  auto bad = [&](const std::string& m) { return InvalidArgument(what + m); };
+  if (!ValidFormat(t.format)) return bad("format outside BlockFormat");
+  if (t.layout > BlockLayout::kSquare) return bad("layout outside BlockLayout");
+  if (t.scale_layout > ScaleLayout::kSwizzled) return bad("scale layout outside ScaleLayout");
+  if (DTypeSize(t.source_dtype) == 0) return bad("source dtype outside DType");
+  if (t.source != nullptr && DTypeSize(t.source_dtype) == 1) {
+    return bad("source dtype must be fp32, bf16 or fp16");
+  }
+  if (ProductAbove(t.rows, t.cols, kMaxNumel)) return bad("rows * cols above 2^48");
+  const uint64_t numel = t.rows * t.cols;
+  if (t.data == nullptr && numel > 0) return bad("null data");
+  if (IsE2M1(t.format) && numel % 2 != 0) return bad("odd rows * cols for E2M1 codes");
+  if (t.scales == nullptr) return bad("null scales");
+  if (ProductAbove(t.scale_rows, t.scale_cols, kMaxScales)) return bad("more than 2^40 scales");
+  const uint64_t grid_rows = CeilDiv(t.rows, BlockRows(t));
+  const uint64_t grid_cols = CeilDiv(t.cols, BlockCols(t));
+  if (t.scale_layout == ScaleLayout::kSwizzled) {
+    if (t.layout == BlockLayout::kSquare) return bad("swizzled scales need 1-D blocks");
+    const bool col = t.layout == BlockLayout::kColumnwise;
+    const uint64_t r = col ? grid_cols : grid_rows, c = col ? grid_rows : grid_cols;
+    const uint64_t rpad = CeilDiv(r, 128) * 128, cpad = CeilDiv(c, 4) * 4;
+    if (t.scale_rows != rpad || t.scale_cols != cpad) {
+      return bad("swizzled scales must be the padded grid [" + std::to_string(rpad) + ", " +
+                 std::to_string(cpad) + "]");
+    }
+  } else if (t.scale_rows < grid_rows || t.scale_cols < grid_cols) {
+    return bad("scales [" + std::to_string(t.scale_rows) + ", " + std::to_string(t.scale_cols) +
+               "] do not cover the block grid [" + std::to_string(grid_rows) + ", " +
+               std::to_string(grid_cols) + "]");
+  }
+  if (ScaleBytes(t.format) == 4 && reinterpret_cast<uintptr_t>(t.scales) % 4 != 0) {
+    return bad("fp32 scales not 4-byte aligned");
+  }
+  if (t.source != nullptr && reinterpret_cast<uintptr_t>(t.source) % DTypeSize(t.source_dtype)) {
+    return bad("source not aligned to its dtype");
+  }
+  if (!std::isfinite(t.global_scale)) return bad("global_scale not finite");
+  if (t.format != BlockFormat::kNvfp4 && t.global_scale != 1.0f) {
+    return bad("global_scale must be 1 outside NVFP4");
+  }
+  return Status::Ok();
+}
+
+BlockDesc MakeDesc(const BlockTensorRef& t) {
+  BlockDesc d{};
+  d.data = static_cast<const unsigned char*>(t.data);
+  d.scales = static_cast<const unsigned char*>(t.scales);
+  d.source = static_cast<const unsigned char*>(t.source);
+  d.rows = t.rows;
+  d.cols = t.cols;
+  d.numel = t.rows * t.cols;
+  d.grid_rows = CeilDiv(t.rows, BlockRows(t));
+  d.grid_cols = CeilDiv(t.cols, BlockCols(t));
+  d.scale_cols = t.scale_cols;
+  d.n_items = CeilDiv(d.numel, kItemElems);
+  d.n_segs = CeilDiv(d.n_items, kSegItems);
+  d.n_blocks = d.grid_rows * d.grid_cols;
+  d.global_scale = static_cast<double>(t.global_scale);
+  d.format = static_cast<uint32_t>(t.format);
+  d.layout = static_cast<uint32_t>(t.layout);
+  d.scale_layout = static_cast<uint32_t>(t.scale_layout);
+  d.source_dtype = static_cast<uint32_t>(t.source_dtype);
+  d.log2_block_rows = BlockRows(t) == 1 ? 0 : Log2(BlockSize(t.format));
+  d.log2_block_cols = BlockCols(t) == 1 ? 0 : Log2(BlockSize(t.format));
+  constexpr uint64_t kStep = kLanes - kSlots;  // 248
+  d.step_rows = t.cols == 0 ? 0 : static_cast<uint32_t>(kStep / t.cols);
+  d.step_cols = t.cols == 0 ? 0 : static_cast<uint32_t>(kStep % t.cols);
+  return d;
+}
+
+Status BuildPlan(const BlockTensorRef* tensors, size_t count, int device,
+                 const PointerCheck& check, Plan* plan) {
+  if (count > 65535) return InvalidArgument("more than 65,535 block-scaled tensors in one call");
+  if (count > 0 && tensors == nullptr) return InvalidArgument("null tensor array");
+  Plan p;
+  for (size_t i = 0; i < count; ++i) {
+    const BlockTensorRef& t = tensors[i];
+    const std::string what = "tensor " + std::to_string(i) + " (" + FormatAndLayout(t) + "): ";
+    Status s = CheckBlockShape(t);
+    if (!s.ok()) return InvalidArgument("tensor " + std::to_string(i) + ": " + s.message());
+    if (t.device != device) {
+      return InvalidArgument(what + "on device " + std::to_string(t.device) + ", not CUDA device " +
+                             std::to_string(device));
+    }
+    BlockDesc d = MakeDesc(t);
+    const void* dev = nullptr;
+    if (d.numel > 0) {
+      if (!(s = check(t.data, DataBytes(t), 1, &dev)).ok()) return InvalidArgument(what + "data: " + s.message());
+      d.data = static_cast<const unsigned char*>(dev);
+      if (!(s = check(t.scales, ScaleTensorBytes(t), ScaleBytes(t.format), &dev)).ok()) {
+        return InvalidArgument(what + "scales: " + s.message());
+      }
+      d.scales = static_cast<const unsigned char*>(dev);
+      if (t.source != nullptr) {
+        if (!(s = check(t.source, SourceBytes(t), DTypeSize(t.source_dtype), &dev)).ok()) {
+          return InvalidArgument(what + "source: " + s.message());
+        }
+        d.source = static_cast<const unsigned char*>(dev);
+      }
+    }
+    d.first_item = p.items;
+    d.first_seg = p.segs;
+    d.first_block = p.blocks;
+    p.items += d.n_items;
+    p.segs += d.n_segs;
+    p.blocks += d.n_blocks;
+    p.max_items = d.n_items > p.max_items ? d.n_items : p.max_items;
+    p.max_segs = d.n_segs > p.max_segs ? d.n_segs : p.max_segs;
+    p.max_blocks = d.n_blocks > p.max_blocks ? d.n_blocks : p.max_blocks;
+    p.descs.push_back(d);
+  }
+  // Launch groups: one item kernel per (format, with source) present.
+  for (uint32_t f = 1; f <= 5; ++f) {
+    for (int with_source = 0; with_source < 2; ++with_source) {
+      Group g{static_cast<BlockFormat>(f), with_source == 1, static_cast<uint32_t>(p.order.size()),
+              0, 0};
+      for (uint32_t i = 0; i < p.descs.size(); ++i) {
+        const BlockDesc& d = p.descs[i];
+        if (d.format != f || (d.source != nullptr) != g.source || d.n_items == 0) continue;
+        p.order.push_back(i);
+        ++g.count;
+        g.max_items = d.n_items > g.max_items ? d.n_items : g.max_items;
+      }
+      if (g.count > 0) p.groups.push_back(g);
+    }
+  }
+  *plan = std::move(p);
+  return Status::Ok();
+}
+
+}  // namespace gnmr::cuda::blk
