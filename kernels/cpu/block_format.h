@@ -17,12 +17,12 @@ enum class Codes { kE4M3, kE5M2, kE2M1 };
 enum class Scales { kE8M0, kE4M3, kFp32 };
 
 constexpr Codes CodesOf(BlockFormat f) {
-  return f == BlockFormat::kMxfp8E5M2                                     ? Codes::kE5M2
+  return f == BlockFormat::kMxfp8E5M2                             ? Codes::kE5M2
          : (f == BlockFormat::kMxfp4 || f == BlockFormat::kNvfp4) ? Codes::kE2M1
-                                                                          : Codes::kE4M3;
+                                                                  : Codes::kE4M3;
 }
 constexpr Scales ScalesOf(BlockFormat f) {
-  return f == BlockFormat::kNvfp4 ? Scales::kE4M3
+  return f == BlockFormat::kNvfp4      ? Scales::kE4M3
          : f == BlockFormat::kFp8Block ? Scales::kFp32
                                        : Scales::kE8M0;
 }
@@ -75,7 +75,9 @@ constexpr std::array<double, 256> MakeCodeTable() {
 template <Codes C>
 constexpr uint32_t kMagMask = C == Codes::kE2M1 ? 0x7u : 0x7fu;
 template <Codes C>
-constexpr uint32_t kMaxCode = C == Codes::kE4M3 ? 0x7eu : C == Codes::kE5M2 ? 0x7bu : 0x7u;
+constexpr uint32_t kMaxCode = C == Codes::kE4M3   ? 0x7eu
+                              : C == Codes::kE5M2 ? 0x7bu
+                                                  : 0x7u;
 
 // Code i of a tensor's data: a byte, or a nibble (element 2k low).
 template <Codes C>

@@ -12,11 +12,12 @@
 //   need no order.
 // Nothing here allocates: lanes live on the stack, the item tree is a
 // binary counter.
+#include "gnmr/block_stats.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "gnmr/block_stats.h"
 #include "kernels/cpu/block_format.h"
 #include "kernels/stats_order.h"
 
@@ -84,6 +85,8 @@ class ElementPass {
         const uint64_t block_end = (c / g_.block_cols + 1) * g_.block_cols;
         uint64_t run_end_col = block_end < g_.cols ? block_end : g_.cols;
         if (run_end_col - c > end - i) run_end_col = c + (end - i);
+        const uint64_t to_wrap = kLanes - i % kLanes;  // runs stay inside one lane row
+        if (run_end_col - c > to_wrap) run_end_col = c + to_wrap;
         const uint64_t len = run_end_col - c;
         const uint64_t idx = g_.ScaleIndex(r / g_.block_rows, c / g_.block_cols);
         Run(i, len, block::ScaleValue<S>(block::ScaleBits<S>(t_.scales, idx)), lane, error_lane,
@@ -110,21 +113,39 @@ class ElementPass {
  private:
   static constexpr std::array<double, 256> kCodes = block::MakeCodeTable<C>();
 
-  // Elements [i, i + len) of one row, all scaled by `s`.
+  // Elements [i, i + len) of one row, all scaled by `s`, in lanes that do
+  // not wrap (i % 256 + len <= 256). The integer scan comes first: a run
+  // without NaN/Inf codes and with a finite scale (the usual case) then
+  // takes a loop with no test per element, which the compiler vectorizes.
   void Run(uint64_t i, uint64_t len, double s, double* lane, double* error_lane,
            double* source_lane) {
     const unsigned char* data = static_cast<const unsigned char*>(t_.data);
+    uint32_t max_mag = 0;
+    uint64_t zeros = 0, saturated = 0;
+    for (uint64_t k = i; k < i + len; ++k) {
+      const uint32_t mag = block::CodeAt<C>(data, k) & block::kMagMask<C>;
+      zeros += mag == 0;
+      saturated += mag == block::kMaxCode<C>;
+      max_mag = mag > max_mag ? mag : max_mag;
+    }
+    res_.zero_codes += zeros;
+    res_.saturated += saturated;
+    double* const run_lane = lane + i % kLanes;
+    if (!kSource && max_mag <= block::kMaxCode<C> && std::isfinite(s)) {
+      for (uint64_t k = 0; k < len; ++k) {
+        const double v = kCodes[block::CodeAt<C>(data, i + k)] * s;
+        run_lane[k] = run_lane[k] + v * v;
+      }
+      const double a = kCodes[max_mag] * std::fabs(s);
+      res_.amax = a > res_.amax ? a : res_.amax;
+      return;
+    }
     const double g = static_cast<double>(t_.global_scale);
     double amax = res_.amax;
-    for (uint64_t k = i; k < i + len; ++k) {
-      const uint32_t code = block::CodeAt<C>(data, k);
-      const uint32_t mag = code & block::kMagMask<C>;
-      res_.zero_codes += mag == 0;
-      res_.saturated += mag == block::kMaxCode<C>;
-      const double v = kCodes[code] * s;
-      const uint32_t l = static_cast<uint32_t>(k % kLanes);
+    for (uint64_t k = 0; k < len; ++k) {
+      const double v = kCodes[block::CodeAt<C>(data, i + k)] * s;
       if (std::isfinite(v)) {
-        lane[l] = lane[l] + v * v;
+        run_lane[k] = run_lane[k] + v * v;
         const double a = std::fabs(v);
         amax = a > amax ? a : amax;
       } else {
@@ -132,12 +153,12 @@ class ElementPass {
         res_.nans += std::isnan(v);
       }
       if constexpr (kSource) {
-        const double x = SourceValue(t_.source, t_.source_dtype, k);
+        const double x = SourceValue(t_.source, t_.source_dtype, i + k);
         const double y = v * g;
         if (std::isfinite(x) && std::isfinite(y)) {
           const double d = x - y;
-          error_lane[l] = error_lane[l] + d * d;
-          source_lane[l] = source_lane[l] + x * x;
+          error_lane[i % kLanes + k] = error_lane[i % kLanes + k] + d * d;
+          source_lane[i % kLanes + k] = source_lane[i % kLanes + k] + x * x;
           res_.underflow += x != 0.0 && y == 0.0;
         }
       }
@@ -254,10 +275,10 @@ Status ComputeBlockStats(const BlockTensorRef* tensors, size_t count, BlockStats
     u.dead_blocks += b.dead;
     u.scale_clamps += b.clamps;
     if (b.scaled > 0) {
-      u.scale_log2_min = u.scaled_blocks == 0 || b.log2_min < u.scale_log2_min ? b.log2_min
-                                                                               : u.scale_log2_min;
-      u.scale_log2_max = u.scaled_blocks == 0 || b.log2_max > u.scale_log2_max ? b.log2_max
-                                                                               : u.scale_log2_max;
+      u.scale_log2_min =
+          u.scaled_blocks == 0 || b.log2_min < u.scale_log2_min ? b.log2_min : u.scale_log2_min;
+      u.scale_log2_max =
+          u.scaled_blocks == 0 || b.log2_max > u.scale_log2_max ? b.log2_max : u.scale_log2_max;
       u.scale_log2_sum += b.log2_sum;
       u.scaled_blocks += b.scaled;
     }
