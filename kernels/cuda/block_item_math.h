@@ -20,7 +20,7 @@
 //
 // Block statistics need every element of a block, and a block (32x1,
 // 128x128) spans many items: each thread ORs the block's 4-bit flags
-// (saturated code, non-zero code, non-zero source) into a flag word when
+// (saturated code, non-zero code, non-zero non-NaN source) into a flag word when
 // it leaves the block (atomicOr, order-free), and the block kernel reads
 // them with the scale afterwards (BlockFigures).
 //
@@ -241,10 +241,10 @@ GNMR_HD uint32_t Element(uint32_t code, double scale, double g, double x, uint32
       const double d = x - y;
       l->err[i] = Add(l->err[i], Mul(d, d));
       l->src[i] = Add(l->src[i], Mul(x, x));
+      c->underflow += x != 0.0 && y == 0.0 ? 1u : 0u;  // finite x only
     }
-    const bool x_nonzero = !(x == 0.0);  // NaN counts as non-zero (x != 0)
-    c->underflow += x_nonzero && y == 0.0 ? 1u : 0u;
-    flags |= x_nonzero ? kFlagSourceNonzero : 0u;
+    // Dead blocks: a source element that is non-zero and not NaN.
+    flags |= x != 0.0 && !IsNan(x) ? kFlagSourceNonzero : 0u;
   }
   return flags;
 }

@@ -1,61 +1,24 @@
 // Checks and descriptors of block-scaled tensors for the CUDA kernels
-// (block_plan.h). The rules are gnmr::cpu::CheckBlockTensor's, stated in
-// gnmr/block_stats.h; they are repeated here rather than called because
-// the CPU check refuses device tensors (Unimplemented) by design.
+// (block_plan.h). The shape rules are gnmr::cpu::CheckBlockTensor's own,
+// called on a host-marked copy (it answers Unimplemented for a device
+// tensor): one set of rules for both paths.
 #include "kernels/cuda/block_plan.h"
 
-#include <cmath>
+#include "gnmr/block_stats.h"
 
 namespace gnmr::cuda::blk {
 namespace {
 
-constexpr uint64_t kMaxNumel = uint64_t{1} << 48;
-constexpr uint64_t kMaxScales = uint64_t{1} << 40;
-
-bool ValidFormat(BlockFormat f) {
-  return f >= BlockFormat::kMxfp8E4M3 && f <= BlockFormat::kFp8Block;
-}
-bool IsE2M1(BlockFormat f) { return f == BlockFormat::kMxfp4 || f == BlockFormat::kNvfp4; }
-
-uint32_t BlockSize(BlockFormat f) {
-  switch (f) {
-    case BlockFormat::kNvfp4:
-      return 16;
-    case BlockFormat::kFp8Block:
-      return 128;
-    default:
-      return 32;
-  }
-}
-uint32_t Log2(uint32_t b) { return b == 16 ? 4 : b == 32 ? 5 : 7; }
-
-const char* FormatName(BlockFormat f) {
-  switch (f) {
-    case BlockFormat::kMxfp8E4M3:
-      return "mxfp8_e4m3";
-    case BlockFormat::kMxfp8E5M2:
-      return "mxfp8_e5m2";
-    case BlockFormat::kMxfp4:
-      return "mxfp4";
-    case BlockFormat::kNvfp4:
-      return "nvfp4";
-    case BlockFormat::kFp8Block:
-      return "fp8_block";
-  }
-  return "unknown";
-}
-
-// a * b > limit, without overflow.
-bool ProductAbove(uint64_t a, uint64_t b, uint64_t limit) { return a != 0 && b > limit / a; }
-
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 uint64_t BlockRows(const BlockTensorRef& t) {
-  return t.layout == BlockLayout::kRowwise ? 1 : BlockSize(t.format);
+  return t.layout == BlockLayout::kRowwise ? 1 : BlockFormatBlockSize(t.format);
 }
 uint64_t BlockCols(const BlockTensorRef& t) {
-  return t.layout == BlockLayout::kColumnwise ? 1 : BlockSize(t.format);
+  return t.layout == BlockLayout::kColumnwise ? 1 : BlockFormatBlockSize(t.format);
 }
+bool IsE2M1(BlockFormat f) { return f == BlockFormat::kMxfp4 || f == BlockFormat::kNvfp4; }
+uint32_t Log2(uint64_t b) { return b == 16 ? 4 : b == 32 ? 5 : b == 128 ? 7 : 0; }
 
 }  // namespace
 
@@ -64,7 +27,7 @@ std::string FormatAndLayout(const BlockTensorRef& t) {
                        : t.layout == BlockLayout::kColumnwise ? "columnwise"
                        : t.layout == BlockLayout::kSquare     ? "square"
                                                               : "unknown layout";
-  return std::string(FormatName(t.format)) + " " + layout;
+  return std::string(BlockFormatName(t.format)) + " " + layout;
 }
 
 uint64_t DataBytes(const BlockTensorRef& t) {
@@ -79,48 +42,9 @@ uint64_t SourceBytes(const BlockTensorRef& t) {
 }
 
 Status CheckBlockShape(const BlockTensorRef& t) {
-  const std::string what = FormatAndLayout(t) + ": ";
-  auto bad = [&](const std::string& m) { return InvalidArgument(what + m); };
-  if (!ValidFormat(t.format)) return bad("format outside BlockFormat");
-  if (t.layout > BlockLayout::kSquare) return bad("layout outside BlockLayout");
-  if (t.scale_layout > ScaleLayout::kSwizzled) return bad("scale layout outside ScaleLayout");
-  if (DTypeSize(t.source_dtype) == 0) return bad("source dtype outside DType");
-  if (t.source != nullptr && DTypeSize(t.source_dtype) == 1) {
-    return bad("source dtype must be fp32, bf16 or fp16");
-  }
-  if (ProductAbove(t.rows, t.cols, kMaxNumel)) return bad("rows * cols above 2^48");
-  const uint64_t numel = t.rows * t.cols;
-  if (t.data == nullptr && numel > 0) return bad("null data");
-  if (IsE2M1(t.format) && numel % 2 != 0) return bad("odd rows * cols for E2M1 codes");
-  if (t.scales == nullptr) return bad("null scales");
-  if (ProductAbove(t.scale_rows, t.scale_cols, kMaxScales)) return bad("more than 2^40 scales");
-  const uint64_t grid_rows = CeilDiv(t.rows, BlockRows(t));
-  const uint64_t grid_cols = CeilDiv(t.cols, BlockCols(t));
-  if (t.scale_layout == ScaleLayout::kSwizzled) {
-    if (t.layout == BlockLayout::kSquare) return bad("swizzled scales need 1-D blocks");
-    const bool col = t.layout == BlockLayout::kColumnwise;
-    const uint64_t r = col ? grid_cols : grid_rows, c = col ? grid_rows : grid_cols;
-    const uint64_t rpad = CeilDiv(r, 128) * 128, cpad = CeilDiv(c, 4) * 4;
-    if (t.scale_rows != rpad || t.scale_cols != cpad) {
-      return bad("swizzled scales must be the padded grid [" + std::to_string(rpad) + ", " +
-                 std::to_string(cpad) + "]");
-    }
-  } else if (t.scale_rows < grid_rows || t.scale_cols < grid_cols) {
-    return bad("scales [" + std::to_string(t.scale_rows) + ", " + std::to_string(t.scale_cols) +
-               "] do not cover the block grid [" + std::to_string(grid_rows) + ", " +
-               std::to_string(grid_cols) + "]");
-  }
-  if (ScaleBytes(t.format) == 4 && reinterpret_cast<uintptr_t>(t.scales) % 4 != 0) {
-    return bad("fp32 scales not 4-byte aligned");
-  }
-  if (t.source != nullptr && reinterpret_cast<uintptr_t>(t.source) % DTypeSize(t.source_dtype)) {
-    return bad("source not aligned to its dtype");
-  }
-  if (!std::isfinite(t.global_scale)) return bad("global_scale not finite");
-  if (t.format != BlockFormat::kNvfp4 && t.global_scale != 1.0f) {
-    return bad("global_scale must be 1 outside NVFP4");
-  }
-  return Status::Ok();
+  BlockTensorRef host = t;
+  host.device = kHostDevice;  // only the shape rules; memory is checked by the caller
+  return cpu::CheckBlockTensor(host);
 }
 
 BlockDesc MakeDesc(const BlockTensorRef& t) {
@@ -142,8 +66,8 @@ BlockDesc MakeDesc(const BlockTensorRef& t) {
   d.layout = static_cast<uint32_t>(t.layout);
   d.scale_layout = static_cast<uint32_t>(t.scale_layout);
   d.source_dtype = static_cast<uint32_t>(t.source_dtype);
-  d.log2_block_rows = BlockRows(t) == 1 ? 0 : Log2(BlockSize(t.format));
-  d.log2_block_cols = BlockCols(t) == 1 ? 0 : Log2(BlockSize(t.format));
+  d.log2_block_rows = Log2(BlockRows(t));
+  d.log2_block_cols = Log2(BlockCols(t));
   constexpr uint64_t kStep = kLanes - kSlots;  // 248
   d.step_rows = t.cols == 0 ? 0 : static_cast<uint32_t>(kStep / t.cols);
   d.step_cols = t.cols == 0 ? 0 : static_cast<uint32_t>(kStep % t.cols);

@@ -17,10 +17,9 @@
 
 namespace gnmr::cuda::blk {
 
-// The rules of gnmr::cpu::CheckBlockTensor (gnmr/block_stats.h) that do
-// not depend on where the memory is: enums, null pointers, sizes, scale
-// coverage, alignment, global_scale. The message names the format and
-// layout.
+// gnmr::cpu::CheckBlockTensor's rules (gnmr/block_stats.h) for a tensor
+// of any device: enums, null pointers, sizes, scale coverage, alignment,
+// global_scale. The message names the format and layout.
 Status CheckBlockShape(const BlockTensorRef& t);
 
 // "mxfp8_e4m3 rowwise", ... for messages.

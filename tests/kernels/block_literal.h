@@ -158,9 +158,9 @@ inline BlockStats Compute(const BlockTensorRef* tensors, size_t count) {
           const double d = x - y;
           er[lane] += d * d;
           so[lane] += x * x;
+          out.underflow += x != 0 && y == 0;
         }
-        out.underflow += x != 0 && y == 0;
-        f |= x != 0 ? 4 : 0;
+        f |= x != 0 && !std::isnan(x) ? 4 : 0;
       }
       if (i % 4096 == 4095 || i == n - 1) {
         tsq.Push(LaneTree(sq));
