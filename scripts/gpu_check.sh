@@ -4,6 +4,7 @@
 # vector/scalar/byte paths, graph capture and replay labelling, two-stream
 # ordering, no host waits, virtual-memory and >2^31-element tensors,
 # context and error-state hygiene), the item-kernel arithmetic on the CPU,
+# the block-scaled kernels (MXFP8/MXFP4/NVFP4/FP8 block == the CPU path),
 # the client on the GPU against gnmrd with CUPTI's overhead_ratio, then the
 # per-dtype benchmarks against a device copy and, when torch with CUDA is
 # importable, the torch baseline. Everything goes to ${OUT:-gpu-results}/;
@@ -24,7 +25,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
-  -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 OUT=${OUT:-gpu-results}
 SIZES_GB=${SIZES_GB:-4}
@@ -45,7 +46,8 @@ export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # -------------------------------------------------------------- binaries
 declare -A bin
-kernel_bins=(kernels_gpu_stats_test kernels_gpu_host_test kernels_cpu_test gpu_stats_bench)
+kernel_bins=(kernels_gpu_stats_test kernels_gpu_host_test kernels_cpu_test gpu_stats_bench
+            kernels_gpu_block_test kernels_gpu_block_host_test)
 client_bins=(client_gpu_test client_gpu_path_test client_cupti_test)
 mode_wanted=${GPU_CHECK_MODE:-auto}  # auto, build, kernels-only
 if [[ $mode_wanted == auto && -x "$CARRY/bin/kernels_gpu_stats_test" ]]; then
@@ -70,7 +72,8 @@ else
   step "building ($mode): ${targets[*]}"
   cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 ||
     { echo "build failed: $OUT/build.log"; tail -30 "$OUT/build.log"; exit 1; }
-  for b in kernels_gpu_stats_test kernels_gpu_host_test kernels_cpu_test; do
+  for b in kernels_gpu_stats_test kernels_gpu_host_test kernels_cpu_test kernels_gpu_block_test \
+    kernels_gpu_block_host_test; do
     bin[$b]="$BUILD/tests/kernels/$b"
   done
   bin[gpu_stats_bench]="$BUILD/bench/gpu_stats_bench"
@@ -121,6 +124,8 @@ suite() {
 suite kernels_gpu_host_test cpu
 suite kernels_cpu_test cpu
 suite kernels_gpu_stats_test gpu
+suite kernels_gpu_block_host_test cpu
+suite kernels_gpu_block_test gpu
 suite client_gpu_test gpu
 suite client_gpu_path_test cpu
 suite client_cupti_test gpu

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "gnmr/block_tensor.h"
+#include "tests/client/stats_test_util.h"  // Bits
 
 namespace gnmr::testing {
 
@@ -171,12 +172,6 @@ inline std::vector<BlockCase> AllBlockCases(bool with_sources) {
     }
   }
   return out;
-}
-
-inline uint64_t Bits(double x) {
-  uint64_t b;
-  std::memcpy(&b, &x, 8);
-  return b;
 }
 
 inline void ExpectSameBlockStats(const BlockStats& a, const BlockStats& b, const std::string& what) {
