@@ -53,10 +53,10 @@ struct BlockDesc {
   const unsigned char* scales;
   const unsigned char* source;
   uint64_t rows, cols, numel;
-  uint64_t grid_rows, grid_cols;  // the block grid
-  uint64_t scale_cols;            // compact: row stride; swizzled: Cpad
-  uint64_t n_items, first_item;   // item partials: [first_item, + n_items)
-  uint64_t n_segs, first_seg;     // segment sums (4096 items each)
+  uint64_t grid_rows, grid_cols;   // the block grid
+  uint64_t scale_cols;             // compact: row stride; swizzled: Cpad
+  uint64_t n_items, first_item;    // item partials: [first_item, + n_items)
+  uint64_t n_segs, first_seg;      // segment sums (4096 items each)
   uint64_t n_blocks, first_block;  // flag slots
   double global_scale;             // 1 unless NVFP4
   uint32_t format, layout, scale_layout, source_dtype;
@@ -91,8 +91,12 @@ GNMR_HD double DoubleFromBits(uint64_t b) {
   return x;
 }
 // On the bit pattern: no floating-point test, whatever the FTZ mode.
-GNMR_HD bool IsFinite(double x) { return (DoubleBits(x) & 0x7ff0000000000000ull) != 0x7ff0000000000000ull; }
-GNMR_HD bool IsNan(double x) { return (DoubleBits(x) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull; }
+GNMR_HD bool IsFinite(double x) {
+  return (DoubleBits(x) & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
+}
+GNMR_HD bool IsNan(double x) {
+  return (DoubleBits(x) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+}
 // floor(log2 |x|) of a normal, finite, non-zero double.
 GNMR_HD int32_t Log2Floor(double x) {
   return static_cast<int32_t>((DoubleBits(x) >> 52) & 0x7ff) - 1023;
@@ -136,7 +140,9 @@ GNMR_HD double DecodeScale(uint32_t bits) {
                          : DoubleFromBits(static_cast<uint64_t>(bits - 127u + 1023u) << 52);
   }
 }
-GNMR_HD constexpr uint32_t ScaleBytes(BlockFormat f) { return f == BlockFormat::kFp8Block ? 4u : 1u; }
+GNMR_HD constexpr uint32_t ScaleBytes(BlockFormat f) {
+  return f == BlockFormat::kFp8Block ? 4u : 1u;
+}
 
 // The per-block scale figures: at an end of its range (scale_clamps), and
 // floor(log2 s) when s is finite and non-zero (has_log2).
@@ -153,7 +159,7 @@ GNMR_HD ScaleClass ClassifyScale(uint32_t bits) {
     k.clamp = e == 0u || e == 0xffu;  // zero, subnormal, Inf, NaN
     k.has_log2 = e != 0xffu && (bits & 0x7fffffffu) != 0u;
   } else if constexpr (F == BlockFormat::kNvfp4) {
-    const uint32_t a = bits & 0x7fu;    // |s|: 0x08 = 2^-6, 0x7E = 448, 0x7F = NaN
+    const uint32_t a = bits & 0x7fu;  // |s|: 0x08 = 2^-6, 0x7E = 448, 0x7F = NaN
     k.clamp = a <= 0x08u || a >= 0x7eu;
     k.has_log2 = a != 0u && a != 0x7fu;
   } else {
@@ -266,7 +272,8 @@ GNMR_HD void Next(Pos* p, uint64_t cols) {
 // - load_scale(index) the scale bits of that entry;
 // - load_source(element) the source bits of a tensor element (kSource);
 // - flush(block, flags) is called once per run of elements in one block.
-template <BlockFormat F, bool kSource, class LoadRow, class LoadScale, class LoadSource, class Flush>
+template <BlockFormat F, bool kSource, class LoadRow, class LoadScale, class LoadSource,
+          class Flush>
 GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRow& load_row,
                         const LoadScale& load_scale, const LoadSource& load_source,
                         const Flush& flush, Lanes<kSource>* l, Counts* c) {
@@ -294,7 +301,8 @@ GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRo
         flags = 0;
         scale = DecodeScale<F>(load_scale(ScaleIndex(d, bi, bj)));
       }
-      const uint32_t code = static_cast<uint32_t>(w >> (Code<F>::kBits * i)) & ((1u << Code<F>::kBits) - 1u);
+      const uint32_t code =
+          static_cast<uint32_t>(w >> (Code<F>::kBits * i)) & ((1u << Code<F>::kBits) - 1u);
       const double x = kSource ? DecodeSource(d.source_dtype, load_source(first + e0 + i)) : 0.0;
       flags |= Element<F, kSource>(code, scale, d.global_scale, x, i, l, c);
       Next(&p, d.cols);

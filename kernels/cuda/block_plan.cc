@@ -74,8 +74,8 @@ BlockDesc MakeDesc(const BlockTensorRef& t) {
   return d;
 }
 
-Status BuildPlan(const BlockTensorRef* tensors, size_t count, int device,
-                 const PointerCheck& check, Plan* plan) {
+Status BuildPlan(const BlockTensorRef* tensors, size_t count, int device, const PointerCheck& check,
+                 Plan* plan) {
   if (count > 65535) return InvalidArgument("more than 65,535 block-scaled tensors in one call");
   if (count > 0 && tensors == nullptr) return InvalidArgument("null tensor array");
   Plan p;
@@ -91,7 +91,8 @@ Status BuildPlan(const BlockTensorRef* tensors, size_t count, int device,
     BlockDesc d = MakeDesc(t);
     const void* dev = nullptr;
     if (d.numel > 0) {
-      if (!(s = check(t.data, DataBytes(t), 1, &dev)).ok()) return InvalidArgument(what + "data: " + s.message());
+      if (!(s = check(t.data, DataBytes(t), 1, &dev)).ok())
+        return InvalidArgument(what + "data: " + s.message());
       d.data = static_cast<const unsigned char*>(dev);
       if (!(s = check(t.scales, ScaleTensorBytes(t), ScaleBytes(t.format), &dev)).ok()) {
         return InvalidArgument(what + "scales: " + s.message());

@@ -44,13 +44,13 @@ struct Plan {
 
 // Translates a host pointer of `bytes` (aligned to `align`) into the
 // device's address, or refuses it.
-using PointerCheck = std::function<Status(const void* p, size_t bytes, size_t align,
-                                          const void** device_ptr)>;
+using PointerCheck =
+    std::function<Status(const void* p, size_t bytes, size_t align, const void** device_ptr)>;
 
 // Checks every tensor (shape, `device`, pointers through `check`) and
 // builds the plan; `plan` is complete only on OK. Messages start with
 // "tensor i (format layout): ".
-Status BuildPlan(const BlockTensorRef* tensors, size_t count, int device,
-                 const PointerCheck& check, Plan* plan);
+Status BuildPlan(const BlockTensorRef* tensors, size_t count, int device, const PointerCheck& check,
+                 Plan* plan);
 
 }  // namespace gnmr::cuda::blk

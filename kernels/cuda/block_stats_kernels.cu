@@ -88,9 +88,18 @@ __device__ __forceinline__ void AddCount(unsigned long long* c, uint32_t v) {
   if (v != 0u) atomicAdd(c, static_cast<unsigned long long>(v));
 }
 
+// Resident blocks per SM the registers are held to: 4 (64 registers, no
+// spill) without a source; 2 with one (three sums of 8 lanes: 128
+// registers, 16 bytes spilled for the fp8 codes; held to 3 blocks ptxas
+// spills 120-184 bytes, unheld it takes 156 registers: 1 block).
+// docs/perf.md, "GPU".
+template <bool kSource>
+constexpr int kMinItemBlocks = kSource ? 2 : 4;
+
 // Steps 1-4 of every item of one tensor per block row y of the grid.
 template <BlockFormat F, bool kSource>
-__global__ void __launch_bounds__(kThreads) ItemKernel(Launch l, uint32_t group_first) {
+__global__ void __launch_bounds__(kThreads, kMinItemBlocks<kSource>)
+    ItemKernel(Launch l, uint32_t group_first) {
   const uint32_t tensor = l.order[group_first + blockIdx.y];
   const BlockDesc d = l.descs[tensor];
   const uint32_t t = threadIdx.x % kWarp;
@@ -313,10 +322,10 @@ int LaunchBlockStats(const Launch& l, void* stream) {
   cudaError_t e = cudaSuccess;
   for (uint32_t i = 0; i < l.n_groups && e == cudaSuccess; ++i) e = LaunchGroup(l, l.groups[i], st);
   if (e == cudaSuccess && l.n_tensors > 0) {
-    e = cudaLaunchKernel(reinterpret_cast<const void*>(&BlockKernel),
-                         dim3(Grid((l.max_blocks + kThreads - 1) / kThreads, l.max_grid),
-                              l.n_tensors),
-                         dim3(kThreads), args, 0, st);
+    e = cudaLaunchKernel(
+        reinterpret_cast<const void*>(&BlockKernel),
+        dim3(Grid((l.max_blocks + kThreads - 1) / kThreads, l.max_grid), l.n_tensors),
+        dim3(kThreads), args, 0, st);
   }
   if (e == cudaSuccess && l.n_tensors > 0) {
     e = cudaLaunchKernel(reinterpret_cast<const void*>(&SegKernel),

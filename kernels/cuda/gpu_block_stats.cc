@@ -54,9 +54,9 @@ StatusOr<std::unique_ptr<GpuBlockStats>> GpuBlockStats::Create(int device) {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (pending == cudaSuccess) cudaGetLastError();
   if (e != cudaSuccess || count <= 0) {
-    return Status(StatusCode::kUnavailable,
-                  std::string("no CUDA device: ") +
-                      (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices"));
+    return Status(
+        StatusCode::kUnavailable,
+        std::string("no CUDA device: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices"));
   }
   if (device < 0 || device >= count) {
     return Status(StatusCode::kUnavailable, "CUDA device " + std::to_string(device) +
@@ -82,7 +82,8 @@ Status GpuBlockStats::Enqueue(const BlockTensorRef* tensors, size_t count, void*
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   if (m.pending) {
-    return FailedPrecondition("GpuBlockStats::Enqueue: the previous result was not taken (Poll / Wait)");
+    return FailedPrecondition(
+        "GpuBlockStats::Enqueue: the previous result was not taken (Poll / Wait)");
   }
   DeviceGuard guard(m.device);
   cudaStream_t st = static_cast<cudaStream_t>(stream);

@@ -73,11 +73,16 @@ inline BlockCase MakeBlockCase(BlockFormat f, BlockLayout layout, ScaleLayout sl
     const uint64_t blk = ((i / cols) / br) * gc + (i % cols) / bc;
     const uint32_t k = rng() % 64;
     uint32_t v = rng() & mask;
-    if (blk % 5 == 3) v = k == 0 ? 0x80 & mask : 0;  // dead block (+0 / -0)
-    else if (k < 4) v = 0;
-    else if (!E2M1(f) && (v & 0x7f) > sat) v = sat;  // no NaN / Inf unless specials
-    else if (k < 7) v = sat | (rng() & 1 ? (E2M1(f) ? 8 : 0x80) : 0);
-    else if (k == 7 && !E2M1(f) && specials) v = f == BlockFormat::kMxfp8E5M2 ? 0x7c + rng() % 4 : 0x7f;
+    if (blk % 5 == 3)
+      v = k == 0 ? 0x80 & mask : 0;  // dead block (+0 / -0)
+    else if (k < 4)
+      v = 0;
+    else if (!E2M1(f) && (v & 0x7f) > sat)
+      v = sat;  // no NaN / Inf unless specials
+    else if (k < 7)
+      v = sat | (rng() & 1 ? (E2M1(f) ? 8 : 0x80) : 0);
+    else if (k == 7 && !E2M1(f) && specials)
+      v = f == BlockFormat::kMxfp8E5M2 ? 0x7c + rng() % 4 : 0x7f;
     codes[i] = static_cast<uint8_t>(v);
   }
   if (E2M1(f)) {
@@ -156,8 +161,8 @@ inline BlockCase MakeBlockCase(BlockFormat f, BlockLayout layout, ScaleLayout sl
 // Every format x layout x scale layout x a few shapes (tails, < one item,
 // several items, a partial last item, widths below 8 and above 256).
 inline std::vector<BlockCase> AllBlockCases(bool with_sources) {
-  const uint64_t shapes[][2] = {{1, 2}, {3, 6}, {33, 70}, {130, 257}, {64, 128}, {257, 40},
-                                {5, 1030}, {300, 2}};
+  const uint64_t shapes[][2] = {{1, 2},    {3, 6},    {33, 70},  {130, 257},
+                                {64, 128}, {257, 40}, {5, 1030}, {300, 2}};
   std::vector<BlockCase> out;
   uint32_t seed = 1;
   for (BlockFormat f : AllFormats()) {
@@ -174,7 +179,8 @@ inline std::vector<BlockCase> AllBlockCases(bool with_sources) {
   return out;
 }
 
-inline void ExpectSameBlockStats(const BlockStats& a, const BlockStats& b, const std::string& what) {
+inline void ExpectSameBlockStats(const BlockStats& a, const BlockStats& b,
+                                 const std::string& what) {
   EXPECT_EQ(a.numel, b.numel) << what;
   EXPECT_EQ(Bits(a.sumsq), Bits(b.sumsq)) << what << " sumsq " << a.sumsq << " vs " << b.sumsq;
   EXPECT_EQ(Bits(a.amax), Bits(b.amax)) << what << " amax " << a.amax << " vs " << b.amax;

@@ -49,8 +49,8 @@ TEST(GpuBlockMath, ScaleClassesFollowTheDefinitions) {
   // fp32: zero, subnormal, Inf, NaN clamp; subnormals still have a log2.
   EXPECT_TRUE(blk::ClassifyScale<BF::kFp8Block>(0x00000001u).clamp);
   EXPECT_EQ(blk::ClassifyScale<BF::kFp8Block>(0x00000001u).log2, -149);
-  EXPECT_EQ(blk::ClassifyScale<BF::kFp8Block>(0x3fffffffu).log2, 0);    // 1.999..
-  EXPECT_EQ(blk::ClassifyScale<BF::kFp8Block>(0xbf000000u).log2, -1);   // -0.5
+  EXPECT_EQ(blk::ClassifyScale<BF::kFp8Block>(0x3fffffffu).log2, 0);   // 1.999..
+  EXPECT_EQ(blk::ClassifyScale<BF::kFp8Block>(0xbf000000u).log2, -1);  // -0.5
   EXPECT_FALSE(blk::ClassifyScale<BF::kFp8Block>(0x7f800000u).has_log2);
 }
 
@@ -125,7 +125,8 @@ TEST(GpuBlockMath, SimulatedWarpMatchesTheLiteralLoopForMixedUnits) {
   std::vector<BlockTensorRef> refs;
   for (size_t i = 0; i < cases.size(); i += 7) refs.push_back(cases[i].Ref());
   refs.push_back(MakeBlockCase(BF::kNvfp4, BlockLayout::kRowwise, ScaleLayout::kCompact, 0, 64, 1,
-                               99).Ref());  // empty, with a source
+                               99)
+                     .Ref());  // empty, with a source
   ExpectSameBlockStats(SimBlockStats(refs.data(), refs.size()),
                        literal::Compute(refs.data(), refs.size()), "mixed unit");
 }
@@ -160,33 +161,52 @@ TEST(GpuBlockPlan, RefusesWhatTheCpuCheckRefuses) {
   refused([](BlockTensorRef& r) { r.scale_layout = static_cast<ScaleLayout>(2); }, "scale layout");
   refused([](BlockTensorRef& r) { r.data = nullptr; }, "null data");
   refused([](BlockTensorRef& r) { r.scales = nullptr; }, "null scales");
-  refused([](BlockTensorRef& r) { r.rows = uint64_t{1} << 40; r.cols = 1 << 9; }, "2^49 elements");
+  refused(
+      [](BlockTensorRef& r) {
+        r.rows = uint64_t{1} << 40;
+        r.cols = 1 << 9;
+      },
+      "2^49 elements");
   refused([](BlockTensorRef& r) { r.scale_cols = 1; }, "scales short of the grid");
-  refused([](BlockTensorRef& r) { r.scale_rows = uint64_t{1} << 21; r.scale_cols = 1 << 20; },
-          "2^41 scales");
+  refused(
+      [](BlockTensorRef& r) {
+        r.scale_rows = uint64_t{1} << 21;
+        r.scale_cols = 1 << 20;
+      },
+      "2^41 scales");
   refused([](BlockTensorRef& r) { r.scale_layout = ScaleLayout::kSwizzled; }, "unpadded swizzle");
-  refused([](BlockTensorRef& r) {
-    r.layout = BlockLayout::kSquare;
-    r.scale_layout = ScaleLayout::kSwizzled;
-  }, "swizzled square");
+  refused(
+      [](BlockTensorRef& r) {
+        r.layout = BlockLayout::kSquare;
+        r.scale_layout = ScaleLayout::kSwizzled;
+      },
+      "swizzled square");
   refused([](BlockTensorRef& r) { r.global_scale = 2.0f; }, "global_scale outside NVFP4");
-  refused([](BlockTensorRef& r) {
-    r.format = BF::kMxfp4;
-    r.rows = 3;
-    r.cols = 63;
-  }, "odd E2M1");
-  refused([](BlockTensorRef& r) {
-    r.format = BF::kNvfp4;
-    r.global_scale = INFINITY;
-  }, "infinite global_scale");
-  refused([](BlockTensorRef& r) {
-    r.source = r.data;
-    r.source_dtype = DType::kFp8E4M3;
-  }, "fp8 source");
-  refused([](BlockTensorRef& r) {
-    r.format = BF::kFp8Block;
-    r.scales = static_cast<const unsigned char*>(r.scales) + 1;
-  }, "unaligned fp32 scales");
+  refused(
+      [](BlockTensorRef& r) {
+        r.format = BF::kMxfp4;
+        r.rows = 3;
+        r.cols = 63;
+      },
+      "odd E2M1");
+  refused(
+      [](BlockTensorRef& r) {
+        r.format = BF::kNvfp4;
+        r.global_scale = INFINITY;
+      },
+      "infinite global_scale");
+  refused(
+      [](BlockTensorRef& r) {
+        r.source = r.data;
+        r.source_dtype = DType::kFp8E4M3;
+      },
+      "fp8 source");
+  refused(
+      [](BlockTensorRef& r) {
+        r.format = BF::kFp8Block;
+        r.scales = static_cast<const unsigned char*>(r.scales) + 1;
+      },
+      "unaligned fp32 scales");
 }
 
 TEST(GpuBlockPlan, GroupsByFormatAndSourceAndRefusesOtherDevices) {

@@ -109,11 +109,21 @@ inline BlockStats SimBlockStats(const BlockTensorRef* tensors, size_t count) {
     for (uint64_t k = 0; k < d.n_items; ++k) {
       SimItemOut o;
       switch (static_cast<BlockFormat>(d.format)) {
-        case BlockFormat::kMxfp8E4M3: o = SimItemOf<BlockFormat::kMxfp8E4M3>(d, k, &flags); break;
-        case BlockFormat::kMxfp8E5M2: o = SimItemOf<BlockFormat::kMxfp8E5M2>(d, k, &flags); break;
-        case BlockFormat::kMxfp4: o = SimItemOf<BlockFormat::kMxfp4>(d, k, &flags); break;
-        case BlockFormat::kNvfp4: o = SimItemOf<BlockFormat::kNvfp4>(d, k, &flags); break;
-        default: o = SimItemOf<BlockFormat::kFp8Block>(d, k, &flags); break;
+        case BlockFormat::kMxfp8E4M3:
+          o = SimItemOf<BlockFormat::kMxfp8E4M3>(d, k, &flags);
+          break;
+        case BlockFormat::kMxfp8E5M2:
+          o = SimItemOf<BlockFormat::kMxfp8E5M2>(d, k, &flags);
+          break;
+        case BlockFormat::kMxfp4:
+          o = SimItemOf<BlockFormat::kMxfp4>(d, k, &flags);
+          break;
+        case BlockFormat::kNvfp4:
+          o = SimItemOf<BlockFormat::kNvfp4>(d, k, &flags);
+          break;
+        default:
+          o = SimItemOf<BlockFormat::kFp8Block>(d, k, &flags);
+          break;
       }
       sq.Push(o.sums.sq);
       err.Push(o.sums.err);

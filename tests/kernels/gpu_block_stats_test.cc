@@ -3,13 +3,14 @@
 // the vector boundary, mixed units, a tensor of several segments, and the
 // API's rules. Every test skips without a device (then Create must say
 // Unavailable).
-#include <cuda_runtime.h>
-#include <gtest/gtest.h>
+#include "gnmr/gpu_block_stats.h"
 
 #include <vector>
 
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
 #include "gnmr/block_stats.h"
-#include "gnmr/gpu_block_stats.h"
 #include "tests/kernels/block_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -108,7 +109,8 @@ TEST(GpuBlockStats, MatchesTheCpuPathForAMixedUnit) {
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   std::vector<std::unique_ptr<DevBlock>> ts;
   size_t k = 0;
-  for (BlockCase& c : AllBlockCases(true)) ts.push_back(std::make_unique<DevBlock>(std::move(c), k++ % 3));
+  for (BlockCase& c : AllBlockCases(true))
+    ts.push_back(std::make_unique<DevBlock>(std::move(c), k++ % 3));
   ts.push_back(std::make_unique<DevBlock>(
       MakeBlockCase(BlockFormat::kNvfp4, BlockLayout::kRowwise, ScaleLayout::kCompact, 0, 64, 1, 9),
       0));  // empty, with a source
@@ -127,7 +129,8 @@ TEST(GpuBlockStats, MatchesTheCpuPathAcrossSegments) {
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   // 4099 x 4104 elements: 4107 items, two segments and a tail item.
   for (BlockFormat f : {BlockFormat::kMxfp8E4M3, BlockFormat::kFp8Block}) {
-    DevBlock t(MakeBlockCase(f, BlockLayout::kRowwise, ScaleLayout::kCompact, 4099, 4104, 2, 11), 0);
+    DevBlock t(MakeBlockCase(f, BlockLayout::kRowwise, ScaleLayout::kCompact, 4099, 4104, 2, 11),
+               0);
     t.Upload();
     ExpectSameBlockStats(OnGpu(g->get(), {&t}), OnCpu({&t}), "two segments");
   }
@@ -161,8 +164,8 @@ TEST(GpuBlockStats, RefusesHostMemoryOtherDevicesAndBadShapes) {
   SKIP_WITHOUT_GPU();
   auto g = GpuBlockStats::Create(0);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  BlockCase h =
-      MakeBlockCase(BlockFormat::kMxfp8E4M3, BlockLayout::kRowwise, ScaleLayout::kCompact, 8, 64, 0, 4);
+  BlockCase h = MakeBlockCase(BlockFormat::kMxfp8E4M3, BlockLayout::kRowwise, ScaleLayout::kCompact,
+                              8, 64, 0, 4);
   BlockTensorRef r = h.Ref();  // pageable host memory
   r.device = 0;
   Status s = (*g)->Enqueue(&r, 1, nullptr);
