@@ -315,6 +315,11 @@ cudaError_t LaunchGroup(const Launch& l, const Group& g, cudaStream_t st) {
 
 }  // namespace
 
+int CheckBlockKernelImage() {
+  cudaFuncAttributes a{};
+  return static_cast<int>(cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(&FinalKernel)));
+}
+
 int LaunchBlockStats(const Launch& l, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   Launch copy = l;

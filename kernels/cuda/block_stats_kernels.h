@@ -55,6 +55,10 @@ struct Launch {
   uint32_t max_grid;  // blocks per launch dimension x (persistent grid)
 };
 
+// cudaSuccess (0) if the kernels have code for the current device, else
+// the cudaError_t as int (cudaErrorNoKernelImageForDevice: not built for it).
+int CheckBlockKernelImage();
+
 // Enqueues the item, block, segment and final kernels on `stream`; the
 // cudaError_t of the first failed launch as int (0: success).
 int LaunchBlockStats(const Launch& l, void* stream);

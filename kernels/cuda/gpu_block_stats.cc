@@ -49,21 +49,16 @@ GpuBlockStats::~GpuBlockStats() = default;
 int GpuBlockStats::device() const { return impl_->device; }
 
 StatusOr<std::unique_ptr<GpuBlockStats>> GpuBlockStats::Create(int device) {
-  const cudaError_t pending = cudaPeekAtLastError();
-  int count = 0;  // unwritten on error (35: no driver)
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (pending == cudaSuccess) cudaGetLastError();
-  if (e != cudaSuccess || count <= 0) {
-    return Status(
-        StatusCode::kUnavailable,
-        std::string("no CUDA device: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices"));
-  }
-  if (device < 0 || device >= count) {
-    return Status(StatusCode::kUnavailable, "CUDA device " + std::to_string(device) +
-                                                " out of range (" + std::to_string(count) +
-                                                " devices)");
-  }
+  Status usable = cuda::CheckDeviceOrdinal(device);
+  if (!usable.ok()) return usable;
   DeviceGuard guard(device);
+  const int image = cuda::blk::CheckBlockKernelImage();
+  if (image != 0) {
+    return Status(StatusCode::kUnavailable,
+                  std::string("the block-scaled kernels cannot run on CUDA device ") +
+                      std::to_string(device) + ": " +
+                      cudaGetErrorString(static_cast<cudaError_t>(image)));
+  }
   auto impl = std::make_unique<Impl>();
   impl->device = device;
   int sms = 0;
