@@ -233,6 +233,7 @@ __global__ void FinalKernel(Launch l) {
   bool any_log2 = false;
   for (uint32_t k = 0; k < l.n_tensors; ++k) {
     const BlockDesc d = l.descs[k];
+    if (d.numel == 0) continue;  // adds +0.0 and no blocks (nor has_source), as on the CPU
     const Counters c = l.counters[k];
     Tree sq, err, src;
     for (uint64_t s = 0; s < d.n_segs; ++s) {

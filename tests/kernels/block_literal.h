@@ -127,6 +127,7 @@ inline BlockStats Compute(const BlockTensorRef* tensors, size_t count) {
     const Tensor T{tensors[k]};
     const BlockTensorRef& t = tensors[k];
     const uint64_t n = t.rows * t.cols;
+    if (n == 0) continue;  // an empty tensor adds nothing, has_source included
     const bool src = t.source != nullptr;
     const double g = t.global_scale;
     const uint32_t sat = T.e2m1() ? 7 : t.format == BlockFormat::kMxfp8E5M2 ? 0x7b : 0x7e;

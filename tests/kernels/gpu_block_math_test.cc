@@ -118,6 +118,13 @@ TEST(GpuBlockMath, SimulatedWarpMatchesTheCpuPathForEveryCase) {
   for (const BlockCase& c : cases) refs.push_back(c.Ref());
   ExpectSameBlockStats(SimBlockStats(refs.data(), refs.size()), Cpu(refs.data(), refs.size()),
                        "every case in one unit");
+  // An empty tensor with a source adds nothing, not even has_source.
+  const BlockCase empty =
+      MakeBlockCase(BF::kNvfp4, BlockLayout::kRowwise, ScaleLayout::kCompact, 0, 64, 1, 99);
+  ASSERT_TRUE(cases[3].source.empty());
+  const BlockTensorRef pair[] = {cases[3].Ref(), empty.Ref()};
+  ExpectSameBlockStats(SimBlockStats(pair, 2), Cpu(pair, 2), "with an empty sourced tensor");
+  EXPECT_FALSE(SimBlockStats(pair, 2).has_source);
 }
 
 TEST(GpuBlockMath, SimulatedWarpMatchesTheLiteralLoopForMixedUnits) {

@@ -104,6 +104,7 @@ inline BlockStats SimBlockStats(const BlockTensorRef* tensors, size_t count) {
   uint64_t nans = 0;
   bool any_log2 = false;
   for (const blk::BlockDesc& d : plan.descs) {
+    if (d.numel == 0) continue;  // FinalKernel skips empty tensors
     stats_order::ItemTree sq, err, src;
     uint64_t amax_bits = 0;
     for (uint64_t k = 0; k < d.n_items; ++k) {
