@@ -16,7 +16,9 @@
 // Scales. Elements are taken in storage order whatever the block layout,
 // so a thread tracks its element's (row, column) incrementally (one
 // division per item, then compares) and reloads the scale only when the
-// block changes; the scale tensor is small and stays in cache.
+// block changes; the scale tensor is small and stays in cache. When the
+// thread's 8 elements of a row lie in one block (row-wise and square
+// blocks with cols % 8 == 0: always) the block is looked up once for the 8.
 //
 // Block statistics need every element of a block, and a block (32x1,
 // 128x128) spans many items: each thread ORs the block's 4-bit flags
@@ -285,27 +287,49 @@ GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRo
   uint64_t block = ~0ull;
   uint32_t flags = 0;
   double scale = 0.0;
+  // Makes (bi, bj) the current block: flushes the previous one's flags and
+  // loads the scale, only when the block changes.
+  auto enter = [&](uint64_t bi, uint64_t bj) {
+    const uint64_t b = bi * d.grid_cols + bj;
+    if (b == block) return;
+    if (flags != 0u) flush(block, flags);
+    block = b;
+    flags = 0;
+    scale = DecodeScale<F>(load_scale(ScaleIndex(d, bi, bj)));
+  };
+  auto code_of = [](uint64_t w, uint32_t i) {
+    return static_cast<uint32_t>(w >> (Code<F>::kBits * i)) & ((1u << Code<F>::kBits) - 1u);
+  };
   GNMR_NO_UNROLL
   for (uint32_t row = 0; row < kRows; ++row) {
     const uint32_t e0 = row * kLanes + t * kSlots;
     if (e0 >= n) break;
     const uint64_t w = load_row(row);
-    GNMR_UNROLL
-    for (uint32_t i = 0; i < kSlots; ++i) {
-      if (e0 + i >= n) break;
-      const uint64_t bi = p.r >> d.log2_block_rows, bj = p.c >> d.log2_block_cols;
-      const uint64_t b = bi * d.grid_cols + bj;
-      if (b != block) {
-        if (flags != 0u) flush(block, flags);
-        block = b;
-        flags = 0;
-        scale = DecodeScale<F>(load_scale(ScaleIndex(d, bi, bj)));
+    const uint64_t bj0 = p.c >> d.log2_block_cols;
+    if (e0 + kSlots <= n && p.c + kSlots <= d.cols &&
+        ((p.c + kSlots - 1) >> d.log2_block_cols) == bj0) {
+      // The common case of row-wise and square blocks: the thread's 8
+      // elements lie in one row and one block (always when cols % 8 == 0).
+      enter(p.r >> d.log2_block_rows, bj0);
+      GNMR_UNROLL
+      for (uint32_t i = 0; i < kSlots; ++i) {
+        const double x = kSource ? DecodeSource(d.source_dtype, load_source(first + e0 + i)) : 0.0;
+        flags |= Element<F, kSource>(code_of(w, i), scale, d.global_scale, x, i, l, c);
       }
-      const uint32_t code =
-          static_cast<uint32_t>(w >> (Code<F>::kBits * i)) & ((1u << Code<F>::kBits) - 1u);
-      const double x = kSource ? DecodeSource(d.source_dtype, load_source(first + e0 + i)) : 0.0;
-      flags |= Element<F, kSource>(code, scale, d.global_scale, x, i, l, c);
-      Next(&p, d.cols);
+      p.c += kSlots;
+      if (p.c == d.cols) {
+        p.c = 0;
+        ++p.r;
+      }
+    } else {
+      GNMR_UNROLL
+      for (uint32_t i = 0; i < kSlots; ++i) {
+        if (e0 + i >= n) break;
+        enter(p.r >> d.log2_block_rows, p.c >> d.log2_block_cols);
+        const double x = kSource ? DecodeSource(d.source_dtype, load_source(first + e0 + i)) : 0.0;
+        flags |= Element<F, kSource>(code_of(w, i), scale, d.global_scale, x, i, l, c);
+        Next(&p, d.cols);
+      }
     }
     p.c += d.step_cols;  // to the thread's first element of the next row
     p.r += d.step_rows;

@@ -90,7 +90,7 @@ __device__ __forceinline__ void AddCount(unsigned long long* c, uint32_t v) {
 
 // Resident blocks per SM the registers are held to: 4 (64 registers, no
 // spill) without a source; 2 with one (three sums of 8 lanes: 128
-// registers, 16 bytes spilled for the fp8 codes; held to 3 blocks ptxas
+// registers, at most 8 bytes spilled; held to 3 blocks ptxas
 // spills 120-184 bytes, unheld it takes 156 registers: 1 block).
 // docs/perf.md, "GPU".
 template <bool kSource>
