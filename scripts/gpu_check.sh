@@ -47,7 +47,7 @@ export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # -------------------------------------------------------------- binaries
 declare -A bin
 kernel_bins=(kernels_gpu_stats_test kernels_gpu_host_test kernels_cpu_test gpu_stats_bench
-            kernels_gpu_block_test kernels_gpu_block_host_test)
+            kernels_gpu_block_test kernels_gpu_block_host_test gpu_block_stats_bench)
 client_bins=(client_gpu_test client_gpu_path_test client_cupti_test)
 mode_wanted=${GPU_CHECK_MODE:-auto}  # auto, build, kernels-only
 if [[ $mode_wanted == auto && -x "$CARRY/bin/kernels_gpu_stats_test" ]]; then
@@ -77,6 +77,7 @@ else
     bin[$b]="$BUILD/tests/kernels/$b"
   done
   bin[gpu_stats_bench]="$BUILD/bench/gpu_stats_bench"
+  bin[gpu_block_stats_bench]="$BUILD/bench/gpu_block_stats_bench"
   if [[ $mode == full ]]; then
     for b in "${client_bins[@]}"; do bin[$b]="$BUILD/tests/client/$b"; done
     bin[gnmrd]="$BUILD/daemon/gnmrd/gnmrd"
@@ -152,6 +153,23 @@ bench() {  # bench DTYPE OFFSET
 step "benchmarks: ${BENCH_DTYPES} at $SIZES_GB GB, and bf16 off the vector boundary"
 for d in $BENCH_DTYPES; do bench "$d" 0; done
 bench bf16 2
+# Block-scaled formats (GpuBlockStats), 1 GB of codes per format and layout.
+: > "$OUT/gpu_block_stats_bench.txt"
+for layout in rowwise columnwise; do
+  exe=${bin[gpu_block_stats_bench]:-}
+  if [[ -z $exe || ! -x $exe ]]; then bench_rows+=("gpu_block_stats_bench: SKIPPED (not built)"); break; fi
+  timeout --signal=KILL "$SUITE_TIMEOUT" "$exe" --gb=1 --layout="$layout" \
+    >> "$OUT/gpu_block_stats_bench.txt" 2>&1
+  code=$?
+  if (( code == 0 )); then
+    bench_rows+=("gpu_block_stats_bench $layout: ok")
+  elif (( code == 3 )) && [[ $gpu_present == no ]]; then
+    bench_rows+=("gpu_block_stats_bench $layout: SKIPPED (no CUDA device)")
+  else
+    bench_rows+=("gpu_block_stats_bench $layout: FAILED (exit $code)")
+    rc=1
+  fi
+done
 if python3 -c "import torch; assert torch.cuda.is_available()" > /dev/null 2>&1; then
   step "torch baseline"
   : > "$OUT/torch_baseline.txt"
@@ -173,5 +191,5 @@ printf '%-24s %6s %7s %6s  %s\n' suite passed skipped failed status
 printf '%s\n' "${summary[@]}"
 printf '%s\n' "${bench_rows[@]}"
 echo
-cat "$OUT/gpu_stats_bench.txt" "$OUT/torch_baseline.txt"
+cat "$OUT/gpu_stats_bench.txt" "$OUT/gpu_block_stats_bench.txt" "$OUT/torch_baseline.txt"
 exit $rc
