@@ -35,6 +35,7 @@
 #include <cstring>
 
 #include "gnmr/block_tensor.h"
+#include "kernels/cuda/block_codes.h"
 #include "kernels/cuda/item_math.h"
 
 namespace gnmr::cuda::blk {
@@ -102,32 +103,6 @@ GNMR_HD bool IsNan(double x) {
 // floor(log2 |x|) of a normal, finite, non-zero double.
 GNMR_HD int32_t Log2Floor(double x) {
   return static_cast<int32_t>((DoubleBits(x) >> 52) & 0x7ff) - 1023;
-}
-
-// Per element format: code width, magnitude mask, the largest finite
-// magnitude (the saturated code).
-template <BlockFormat F>
-struct Code {
-  static constexpr bool kE2M1 = F == BlockFormat::kMxfp4 || F == BlockFormat::kNvfp4;
-  static constexpr uint32_t kBits = kE2M1 ? 4 : 8;
-  static constexpr uint32_t kMask = kE2M1 ? 0x7u : 0x7fu;
-  static constexpr uint32_t kSaturated =
-      kE2M1 ? 0x7u : (F == BlockFormat::kMxfp8E5M2 ? 0x7bu : 0x7eu);
-};
-
-// The value of a code, exactly (NaN / Inf codes give NaN / Inf).
-template <BlockFormat F>
-GNMR_HD double DecodeCode(uint32_t code) {
-  if constexpr (Code<F>::kE2M1) {
-    // 0, 0.5, 1, 1.5, 2, 3, 4, 6: m * 0.5 below 2, else (2 + m) * 2^(e - 2).
-    const uint32_t a = code & 7u;
-    const double mag = a < 2 ? a * 0.5 : static_cast<double>((2u + (a & 1u)) << (a >> 1)) * 0.25;
-    return (code & 8u) != 0 ? -mag : mag;
-  } else if constexpr (F == BlockFormat::kMxfp8E5M2) {
-    return item::Decode<DType::kFp8E5M2>(code);
-  } else {
-    return item::Decode<DType::kFp8E4M3>(code);
-  }
 }
 
 // Scale bits (one byte, or the fp32 pattern) and their value.
@@ -224,6 +199,22 @@ struct Counts {
   uint64_t amax_bits = 0;  // of |x_hat| over finite x_hat (non-negative: bits order as values)
 };
 
+// The source side of one element: the error and source sums over finite
+// pairs, underflow; returns the block's source flag.
+template <bool kSource>
+GNMR_HD uint32_t SourcePart(double xh, double g, double x, uint32_t i, Lanes<kSource>* l,
+                            Counts* c) {
+  const double y = Mul(xh, g);
+  if (IsFinite(x) && IsFinite(y)) {
+    const double d = x - y;
+    l->err[i] = Add(l->err[i], Mul(d, d));
+    l->src[i] = Add(l->src[i], Mul(x, x));
+    c->underflow += x != 0.0 && y == 0.0 ? 1u : 0u;  // finite x only
+  }
+  // Dead blocks: a source element that is non-zero and not NaN.
+  return x != 0.0 && !IsNan(x) ? kFlagSourceNonzero : 0u;
+}
+
 // Steps 1-3 for one element in slot i; returns its block flags.
 template <BlockFormat F, bool kSource>
 GNMR_HD uint32_t Element(uint32_t code, double scale, double g, double x, uint32_t i,
@@ -243,16 +234,38 @@ GNMR_HD uint32_t Element(uint32_t code, double scale, double g, double x, uint32
   c->zero_codes += mag == 0u ? 1u : 0u;
   c->saturated += sat ? 1u : 0u;
   uint32_t flags = (sat ? kFlagSaturated : 0u) | (mag != 0u ? kFlagNonzero : 0u);
-  if constexpr (kSource) {
-    const double y = Mul(xh, g);
-    if (IsFinite(x) && IsFinite(y)) {
-      const double d = x - y;
-      l->err[i] = Add(l->err[i], Mul(d, d));
-      l->src[i] = Add(l->src[i], Mul(x, x));
-      c->underflow += x != 0.0 && y == 0.0 ? 1u : 0u;  // finite x only
+  if constexpr (kSource) flags |= SourcePart(xh, g, x, i, l, c);
+  return flags;
+}
+
+// Code i of a thread's packed row word.
+template <BlockFormat F>
+GNMR_HD uint32_t CodeOf(uint64_t w, uint32_t i) {
+  return static_cast<uint32_t>(w >> (Code<F>::kBits * i)) & ((1u << Code<F>::kBits) - 1u);
+}
+
+// A thread's 8 codes of one row, in one block with a finite scale and
+// without NaN / Inf codes: every x_hat is finite, the counts come from the
+// packed word, and amax from the largest magnitude (|x_hat| = |v| * |s| is
+// monotone in the magnitude pattern). Same bits as Element on each code.
+// load_source(k) gives the source bits of the k-th of the 8.
+template <BlockFormat F, bool kSource, class LoadSource>
+GNMR_HD uint32_t Run8(uint64_t w, const Packed& pk, double scale, double g,
+                      const LoadSource& load_source, uint32_t source_dtype, Lanes<kSource>* l,
+                      Counts* c) {
+  c->zero_codes += pk.zeros;
+  c->saturated += pk.saturated;
+  const uint64_t a = DoubleBits(Mul(DecodeCode<F>(pk.max_mag), scale)) & 0x7fffffffffffffffull;
+  c->amax_bits = a > c->amax_bits ? a : c->amax_bits;
+  uint32_t flags =
+      (pk.saturated != 0u ? kFlagSaturated : 0u) | (pk.zeros < kSlots ? kFlagNonzero : 0u);
+  GNMR_UNROLL
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    const double xh = Mul(DecodeCode<F>(CodeOf<F>(w, i)), scale);
+    l->sq[i] = Add(l->sq[i], Mul(xh, xh));
+    if constexpr (kSource) {
+      flags |= SourcePart(xh, g, DecodeSource(source_dtype, load_source(i)), i, l, c);
     }
-    // Dead blocks: a source element that is non-zero and not NaN.
-    flags |= x != 0.0 && !IsNan(x) ? kFlagSourceNonzero : 0u;
   }
   return flags;
 }
@@ -297,9 +310,6 @@ GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRo
     flags = 0;
     scale = DecodeScale<F>(load_scale(ScaleIndex(d, bi, bj)));
   };
-  auto code_of = [](uint64_t w, uint32_t i) {
-    return static_cast<uint32_t>(w >> (Code<F>::kBits * i)) & ((1u << Code<F>::kBits) - 1u);
-  };
   GNMR_NO_UNROLL
   for (uint32_t row = 0; row < kRows; ++row) {
     const uint32_t e0 = row * kLanes + t * kSlots;
@@ -311,10 +321,18 @@ GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRo
       // The common case of row-wise and square blocks: the thread's 8
       // elements lie in one row and one block (always when cols % 8 == 0).
       enter(p.r >> d.log2_block_rows, bj0);
-      GNMR_UNROLL
-      for (uint32_t i = 0; i < kSlots; ++i) {
-        const double x = kSource ? DecodeSource(d.source_dtype, load_source(first + e0 + i)) : 0.0;
-        flags |= Element<F, kSource>(code_of(w, i), scale, d.global_scale, x, i, l, c);
+      const Packed pk = PackedCodes<F>(w);
+      if (!pk.nonfinite && IsFinite(scale)) {
+        flags |= Run8<F, kSource>(
+            w, pk, scale, d.global_scale, [&](uint32_t k) { return load_source(first + e0 + k); },
+            d.source_dtype, l, c);
+      } else {
+        GNMR_UNROLL
+        for (uint32_t i = 0; i < kSlots; ++i) {
+          const double x =
+              kSource ? DecodeSource(d.source_dtype, load_source(first + e0 + i)) : 0.0;
+          flags |= Element<F, kSource>(CodeOf<F>(w, i), scale, d.global_scale, x, i, l, c);
+        }
       }
       p.c += kSlots;
       if (p.c == d.cols) {
@@ -327,7 +345,7 @@ GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRo
         if (e0 + i >= n) break;
         enter(p.r >> d.log2_block_rows, p.c >> d.log2_block_cols);
         const double x = kSource ? DecodeSource(d.source_dtype, load_source(first + e0 + i)) : 0.0;
-        flags |= Element<F, kSource>(code_of(w, i), scale, d.global_scale, x, i, l, c);
+        flags |= Element<F, kSource>(CodeOf<F>(w, i), scale, d.global_scale, x, i, l, c);
         Next(&p, d.cols);
       }
     }

@@ -89,9 +89,8 @@ __device__ __forceinline__ void AddCount(unsigned long long* c, uint32_t v) {
 }
 
 // Resident blocks per SM the registers are held to: 4 (64 registers, no
-// spill) without a source; 2 with one (three sums of 8 lanes: 128
-// registers, at most 8 bytes spilled; held to 3 blocks ptxas
-// spills 120-184 bytes, unheld it takes 156 registers: 1 block).
+// spill) without a source; 2 with one (three sums of 8 lanes: 124-126
+// registers, no spill; unheld ptxas took 156 registers, 1 block).
 // docs/perf.md, "GPU".
 template <bool kSource>
 constexpr int kMinItemBlocks = kSource ? 2 : 4;
