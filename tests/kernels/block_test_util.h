@@ -174,14 +174,19 @@ inline uint32_t RandomScaleBits(BlockFormat f, std::mt19937_64& rng, const FillO
   return special ? kSpecial[rng() % 5] : static_cast<uint32_t>(107 + rng() % 40);
 }
 
-// A source value near x_hat (a quantization error of a few percent), and
-// for zero codes a small value or zero (underflow and dead blocks).
-inline float RandomSource(double x_hat, std::mt19937_64& rng) {
+// A source value near y = x_hat * g (a quantization error of a few
+// percent), and for y = 0 a small value or zero (underflow, dead blocks).
+// With specials, NaN / Inf now and then, but only where y is finite and
+// non-zero or infinite: whether a non-finite x next to y = 0 underflows or
+// keeps an all-zero block alive is ambiguous in the docs and has its own
+// tests (block_literal_test.cc).
+inline float RandomSource(double y, bool specials, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(-1.0, 1.0);
-  if (std::isnan(x_hat)) return NAN;
-  if (std::isinf(x_hat)) return static_cast<float>(x_hat);
-  if (x_hat == 0.0) return rng() % 2 ? 0.0f : static_cast<float>(std::ldexp(u(rng), -20));
-  return static_cast<float>(x_hat * (1.0 + 0.05 * u(rng)));
+  if (std::isnan(y)) return static_cast<float>(u(rng));
+  if (specials && y != 0.0 && rng() % 64 == 0) return rng() % 2 ? NAN : -INFINITY;
+  if (std::isinf(y)) return static_cast<float>(y);
+  if (y == 0.0) return rng() % 2 ? 0.0f : static_cast<float>(std::ldexp(u(rng), -20));
+  return static_cast<float>(y * (1.0 + 0.05 * u(rng)));
 }
 
 inline void FillRandom(TestBlockTensor* t, uint64_t seed, const FillOptions& o) {
@@ -206,7 +211,8 @@ inline void FillRandom(TestBlockTensor* t, uint64_t seed, const FillOptions& o) 
   const double g = static_cast<double>(filled.global_scale);
   for (uint64_t r = 0; r < ref.rows; ++r) {
     for (uint64_t c = 0; c < ref.cols; ++c) {
-      t->SetSource(r, c, RandomSource(cpu::BlockElementValue(filled, r, c) * g, rng));
+      const double y = cpu::BlockElementValue(filled, r, c) * g;
+      t->SetSource(r, c, RandomSource(y, o.specials, rng));
     }
   }
 }
