@@ -231,6 +231,20 @@ TEST(BlockChecks, DeviceTensorUnimplemented) {
   ExpectRefused(v.ref, StatusCode::kUnimplemented);
 }
 
+// The limits themselves are accepted (checked only: nothing is read).
+TEST(BlockChecks, LimitsAccepted) {
+  Valid v(BlockFormat::kFp8Block, BlockLayout::kSquare);
+  v.ref.rows = 1ull << 24;  // 2^48 elements, 2^34 scales
+  v.ref.cols = 1ull << 24;
+  v.ref.scale_rows = v.ref.rows / 128;
+  v.ref.scale_cols = v.ref.cols / 128;
+  EXPECT_TRUE(cpu::CheckBlockTensor(v.ref).ok()) << cpu::CheckBlockTensor(v.ref).ToString();
+  Valid s(BlockFormat::kMxfp8E4M3);  // grid [64, 2], 2^40 scales
+  s.ref.scale_rows = 1ull << 20;
+  s.ref.scale_cols = 1ull << 20;
+  EXPECT_TRUE(cpu::CheckBlockTensor(s.ref).ok()) << cpu::CheckBlockTensor(s.ref).ToString();
+}
+
 TEST(BlockChecks, ValidEdgeCasesAccepted) {
   TestBlockTensor empty(BlockFormat::kMxfp4, BlockLayout::kRowwise, 0, 0);
   EXPECT_TRUE(cpu::CheckBlockTensor(empty.Ref()).ok());  // data null, no elements

@@ -67,11 +67,12 @@ std::vector<Fill> Fills() {
   return fills;
 }
 
-// NVFP4's global scale: a power of two, another value, or zero.
+// NVFP4's global scale: powers of two, other values, negative, subnormal,
+// zero (all finite, so all valid).
 float GlobalScale(BlockFormat f, uint64_t seed) {
   if (f != BlockFormat::kNvfp4) return 1.0f;
-  const float g[] = {1.0f, 0.001953125f, 3.7e-3f, 123.456f, 0.0f};
-  return g[seed % 5];
+  const float g[] = {1.0f, 0.001953125f, 3.7e-3f, 123.456f, 0.0f, -0.75f, 1e-40f};
+  return g[seed % 7];
 }
 
 class BlockRandom
