@@ -256,5 +256,30 @@ TEST(BlockLiteral, NegativeScalesByMagnitude) {
   ExpectBoth(f, Want({128, 0.25, 0.5, 0, 127, 0}, {1, 0, 0, 0, -1, -1, -1, 1}));
 }
 
+// No tensors, or only empty ones: every figure zero.
+TEST(BlockLiteral, EmptyUnits) {
+  BlockStats out;
+  out.numel = 5;
+  ASSERT_TRUE(cpu::ComputeBlockStats(nullptr, 0, &out).ok());
+  testing::ExpectSameBlock(BlockStats(), out, "no tensors");
+  TestBlockTensor empty(BlockFormat::kNvfp4, BlockLayout::kColumnwise, 0, 16);
+  ExpectBoth(empty, BlockStats());
+}
+
+// An empty tensor that has a source (a valid pointer, zero elements): the
+// reference reads has_source ("with a source") as set. Disabled:
+// block_stats.cc skips empty tensors before it looks at the source, so the
+// unit reports has_source = false. The docs do not say which is meant.
+TEST(BlockLiteral, DISABLED_EmptyTensorWithSource) {
+  TestBlockTensor t(BlockFormat::kMxfp8E4M3, BlockLayout::kRowwise, 0, 32);
+  BlockTensorRef ref = t.Ref();
+  const float source = 1.0f;
+  ref.source = &source;
+  BlockStats want;
+  want.has_source = true;
+  ExpectSameBlock(want, cpu::BlockStatsNaive(&ref, 1), "reference");
+  ExpectSameBlock(want, FastStats({ref}), "ComputeBlockStats");
+}
+
 }  // namespace
 }  // namespace gnmr
