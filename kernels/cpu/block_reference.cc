@@ -73,7 +73,8 @@ double ItemTree(const std::vector<double>& p, size_t lo, size_t c) {
   return ItemTree(p, lo, h) + ItemTree(p, lo + h, c - h);
 }
 
-// Steps 2-5 of stats_order.h over term(i), i in [0, n) in storage order.
+// Steps 2-5 of stats_order.h over term(i), i in [0, n) in storage order:
+// the order of the source sums.
 double CanonicalSum(uint64_t n, const std::function<double(uint64_t)>& term) {
   std::vector<double> partials;
   for (uint64_t k = 0; k * kItem < n; ++k) {
@@ -89,6 +90,30 @@ double CanonicalSum(uint64_t n, const std::function<double(uint64_t)>& term) {
       for (int j = 0; j < s; ++j) lanes[j] = lanes[j] + lanes[j + s];
     }
     partials.push_back(lanes[0]);
+  }
+  return partials.empty() ? 0.0 : ItemTree(partials, 0, partials.size());
+}
+
+// The tensor's sumsq before NVFP4's global scale (docs, canonical order
+// steps 2-4): per block in grid order, Q = the squares of its finite codes
+// added in storage order, P = Q * (s * s) (+0.0 for a scale that is not
+// finite), and the item tree over the partials.
+double BlockOrderSum(const BlockTensorRef& t) {
+  const uint64_t br = BlockRowsOf(t), bc = BlockColsOf(t);
+  const uint64_t grid_rows = (t.rows + br - 1) / br, grid_cols = (t.cols + bc - 1) / bc;
+  std::vector<double> partials;
+  for (uint64_t bi = 0; bi < grid_rows; ++bi) {
+    for (uint64_t bj = 0; bj < grid_cols; ++bj) {
+      double q = 0.0;
+      for (uint64_t r = bi * br; r < (bi + 1) * br && r < t.rows; ++r) {
+        for (uint64_t c = bj * bc; c < (bj + 1) * bc && c < t.cols; ++c) {
+          const double v = CodeValue(t.format, BlockElementCode(t, r, c));
+          if (std::isfinite(v)) q = q + v * v;
+        }
+      }
+      const double s = std::fabs(BlockScaleValue(t, bi, bj));
+      partials.push_back(std::isfinite(s) ? q * (s * s) : 0.0);
+    }
   }
   return partials.empty() ? 0.0 : ItemTree(partials, 0, partials.size());
 }
@@ -118,18 +143,17 @@ TensorSums ElementStats(const BlockTensorRef& t, BlockStats* u) {
     if (std::isfinite(x_hat)) s.amax = std::fmax(s.amax, std::fabs(x_hat));
     if (IsZeroCode(t.format, code)) ++u->zero_codes;
     if (IsSaturatedCode(t.format, code)) ++u->saturated;
-    if (t.source != nullptr && BlockSourceValue(t, r, c) != 0.0 && x_hat * g == 0.0) ++u->underflow;
+    const double x = BlockSourceValue(t, r, c);
+    if (t.source != nullptr && std::isfinite(x) && x != 0.0 && x_hat * g == 0.0) ++u->underflow;
   }
-  s.sumsq = CanonicalSum(n, [&](uint64_t i) {
-    const double x_hat = value(i);
-    return std::isfinite(x_hat) ? x_hat * x_hat : 0.0;
-  });
-  if (t.format == BlockFormat::kNvfp4) {  // docs step 4
+  s.sumsq = BlockOrderSum(t);
+  if (t.format == BlockFormat::kNvfp4) {  // docs step 5
     s.sumsq = s.sumsq * (g * g);
     s.amax = s.amax * std::fabs(g);
   }
   if (t.source == nullptr) return s;
-  // Step 5: both sums skip the elements where x or y is not finite.
+  // Step 6: both sums follow the element order and skip the elements where
+  // x or y is not finite.
   auto pair = [&](uint64_t i, double* x, double* y) {
     *x = BlockSourceValue(t, i / t.cols, i % t.cols);
     *y = value(i) * g;

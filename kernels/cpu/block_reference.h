@@ -2,8 +2,9 @@
 // "Block-scaled formats"), for tests of gnmr::cpu::ComputeBlockStats and the
 // CUDA kernels. Written from the documents alone: values decoded with
 // std::ldexp from the OCP MX definitions, scales indexed with the formulas
-// of gnmr/block_tensor.h, sums in a literal lane array and a recursive item
-// tree. Slow and obvious on purpose; shares no code with block_stats.cc.
+// of gnmr/block_tensor.h, sumsq as a vector of block partials and the
+// source sums in a literal lane array, both through a recursive item tree.
+// Slow and obvious on purpose; shares no code with block_stats.cc.
 #pragma once
 
 #include <cstddef>

@@ -129,9 +129,8 @@ TEST(BlockLiteral, Nvfp4WithGlobalScale) {
 }
 
 // e4m3 codes 1, 448, -2 and 125 zeros with the fp32 scale 0.3f
-// (0x3E99999A, not a power of two): each square rounded once, added in
-// lanes 0, 1, 2 and combined by the lane tree as (sq0 + sq2) + sq1.
-// amax is 448 * 0.3f, exact.
+// (0x3E99999A, not a power of two): Q = 1 + 200704 + 4 = 200709 (exact),
+// P = Q * (s * s) rounded once. amax is 448 * 0.3f, exact.
 TEST(BlockLiteral, Fp8BlockNonPowerOfTwoScale) {
   TestBlockTensor t(BlockFormat::kFp8Block, BlockLayout::kRowwise, 1, 128);
   t.SetCodes(0, {0x38, 0x7e, 0xc0});
@@ -151,6 +150,19 @@ TEST(BlockLiteral, Fp8BlockSquareWithPartialBlock) {
   t.SetScaleFloat(1, 0, 0.0f);
   ExpectBoth(t, Want({130 * 128, 0.0625 + 0.00390625, 0.25, 0, 130 * 128 - 3, 0},
                      {2, 0, 0, 1, -3, -3, -3, 1}));
+}
+
+// e5m2 squares round: 57344^2 = 49 * 2^26 (an even significand, ulp
+// 2^-21) then 31 squares of 2^-11, each exactly half an ulp. Added in
+// storage order inside the block (docs, canonical order step 2) each is a
+// tie to even and vanishes; added pairwise first (an element-order lane
+// tree) they would not.
+TEST(BlockLiteral, Mxfp8E5M2BlockSumInStorageOrder) {
+  TestBlockTensor t(BlockFormat::kMxfp8E5M2, BlockLayout::kRowwise, 1, 32);
+  for (uint64_t c = 1; c < 32; ++c) t.SetCode(0, c, 0x10);
+  t.SetCode(0, 0, 0x7b);
+  t.SetScaleBits(0, 0, 0x7f);
+  ExpectBoth(t, Want({32, 3288334336.0, 57344.0, 0, 0, 1}, {1, 1, 0, 0, 0, 0, 0, 1}));
 }
 
 // The range ends of E8M0: 0x00 and 0xFE are clamps with exponents -127 and
@@ -218,26 +230,24 @@ TEST(BlockLiteral, NonFiniteSource) {
   ExpectBoth(t, WithSource(want, 0, 0.25, 6.25 + 28 * 4.0));
 }
 
-// A source element x = +-Inf or NaN where the dequantized value is 0. The
-// docs count "source elements x != 0 whose dequantized value is 0" as
-// underflow and call a block dead when "their source block has a non-zero
-// element"; this test reads both literally (IEEE: Inf != 0, NaN != 0), as
-// the reference does. Disabled: block_stats.cc counts underflow only where
-// x and the value are both finite, and a source element keeps a zero block
-// dead only when it is not NaN; for Inf that contradicts the docs' wording,
-// for NaN the docs are ambiguous. To settle in docs/statistics.md.
+// Source elements x = +-Inf or NaN where the dequantized value is 0: not
+// underflow (docs: "finite source elements x != 0"). A block of zero codes
+// is dead when "its source block has a non-zero element": the reference
+// reads that literally, so a NaN element (NaN != 0) makes it dead, as an
+// infinite one does. Disabled: block_stats.cc does not count a NaN source
+// element as non-zero (row 2 is not dead there); the docs are ambiguous.
 TEST(BlockLiteral, DISABLED_NonFiniteSourceNextToZero) {
   TestBlockTensor t(BlockFormat::kMxfp8E4M3, BlockLayout::kRowwise, 3, 32);
   t.SetCode(0, 31, 0x38);
   for (uint64_t r = 0; r < 3; ++r) t.SetScaleBits(r, 0, 0x7f);
   t.AddSource(DType::kFp32);
-  t.SetSource(0, 0, INFINITY);   // underflow
-  t.SetSource(0, 1, NAN);        // underflow
+  t.SetSource(0, 0, INFINITY);
+  t.SetSource(0, 1, NAN);
   t.SetSource(0, 2, 1.0f);       // underflow, d = 1
-  t.SetSource(1, 9, -INFINITY);  // zero codes: dead, underflow
-  t.SetSource(2, 0, NAN);        // zero codes: dead, underflow
+  t.SetSource(1, 9, -INFINITY);  // zero codes: dead
+  t.SetSource(2, 0, NAN);        // zero codes: dead
   const BlockStats want = Want({96, 1.0, 1.0, 0, 95, 0}, {3, 0, 2, 0, 0, 0, 0, 3});
-  ExpectBoth(t, WithSource(want, 5, 1.0 + 1.0, 1.0));
+  ExpectBoth(t, WithSource(want, 1, 1.0 + 1.0, 1.0));
 }
 
 // Negative block scales (no library writes them): the docs' range ends and

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gnmr/cpu_isa.h"
 #include "tests/kernels/block_test_util.h"
 
 namespace gnmr {
@@ -130,6 +131,36 @@ INSTANTIATE_TEST_SUITE_P(Swizzled, BlockRandom,
                                                               BlockLayout::kColumnwise),
                                             ::testing::Values(ScalePad::kSwizzled)),
                          ParamName);
+
+// Every kernel build gives the reference's bits; a build this CPU cannot
+// run is Unimplemented.
+TEST(BlockRandomUnits, EveryIsaBuildMatchesReference) {
+  uint64_t seed = 500;
+  for (BlockFormat format : kFormats) {
+    for (BlockLayout layout :
+         {BlockLayout::kRowwise, BlockLayout::kColumnwise, BlockLayout::kSquare}) {
+      for (const Fill& fill : Fills()) {
+        ++seed;
+        TestBlockTensor t(format, layout, 131, 290, ScalePad::kPadded, seed % 3);
+        t.set_global_scale(GlobalScale(format, seed));
+        FillRandom(&t, seed, fill.options);
+        const BlockTensorRef ref = t.Ref();
+        const BlockStats want = cpu::BlockStatsNaive(&ref, 1);
+        for (cpu::Isa isa : {cpu::Isa::kBaseline, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+          BlockStats got;
+          const Status s = cpu::ComputeBlockStatsWithIsa(isa, &ref, 1, &got);
+          if (!cpu::IsaAvailable(isa)) {
+            EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << cpu::IsaName(isa);
+            continue;
+          }
+          ASSERT_TRUE(s.ok()) << s.ToString();
+          testing::ExpectSameBlock(want, got,
+                                   Describe(ref, fill.name) + " isa " + cpu::IsaName(isa));
+        }
+      }
+    }
+  }
+}
 
 // The same block scales stored compact and swizzled give the same
 // statistics (checks the implementation's swizzle without the reference).

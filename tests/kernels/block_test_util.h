@@ -176,14 +176,13 @@ inline uint32_t RandomScaleBits(BlockFormat f, std::mt19937_64& rng, const FillO
 
 // A source value near y = x_hat * g (a quantization error of a few
 // percent), and for y = 0 a small value or zero (underflow, dead blocks).
-// With specials, NaN / Inf now and then, but only where y is finite and
-// non-zero or infinite: whether a non-finite x next to y = 0 underflows or
-// keeps an all-zero block alive is ambiguous in the docs and has its own
-// tests (block_literal_test.cc).
+// With specials, NaN / Inf now and then; NaN only where y != 0, since
+// whether a NaN source element keeps a block of zero codes dead is
+// ambiguous in the docs (block_literal_test.cc, NonFiniteSourceNextToZero).
 inline float RandomSource(double y, bool specials, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   if (std::isnan(y)) return static_cast<float>(u(rng));
-  if (specials && y != 0.0 && rng() % 64 == 0) return rng() % 2 ? NAN : -INFINITY;
+  if (specials && rng() % 64 == 0) return y != 0.0 && rng() % 2 ? NAN : -INFINITY;
   if (std::isinf(y)) return static_cast<float>(y);
   if (y == 0.0) return rng() % 2 ? 0.0f : static_cast<float>(std::ldexp(u(rng), -20));
   return static_cast<float>(y * (1.0 + 0.05 * u(rng)));
