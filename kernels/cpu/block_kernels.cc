@@ -22,12 +22,13 @@
 // result; -ffp-contract=off keeps every multiply and add separately
 // rounded. Nothing here allocates: lanes live on the stack, the item tree
 // is a binary counter.
+#include "kernels/cpu/block_kernels.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "kernels/cpu/block_format.h"
-#include "kernels/cpu/block_kernels.h"
 #include "kernels/stats_order.h"
 
 #ifndef GNMR_CPU_ISA
@@ -63,7 +64,9 @@ inline double SourceValue(const void* src, DType d, uint64_t i) {
 // Q's unit: e4m3 squares are integers of 2^-18, E2M1 squares of 2^-2;
 // e5m2 squares are summed as doubles (from a table).
 template <Codes C>
-constexpr double kUnit = C == Codes::kE4M3 ? 0x1p-18 : C == Codes::kE2M1 ? 0x1p-2 : 1.0;
+constexpr double kUnit = C == Codes::kE4M3   ? 0x1p-18
+                         : C == Codes::kE2M1 ? 0x1p-2
+                                             : 1.0;
 
 template <Codes C>
 struct SquareTables {
@@ -105,7 +108,8 @@ template <Codes C>
 constexpr uint64_t SquareUnits(uint32_t mag) {
   if constexpr (C == Codes::kE4M3) {
     const uint32_t field = mag >> 3;
-    const uint32_t root = (field != 0 ? 8u + (mag & 7u) : (mag & 7u)) << (field != 0 ? field - 1 : 0);
+    const uint32_t root = (field != 0 ? 8u + (mag & 7u) : (mag & 7u))
+                          << (field != 0 ? field - 1 : 0);
     return mag == 0x7fu ? 0 : static_cast<uint64_t>(root) * root;  // 0x7f: NaN, counted apart
   } else {
     const uint64_t root = (0x0c08060403020100ull >> (8 * (mag & 7u))) & 0xffu;
@@ -228,8 +232,7 @@ inline bool AnySource(const BlockTensorRef& t, uint64_t i0, uint64_t i1) {
 }
 
 template <Codes C, Scales S>
-void BlockMajorPass(const BlockTensorRef& t, const Geometry& g, ElementResult* e,
-                    BlockResult* b) {
+void BlockMajorPass(const BlockTensorRef& t, const Geometry& g, ElementResult* e, BlockResult* b) {
   static constexpr std::array<double, 256> kCodes = block::MakeCodeTable<C>();
   const unsigned char* data = static_cast<const unsigned char*>(t.data);
   stats_order::ItemTree tree;
@@ -272,8 +275,8 @@ void BlockMajorPass(const BlockTensorRef& t, const Geometry& g, ElementResult* e
       }
       e->nonfinite += scan.nan_codes + scan.inf_codes;
       e->nans += scan.nan_codes + (s == 0.0 ? scan.inf_codes : 0);  // Inf * 0 is NaN
-      const double q = C == Codes::kE5M2 ? scan.squares
-                                         : static_cast<double>(scan.units) * kUnit<C>;
+      const double q =
+          C == Codes::kE5M2 ? scan.squares : static_cast<double>(scan.units) * kUnit<C>;
       tree.Push(q * (s * s));
       const double a = kCodes[scan.max_finite] * s;
       e->amax = a > e->amax ? a : e->amax;
