@@ -7,12 +7,12 @@
 //
 // Rounds alternate the two kernels back to back (`--reps` of them), so a
 // shared machine's drift hits both; the table shows the median ratio and
-// its 25th-75th percentile. Times are the thread's CPU time. Single thread; 64 MiB of codes per input by
-// default (larger than the caches).
+// its 25th-75th percentile. Times are the thread's CPU time. Single thread; 64 MiB of codes per
+// input by default (larger than the caches).
 #include <algorithm>
-#include <ctime>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -120,8 +120,9 @@ int Run(size_t mib, int reps) {
   f.dtype = DType::kFp8E4M3;
   f.scale_inv = 0.75f;
   std::printf("block_stats_vs_fp8: %zu MiB of codes per input, %d rounds, one thread\n", mib, reps);
-  std::printf("| input | block GB/s (stored bytes) | fp8 per-tensor GB/s | ratio median | "
-              "p25-p75 |\n| --- | --- | --- | --- | --- |\n");
+  std::printf(
+      "| input | block GB/s (stored bytes) | fp8 per-tensor GB/s | ratio median | "
+      "p25-p75 |\n| --- | --- | --- | --- | --- |\n");
   double sink = 0.0;
   for (const Case& c : kCases) {
     BlockInput in = MakeInput(c, bytes);

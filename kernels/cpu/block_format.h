@@ -2,6 +2,10 @@
 // (docs/statistics.md, "Block-scaled formats"): code and scale decoding,
 // the block geometry and the scale index. Integer operations and exact
 // conversions only, so a caller's FTZ/DAZ mode cannot change a value.
+//
+// Internal linkage throughout: block_kernels.cc is compiled once per ISA
+// (item_kernels.h), and an inline function shared by those builds could
+// have its AVX-512 copy picked by the linker for the baseline path.
 #pragma once
 
 #include <array>
@@ -12,6 +16,7 @@
 #include "gnmr/block_tensor.h"
 
 namespace gnmr::cpu::block {
+namespace {  // NOLINT(build/namespaces): see above
 
 enum class Codes { kE4M3, kE5M2, kE2M1 };
 enum class Scales { kE8M0, kE4M3, kFp32 };
@@ -180,6 +185,20 @@ struct Geometry {
 };
 
 // The geometry of a tensor whose format and layout are valid.
-Geometry GeometryOf(const BlockTensorRef& t);
+inline Geometry GeometryOf(const BlockTensorRef& t) {
+  Geometry g;
+  const uint32_t b = BlockFormatBlockSize(t.format);
+  g.rows = t.rows;
+  g.cols = t.cols;
+  g.block_rows = t.layout == BlockLayout::kRowwise ? 1 : b;
+  g.block_cols = t.layout == BlockLayout::kColumnwise ? 1 : b;
+  g.grid_rows = (t.rows + g.block_rows - 1) / g.block_rows;
+  g.grid_cols = (t.cols + g.block_cols - 1) / g.block_cols;
+  g.scale_layout = t.scale_layout;
+  g.columnwise = t.layout == BlockLayout::kColumnwise;
+  g.scale_cols = t.scale_cols;
+  return g;
+}
 
+}  // namespace
 }  // namespace gnmr::cpu::block

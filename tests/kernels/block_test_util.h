@@ -1,13 +1,12 @@
-// Test helpers for the block-scaled CUDA path (gpu_block_math_test.cc,
-// gpu_block_stats_test.cc): random tensors of every format / layout / scale
-// layout with the patterns that matter (NaN / Inf / saturated / zero codes,
-// all-zero blocks, clamped scales, tails), a literal statistics loop
-// written from docs/statistics.md alone, and a bit-exact comparison.
+// Helpers for the block-scaled statistics tests: an owned block-scaled
+// tensor (codes, scales with the libraries' padding, an optional source),
+// seeded random fills, and the comparison of two BlockStats bit for bit.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <utility>
@@ -15,197 +14,255 @@
 
 #include <gtest/gtest.h>
 
+#include "gnmr/block_stats.h"
 #include "gnmr/block_tensor.h"
-#include "tests/client/stats_test_util.h"  // Bits
+#include "kernels/cpu/block_reference.h"
+#include "tests/client/stats_test_util.h"
 
 namespace gnmr::testing {
 
-// One tensor with its own storage (codes, scales, source).
-struct BlockCase {
-  BlockTensorRef ref;
-  std::vector<unsigned char> data, scales, source;
-  std::string name;
+inline uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+inline uint64_t RoundUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
+
+// How the scale tensor is shaped: exactly the block grid, the grid padded
+// as TE pads it (rows of the K-major grid to 128, its columns to 4), or
+// swizzled (which implies that padding).
+enum class ScalePad { kExact, kPadded, kSwizzled };
+
+class TestBlockTensor {
+ public:
+  TestBlockTensor(BlockFormat format, BlockLayout layout, uint64_t rows, uint64_t cols,
+                  ScalePad pad = ScalePad::kExact, size_t data_offset = 0)
+      : rows_(rows), cols_(cols), data_offset_(data_offset) {
+    ref_.format = format;
+    ref_.layout = layout;
+    ref_.rows = rows;
+    ref_.cols = cols;
+    const uint64_t grid_rows = CeilDiv(rows, cpu::BlockRowsOf(ref_));
+    const uint64_t grid_cols = CeilDiv(cols, cpu::BlockColsOf(ref_));
+    const bool colwise = layout == BlockLayout::kColumnwise;
+    // The K-major grid [R, C] (columnwise: the transpose of the block grid).
+    const uint64_t k_rows = colwise ? grid_cols : grid_rows;
+    const uint64_t k_cols = colwise ? grid_rows : grid_cols;
+    uint64_t pr = k_rows, pc = k_cols;
+    if (pad != ScalePad::kExact) pr = RoundUp(k_rows, 128), pc = RoundUp(k_cols, 4);
+    ref_.scale_layout = pad == ScalePad::kSwizzled ? ScaleLayout::kSwizzled : ScaleLayout::kCompact;
+    const bool transpose = colwise && pad != ScalePad::kSwizzled;
+    ref_.scale_rows = transpose ? pc : pr;
+    ref_.scale_cols = transpose ? pr : pc;
+    grid_rows_ = grid_rows;
+    grid_cols_ = grid_cols;
+    const bool e2m1 = format == BlockFormat::kMxfp4 || format == BlockFormat::kNvfp4;
+    data_.assign(data_offset + (e2m1 ? CeilDiv(rows * cols, 2) : rows * cols) + 1, 0);
+    // Padding holds NaN scales: a read of it shows in every statistic.
+    scales_.assign(ref_.scale_rows * ref_.scale_cols * ScaleSize() + 4, 0xff);
+  }
+
+  uint64_t grid_rows() const { return grid_rows_; }
+  uint64_t grid_cols() const { return grid_cols_; }
+  BlockFormat format() const { return ref_.format; }
+  size_t ScaleSize() const { return ref_.format == BlockFormat::kFp8Block ? 4 : 1; }
+
+  void SetCode(uint64_t r, uint64_t c, uint8_t code) {
+    const uint64_t i = r * cols_ + c;
+    unsigned char* d = data_.data() + data_offset_;
+    if (ref_.format != BlockFormat::kMxfp4 && ref_.format != BlockFormat::kNvfp4) {
+      d[i] = code;
+    } else if (i % 2 == 0) {
+      d[i / 2] = static_cast<unsigned char>((d[i / 2] & 0xf0) | (code & 0xf));
+    } else {
+      d[i / 2] = static_cast<unsigned char>((d[i / 2] & 0x0f) | (code << 4));
+    }
+  }
+  // Codes of row r from column 0 on.
+  void SetCodes(uint64_t r, std::initializer_list<uint8_t> codes) {
+    uint64_t c = 0;
+    for (uint8_t code : codes) SetCode(r, c++, code);
+  }
+  void SetByte(uint64_t k, uint8_t b) { data_[data_offset_ + k] = b; }
+  // E8M0 / e4m3fn bits, or fp32 bits for FP8 block.
+  void SetScaleBits(uint64_t block_r, uint64_t block_c, uint32_t bits) {
+    const uint64_t index = cpu::BlockScaleIndex(Ref(), block_r, block_c);
+    std::memcpy(scales_.data() + index * ScaleSize(), &bits, ScaleSize());
+  }
+  void SetScaleFloat(uint64_t block_r, uint64_t block_c, float s) {
+    uint32_t bits;
+    std::memcpy(&bits, &s, 4);
+    SetScaleBits(block_r, block_c, bits);
+  }
+  void set_global_scale(float g) { ref_.global_scale = g; }
+
+  void AddSource(DType dtype) {
+    source_ = TestTensor(dtype, rows_ * cols_);
+    has_source_ = true;
+  }
+  void SetSource(uint64_t r, uint64_t c, float x) { source_.Set(r * cols_ + c, x); }
+  void SetSourceBits(uint64_t r, uint64_t c, uint32_t bits) {
+    source_.SetBits(r * cols_ + c, bits);
+  }
 
   BlockTensorRef Ref() const {
-    BlockTensorRef r = ref;
-    r.data = data.empty() ? nullptr : data.data();
-    r.scales = scales.data();
-    r.source = source.empty() ? nullptr : source.data();
+    BlockTensorRef r = ref_;
+    r.data = rows_ * cols_ == 0 ? nullptr : data_.data() + data_offset_;
+    r.scales = scales_.data();
+    if (has_source_) {
+      r.source = source_.Ref().data;
+      r.source_dtype = source_.Ref().dtype;
+    }
     return r;
   }
+
+ private:
+  uint64_t rows_, cols_;
+  size_t data_offset_;
+  uint64_t grid_rows_ = 0, grid_cols_ = 0;
+  BlockTensorRef ref_;
+  std::vector<unsigned char> data_;
+  std::vector<unsigned char> scales_;
+  bool has_source_ = false;
+  TestTensor source_{DType::kFp32, 0};
 };
 
-inline uint32_t BlockOf(BlockFormat f) {
-  return f == BlockFormat::kNvfp4 ? 16 : f == BlockFormat::kFp8Block ? 128 : 32;
-}
-inline bool E2M1(BlockFormat f) { return f == BlockFormat::kMxfp4 || f == BlockFormat::kNvfp4; }
-inline uint64_t Ceil(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+// What a random fill puts in: specials (NaN / Inf codes, range-end and NaN
+// scales), whole all-zero or saturated blocks, and a source.
+struct FillOptions {
+  bool specials = false;
+  double zero_block_rate = 0.1;
+  double saturated_rate = 0.02;
+  bool with_source = false;
+  DType source_dtype = DType::kFp32;
+};
 
-inline std::vector<BlockFormat> AllFormats() {
-  return {BlockFormat::kMxfp8E4M3, BlockFormat::kMxfp8E5M2, BlockFormat::kMxfp4,
-          BlockFormat::kNvfp4, BlockFormat::kFp8Block};
-}
-
-// A random tensor. `source`: 0 none, else the source DType. Codes are
-// random with a share of zeros, saturated and NaN / Inf codes; every
-// fifth block is all zero (dead); scales include the clamped ends. NaN /
-// Inf codes and scales only for seeds divisible by 3 (they make the sum
-// NaN or Inf, which would hide the sums of the other cases).
-inline BlockCase MakeBlockCase(BlockFormat f, BlockLayout layout, ScaleLayout sl, uint64_t rows,
-                               uint64_t cols, int source, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const bool specials = seed % 3 == 0;
-  BlockCase c;
-  BlockTensorRef& r = c.ref;
-  r.format = f;
-  r.layout = layout;
-  r.scale_layout = sl;
-  r.rows = rows;
-  r.cols = cols;
-  const uint64_t B = BlockOf(f);
-  const uint64_t br = layout == BlockLayout::kRowwise ? 1 : B;
-  const uint64_t bc = layout == BlockLayout::kColumnwise ? 1 : B;
-  const uint64_t gr = Ceil(rows, br), gc = Ceil(cols, bc);
-  const uint64_t n = rows * cols;
-  const uint32_t sat = E2M1(f) ? 0x7 : f == BlockFormat::kMxfp8E5M2 ? 0x7b : 0x7e;
-  const uint32_t mask = E2M1(f) ? 0xf : 0xff;
-  std::vector<uint8_t> codes(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    const uint64_t blk = ((i / cols) / br) * gc + (i % cols) / bc;
-    const uint32_t k = rng() % 64;
-    uint32_t v = rng() & mask;
-    if (blk % 5 == 3)
-      v = k == 0 ? 0x80 & mask : 0;  // dead block (+0 / -0)
-    else if (k < 4)
-      v = 0;
-    else if (!E2M1(f) && (v & 0x7f) > sat)
-      v = sat;  // no NaN / Inf unless specials
-    else if (k < 7)
-      v = sat | (rng() & 1 ? (E2M1(f) ? 8 : 0x80) : 0);
-    else if (k == 7 && !E2M1(f) && specials)
-      v = f == BlockFormat::kMxfp8E5M2 ? 0x7c + rng() % 4 : 0x7f;
-    codes[i] = static_cast<uint8_t>(v);
+// A random code: zeros often, saturated codes at `saturated_rate`, NaN /
+// Inf codes only with specials.
+inline uint8_t RandomCode(BlockFormat f, std::mt19937_64& rng, const FillOptions& o) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const uint8_t sign = (rng() & 1) ? 0x80 : 0;
+  const bool e2m1 = f == BlockFormat::kMxfp4 || f == BlockFormat::kNvfp4;
+  const bool e5m2 = f == BlockFormat::kMxfp8E5M2;
+  const double p = u(rng);
+  if (e2m1) {
+    if (p < 0.15) return static_cast<uint8_t>(sign >> 4);
+    if (p < 0.15 + o.saturated_rate) return static_cast<uint8_t>((sign >> 4) | 7);
+    return static_cast<uint8_t>((sign >> 4) | (1 + rng() % 6));
   }
-  if (E2M1(f)) {
-    c.data.assign(n / 2, 0);
-    for (uint64_t i = 0; i < n; ++i) c.data[i / 2] |= codes[i] << (4 * (i % 2));
-  } else {
-    c.data.assign(codes.begin(), codes.end());
-  }
-  // Scales: compact with a padded row stride, or the swizzled padded grid.
-  if (sl == ScaleLayout::kSwizzled) {
-    const bool col = layout == BlockLayout::kColumnwise;
-    r.scale_rows = Ceil(col ? gc : gr, 128) * 128;
-    r.scale_cols = Ceil(col ? gr : gc, 4) * 4;
-  } else {
-    r.scale_rows = gr + 1;
-    r.scale_cols = gc + 3;
-  }
-  const uint64_t ns = r.scale_rows * r.scale_cols;
-  const size_t sb = f == BlockFormat::kFp8Block ? 4 : 1;
-  c.scales.resize(ns * sb);
-  for (uint64_t i = 0; i < ns; ++i) {
-    const uint32_t k = rng() % 40;
-    if (f == BlockFormat::kFp8Block) {
-      float s = std::ldexp(1.0f + (rng() % 1000) / 1000.0f, static_cast<int>(rng() % 40) - 30);
-      if (k == 0) s = 0.0f;
-      if (k == 1) s = 1e-40f;  // subnormal
-      if (k == 2 && specials) s = INFINITY;
-      if (k == 3 && specials) s = NAN;
-      if (k == 4) s = -s;
-      if (k == 5) s = std::ldexp(1.0f, -20);  // a power of two
-      std::memcpy(&c.scales[i * 4], &s, 4);
-    } else if (f == BlockFormat::kNvfp4) {
-      const uint8_t v[] = {0x00, 0x01, 0x08, 0x7e, 0x7f, 0xff, 0xb0};
-      c.scales[i] = k < 7 ? v[k] : static_cast<uint8_t>(0x09 + rng() % 0x70);
-      if (!specials && (c.scales[i] & 0x7f) == 0x7f) c.scales[i] = 0x7e;
-    } else {
-      const uint8_t v[] = {0x00, 0xfe, 0xff, 0x01, 0x7f};
-      c.scales[i] = k < 5 ? v[k] : static_cast<uint8_t>(100 + rng() % 50);
-      if (!specials && c.scales[i] == 0xff) c.scales[i] = 0xfe;
-    }
-  }
-  if (f == BlockFormat::kNvfp4) r.global_scale = 0.0371f * static_cast<float>(1 + rng() % 100);
-  if (source != 0) {
-    r.source_dtype = static_cast<DType>(source);
-    const size_t es = r.source_dtype == DType::kFp32 ? 4 : 2;
-    c.source.resize(n * es);
-    for (uint64_t i = 0; i < n; ++i) {
-      const uint32_t k = rng() % 50;
-      float x = std::ldexp(static_cast<float>(static_cast<int>(rng() % 2001) - 1000),
-                           static_cast<int>(rng() % 30) - 20);
-      if (k == 0) x = NAN;
-      if (k == 1) x = -INFINITY;
-      if (k < 5 && k > 1) x = 1e-30f;  // quantizes to zero: underflow
-      uint32_t bits;
-      std::memcpy(&bits, &x, 4);
-      if (es == 4) {
-        std::memcpy(&c.source[i * 4], &bits, 4);
-      } else {
-        // bf16: the top half; fp16: random finite / NaN / Inf halves.
-        uint16_t h = static_cast<uint16_t>(bits >> 16);
-        if (r.source_dtype == DType::kFp16) {
-          h = static_cast<uint16_t>(k == 0 ? 0x7e00 : k == 1 ? 0xfc00 : rng() % 0x7c00);
-          if (k > 1 && k < 5) h = 0x0001;
-          if (rng() & 1) h |= 0x8000;
-        }
-        std::memcpy(&c.source[i * 2], &h, 2);
-      }
-    }
-  }
-  c.name = std::to_string(static_cast<int>(f)) + "/" + std::to_string(static_cast<int>(layout)) +
-           "/" + std::to_string(static_cast<int>(sl)) + " " + std::to_string(rows) + "x" +
-           std::to_string(cols) + " src" + std::to_string(source);
-  return c;
+  const uint8_t max = e5m2 ? 0x7b : 0x7e;
+  if (p < 0.1) return sign;
+  if (p < 0.1 + o.saturated_rate) return sign | max;
+  if (o.specials && p > 0.995) return sign | (e5m2 ? static_cast<uint8_t>(0x7c + rng() % 4) : 0x7f);
+  return sign | static_cast<uint8_t>(1 + rng() % (max - 1));
 }
 
-// Every format x layout x scale layout x a few shapes (tails, < one item,
-// several items, a partial last item, widths below 8 and above 256).
-inline std::vector<BlockCase> AllBlockCases(bool with_sources) {
-  const uint64_t shapes[][2] = {{1, 2},    {3, 6},    {33, 70},  {130, 257},
-                                {64, 128}, {257, 40}, {5, 1030}, {300, 2}};
-  std::vector<BlockCase> out;
-  uint32_t seed = 1;
-  for (BlockFormat f : AllFormats()) {
-    for (BlockLayout l : {BlockLayout::kRowwise, BlockLayout::kColumnwise, BlockLayout::kSquare}) {
-      for (ScaleLayout sl : {ScaleLayout::kCompact, ScaleLayout::kSwizzled}) {
-        if (sl == ScaleLayout::kSwizzled && l == BlockLayout::kSquare) continue;
-        for (const auto& s : shapes) {
-          const int src = !with_sources ? 0 : static_cast<int>(seed % 4);  // none, fp32, bf16, fp16
-          out.push_back(MakeBlockCase(f, l, sl, s[0], s[1], src, seed++));
+// A random scale in the usual range, or with specials now and then a
+// range-end or NaN scale (fp32: zero, subnormal, Inf or NaN).
+inline uint32_t RandomScaleBits(BlockFormat f, std::mt19937_64& rng, const FillOptions& o) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const bool special = o.specials && u(rng) < 0.1;
+  if (f == BlockFormat::kFp8Block) {
+    static const float kSpecial[] = {0.0f, -0.0f, 1e-40f, INFINITY, NAN, 0x1p-126f, 0x1p-20f};
+    float s = special ? kSpecial[rng() % 7] : static_cast<float>(std::ldexp(0.5 + u(rng), -6));
+    if (!special && rng() % 4 == 0) s = std::ldexp(1.0f, static_cast<int>(rng() % 20) - 12);
+    uint32_t bits;
+    std::memcpy(&bits, &s, 4);
+    return bits;
+  }
+  if (f == BlockFormat::kNvfp4) {
+    static const uint8_t kSpecial[] = {0x00, 0x01, 0x07, 0x08, 0x7e, 0x7f, 0x09, 0x7d};
+    return special ? kSpecial[rng() % 8] : static_cast<uint32_t>(0x10 + rng() % 0x60);
+  }
+  static const uint8_t kSpecial[] = {0x00, 0xfe, 0xff, 0x01, 0xfd};
+  return special ? kSpecial[rng() % 5] : static_cast<uint32_t>(107 + rng() % 40);
+}
+
+// A source value near y = x_hat * g (a quantization error of a few
+// percent), and for y = 0 a small value or zero (underflow, dead blocks).
+// With specials, NaN / Inf now and then; NaN only where y != 0, since
+// whether a NaN source element keeps a block of zero codes dead is
+// ambiguous in the docs (block_literal_test.cc, NonFiniteSourceNextToZero).
+inline float RandomSource(double y, bool specials, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  if (std::isnan(y)) return static_cast<float>(u(rng));
+  if (specials && rng() % 64 == 0) return y != 0.0 && rng() % 2 ? NAN : -INFINITY;
+  if (std::isinf(y)) return static_cast<float>(y);
+  if (y == 0.0) return rng() % 2 ? 0.0f : static_cast<float>(std::ldexp(u(rng), -20));
+  return static_cast<float>(y * (1.0 + 0.05 * u(rng)));
+}
+
+inline void FillRandom(TestBlockTensor* t, uint64_t seed, const FillOptions& o) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const BlockTensorRef ref = t->Ref();
+  const uint64_t br = cpu::BlockRowsOf(ref), bc = cpu::BlockColsOf(ref);
+  if (o.with_source) t->AddSource(o.source_dtype);
+  for (uint64_t bi = 0; bi < t->grid_rows(); ++bi) {
+    for (uint64_t bj = 0; bj < t->grid_cols(); ++bj) {
+      t->SetScaleBits(bi, bj, RandomScaleBits(t->format(), rng, o));
+      const bool zero = u(rng) < o.zero_block_rate;
+      for (uint64_t r = bi * br; r < (bi + 1) * br && r < ref.rows; ++r) {
+        for (uint64_t c = bj * bc; c < (bj + 1) * bc && c < ref.cols; ++c) {
+          t->SetCode(r, c, zero ? 0 : RandomCode(t->format(), rng, o));
         }
       }
     }
   }
+  if (!o.with_source) return;
+  const BlockTensorRef filled = t->Ref();
+  const double g = static_cast<double>(filled.global_scale);
+  for (uint64_t r = 0; r < ref.rows; ++r) {
+    for (uint64_t c = 0; c < ref.cols; ++c) {
+      const double y = cpu::BlockElementValue(filled, r, c) * g;
+      t->SetSource(r, c, RandomSource(y, o.specials, rng));
+    }
+  }
+}
+
+// Every field of two BlockStats equal, the doubles bit for bit.
+inline void ExpectSameBlock(const BlockStats& want, const BlockStats& got,
+                            const std::string& what = "") {
+  using S = BlockStats;
+  const std::pair<const char*, double S::*> sums[] = {{"sumsq", &S::sumsq},
+                                                      {"amax", &S::amax},
+                                                      {"error_sumsq", &S::error_sumsq},
+                                                      {"source_sumsq", &S::source_sumsq}};
+  for (const auto& [name, field] : sums) {
+    EXPECT_EQ(Bits(want.*field), Bits(got.*field))
+        << what << " " << name << " " << want.*field << " vs " << got.*field;
+  }
+  const std::pair<const char*, uint64_t S::*> counts[] = {
+      {"numel", &S::numel},
+      {"nonfinite", &S::nonfinite},
+      {"zero_codes", &S::zero_codes},
+      {"saturated", &S::saturated},
+      {"blocks", &S::blocks},
+      {"saturated_blocks", &S::saturated_blocks},
+      {"dead_blocks", &S::dead_blocks},
+      {"scale_clamps", &S::scale_clamps},
+      {"scaled_blocks", &S::scaled_blocks},
+      {"underflow", &S::underflow}};
+  for (const auto& [name, field] : counts)
+    EXPECT_EQ(want.*field, got.*field) << what << " " << name;
+  EXPECT_EQ(want.scale_log2_min, got.scale_log2_min) << what;
+  EXPECT_EQ(want.scale_log2_max, got.scale_log2_max) << what;
+  EXPECT_EQ(want.scale_log2_sum, got.scale_log2_sum) << what;
+  EXPECT_EQ(want.has_source, got.has_source) << what;
+}
+
+// ComputeBlockStats of the tensors, expected OK.
+inline BlockStats FastStats(const std::vector<BlockTensorRef>& refs) {
+  BlockStats out;
+  const Status s = cpu::ComputeBlockStats(refs.data(), refs.size(), &out);
+  EXPECT_TRUE(s.ok()) << s.ToString();
   return out;
 }
 
-inline void ExpectSameBlockStats(const BlockStats& a, const BlockStats& b,
-                                 const std::string& what) {
-  using B = BlockStats;
-  const std::pair<const char*, double B::*> sums[] = {{"sumsq", &B::sumsq},
-                                                      {"amax", &B::amax},
-                                                      {"error_sumsq", &B::error_sumsq},
-                                                      {"source_sumsq", &B::source_sumsq}};
-  for (const auto& [name, m] : sums) {
-    EXPECT_EQ(Bits(a.*m), Bits(b.*m)) << what << " " << name << ": " << a.*m << " vs " << b.*m;
+// The implementation and the reference agree bit for bit on `refs`.
+inline void ExpectMatchesReference(const std::vector<BlockTensorRef>& refs,
+                                   const std::string& what) {
+  for (const BlockTensorRef& r : refs) {
+    const Status s = cpu::CheckBlockTensor(r);
+    ASSERT_TRUE(s.ok()) << what << ": " << s.ToString();
   }
-  const std::pair<const char*, uint64_t B::*> counts[] = {
-      {"numel", &B::numel},
-      {"nonfinite", &B::nonfinite},
-      {"zero_codes", &B::zero_codes},
-      {"saturated", &B::saturated},
-      {"blocks", &B::blocks},
-      {"saturated_blocks", &B::saturated_blocks},
-      {"dead_blocks", &B::dead_blocks},
-      {"scale_clamps", &B::scale_clamps},
-      {"scaled_blocks", &B::scaled_blocks},
-      {"underflow", &B::underflow}};
-  for (const auto& [name, m] : counts) EXPECT_EQ(a.*m, b.*m) << what << " " << name;
-  EXPECT_EQ(a.scale_log2_min, b.scale_log2_min) << what;
-  EXPECT_EQ(a.scale_log2_max, b.scale_log2_max) << what;
-  EXPECT_EQ(a.scale_log2_sum, b.scale_log2_sum) << what;
-  EXPECT_EQ(a.has_source, b.has_source) << what;
+  ExpectSameBlock(cpu::BlockStatsNaive(refs.data(), refs.size()), FastStats(refs), what);
 }
 
 }  // namespace gnmr::testing

@@ -7,7 +7,7 @@
 
 #include "gnmr/block_stats.h"
 #include "tests/kernels/block_literal.h"
-#include "tests/kernels/block_test_util.h"
+#include "tests/kernels/gpu_block_cases.h"
 #include "tests/kernels/gpu_block_sim.h"
 
 namespace gnmr::testing {
@@ -101,7 +101,7 @@ TEST(GpuBlockMath, SimulatedWarpMatchesTheLiteralLoopForEveryCase) {
   for (bool sources : {false, true}) {
     for (const BlockCase& c : AllBlockCases(sources)) {
       const BlockTensorRef r = c.Ref();
-      ExpectSameBlockStats(SimBlockStats(&r, 1), literal::Compute(&r, 1), c.name);
+      ExpectSameBlock(SimBlockStats(&r, 1), literal::Compute(&r, 1), c.name);
     }
   }
 }
@@ -139,7 +139,7 @@ TEST(GpuBlockMath, TheCasesCoverEveryStatistic) {
   const BlockTensorRef r = clean.Ref();
   const BlockStats f = literal::Compute(&r, 1);
   EXPECT_TRUE(std::isfinite(f.sumsq) && f.sumsq > 0.0) << f.sumsq;
-  ExpectSameBlockStats(SimBlockStats(&r, 1), f, "finite mxfp4");
+  ExpectSameBlock(SimBlockStats(&r, 1), f, "finite mxfp4");
 }
 
 BlockStats Cpu(const BlockTensorRef* refs, size_t n) {
@@ -153,21 +153,30 @@ TEST(GpuBlockMath, SimulatedWarpMatchesTheCpuPathForEveryCase) {
   for (bool sources : {false, true}) {
     for (const BlockCase& c : AllBlockCases(sources)) {
       const BlockTensorRef r = c.Ref();
-      ExpectSameBlockStats(SimBlockStats(&r, 1), Cpu(&r, 1), c.name);
+      ExpectSameBlock(SimBlockStats(&r, 1), Cpu(&r, 1), c.name);
     }
   }
   std::vector<BlockCase> cases = AllBlockCases(true);
   std::vector<BlockTensorRef> refs;
   for (const BlockCase& c : cases) refs.push_back(c.Ref());
-  ExpectSameBlockStats(SimBlockStats(refs.data(), refs.size()), Cpu(refs.data(), refs.size()),
+  ExpectSameBlock(SimBlockStats(refs.data(), refs.size()), Cpu(refs.data(), refs.size()),
                        "every case in one unit");
   // An empty tensor with a source adds nothing, not even has_source.
   const BlockCase empty =
       MakeBlockCase(BF::kNvfp4, BlockLayout::kRowwise, ScaleLayout::kCompact, 0, 64, 1, 99);
   ASSERT_TRUE(cases[3].source.empty());
   const BlockTensorRef pair[] = {cases[3].Ref(), empty.Ref()};
-  ExpectSameBlockStats(SimBlockStats(pair, 2), Cpu(pair, 2), "with an empty sourced tensor");
+  ExpectSameBlock(SimBlockStats(pair, 2), Cpu(pair, 2), "with an empty sourced tensor");
   EXPECT_FALSE(SimBlockStats(pair, 2).has_source);
+}
+
+TEST(GpuBlockMath, SimulatedWarpMatchesTheCpuReference) {
+  // kernels/cpu/block_reference.h: written from the documents alone.
+  std::vector<BlockCase> cases = AllBlockCases(true);
+  for (const BlockCase& c : cases) {
+    const BlockTensorRef r = c.Ref();
+    ExpectSameBlock(cpu::BlockStatsNaive(&r, 1), SimBlockStats(&r, 1), c.name);
+  }
 }
 
 TEST(GpuBlockMath, SimulatedWarpMatchesTheLiteralLoopForMixedUnits) {
@@ -177,7 +186,7 @@ TEST(GpuBlockMath, SimulatedWarpMatchesTheLiteralLoopForMixedUnits) {
   refs.push_back(MakeBlockCase(BF::kNvfp4, BlockLayout::kRowwise, ScaleLayout::kCompact, 0, 64, 1,
                                99)
                      .Ref());  // empty, with a source
-  ExpectSameBlockStats(SimBlockStats(refs.data(), refs.size()),
+  ExpectSameBlock(SimBlockStats(refs.data(), refs.size()),
                        literal::Compute(refs.data(), refs.size()), "mixed unit");
 }
 
@@ -188,7 +197,7 @@ TEST(GpuBlockMath, SeveralItemsAndATailItem) {
     for (BlockLayout l : {BlockLayout::kRowwise, BlockLayout::kColumnwise}) {
       const BlockCase c = MakeBlockCase(f, l, ScaleLayout::kSwizzled, 200, 300, 2, 7);
       const BlockTensorRef r = c.Ref();
-      ExpectSameBlockStats(SimBlockStats(&r, 1), literal::Compute(&r, 1), c.name);
+      ExpectSameBlock(SimBlockStats(&r, 1), literal::Compute(&r, 1), c.name);
     }
   }
 }

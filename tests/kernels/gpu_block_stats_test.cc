@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "gnmr/block_stats.h"
-#include "tests/kernels/block_test_util.h"
+#include "tests/kernels/gpu_block_cases.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace gnmr::testing {
@@ -97,7 +97,7 @@ TEST(GpuBlockStats, MatchesTheCpuPathForEveryCaseOnAndOffTheVectorBoundary) {
         const std::string what = c.name + " offset " + std::to_string(offset);
         DevBlock t(std::move(c), offset);
         t.Upload();
-        ExpectSameBlockStats(OnGpu(g->get(), {&t}), OnCpu({&t}), what);
+        ExpectSameBlock(OnGpu(g->get(), {&t}), OnCpu({&t}), what);
       }
     }
   }
@@ -119,8 +119,8 @@ TEST(GpuBlockStats, MatchesTheCpuPathForAMixedUnit) {
     t->Upload();
     ptrs.push_back(t.get());
   }
-  ExpectSameBlockStats(OnGpu(g->get(), ptrs), OnCpu(ptrs), "mixed unit");
-  ExpectSameBlockStats(OnGpu(g->get(), ptrs), OnCpu(ptrs), "mixed unit, again");
+  ExpectSameBlock(OnGpu(g->get(), ptrs), OnCpu(ptrs), "mixed unit");
+  ExpectSameBlock(OnGpu(g->get(), ptrs), OnCpu(ptrs), "mixed unit, again");
 }
 
 TEST(GpuBlockStats, MatchesTheCpuPathAcrossSegments) {
@@ -132,7 +132,7 @@ TEST(GpuBlockStats, MatchesTheCpuPathAcrossSegments) {
     DevBlock t(MakeBlockCase(f, BlockLayout::kRowwise, ScaleLayout::kCompact, 4099, 4104, 2, 11),
                0);
     t.Upload();
-    ExpectSameBlockStats(OnGpu(g->get(), {&t}), OnCpu({&t}), "two segments");
+    ExpectSameBlock(OnGpu(g->get(), {&t}), OnCpu({&t}), "two segments");
   }
 }
 
@@ -152,7 +152,7 @@ TEST(GpuBlockStats, OneRequestAtATimeAndPollWithoutWaiting) {
   EXPECT_EQ((*g)->Enqueue(&r, 1, nullptr).code(), StatusCode::kFailedPrecondition);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ASSERT_TRUE((*g)->Poll(&s));
-  ExpectSameBlockStats(s, OnCpu({&t}), "polled");
+  ExpectSameBlock(s, OnCpu({&t}), "polled");
   EXPECT_FALSE((*g)->Poll(&s));
   ASSERT_TRUE((*g)->Enqueue(nullptr, 0, nullptr).ok());  // an empty unit
   ASSERT_TRUE((*g)->Wait(&s).ok());
