@@ -58,9 +58,10 @@ struct BlockDesc {
   uint64_t rows, cols, numel;
   uint64_t grid_rows, grid_cols;   // the block grid
   uint64_t scale_cols;             // compact: row stride; swizzled: Cpad
-  uint64_t n_items, first_item;    // item partials: [first_item, + n_items)
-  uint64_t n_segs, first_seg;      // segment sums (4096 items each)
-  uint64_t n_blocks, first_block;  // flag slots
+  uint64_t n_items, first_item;    // item sums (source sums): [first_item, + n_items)
+  uint64_t n_segs, first_seg;      // their segments (4096 items each)
+  uint64_t n_blocks, first_block;  // flag slots and block partials (sumsq)
+  uint64_t n_bsegs, first_bseg;    // segments of block partials (4096 each)
   double global_scale;             // 1 unless NVFP4
   uint32_t format, layout, scale_layout, source_dtype;
   uint32_t log2_block_rows, log2_block_cols;
@@ -324,7 +325,7 @@ GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRo
       const Packed pk = PackedCodes<F>(w);
       if (!pk.nonfinite && IsFinite(scale)) {
         flags |= Run8<F, kSource>(
-            w, pk, scale, d.global_scale, [&](uint32_t k) { return load_source(first + e0 + k); },
+            w, pk, scale, d.global_scale, [&](uint32_t j) { return load_source(first + e0 + j); },
             d.source_dtype, l, c);
       } else {
         GNMR_UNROLL

@@ -61,6 +61,7 @@ BlockDesc MakeDesc(const BlockTensorRef& t) {
   d.n_items = CeilDiv(d.numel, kItemElems);
   d.n_segs = CeilDiv(d.n_items, kSegItems);
   d.n_blocks = d.grid_rows * d.grid_cols;
+  d.n_bsegs = CeilDiv(d.n_blocks, kSegItems);
   d.global_scale = static_cast<double>(t.global_scale);
   d.format = static_cast<uint32_t>(t.format);
   d.layout = static_cast<uint32_t>(t.layout);
@@ -108,25 +109,34 @@ Status BuildPlan(const BlockTensorRef* tensors, size_t count, int device, const 
     d.first_item = p.items;
     d.first_seg = p.segs;
     d.first_block = p.blocks;
+    d.first_bseg = p.bsegs;
     p.items += d.n_items;
     p.segs += d.n_segs;
     p.blocks += d.n_blocks;
+    p.bsegs += d.n_bsegs;
+    p.max_bsegs = d.n_bsegs > p.max_bsegs ? d.n_bsegs : p.max_bsegs;
     p.max_items = d.n_items > p.max_items ? d.n_items : p.max_items;
     p.max_segs = d.n_segs > p.max_segs ? d.n_segs : p.max_segs;
     p.max_blocks = d.n_blocks > p.max_blocks ? d.n_blocks : p.max_blocks;
     p.descs.push_back(d);
   }
-  // Launch groups: one item kernel per (format, with source) present.
+  // Launch groups: per format, the block kernel over its non-empty tensors,
+  // then the item kernel over those with a source.
   for (uint32_t f = 1; f <= 5; ++f) {
-    for (int with_source = 0; with_source < 2; ++with_source) {
-      Group g{static_cast<BlockFormat>(f), with_source == 1, static_cast<uint32_t>(p.order.size()),
-              0, 0};
+    for (int source_only = 0; source_only < 2; ++source_only) {
+      Group g{static_cast<BlockFormat>(f),
+              source_only == 1,
+              static_cast<uint32_t>(p.order.size()),
+              0,
+              0,
+              0};
       for (uint32_t i = 0; i < p.descs.size(); ++i) {
         const BlockDesc& d = p.descs[i];
-        if (d.format != f || (d.source != nullptr) != g.source || d.n_items == 0) continue;
+        if (d.format != f || d.numel == 0 || (g.source && d.source == nullptr)) continue;
         p.order.push_back(i);
         ++g.count;
         g.max_items = d.n_items > g.max_items ? d.n_items : g.max_items;
+        g.max_blocks = d.n_blocks > g.max_blocks ? d.n_blocks : g.max_blocks;
       }
       if (g.count > 0) p.groups.push_back(g);
     }

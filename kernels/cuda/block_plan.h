@@ -38,8 +38,8 @@ struct Plan {
   std::vector<BlockDesc> descs;
   std::vector<uint32_t> order;  // tensor indices, grouped (Group)
   std::vector<Group> groups;
-  uint64_t items = 0, segs = 0, blocks = 0;
-  uint64_t max_items = 0, max_segs = 0, max_blocks = 0;
+  uint64_t items = 0, segs = 0, blocks = 0, bsegs = 0;
+  uint64_t max_items = 0, max_segs = 0, max_blocks = 0, max_bsegs = 0;
 };
 
 // Translates a host pointer of `bytes` (aligned to `align`) into the

@@ -1,27 +1,33 @@
 // Block-scaled statistics kernels (docs/statistics.md, "Block-scaled
-// formats"), bit-identical to gnmr::cpu::ComputeBlockStats. Four launches
-// on the caller's stream, each a grid of (x: persistent, y: tensor):
-// 1. ItemKernel<F, kSource>, once per (format, has source) group: one warp
-//    per 4096-element item (block_item_math.h has the layout), writes the
-//    item's three canonical sums, adds its counts to the tensor's Counters
-//    (atomics: integers, order-free) and ORs block flags.
-// 2. BlockKernel: one thread per block: flags + scale -> saturated / dead /
-//    clamped blocks and the log2 figures (atomics, after a warp reduction).
-// 3. SegKernel: aligned 4096-item subtrees of each tensor's item tree.
+// formats"), bit-identical to gnmr::cpu::ComputeBlockStats. Launches on
+// the caller's stream, each a grid of (x: persistent, y: tensor):
+// 1. ItemKernel<F>, per format, over the tensors with a source: one warp
+//    per 4096-element item in storage order (block_item_math.h has the
+//    layout), the error and source sums of the item (canonical order step
+//    6), underflow, and the blocks' non-zero-source flags (atomicOr).
+// 2. BlockKernel<F>, per format: one thread per block walks it in storage
+//    order (block_walk.h): its sumsq partial P = Q * s^2 (steps 2-3), code
+//    counts, amax, and the block figures (saturated, dead, clamped, log2).
+//    Integers go to the tensor's Counters with atomics (order-free).
+// 3. SegKernel<kBlocks>: aligned 4096-entry subtrees of each tensor's
+//    item tree (stats_order.h step 5), over the block partials (sumsq) and
+//    over the item sums (source sums).
 // 4. FinalKernel: one thread folds segments per tensor (ItemTree), applies
-//    NVFP4's global scale (stats_order.h step 5a) and adds the tensors in
-//    order (step 6) into one BlockStats.
+//    NVFP4's global scale (step 5) and adds the tensors in order.
 //
-// Loads. Codes: a warp reads one item row, 256 (fp8) or 128 (E2M1)
-// consecutive bytes, one 8- or 4-byte load per thread where the row's
-// address is aligned to it (byte loads otherwise and in a partial row),
-// streaming (__ldcs: read once). Sources: one element per load, a thread's
-// 8 consecutive elements, the warp's loads covering 256 consecutive
-// elements (coalesced through L1). Scales: read-only cache (__ldg), only
-// when the block changes. No logging, no library headers besides CUDA's.
+// Loads. Block kernel: a thread reads its block's codes in storage order,
+// one byte a load through the read-only cache; for 32x1 columnwise blocks
+// the threads of a warp read 32 consecutive columns (coalesced), for 1xB
+// row-wise blocks a warp's first load spans 32 blocks of B bytes and the
+// next ones hit L1. Item kernel (sources): a warp reads one item row of
+// codes, 256 (fp8) or 128 (E2M1) consecutive bytes, one 8- or 4-byte load
+// per thread where aligned (byte loads otherwise), sources one element per
+// load, the warp's loads covering 256 consecutive elements. Scales:
+// read-only cache. No logging, no library headers besides CUDA's.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/block_stats_kernels.h"
+#include "kernels/cuda/block_walk.h"
 #include "kernels/cuda/tree_reduce.h"
 
 namespace gnmr::cuda::blk {
@@ -29,15 +35,6 @@ namespace {
 
 constexpr uint32_t kFull = 0xffffffffu;
 constexpr uint32_t kThreads = 256, kWarpsPerBlock = kThreads / kWarp;
-
-__device__ __forceinline__ uint64_t WarpMax64(uint64_t v) {
-#pragma unroll
-  for (uint32_t d = 16; d > 0; d >>= 1) {
-    const uint64_t o = __shfl_xor_sync(kFull, v, d);
-    v = o > v ? o : v;
-  }
-  return v;
-}
 
 // The thread's 8 codes of item row `row`, packed (block_item_math.h).
 template <BlockFormat F>
@@ -88,16 +85,16 @@ __device__ __forceinline__ void AddCount(unsigned long long* c, uint32_t v) {
   if (v != 0u) atomicAdd(c, static_cast<unsigned long long>(v));
 }
 
-// Resident blocks per SM the registers are held to: 4 (64 registers, no
-// spill) without a source; 2 with one (three sums of 8 lanes: 124-126
-// registers, no spill; unheld ptxas took 156 registers, 1 block).
-// docs/perf.md, "GPU".
-template <bool kSource>
-constexpr int kMinItemBlocks = kSource ? 2 : 4;
+// The item kernel (tensors with a source) is held to 2 resident blocks per
+// SM: three sums of 8 lanes, ~126 registers without a spill; unheld ptxas
+// took 156 registers (1 block). docs/perf.md, "GPU".
+constexpr int kMinItemBlocks = 2;
 
-// Steps 1-4 of every item of one tensor per block row y of the grid.
-template <BlockFormat F, bool kSource>
-__global__ void __launch_bounds__(kThreads, kMinItemBlocks<kSource>)
+// The source sums of every item of one tensor per grid row y. ThreadItem
+// also forms the sumsq lanes and code counts; unused here (the block
+// kernel owns them), the compiler drops them.
+template <BlockFormat F>
+__global__ void __launch_bounds__(kThreads, kMinItemBlocks)
     ItemKernel(Launch l, uint32_t group_first) {
   const uint32_t tensor = l.order[group_first + blockIdx.y];
   const BlockDesc d = l.descs[tensor];
@@ -106,70 +103,56 @@ __global__ void __launch_bounds__(kThreads, kMinItemBlocks<kSource>)
   const uint64_t n_warps = static_cast<uint64_t>(gridDim.x) * kWarpsPerBlock;
   for (uint64_t k = warp; k < d.n_items; k += n_warps) {
     const uint64_t first = k * kItemElems;
-    Lanes<kSource> lanes;
+    Lanes<true> lanes;
     Counts c;
-    ThreadItem<F, kSource>(
+    ThreadItem<F, true>(
         d, k, t, [&](uint32_t row) { return LoadRow<F>(d, first, row, t); },
         [&](uint64_t index) { return LoadScale<F>(d, index); },
         [&](uint64_t e) { return LoadSource(d, e); },
-        [&](uint64_t block, uint32_t f) { OrFlags(l.flags, d.first_block + block, f); }, &lanes,
-        &c);
-    Sums s{WarpLaneTree<kSlots>(lanes.sq), 0.0, 0.0};
-    if constexpr (kSource) {
-      s.err = WarpLaneTree<kSlots>(lanes.err);
-      s.src = WarpLaneTree<kSlots>(lanes.src);
-    }
-    const uint64_t amax = WarpMax64(c.amax_bits);
-    const uint32_t nonfinite = __reduce_add_sync(kFull, c.nonfinite);
-    const uint32_t nans = __reduce_add_sync(kFull, c.nans);
-    const uint32_t zeros = __reduce_add_sync(kFull, c.zero_codes);
-    const uint32_t saturated = __reduce_add_sync(kFull, c.saturated);
-    const uint32_t underflow = kSource ? __reduce_add_sync(kFull, c.underflow) : 0u;
+        [&](uint64_t block, uint32_t f) {
+          if ((f & kFlagSourceNonzero) != 0u) OrFlags(l.flags, d.first_block + block, f);
+        },
+        &lanes, &c);
+    const Sums s{0.0, WarpLaneTree<kSlots>(lanes.err), WarpLaneTree<kSlots>(lanes.src)};
+    const uint32_t underflow = __reduce_add_sync(kFull, c.underflow);
     if (t == 0) {
       l.item_sums[d.first_item + k] = s;
-      Counters* o = l.counters + tensor;
-      AddCount(&o->nonfinite, nonfinite);
-      AddCount(&o->nans, nans);
-      AddCount(&o->zero_codes, zeros);
-      AddCount(&o->saturated, saturated);
-      AddCount(&o->underflow, underflow);
-      if (amax != 0u) atomicMax(&o->amax_bits, static_cast<unsigned long long>(amax));
+      AddCount(&l.counters[tensor].underflow, underflow);
     }
   }
 }
 
+// Steps 2-3 and the block figures: one thread per block of tensor
+// order[group_first + y], blocks in grid order.
 template <BlockFormat F>
-__device__ __forceinline__ BlockCounts Figures(const BlockDesc& d, uint32_t flags, uint64_t b) {
-  const uint64_t bi = b / d.grid_cols, bj = b % d.grid_cols;
-  return BlockFigures<F>(flags, LoadScale<F>(d, ScaleIndex(d, bi, bj)), d.source != nullptr);
-}
-
-// Per-block figures: one thread per block of tensor blockIdx.y.
-__global__ void __launch_bounds__(kThreads) BlockKernel(Launch l) {
-  const BlockDesc d = l.descs[blockIdx.y];
-  unsigned long long sat = 0, dead = 0, clamps = 0, scaled = 0;
+__global__ void __launch_bounds__(kThreads) BlockKernel(Launch l, uint32_t group_first) {
+  const uint32_t tensor = l.order[group_first + blockIdx.y];
+  const BlockDesc d = l.descs[tensor];
+  const bool has_source = d.source != nullptr;
+  unsigned long long zeros = 0, sat = 0, nonfinite = 0, nans = 0, amax = 0;
+  unsigned long long sat_blocks = 0, dead = 0, clamps = 0, scaled = 0;
   uint32_t max_enc = 0, min_enc = 0;
   long long log2_sum = 0;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * kThreads;
   for (uint64_t b = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x; b < d.n_blocks;
        b += stride) {
+    const uint64_t bi = b / d.grid_cols, bj = b % d.grid_cols;
+    const uint32_t bits = LoadScale<F>(d, ScaleIndex(d, bi, bj));
+    const BlockWalk w = WalkBlock<F>(d, b, DecodeScale<F>(bits), [&](uint64_t i) {
+      if constexpr (Code<F>::kE2M1)
+        return (static_cast<uint32_t>(__ldg(d.data + i / 2)) >> (4 * (i % 2))) & 0xfu;
+      return static_cast<uint32_t>(__ldg(d.data + i));
+    });
+    l.block_partials[d.first_block + b] = w.partial;
     const uint64_t slot = d.first_block + b;
-    const uint32_t f = (l.flags[slot / 8] >> (4 * (slot % 8))) & 0xfu;
-    BlockCounts k;
-    switch (static_cast<BlockFormat>(d.format)) {
-      case BlockFormat::kMxfp8E4M3:
-      case BlockFormat::kMxfp8E5M2:
-      case BlockFormat::kMxfp4:
-        k = Figures<BlockFormat::kMxfp4>(d, f, b);  // E8M0 scales alike
-        break;
-      case BlockFormat::kNvfp4:
-        k = Figures<BlockFormat::kNvfp4>(d, f, b);
-        break;
-      default:
-        k = Figures<BlockFormat::kFp8Block>(d, f, b);
-        break;
-    }
-    sat += k.saturated_blocks;
+    const uint32_t source_flag = has_source ? (l.flags[slot / 8] >> (4 * (slot % 8))) & 0xfu : 0u;
+    const BlockCounts k = BlockFigures<F>(w.flags | source_flag, bits, has_source);
+    zeros += w.zeros;
+    sat += w.saturated;
+    nonfinite += w.nonfinite;
+    nans += w.nans;
+    amax = w.amax_bits > amax ? w.amax_bits : amax;
+    sat_blocks += k.saturated_blocks;
     dead += k.dead_blocks;
     clamps += k.scale_clamps;
     if (k.scaled_blocks != 0u) {
@@ -179,20 +162,26 @@ __global__ void __launch_bounds__(kThreads) BlockKernel(Launch l) {
       min_enc = max(min_enc, static_cast<uint32_t>(kLog2Bias - k.log2));
     }
   }
-  // One atomic per thread and figure, only where non-zero (the counts of
-  // one thread are 64-bit: a tensor may have 2^44 blocks).
-  Counters* o = l.counters + blockIdx.y;
-  if (sat != 0) atomicAdd(&o->saturated_blocks, sat);
-  if (dead != 0) atomicAdd(&o->dead_blocks, dead);
-  if (clamps != 0) atomicAdd(&o->scale_clamps, clamps);
-  if (scaled != 0) atomicAdd(&o->scaled_blocks, scaled);
+  // One atomic per thread and figure, only where non-zero (64-bit per
+  // thread: a tensor may have 2^44 blocks).
+  Counters* o = l.counters + tensor;
+  const unsigned long long* mine[] = {&zeros,      &sat,  &nonfinite, &nans,
+                                      &sat_blocks, &dead, &clamps,    &scaled};
+  unsigned long long* theirs[] = {&o->zero_codes,   &o->saturated,        &o->nonfinite,
+                                  &o->nans,         &o->saturated_blocks, &o->dead_blocks,
+                                  &o->scale_clamps, &o->scaled_blocks};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if (*mine[i] != 0) atomicAdd(theirs[i], *mine[i]);
+  }
+  if (amax != 0) atomicMax(&o->amax_bits, amax);
   if (log2_sum != 0) atomicAdd(&o->log2_sum, static_cast<unsigned long long>(log2_sum));
   if (max_enc != 0u) atomicMax(&o->log2_max_enc, max_enc);
   if (min_enc != 0u) atomicMax(&o->log2_min_enc, min_enc);
 }
 
 // 16 consecutive values as an exact pairwise subtree ((v0 + v1) + (v2 +
-// v3)) + ...; missing items are the +0.0 padding.
+// v3)) + ...; missing entries are the +0.0 padding.
 __device__ __forceinline__ double Pairwise16(double (&v)[16]) {
 #pragma unroll
   for (uint32_t s = 1; s < 16; s <<= 1) {
@@ -202,30 +191,42 @@ __device__ __forceinline__ double Pairwise16(double (&v)[16]) {
   return v[0];
 }
 
-// Step 5 per segment: thread j folds items [16j, 16j + 16), PairTree the rest.
+// Step 5 per segment of 4096 entries: thread j folds entries [16j, 16j +
+// 16), PairTree the rest. kBlocks: the block partials of every tensor
+// (sumsq); else the item sums of the tensors with a source.
+template <bool kBlocks>
 __global__ void __launch_bounds__(kPairTreeThreads) SegKernel(Launch l) {
   __shared__ double sh[kPairTreeThreads];
   constexpr uint32_t kPer = kSegItems / kPairTreeThreads;
   const BlockDesc d = l.descs[blockIdx.y];
-  for (uint64_t s = blockIdx.x; s < d.n_segs; s += gridDim.x) {
-    double sq[kPer], err[kPer], src[kPer];
+  const uint64_t n = kBlocks ? d.n_blocks : (d.source != nullptr ? d.n_items : 0);
+  const uint64_t n_segs = kBlocks ? d.n_bsegs : (d.source != nullptr ? d.n_segs : 0);
+  for (uint64_t s = blockIdx.x; s < n_segs; s += gridDim.x) {
+    double a[kPer], b[kPer];
 #pragma unroll
     for (uint32_t i = 0; i < kPer; ++i) {
-      const uint64_t item = s * kSegItems + threadIdx.x * kPer + i;
-      const Sums v = item < d.n_items ? l.item_sums[d.first_item + item] : Sums{0.0, 0.0, 0.0};
-      sq[i] = v.sq;
-      err[i] = v.err;
-      src[i] = v.src;
+      const uint64_t e = s * kSegItems + threadIdx.x * kPer + i;
+      a[i] = b[i] = 0.0;
+      if (e < n && kBlocks) a[i] = l.block_partials[d.first_block + e];
+      if (e < n && !kBlocks) {
+        const Sums v = l.item_sums[d.first_item + e];
+        a[i] = v.err;
+        b[i] = v.src;
+      }
     }
-    Sums out;
-    out.sq = PairTree(sh, Pairwise16(sq));
-    out.err = PairTree(sh, Pairwise16(err));
-    out.src = PairTree(sh, Pairwise16(src));
-    if (threadIdx.x == 0) l.seg_sums[d.first_seg + s] = out;
+    const double x = PairTree(sh, Pairwise16(a));
+    const double y = kBlocks ? 0.0 : PairTree(sh, Pairwise16(b));
+    if (threadIdx.x == 0) {
+      if (kBlocks) {
+        l.bseg_sums[d.first_bseg + s] = x;
+      } else {
+        l.seg_sums[d.first_seg + s] = Sums{0.0, x, y};
+      }
+    }
   }
 }
 
-// Steps 5 (over segments), 5a and 6, one thread.
+// Steps 4-5 over segments and tensors, one thread.
 __global__ void FinalKernel(Launch l) {
   BlockStats out{};
   uint64_t nans = 0;
@@ -235,17 +236,17 @@ __global__ void FinalKernel(Launch l) {
     if (d.numel == 0) continue;  // adds +0.0 and no blocks (nor has_source), as on the CPU
     const Counters c = l.counters[k];
     Tree sq, err, src;
-    for (uint64_t s = 0; s < d.n_segs; ++s) {
-      const Sums v = l.seg_sums[d.first_seg + s];
-      sq.Push(v.sq);
-      err.Push(v.err);
-      src.Push(v.src);
-    }
+    for (uint64_t s = 0; s < d.n_bsegs; ++s) sq.Push(l.bseg_sums[d.first_bseg + s]);
     const double g = fabs(d.global_scale);
     out.sumsq = __dadd_rn(out.sumsq, __dmul_rn(sq.Finish(), __dmul_rn(g, g)));
     const double amax = __dmul_rn(__longlong_as_double(static_cast<long long>(c.amax_bits)), g);
     out.amax = amax > out.amax ? amax : out.amax;
     if (d.source != nullptr) {
+      for (uint64_t s = 0; s < d.n_segs; ++s) {
+        const Sums v = l.seg_sums[d.first_seg + s];
+        err.Push(v.err);
+        src.Push(v.src);
+      }
       out.has_source = true;
       out.error_sumsq = __dadd_rn(out.error_sumsq, err.Finish());
       out.source_sumsq = __dadd_rn(out.source_sumsq, src.Finish());
@@ -283,19 +284,20 @@ uint32_t Grid(uint64_t wanted, uint32_t cap) {
   return static_cast<uint32_t>(wanted < cap ? wanted : cap);
 }
 
-template <BlockFormat F, bool kSource>
-cudaError_t LaunchItems(const Launch& l, const Group& g, cudaStream_t st) {
+// One group: the item kernel (source) or the block kernel of format F.
+template <BlockFormat F>
+cudaError_t LaunchFormat(const Launch& l, const Group& g, cudaStream_t st) {
   Launch copy = l;
   uint32_t first = g.first;
   void* args[] = {&copy, &first};
-  const dim3 grid(Grid((g.max_items + kWarpsPerBlock - 1) / kWarpsPerBlock, l.max_grid), g.count);
-  return cudaLaunchKernel(reinterpret_cast<const void*>(&ItemKernel<F, kSource>), grid,
-                          dim3(kThreads), args, 0, st);
-}
-
-template <BlockFormat F>
-cudaError_t LaunchFormat(const Launch& l, const Group& g, cudaStream_t st) {
-  return g.source ? LaunchItems<F, true>(l, g, st) : LaunchItems<F, false>(l, g, st);
+  if (g.source) {
+    const dim3 grid(Grid((g.max_items + kWarpsPerBlock - 1) / kWarpsPerBlock, l.max_grid), g.count);
+    return cudaLaunchKernel(reinterpret_cast<const void*>(&ItemKernel<F>), grid, dim3(kThreads),
+                            args, 0, st);
+  }
+  const dim3 grid(Grid((g.max_blocks + kThreads - 1) / kThreads, l.max_grid), g.count);
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&BlockKernel<F>), grid, dim3(kThreads),
+                          args, 0, st);
 }
 
 cudaError_t LaunchGroup(const Launch& l, const Group& g, cudaStream_t st) {
@@ -325,15 +327,19 @@ int LaunchBlockStats(const Launch& l, void* stream) {
   Launch copy = l;
   void* args[] = {&copy};
   cudaError_t e = cudaSuccess;
-  for (uint32_t i = 0; i < l.n_groups && e == cudaSuccess; ++i) e = LaunchGroup(l, l.groups[i], st);
-  if (e == cudaSuccess && l.n_tensors > 0) {
-    e = cudaLaunchKernel(
-        reinterpret_cast<const void*>(&BlockKernel),
-        dim3(Grid((l.max_blocks + kThreads - 1) / kThreads, l.max_grid), l.n_tensors),
-        dim3(kThreads), args, 0, st);
+  // Item kernels first: the block kernels read their source flags.
+  for (int pass = 1; pass >= 0; --pass) {
+    for (uint32_t i = 0; i < l.n_groups && e == cudaSuccess; ++i) {
+      if (l.groups[i].source == (pass == 1)) e = LaunchGroup(l, l.groups[i], st);
+    }
   }
   if (e == cudaSuccess && l.n_tensors > 0) {
-    e = cudaLaunchKernel(reinterpret_cast<const void*>(&SegKernel),
+    e = cudaLaunchKernel(reinterpret_cast<const void*>(&SegKernel<true>),
+                         dim3(Grid(l.max_bsegs, l.max_grid), l.n_tensors), dim3(kPairTreeThreads),
+                         args, 0, st);
+  }
+  if (e == cudaSuccess && l.n_tensors > 0 && l.max_segs > 0) {
+    e = cudaLaunchKernel(reinterpret_cast<const void*>(&SegKernel<false>),
                          dim3(Grid(l.max_segs, l.max_grid), l.n_tensors), dim3(kPairTreeThreads),
                          args, 0, st);
   }

@@ -31,26 +31,31 @@ struct Counters {
   unsigned int log2_max_enc, log2_min_enc;
 };
 
-// The item kernels run per (format, source or not): `order` lists the
-// tensor indices of each group contiguously.
+// Launch groups over `order` (tensor indices, contiguous per group): the
+// block kernel runs once per format (`source` false: every non-empty
+// tensor of it), the item kernel once per format for the tensors with a
+// source (`source` true).
 struct Group {
   BlockFormat format;
   bool source;
   uint32_t first, count;  // into `order`
   uint64_t max_items;     // of its tensors
+  uint64_t max_blocks;
 };
 
 struct Launch {
   const BlockDesc* descs;  // device, n_tensors
   const uint32_t* order;   // device, grouped tensor indices
-  Sums* item_sums;         // device, total items
+  Sums* item_sums;         // device, total items (err, src; tensors with a source)
   Sums* seg_sums;          // device, total segments
+  double* block_partials;  // device, total blocks: P of each block, grid order
+  double* bseg_sums;       // device, total block segments
   uint32_t* flags;         // device, ceil(total blocks / 8) words, zeroed
   Counters* counters;      // device, n_tensors, zeroed
   BlockStats* out;         // device, one result
   uint32_t n_tensors;
-  uint64_t max_segs, max_blocks;  // over the tensors
-  const Group* groups;            // host
+  uint64_t max_segs, max_bsegs;  // over the tensors
+  const Group* groups;           // host
   uint32_t n_groups;
   uint32_t max_grid;  // blocks per launch dimension x (persistent grid)
 };
@@ -59,7 +64,7 @@ struct Launch {
 // the cudaError_t as int (cudaErrorNoKernelImageForDevice: not built for it).
 int CheckBlockKernelImage();
 
-// Enqueues the item, block, segment and final kernels on `stream`; the
+// Enqueues the item (tensors with a source), block, segment and final kernels on `stream`; the
 // cudaError_t of the first failed launch as int (0: success).
 int LaunchBlockStats(const Launch& l, void* stream);
 

@@ -32,7 +32,7 @@ struct GpuBlockStats::Impl {
   std::mutex mu;
   cuda::PinnedBuf staging;  // descs then order
   cuda::PinnedBuf result;   // one BlockStats
-  cuda::DevBuf descs, item_sums, seg_sums, flags, counters, out;
+  cuda::DevBuf descs, item_sums, seg_sums, block_partials, bseg_sums, flags, counters, out;
 
   ~Impl() {
     DeviceGuard guard(device);
@@ -105,6 +105,8 @@ Status GpuBlockStats::Enqueue(const BlockTensorRef* tensors, size_t count, void*
       !(s = m.descs.Reserve(desc_bytes + order_bytes + 8)).ok() ||
       !(s = m.item_sums.Reserve(plan.items * sizeof(cuda::blk::Sums) + 8)).ok() ||
       !(s = m.seg_sums.Reserve(plan.segs * sizeof(cuda::blk::Sums) + 8)).ok() ||
+      !(s = m.block_partials.Reserve(plan.blocks * sizeof(double) + 8)).ok() ||
+      !(s = m.bseg_sums.Reserve(plan.bsegs * sizeof(double) + 8)).ok() ||
       !(s = m.flags.Reserve(flag_bytes + 8)).ok() ||
       !(s = m.counters.Reserve(counter_bytes + 8)).ok()) {
     return s;
@@ -127,12 +129,14 @@ Status GpuBlockStats::Enqueue(const BlockTensorRef* tensors, size_t count, void*
   l.order = reinterpret_cast<const uint32_t*>(dev_descs + desc_bytes);
   l.item_sums = static_cast<cuda::blk::Sums*>(m.item_sums.p);
   l.seg_sums = static_cast<cuda::blk::Sums*>(m.seg_sums.p);
+  l.block_partials = static_cast<double*>(m.block_partials.p);
+  l.bseg_sums = static_cast<double*>(m.bseg_sums.p);
   l.flags = static_cast<uint32_t*>(m.flags.p);
   l.counters = static_cast<cuda::blk::Counters*>(m.counters.p);
   l.out = static_cast<BlockStats*>(m.out.p);
   l.n_tensors = static_cast<uint32_t>(n);
   l.max_segs = plan.max_segs;
-  l.max_blocks = plan.max_blocks;
+  l.max_bsegs = plan.max_bsegs;
   l.groups = plan.groups.data();
   l.n_groups = static_cast<uint32_t>(plan.groups.size());
   l.max_grid = m.max_grid;

@@ -1,9 +1,11 @@
 // The block-scaled kernels (block_stats_kernels.cu) simulated on the CPU:
-// the plan the host builds (block_plan.h), the item math of every thread of
-// a simulated warp (block_item_math.h, __host__ __device__), the lane tree
-// as gpu_item_sim.h shuffles it, the flags ORed per block, the block
-// figures, and steps 5-6 with stats_order.h's ItemTree (the segment
-// decomposition is checked by StatsOrder.GpuSegmentDecompositionMatches).
+// the plan the host builds (block_plan.h); for tensors with a source the
+// item math of every thread of a simulated warp (block_item_math.h,
+// __host__ __device__) with the lane tree as gpu_item_sim.h shuffles it
+// and the source flags ORed per block; every block walked as the block
+// kernel walks it (block_walk.h); the item trees with stats_order.h's
+// ItemTree (the segment decomposition is checked by
+// StatsOrder.GpuSegmentDecompositionMatches).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/block_plan.h"
+#include "kernels/cuda/block_walk.h"
 #include "kernels/stats_order.h"
 #include "tests/kernels/gpu_item_sim.h"
 
@@ -73,19 +76,52 @@ SimItemOut SimBlockItem(const blk::BlockDesc& d, uint64_t k, std::vector<uint8_t
   return o;
 }
 
+// Block b as the block kernel computes it: its walk and its figures.
 template <BlockFormat F>
-SimItemOut SimItemOf(const blk::BlockDesc& d, uint64_t k, std::vector<uint8_t>* flags) {
-  return d.source != nullptr ? SimBlockItem<F, true>(d, k, flags)
-                             : SimBlockItem<F, false>(d, k, flags);
-}
-
-template <BlockFormat F>
-blk::BlockCounts SimFigures(const blk::BlockDesc& d, uint32_t f, uint64_t b) {
+blk::BlockWalk SimBlock(const blk::BlockDesc& d, uint64_t b, uint32_t source_flags,
+                        blk::BlockCounts* k) {
   const uint64_t bi = b / d.grid_cols, bj = b % d.grid_cols;
   uint32_t bits = 0;
   std::memcpy(&bits, d.scales + blk::ScaleIndex(d, bi, bj) * blk::ScaleBytes(F),
               blk::ScaleBytes(F));
-  return blk::BlockFigures<F>(f, bits, d.source != nullptr);
+  const blk::BlockWalk w =
+      blk::WalkBlock<F>(d, b, blk::DecodeScale<F>(bits), [&](uint64_t i) -> uint32_t {
+        if (blk::Code<F>::kE2M1) return (d.data[i / 2] >> (4 * (i % 2))) & 0xfu;
+        return d.data[i];
+      });
+  *k = blk::BlockFigures<F>(w.flags | source_flags, bits, d.source != nullptr);
+  return w;
+}
+
+inline blk::BlockWalk SimBlockOf(const blk::BlockDesc& d, uint64_t b, uint32_t source_flags,
+                                 blk::BlockCounts* k) {
+  switch (static_cast<BlockFormat>(d.format)) {
+    case BlockFormat::kMxfp8E4M3:
+      return SimBlock<BlockFormat::kMxfp8E4M3>(d, b, source_flags, k);
+    case BlockFormat::kMxfp8E5M2:
+      return SimBlock<BlockFormat::kMxfp8E5M2>(d, b, source_flags, k);
+    case BlockFormat::kMxfp4:
+      return SimBlock<BlockFormat::kMxfp4>(d, b, source_flags, k);
+    case BlockFormat::kNvfp4:
+      return SimBlock<BlockFormat::kNvfp4>(d, b, source_flags, k);
+    default:
+      return SimBlock<BlockFormat::kFp8Block>(d, b, source_flags, k);
+  }
+}
+
+inline SimItemOut SimSourceItem(const blk::BlockDesc& d, uint64_t k, std::vector<uint8_t>* flags) {
+  switch (static_cast<BlockFormat>(d.format)) {
+    case BlockFormat::kMxfp8E4M3:
+      return SimBlockItem<BlockFormat::kMxfp8E4M3, true>(d, k, flags);
+    case BlockFormat::kMxfp8E5M2:
+      return SimBlockItem<BlockFormat::kMxfp8E5M2, true>(d, k, flags);
+    case BlockFormat::kMxfp4:
+      return SimBlockItem<BlockFormat::kMxfp4, true>(d, k, flags);
+    case BlockFormat::kNvfp4:
+      return SimBlockItem<BlockFormat::kNvfp4, true>(d, k, flags);
+    default:
+      return SimBlockItem<BlockFormat::kFp8Block, true>(d, k, flags);
+  }
 }
 
 // The whole request, as the kernels compute it.
@@ -105,56 +141,30 @@ inline BlockStats SimBlockStats(const BlockTensorRef* tensors, size_t count) {
   bool any_log2 = false;
   for (const blk::BlockDesc& d : plan.descs) {
     if (d.numel == 0) continue;  // FinalKernel skips empty tensors
-    stats_order::ItemTree sq, err, src;
-    uint64_t amax_bits = 0;
-    for (uint64_t k = 0; k < d.n_items; ++k) {
-      SimItemOut o;
-      switch (static_cast<BlockFormat>(d.format)) {
-        case BlockFormat::kMxfp8E4M3:
-          o = SimItemOf<BlockFormat::kMxfp8E4M3>(d, k, &flags);
-          break;
-        case BlockFormat::kMxfp8E5M2:
-          o = SimItemOf<BlockFormat::kMxfp8E5M2>(d, k, &flags);
-          break;
-        case BlockFormat::kMxfp4:
-          o = SimItemOf<BlockFormat::kMxfp4>(d, k, &flags);
-          break;
-        case BlockFormat::kNvfp4:
-          o = SimItemOf<BlockFormat::kNvfp4>(d, k, &flags);
-          break;
-        default:
-          o = SimItemOf<BlockFormat::kFp8Block>(d, k, &flags);
-          break;
+    const bool src = d.source != nullptr;
+    stats_order::ItemTree sq, err, so;
+    if (src) {  // the item kernel: source sums and flags
+      for (uint64_t k = 0; k < d.n_items; ++k) {
+        const SimItemOut o = SimSourceItem(d, k, &flags);
+        err.Push(o.sums.err);
+        so.Push(o.sums.src);
+        out.underflow += o.counts.underflow;
       }
-      sq.Push(o.sums.sq);
-      err.Push(o.sums.err);
-      src.Push(o.sums.src);
-      out.nonfinite += o.counts.nonfinite;
-      nans += o.counts.nans;
-      out.zero_codes += o.counts.zero_codes;
-      out.saturated += o.counts.saturated;
-      if (d.source != nullptr) out.underflow += o.counts.underflow;
-      amax_bits = std::max(amax_bits, o.counts.amax_bits);
-    }
-    const double g = std::fabs(d.global_scale);
-    out.sumsq = out.sumsq + sq.Finish() * (g * g);
-    out.amax = std::max(out.amax, blk::DoubleFromBits(amax_bits) * g);
-    if (d.source != nullptr) {
       out.has_source = true;
       out.error_sumsq = out.error_sumsq + err.Finish();
-      out.source_sumsq = out.source_sumsq + src.Finish();
+      out.source_sumsq = out.source_sumsq + so.Finish();
     }
-    out.numel += d.numel;
-    for (uint64_t b = 0; b < d.n_blocks; ++b) {
-      const uint32_t f = flags[d.first_block + b];
+    uint64_t amax_bits = 0;
+    for (uint64_t b = 0; b < d.n_blocks; ++b) {  // the block kernel
       blk::BlockCounts k;
-      if (d.format == static_cast<uint32_t>(BlockFormat::kNvfp4)) {
-        k = SimFigures<BlockFormat::kNvfp4>(d, f, b);
-      } else if (d.format == static_cast<uint32_t>(BlockFormat::kFp8Block)) {
-        k = SimFigures<BlockFormat::kFp8Block>(d, f, b);
-      } else {
-        k = SimFigures<BlockFormat::kMxfp4>(d, f, b);
-      }
+      const uint32_t source_flags = src ? flags[d.first_block + b] & blk::kFlagSourceNonzero : 0u;
+      const blk::BlockWalk w = SimBlockOf(d, b, source_flags, &k);
+      sq.Push(w.partial);
+      out.zero_codes += w.zeros;
+      out.saturated += w.saturated;
+      out.nonfinite += w.nonfinite;
+      nans += w.nans;
+      amax_bits = std::max(amax_bits, w.amax_bits);
       ++out.blocks;
       out.saturated_blocks += k.saturated_blocks;
       out.dead_blocks += k.dead_blocks;
@@ -167,6 +177,10 @@ inline BlockStats SimBlockStats(const BlockTensorRef* tensors, size_t count) {
         any_log2 = true;
       }
     }
+    const double g = std::fabs(d.global_scale);
+    out.sumsq = out.sumsq + sq.Finish() * (g * g);
+    out.amax = std::max(out.amax, blk::DoubleFromBits(amax_bits) * g);
+    out.numel += d.numel;
   }
   if (nans > 0) {
     out.sumsq = blk::DoubleFromBits(stats_order::kCanonicalNanBits);
