@@ -1,9 +1,13 @@
-// The arithmetic of the block-scaled item kernel (block_stats_kernels.cu):
-// one warp computes one 4096-element work item of a block-scaled tensor
-// (docs/statistics.md, "Block-scaled formats"; kernels/stats_order.h steps
-// 1-4). Everything here is __host__ __device__, so the CPU tests
-// (tests/kernels/gpu_block_math_test.cc) run this very code on a simulated
-// warp; the loads, shuffles, warp reductions and atomics are the kernel's.
+// The arithmetic of the block-scaled kernels shared by both passes
+// (block_stats_kernels.cu): the descriptor, decoding, scale indexing and
+// classes, and the item kernel of tensors with a source, where one warp
+// computes the error and source sums of one 4096-element work item
+// (docs/statistics.md, "Canonical order", step 6: the element order of
+// kernels/stats_order.h steps 2-4). sumsq and the code figures are the
+// block kernel's (block_walk.h). Everything here is __host__ __device__,
+// so the CPU tests (tests/kernels/gpu_block_math_test.cc) run this very
+// code on a simulated warp; the loads, shuffles and atomics are the
+// kernel's.
 //
 // Layout. Each thread of the warp owns 8 of the item's 256 lanes: in item
 // row r (0..15), slot i of thread t is element r * 256 + t * 8 + i, lane
@@ -20,15 +24,14 @@
 // thread's 8 elements of a row lie in one block (row-wise and square
 // blocks with cols % 8 == 0: always) the block is looked up once for the 8.
 //
-// Block statistics need every element of a block, and a block (32x1,
-// 128x128) spans many items: each thread ORs the block's 4-bit flags
-// (saturated code, non-zero code, non-zero non-NaN source) into a flag word when
-// it leaves the block (atomicOr, order-free), and the block kernel reads
-// them with the scale afterwards (BlockFigures).
+// Dead blocks need to know whether a block's source has a non-zero
+// element, and a block (32x1, 128x128) spans many items: each thread ORs
+// the block's flag into a flag word when it leaves the block (atomicOr,
+// order-free), and the block kernel reads it afterwards (BlockFigures).
 //
-// Arithmetic: x_hat = decode(code) * decode(scale), one exact fp64 multiply;
-// each square is an explicit multiply then add (two roundings, which equal
-// one for the exact squares of MX and NVFP4: the canonical acc + x * x).
+// Arithmetic: x_hat = decode(code) * decode(scale), one exact fp64
+// multiply, y = x_hat * g exact; d * d and x * x are multiplied then added
+// (never fused: the canonical acc + d * d).
 #pragma once
 
 #include <cstdint>
@@ -188,87 +191,32 @@ GNMR_HD double DecodeSource(uint32_t dtype, uint32_t bits) {
   return item::Decode<DType::kFp32>(bits);
 }
 
-// One thread's sums (its 8 lanes) and counts over one item.
-template <bool kSource>
+// One thread's source sums (its 8 lanes) over one item.
 struct Lanes {
-  double sq[kSlots] = {};
-  double err[kSource ? kSlots : 1] = {};
-  double src[kSource ? kSlots : 1] = {};
-};
-struct Counts {
-  uint32_t nonfinite = 0, nans = 0, zero_codes = 0, saturated = 0, underflow = 0;
-  uint64_t amax_bits = 0;  // of |x_hat| over finite x_hat (non-negative: bits order as values)
+  double err[kSlots] = {};
+  double src[kSlots] = {};
 };
 
-// The source side of one element: the error and source sums over finite
-// pairs, underflow; returns the block's source flag.
-template <bool kSource>
-GNMR_HD uint32_t SourcePart(double xh, double g, double x, uint32_t i, Lanes<kSource>* l,
-                            Counts* c) {
+// One element with a source, in slot i: the error and source sums over
+// finite pairs (x, y = x_hat * g), underflow; returns the block's
+// non-zero-source flag.
+GNMR_HD uint32_t SourceElement(double xh, double g, double x, uint32_t i, Lanes* l,
+                               uint32_t* underflow) {
   const double y = Mul(xh, g);
   if (IsFinite(x) && IsFinite(y)) {
     const double d = x - y;
     l->err[i] = Add(l->err[i], Mul(d, d));
     l->src[i] = Add(l->src[i], Mul(x, x));
-    c->underflow += x != 0.0 && y == 0.0 ? 1u : 0u;  // finite x only
+    *underflow += x != 0.0 && y == 0.0 ? 1u : 0u;  // finite x only
   }
   // Dead blocks: a source element that is non-zero and not NaN.
   return x != 0.0 && !IsNan(x) ? kFlagSourceNonzero : 0u;
-}
-
-// Steps 1-3 for one element in slot i; returns its block flags.
-template <BlockFormat F, bool kSource>
-GNMR_HD uint32_t Element(uint32_t code, double scale, double g, double x, uint32_t i,
-                         Lanes<kSource>* l, Counts* c) {
-  const uint32_t mag = code & Code<F>::kMask;
-  const double xh = Mul(DecodeCode<F>(code), scale);
-  const bool finite = IsFinite(xh);
-  if (finite) {
-    l->sq[i] = Add(l->sq[i], Mul(xh, xh));
-    const uint64_t a = DoubleBits(xh) & 0x7fffffffffffffffull;
-    c->amax_bits = a > c->amax_bits ? a : c->amax_bits;
-  } else {
-    c->nonfinite += 1;
-    c->nans += IsNan(xh) ? 1u : 0u;
-  }
-  const bool sat = mag == Code<F>::kSaturated;
-  c->zero_codes += mag == 0u ? 1u : 0u;
-  c->saturated += sat ? 1u : 0u;
-  uint32_t flags = (sat ? kFlagSaturated : 0u) | (mag != 0u ? kFlagNonzero : 0u);
-  if constexpr (kSource) flags |= SourcePart(xh, g, x, i, l, c);
-  return flags;
 }
 
 // Code i of a thread's packed row word.
 template <BlockFormat F>
 GNMR_HD uint32_t CodeOf(uint64_t w, uint32_t i) {
   return static_cast<uint32_t>(w >> (Code<F>::kBits * i)) & ((1u << Code<F>::kBits) - 1u);
-}
-
-// A thread's 8 codes of one row, in one block with a finite scale and
-// without NaN / Inf codes: every x_hat is finite, the counts come from the
-// packed word, and amax from the largest magnitude (|x_hat| = |v| * |s| is
-// monotone in the magnitude pattern). Same bits as Element on each code.
-// load_source(k) gives the source bits of the k-th of the 8.
-template <BlockFormat F, bool kSource, class LoadSource>
-GNMR_HD uint32_t Run8(uint64_t w, const Packed& pk, double scale, double g,
-                      const LoadSource& load_source, uint32_t source_dtype, Lanes<kSource>* l,
-                      Counts* c) {
-  c->zero_codes += pk.zeros;
-  c->saturated += pk.saturated;
-  const uint64_t a = DoubleBits(Mul(DecodeCode<F>(pk.max_mag), scale)) & 0x7fffffffffffffffull;
-  c->amax_bits = a > c->amax_bits ? a : c->amax_bits;
-  uint32_t flags =
-      (pk.saturated != 0u ? kFlagSaturated : 0u) | (pk.zeros < kSlots ? kFlagNonzero : 0u);
-  GNMR_UNROLL
-  for (uint32_t i = 0; i < kSlots; ++i) {
-    const double xh = Mul(DecodeCode<F>(CodeOf<F>(w, i)), scale);
-    l->sq[i] = Add(l->sq[i], Mul(xh, xh));
-    if constexpr (kSource) {
-      flags |= SourcePart(xh, g, DecodeSource(source_dtype, load_source(i)), i, l, c);
-    }
-  }
-  return flags;
 }
 
 // Storage position (row, column) of an element, stepped along.
@@ -282,17 +230,17 @@ GNMR_HD void Next(Pos* p, uint64_t cols) {
   }
 }
 
-// Steps 1-3 of item k of tensor d for thread t:
+// The source sums of item k of tensor d for thread t:
 // - load_row(row) returns the thread's 8 codes of that item row, packed
 //   Code<F>::kBits apart from bit 0 (codes past the tensor's end: any);
 // - load_scale(index) the scale bits of that entry;
-// - load_source(element) the source bits of a tensor element (kSource);
-// - flush(block, flags) is called once per run of elements in one block.
-template <BlockFormat F, bool kSource, class LoadRow, class LoadScale, class LoadSource,
-          class Flush>
+// - load_source(element) the source bits of a tensor element;
+// - flush(block, flags) is called once per run of elements in one block
+//   with non-zero flags.
+template <BlockFormat F, class LoadRow, class LoadScale, class LoadSource, class Flush>
 GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRow& load_row,
                         const LoadScale& load_scale, const LoadSource& load_source,
-                        const Flush& flush, Lanes<kSource>* l, Counts* c) {
+                        const Flush& flush, Lanes* l, uint32_t* underflow) {
   const uint64_t first = k * kItemElems;
   const uint64_t left = d.numel - first;
   const uint32_t n = left < kItemElems ? static_cast<uint32_t>(left) : kItemElems;
@@ -311,6 +259,11 @@ GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRo
     flags = 0;
     scale = DecodeScale<F>(load_scale(ScaleIndex(d, bi, bj)));
   };
+  auto element = [&](uint64_t w, uint32_t i, uint32_t e) {
+    const double xh = Mul(DecodeCode<F>(CodeOf<F>(w, i)), scale);
+    const double x = DecodeSource(d.source_dtype, load_source(first + e));
+    flags |= SourceElement(xh, d.global_scale, x, i, l, underflow);
+  };
   GNMR_NO_UNROLL
   for (uint32_t row = 0; row < kRows; ++row) {
     const uint32_t e0 = row * kLanes + t * kSlots;
@@ -322,19 +275,8 @@ GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRo
       // The common case of row-wise and square blocks: the thread's 8
       // elements lie in one row and one block (always when cols % 8 == 0).
       enter(p.r >> d.log2_block_rows, bj0);
-      const Packed pk = PackedCodes<F>(w);
-      if (!pk.nonfinite && IsFinite(scale)) {
-        flags |= Run8<F, kSource>(
-            w, pk, scale, d.global_scale, [&](uint32_t j) { return load_source(first + e0 + j); },
-            d.source_dtype, l, c);
-      } else {
-        GNMR_UNROLL
-        for (uint32_t i = 0; i < kSlots; ++i) {
-          const double x =
-              kSource ? DecodeSource(d.source_dtype, load_source(first + e0 + i)) : 0.0;
-          flags |= Element<F, kSource>(CodeOf<F>(w, i), scale, d.global_scale, x, i, l, c);
-        }
-      }
+      GNMR_UNROLL
+      for (uint32_t i = 0; i < kSlots; ++i) element(w, i, e0 + i);
       p.c += kSlots;
       if (p.c == d.cols) {
         p.c = 0;
@@ -345,8 +287,7 @@ GNMR_HD void ThreadItem(const BlockDesc& d, uint64_t k, uint32_t t, const LoadRo
       for (uint32_t i = 0; i < kSlots; ++i) {
         if (e0 + i >= n) break;
         enter(p.r >> d.log2_block_rows, p.c >> d.log2_block_cols);
-        const double x = kSource ? DecodeSource(d.source_dtype, load_source(first + e0 + i)) : 0.0;
-        flags |= Element<F, kSource>(CodeOf<F>(w, i), scale, d.global_scale, x, i, l, c);
+        element(w, i, e0 + i);
         Next(&p, d.cols);
       }
     }

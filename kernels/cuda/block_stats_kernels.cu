@@ -85,14 +85,11 @@ __device__ __forceinline__ void AddCount(unsigned long long* c, uint32_t v) {
   if (v != 0u) atomicAdd(c, static_cast<unsigned long long>(v));
 }
 
-// The item kernel (tensors with a source) is held to 2 resident blocks per
-// SM: three sums of 8 lanes, ~126 registers without a spill; unheld ptxas
-// took 156 registers (1 block). docs/perf.md, "GPU".
-constexpr int kMinItemBlocks = 2;
+// Resident blocks per SM the item kernel (tensors with a source: two sums
+// of 8 lanes) is held to; docs/perf.md, "GPU", has ptxas's figures.
+constexpr int kMinItemBlocks = 3;
 
-// The source sums of every item of one tensor per grid row y. ThreadItem
-// also forms the sumsq lanes and code counts; unused here (the block
-// kernel owns them), the compiler drops them.
+// The source sums of every item of one tensor per grid row y.
 template <BlockFormat F>
 __global__ void __launch_bounds__(kThreads, kMinItemBlocks)
     ItemKernel(Launch l, uint32_t group_first) {
@@ -103,18 +100,16 @@ __global__ void __launch_bounds__(kThreads, kMinItemBlocks)
   const uint64_t n_warps = static_cast<uint64_t>(gridDim.x) * kWarpsPerBlock;
   for (uint64_t k = warp; k < d.n_items; k += n_warps) {
     const uint64_t first = k * kItemElems;
-    Lanes<true> lanes;
-    Counts c;
-    ThreadItem<F, true>(
+    Lanes lanes;
+    uint32_t underflow = 0;
+    ThreadItem<F>(
         d, k, t, [&](uint32_t row) { return LoadRow<F>(d, first, row, t); },
         [&](uint64_t index) { return LoadScale<F>(d, index); },
         [&](uint64_t e) { return LoadSource(d, e); },
-        [&](uint64_t block, uint32_t f) {
-          if ((f & kFlagSourceNonzero) != 0u) OrFlags(l.flags, d.first_block + block, f);
-        },
-        &lanes, &c);
+        [&](uint64_t block, uint32_t f) { OrFlags(l.flags, d.first_block + block, f); }, &lanes,
+        &underflow);
     const Sums s{0.0, WarpLaneTree<kSlots>(lanes.err), WarpLaneTree<kSlots>(lanes.src)};
-    const uint32_t underflow = __reduce_add_sync(kFull, c.underflow);
+    underflow = __reduce_add_sync(kFull, underflow);
     if (t == 0) {
       l.item_sums[d.first_item + k] = s;
       AddCount(&l.counters[tensor].underflow, underflow);

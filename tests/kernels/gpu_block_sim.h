@@ -23,20 +23,19 @@ namespace blk = cuda::blk;
 
 struct SimItemOut {
   blk::Sums sums{};
-  blk::Counts counts;
+  uint32_t underflow = 0;
 };
 
-// One item of tensor d on the simulated warp; ORs its block flags into
-// flags[first_block + block].
-template <BlockFormat F, bool kSource>
+// The item kernel on one item of tensor d (with a source), on the
+// simulated warp; ORs its block flags into flags[first_block + block].
+template <BlockFormat F>
 SimItemOut SimBlockItem(const blk::BlockDesc& d, uint64_t k, std::vector<uint8_t>* flags) {
-  double sq[32][8] = {}, err[32][8] = {}, src[32][8] = {};
+  double err[32][8] = {}, src[32][8] = {};
   SimItemOut o;
   for (uint32_t t = 0; t < 32; ++t) {
-    blk::Lanes<kSource> lanes;
-    blk::Counts c;
+    blk::Lanes lanes;
     const uint64_t first = k * blk::kItemElems;
-    blk::ThreadItem<F, kSource>(
+    blk::ThreadItem<F>(
         d, k, t,
         [&](uint32_t row) {  // the kernel's LoadRow: 8 codes, nothing past the end
           const uint64_t e = first + row * 256 + t * 8;
@@ -57,22 +56,13 @@ SimItemOut SimBlockItem(const blk::BlockDesc& d, uint64_t k, std::vector<uint8_t
           std::memcpy(&b, d.source + e * es, es);
           return b;
         },
-        [&](uint64_t block, uint32_t f) { (*flags)[d.first_block + block] |= f; }, &lanes, &c);
-    std::memcpy(sq[t], lanes.sq, sizeof lanes.sq);
-    if constexpr (kSource) {
-      std::memcpy(err[t], lanes.err, sizeof lanes.err);
-      std::memcpy(src[t], lanes.src, sizeof lanes.src);
-    }
-    o.counts.nonfinite += c.nonfinite;
-    o.counts.nans += c.nans;
-    o.counts.zero_codes += c.zero_codes;
-    o.counts.saturated += c.saturated;
-    o.counts.underflow += c.underflow;
-    o.counts.amax_bits = std::max(o.counts.amax_bits, c.amax_bits);
+        [&](uint64_t block, uint32_t f) { (*flags)[d.first_block + block] |= f; }, &lanes,
+        &o.underflow);
+    std::memcpy(err[t], lanes.err, sizeof lanes.err);
+    std::memcpy(src[t], lanes.src, sizeof lanes.src);
   }
-  o.sums.sq = SimTree<8>(sq);
-  o.sums.err = kSource ? SimTree<8>(err) : 0.0;
-  o.sums.src = kSource ? SimTree<8>(src) : 0.0;
+  o.sums.err = SimTree<8>(err);
+  o.sums.src = SimTree<8>(src);
   return o;
 }
 
@@ -112,15 +102,15 @@ inline blk::BlockWalk SimBlockOf(const blk::BlockDesc& d, uint64_t b, uint32_t s
 inline SimItemOut SimSourceItem(const blk::BlockDesc& d, uint64_t k, std::vector<uint8_t>* flags) {
   switch (static_cast<BlockFormat>(d.format)) {
     case BlockFormat::kMxfp8E4M3:
-      return SimBlockItem<BlockFormat::kMxfp8E4M3, true>(d, k, flags);
+      return SimBlockItem<BlockFormat::kMxfp8E4M3>(d, k, flags);
     case BlockFormat::kMxfp8E5M2:
-      return SimBlockItem<BlockFormat::kMxfp8E5M2, true>(d, k, flags);
+      return SimBlockItem<BlockFormat::kMxfp8E5M2>(d, k, flags);
     case BlockFormat::kMxfp4:
-      return SimBlockItem<BlockFormat::kMxfp4, true>(d, k, flags);
+      return SimBlockItem<BlockFormat::kMxfp4>(d, k, flags);
     case BlockFormat::kNvfp4:
-      return SimBlockItem<BlockFormat::kNvfp4, true>(d, k, flags);
+      return SimBlockItem<BlockFormat::kNvfp4>(d, k, flags);
     default:
-      return SimBlockItem<BlockFormat::kFp8Block, true>(d, k, flags);
+      return SimBlockItem<BlockFormat::kFp8Block>(d, k, flags);
   }
 }
 
@@ -148,7 +138,7 @@ inline BlockStats SimBlockStats(const BlockTensorRef* tensors, size_t count) {
         const SimItemOut o = SimSourceItem(d, k, &flags);
         err.Push(o.sums.err);
         so.Push(o.sums.src);
-        out.underflow += o.counts.underflow;
+        out.underflow += o.underflow;
       }
       out.has_source = true;
       out.error_sumsq = out.error_sumsq + err.Finish();
