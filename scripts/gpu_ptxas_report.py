@@ -57,10 +57,12 @@ def main():
             d = re.search(r"DTypeE(\d)", name)
             sat = ",sat" if re.search(r"DTypeE\dELb1E", name) else ""
             label = kernel + (f"<{DTYPES[d.group(1)]}{sat}>" if d else "")
-            b = re.search(r"BlockFormatE(\d)ELb([01])E", name)
+            b = re.search(r"BlockFormatE(\d)E", name)
+            seg = re.search(r"SegKernelILb([01])E", name)
             if "3blk" in name:  # gnmr::cuda::blk: the block-scaled kernels
                 label = ("Block" + kernel if not kernel.startswith("Block") else kernel) + (
-                    f"<{FORMATS[b.group(1)]}{',source' if b.group(2) == '1' else ''}>" if b else "")
+                    f"<{FORMATS[b.group(1)]}>" if b else "") + (
+                    ("<blocks>" if seg.group(1) == "1" else "<items>") if seg else "")
             rows.append({"kernel": label,
                          "block": BLOCK.get(kernel, 256), "regs": 0, "spill": "0/0",
                          "stack": 0, "smem": 0})
