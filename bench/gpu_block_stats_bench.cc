@@ -17,23 +17,10 @@
 
 #include <cuda_runtime.h>
 
+#include "bench/cuda_bench_util.h"
 #include "gnmr/gpu_block_stats.h"
 
 namespace {
-
-#define CK(x)                                                       \
-  do {                                                              \
-    cudaError_t e_ = (x);                                           \
-    if (e_ != cudaSuccess) {                                        \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                 \
-    }                                                               \
-  } while (0)
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct Format {
   gnmr::BlockFormat f;
