@@ -228,7 +228,8 @@ __global__ void FinalKernel(Launch l) {
   bool any_log2 = false;
   for (uint32_t k = 0; k < l.n_tensors; ++k) {
     const BlockDesc d = l.descs[k];
-    if (d.numel == 0) continue;  // adds +0.0 and no blocks (nor has_source), as on the CPU
+    out.has_source = out.has_source || d.source != nullptr;  // empty tensors too, as on the CPU
+    if (d.numel == 0) continue;                              // adds +0.0 and no blocks
     const Counters c = l.counters[k];
     Tree sq, err, src;
     for (uint64_t s = 0; s < d.n_bsegs; ++s) sq.Push(l.bseg_sums[d.first_bseg + s]);
@@ -242,7 +243,6 @@ __global__ void FinalKernel(Launch l) {
         err.Push(v.err);
         src.Push(v.src);
       }
-      out.has_source = true;
       out.error_sumsq = __dadd_rn(out.error_sumsq, err.Finish());
       out.source_sumsq = __dadd_rn(out.source_sumsq, src.Finish());
       out.underflow += c.underflow;

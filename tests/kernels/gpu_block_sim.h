@@ -130,7 +130,8 @@ inline BlockStats SimBlockStats(const BlockTensorRef* tensors, size_t count) {
   uint64_t nans = 0;
   bool any_log2 = false;
   for (const blk::BlockDesc& d : plan.descs) {
-    if (d.numel == 0) continue;  // FinalKernel skips empty tensors
+    out.has_source = out.has_source || d.source != nullptr;  // empty tensors too
+    if (d.numel == 0) continue;                              // FinalKernel skips them
     const bool src = d.source != nullptr;
     stats_order::ItemTree sq, err, so;
     if (src) {  // the item kernel: source sums and flags
@@ -140,7 +141,6 @@ inline BlockStats SimBlockStats(const BlockTensorRef* tensors, size_t count) {
         so.Push(o.sums.src);
         out.underflow += o.underflow;
       }
-      out.has_source = true;
       out.error_sumsq = out.error_sumsq + err.Finish();
       out.source_sumsq = out.source_sumsq + so.Finish();
     }
