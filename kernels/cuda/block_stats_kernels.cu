@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, kMinItemBlocks)
         [&](uint64_t e) { return LoadSource(d, e); },
         [&](uint64_t block, uint32_t f) { OrFlags(l.flags, d.first_block + block, f); }, &lanes,
         &underflow);
-    const Sums s{0.0, WarpLaneTree<kSlots>(lanes.err), WarpLaneTree<kSlots>(lanes.src)};
+    const Sums s{WarpLaneTree<kSlots>(lanes.err), WarpLaneTree<kSlots>(lanes.src)};
     underflow = __reduce_add_sync(kFull, underflow);
     if (t == 0) {
       l.item_sums[d.first_item + k] = s;
@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kPairTreeThreads) SegKernel(Launch l) {
       if (kBlocks) {
         l.bseg_sums[d.first_bseg + s] = x;
       } else {
-        l.seg_sums[d.first_seg + s] = Sums{0.0, x, y};
+        l.seg_sums[d.first_seg + s] = Sums{x, y};
       }
     }
   }

@@ -14,9 +14,9 @@ namespace gnmr::cuda::blk {
 // item tree (stats_order.h step 5), as in stats_kernels.h.
 constexpr uint64_t kSegItems = 4096;
 
-// The three canonical sums of one item or segment.
+// The source sums (error, source) of one item or segment.
 struct Sums {
-  double sq, err, src;
+  double err, src;
 };
 
 // A tensor's order-free figures, accumulated with atomics (zeroed before
