@@ -1,6 +1,13 @@
 // Element codes of the block-scaled formats (e4m3fn, e5m2, E2M1) for the
 // block kernels (block_item_math.h, block_walk.h), __host__ __device__:
-// their constants and their values.
+// their constants, their values, and the figures of 8 consecutive codes
+// computed on their packed word (a few integer operations for all 8
+// instead of compares per element: the block walk's fast path).
+//
+// Packed tricks, per field of w bits (8 for fp8 bytes, 4 for E2M1 nibbles)
+// holding a magnitude a < 2^(w-1): a + (2^(w-1) - 1) has bit w-1 set iff
+// a != 0, and a + (2^(w-1) - t) iff a >= t, never carrying into the next
+// field; an equality a == m is a zero of a ^ m.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +41,50 @@ GNMR_HD double DecodeCode(uint32_t code) {
   } else {
     return item::Decode<DType::kFp8E4M3>(code);
   }
+}
+
+GNMR_HD uint32_t Popc(uint32_t x) {
+#ifdef __CUDA_ARCH__
+  return static_cast<uint32_t>(__popc(x));
+#else
+  return static_cast<uint32_t>(__builtin_popcount(x));
+#endif
+}
+
+// The figures of 8 codes packed Code<F>::kBits apart (the low 32 bits for
+// E2M1, all 64 for fp8): zero and saturated codes, the largest magnitude,
+// and whether any code is a NaN / Inf pattern.
+struct Packed {
+  uint32_t zeros, saturated, max_mag;
+  bool nonfinite;
+};
+template <BlockFormat F>
+GNMR_HD Packed PackedCodes(uint64_t w) {
+  Packed p{0, 0, 0, false};
+  if constexpr (Code<F>::kE2M1) {
+    const uint32_t a = static_cast<uint32_t>(w) & 0x77777777u, ones = 0x11111111u;
+    p.zeros = 8u - Popc(((a + 0x77777777u) >> 3) & ones);
+    const uint32_t x = a ^ (Code<F>::kSaturated * ones);  // 0 where saturated
+    p.saturated = 8u - Popc(((x + 0x77777777u) >> 3) & ones);
+    for (uint32_t k = 0; k < 32; k += 4) {
+      const uint32_t m = (a >> k) & 7u;
+      p.max_mag = m > p.max_mag ? m : p.max_mag;
+    }
+  } else {
+    constexpr uint32_t kOnes = 0x01010101u;
+    constexpr uint32_t kNonfinite = F == BlockFormat::kMxfp8E5M2 ? 0x7cu : 0x7fu;
+    for (uint32_t half = 0; half < 2; ++half) {
+      const uint32_t a = static_cast<uint32_t>(w >> (32 * half)) & 0x7f7f7f7fu;
+      p.zeros += 4u - Popc(((a + 0x7f7f7f7fu) >> 7) & kOnes);
+      const uint32_t x = a ^ (Code<F>::kSaturated * kOnes);
+      p.saturated += 4u - Popc(((x + 0x7f7f7f7fu) >> 7) & kOnes);
+      p.nonfinite = p.nonfinite || (((a + (0x80u - kNonfinite) * kOnes) & 0x80808080u) != 0u);
+      const uint32_t m2 = item::MaxU16x2(a & 0x00ff00ffu, (a >> 8) & 0x00ff00ffu);
+      const uint32_t m = (m2 & 0xffffu) > (m2 >> 16) ? (m2 & 0xffffu) : (m2 >> 16);
+      p.max_mag = m > p.max_mag ? m : p.max_mag;
+    }
+  }
+  return p;
 }
 
 }  // namespace gnmr::cuda::blk

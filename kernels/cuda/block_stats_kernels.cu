@@ -70,6 +70,27 @@ __device__ __forceinline__ uint32_t LoadScale(const BlockDesc& d, uint64_t index
   }
 }
 
+// Codes i .. i + 7 (i a multiple of 8), packed: one 8-byte (fp8) or
+// 4-byte (E2M1) load through the read-only cache where the tensor's
+// address allows, byte loads otherwise.
+template <BlockFormat F>
+__device__ __forceinline__ uint64_t Load8(const BlockDesc& d, uint64_t i) {
+  constexpr uint32_t kBytes = Code<F>::kBits;  // 8 codes: 8 bytes, or 4 for E2M1
+  const unsigned char* p = d.data + (Code<F>::kE2M1 ? i / 2 : i);
+  if (reinterpret_cast<uintptr_t>(p) % kBytes == 0) {
+    if constexpr (kBytes == 8) {
+      const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+      return static_cast<uint64_t>(u.x) | static_cast<uint64_t>(u.y) << 32;
+    } else {
+      return __ldg(reinterpret_cast<const unsigned int*>(p));
+    }
+  }
+  uint64_t w = 0;
+#pragma unroll
+  for (uint32_t k = 0; k < kBytes; ++k) w |= static_cast<uint64_t>(__ldg(p + k)) << (8 * k);
+  return w;
+}
+
 __device__ __forceinline__ uint32_t LoadSource(const BlockDesc& d, uint64_t e) {
   if (d.source_dtype == static_cast<uint32_t>(DType::kFp32)) {
     return __ldcs(reinterpret_cast<const unsigned int*>(d.source) + e);
@@ -133,11 +154,15 @@ __global__ void __launch_bounds__(kThreads) BlockKernel(Launch l, uint32_t group
        b += stride) {
     const uint64_t bi = b / d.grid_cols, bj = b % d.grid_cols;
     const uint32_t bits = LoadScale<F>(d, ScaleIndex(d, bi, bj));
-    const BlockWalk w = WalkBlock<F>(d, b, DecodeScale<F>(bits), [&](uint64_t i) {
-      if constexpr (Code<F>::kE2M1)
-        return (static_cast<uint32_t>(__ldg(d.data + i / 2)) >> (4 * (i % 2))) & 0xfu;
-      return static_cast<uint32_t>(__ldg(d.data + i));
-    });
+    const BlockWalk w = WalkBlock<F>(
+        d, b, DecodeScale<F>(bits),
+        [&](uint64_t i) -> uint32_t {
+          if constexpr (Code<F>::kE2M1) {
+            return (static_cast<uint32_t>(__ldg(d.data + i / 2)) >> (4 * (i % 2))) & 0xfu;
+          }
+          return __ldg(d.data + i);
+        },
+        [&](uint64_t i) { return Load8<F>(d, i); });
     l.block_partials[d.first_block + b] = w.partial;
     const uint64_t slot = d.first_block + b;
     const uint32_t source_flag = has_source ? (l.flags[slot / 8] >> (4 * (slot % 8))) & 0xfu : 0u;

@@ -25,10 +25,18 @@ struct BlockWalk {
 };
 
 // Block b (row-major over the block grid) of tensor d, whose scale value
-// is `scale`; load_code(i) returns the code of element i (storage order).
-template <BlockFormat F, class LoadCode>
-GNMR_HD BlockWalk WalkBlock(const BlockDesc& d, uint64_t b, double scale,
-                            const LoadCode& load_code) {
+// is `scale`; load_code(i) returns the code of element i (storage order),
+// load8(i) the codes of elements i .. i + 7 packed Code<F>::kBits apart
+// (i a multiple of 8).
+//
+// Fast path: with a finite scale, 8 codes starting at a multiple of 8
+// (row-wise and square blocks when cols % 8 == 0) are taken from one
+// packed word: counts, flags and the largest magnitude by integer tricks
+// (block_codes.h; max |x_hat| = max |v| * |s|, exact), and when none is a
+// NaN / Inf code only Q's squares per element, in the same order.
+template <BlockFormat F, class LoadCode, class Load8>
+GNMR_HD BlockWalk WalkBlock(const BlockDesc& d, uint64_t b, double scale, const LoadCode& load_code,
+                            const Load8& load8) {
   const uint64_t bi = b / d.grid_cols, bj = b % d.grid_cols;
   const uint64_t r0 = bi << d.log2_block_rows, c0 = bj << d.log2_block_cols;
   const uint64_t r_end = r0 + (uint64_t{1} << d.log2_block_rows);
@@ -36,9 +44,28 @@ GNMR_HD BlockWalk WalkBlock(const BlockDesc& d, uint64_t b, double scale,
   const uint64_t r1 = r_end < d.rows ? r_end : d.rows, c1 = c_end < d.cols ? c_end : d.cols;
   BlockWalk w;
   double q = 0.0;
+  const bool finite_scale = IsFinite(scale);
   GNMR_NO_UNROLL
   for (uint64_t r = r0; r < r1; ++r) {
-    for (uint64_t c = c0; c < c1; ++c) {
+    uint64_t c = c0;
+    while (finite_scale && c + kSlots <= c1 && (r * d.cols + c) % kSlots == 0) {
+      const uint64_t w8 = load8(r * d.cols + c);
+      const Packed pk = PackedCodes<F>(w8);
+      if (pk.nonfinite) break;  // this row goes on code by code
+      GNMR_UNROLL
+      for (uint32_t i = 0; i < kSlots; ++i) {
+        const double v = DecodeCode<F>(CodeOf<F>(w8, i));
+        q = Add(q, Mul(v, v));
+      }
+      const uint64_t a = DoubleBits(Mul(DecodeCode<F>(pk.max_mag), scale)) & 0x7fffffffffffffffull;
+      w.amax_bits = a > w.amax_bits ? a : w.amax_bits;
+      w.zeros += pk.zeros;
+      w.saturated += pk.saturated;
+      w.flags |=
+          (pk.saturated != 0u ? kFlagSaturated : 0u) | (pk.zeros < kSlots ? kFlagNonzero : 0u);
+      c += kSlots;
+    }
+    for (; c < c1; ++c) {
       const uint32_t code = load_code(r * d.cols + c);
       const uint32_t mag = code & Code<F>::kMask;
       const double v = DecodeCode<F>(code);

@@ -32,6 +32,49 @@ TEST(GpuBlockMath, CodesDecodeAsDefined) {
   }
 }
 
+// PackedCodes against a code-by-code loop, on random words and on words
+// of one repeated code (every code of the format).
+template <BF F>
+void CheckPacked(uint64_t w) {
+  const blk::Packed p = blk::PackedCodes<F>(w);
+  uint32_t zeros = 0, sat = 0, max_mag = 0;
+  bool nonfinite = false;
+  for (uint32_t i = 0; i < 8; ++i) {
+    const uint32_t mag = blk::CodeOf<F>(w, i) & blk::Code<F>::kMask;
+    zeros += mag == 0;
+    sat += mag == blk::Code<F>::kSaturated;
+    max_mag = std::max(max_mag, mag);
+    nonfinite = nonfinite || !std::isfinite(blk::DecodeCode<F>(mag));
+  }
+  EXPECT_EQ(p.zeros, zeros) << std::hex << w;
+  EXPECT_EQ(p.saturated, sat) << std::hex << w;
+  EXPECT_EQ(p.max_mag, max_mag) << std::hex << w;
+  EXPECT_EQ(p.nonfinite, nonfinite) << std::hex << w;
+}
+
+template <BF F>
+void CheckPackedWords() {
+  std::mt19937_64 rng(7);
+  const uint32_t bits = blk::Code<F>::kBits;
+  for (uint64_t code = 0; code < (1u << bits); ++code) {
+    uint64_t w = 0;
+    for (uint32_t i = 0; i < 8; ++i) w |= code << (bits * i);
+    CheckPacked<F>(w);
+  }
+  for (int k = 0; k < 20000; ++k) {
+    uint64_t w = rng();
+    if (bits == 4) w &= 0xffffffffu;
+    CheckPacked<F>(w);
+  }
+}
+
+TEST(GpuBlockMath, PackedCodeFiguresMatchCodeByCode) {
+  CheckPackedWords<BF::kMxfp8E4M3>();
+  CheckPackedWords<BF::kMxfp8E5M2>();
+  CheckPackedWords<BF::kMxfp4>();
+  CheckPackedWords<BF::kFp8Block>();
+}
+
 TEST(GpuBlockMath, ScaleClassesFollowTheDefinitions) {
   // E8M0: 0x00, 0xFE, 0xFF clamp; 0xFF has no log2.
   EXPECT_TRUE(blk::ClassifyScale<BF::kMxfp4>(0x00).clamp);

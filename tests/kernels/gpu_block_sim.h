@@ -74,10 +74,16 @@ blk::BlockWalk SimBlock(const blk::BlockDesc& d, uint64_t b, uint32_t source_fla
   uint32_t bits = 0;
   std::memcpy(&bits, d.scales + blk::ScaleIndex(d, bi, bj) * blk::ScaleBytes(F),
               blk::ScaleBytes(F));
-  const blk::BlockWalk w =
-      blk::WalkBlock<F>(d, b, blk::DecodeScale<F>(bits), [&](uint64_t i) -> uint32_t {
+  const blk::BlockWalk w = blk::WalkBlock<F>(
+      d, b, blk::DecodeScale<F>(bits),
+      [&](uint64_t i) -> uint32_t {
         if (blk::Code<F>::kE2M1) return (d.data[i / 2] >> (4 * (i % 2))) & 0xfu;
         return d.data[i];
+      },
+      [&](uint64_t i) {  // the kernel's Load8
+        uint64_t w8 = 0;
+        std::memcpy(&w8, d.data + (blk::Code<F>::kE2M1 ? i / 2 : i), blk::Code<F>::kBits);
+        return w8;
       });
   *k = blk::BlockFigures<F>(w.flags | source_flags, bits, d.source != nullptr);
   return w;
