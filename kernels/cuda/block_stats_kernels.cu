@@ -16,8 +16,10 @@
 //    NVFP4's global scale (step 5) and adds the tensors in order.
 //
 // Loads. Block kernel: a thread reads its block's codes in storage order,
-// one byte a load through the read-only cache; for 32x1 columnwise blocks
-// the threads of a warp read 32 consecutive columns (coalesced), for 1xB
+// 8 at a time in one 8- or 4-byte load (Load8) where they start at a
+// multiple of 8 and the address allows (row-wise and square blocks when
+// cols % 8 == 0), else a byte a load; for 32x1 columnwise blocks the
+// threads of a warp read 32 consecutive columns (coalesced), for 1xB
 // row-wise blocks a warp's first load spans 32 blocks of B bytes and the
 // next ones hit L1. Item kernel (sources): a warp reads one item row of
 // codes, 256 (fp8) or 128 (E2M1) consecutive bytes, one 8- or 4-byte load
