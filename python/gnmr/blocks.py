@@ -256,6 +256,9 @@ def describe(x, scales=None, *, format: Optional[str] = None, layout: str = "row
         return x
     plain = scales is not None or format is not None
     if not plain:
+        if (layout, scale_layout, global_scale) != ("rowwise", "compact", 1.0):
+            raise ValueError("layout, scale_layout and global_scale describe plain codes (with "
+                             "scales= and format=); a quantized tensor carries its own")
         if hasattr(x, "_rowwise_data") or hasattr(x, "_columnwise_data"):
             if hasattr(x, "_amax_rowwise") or hasattr(x, "_amax_columnwise"):
                 return _te_nvfp4(x, usage, source)
@@ -263,6 +266,8 @@ def describe(x, scales=None, *, format: Optional[str] = None, layout: str = "row
                 return _te_blockwise(x, usage, source)
             return _te_mxfp8(x, usage, source)
         if hasattr(x, "qdata") and hasattr(x, "scale"):
+            if usage is not None:
+                raise ValueError("usage applies to TE tensors only (torchao's are rowwise)")
             if hasattr(x, "elem_dtype"):
                 return _torchao_mx(x, source)
             if hasattr(x, "per_tensor_scale"):

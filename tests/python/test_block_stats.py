@@ -293,6 +293,10 @@ def test_torchao_layouts_refused():
                                                elem_dtype="fp6_e2m3", block_size=32))
     with pytest.raises(ValueError, match="source shape"):
         gnmr.block_stats(m, source=x.reshape(32, 128))
+    with pytest.raises(ValueError, match="a quantized tensor carries its own"):
+        gnmr.block_stats(m, layout="columnwise")
+    with pytest.raises(ValueError, match="usage applies to TE tensors only"):
+        gnmr.block_stats(m, usage="columnwise")
     sw = MXTensor.to_mx(x, torch.float8_e4m3fn, 32, is_swizzled_scales=True)
     sw.scale = sw.scale[:16]  # no longer the padded grid
     with pytest.raises(ValueError, match="swizzled scales hold 256 entries"):
