@@ -74,11 +74,15 @@ def _round_up(v: int, m: int) -> int:
     return (v + m - 1) // m * m
 
 
-def _rows_cols(t, what: str) -> Tuple[int, int]:
+def _rows_cols(t, what: str, first_down: bool = False) -> Tuple[int, int]:
     """A tensor as the [rows, cols] row-major matrix gnmr reads: its last
-    dimension across, every other one down."""
+    dimension across, every other one down; with `first_down`, its first
+    dimension down and the rest across (TE's transposed columnwise copies
+    of [d1, ..., dn] are [dn, d1, ..., dn-1], blocked along d1 ... dn-1)."""
     if t.dim() == 0:
         raise ValueError(f"{what}: a 0-d tensor has no rows and columns")
+    if first_down:
+        return t.shape[0], math.prod(t.shape[1:])
     return math.prod(t.shape[:-1]), t.shape[-1]
 
 
@@ -101,7 +105,8 @@ def _check_dtype(t, allowed, what: str, role: str) -> None:
 
 
 def _build(fmt: str, layout: str, scale_layout: str, data, scales, what: str, *,
-           global_scale: float = 1.0, source=None, keep=()) -> BlockRef:
+           global_scale: float = 1.0, source=None, keep=(),
+           first_down: bool = False) -> BlockRef:
     """The descriptor of codes `data` and `scales` (torch tensors), checking
     in Python only what the C++ check cannot see: devices, strides, dtypes
     and the scale tensor's extent."""
@@ -110,7 +115,7 @@ def _build(fmt: str, layout: str, scale_layout: str, data, scales, what: str, *,
     _host_contiguous(scales, desc, "the scale tensor")
     _check_dtype(data, _CODE_DTYPES[fmt], desc, "code")
     _check_dtype(scales, _SCALE_DTYPES[fmt], desc, "scale")
-    rows, cols = _rows_cols(data, desc)
+    rows, cols = _rows_cols(data, desc, first_down)
     if fmt in _FP4:
         cols *= 2  # two codes per byte, element 2k in the low nibble
     if scale_layout == "swizzled":
@@ -132,7 +137,7 @@ def _build(fmt: str, layout: str, scale_layout: str, data, scales, what: str, *,
         if str(source.dtype) not in _SOURCE_DTYPES:
             raise ValueError(f"{desc}: source dtype {source.dtype} is not supported "
                              "(supported: float32, bfloat16, float16)")
-        if _rows_cols(source, desc) != (rows, cols):
+        if _rows_cols(source, desc, first_down) != (rows, cols):
             raise ValueError(
                 f"{desc}: source shape {tuple(source.shape)} is not the codes' [{rows}, {cols}] "
                 "in storage order (a transposed copy needs its source transposed too)")
@@ -221,7 +226,8 @@ def _te_blockwise(x, usage, source) -> BlockRef:
     # 128x128: [ceil(M/128), roundup(ceil(K/128), 4)] row-major, of the
     # stored matrix (the columnwise copy is the transpose, stored as such).
     return _build("fp8_block", "square", "compact", getattr(x, f"_{usage}_data"),
-                  getattr(x, f"_{usage}_scale_inv"), what, source=source, keep=(x,))
+                  getattr(x, f"_{usage}_scale_inv"), what, source=source, keep=(x,),
+                  first_down=usage == "columnwise")
 
 
 def _te_nvfp4(x, usage, source) -> BlockRef:
@@ -242,7 +248,7 @@ def _te_nvfp4(x, usage, source) -> BlockRef:
     layout = "swizzled" if getattr(x, "_with_gemm_swizzled_scales", False) else "compact"
     return _build("nvfp4", "rowwise", layout, getattr(x, f"_{usage}_data"),
                   getattr(x, f"_{usage}_scale_inv"), what, global_scale=g, source=source,
-                  keep=(x,))
+                  keep=(x,), first_down=usage == "columnwise")
 
 
 def describe(x, scales=None, *, format: Optional[str] = None, layout: str = "rowwise",

@@ -246,6 +246,22 @@ def test_te_nvfp4_fake(swizzled):
 
 
 @needs_torchao
+def test_te_nvfp4_columnwise_3d_fake():
+    # TE's columnwise copy of [B, S, H] is [H, B, S] (packed: [H, B, S/2]),
+    # 1x16 blocks along B*S: the matrix [H, B*S], not [H*B, S].
+    B, S, H = 2, 64, 48
+    xt = _source(H, B * S, seed=15, span=(-4, 8), outlier=20.0)  # the source, transposed
+    amax = xt.abs().max().reshape(1)
+    n = NVFP4Tensor.to_nvfp4(xt, 16, per_tensor_scale=per_tensor_amax_to_scale(amax[0]))
+    te = types.SimpleNamespace(  # a FAKE TE NVFP4Tensor: columnwise only
+        _rowwise_data=None, _rowwise_scale_inv=None, _amax_rowwise=None,
+        _columnwise_data=n.qdata.reshape(H, B, S // 2), _amax_columnwise=amax,
+        _columnwise_scale_inv=_padded(n.scale, _up(H, 128), _up(B * S // 16, 4)),
+        _with_gemm_swizzled_scales=False)
+    _compare(gnmr.block_stats(te, source=xt.reshape(H, B, S)), _nv_reference(n, xt))
+
+
+@needs_torchao
 def test_te_float8_blockwise_fake():
     M, K = 200, 300  # partial 128x128 blocks at both ends
     x = _source(M, 320, seed=13)[:, :K].contiguous()
