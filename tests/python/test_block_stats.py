@@ -137,6 +137,11 @@ def test_mx_matches_torchao(fmt, swizzled, shape):
         assert want["saturated"] > 0 and want["underflow"] > 0 and want["scale_clamps"] > 0
     _compare(gnmr.block_stats(m, source=x), want)
     _compare(gnmr.block_stats(m), _mx_reference(m, fmt, x, with_source=False))
+    # The same memory as plain codes (fp4 also as torch's float4_e2m1fn_x2).
+    codes = m.qdata.view(torch.float4_e2m1fn_x2) if fmt == "mxfp4" else m.qdata
+    plain = gnmr.block_stats(codes, m.scale, format=fmt, source=x,
+                             scale_layout="swizzled" if swizzled else "compact")
+    assert plain == gnmr.block_stats(m, source=x)
 
 
 @needs_torchao
@@ -184,7 +189,11 @@ def test_nvfp4_matches_torchao(per_tensor, swizzled, shape):
     want = _nv_reference(n, x)
     assert want["underflow"] > 0 and want["scale_clamps"] > 0 and want["saturated"] > 0
     assert want["scale_clamps"] < want["blocks"] // 2
-    _compare(gnmr.block_stats(n, source=x), want)
+    got = gnmr.block_stats(n, source=x)
+    _compare(got, want)
+    g = 1.0 if pts is None else float(pts)
+    assert got == gnmr.block_stats(n.qdata, n.scale, format="nvfp4", global_scale=g, source=x,
+                                   scale_layout="swizzled" if swizzled else "compact")
 
 
 def _padded(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
