@@ -145,6 +145,31 @@ def test_mx_matches_torchao(fmt, swizzled, shape):
 
 
 @needs_torchao
+@pytest.mark.parametrize("mode", ["CEIL", "EVEN", "RCEIL"])
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp4"])
+def test_mx_scaling_modes(mode, fmt):
+    from torchao.prototype.mx_formats.config import ScaleCalculationMode
+    x = _source(130, 128, seed=_seed(mode, fmt))
+    m = MXTensor.to_mx(x, getattr(torch, MX_ELEMS[fmt]), 32,
+                       scaling_mode=getattr(ScaleCalculationMode, mode))
+    _compare(gnmr.block_stats(m, source=x), _mx_reference(m, fmt, x))
+
+
+@needs_torchao
+def test_mx_e8m0_zero_scale_is_2_to_the_minus_127():
+    # torchao's FLOOR quantizer divides a block whose scale byte is 0x00 by
+    # 2^-126 (its F32_MIN_NORMAL clamp) but its dequantize, the OCP spec and
+    # gnmr read 0x00 as 2^-127: such a block comes back at half its value,
+    # and gnmr's error says so.
+    x = torch.full((1, 32), 2.0**-130)
+    m = MXTensor.to_mx(x, torch.float8_e4m3fn, 32)
+    assert m.scale.view(torch.uint8).item() == 0
+    got = gnmr.block_stats(m, source=x)
+    assert got["scale_log2_min"] == -127 and got["scale_clamps"] == 1
+    assert got["error_sumsq"] == 32 * 2.0**-262 == got["source_sumsq"] / 4
+
+
+@needs_torchao
 def test_mx_bf16_source_3d_and_nan_block():
     x = _source(96, 64, seed=5).to(torch.bfloat16).reshape(2, 48, 64)
     m = MXTensor.to_mx(x, torch.float8_e4m3fn, 32)
