@@ -43,25 +43,6 @@ uint32_t BlockFormatBlockSize(BlockFormat f) {
 }
 
 namespace cpu {
-namespace block {
-
-Geometry GeometryOf(const BlockTensorRef& t) {
-  Geometry g;
-  const uint32_t b = BlockFormatBlockSize(t.format);
-  g.rows = t.rows;
-  g.cols = t.cols;
-  g.block_rows = t.layout == BlockLayout::kRowwise ? 1 : b;
-  g.block_cols = t.layout == BlockLayout::kColumnwise ? 1 : b;
-  g.grid_rows = (t.rows + g.block_rows - 1) / g.block_rows;
-  g.grid_cols = (t.cols + g.block_cols - 1) / g.block_cols;
-  g.scale_layout = t.scale_layout;
-  g.columnwise = t.layout == BlockLayout::kColumnwise;
-  g.scale_cols = t.scale_cols;
-  return g;
-}
-
-}  // namespace block
-
 namespace {
 
 constexpr uint64_t kMaxElements = uint64_t{1} << 48;

@@ -2,6 +2,10 @@
 // (docs/statistics.md, "Block-scaled formats"): code and scale decoding,
 // the block geometry and the scale index. Integer operations and exact
 // conversions only, so a caller's FTZ/DAZ mode cannot change a value.
+//
+// Internal linkage throughout: block_kernels.cc is compiled once per ISA
+// (item_kernels.h), and an inline function shared by those builds could
+// have its AVX-512 copy picked by the linker for the baseline path.
 #pragma once
 
 #include <array>
@@ -12,17 +16,18 @@
 #include "gnmr/block_tensor.h"
 
 namespace gnmr::cpu::block {
+namespace {  // NOLINT(build/namespaces): see above
 
 enum class Codes { kE4M3, kE5M2, kE2M1 };
 enum class Scales { kE8M0, kE4M3, kFp32 };
 
 constexpr Codes CodesOf(BlockFormat f) {
-  return f == BlockFormat::kMxfp8E5M2                                     ? Codes::kE5M2
+  return f == BlockFormat::kMxfp8E5M2                             ? Codes::kE5M2
          : (f == BlockFormat::kMxfp4 || f == BlockFormat::kNvfp4) ? Codes::kE2M1
-                                                                          : Codes::kE4M3;
+                                                                  : Codes::kE4M3;
 }
 constexpr Scales ScalesOf(BlockFormat f) {
-  return f == BlockFormat::kNvfp4 ? Scales::kE4M3
+  return f == BlockFormat::kNvfp4      ? Scales::kE4M3
          : f == BlockFormat::kFp8Block ? Scales::kFp32
                                        : Scales::kE8M0;
 }
@@ -75,7 +80,9 @@ constexpr std::array<double, 256> MakeCodeTable() {
 template <Codes C>
 constexpr uint32_t kMagMask = C == Codes::kE2M1 ? 0x7u : 0x7fu;
 template <Codes C>
-constexpr uint32_t kMaxCode = C == Codes::kE4M3 ? 0x7eu : C == Codes::kE5M2 ? 0x7bu : 0x7u;
+constexpr uint32_t kMaxCode = C == Codes::kE4M3   ? 0x7eu
+                              : C == Codes::kE5M2 ? 0x7bu
+                                                  : 0x7u;
 
 // Code i of a tensor's data: a byte, or a nibble (element 2k low).
 template <Codes C>
@@ -178,6 +185,20 @@ struct Geometry {
 };
 
 // The geometry of a tensor whose format and layout are valid.
-Geometry GeometryOf(const BlockTensorRef& t);
+inline Geometry GeometryOf(const BlockTensorRef& t) {
+  Geometry g;
+  const uint32_t b = BlockFormatBlockSize(t.format);
+  g.rows = t.rows;
+  g.cols = t.cols;
+  g.block_rows = t.layout == BlockLayout::kRowwise ? 1 : b;
+  g.block_cols = t.layout == BlockLayout::kColumnwise ? 1 : b;
+  g.grid_rows = (t.rows + g.block_rows - 1) / g.block_rows;
+  g.grid_cols = (t.cols + g.block_cols - 1) / g.block_cols;
+  g.scale_layout = t.scale_layout;
+  g.columnwise = t.layout == BlockLayout::kColumnwise;
+  g.scale_cols = t.scale_cols;
+  return g;
+}
 
+}  // namespace
 }  // namespace gnmr::cpu::block

@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "gnmr/block_tensor.h"
+#include "gnmr/cpu_isa.h"
 #include "gnmr/status.h"
 
 namespace gnmr::cpu {
@@ -30,6 +31,12 @@ Status CheckBlockTensor(const BlockTensorRef& tensor);
 
 // Statistics of `count` tensors (one unit), in tensor order. Checks every
 // tensor first; `out` is untouched on error.
+// Uses the best kernel build this CPU supports (SelectedIsa()).
 Status ComputeBlockStats(const BlockTensorRef* tensors, size_t count, BlockStats* out);
+
+// The same with a given kernel build; Unimplemented if it is not available.
+// For tests: every build must give bit-identical results.
+Status ComputeBlockStatsWithIsa(Isa isa, const BlockTensorRef* tensors, size_t count,
+                                BlockStats* out);
 
 }  // namespace gnmr::cpu
