@@ -27,25 +27,8 @@
 
 #include <cuda_runtime.h>
 
+#include "bench/cuda_bench_util.h"
 #include "gnmr/gpu_stats.h"
-
-namespace {
-
-#define CK(x)                                                       \
-  do {                                                              \
-    cudaError_t e_ = (x);                                           \
-    if (e_ != cudaSuccess) {                                        \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                 \
-    }                                                               \
-  } while (0)
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
 
 // --dtype: 0 for "mixed" (bf16 / fp32 alternating), -1 if unknown.
 int ParseDtype(const std::string& name) {

@@ -4,6 +4,7 @@
 # vector/scalar/byte paths, graph capture and replay labelling, two-stream
 # ordering, no host waits, virtual-memory and >2^31-element tensors,
 # context and error-state hygiene), the item-kernel arithmetic on the CPU,
+# the block-scaled kernels (MXFP8/MXFP4/NVFP4/FP8 block == the CPU path),
 # the client on the GPU against gnmrd with CUPTI's overhead_ratio, then the
 # per-dtype benchmarks against a device copy and, when torch with CUDA is
 # importable, the torch baseline. Everything goes to ${OUT:-gpu-results}/;
@@ -24,7 +25,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
-  -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 OUT=${OUT:-gpu-results}
 SIZES_GB=${SIZES_GB:-4}
@@ -45,7 +46,8 @@ export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # -------------------------------------------------------------- binaries
 declare -A bin
-kernel_bins=(kernels_gpu_stats_test kernels_gpu_host_test kernels_cpu_test gpu_stats_bench)
+kernel_bins=(kernels_gpu_stats_test kernels_gpu_host_test kernels_cpu_test gpu_stats_bench
+            kernels_gpu_block_test kernels_gpu_block_host_test gpu_block_stats_bench)
 client_bins=(client_gpu_test client_gpu_path_test client_cupti_test)
 mode_wanted=${GPU_CHECK_MODE:-auto}  # auto, build, kernels-only
 if [[ $mode_wanted == auto && -x "$CARRY/bin/kernels_gpu_stats_test" ]]; then
@@ -70,10 +72,12 @@ else
   step "building ($mode): ${targets[*]}"
   cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 ||
     { echo "build failed: $OUT/build.log"; tail -30 "$OUT/build.log"; exit 1; }
-  for b in kernels_gpu_stats_test kernels_gpu_host_test kernels_cpu_test; do
+  for b in kernels_gpu_stats_test kernels_gpu_host_test kernels_cpu_test kernels_gpu_block_test \
+    kernels_gpu_block_host_test; do
     bin[$b]="$BUILD/tests/kernels/$b"
   done
   bin[gpu_stats_bench]="$BUILD/bench/gpu_stats_bench"
+  bin[gpu_block_stats_bench]="$BUILD/bench/gpu_block_stats_bench"
   if [[ $mode == full ]]; then
     for b in "${client_bins[@]}"; do bin[$b]="$BUILD/tests/client/$b"; done
     bin[gnmrd]="$BUILD/daemon/gnmrd/gnmrd"
@@ -121,6 +125,8 @@ suite() {
 suite kernels_gpu_host_test cpu
 suite kernels_cpu_test cpu
 suite kernels_gpu_stats_test gpu
+suite kernels_gpu_block_host_test cpu
+suite kernels_gpu_block_test gpu
 suite client_gpu_test gpu
 suite client_gpu_path_test cpu
 suite client_cupti_test gpu
@@ -147,6 +153,23 @@ bench() {  # bench DTYPE OFFSET
 step "benchmarks: ${BENCH_DTYPES} at $SIZES_GB GB, and bf16 off the vector boundary"
 for d in $BENCH_DTYPES; do bench "$d" 0; done
 bench bf16 2
+# Block-scaled formats (GpuBlockStats), 1 GB of codes per format and layout.
+: > "$OUT/gpu_block_stats_bench.txt"
+for layout in rowwise columnwise; do
+  exe=${bin[gpu_block_stats_bench]:-}
+  if [[ -z $exe || ! -x $exe ]]; then bench_rows+=("gpu_block_stats_bench: SKIPPED (not built)"); break; fi
+  timeout --signal=KILL "$SUITE_TIMEOUT" "$exe" --gb=1 --layout="$layout" \
+    >> "$OUT/gpu_block_stats_bench.txt" 2>&1
+  code=$?
+  if (( code == 0 )); then
+    bench_rows+=("gpu_block_stats_bench $layout: ok")
+  elif (( code == 3 )) && [[ $gpu_present == no ]]; then
+    bench_rows+=("gpu_block_stats_bench $layout: SKIPPED (no CUDA device)")
+  else
+    bench_rows+=("gpu_block_stats_bench $layout: FAILED (exit $code)")
+    rc=1
+  fi
+done
 if python3 -c "import torch; assert torch.cuda.is_available()" > /dev/null 2>&1; then
   step "torch baseline"
   : > "$OUT/torch_baseline.txt"
@@ -168,5 +191,5 @@ printf '%-24s %6s %7s %6s  %s\n' suite passed skipped failed status
 printf '%s\n' "${summary[@]}"
 printf '%s\n' "${bench_rows[@]}"
 echo
-cat "$OUT/gpu_stats_bench.txt" "$OUT/torch_baseline.txt"
+cat "$OUT/gpu_stats_bench.txt" "$OUT/gpu_block_stats_bench.txt" "$OUT/torch_baseline.txt"
 exit $rc

@@ -25,6 +25,7 @@ case "${1:-}" in
 esac
 [[ -d /usr/src/googletest ]] || { echo "no /usr/src/googletest (apt-get install libgtest-dev)"; exit 1; }
 targets=(kernels_gpu_stats_test kernels_gpu_host_test kernels_cpu_test gpu_stats_bench
+         kernels_gpu_block_test kernels_gpu_block_host_test gpu_block_stats_bench
          client_gpu_test client_gpu_path_test client_cupti_test gnmrd)
 echo "building ${targets[*]} in $BUILD (CUDA on)..."
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGNMR_CUDA=ON > /dev/null
@@ -34,6 +35,8 @@ mkdir -p "$CARRY/bin" "$CARRY/lib"
 cp -r /usr/src/googletest "$CARRY/googletest"
 for b in tests/kernels/kernels_gpu_stats_test tests/kernels/kernels_gpu_host_test \
          tests/kernels/kernels_cpu_test bench/gpu_stats_bench \
+         tests/kernels/kernels_gpu_block_test tests/kernels/kernels_gpu_block_host_test \
+         bench/gpu_block_stats_bench \
          tests/client/client_gpu_test tests/client/client_gpu_path_test \
          tests/client/client_cupti_test daemon/gnmrd/gnmrd; do
   strip -o "$CARRY/bin/$(basename "$b")" "$BUILD/$b"

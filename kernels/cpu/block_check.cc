@@ -71,7 +71,8 @@ uint64_t RoundUp(uint64_t v, uint64_t m) { return (v + m - 1) / m * m; }
 Status CheckBlockTensor(const BlockTensorRef& t) {
   const uint32_t block = BlockFormatBlockSize(t.format);
   if (block == 0) {
-    return InvalidArgument("unknown block format " + std::to_string(static_cast<int>(t.format)));
+    return InvalidArgument("unknown block format " + std::to_string(static_cast<int>(t.format)) +
+                           " (" + LayoutName(t.layout) + " layout)");
   }
   if (t.layout != BlockLayout::kRowwise && t.layout != BlockLayout::kColumnwise &&
       t.layout != BlockLayout::kSquare) {

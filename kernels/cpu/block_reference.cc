@@ -184,7 +184,9 @@ void BlockCounts(const BlockTensorRef& t, BlockStats* u) {
           const uint8_t code = BlockElementCode(t, r, c);
           saturated = saturated || IsSaturatedCode(t.format, code);
           all_zero = all_zero && IsZeroCode(t.format, code);
-          source_nonzero = source_nonzero || BlockSourceValue(t, r, c) != 0.0;
+          const double x = BlockSourceValue(t, r, c);
+          // A NaN source element is no evidence of a value that was lost.
+          source_nonzero = source_nonzero || (x != 0.0 && !std::isnan(x));
         }
       }
       if (saturated) ++u->saturated_blocks;

@@ -24,6 +24,7 @@ Status Compute(BlockPassFn pass, const BlockTensorRef* tensors, size_t count, Bl
   uint64_t nans = 0;
   for (size_t i = 0; i < count; ++i) {
     const BlockTensorRef& t = tensors[i];
+    u.has_source = u.has_source || t.source != nullptr;
     if (t.rows * t.cols == 0) continue;  // adds +0.0 and no blocks
     ElementResult e;
     BlockResult b;
@@ -37,7 +38,6 @@ Status Compute(BlockPassFn pass, const BlockTensorRef* tensors, size_t count, Bl
     u.zero_codes += e.zero_codes;
     u.saturated += e.saturated;
     if (t.source != nullptr) {
-      u.has_source = true;
       u.underflow += e.underflow;
       u.error_sumsq = u.error_sumsq + e.error;
       u.source_sumsq = u.source_sumsq + e.source;

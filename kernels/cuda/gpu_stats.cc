@@ -104,20 +104,8 @@ GpuStats::GpuStats(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuStats::~GpuStats() = default;
 
 StatusOr<std::unique_ptr<GpuStats>> GpuStats::Create(int device) {
-  const cudaError_t pending = cudaPeekAtLastError();
-  int count = 0;  // left unwritten on error (e.g. 35: no driver)
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (pending == cudaSuccess) cudaGetLastError();  // ours: not the trainer's to find
-  if (e != cudaSuccess || count <= 0) {
-    return Status(
-        StatusCode::kUnavailable,
-        std::string("no CUDA device: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices"));
-  }
-  if (device < 0 || device >= count) {
-    return Status(StatusCode::kUnavailable, "CUDA device " + std::to_string(device) +
-                                                " out of range (" + std::to_string(count) +
-                                                " devices)");
-  }
+  Status usable = cuda::CheckDeviceOrdinal(device);
+  if (!usable.ok()) return usable;
   DeviceGuard guard(device);
   int now = -1;
   if (cudaGetDevice(&now) != cudaSuccess || now != device) {

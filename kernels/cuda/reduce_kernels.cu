@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/item_math.h"
 #include "kernels/cuda/stats_kernels.h"
+#include "kernels/cuda/tree_reduce.h"
 
 namespace gnmr::cuda {
 namespace {
@@ -17,47 +18,6 @@ constexpr uint64_t kNanBits = 0x7ff8000000000000ull;
 
 uint32_t Blocks(uint64_t wanted, uint32_t cap) {
   return static_cast<uint32_t>(wanted < cap ? wanted : cap);
-}
-
-// stats_order.h ItemTree, on the device.
-struct Tree {
-  double value[65];
-  int level[65];
-  int depth = 0;
-  __device__ void Push(double v) {
-    int l = 0;
-    while (depth > 0 && level[depth - 1] == l) {
-      v = __dadd_rn(value[depth - 1], v);
-      --depth;
-      ++l;
-    }
-    value[depth] = v;
-    level[depth] = l;
-    ++depth;
-  }
-  __device__ double Finish() const {
-    if (depth == 0) return 0.0;
-    double acc = value[depth - 1];
-    for (int i = depth - 2; i >= 0; --i) acc = __dadd_rn(value[i], acc);
-    return acc;
-  }
-};
-
-// Step 5 inside a segment (stats_order.h): the 256 aligned 16-item subtrees
-// in sh[0..256) combined as adjacent pairs, level by level: ((B0 + B1) +
-// (B2 + B3)) + ..., the item tree's own shape. Threads without items hold
-// +0.0, the padding, which never changes a sum. All threads call it.
-__device__ double PairTree(double* sh, double v) {
-  const uint32_t j = threadIdx.x;
-  sh[j] = v;
-  __syncthreads();
-  for (uint32_t s = 1; s < kLanes; s <<= 1) {
-    if (j % (2 * s) == 0) sh[j] = __dadd_rn(sh[j], sh[j + s]);
-    __syncthreads();
-  }
-  const double r = sh[0];
-  __syncthreads();
-  return r;
 }
 
 // Integer block reductions (order-independent): the maximum of amax and

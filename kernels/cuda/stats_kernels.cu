@@ -23,6 +23,7 @@
 
 #include "kernels/cuda/item_math.h"
 #include "kernels/cuda/stats_kernels.h"
+#include "kernels/cuda/tree_reduce.h"
 
 namespace gnmr::cuda {
 namespace {
@@ -32,25 +33,6 @@ constexpr uint32_t kFull = 0xffffffffu;
 constexpr uint32_t kItemBlock = 256, kWarpsPerBlock = kItemBlock / 32;
 
 // ---------------------------------------------------------------- items
-
-template <uint32_t P>
-__device__ __forceinline__ double WarpLaneTree(double (&v)[item::kSlots]) {
-#pragma unroll
-  for (uint32_t level = 0; level < 8; ++level) {
-    const uint32_t s = 128u >> level;
-    if (item::CrossThread<P>(s)) {
-      double partner[item::kSlots] = {};
-#pragma unroll
-      for (uint32_t i = 0; i < P; ++i) {
-        partner[i] = __shfl_down_sync(kFull, v[i], item::ShuffleDelta<P>(s));
-      }
-      item::CrossStep<P>(v, partner);
-    } else {
-      item::InThreadStep<P>(s, v);
-    }
-  }
-  return v[0];  // lane 0 of the warp holds the item's partial
-}
 
 template <DType D>
 __device__ __forceinline__ item::Vec<D> LoadVec(const unsigned char* p) {

@@ -81,7 +81,7 @@ TEST(BlockChecks, FormatOutsideEnum) {
 // Disabled: block_stats.h says every message names the tensor's format and
 // layout, but block_check.cc answers "unknown block format N" without the
 // layout (here "rowwise").
-TEST(BlockChecks, DISABLED_FormatOutsideEnumNamesLayout) {
+TEST(BlockChecks, FormatOutsideEnumNamesLayout) {
   Valid v(BlockFormat::kMxfp8E4M3);
   v.ref.format = static_cast<BlockFormat>(6);
   ExpectRefused(v.ref);

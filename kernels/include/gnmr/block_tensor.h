@@ -108,7 +108,8 @@ struct BlockStats {
   uint64_t blocks = 0;
   uint64_t saturated_blocks = 0;  // blocks with at least one saturated code
   // Blocks whose codes are all zero while their source block has a
-  // non-zero element; without a source, blocks whose codes are all zero.
+  // non-zero element that is not NaN; without a source, blocks whose codes
+  // are all zero.
   uint64_t dead_blocks = 0;
   // Blocks whose scale sits at an end of its format's range or is NaN:
   // E8M0 0x00, 0xFE or 0xFF; e4m3fn at or below its smallest normal
@@ -122,7 +123,8 @@ struct BlockStats {
   int64_t scale_log2_sum = 0;
   uint64_t scaled_blocks = 0;
 
-  // With a source only (has_source): source elements x != 0 whose
+  // has_source: some tensor had a source (even an empty one). With it:
+  // finite source elements x != 0 whose
   // dequantized value is 0 (TE's underflow), sum((x - x_hat)^2) and
   // sum(x^2) over finite pairs, canonical order; the relative error is
   // error_sumsq / source_sumsq.

@@ -29,6 +29,27 @@ inline Status CudaError(cudaError_t e, const char* what) {
   return Status(StatusCode::kInternal, std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+// OK if `device` names a CUDA device of this process; Unavailable
+// otherwise (no driver: cudaGetDeviceCount fails with 35, no device, an
+// ordinal out of range). The thread's last-error state is left as found.
+inline Status CheckDeviceOrdinal(int device) {
+  const cudaError_t pending = cudaPeekAtLastError();
+  int count = 0;  // left unwritten on error (e.g. 35: no driver)
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (pending == cudaSuccess) cudaGetLastError();  // ours: not the trainer's to find
+  if (e != cudaSuccess || count <= 0) {
+    return Status(
+        StatusCode::kUnavailable,
+        std::string("no CUDA device: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices"));
+  }
+  if (device < 0 || device >= count) {
+    return Status(StatusCode::kUnavailable, "CUDA device " + std::to_string(device) +
+                                                " out of range (" + std::to_string(count) +
+                                                " devices)");
+  }
+  return Status::Ok();
+}
+
 // Device allocation freed on destruction; Reserve keeps a large enough one
 // (no free, no allocation: SetTable may run while another thread captures).
 struct DevBuf {
