@@ -67,10 +67,11 @@ def figures(dq, codes, scales, block_size, clamp, x=None) -> dict:
     if x is not None:
         xs = x.to(torch.float64)
         both = finite & torch.isfinite(xs)
+        live = (xs != 0) & ~torch.isnan(xs)  # a NaN source is no lost value
         f.update(underflow=int(((xs != 0) & (dq == 0) & both).sum()),
                  error_sumsq=float(((xs - dq)[both] ** 2).sum()),
                  source_sumsq=float((xs[both] ** 2).sum()),
-                 dead_blocks=int(((mag == 0).all(-1) & (xs.reshape(mag.shape) != 0).any(-1))
+                 dead_blocks=int(((mag == 0).all(-1) & live.reshape(mag.shape).any(-1))
                                  .sum()))
     else:
         f["dead_blocks"] = int((mag == 0).all(-1).sum())
