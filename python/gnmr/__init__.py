@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from gnmr._gnmr import (  # noqa: F401  (re-exports)
     Action,
+    BlockTensor,
     Client,
     ClientOptions,
     Counters,
@@ -41,6 +42,7 @@ from gnmr._gnmr import (  # noqa: F401  (re-exports)
 
 __all__ = [
     "Action",
+    "BlockTensor",
     "Client",
     "ClientOptions",
     "Counters",
@@ -51,6 +53,7 @@ __all__ = [
     "PlanEntry",
     "TensorRef",
     "UnavailableError",
+    "block_stats",
     "clip_scale",
     "default_config",
     "tensor_ref",
@@ -160,3 +163,8 @@ def tensor_ref(tensor, scale_inv: float = 1.0, scale_inv_tensor=None,
         scale_ptr = scale_inv_tensor.data_ptr()
     return TensorRef(tensor.data_ptr(), tensor.numel(), dtype, ordinal, scale_inv, scale_ptr,
                      float(saturation_magnitude))
+
+
+# Block-scaled tensors (torchao MX / NVFP4, TE MXFP8 / NVFP4 / FP8 block):
+# gnmr.blocks, which imports no torch itself.
+from gnmr.blocks import block_stats  # noqa: E402

@@ -21,6 +21,7 @@
 #include "gnmr/status.h"
 #include "gnmr/tensor.h"
 #include "gnmr/version.h"
+#include "python/src/block_bindings.h"
 #include "python/src/config_dict.h"
 #include "python/src/plan_bindings.h"
 #include "python/src/tensor_ref_bindings.h"
@@ -295,6 +296,7 @@ PYBIND11_MODULE(_gnmr, m) {
       .value("SKIP", EntryTreatment::kSkip);
 
   BindTensorRef(m);
+  BindBlockStats(m);
 
   const PyOptions defaults;
   py::class_<PyOptions>(m, "ClientOptions")
