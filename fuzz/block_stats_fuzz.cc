@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gnmr::BlockTensorRef t;
   t.format = static_cast<gnmr::BlockFormat>(in.Range(0, 6));
   t.layout = static_cast<gnmr::BlockLayout>(in.Range(0, 3));
-  t.scale_layout = static_cast<gnmr::ScaleLayout>(in.Range(0, 2));
+  t.scale_layout = static_cast<gnmr::ScaleLayout>(in.Range(0, 3));
   t.rows = static_cast<uint64_t>(in.Range(0, 300));
   t.cols = static_cast<uint64_t>(in.Range(0, 300));
   t.scale_rows = static_cast<uint64_t>(in.Range(0, 300));

@@ -89,7 +89,8 @@ Status CheckBlockTensor(const BlockTensorRef& t) {
   auto error = [&what](const std::string& problem) {
     return InvalidArgument(what + ": " + problem);
   };
-  if (t.scale_layout != ScaleLayout::kCompact && t.scale_layout != ScaleLayout::kSwizzled) {
+  if (t.scale_layout != ScaleLayout::kCompact && t.scale_layout != ScaleLayout::kSwizzled &&
+      t.scale_layout != ScaleLayout::kCompactTransposed) {
     return error("unknown scale layout " + std::to_string(static_cast<int>(t.scale_layout)));
   }
   if (t.device != kHostDevice) {
@@ -148,6 +149,12 @@ Status CheckBlockTensor(const BlockTensorRef& t) {
     if (numel > 0 && (t.scale_rows != rpad || t.scale_cols != cpad)) {
       return error("swizzled scales must be the padded grid [" + std::to_string(rpad) + ", " +
                    std::to_string(cpad) + "], not " + have);
+    }
+  } else if (t.scale_layout == ScaleLayout::kCompactTransposed) {
+    if (numel > 0 && (t.scale_rows < g.grid_cols || t.scale_cols < g.grid_rows)) {
+      return error("the transposed scale tensor " + have + " does not cover the block grid's " +
+                   "transpose [" + std::to_string(g.grid_cols) + ", " +
+                   std::to_string(g.grid_rows) + "]");
     }
   } else if (numel > 0 && (t.scale_rows < g.grid_rows || t.scale_cols < g.grid_cols)) {
     return error("the scale tensor " + have + " does not cover the block grid [" +

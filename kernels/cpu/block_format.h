@@ -177,6 +177,7 @@ struct Geometry {
   // Scale entry of block (bi, bj) of the grid.
   uint64_t ScaleIndex(uint64_t bi, uint64_t bj) const {
     if (scale_layout == ScaleLayout::kCompact) return bi * scale_cols + bj;
+    if (scale_layout == ScaleLayout::kCompactTransposed) return bj * scale_cols + bi;
     const uint64_t r = columnwise ? bj : bi;  // K-major: [rows or cols, blocks along K]
     const uint64_t c = columnwise ? bi : bj;
     return ((r >> 7) * (scale_cols >> 2) + (c >> 2)) * 512 + (r & 31u) * 16 + ((r >> 5) & 3u) * 4 +

@@ -243,6 +243,8 @@ uint8_t BlockElementCode(const BlockTensorRef& t, uint64_t r, uint64_t c) {
 
 uint64_t BlockScaleIndex(const BlockTensorRef& t, uint64_t block_r, uint64_t block_c) {
   if (t.scale_layout == ScaleLayout::kCompact) return block_r * t.scale_cols + block_c;
+  // Transposed: the scale tensor is [blocks across, blocks down], row-major.
+  if (t.scale_layout == ScaleLayout::kCompactTransposed) return block_c * t.scale_cols + block_r;
   // The K-major grid: one row per row (rowwise) or per column (columnwise).
   if (t.layout == BlockLayout::kRowwise) return SwizzledScaleIndex(block_r, block_c, t.scale_cols);
   return SwizzledScaleIndex(block_c, block_r, t.scale_cols);

@@ -178,6 +178,9 @@ GNMR_HD uint64_t SwizzledIndex(uint64_t r, uint64_t c, uint64_t cpad) {
 }
 GNMR_HD uint64_t ScaleIndex(const BlockDesc& d, uint64_t bi, uint64_t bj) {
   if (d.scale_layout == static_cast<uint32_t>(ScaleLayout::kCompact)) return bi * d.scale_cols + bj;
+  if (d.scale_layout == static_cast<uint32_t>(ScaleLayout::kCompactTransposed)) {
+    return bj * d.scale_cols + bi;
+  }
   // K-major grid: rowwise [rows, blocks across], columnwise [cols, blocks down].
   return d.layout == static_cast<uint32_t>(BlockLayout::kColumnwise)
              ? SwizzledIndex(bj, bi, d.scale_cols)

@@ -8,8 +8,8 @@ fields (no import of the library):
   ``block_size`` 32, ``is_swizzled_scales``): e4m3, e5m2 and fp4;
 - torchao ``NVFP4Tensor`` (``qdata``, ``scale``, ``per_tensor_scale``,
   ``block_size`` 16, ``is_swizzled_scales``);
-- Transformer Engine's ``MXFP8Tensor``, ``Float8BlockwiseQTensor`` (128x128
-  only) and ``NVFP4Tensor`` and their ``*Storage`` classes (``_rowwise_data``,
+- Transformer Engine's ``MXFP8Tensor``, ``Float8BlockwiseQTensor`` (1x128
+  and 128x128) and ``NVFP4Tensor`` and their ``*Storage`` classes (``_rowwise_data``,
   ``_rowwise_scale_inv``, ``_columnwise_*``, ...; ``usage`` picks the copy);
 - or plain tensors: ``gnmr.block_stats(codes, scales, format=...)``;
 - or a list of these (one unit: the sums in the canonical order across
@@ -216,13 +216,11 @@ def _te_blockwise(x, usage, source) -> BlockRef:
         raise ValueError(f"{what}: _fp8_dtype {getattr(x, '_fp8_dtype', None)} is not "
                          "supported (supported: kFloat8E4M3)")
     if not x._is_2D_scaled:
-        # TE keeps 1x128 scales M-major ([ceil(K/128), roundup(M, 4)]), which
-        # no gnmr scale layout describes; copying them would not be in place.
-        raise ValueError(
-            f"{what}: 1x128 blocks (_is_2D_scaled False) keep their scales transposed "
-            "([ceil(K/128), roundup(M, 4)]), a layout gnmr cannot read in place (supported: "
-            "128x128 blocks, _is_2D_scaled True; or block_stats(codes, scales, "
-            "format='fp8_block') with compact [M, ceil(K/128)] scales)")
+        # 1x128: TE keeps the scales M-major, [ceil(K/128), roundup(M, 4)]
+        # (the transpose of the block grid, padded): compact_transposed.
+        return _build("fp8_block", "rowwise", "compact_transposed",
+                      getattr(x, f"_{usage}_data"), getattr(x, f"_{usage}_scale_inv"), what,
+                      source=source, keep=(x,), first_down=usage == "columnwise")
     # 128x128: [ceil(M/128), roundup(ceil(K/128), 4)] row-major, of the
     # stored matrix (the columnwise copy is the transpose, stored as such).
     return _build("fp8_block", "square", "compact", getattr(x, f"_{usage}_data"),
@@ -291,8 +289,9 @@ def describe(x, scales=None, *, format: Optional[str] = None, layout: str = "row
     if layout not in ("rowwise", "columnwise", "square"):
         raise ValueError(f"unknown block layout {layout!r} (supported: rowwise, columnwise, "
                          "square)")
-    if scale_layout not in ("compact", "swizzled"):
-        raise ValueError(f"unknown scale layout {scale_layout!r} (supported: compact, swizzled)")
+    if scale_layout not in ("compact", "swizzled", "compact_transposed"):
+        raise ValueError(f"unknown scale layout {scale_layout!r} "
+                         "(supported: compact, swizzled, compact_transposed)")
     return _build(format, layout, scale_layout, x, scales, "codes", global_scale=global_scale,
                   source=source)
 

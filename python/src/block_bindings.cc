@@ -32,7 +32,8 @@ const Names<BlockLayout> kLayouts = {{"rowwise", BlockLayout::kRowwise},
                                      {"columnwise", BlockLayout::kColumnwise},
                                      {"square", BlockLayout::kSquare}};
 const Names<ScaleLayout> kScaleLayouts = {{"compact", ScaleLayout::kCompact},
-                                          {"swizzled", ScaleLayout::kSwizzled}};
+                                          {"swizzled", ScaleLayout::kSwizzled},
+                                          {"compact_transposed", ScaleLayout::kCompactTransposed}};
 
 // ValueError naming the supported values for an unknown name.
 template <typename E>

@@ -111,7 +111,7 @@ TEST_P(BlockRandom, MatchesReference) {
 std::string ParamName(
     const ::testing::TestParamInfo<std::tuple<BlockFormat, BlockLayout, ScalePad>>& info) {
   const char* layouts[] = {"Rowwise", "Columnwise", "Square"};
-  const char* pads[] = {"Exact", "Padded", "Swizzled"};
+  const char* pads[] = {"Exact", "Padded", "Swizzled", "Transposed"};
   std::string name = BlockFormatName(std::get<0>(info.param));
   return name + "_" + layouts[static_cast<int>(std::get<1>(info.param))] + "_" +
          pads[static_cast<int>(std::get<2>(info.param))];
@@ -123,6 +123,13 @@ INSTANTIATE_TEST_SUITE_P(Compact, BlockRandom,
                                                               BlockLayout::kColumnwise,
                                                               BlockLayout::kSquare),
                                             ::testing::Values(ScalePad::kExact, ScalePad::kPadded)),
+                         ParamName);
+
+INSTANTIATE_TEST_SUITE_P(Transposed, BlockRandom,
+                         ::testing::Combine(::testing::ValuesIn(kFormats),
+                                            ::testing::Values(BlockLayout::kRowwise,
+                                                              BlockLayout::kSquare),
+                                            ::testing::Values(ScalePad::kTransposed)),
                          ParamName);
 
 INSTANTIATE_TEST_SUITE_P(Swizzled, BlockRandom,

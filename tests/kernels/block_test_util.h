@@ -27,7 +27,9 @@ inline uint64_t RoundUp(uint64_t a, uint64_t b) { return CeilDiv(a, b) * b; }
 // How the scale tensor is shaped: exactly the block grid, the grid padded
 // as TE pads it (rows of the K-major grid to 128, its columns to 4), or
 // swizzled (which implies that padding).
-enum class ScalePad { kExact, kPadded, kSwizzled };
+// kTransposed: ScaleLayout::kCompactTransposed, padded like TE ([C, R] up
+// to multiples of 4 columns).
+enum class ScalePad { kExact, kPadded, kSwizzled, kTransposed };
 
 class TestBlockTensor {
  public:
@@ -45,11 +47,19 @@ class TestBlockTensor {
     const uint64_t k_rows = colwise ? grid_cols : grid_rows;
     const uint64_t k_cols = colwise ? grid_rows : grid_cols;
     uint64_t pr = k_rows, pc = k_cols;
-    if (pad != ScalePad::kExact) pr = RoundUp(k_rows, 128), pc = RoundUp(k_cols, 4);
-    ref_.scale_layout = pad == ScalePad::kSwizzled ? ScaleLayout::kSwizzled : ScaleLayout::kCompact;
+    if (pad == ScalePad::kPadded || pad == ScalePad::kSwizzled) {
+      pr = RoundUp(k_rows, 128), pc = RoundUp(k_cols, 4);
+    }
+    ref_.scale_layout = pad == ScalePad::kSwizzled     ? ScaleLayout::kSwizzled
+                        : pad == ScalePad::kTransposed ? ScaleLayout::kCompactTransposed
+                                                       : ScaleLayout::kCompact;
     const bool transpose = colwise && pad != ScalePad::kSwizzled;
     ref_.scale_rows = transpose ? pc : pr;
     ref_.scale_cols = transpose ? pr : pc;
+    if (pad == ScalePad::kTransposed) {  // [blocks across, blocks down], columns padded to 4
+      ref_.scale_rows = grid_cols;
+      ref_.scale_cols = RoundUp(grid_rows, 4);
+    }
     grid_rows_ = grid_rows;
     grid_cols_ = grid_cols;
     const bool e2m1 = format == BlockFormat::kMxfp4 || format == BlockFormat::kNvfp4;

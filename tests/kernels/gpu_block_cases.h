@@ -90,11 +90,15 @@ inline BlockCase MakeBlockCase(BlockFormat f, BlockLayout layout, ScaleLayout sl
   } else {
     c.data.assign(codes.begin(), codes.end());
   }
-  // Scales: compact with a padded row stride, or the swizzled padded grid.
+  // Scales: compact with a padded row stride, its transpose (TE's 1x128
+  // scales), or the swizzled padded grid.
   if (sl == ScaleLayout::kSwizzled) {
     const bool col = layout == BlockLayout::kColumnwise;
     r.scale_rows = CeilDiv(col ? gc : gr, 128) * 128;
     r.scale_cols = CeilDiv(col ? gr : gc, 4) * 4;
+  } else if (sl == ScaleLayout::kCompactTransposed) {
+    r.scale_rows = gc;
+    r.scale_cols = CeilDiv(gr, 4) * 4;
   } else {
     r.scale_rows = gr + 1;
     r.scale_cols = gc + 3;
@@ -166,7 +170,8 @@ inline std::vector<BlockCase> AllBlockCases(bool with_sources) {
   uint32_t seed = 1;
   for (BlockFormat f : AllFormats()) {
     for (BlockLayout l : {BlockLayout::kRowwise, BlockLayout::kColumnwise, BlockLayout::kSquare}) {
-      for (ScaleLayout sl : {ScaleLayout::kCompact, ScaleLayout::kSwizzled}) {
+      for (ScaleLayout sl :
+           {ScaleLayout::kCompact, ScaleLayout::kSwizzled, ScaleLayout::kCompactTransposed}) {
         if (sl == ScaleLayout::kSwizzled && l == BlockLayout::kSquare) continue;
         for (const auto& s : shapes) {
           const int src = !with_sources ? 0 : static_cast<int>(seed % 4);  // none, fp32, bf16, fp16

@@ -114,6 +114,37 @@ def test_te_float8_blockwise_fake():
     assert got["error_sumsq"] == pytest.approx(float(((x.double() - dq) ** 2).sum()), rel=1e-9)
     log2 = torch.frexp(s.double())[1] - 1
     assert (got["scale_log2_min"], got["scale_log2_max"]) == (int(log2.min()), int(log2.max()))
-    te._is_2D_scaled = False
-    with pytest.raises(ValueError, match="1x128 blocks .* transposed"):
-        gnmr.block_stats(te)
+
+
+
+@needs_torchao
+def test_te_float8_blockwise_1x128_fake():
+    """1x128 blocks: TE keeps the scales M-major, [ceil(K/128), roundup(M, 4)]."""
+    M, K = 150, 300  # a partial block at each row's end; M pads to 152
+    x = random_source(M, 384, seed=14)[:, :K].contiguous()
+    gk = -(-K // 128)
+    rows = torch.nn.functional.pad(x, (0, gk * 128 - K)).reshape(M, gk, 128)
+    s = (rows.abs().amax(-1) / 448).clamp(min=2.0**-120)  # [M, gk] fp32, not powers of two
+    codes = (rows / s[:, :, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+    codes = codes.reshape(M, gk * 128)[:, :K].contiguous()
+    scale_inv = torch.full((gk, up(M, 4)), float("nan"))  # M-major, padding never read
+    scale_inv[:, :M] = s.t()
+    te = types.SimpleNamespace(  # a FAKE TE Float8BlockwiseQTensor, 1x128 scales
+        _rowwise_data=codes.view(torch.uint8), _rowwise_scale_inv=scale_inv,
+        _columnwise_data=None, _columnwise_scale_inv=None,
+        _fp8_dtype=types.SimpleNamespace(name="kFloat8E4M3"), _is_2D_scaled=False)
+    got = gnmr.block_stats(te, source=x)
+    c = codes.to(torch.float64)
+    dq = c * s.repeat_interleave(128, 1)[:, :K].to(torch.float64)
+    assert got["blocks"] == M * gk
+    assert got["sumsq"] == pytest.approx(float((dq ** 2).sum()), rel=1e-12, abs=0)
+    assert got["amax"] == float(dq.abs().max())
+    assert got["saturated"] == int((c.abs() == 448).sum())
+    assert got["saturated_blocks"] == M * gk  # each block's amax maps to 448
+    assert got["error_sumsq"] == pytest.approx(float(((x.double() - dq) ** 2).sum()), rel=1e-9)
+    log2 = torch.frexp(s.double())[1] - 1
+    assert (got["scale_log2_min"], got["scale_log2_max"]) == (int(log2.min()), int(log2.max()))
+    # The same memory as plain codes with the compact [M, gk] grid gives the same figures.
+    plain = gnmr.block_stats(codes.view(torch.uint8), s.contiguous(), format="fp8_block",
+                             source=x)
+    assert plain == got

@@ -56,7 +56,11 @@ enum class BlockLayout : uint8_t { kRowwise = 0, kColumnwise = 1, kSquare = 2 };
 //   entry (r, c) is at
 //     ((r / 128) * (Cpad / 4) + c / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 + c % 4.
 //   scale_rows and scale_cols must then be the padded grid's (Rpad, Cpad).
-enum class ScaleLayout : uint8_t { kCompact = 0, kSwizzled = 1 };
+// - kCompactTransposed: the transpose of kCompact, row-major
+//   [scale_rows, scale_cols] covering [blocks across, blocks down]: block
+//   (i, j) at j * scale_cols + i. TE stores the 1x128 scales of
+//   Float8BlockwiseQTensor this way ([ceil(K / 128), roundup(M, 4)]).
+enum class ScaleLayout : uint8_t { kCompact = 0, kSwizzled = 1, kCompactTransposed = 2 };
 
 // A non-owning view of one block-scaled tensor (the caller keeps the memory
 // alive, as for TensorRef).
