@@ -96,7 +96,7 @@ TEST(BlockChecks, LayoutOutsideEnum) {
 
 TEST(BlockChecks, ScaleLayoutOutsideEnum) {
   Valid v(BlockFormat::kMxfp4, BlockLayout::kColumnwise);
-  v.ref.scale_layout = static_cast<ScaleLayout>(2);
+  v.ref.scale_layout = static_cast<ScaleLayout>(3);
   ExpectRefused(v.ref);
 }
 
@@ -169,6 +169,22 @@ TEST(BlockChecks, SwizzledScalesNotThePaddedGrid) {
   Valid c(BlockFormat::kNvfp4, BlockLayout::kColumnwise, ScalePad::kSwizzled);  // [128, 4]
   c.ref.scale_cols = 8;
   ExpectRefused(c.ref);
+}
+
+// kCompactTransposed: [blocks across, blocks down] must be covered; the
+// untransposed shape of a non-square grid is not enough.
+TEST(BlockChecks, TransposedScalesMustCoverTheTransposedGrid) {
+  Valid v(BlockFormat::kFp8Block, BlockLayout::kRowwise, ScalePad::kTransposed);
+  EXPECT_TRUE(cpu::CheckBlockTensor(v.ref).ok());
+  const uint64_t across = v.ref.scale_rows, down_padded = v.ref.scale_cols;
+  v.ref.scale_rows = across - 1;
+  ExpectRefused(v.ref);
+  EXPECT_NE(cpu::CheckBlockTensor(v.ref).message().find("transposed"), std::string::npos);
+  v.ref.scale_rows = across;
+  v.ref.scale_cols = v.t.grid_rows() - 1;
+  ExpectRefused(v.ref);
+  v.ref.scale_cols = down_padded;
+  EXPECT_TRUE(cpu::CheckBlockTensor(v.ref).ok());
 }
 
 TEST(BlockChecks, MoreThan2To40Scales) {

@@ -211,7 +211,7 @@ TEST(GpuBlockPlan, RefusesWhatTheCpuCheckRefuses) {
   };
   refused([](BlockTensorRef& r) { r.format = static_cast<BF>(9); }, "format");
   refused([](BlockTensorRef& r) { r.layout = static_cast<BlockLayout>(3); }, "layout");
-  refused([](BlockTensorRef& r) { r.scale_layout = static_cast<ScaleLayout>(2); }, "scale layout");
+  refused([](BlockTensorRef& r) { r.scale_layout = static_cast<ScaleLayout>(3); }, "scale layout");
   refused([](BlockTensorRef& r) { r.data = nullptr; }, "null data");
   refused([](BlockTensorRef& r) { r.scales = nullptr; }, "null scales");
   refused(
