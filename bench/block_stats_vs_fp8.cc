@@ -9,7 +9,6 @@
 // shared machine's drift hits both; the table shows the median ratio and
 // its 25th-75th percentile. Times are the thread's CPU time. Single thread; 64 MiB of codes per
 // input by default (larger than the caches).
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -17,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/quantile.h"
 #include "common/flag_parser.h"
 #include "gnmr/block_stats.h"
 #include "gnmr/cpu_stats.h"
@@ -51,10 +51,7 @@ double CpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-double Quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-}
+using bench::Quantile;
 
 // A block tensor of `code_bytes` bytes of random finite codes, 4096 columns,
 // with random scales near 1 (and an fp32 source when asked).

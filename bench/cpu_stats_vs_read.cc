@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/quantile.h"
 #include "bench/stats_throughput.h"
 #include "common/flag_parser.h"
 #include "gnmr/cpu_stats.h"
@@ -92,10 +93,7 @@ double Seconds(Fn&& fn) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double Quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-}
+using bench::Quantile;
 
 // The L3 one core can use: sysfs (per cache instance) first, because
 // sysconf's figure can be the whole package (384 MiB on the EPYC VM we tune

@@ -40,13 +40,6 @@ constexpr SquareTables<C> MakeSquareTables() {
   return t;
 }
 
-// Codes past the largest finite magnitude: e4m3 0x7f is NaN; e5m2 0x7c is
-// Inf and 0x7d-0x7f are NaN; E2M1 has none.
-template <Codes C>
-constexpr bool IsNanMag(uint32_t mag) {
-  return C == Codes::kE2M1 ? false : C == Codes::kE4M3 ? mag == 0x7fu : mag > 0x7cu;
-}
-
 // What one scan of a block's codes collects.
 struct BlockScan {
   uint64_t units = 0;    // Q in units (e4m3, E2M1)
@@ -57,21 +50,11 @@ struct BlockScan {
   bool any_source = false;  // a source element != 0 and not NaN
 };
 
-// The square of a finite magnitude in Q's unit, by arithmetic rather than
-// a table, so that the loops below vectorize (no gathers): e4m3 is
-// M * 2^(E - 1) units of 2^-9 (E4M3 subnormals: E = 1, M = mag & 7), E2M1
-// twice its value is 0, 1, 2, 3, 4, 6, 8, 12 (a byte table in a constant).
-template <Codes C>
-constexpr uint64_t SquareUnits(uint32_t mag) {
-  if constexpr (C == Codes::kE4M3) {
-    const uint32_t field = mag >> 3;
-    const uint32_t root = (field != 0 ? 8u + (mag & 7u) : (mag & 7u))
-                          << (field != 0 ? field - 1 : 0);
-    return mag == 0x7fu ? 0 : static_cast<uint64_t>(root) * root;  // 0x7f: NaN, counted apart
-  } else {
-    const uint64_t root = (0x0c08060403020100ull >> (8 * (mag & 7u))) & 0xffu;
-    return root * root;
-  }
+// The square of an E2M1 magnitude in Q's unit (2^-2): twice its value is
+// 0, 1, 2, 3, 4, 6, 8, 12 (a byte table in a constant).
+constexpr uint32_t E2M1SquareUnits(uint32_t mag) {
+  const uint32_t root = (0x0c08060403020100ull >> (8 * (mag & 7u))) & 0xffu;
+  return root * root;
 }
 
 // Folds one span's figures into the block's.
@@ -86,15 +69,6 @@ inline void Fold(BlockScan* s, uint64_t units, uint32_t zeros, uint32_t saturate
   s->any_code |= any_code;
 }
 
-struct UnitTable {
-  uint64_t units[128] = {};
-};
-constexpr UnitTable MakeUnitTable() {
-  UnitTable t{};
-  for (uint32_t a = 0; a < 127; ++a) t.units[a] = SquareUnits<Codes::kE4M3>(a);  // 0x7f: NaN, 0
-  return t;
-}
-
 // E2M1: the squares of both codes of a byte, in units.
 struct PairTable {
   uint32_t units[256] = {};
@@ -102,8 +76,7 @@ struct PairTable {
 constexpr PairTable MakePairTable() {
   PairTable t{};
   for (uint32_t b = 0; b < 256; ++b) {
-    t.units[b] = static_cast<uint32_t>(SquareUnits<Codes::kE2M1>(b & 7u) +
-                                       SquareUnits<Codes::kE2M1>((b >> 4) & 7u));
+    t.units[b] = E2M1SquareUnits(b & 7u) + E2M1SquareUnits((b >> 4) & 7u);
   }
   return t;
 }
@@ -135,11 +108,15 @@ inline void ScanSpan(const unsigned char* data, uint64_t i0, uint64_t i1, BlockS
         saturated += mag == 7;
         any_code |= mag;
         max_mag = mag > max_mag ? mag : max_mag;
-        units += SquareUnits<C>(mag);
+        units += E2M1SquareUnits(mag);
       }
     }
     return Fold(s, units, zeros, saturated, 0, 0, max_mag, any_code);
   } else {
+    // e4m3 squares: base^2 << t units (base <= 15, t = 2 (E - 1) <= 28), in
+    // two 32-bit halves (t < 16, t >= 16) that cannot overflow for spans of
+    // <= 128 codes: narrow lanes, so GCC vectorizes the loop as one.
+    uint32_t lo = 0, hi = 0;
     for (uint64_t i = i0; i < i1; ++i) {
       const uint8_t mag = data[i] & 0x7fu;
       zeros += mag == 0;
@@ -148,6 +125,12 @@ inline void ScanSpan(const unsigned char* data, uint64_t i0, uint64_t i1, BlockS
       max_mag = mag > max_mag ? mag : max_mag;
       if constexpr (C == Codes::kE4M3) {
         nan_codes += mag == 0x7fu;
+        const uint32_t field = mag >> 3;
+        const uint32_t base = field != 0 ? 8u + (mag & 7u) : (mag & 7u);
+        const uint32_t t = field != 0 ? 2 * (field - 1) : 0;
+        const uint32_t sq = mag == 0x7fu ? 0 : base * base;  // 0x7f: NaN, counted apart
+        lo += t < 16 ? sq << t : 0;
+        hi += t >= 16 ? sq << (t - 16) : 0;
       } else {
         nan_codes += mag > 0x7cu;
         inf_codes += mag == 0x7cu;
@@ -162,10 +145,7 @@ inline void ScanSpan(const unsigned char* data, uint64_t i0, uint64_t i1, BlockS
       }
     }
     if constexpr (C == Codes::kE4M3) {
-      // A table beats the arithmetic here: GCC widens bytes to 64-bit lanes
-      // for the shifts and products, and blocks are short.
-      static constexpr UnitTable kUnits = MakeUnitTable();
-      for (uint64_t i = i0; i < i1; ++i) units += kUnits.units[data[i] & 0x7fu];
+      units = lo + (static_cast<uint64_t>(hi) << 16);
     } else {
       static constexpr SquareTables<C> kTables = MakeSquareTables<C>();
       double squares = s->squares;  // storage order: these sums round
@@ -179,55 +159,12 @@ inline void ScanSpan(const unsigned char* data, uint64_t i0, uint64_t i1, BlockS
   }
 }
 
-// One whole block of B codes at p (E2M1: B / 2 bytes), for the rowwise
-// path: a constant trip count and no table, so that GCC vectorizes the
-// loop fully. e4m3 squares are base^2 << t (base <= 15, t = 2 (E - 1) <= 28)
-// units, summed in two 32-bit halves (t < 16 and t >= 16) that cannot
-// overflow for B <= 128.
+// One whole block of B codes at p, for the rowwise path: ScanSpan with
+// constant bounds, so that its loops have a constant trip count once
+// inlined and GCC vectorizes them fully.
 template <Codes C, uint32_t B>
 inline void ScanWholeBlock(const unsigned char* p, BlockScan* s) {
-  uint32_t zeros = 0, saturated = 0, nan_codes = 0, lo = 0, hi = 0;
-  uint8_t any_code = 0, max_mag = 0;
-  if constexpr (C == Codes::kE2M1) {
-    static constexpr PairTable kPairUnits = MakePairTable();
-    for (uint32_t j = 0; j < B / 2; ++j) {
-      const uint8_t lo_mag = p[j] & 7u, hi_mag = (p[j] >> 4) & 7u;
-      zeros += (lo_mag == 0) + (hi_mag == 0);
-      saturated += (lo_mag == 7) + (hi_mag == 7);
-      any_code |= lo_mag | hi_mag;
-      const uint8_t m = lo_mag > hi_mag ? lo_mag : hi_mag;
-      max_mag = m > max_mag ? m : max_mag;
-    }
-    for (uint32_t j = 0; j < B / 2; ++j) lo += kPairUnits.units[p[j]];
-  } else {
-    for (uint32_t k = 0; k < B; ++k) {
-      const uint8_t mag = p[k] & 0x7fu;
-      zeros += mag == 0;
-      saturated += mag == 0x7eu;
-      nan_codes += mag == 0x7fu;
-      any_code |= mag;
-      max_mag = mag > max_mag ? mag : max_mag;
-      const uint32_t field = mag >> 3;
-      const uint32_t base = field != 0 ? 8u + (mag & 7u) : (mag & 7u);
-      const uint32_t t = field != 0 ? 2 * (field - 1) : 0;
-      const uint32_t sq = mag == 0x7fu ? 0 : base * base;
-      lo += t < 16 ? sq << t : 0;
-      hi += t >= 16 ? sq << (t - 16) : 0;
-    }
-  }
-  s->units = lo + (static_cast<uint64_t>(hi) << 16);
-  s->zeros = zeros;
-  s->saturated = saturated;
-  s->nan_codes = nan_codes;
-  s->any_code = any_code;
-  s->max_finite = max_mag;
-  if (max_mag > block::kMaxCode<C>) {  // a NaN code: the largest finite one apart
-    s->max_finite = 0;
-    for (uint32_t k = 0; k < B; ++k) {
-      const uint32_t mag = p[k] & 0x7fu;
-      if (mag <= block::kMaxCode<C> && mag > s->max_finite) s->max_finite = mag;
-    }
-  }
+  ScanSpan<C>(p, 0, B, s);
 }
 
 }  // namespace

@@ -215,15 +215,13 @@ def _te_blockwise(x, usage, source) -> BlockRef:
     if _te_dtype_name(x) != "kFloat8E4M3":
         raise ValueError(f"{what}: _fp8_dtype {getattr(x, '_fp8_dtype', None)} is not "
                          "supported (supported: kFloat8E4M3)")
-    if not x._is_2D_scaled:
-        # 1x128: TE keeps the scales M-major, [ceil(K/128), roundup(M, 4)]
-        # (the transpose of the block grid, padded): compact_transposed.
-        return _build("fp8_block", "rowwise", "compact_transposed",
-                      getattr(x, f"_{usage}_data"), getattr(x, f"_{usage}_scale_inv"), what,
-                      source=source, keep=(x,), first_down=usage == "columnwise")
-    # 128x128: [ceil(M/128), roundup(ceil(K/128), 4)] row-major, of the
-    # stored matrix (the columnwise copy is the transpose, stored as such).
-    return _build("fp8_block", "square", "compact", getattr(x, f"_{usage}_data"),
+    # 1x128: TE keeps the scales M-major, [ceil(K/128), roundup(M, 4)] (the
+    # transpose of the block grid, padded): compact_transposed. 128x128:
+    # [ceil(M/128), roundup(ceil(K/128), 4)] row-major. Either of the stored
+    # matrix (the columnwise copy is the transpose, stored as such).
+    layout, scale_layout = (("square", "compact") if x._is_2D_scaled
+                            else ("rowwise", "compact_transposed"))
+    return _build("fp8_block", layout, scale_layout, getattr(x, f"_{usage}_data"),
                   getattr(x, f"_{usage}_scale_inv"), what, source=source, keep=(x,),
                   first_down=usage == "columnwise")
 
