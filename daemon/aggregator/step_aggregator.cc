@@ -52,6 +52,10 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
     *outcome = Outcome::kLate;
     return Status::Ok();
   }
+  if (held_) {
+    *outcome = Outcome::kHeld;
+    return Status::Ok();
+  }
   *outcome = Outcome::kAccepted;
   report.sumsq.assign(s.sumsq().begin(), s.sumsq().end());
   report.amax.assign(s.amax().begin(), s.amax().end());
@@ -216,6 +220,7 @@ void StepAggregator::StartOver(int64_t last_closed) {
   last_step_of_rank_.clear();
   complete_cursor_ = 0;
   last_closed_ = last_closed;
+  held_ = false;
 }
 
 void StepAggregator::StartOverLive(int64_t last_closed, int64_t keep_through) {
@@ -232,12 +237,13 @@ void StepAggregator::StartOverLive(int64_t last_closed, int64_t keep_through) {
       last_step_of_rank_[rank] = step;  // ascending steps: the last wins
     }
   }
+  held_ = false;
   complete_cursor_ = 0;
   last_closed_ = last_closed;
 }
 
 bool StepAggregator::Announce(int64_t step, Clock::time_point now) {
-  if (step <= last_closed_ || step > kMaxStep || open_.count(step) != 0) return false;
+  if (held_ || step <= last_closed_ || step > kMaxStep || open_.count(step) != 0) return false;
   const std::optional<int64_t> anchor = StepAnchor();
   // As a report: the first of a timeline may name any step.
   if (anchor && step > *anchor && step - *anchor > options_.max_step_jump) return false;

@@ -83,7 +83,9 @@ class StepAggregator {
     Clock::time_point last_report;
   };
 
-  enum class Outcome { kAccepted, kLate };
+  // kHeld: validated and counted in the rank's step history, but not kept
+  // (the aggregator holds, see Hold).
+  enum class Outcome { kAccepted, kLate, kHeld };
 
   StepAggregator(const JobTopology* topology, Options options)
       : topology_(topology), options_(options) {}
@@ -125,6 +127,13 @@ class StepAggregator {
     last_step_of_rank_.erase(rank);
     complete_cursor_ = 0;
   }
+
+  // While held, reports are validated as always and move each rank's step
+  // history, but no step opens (nor by Announce), so none closes: after a
+  // restore the job decides nothing until it knows which steps its ranks
+  // planned (job.h, "Restore"). StartOver ends a hold.
+  void Hold() { held_ = true; }
+  bool held() const { return held_; }
 
   // Sets the last closed step (after a restore): older reports are late.
   void SetLastClosed(int64_t step) { last_closed_ = step; }
@@ -207,6 +216,7 @@ class StepAggregator {
   size_t open_bytes_ = 0;
   std::unordered_map<uint32_t, int64_t> last_step_of_rank_;
   int64_t last_closed_ = -1;
+  bool held_ = false;
   // Complete(): rank_list()[0, complete_cursor_) have reached
   // complete_step_.
   size_t complete_cursor_ = 0;

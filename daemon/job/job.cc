@@ -117,6 +117,10 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
     job->last_active_ = SteadyFromUnix(meta.last_active_unix(), job->last_active_);
     job->StartGeneration(GenerationCause::kRestore,
                          "the daemon restored the job from its snapshot");
+    // Decisions made after the snapshot are lost, not unplanned: wait for
+    // the ranks to say how far they are (restore_hold.h).
+    job->restore_hold_.emplace(job->world_size_, *job->restored_at_ + job->OldTimelineSilence());
+    job->aggregator_.Hold();
   }
   return job;
 }
@@ -325,6 +329,7 @@ Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& sta
   StepAggregator::Outcome outcome;
   s = aggregator_.Add(rank, stats, now, &outcome);
   if (!s.ok()) return s;
+  if (restore_hold_) restore_hold_->Heard(rank, stats.step());
   RankSession& rs = *session;
   rs.last_seen = now;
   last_active_ = now;
@@ -358,6 +363,10 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   if (closed < 0 || ack.step() <= closed ||
       ack.step() - closed <= options_.aggregation.max_step_jump) {
     rs.last_acked_step = std::max(rs.last_acked_step, ack.step());
+    if (restore_hold_) {
+      restore_hold_->Heard(rank, ack.step());
+      MaybeEndRestoreHold(Now());
+    }
   }
   // An ack of a void generation is not compared (see "Acks" in job.h);
   // generation 0 is an old client that does not say. Retired generations
@@ -399,6 +408,7 @@ void Job::DrainReady(Clock::time_point now) {
   // A new incarnation waits for the old timeline's ranks to go quiet too,
   // not only for their streams to end (job_generation.cc).
   MaybeStartPendingIncarnation();
+  MaybeEndRestoreHold(now);
   HandleOverdue(now);
   StepAggregator::ClosedStep closed;
   for (;;) {

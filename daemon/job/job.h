@@ -61,8 +61,10 @@
 // kept, retired, and sent before the current one to a stream that
 // attaches), the new one plans F and later, and acks of both are compared.
 // So every rank plans every step with the same generation, whenever it
-// hears of the switch. Restarts (an incarnation, a restore) void at once:
-// no rank is left that planned with the old generation.
+// hears of the switch. A new incarnation voids at once: no rank is left
+// that planned with the old generation. A restore cannot know how far the
+// ranks planned with decisions made after its snapshot: it decides nothing
+// until they are back (restore_hold.h), then from past all of them.
 //
 // Reporter election (reporter_election.h, job_reporters.cc): with `report:
 // one_per_shard` the job tells each rank that can stand by whether it
@@ -111,6 +113,7 @@
 #include "daemon/job/replica_check.h"
 #include "daemon/job/reporter_election.h"
 #include "daemon/job/resource_caps.h"
+#include "daemon/job/restore_hold.h"
 #include "daemon/job/unit_query.h"
 #include "daemon/job/wire_message.h"
 #include "daemon/topology/topology.h"
@@ -336,6 +339,13 @@ class Job {
   // Starts the waiting incarnation once no rank of the old timeline is
   // attached and heard from (after a detach, and at every tick).
   void MaybeStartPendingIncarnation();
+  // How long a rank of the old timeline counts as alive after it was last
+  // heard from: max(incarnation_silence, 5 deadlines).
+  Clock::duration OldTimelineSilence() const;
+  // While restore_hold_ is set: ends it once it is over at `now`, or at
+  // once with `forced` (another generation starts), and decides from its
+  // FirstStep on (job_generation.cc).
+  void MaybeEndRestoreHold(Clock::time_point now, const char* forced = nullptr);
   // After the controller was replaced: its last decision, rebuilt from its
   // state (the same digest as the original), published.
   void RebuildLastDecision();
@@ -459,8 +469,10 @@ class Job {
   static constexpr int64_t kSwitchMargin = 8;
   // Ranks marked incarnation_pending.
   uint32_t pending_incarnations_ = 0;
-  // When Restore made the job (its ranks are on their way back).
+  // When Restore made the job (its ranks are on their way back), and what
+  // it waits for before it decides (restore_hold.h; none once over).
   std::optional<Clock::time_point> restored_at_;
+  std::optional<RestoreHold> restore_hold_;
   // Ranks marked without_decisions; closed steps since the last count.
   uint32_t ranks_without_decisions_ = 0;
   uint32_t steps_since_rank_check_ = 0;

@@ -36,8 +36,7 @@ bool Job::OldTimelineAlive(uint32_t except) const {
   // restore no rank has registered again yet: the ranks of the snapshot
   // count as heard from then.
   const Clock::time_point now = Now();
-  const Clock::duration silence =
-      std::max<Clock::duration>(options_.incarnation_silence, 5 * options_.aggregation.deadline);
+  const Clock::duration silence = OldTimelineSilence();
   if (restored_at_ && now - *restored_at_ <= silence) return true;
   bool found = false;
   sessions_.ForEach([&](uint32_t rank, const RankSession& rs) {
@@ -46,6 +45,32 @@ bool Job::OldTimelineAlive(uint32_t except) const {
     found = rs.instance == 0 || rs.instance_generation == generation_;
   });
   return found;
+}
+
+Job::Clock::duration Job::OldTimelineSilence() const {
+  return std::max<Clock::duration>(options_.incarnation_silence, 5 * options_.aggregation.deadline);
+}
+
+void Job::MaybeEndRestoreHold(Clock::time_point now, const char* forced) {
+  if (!restore_hold_ || (forced == nullptr && !restore_hold_->Over(now))) return;
+  const RestoreHold hold = *restore_hold_;
+  restore_hold_.reset();
+  // Every step before `first` is late: those the ranks planned with the
+  // lost decisions, and those they plan until `first` + lag, without one.
+  const std::optional<int64_t> first = hold.FirstStep(controller_.next_lag());
+  const int64_t closed = std::max(aggregator_.last_closed(), first.value_or(0) - 1);
+  aggregator_.StartOver(closed);  // also ends the aggregator's hold
+  sessions_.ForEach(
+      [closed](uint32_t, RankSession& rs) { rs.watched_from = std::max(rs.watched_from, closed); });
+  std::string said = "restore hold over (" + std::to_string(hold.ranks_heard()) + " of " +
+                     std::to_string(hold.world_size()) + " ranks heard from";
+  said += forced != nullptr ? std::string(", ") + forced + ")" : ")";
+  said += first ? "; generation " + std::to_string(generation_) + " decides from step " +
+                      std::to_string(closed + 1) + ", the steps before plan without a decision"
+                : "; no rank came back";
+  spdlog::info("job {}: {}", id_, said);
+  EmitEvent(v1::EVENT_KIND_GENERATION, closed, said);
+  RequestSnapshot();  // a second crash restores past these steps
 }
 
 void Job::MaybeStartPendingIncarnation() {
@@ -117,6 +142,11 @@ void Job::RetireGeneration(int64_t until_step) {
 }
 
 void Job::StartGeneration(GenerationCause cause, const std::string& detail, int64_t rewind_to) {
+  // A restored job still holding knows how far its ranks are: that goes
+  // into this switch as it would with a live one.
+  if (cause != GenerationCause::kRestore) {
+    MaybeEndRestoreHold(Now(), "a new generation starts");
+  }
   // An import or a rewind while ranks train is a live switch (job.h); the
   // rest void every decision at once.
   std::optional<LiveSwitch> live;

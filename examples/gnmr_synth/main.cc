@@ -214,7 +214,17 @@ int Run(const Flags& f) {
     }
   }
   if (plans_out != nullptr) std::fclose(plans_out);
-  client.Flush(std::chrono::seconds(2));  // let the daemon see the last steps
+  // Let the daemon see the last steps, then wait (bounded) for the decision
+  // made from the last one: Flush only says the reports were written, and
+  // the summary's decision count must not depend on how fast that decision
+  // comes back on a loaded machine.
+  const auto drain_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  if (client.Flush(std::chrono::seconds(2))) {
+    while (client.Counters().connected && client.Counters().last_decided_step < totals.steps - 1 &&
+           std::chrono::steady_clock::now() < drain_until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   const ClientCounters k = client.Counters();
   client.Stop();
   if (f.json) {

@@ -1,0 +1,282 @@
+// A job restored from its snapshot decides nothing until its ranks are
+// back, then decides past every step they reached (restore_hold.h,
+// docs/safety.md "A restore holds until the ranks are back"). Driven on a
+// Job alone with an injected clock: deterministic, no sleeping.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "daemon/job/job.h"
+#include "tests/daemon/quiet_listener.h"
+
+namespace gnmr::testing {
+namespace {
+
+using Clock = Job::Clock;
+using namespace std::chrono_literals;
+
+constexpr uint32_t kWorld = 2;
+constexpr int kUnits = 2;
+
+// Keeps the last snapshot and the events.
+class SnapshotListener : public QuietListener {
+ public:
+  void OnSnapshot(const std::string&, v1::ControllerState state, const v1::JobMeta& meta) override {
+    this->state = std::move(state);
+    this->meta = meta;
+  }
+  void OnEvents(const std::string&, const std::vector<v1::Event>& events) override {
+    for (const v1::Event& e : events) this->events.push_back(e);
+  }
+  v1::ControllerState state;
+  v1::JobMeta meta;
+  std::vector<v1::Event> events;
+};
+
+// What one rank's stream received.
+class RecordingSink : public DecisionSink {
+ public:
+  void SendDecision(std::shared_ptr<const WireMessage> msg) override {
+    if (msg->message->has_decision()) decisions.push_back(msg->message->decision());
+  }
+  void Close(const Status&) override {}
+  std::vector<v1::Decision> decisions;
+};
+
+v1::RegisterRequest RegisterOf(uint32_t rank) {
+  v1::RegisterRequest req;
+  req.set_job_id("job");
+  req.set_rank(rank);
+  req.set_world_size(kWorld);
+  req.set_client_version("test");
+  for (int u = 0; u < kUnits; ++u) {
+    v1::UnitSpec* s = req.add_units();
+    s->set_name("u" + std::to_string(u));
+    s->set_numel(10);
+  }
+  return req;
+}
+
+v1::StepStats StatsOf(int64_t step, double sumsq = 1.0) {
+  v1::StepStats s;
+  s.set_step(step);
+  for (int u = 0; u < kUnits; ++u) {
+    s.add_unit_id(static_cast<uint32_t>(u));
+    s.add_sumsq(u == 1 ? sumsq : 1.0);
+  }
+  return s;
+}
+
+class RestoreHoldTest : public ::testing::Test {
+ protected:
+  RestoreHoldTest() {
+    options_.clock = [this] { return now_; };
+    options_.aggregation.deadline = 1s;
+    options_.incarnation_silence = 10s;
+    options_.snapshot_every_steps = 1000000;  // only when the test asks
+  }
+
+  struct Rank {
+    uint64_t session = 0;
+    std::shared_ptr<RecordingSink> sink;
+  };
+
+  Rank Join(Job& job, uint32_t rank) {
+    Rank r;
+    StatusOr<RegisterResult> reg = job.Register(RegisterOf(rank));
+    EXPECT_TRUE(reg.ok()) << reg.status().ToString();
+    if (!reg.ok()) return r;
+    r.session = reg->session_id;
+    r.sink = std::make_shared<RecordingSink>();
+    EXPECT_TRUE(job.Attach(rank, r.session, r.sink).ok());
+    return r;
+  }
+
+  void Report(Job& job, uint32_t rank, const Rank& r, int64_t step, double sumsq = 1.0) {
+    const Status s = job.OnStats(rank, r.session, StatsOf(step, sumsq), 0, now_);
+    EXPECT_TRUE(s.ok()) << "rank " << rank << " step " << step << ": " << s.ToString();
+  }
+
+  // Lets every open step reach its deadline.
+  void PassDeadline(Job& job) {
+    now_ += 1500ms;
+    job.Tick(now_);
+  }
+
+  // The old daemon: both ranks train to step 9, the job is snapshotted,
+  // then rank 0 trains on to step 19 (a spike at 15 admits unit 1) while
+  // rank 1 stops at step 12; steps 13-19 close by their deadlines. Returns
+  // the newest step rank 0 can plan with the decisions it received.
+  int64_t RunOldDaemon() {
+    ControllerConfig config;
+    config.warmup = 5;  // the spike at step 15 is judged
+    std::unique_ptr<Job> job =
+        std::move(Job::Create("job", kWorld, "", config, options_, &old_listener_)).value();
+    Rank r0 = Join(*job, 0), r1 = Join(*job, 1);
+    for (int64_t step = 0; step <= 9; ++step) {
+      Report(*job, 0, r0, step);
+      Report(*job, 1, r1, step);
+      now_ += 10ms;
+    }
+    job->SnapshotNow();
+    snapshot_state_ = old_listener_.state;
+    snapshot_meta_ = old_listener_.meta;
+    EXPECT_EQ(snapshot_meta_.last_closed_step(), 9);
+    for (int64_t step = 10; step <= 19; ++step) {
+      Report(*job, 0, r0, step, step == 15 ? 1e8 : 1.0);
+      if (step <= 12) Report(*job, 1, r1, step);
+      PassDeadline(*job);
+    }
+    int64_t planned = -1;
+    bool admitted = false;
+    for (const v1::Decision& d : r0.sink->decisions) {
+      planned = std::max(planned, d.apply_step());
+      admitted = admitted || d.recovery_size() > 0;
+    }
+    EXPECT_TRUE(admitted) << "the spike at step 15 should admit unit 1 before the crash";
+    return planned;
+  }
+
+  std::unique_ptr<Job> RestoreJob() {
+    StatusOr<std::unique_ptr<Job>> job =
+        Job::Restore(snapshot_state_, snapshot_meta_, options_, &listener_);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return job.ok() ? std::move(job).value() : nullptr;
+  }
+
+  // The decisions of generation `generation` made after the restore (the
+  // rebuilt one observed the snapshot's last step).
+  static std::vector<v1::Decision> NewDecisions(const RecordingSink& sink, int64_t snapshot_step) {
+    std::vector<v1::Decision> out;
+    for (const v1::Decision& d : sink.decisions) {
+      if (d.observed_step() > snapshot_step) out.push_back(d);
+    }
+    return out;
+  }
+
+  bool SaidHoldOver(const std::string& what) const {
+    for (const v1::Event& e : listener_.events) {
+      if (e.detail().find("restore hold over") != std::string::npos &&
+          e.detail().find(what) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  Clock::time_point now_ = Clock::time_point{} + 1h;
+  JobOptions options_;
+  SnapshotListener old_listener_;
+  SnapshotListener listener_;
+  v1::ControllerState snapshot_state_;
+  v1::JobMeta snapshot_meta_;
+};
+
+// relay_soak_short's split (issue 37), step by step: the stopped rank comes
+// back first and catches up alone while its peer is still reconnecting.
+TEST_F(RestoreHoldTest, ALaggingRankBackFirstGetsNoDecisionForStepsItsPeerPlanned) {
+  const int64_t peer_planned = RunOldDaemon();
+  ASSERT_GE(peer_planned, 20);
+  std::unique_ptr<Job> job = RestoreJob();
+  ASSERT_NE(job, nullptr);
+  Rank r1 = Join(*job, 1);
+  for (int64_t step = 13; step <= 25; ++step) {
+    Report(*job, 1, r1, step);
+    now_ += 10ms;
+    job->Tick(now_);
+  }
+  PassDeadline(*job);  // each of those steps has waited a whole deadline
+  // Held: the steps rank 1 reported alone close by no deadline. (Before the
+  // fix: decisions for steps 14-26, recovery set empty, while rank 0 had
+  // planned 16-20 with unit 1 in recovery.)
+  EXPECT_TRUE(NewDecisions(*r1.sink, 9).empty());
+  EXPECT_FALSE(SaidHoldOver(""));
+
+  // Rank 0 is back at step 21: every rank heard from, the hold is over.
+  Rank r0 = Join(*job, 0);
+  Report(*job, 0, r0, 21);
+  ASSERT_TRUE(SaidHoldOver("2 of 2 ranks heard from"));
+  const int64_t first = 25 + ControllerConfig{}.lag + 1 + RestoreHold::kMargin;
+  EXPECT_TRUE(SaidHoldOver("decides from step " + std::to_string(first)));
+  for (int64_t step = 26; step <= first + 3; ++step) {
+    Report(*job, 0, r0, step);
+    Report(*job, 1, r1, step);
+    now_ += 10ms;
+    job->Tick(now_);
+  }
+  const std::vector<v1::Decision> after = NewDecisions(*r0.sink, 9);
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(after.front().observed_step(), first);
+  for (const v1::Decision& d : after) {
+    EXPECT_GT(d.apply_step(), peer_planned) << "a new decision for a step rank 0 planned";
+  }
+  // Both ranks received the same decisions.
+  const std::vector<v1::Decision> at1 = NewDecisions(*r1.sink, 9);
+  ASSERT_EQ(at1.size(), after.size());
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(at1[i].digest(), after[i].digest());
+}
+
+// A rank that never comes back does not hold the job for good: after the
+// grace it decides from past the ranks that did.
+TEST_F(RestoreHoldTest, TheHoldEndsAfterTheGraceWithTheRanksThatCameBack) {
+  RunOldDaemon();
+  std::unique_ptr<Job> job = RestoreJob();
+  ASSERT_NE(job, nullptr);
+  Rank r1 = Join(*job, 1);
+  for (int64_t step = 13; step <= 15; ++step) Report(*job, 1, r1, step);
+  now_ += 9s;
+  job->Tick(now_);
+  EXPECT_FALSE(SaidHoldOver(""));
+  now_ += 2s;  // past max(incarnation_silence, 5 deadlines) = 10 s
+  job->Tick(now_);
+  ASSERT_TRUE(SaidHoldOver("1 of 2 ranks heard from"));
+  const int64_t first = 15 + ControllerConfig{}.lag + 1 + RestoreHold::kMargin;
+  for (int64_t step = 16; step <= first + 2; ++step) {
+    Report(*job, 1, r1, step);
+    PassDeadline(*job);  // rank 0 is gone: every step closes by its deadline
+  }
+  const std::vector<v1::Decision> after = NewDecisions(*r1.sink, 9);
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(after.front().observed_step(), first);
+}
+
+// Acks count as being heard from (a standby reports nothing), and a job
+// whose ranks never come back ends its hold with the snapshot's steps.
+TEST_F(RestoreHoldTest, AcksEndTheHoldAndNoRankBackKeepsTheSnapshotsSteps) {
+  RunOldDaemon();
+  {
+    std::unique_ptr<Job> job = RestoreJob();
+    ASSERT_NE(job, nullptr);
+    Rank r0 = Join(*job, 0), r1 = Join(*job, 1);
+    v1::Ack ack;
+    ack.set_step(19);
+    ASSERT_TRUE(job->OnAck(0, r0.session, ack).ok());
+    EXPECT_FALSE(SaidHoldOver(""));
+    ack.set_step(12);
+    ASSERT_TRUE(job->OnAck(1, r1.session, ack).ok());
+    EXPECT_TRUE(SaidHoldOver("decides from step " +
+                             std::to_string(19 + ControllerConfig{}.lag + 1 + RestoreHold::kMargin)));
+  }
+  listener_.events.clear();
+  std::unique_ptr<Job> job = RestoreJob();
+  ASSERT_NE(job, nullptr);
+  now_ += 11s;
+  job->Tick(now_);
+  ASSERT_TRUE(SaidHoldOver("no rank came back"));
+  Rank r0 = Join(*job, 0), r1 = Join(*job, 1);
+  Report(*job, 0, r0, 10);
+  Report(*job, 1, r1, 10);
+  const std::vector<v1::Decision> after = NewDecisions(*r0.sink, 9);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after.front().observed_step(), 10);
+}
+
+}  // namespace
+}  // namespace gnmr::testing
