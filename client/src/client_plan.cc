@@ -119,6 +119,8 @@ void Client::Impl::RecordObserved(int64_t step) {
     shared.observed_since_void = step;
     shared.unseen_from_void = false;
   }
+  if (step < shared.newest_observed) shared.planned_through = -1;  // a new timeline
+  shared.newest_observed = step;
   shared.observed.push_back(step);
   if (shared.observed.size() > SharedState::kObservedKept) shared.observed.pop_front();
 }
@@ -156,6 +158,7 @@ void Client::Impl::FillPlanFromDecisions(int64_t step, Plan* out) {
   }
   if (const CachedDecision* d = planner->Covering(step)) {
     FillFrom(*d, step, out);
+    sh.planned_through = std::max(sh.planned_through, step);
     return;
   }
   out->generation = planner->generation();

@@ -233,4 +233,15 @@ std::optional<int64_t> DecisionCache::DecidedThrough() const {
   return through;
 }
 
+int64_t DecisionCache::HeldThrough() const {
+  int64_t through = -1;
+  for (const GenerationDecisions& g : gens_) {
+    if (const CachedDecision* d = g.Newest()) {
+      const int64_t next_apply_minus_one = d->observed_step + std::max(d->next_lag, 0);
+      through = std::max({through, d->apply_step, next_apply_minus_one});
+    }
+  }
+  return through;
+}
+
 }  // namespace gnmr

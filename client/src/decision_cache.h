@@ -164,6 +164,9 @@ class GNMR_EXPORT DecisionCache {
   const CachedDecision* Covering(int64_t step) const { return current().Covering(step); }
   bool MayMiss(int64_t step) const { return current().MayMiss(step); }
   size_t size() const { return current().size(); }
+  // The last step a decision held can plan (-1: none held): each
+  // generation's newest covers up to where its successor would apply.
+  int64_t HeldThrough() const;
   // Whether the current generation's start arrived (see AdoptGeneration):
   // until it does, the rank cannot tell what plans a step.
   bool announced() const { return current().announced_; }

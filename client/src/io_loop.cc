@@ -209,6 +209,13 @@ Status IoLoop::Register(v1::RegisterResponse* resp) {
   const auto window = std::max(options_.backoff_max, std::chrono::milliseconds(1000));
   ctx.set_deadline(std::chrono::system_clock::now() + window);
   if (!Track(&ctx)) return Status(StatusCode::kCancelled, "stopping");
+  {
+    // What this rank planned, or can plan, with the decisions it holds: a
+    // daemon restored from an older snapshot decides past it.
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    request_.set_held_through(shared_->HeldThroughLocked());
+  }
+  request_.set_says_held_through(true);
   grpc::Status st;
   {
     TrackedCall tracked(this, true);

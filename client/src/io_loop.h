@@ -103,7 +103,8 @@ class IoLoop {
   void RecordError(const Status& s);
 
   const ClientOptions options_;
-  const v1::RegisterRequest request_;
+  // Only the I/O thread touches it: held_through is set at each Register.
+  v1::RegisterRequest request_;
   Outbox* const outbox_;
   SharedState* const shared_;
   GpuPath* const gpu_;  // null without device units

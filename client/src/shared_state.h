@@ -43,6 +43,14 @@ struct GNMR_EXPORT SharedState {
   int64_t observed_since_void = std::numeric_limits<int64_t>::min();  // guarded by mu
   bool unseen_from_void = false;                                      // guarded by mu
   bool has_generation = false;  // guarded by mu: a Register answered
+  // The newest step planned with a decision (-1: none), and the newest
+  // step observed: a step observed below it starts a new timeline (the
+  // trainer went back to a checkpoint), whose steps those plans are not.
+  // Said at each registration with cache.HeldThrough() (RegisterRequest.
+  // held_through, docs/safety.md "A restore holds until the ranks are back").
+  int64_t planned_through = -1;                                   // guarded by mu
+  int64_t newest_observed = std::numeric_limits<int64_t>::min();  // guarded by mu
+  int64_t HeldThroughLocked() const { return std::max(planned_through, cache.HeldThrough()); }
   // The daemon attached this rank's Session stream: its first message
   // arrived (an open stream alone is not enough, io_loop.h).
   bool connected = false;  // guarded by mu

@@ -52,10 +52,6 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
     *outcome = Outcome::kLate;
     return Status::Ok();
   }
-  if (held_) {
-    *outcome = Outcome::kHeld;
-    return Status::Ok();
-  }
   *outcome = Outcome::kAccepted;
   report.sumsq.assign(s.sumsq().begin(), s.sumsq().end());
   report.amax.assign(s.amax().begin(), s.amax().end());
@@ -242,6 +238,14 @@ void StepAggregator::StartOverLive(int64_t last_closed, int64_t keep_through) {
   last_closed_ = last_closed;
 }
 
+void StepAggregator::RestartDeadlines(Clock::time_point now) {
+  for (auto& [step, open] : open_) {
+    open.first_report = now;
+    open.overdue_handled = false;
+    open.extended = false;
+  }
+}
+
 bool StepAggregator::Announce(int64_t step, Clock::time_point now) {
   if (held_ || step <= last_closed_ || step > kMaxStep || open_.count(step) != 0) return false;
   const std::optional<int64_t> anchor = StepAnchor();
@@ -283,7 +287,7 @@ std::optional<StepAggregator::Clock::time_point> StepAggregator::NextDeadline() 
 }
 
 std::optional<int64_t> StepAggregator::Overdue(Clock::time_point now) {
-  if (open_.empty()) return std::nullopt;
+  if (held_ || open_.empty()) return std::nullopt;
   auto it = open_.begin();
   if (it->second.overdue_handled || now < it->second.Deadline(options_.deadline) ||
       Complete(it->first)) {
@@ -308,6 +312,16 @@ void StepAggregator::Extend(int64_t step, bool longer) {
 }
 
 bool StepAggregator::PopReady(Clock::time_point now, ClosedStep* out) {
+  if (held_) {
+    while (!open_.empty() &&
+           (open_.size() > options_.max_open_steps || open_bytes_ > options_.max_open_bytes)) {
+      auto oldest = open_.begin();
+      for (const auto& [rank, report] : oldest->second.reports) open_bytes_ -= report.Bytes();
+      last_closed_ = oldest->first;
+      open_.erase(oldest);
+    }
+    return false;
+  }
   if (open_.empty()) return false;
   auto it = open_.begin();
   const bool complete = Complete(it->first);

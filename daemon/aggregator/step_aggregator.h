@@ -83,9 +83,7 @@ class StepAggregator {
     Clock::time_point last_report;
   };
 
-  // kHeld: validated and counted in the rank's step history, but not kept
-  // (the aggregator holds, see Hold).
-  enum class Outcome { kAccepted, kLate, kHeld };
+  enum class Outcome { kAccepted, kLate };
 
   StepAggregator(const JobTopology* topology, Options options)
       : topology_(topology), options_(options) {}
@@ -128,10 +126,13 @@ class StepAggregator {
     complete_cursor_ = 0;
   }
 
-  // While held, reports are validated as always and move each rank's step
-  // history, but no step opens (nor by Announce), so none closes: after a
+  // While held, reports are kept as always but no step closes (PopReady
+  // returns none), Announce opens none, and Overdue names none: after a
   // restore the job decides nothing until it knows which steps its ranks
-  // planned (job.h, "Restore"). StartOver ends a hold.
+  // planned (restore_hold.h). Past max_open_steps or max_open_bytes the
+  // oldest open step is dropped undecided (it becomes the last closed
+  // step), so a hold never grows memory. StartOver and StartOverLive end
+  // it.
   void Hold() { held_ = true; }
   bool held() const { return held_; }
 
@@ -149,6 +150,10 @@ class StepAggregator {
   // ranks' step history they imply are kept (their reports are not sent
   // again); the rest is dropped as by StartOver.
   void StartOverLive(int64_t last_closed, int64_t keep_through);
+  // Every open step waits a whole deadline from `now` again (the end of a
+  // hold: its steps waited for the ranks to come back, not for their
+  // reports).
+  void RestartDeadlines(Clock::time_point now);
   // A step some rank has reached although no report of it came (a
   // standby's ack, docs/scale.md): opened without reports if it is after
   // the last closed step and within the step-jump and open-step bounds, so

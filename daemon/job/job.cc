@@ -135,6 +135,20 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
                   "job '" + id_ + "' has world size " + std::to_string(world_size_) +
                       ", request says " + std::to_string(req.world_size()));
   }
+  if (req.says_held_through()) {
+    // Bounded as a report's step is: a rank cannot push a restored job's
+    // first decided step out of reach (restore_hold.h).
+    const int64_t held = req.held_through();
+    const int64_t closed = aggregator_.last_closed();
+    if (held < -1 || held > kMaxStep ||
+        (closed >= 0 && held > closed && held - closed > options_.aggregation.max_step_jump)) {
+      return Status(StatusCode::kOutOfRange,
+                    "held_through " + std::to_string(held) +
+                        " is not -1 or a step at most max_step_jump (" +
+                        std::to_string(options_.aggregation.max_step_jump) +
+                        ") past the job's last closed step " + std::to_string(closed));
+    }
+  }
   std::vector<RankUnitSpec> specs;
   specs.reserve(req.units_size());
   for (const v1::UnitSpec& u : req.units()) {
@@ -228,6 +242,12 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   s = Reserve(ShapeLocked());
   if (!s.ok()) spdlog::error("job {}: settling its reservation: {}", id_, s.ToString());
 
+  if (restore_hold_) {
+    restore_hold_->Registered(req.rank(), req.says_held_through()
+                                              ? std::optional<int64_t>(req.held_through())
+                                              : std::nullopt);
+    MaybeEndRestoreHold(Now());
+  }
   result.session_id = rs.session_id;
   result.config = controller_.config();
   result.config_version = controller_.config_version();
@@ -409,7 +429,7 @@ void Job::DrainReady(Clock::time_point now) {
   // not only for their streams to end (job_generation.cc).
   MaybeStartPendingIncarnation();
   MaybeEndRestoreHold(now);
-  HandleOverdue(now);
+  HandleOverdue(now);  // none while the aggregator holds
   StepAggregator::ClosedStep closed;
   for (;;) {
     const Clock::time_point t0 = Now();

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/decision.h"
 #include "daemon/job/decision_message.h"
 #include "daemon/job/job.h"
 
@@ -55,19 +56,21 @@ void Job::MaybeEndRestoreHold(Clock::time_point now, const char* forced) {
   if (!restore_hold_ || (forced == nullptr && !restore_hold_->Over(now))) return;
   const RestoreHold hold = *restore_hold_;
   restore_hold_.reset();
-  // Every step before `first` is late: those the ranks planned with the
-  // lost decisions, and those they plan until `first` + lag, without one.
+  // The steps before `first` are late: those a rank can have planned with
+  // a lost decision, and those up to where its decisions apply. The
+  // reports of later steps, kept while holding, are decided now.
   const std::optional<int64_t> first = hold.FirstStep(controller_.next_lag());
   const int64_t closed = std::max(aggregator_.last_closed(), first.value_or(0) - 1);
-  aggregator_.StartOver(closed);  // also ends the aggregator's hold
+  aggregator_.StartOverLive(closed, kMaxStep);  // also ends the aggregator's hold
+  aggregator_.RestartDeadlines(now);
   sessions_.ForEach(
       [closed](uint32_t, RankSession& rs) { rs.watched_from = std::max(rs.watched_from, closed); });
-  std::string said = "restore hold over (" + std::to_string(hold.ranks_heard()) + " of " +
-                     std::to_string(hold.world_size()) + " ranks heard from";
+  std::string said = "restore hold over (" + std::to_string(hold.ranks_known()) + " of " +
+                     std::to_string(hold.world_size()) + " ranks known";
   said += forced != nullptr ? std::string(", ") + forced + ")" : ")";
-  said += first ? "; generation " + std::to_string(generation_) + " decides from step " +
-                      std::to_string(closed + 1) + ", the steps before plan without a decision"
-                : "; no rank came back";
+  said += "; generation " + std::to_string(generation_) + " decides from step " +
+          std::to_string(closed + 1);
+  if (first) said += ", the steps before plan without a decision";
   spdlog::info("job {}: {}", id_, said);
   EmitEvent(v1::EVENT_KIND_GENERATION, closed, said);
   RequestSnapshot();  // a second crash restores past these steps

@@ -3,6 +3,7 @@
 // with exact control over every message (including invalid ones).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -56,7 +57,25 @@ class RawRank {
       s->set_shard_count(u.shard_count);
     }
     if (config) *req.mutable_config() = *config;
+    if (says_held_through) {
+      req.set_says_held_through(true);
+      req.set_held_through(HeldThrough());
+    }
     return RegisterRaw(req, resp);
+  }
+
+  // What the client library says at registration (RegisterRequest.
+  // held_through): the last step the decisions received can plan, -1 if
+  // none (a fresh rank).
+  int64_t HeldThrough() {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t through = -1;
+    for (const v1::ServerMessage& m : messages_) {
+      if (!m.has_decision()) continue;
+      const v1::Decision& d = m.decision();
+      through = std::max({through, d.apply_step(), d.observed_step() + d.next_lag()});
+    }
+    return through;
   }
 
   grpc::Status RegisterRaw(const v1::RegisterRequest& req, v1::RegisterResponse* out = nullptr) {
@@ -253,6 +272,8 @@ class RawRank {
   const std::vector<uint32_t>& unit_ids() const { return unit_ids_; }
   // Register says it can stand by (reporter election), as the client does.
   bool can_stand_by = false;
+  // Register says held_through, as the client does; false: an old client.
+  bool says_held_through = true;
   uint64_t session_id() const { return session_id_; }
 
  private:

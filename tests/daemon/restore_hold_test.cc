@@ -88,9 +88,16 @@ class RestoreHoldTest : public ::testing::Test {
     std::shared_ptr<RecordingSink> sink;
   };
 
-  Rank Join(Job& job, uint32_t rank) {
+  // `held_through`: what the rank says it planned, or can plan, with the
+  // decisions it holds (nullopt: an old client that does not say).
+  Rank Join(Job& job, uint32_t rank, std::optional<int64_t> held_through = std::nullopt) {
     Rank r;
-    StatusOr<RegisterResult> reg = job.Register(RegisterOf(rank));
+    v1::RegisterRequest req = RegisterOf(rank);
+    if (held_through) {
+      req.set_held_through(*held_through);
+      req.set_says_held_through(true);
+    }
+    StatusOr<RegisterResult> reg = job.Register(req);
     EXPECT_TRUE(reg.ok()) << reg.status().ToString();
     if (!reg.ok()) return r;
     r.session = reg->session_id;
@@ -120,6 +127,7 @@ class RestoreHoldTest : public ::testing::Test {
     std::unique_ptr<Job> job =
         std::move(Job::Create("job", kWorld, "", config, options_, &old_listener_)).value();
     Rank r0 = Join(*job, 0), r1 = Join(*job, 1);
+    old_sinks_ = {r0.sink, r1.sink};
     for (int64_t step = 0; step <= 9; ++step) {
       Report(*job, 0, r0, step);
       Report(*job, 1, r1, step);
@@ -142,6 +150,17 @@ class RestoreHoldTest : public ::testing::Test {
     }
     EXPECT_TRUE(admitted) << "the spike at step 15 should admit unit 1 before the crash";
     return planned;
+  }
+
+  // What the client library says for a sink's decisions
+  // (DecisionCache::HeldThrough): the newest covers up to where the next
+  // one would apply.
+  static int64_t HeldThrough(const RecordingSink& sink) {
+    int64_t through = -1;
+    for (const v1::Decision& d : sink.decisions) {
+      through = std::max({through, d.apply_step(), d.observed_step() + d.next_lag()});
+    }
+    return through;
   }
 
   std::unique_ptr<Job> RestoreJob() {
@@ -174,6 +193,7 @@ class RestoreHoldTest : public ::testing::Test {
   Clock::time_point now_ = Clock::time_point{} + 1h;
   JobOptions options_;
   SnapshotListener old_listener_;
+  std::vector<std::shared_ptr<RecordingSink>> old_sinks_;  // the ranks' streams before the crash
   SnapshotListener listener_;
   v1::ControllerState snapshot_state_;
   v1::JobMeta snapshot_meta_;
@@ -181,9 +201,54 @@ class RestoreHoldTest : public ::testing::Test {
 
 // relay_soak_short's split (issue 37), step by step: the stopped rank comes
 // back first and catches up alone while its peer is still reconnecting.
+// Both say what they hold (the client library does): the restored job
+// decides from the first step past it.
 TEST_F(RestoreHoldTest, ALaggingRankBackFirstGetsNoDecisionForStepsItsPeerPlanned) {
-  const int64_t peer_planned = RunOldDaemon();
-  ASSERT_GE(peer_planned, 20);
+  RunOldDaemon();
+  const int64_t held0 = HeldThrough(*old_sinks_[0]);
+  const int64_t held1 = HeldThrough(*old_sinks_[1]);
+  ASSERT_EQ(held0, 20);  // observed 19, next lag 1
+  std::unique_ptr<Job> job = RestoreJob();
+  ASSERT_NE(job, nullptr);
+  Rank r1 = Join(*job, 1, held1);
+  for (int64_t step = 13; step <= 25; ++step) {
+    Report(*job, 1, r1, step);
+    now_ += 10ms;
+    job->Tick(now_);
+  }
+  PassDeadline(*job);  // each of those steps has waited a whole deadline
+  // Held: the steps rank 1 reported alone close by no deadline. (Before the
+  // fix: decisions for steps 14-26 with an empty recovery set, while rank 0
+  // had planned 16-20 with unit 1 in recovery.)
+  EXPECT_TRUE(NewDecisions(*r1.sink, 9).empty());
+  EXPECT_FALSE(SaidHoldOver(""));
+
+  // Rank 0 is back: every rank known, the hold is over. Its first step is 20.
+  Rank r0 = Join(*job, 0, held0);
+  ASSERT_TRUE(SaidHoldOver("2 of 2 ranks known"));
+  EXPECT_TRUE(SaidHoldOver("decides from step 20"));
+  for (int64_t step = 20; step <= 28; ++step) {
+    Report(*job, 0, r0, step);
+    if (step > 25) Report(*job, 1, r1, step);  // rank 1's 20-25 were kept
+    now_ += 10ms;
+    job->Tick(now_);
+  }
+  const std::vector<v1::Decision> after = NewDecisions(*r0.sink, 9);
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(after.front().observed_step(), 20);
+  EXPECT_EQ(after.size(), 9u);  // 20-28, each from both ranks' reports
+  for (const v1::Decision& d : after) {
+    EXPECT_GT(d.apply_step(), held0) << "a new decision for a step rank 0 planned";
+  }
+  const std::vector<v1::Decision> at1 = NewDecisions(*r1.sink, 9);
+  ASSERT_EQ(at1.size(), after.size());
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(at1[i].digest(), after[i].digest());
+}
+
+// Old clients do not say: a rank counts once heard from, and the job
+// decides from past its step plus the lag and RestoreHold::kMargin.
+TEST_F(RestoreHoldTest, OldClientsCountOnceHeardFromWithAMargin) {
+  RunOldDaemon();
   std::unique_ptr<Job> job = RestoreJob();
   ASSERT_NE(job, nullptr);
   Rank r1 = Join(*job, 1);
@@ -192,18 +257,13 @@ TEST_F(RestoreHoldTest, ALaggingRankBackFirstGetsNoDecisionForStepsItsPeerPlanne
     now_ += 10ms;
     job->Tick(now_);
   }
-  PassDeadline(*job);  // each of those steps has waited a whole deadline
-  // Held: the steps rank 1 reported alone close by no deadline. (Before the
-  // fix: decisions for steps 14-26, recovery set empty, while rank 0 had
-  // planned 16-20 with unit 1 in recovery.)
+  PassDeadline(*job);
   EXPECT_TRUE(NewDecisions(*r1.sink, 9).empty());
-  EXPECT_FALSE(SaidHoldOver(""));
-
-  // Rank 0 is back at step 21: every rank heard from, the hold is over.
   Rank r0 = Join(*job, 0);
+  EXPECT_FALSE(SaidHoldOver("")) << "registered, not heard from yet";
   Report(*job, 0, r0, 21);
-  ASSERT_TRUE(SaidHoldOver("2 of 2 ranks heard from"));
-  const int64_t first = 25 + ControllerConfig{}.lag + 1 + RestoreHold::kMargin;
+  ASSERT_TRUE(SaidHoldOver("2 of 2 ranks known"));
+  const int64_t first = 25 + RestoreHold::kMargin + 1;
   EXPECT_TRUE(SaidHoldOver("decides from step " + std::to_string(first)));
   for (int64_t step = 26; step <= first + 3; ++step) {
     Report(*job, 0, r0, step);
@@ -214,13 +274,6 @@ TEST_F(RestoreHoldTest, ALaggingRankBackFirstGetsNoDecisionForStepsItsPeerPlanne
   const std::vector<v1::Decision> after = NewDecisions(*r0.sink, 9);
   ASSERT_FALSE(after.empty());
   EXPECT_EQ(after.front().observed_step(), first);
-  for (const v1::Decision& d : after) {
-    EXPECT_GT(d.apply_step(), peer_planned) << "a new decision for a step rank 0 planned";
-  }
-  // Both ranks received the same decisions.
-  const std::vector<v1::Decision> at1 = NewDecisions(*r1.sink, 9);
-  ASSERT_EQ(at1.size(), after.size());
-  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(at1[i].digest(), after[i].digest());
 }
 
 // A rank that never comes back does not hold the job for good: after the
@@ -229,27 +282,28 @@ TEST_F(RestoreHoldTest, TheHoldEndsAfterTheGraceWithTheRanksThatCameBack) {
   RunOldDaemon();
   std::unique_ptr<Job> job = RestoreJob();
   ASSERT_NE(job, nullptr);
-  Rank r1 = Join(*job, 1);
+  Rank r1 = Join(*job, 1, 20);
   for (int64_t step = 13; step <= 15; ++step) Report(*job, 1, r1, step);
   now_ += 9s;
   job->Tick(now_);
   EXPECT_FALSE(SaidHoldOver(""));
   now_ += 2s;  // past max(incarnation_silence, 5 deadlines) = 10 s
   job->Tick(now_);
-  ASSERT_TRUE(SaidHoldOver("1 of 2 ranks heard from"));
-  const int64_t first = 15 + ControllerConfig{}.lag + 1 + RestoreHold::kMargin;
-  for (int64_t step = 16; step <= first + 2; ++step) {
+  ASSERT_TRUE(SaidHoldOver("1 of 2 ranks known"));
+  ASSERT_TRUE(SaidHoldOver("decides from step 20"));
+  for (int64_t step = 16; step <= 22; ++step) {
     Report(*job, 1, r1, step);
     PassDeadline(*job);  // rank 0 is gone: every step closes by its deadline
   }
   const std::vector<v1::Decision> after = NewDecisions(*r1.sink, 9);
-  ASSERT_FALSE(after.empty());
-  EXPECT_EQ(after.front().observed_step(), first);
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(after.front().observed_step(), 20);
 }
 
-// Acks count as being heard from (a standby reports nothing), and a job
-// whose ranks never come back ends its hold with the snapshot's steps.
-TEST_F(RestoreHoldTest, AcksEndTheHoldAndNoRankBackKeepsTheSnapshotsSteps) {
+// Acks count as being heard from (a standby reports nothing); a job whose
+// ranks never come back ends its hold with the snapshot's steps; a rank
+// that held nothing says -1; a held_through out of reach is refused.
+TEST_F(RestoreHoldTest, AcksNoRankBackAndTheBoundsOfHeldThrough) {
   RunOldDaemon();
   {
     std::unique_ptr<Job> job = RestoreJob();
@@ -261,21 +315,54 @@ TEST_F(RestoreHoldTest, AcksEndTheHoldAndNoRankBackKeepsTheSnapshotsSteps) {
     EXPECT_FALSE(SaidHoldOver(""));
     ack.set_step(12);
     ASSERT_TRUE(job->OnAck(1, r1.session, ack).ok());
-    EXPECT_TRUE(SaidHoldOver("decides from step " +
-                             std::to_string(19 + ControllerConfig{}.lag + 1 + RestoreHold::kMargin)));
+    EXPECT_TRUE(SaidHoldOver("decides from step " + std::to_string(19 + RestoreHold::kMargin + 1)));
+  }
+  listener_.events.clear();
+  {
+    std::unique_ptr<Job> job = RestoreJob();
+    ASSERT_NE(job, nullptr);
+    v1::RegisterRequest far = RegisterOf(0);
+    far.set_says_held_through(true);
+    far.set_held_through(9 + JobOptions{}.aggregation.max_step_jump + 1);
+    EXPECT_EQ(job->Register(far).status().code(), StatusCode::kOutOfRange);
+    far.set_held_through(-2);
+    EXPECT_EQ(job->Register(far).status().code(), StatusCode::kOutOfRange);
+    Join(*job, 0, -1);
+    Join(*job, 1, -1);  // both held nothing: decided from the snapshot's next step
+    ASSERT_TRUE(SaidHoldOver("2 of 2 ranks known"));
+    EXPECT_TRUE(SaidHoldOver("decides from step 10"));
   }
   listener_.events.clear();
   std::unique_ptr<Job> job = RestoreJob();
   ASSERT_NE(job, nullptr);
   now_ += 11s;
   job->Tick(now_);
-  ASSERT_TRUE(SaidHoldOver("no rank came back"));
+  ASSERT_TRUE(SaidHoldOver("0 of 2 ranks known"));
   Rank r0 = Join(*job, 0), r1 = Join(*job, 1);
   Report(*job, 0, r0, 10);
   Report(*job, 1, r1, 10);
   const std::vector<v1::Decision> after = NewDecisions(*r0.sink, 9);
   ASSERT_EQ(after.size(), 1u);
   EXPECT_EQ(after.front().observed_step(), 10);
+}
+
+// While holding, the open steps stay within max_open_steps: the oldest is
+// dropped undecided, and the job decides past it.
+TEST_F(RestoreHoldTest, AHoldDropsTheOldestOpenStepsPastTheBound) {
+  options_.aggregation.max_open_steps = 4;
+  RunOldDaemon();
+  std::unique_ptr<Job> job = RestoreJob();
+  ASSERT_NE(job, nullptr);
+  Rank r1 = Join(*job, 1, 13);
+  for (int64_t step = 14; step <= 40; ++step) {
+    Report(*job, 1, r1, step);
+    now_ += 10ms;
+    job->Tick(now_);
+  }
+  EXPECT_TRUE(NewDecisions(*r1.sink, 9).empty());
+  Rank r0 = Join(*job, 0, 13);
+  ASSERT_TRUE(SaidHoldOver("2 of 2 ranks known"));
+  EXPECT_TRUE(SaidHoldOver("decides from step 37")) << "40 reported, 4 steps kept open";
 }
 
 }  // namespace

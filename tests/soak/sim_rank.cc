@@ -151,6 +151,11 @@ grpc::Status SimRank::Register(v1::RegisterResponse* resp) {
   req.set_client_version("gnmr-soak");
   req.set_instance(instance_);
   *req.mutable_config() = job_->config;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    req.set_held_through(held_through_);
+    req.set_says_held_through(true);
+  }
   for (uint32_t u = 0; u < job_->units; ++u) {
     v1::UnitSpec* s = req.add_units();
     s->set_name("layers." + std::to_string(u / 8) + ".unit" + std::to_string(u % 8));
@@ -290,6 +295,8 @@ void SimRank::OnMessage(const v1::ServerMessage& msg) {
       }
     } else if (msg.has_decision()) {
       const HeldDecision d = Summary(msg.decision());
+      held_through_ =
+          std::max({held_through_, d.apply, d.observed + std::max(msg.decision().next_lag(), 0)});
       if (d.generation > generation_) {
         generation_ = d.generation;
         decisions_.clear();

@@ -143,6 +143,9 @@ class SimRank {
   grpc::Status last_end_;
   uint64_t generation_ = 0;
   std::deque<HeldDecision> decisions_;  // current generation, by sequence
+  // What Register says it holds, as the client library does
+  // (RegisterRequest.held_through): the steps are one timeline here.
+  int64_t held_through_ = -1;
 };
 
 }  // namespace gnmr::soak
