@@ -346,7 +346,9 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
             [](const RecoveryEntry& a, const RecoveryEntry& b) { return a.unit_id < b.unit_id; });
   PublishedSet(&d.recovery);
   d.digest = DigestOf(apply, d.recovery, d.global_skip);
-  d.sequence = ++sequence_;
+  sequence_ += sequence_gap_ ? 2 : 1;
+  sequence_gap_ = false;
+  d.sequence = sequence_;
   d.next_lag = next_lag_;
   last_global_skip_ = d.global_skip;
 

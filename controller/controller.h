@@ -153,6 +153,14 @@ class Controller {
   // next_lag, counters and the sequence (which keeps increasing).
   void Rewind();
 
+  // The next decision's sequence number skips one. A decision covers the
+  // steps up to its successor's apply step when their sequence numbers are
+  // consecutive (docs/safety.md, "Plan validity"); the daemon leaves a gap
+  // when it left steps undecided on purpose (a restore hold), so that no
+  // rank plans them with the last decision. Not part of the saved state:
+  // a restore holds again.
+  void LeaveSequenceGap() { sequence_gap_ = true; }
+
   // The recovery set as of the last decision, unit id order.
   const std::vector<RecoveryEntry>& recovery() const { return recovery_; }
   // The last decision's denied clips (denied: clip), unit id order: in its
@@ -174,6 +182,8 @@ class Controller {
     return has_last_step_ ? std::optional<int64_t>(last_step_) : std::nullopt;
   }
   uint64_t sequence() const { return sequence_; }
+  // The sequence number the next decision will have.
+  uint64_t next_sequence() const { return sequence_ + (sequence_gap_ ? 2 : 1); }
   // The apply step of the last decision.
   std::optional<int64_t> last_apply() const {
     return has_last_apply_ ? std::optional<int64_t>(last_apply_) : std::nullopt;
@@ -260,6 +270,7 @@ class Controller {
   bool has_next_lag_ = false;
   int32_t next_lag_ = 0;
   uint64_t sequence_ = 0;
+  bool sequence_gap_ = false;  // LeaveSequenceGap
   ControllerStats stats_;
 
   // Scratch, reused between steps to avoid allocation; not state.

@@ -63,6 +63,13 @@ void Job::MaybeEndRestoreHold(Clock::time_point now, const char* forced) {
   const int64_t closed = std::max(aggregator_.last_closed(), first.value_or(0) - 1);
   aggregator_.StartOverLive(closed, kMaxStep);  // also ends the aggregator's hold
   aggregator_.RestartDeadlines(now);
+  // Steps left undecided after the rebuilt decision: the ranks must not
+  // take it for them (client_plan.cc covers a step with a decision only up
+  // to its successor's apply step, and only when their sequence numbers are
+  // consecutive).
+  if (controller_.last_step() && closed > *controller_.last_step()) {
+    controller_.LeaveSequenceGap();
+  }
   sessions_.ForEach(
       [closed](uint32_t, RankSession& rs) { rs.watched_from = std::max(rs.watched_from, closed); });
   std::string said = "restore hold over (" + std::to_string(hold.ranks_known()) + " of " +
@@ -70,7 +77,9 @@ void Job::MaybeEndRestoreHold(Clock::time_point now, const char* forced) {
   said += forced != nullptr ? std::string(", ") + forced + ")" : ")";
   said += "; generation " + std::to_string(generation_) + " decides from step " +
           std::to_string(closed + 1);
-  if (first) said += ", the steps before plan without a decision";
+  if (closed > controller_.last_step().value_or(-1)) {
+    said += ", the steps before it plan without a decision";
+  }
   spdlog::info("job {}: {}", id_, said);
   EmitEvent(v1::EVENT_KIND_GENERATION, closed, said);
   RequestSnapshot();  // a second crash restores past these steps
@@ -234,9 +243,9 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
                         cause == GenerationCause::kRestore;
   const bool rebuilt =
       rebuilds && controller_.last_step() && controller_.last_apply() && controller_.sequence() > 0;
-  generation_start_ =
-      ToWire(GenerationStartMessage(generation_, controller_.next_lag(),
-                                    controller_.sequence() + (rebuilt ? 0 : 1), live, rebuilt));
+  generation_start_ = ToWire(GenerationStartMessage(
+      generation_, controller_.next_lag(),
+      rebuilt ? controller_.sequence() : controller_.next_sequence(), live, rebuilt));
   SendToAttached(generation_start_);
   if (rebuilds) RebuildLastDecision();
   std::string said = detail;

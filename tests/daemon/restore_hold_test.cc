@@ -237,6 +237,12 @@ TEST_F(RestoreHoldTest, ALaggingRankBackFirstGetsNoDecisionForStepsItsPeerPlanne
   ASSERT_FALSE(after.empty());
   EXPECT_EQ(after.front().observed_step(), 20);
   EXPECT_EQ(after.size(), 9u);  // 20-28, each from both ranks' reports
+  // The rebuilt decision (observed 9) covers no step of the gap: the first
+  // decision after it skips a sequence number (client_plan.cc).
+  const v1::Decision& rebuilt = r0.sink->decisions.front();
+  ASSERT_EQ(rebuilt.observed_step(), 9);
+  EXPECT_EQ(after.front().sequence(), rebuilt.sequence() + 2);
+  EXPECT_EQ(after[1].sequence(), after.front().sequence() + 1);
   for (const v1::Decision& d : after) {
     EXPECT_GT(d.apply_step(), held0) << "a new decision for a step rank 0 planned";
   }
@@ -344,6 +350,8 @@ TEST_F(RestoreHoldTest, AcksNoRankBackAndTheBoundsOfHeldThrough) {
   const std::vector<v1::Decision> after = NewDecisions(*r0.sink, 9);
   ASSERT_EQ(after.size(), 1u);
   EXPECT_EQ(after.front().observed_step(), 10);
+  // No step left undecided: the rebuilt decision's successor, consecutive.
+  EXPECT_EQ(after.front().sequence(), r0.sink->decisions.front().sequence() + 1);
 }
 
 // While holding, the open steps stay within max_open_steps: the oldest is
