@@ -123,7 +123,8 @@ class Client::Impl {
     req.set_world_size(options.world_size);
     req.set_client_version(std::string("gnmr-client/") + GNMR_VERSION_STRING);
     req.set_instance(instance);
-    req.set_can_stand_by(true);  // io_loop.h: StandbyReports
+    req.set_can_stand_by(true);       // io_loop.h: StandbyReports
+    req.set_says_held_through(true);  // held_through: set at each Register (io_loop.cc)
     units.FillSpecs(&req);
     if (options.config) ConfigToProto(*options.config, req.mutable_config());
     return req;

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <string>
 
+#include "core/plan_coverage.h"
 #include "core/recovery_entry_codec.h"
 
 namespace gnmr {
@@ -237,8 +238,7 @@ int64_t DecisionCache::HeldThrough() const {
   int64_t through = -1;
   for (const GenerationDecisions& g : gens_) {
     if (const CachedDecision* d = g.Newest()) {
-      const int64_t next_apply_minus_one = d->observed_step + std::max(d->next_lag, 0);
-      through = std::max({through, d->apply_step, next_apply_minus_one});
+      through = std::max(through, LastPlannableStep(d->observed_step, d->apply_step, d->next_lag));
     }
   }
   return through;

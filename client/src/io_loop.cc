@@ -215,7 +215,6 @@ Status IoLoop::Register(v1::RegisterResponse* resp) {
     std::lock_guard<std::mutex> lock(shared_->mu);
     request_.set_held_through(shared_->HeldThroughLocked());
   }
-  request_.set_says_held_through(true);
   grpc::Status st;
   {
     TrackedCall tracked(this, true);

@@ -125,6 +125,11 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
   return job;
 }
 
+bool Job::WithinStepJump(int64_t step) const {
+  const int64_t closed = aggregator_.last_closed();
+  return closed < 0 || step <= closed || step - closed <= options_.aggregation.max_step_jump;
+}
+
 bool Job::TokenMatches(const std::string& token) const { return SameSecret(token, token_); }
 
 StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
@@ -139,14 +144,12 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
     // Bounded as a report's step is: a rank cannot push a restored job's
     // first decided step out of reach (restore_hold.h).
     const int64_t held = req.held_through();
-    const int64_t closed = aggregator_.last_closed();
-    if (held < -1 || held > kMaxStep ||
-        (closed >= 0 && held > closed && held - closed > options_.aggregation.max_step_jump)) {
-      return Status(StatusCode::kOutOfRange,
-                    "held_through " + std::to_string(held) +
-                        " is not -1 or a step at most max_step_jump (" +
-                        std::to_string(options_.aggregation.max_step_jump) +
-                        ") past the job's last closed step " + std::to_string(closed));
+    if (held < -1 || held > kMaxStep || !WithinStepJump(held)) {
+      return Status(
+          StatusCode::kOutOfRange,
+          "held_through " + std::to_string(held) + " is not -1 or a step at most max_step_jump (" +
+              std::to_string(options_.aggregation.max_step_jump) +
+              ") past the job's last closed step " + std::to_string(aggregator_.last_closed()));
     }
   }
   std::vector<RankUnitSpec> specs;
@@ -379,9 +382,7 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   // Shown as the rank's last step (gnmrctl jobs, top), so bounded as a
   // report's step is: no further ahead of the last closed step than a
   // report may jump.
-  const int64_t closed = aggregator_.last_closed();
-  if (closed < 0 || ack.step() <= closed ||
-      ack.step() - closed <= options_.aggregation.max_step_jump) {
+  if (WithinStepJump(ack.step())) {
     rs.last_acked_step = std::max(rs.last_acked_step, ack.step());
     if (restore_hold_) {
       restore_hold_->Heard(rank, ack.step());

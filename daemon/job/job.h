@@ -339,6 +339,9 @@ class Job {
   // Starts the waiting incarnation once no rank of the old timeline is
   // attached and heard from (after a detach, and at every tick).
   void MaybeStartPendingIncarnation();
+  // Whether `step` is at most max_step_jump past the last closed step (as
+  // a report's step must be): how far an ack or a held_through may reach.
+  bool WithinStepJump(int64_t step) const;
   // How long a rank of the old timeline counts as alive after it was last
   // heard from: max(incarnation_silence, 5 deadlines).
   Clock::duration OldTimelineSilence() const;

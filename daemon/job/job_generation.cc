@@ -1,6 +1,7 @@
 // Job generations and the decision history: see "Generations" in job.h and
 // docs/safety.md, rule 3.
 #include <algorithm>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -54,7 +55,7 @@ Job::Clock::duration Job::OldTimelineSilence() const {
 
 void Job::MaybeEndRestoreHold(Clock::time_point now, const char* forced) {
   if (!restore_hold_ || (forced == nullptr && !restore_hold_->Over(now))) return;
-  const RestoreHold hold = *restore_hold_;
+  const RestoreHold hold = std::move(*restore_hold_);
   restore_hold_.reset();
   // The steps before `first` are late: those a rank can have planned with
   // a lost decision, and those up to where its decisions apply. The
@@ -67,9 +68,8 @@ void Job::MaybeEndRestoreHold(Clock::time_point now, const char* forced) {
   // take it for them (client_plan.cc covers a step with a decision only up
   // to its successor's apply step, and only when their sequence numbers are
   // consecutive).
-  if (controller_.last_step() && closed > *controller_.last_step()) {
-    controller_.LeaveSequenceGap();
-  }
+  const bool skipped = closed > controller_.last_step().value_or(-1);
+  if (skipped && controller_.last_step()) controller_.LeaveSequenceGap();
   sessions_.ForEach(
       [closed](uint32_t, RankSession& rs) { rs.watched_from = std::max(rs.watched_from, closed); });
   std::string said = "restore hold over (" + std::to_string(hold.ranks_known()) + " of " +
@@ -77,9 +77,7 @@ void Job::MaybeEndRestoreHold(Clock::time_point now, const char* forced) {
   said += forced != nullptr ? std::string(", ") + forced + ")" : ")";
   said += "; generation " + std::to_string(generation_) + " decides from step " +
           std::to_string(closed + 1);
-  if (closed > controller_.last_step().value_or(-1)) {
-    said += ", the steps before it plan without a decision";
-  }
+  if (skipped) said += ", the steps before it plan without a decision";
   spdlog::info("job {}: {}", id_, said);
   EmitEvent(v1::EVENT_KIND_GENERATION, closed, said);
   RequestSnapshot();  // a second crash restores past these steps

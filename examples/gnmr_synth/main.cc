@@ -220,8 +220,10 @@ int Run(const Flags& f) {
   // comes back on a loaded machine.
   const auto drain_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   if (client.Flush(std::chrono::seconds(2))) {
-    while (client.Counters().connected && client.Counters().last_decided_step < totals.steps - 1 &&
-           std::chrono::steady_clock::now() < drain_until) {
+    for (ClientCounters now = client.Counters();
+         now.connected && now.last_decided_step < totals.steps - 1 &&
+         std::chrono::steady_clock::now() < drain_until;
+         now = client.Counters()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }

@@ -16,6 +16,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "core/plan_coverage.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace gnmr::testing {
@@ -73,7 +74,8 @@ class RawRank {
     for (const v1::ServerMessage& m : messages_) {
       if (!m.has_decision()) continue;
       const v1::Decision& d = m.decision();
-      through = std::max({through, d.apply_step(), d.observed_step() + d.next_lag()});
+      through =
+          std::max(through, LastPlannableStep(d.observed_step(), d.apply_step(), d.next_lag()));
     }
     return through;
   }

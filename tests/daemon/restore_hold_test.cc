@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/plan_coverage.h"
 #include "daemon/job/job.h"
 #include "tests/daemon/quiet_listener.h"
 
@@ -158,7 +159,8 @@ class RestoreHoldTest : public ::testing::Test {
   static int64_t HeldThrough(const RecordingSink& sink) {
     int64_t through = -1;
     for (const v1::Decision& d : sink.decisions) {
-      through = std::max({through, d.apply_step(), d.observed_step() + d.next_lag()});
+      through =
+          std::max(through, LastPlannableStep(d.observed_step(), d.apply_step(), d.next_lag()));
     }
     return through;
   }

@@ -5,6 +5,8 @@
 #include <limits>
 #include <random>
 
+#include "core/plan_coverage.h"
+
 namespace gnmr::soak {
 
 // ------------------------------------------------------------ DecisionLedger
@@ -295,8 +297,8 @@ void SimRank::OnMessage(const v1::ServerMessage& msg) {
       }
     } else if (msg.has_decision()) {
       const HeldDecision d = Summary(msg.decision());
-      held_through_ =
-          std::max({held_through_, d.apply, d.observed + std::max(msg.decision().next_lag(), 0)});
+      held_through_ = std::max(held_through_,
+                               LastPlannableStep(d.observed, d.apply, msg.decision().next_lag()));
       if (d.generation > generation_) {
         generation_ = d.generation;
         decisions_.clear();
