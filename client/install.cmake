@@ -53,6 +53,7 @@ install(EXPORT gnmrTargets NAMESPACE gnmr:: DESTINATION ${GNMR_INSTALL_CMAKEDIR}
 
 install(FILES include/gnmr/client.h include/gnmr/gnmr_c.h local/include/gnmr/client_local.h
               ${PROJECT_SOURCE_DIR}/kernels/include/gnmr/tensor.h
+              ${PROJECT_SOURCE_DIR}/kernels/include/gnmr/block_tensor.h
               ${PROJECT_SOURCE_DIR}/common/include/gnmr/status.h
               ${PROJECT_SOURCE_DIR}/core/include/gnmr/config.h
               ${PROJECT_BINARY_DIR}/generated/gnmr/version.h

@@ -239,8 +239,9 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
     }
     if ((std::isfinite(s.fwd_sumsq) && s.fwd_sumsq < 0.0) || !ForwardCountsFit(s)) {
       return InvalidArgument("unit '" + units_[s.unit_id].name +
-                             "' has inconsistent forward statistics (negative sumsq, or more "
-                             "saturated or zero elements than elements)");
+                             "' has inconsistent forward statistics (negative sumsq, more "
+                             "saturated or zero elements or blocks than elements, or more "
+                             "saturated, dead or clamped blocks than blocks)");
     }
   }
 

@@ -40,6 +40,13 @@ struct UnitSample {
   // ranks that report it. 0: unknown (an older client, or no forward
   // statistics). attribution: upstream reads it.
   uint64_t fwd_order = 0;
+  // Block figures of block-scaled forward tensors (docs/statistics.md,
+  // "Block columns"); fwd_blocks 0: none (not block-scaled, an older client
+  // or trace). Summed over the ranks, like the forward counts.
+  uint64_t fwd_blocks = 0;
+  uint64_t fwd_saturated_blocks = 0;  // blocks with a code at the element maximum
+  uint64_t fwd_dead_blocks = 0;       // blocks whose codes are all zero
+  uint64_t fwd_scale_clamps = 0;      // blocks whose scale is at an end of its range
 };
 
 // Pipeline stages a forward order tells apart (StepStats.fwd_stage): a
@@ -56,7 +63,9 @@ inline uint64_t ForwardOrderKey(uint32_t stage, uint32_t position) {
 // Whether a sample's forward counts fit its element count: the controller
 // refuses a sample where they do not, and the trace reader the row.
 inline bool ForwardCountsFit(const UnitSample& s) {
-  return s.fwd_saturated <= s.fwd_numel && s.fwd_zeros <= s.fwd_numel;
+  return s.fwd_saturated <= s.fwd_numel && s.fwd_zeros <= s.fwd_numel &&
+         s.fwd_blocks <= s.fwd_numel && s.fwd_saturated_blocks <= s.fwd_blocks &&
+         s.fwd_dead_blocks <= s.fwd_blocks && s.fwd_scale_clamps <= s.fwd_blocks;
 }
 
 // One unit in recovery: in force for steps [since, until).

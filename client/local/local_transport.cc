@@ -179,6 +179,12 @@ void LocalTransport::DecideLocked(const Report& r) {
       s.fwd_zeros = r.fwd_zeros[i];
       s.fwd_numel = r.fwd_numel[i];
       s.fwd_order = ForwardOrderKey(options_.pipeline_stage, r.fwd_order[i]);
+      if (r.fwd_block_units > 0) {
+        s.fwd_blocks = r.fwd_blocks[i];
+        s.fwd_saturated_blocks = r.fwd_saturated_blocks[i];
+        s.fwd_dead_blocks = r.fwd_dead_blocks[i];
+        s.fwd_scale_clamps = r.fwd_scale_clamps[i];
+      }
     }
   }
   Decision d;

@@ -8,18 +8,40 @@
 #include <string>
 #include <vector>
 
+#include "client/src/client_c_internal.h"
 #include "gnmr/client.h"
 #include "gnmr/gnmr_c.h"
 #include "gnmr/version.h"
 
-struct gnmr_client {
-  std::unique_ptr<gnmr::Client> client;
-  std::vector<gnmr::TensorRef> scratch;  // reused by set_tensors and observe_forward
-};
-
 struct gnmr_plan {
   gnmr::Plan plan;
 };
+
+namespace gnmr::c_api {
+
+thread_local std::string g_last_error;
+
+int Fail(StatusCode code, const std::string& message) {
+  g_last_error = message;
+  return static_cast<int>(code);
+}
+
+int Report(const Status& s) {
+  if (s.ok()) return GNMR_OK;
+  return Fail(s.code(), s.message());
+}
+
+int Null(const char* what) {
+  return Fail(StatusCode::kInvalidArgument, std::string(what) + " is NULL");
+}
+
+}  // namespace gnmr::c_api
+
+using gnmr::c_api::Call;
+using gnmr::c_api::Fail;
+using gnmr::c_api::g_last_error;
+using gnmr::c_api::Null;
+using gnmr::c_api::Report;
 
 namespace {
 
@@ -46,36 +68,6 @@ static_assert(GNMR_ENTRY_NONE == static_cast<int>(gnmr::EntryTreatment::kNone) &
 constexpr size_t kCountersBaseSize = offsetof(gnmr_counters, attach_failures);
 static_assert(kCountersBaseSize ==
               offsetof(gnmr_counters, forward_calls_dropped) + sizeof(uint64_t));
-
-thread_local std::string g_last_error;
-
-int Fail(gnmr::StatusCode code, const std::string& message) {
-  g_last_error = message;
-  return static_cast<int>(code);
-}
-
-int Report(const gnmr::Status& s) {
-  if (s.ok()) return GNMR_OK;
-  return Fail(s.code(), s.message());
-}
-
-// Runs `f` (returning an int code) with every exception turned into
-// GNMR_EINTERNAL.
-template <typename F>
-int Call(F&& f) {
-  try {
-    g_last_error.clear();
-    return f();
-  } catch (const std::exception& e) {
-    return Fail(gnmr::StatusCode::kInternal, e.what());
-  } catch (...) {
-    return Fail(gnmr::StatusCode::kInternal, "unknown exception");
-  }
-}
-
-int Null(const char* what) {
-  return Fail(gnmr::StatusCode::kInvalidArgument, std::string(what) + " is NULL");
-}
 
 void ToRefs(const gnmr_tensor* t, size_t n, std::vector<gnmr::TensorRef>* out) {
   out->resize(n);
@@ -157,7 +149,7 @@ int gnmr_client_create(const gnmr_options* o, gnmr_client** out) {
     }
     gnmr::StatusOr<std::unique_ptr<gnmr::Client>> c = gnmr::Client::Create(std::move(co));
     if (!c.ok()) return Report(c.status());
-    *out = new gnmr_client{std::move(c).value(), {}};
+    *out = new gnmr_client{std::move(c).value(), {}, {}};
     return GNMR_OK;
   });
 }

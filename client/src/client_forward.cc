@@ -8,10 +8,30 @@
 #include <string>
 
 #include "client/src/client_impl.h"
+#include "gnmr/block_stats.h"
 #include "gnmr/client.h"
 #include "gnmr/cpu_stats.h"
 
 namespace gnmr {
+namespace {
+
+// Runs `compute` (one call's statistics), counts its host time into the
+// next report's stats_seconds, and names the call and unit in its error.
+template <typename Compute>
+Status TimedForward(Client::Impl& m, UnitHandle unit, const char* call, Compute&& compute) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = compute();
+  const int64_t nanos =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  m.forward_nanos += nanos;
+  m.stats_nanos.fetch_add(nanos, std::memory_order_relaxed);
+  if (s.ok()) return s;
+  return Status(s.code(),
+                std::string(call) + ": unit " + m.units.unit(unit).name + ": " + s.message());
+}
+
+}  // namespace
 
 Status Client::ObserveForward(UnitHandle unit, const std::vector<TensorRef>& tensors) {
   return ObserveForward(unit, tensors.data(), tensors.size());
@@ -49,25 +69,43 @@ Status Client::ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t 
                              "(docs/statistics.md, \"Forward columns\")");
     }
     if (m.stopped) return Status::Ok();
-    const auto t0 = std::chrono::steady_clock::now();
-    Status s;
-    if (device != kHostDevice) {  // enqueued on `stream`; the report waits for it
-      s = m.gpu->ObserveForward(unit, tensors, count, stream);
-    } else {
+    return TimedForward(m, unit, "ObserveForward", [&] {
+      if (device != kHostDevice) {  // enqueued on `stream`; the report waits for it
+        return m.gpu->ObserveForward(unit, tensors, count, stream);
+      }
       UnitStats st;
-      s = cpu::ComputeStats(tensors, count, &st);
+      const Status s = cpu::ComputeStats(tensors, count, &st);
       if (s.ok()) m.forward.Add(unit, st);
+      return s;
+    });
+  });
+}
+
+Status Client::ObserveForwardBlocks(UnitHandle unit, const BlockTensorRef* tensors, size_t count) {
+  return Guard([&] {
+    Impl& m = *impl_;
+    if (!m.started) return FailedPrecondition("ObserveForwardBlocks before Start");
+    GNMR_RETURN_IF_ERROR(m.CheckHandle("ObserveForwardBlocks", unit));
+    if (count > 0 && tensors == nullptr) {
+      return InvalidArgument("ObserveForwardBlocks: tensors is null with count " +
+                             std::to_string(count));
     }
-    const int64_t nanos =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-            .count();
-    m.forward_nanos += nanos;
-    m.stats_nanos.fetch_add(nanos, std::memory_order_relaxed);
-    if (!s.ok()) {
-      return Status(s.code(),
-                    "ObserveForward: unit " + m.units.unit(unit).name + ": " + s.message());
+    for (size_t i = 0; i < count; ++i) {
+      if (tensors[i].device != kHostDevice) {
+        return Unimplemented("ObserveForwardBlocks: unit " + m.units.unit(unit).name + ": tensor " +
+                             std::to_string(i) + " is on CUDA device " +
+                             std::to_string(tensors[i].device) +
+                             ": block-scaled forward tensors are read from host memory only "
+                             "(docs/statistics.md, \"Block-scaled formats\")");
+      }
     }
-    return Status::Ok();
+    if (m.stopped) return Status::Ok();
+    return TimedForward(m, unit, "ObserveForwardBlocks", [&] {
+      BlockStats b;
+      const Status s = cpu::ComputeBlockStats(tensors, count, &b);
+      if (s.ok()) m.forward.AddBlocks(unit, b);
+      return s;
+    });
   });
 }
 

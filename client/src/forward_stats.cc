@@ -14,6 +14,11 @@ void ZeroColumns(Report* r, size_t n) {
   r->fwd_numel.assign(n, 0);
   r->fwd_order.assign(n, 0);
   r->fwd_units = 0;
+  r->fwd_blocks.assign(n, 0);
+  r->fwd_saturated_blocks.assign(n, 0);
+  r->fwd_dead_blocks.assign(n, 0);
+  r->fwd_scale_clamps.assign(n, 0);
+  r->fwd_block_units = 0;
 }
 
 }  // namespace
@@ -24,6 +29,10 @@ void ForwardAccumulator::Resize(size_t units) {
   saturated_.assign(units, 0);
   zeros_.assign(units, 0);
   numel_.assign(units, 0);
+  blocks_.assign(units, 0);
+  saturated_blocks_.assign(units, 0);
+  dead_blocks_.assign(units, 0);
+  scale_clamps_.assign(units, 0);
   touched_.clear();
   touched_.reserve(units);
 }
@@ -37,6 +46,21 @@ void ForwardAccumulator::Add(uint32_t unit, const UnitStats& s) {
   saturated_[unit] += s.saturated;
   zeros_[unit] += s.zeros;
   numel_[unit] += s.numel;
+}
+
+void ForwardAccumulator::AddBlocks(uint32_t unit, const BlockStats& b) {
+  UnitStats s;
+  s.sumsq = b.sumsq;
+  s.amax = b.amax;
+  s.saturated = b.saturated;
+  s.zeros = b.zero_codes;
+  s.numel = b.numel;
+  Add(unit, s);
+  if (b.numel == 0) return;
+  blocks_[unit] += b.blocks;
+  saturated_blocks_[unit] += b.saturated_blocks;
+  dead_blocks_[unit] += b.dead_blocks;
+  scale_clamps_[unit] += b.scale_clamps;
 }
 
 void ForwardAccumulator::MoveInto(Report* r) {
@@ -57,6 +81,13 @@ void ForwardAccumulator::MergeInto(Report* r) {
     r->fwd_saturated[u] += saturated_[u];
     r->fwd_zeros[u] += zeros_[u];
     r->fwd_numel[u] += numel_[u];
+    if (blocks_[u] > 0) {
+      if (r->fwd_blocks[u] == 0) ++r->fwd_block_units;
+      r->fwd_blocks[u] += blocks_[u];
+      r->fwd_saturated_blocks[u] += saturated_blocks_[u];
+      r->fwd_dead_blocks[u] += dead_blocks_[u];
+      r->fwd_scale_clamps[u] += scale_clamps_[u];
+    }
   }
   Clear();
 }
@@ -68,6 +99,10 @@ void ForwardAccumulator::Clear() {
     saturated_[u] = 0;
     zeros_[u] = 0;
     numel_[u] = 0;
+    blocks_[u] = 0;
+    saturated_blocks_[u] = 0;
+    dead_blocks_[u] = 0;
+    scale_clamps_[u] = 0;
   }
   touched_.clear();
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "client/src/outbox.h"
+#include "gnmr/block_tensor.h"
 #include "gnmr/tensor.h"
 
 namespace gnmr {
@@ -26,6 +27,9 @@ class ForwardAccumulator {
   // Adds `s` (the statistics of one call's forward tensors) to `unit`'s
   // pending row. `unit` < size().
   void Add(uint32_t unit, const UnitStats& s);
+  // The same for block-scaled tensors: dequantized sumsq and amax,
+  // saturated and zero codes, and the block figures.
+  void AddBlocks(uint32_t unit, const BlockStats& b);
   // Whether any unit has pending statistics.
   bool empty() const { return touched_.empty(); }
   // Writes the pending rows into r's forward columns (every other unit's
@@ -44,6 +48,10 @@ class ForwardAccumulator {
   std::vector<uint64_t> saturated_;
   std::vector<uint64_t> zeros_;
   std::vector<uint64_t> numel_;
+  std::vector<uint64_t> blocks_;
+  std::vector<uint64_t> saturated_blocks_;
+  std::vector<uint64_t> dead_blocks_;
+  std::vector<uint64_t> scale_clamps_;
   std::vector<uint32_t> touched_;  // units with a pending row, first-call order
 };
 

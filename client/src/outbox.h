@@ -52,6 +52,15 @@ struct Report {
   // units, from 1 (host calls first, then device calls); 0: none.
   std::vector<uint32_t> fwd_order;
   size_t fwd_units = 0;
+  // Block figures of the units whose forward tensors were block-scaled
+  // (Client::ObserveForwardBlocks; fwd_blocks 0: none), for the report's
+  // block columns, sent only when fwd_block_units > 0 (docs/statistics.md,
+  // "Block columns"). Sized with the forward columns.
+  std::vector<uint64_t> fwd_blocks;
+  std::vector<uint64_t> fwd_saturated_blocks;
+  std::vector<uint64_t> fwd_dead_blocks;
+  std::vector<uint64_t> fwd_scale_clamps;
+  size_t fwd_block_units = 0;
   // Per unit: 1 if marked inactive (Client::MarkInactive): left out of the
   // report, which is then sent in the sparse form (docs/statistics.md).
   std::vector<uint8_t> inactive;

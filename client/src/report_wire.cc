@@ -34,6 +34,12 @@ void AddActiveColumns(const Report& r, const std::vector<uint32_t>& unit_ids,
       s->add_fwd_numel(r.fwd_numel[h]);
       s->add_fwd_order(r.fwd_order[h]);
     }
+    if (r.fwd_block_units > 0) {
+      s->add_fwd_blocks(r.fwd_blocks[h]);
+      s->add_fwd_saturated_blocks(r.fwd_saturated_blocks[h]);
+      s->add_fwd_dead_blocks(r.fwd_dead_blocks[h]);
+      s->add_fwd_scale_clamps(r.fwd_scale_clamps[h]);
+    }
   }
 }
 
@@ -54,6 +60,10 @@ void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
   s->clear_fwd_zeros();
   s->clear_fwd_numel();
   s->clear_fwd_order();
+  s->clear_fwd_blocks();
+  s->clear_fwd_saturated_blocks();
+  s->clear_fwd_dead_blocks();
+  s->clear_fwd_scale_clamps();
   s->set_fwd_stage(r.fwd_units > 0 ? pipeline_stage : 0);
   s->set_sparse(r.inactive_count > 0);
   if (r.inactive_count == 0) {  // dense, as every client before sparse reports
@@ -69,6 +79,13 @@ void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
       s->mutable_fwd_zeros()->Add(r.fwd_zeros.begin(), r.fwd_zeros.end());
       s->mutable_fwd_numel()->Add(r.fwd_numel.begin(), r.fwd_numel.end());
       s->mutable_fwd_order()->Add(r.fwd_order.begin(), r.fwd_order.end());
+    }
+    if (r.fwd_block_units > 0) {  // all four block columns, or none
+      s->mutable_fwd_blocks()->Add(r.fwd_blocks.begin(), r.fwd_blocks.end());
+      s->mutable_fwd_saturated_blocks()->Add(r.fwd_saturated_blocks.begin(),
+                                             r.fwd_saturated_blocks.end());
+      s->mutable_fwd_dead_blocks()->Add(r.fwd_dead_blocks.begin(), r.fwd_dead_blocks.end());
+      s->mutable_fwd_scale_clamps()->Add(r.fwd_scale_clamps.begin(), r.fwd_scale_clamps.end());
     }
   } else {
     AddActiveColumns(r, unit_ids, handles_by_id, s);

@@ -23,10 +23,23 @@ struct ColumnName {
   uint8_t col;  // TraceReader::Col
 };
 // Same order as TraceReader::Col, kIgnore excluded.
-constexpr ColumnName kColumns[] = {
-    {"step", 1},       {"unit", 2},       {"sumsq", 3},     {"amax", 4},     {"nonfinite", 5},
-    {"zeros", 6},      {"numel", 7},      {"fwd_sumsq", 8}, {"fwd_amax", 9}, {"fwd_saturated", 10},
-    {"fwd_zeros", 11}, {"fwd_numel", 12}, {"fwd_order", 13}};
+constexpr ColumnName kColumns[] = {{"step", 1},
+                                   {"unit", 2},
+                                   {"sumsq", 3},
+                                   {"amax", 4},
+                                   {"nonfinite", 5},
+                                   {"zeros", 6},
+                                   {"numel", 7},
+                                   {"fwd_sumsq", 8},
+                                   {"fwd_amax", 9},
+                                   {"fwd_saturated", 10},
+                                   {"fwd_zeros", 11},
+                                   {"fwd_numel", 12},
+                                   {"fwd_order", 13},
+                                   {"fwd_blocks", 14},
+                                   {"fwd_saturated_blocks", 15},
+                                   {"fwd_dead_blocks", 16},
+                                   {"fwd_scale_clamps", 17}};
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
@@ -192,7 +205,9 @@ Status TraceReader::ParseHeader(std::string_view line) {
                                  "' in the header (required: step, unit, "
                                  "sumsq; optional: amax, nonfinite, zeros, "
                                  "numel, fwd_sumsq, fwd_amax, fwd_saturated, "
-                                 "fwd_zeros, fwd_numel, fwd_order)");
+                                 "fwd_zeros, fwd_numel, fwd_order, fwd_blocks, "
+                                 "fwd_saturated_blocks, fwd_dead_blocks, "
+                                 "fwd_scale_clamps)");
     }
   }
   // The old recorder's form keeps its meaning (trace_reader.h): with the
@@ -309,6 +324,18 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
       case kFwdOrder:
         ok = f.empty() || ParseNumber(f, &row->sample.fwd_order);
         break;
+      case kFwdBlocks:
+        ok = f.empty() || ParseNumber(f, &row->sample.fwd_blocks);
+        break;
+      case kFwdSaturatedBlocks:
+        ok = f.empty() || ParseNumber(f, &row->sample.fwd_saturated_blocks);
+        break;
+      case kFwdDeadBlocks:
+        ok = f.empty() || ParseNumber(f, &row->sample.fwd_dead_blocks);
+        break;
+      case kFwdScaleClamps:
+        ok = f.empty() || ParseNumber(f, &row->sample.fwd_scale_clamps);
+        break;
     }
     if (!ok) {
       const Col c = cols_[i];
@@ -337,10 +364,18 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
   // The controller refuses these (Controller::Observe); say it here, with the
   // line, rather than accept a trace replay cannot take.
   const UnitSample& u = row->sample;
-  if (!ForwardCountsFit(u)) {
+  if (u.fwd_saturated > u.fwd_numel || u.fwd_zeros > u.fwd_numel) {
     return Error(line_no_, "fwd_saturated (" + std::to_string(u.fwd_saturated) +
                                ") and fwd_zeros (" + std::to_string(u.fwd_zeros) +
                                ") cannot exceed fwd_numel (" + std::to_string(u.fwd_numel) + ")");
+  }
+  if (!ForwardCountsFit(u)) {  // the block counts
+    return Error(line_no_, "fwd_blocks (" + std::to_string(u.fwd_blocks) +
+                               ") cannot exceed fwd_numel (" + std::to_string(u.fwd_numel) +
+                               "), nor fwd_saturated_blocks (" +
+                               std::to_string(u.fwd_saturated_blocks) + "), fwd_dead_blocks (" +
+                               std::to_string(u.fwd_dead_blocks) + ") or fwd_scale_clamps (" +
+                               std::to_string(u.fwd_scale_clamps) + ") fwd_blocks");
   }
   return Status::Ok();
 }

@@ -3,7 +3,8 @@
 // A trace is CSV with a header naming its columns in any order: required
 // `step,unit,sumsq`, optional `amax,nonfinite,zeros,numel` and the forward
 // channel's `fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel,fwd_order`
-// (other columns are ignored, so a writer may add columns). One row per
+// and its block columns `fwd_blocks,fwd_saturated_blocks,fwd_dead_blocks,
+// fwd_scale_clamps` (other columns are ignored, so a writer may add columns). One row per
 // unit and observed step; the rows of a step are contiguous and steps never
 // go backwards; a step is in [0, kMaxStep], as the controller takes it.
 // `sumsq` and `amax` accept `nan`, `inf`, `-inf` in any case (NaN and +-Inf
@@ -93,6 +94,10 @@ class TraceReader {
     kFwdZeros,
     kFwdNumel,
     kFwdOrder,
+    kFwdBlocks,
+    kFwdSaturatedBlocks,
+    kFwdDeadBlocks,
+    kFwdScaleClamps,
   };
   struct Row {
     int64_t step = 0;

@@ -6,15 +6,6 @@
 #include <string>
 
 namespace gnmr {
-namespace {
-
-// Row i's forward position; an empty fwd_order column (an older client)
-// says "unknown" (0) for every row.
-uint32_t ForwardPosition(const v1::StepStats& s, int i) {
-  return s.fwd_order_size() > 0 ? s.fwd_order(i) : 0u;
-}
-
-}  // namespace
 
 int64_t StepAggregator::last_step_of_rank(uint32_t rank) const {
   auto it = last_step_of_rank_.find(rank);
@@ -58,10 +49,18 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
   report.nonfinite.assign(s.nonfinite().begin(), s.nonfinite().end());
   report.zeros.assign(s.zeros().begin(), s.zeros().end());
   report.forward.resize(static_cast<size_t>(s.fwd_numel_size()));
+  const bool blocks = s.fwd_blocks_size() > 0;  // ValidateForward: all four or none
   for (int i = 0; i < s.fwd_numel_size(); ++i) {
-    report.forward[static_cast<size_t>(i)] = {
-        s.fwd_sumsq(i), s.fwd_amax(i),  s.fwd_saturated(i),
-        s.fwd_zeros(i), s.fwd_numel(i), ForwardOrderKey(s.fwd_stage(), ForwardPosition(s, i))};
+    report.forward[static_cast<size_t>(i)] = {s.fwd_sumsq(i),
+                                              s.fwd_amax(i),
+                                              s.fwd_saturated(i),
+                                              s.fwd_zeros(i),
+                                              s.fwd_numel(i),
+                                              ForwardOrderKey(s.fwd_stage(), ForwardPosition(s, i)),
+                                              blocks ? s.fwd_blocks(i) : 0,
+                                              blocks ? s.fwd_saturated_blocks(i) : 0,
+                                              blocks ? s.fwd_dead_blocks(i) : 0,
+                                              blocks ? s.fwd_scale_clamps(i) : 0};
   }
   auto [it, inserted] = open_.try_emplace(step);
   OpenStep& open = it->second;
@@ -94,48 +93,6 @@ std::string NegativeSumsq(uint32_t id, double sumsq) {
 }
 
 }  // namespace
-
-Status StepAggregator::ValidateForward(const v1::StepStats& s) {
-  const int n = s.unit_id_size();
-  const int len = s.fwd_numel_size();
-  if ((len != 0 && len != n) || s.fwd_sumsq_size() != len || s.fwd_amax_size() != len ||
-      s.fwd_saturated_size() != len || s.fwd_zeros_size() != len) {
-    return InvalidArgument("forward columns must all be empty or have unit_id's length " +
-                           std::to_string(n) + ": fwd_sumsq " + std::to_string(s.fwd_sumsq_size()) +
-                           ", fwd_amax " + std::to_string(s.fwd_amax_size()) + ", fwd_saturated " +
-                           std::to_string(s.fwd_saturated_size()) + ", fwd_zeros " +
-                           std::to_string(s.fwd_zeros_size()) + ", fwd_numel " +
-                           std::to_string(len));
-  }
-  if (s.fwd_stage() >= kMaxPipelineStages) {
-    return InvalidArgument("fwd_stage must be < " + std::to_string(kMaxPipelineStages) + ", not " +
-                           std::to_string(s.fwd_stage()));
-  }
-  if (s.fwd_order_size() != 0 && s.fwd_order_size() != len) {
-    return InvalidArgument("fwd_order must be empty or have the forward columns' length " +
-                           std::to_string(len) + ", not " + std::to_string(s.fwd_order_size()));
-  }
-  for (int i = 0; i < len; ++i) {  // messages built only on an error: this runs per value
-    const bool negative = std::isfinite(s.fwd_sumsq(i)) && s.fwd_sumsq(i) < 0.0;
-    if (negative || s.fwd_saturated(i) > s.fwd_numel(i) || s.fwd_zeros(i) > s.fwd_numel(i)) {
-      return InvalidArgument(
-          "unit id " + std::to_string(s.unit_id(i)) + ": forward statistics are inconsistent " +
-          "(fwd_sumsq " + std::to_string(s.fwd_sumsq(i)) + ", fwd_saturated " +
-          std::to_string(s.fwd_saturated(i)) + " and fwd_zeros " + std::to_string(s.fwd_zeros(i)) +
-          " of fwd_numel " + std::to_string(s.fwd_numel(i)) + ")");
-    }
-    // A position among this report's forward units: at most one per row,
-    // and none for a unit without forward statistics.
-    const uint32_t order = ForwardPosition(s, i);
-    if (order > static_cast<uint32_t>(n) || (order > 0 && s.fwd_numel(i) == 0)) {
-      return InvalidArgument("unit id " + std::to_string(s.unit_id(i)) + ": fwd_order " +
-                             std::to_string(order) + " is not a position among " +
-                             std::to_string(n) + " units with forward statistics (fwd_numel " +
-                             std::to_string(s.fwd_numel(i)) + ")");
-    }
-  }
-  return Status::Ok();
-}
 
 Status StepAggregator::ValidateUnits(uint32_t rank, const v1::StepStats& s, RankReport* report) {
   const int n = s.unit_id_size();
@@ -379,6 +336,10 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
         a.fwd.zeros = SaturatingAdd(a.fwd.zeros, f.zeros);
         a.fwd.numel = SaturatingAdd(a.fwd.numel, f.numel);
         a.fwd.order = EarliestOrder(a.fwd.order, f.order);
+        a.fwd.blocks = SaturatingAdd(a.fwd.blocks, f.blocks);
+        a.fwd.saturated_blocks = SaturatingAdd(a.fwd.saturated_blocks, f.saturated_blocks);
+        a.fwd.dead_blocks = SaturatingAdd(a.fwd.dead_blocks, f.dead_blocks);
+        a.fwd.scale_clamps = SaturatingAdd(a.fwd.scale_clamps, f.scale_clamps);
         ++a.fwd_replicas;
       }
     }
@@ -451,6 +412,11 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
         sample.fwd_zeros = SaturatingAdd(sample.fwd_zeros, a.fwd.zeros);
         sample.fwd_numel = SaturatingAdd(sample.fwd_numel, a.fwd.numel);
         sample.fwd_order = EarliestOrder(sample.fwd_order, a.fwd.order);
+        sample.fwd_blocks = SaturatingAdd(sample.fwd_blocks, a.fwd.blocks);
+        sample.fwd_saturated_blocks =
+            SaturatingAdd(sample.fwd_saturated_blocks, a.fwd.saturated_blocks);
+        sample.fwd_dead_blocks = SaturatingAdd(sample.fwd_dead_blocks, a.fwd.dead_blocks);
+        sample.fwd_scale_clamps = SaturatingAdd(sample.fwd_scale_clamps, a.fwd.scale_clamps);
       }
       a = SlotAcc{};  // keep acc_ all zero
     }
@@ -458,6 +424,8 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
       sample.fwd_sumsq = sample.fwd_amax = 0.0;
       sample.fwd_saturated = sample.fwd_zeros = sample.fwd_numel = 0;
       sample.fwd_order = 0;
+      sample.fwd_blocks = sample.fwd_saturated_blocks = 0;
+      sample.fwd_dead_blocks = sample.fwd_scale_clamps = 0;
     }
     if (!held) ++listed_not_held;
     if (complete) {

@@ -172,8 +172,12 @@ class StepAggregator {
     double amax;
     uint64_t saturated;
     uint64_t zeros;
-    uint64_t numel;  // 0: none for this unit
-    uint64_t order;  // ForwardOrderKey(stage, first-call position); 0: unknown
+    uint64_t numel;   // 0: none for this unit
+    uint64_t order;   // ForwardOrderKey(stage, first-call position); 0: unknown
+    uint64_t blocks;  // block figures (StepStats.fwd_blocks ...); 0: none
+    uint64_t saturated_blocks;
+    uint64_t dead_blocks;
+    uint64_t scale_clamps;
   };
   struct RankReport {
     bool sparse = false;
@@ -208,6 +212,8 @@ class StepAggregator {
   Status ValidateSparseUnits(uint32_t rank, const v1::StepStats& s, RankReport* report);
   // The forward columns: all empty or unit_id's length, and consistent.
   static Status ValidateForward(const v1::StepStats& s);
+  // Row i's forward position (StepStats.fwd_order; 0: unknown).
+  static uint32_t ForwardPosition(const v1::StepStats& s, int i);
   // Counts the units that no report listed (Combine).
   void CountUnlisted(const OpenStep& open, bool fast, ClosedStep* out);
   // What max_step_jump is measured from; none at the start of a timeline.

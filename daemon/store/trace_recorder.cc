@@ -70,6 +70,10 @@ void AppendRow(std::string* out, int64_t step, std::string_view unit, const Unit
   AppendForwardCount(out, s.fwd_zeros);
   AppendForwardCount(out, s.fwd_numel);
   AppendForwardCount(out, s.fwd_order);
+  AppendForwardCount(out, s.fwd_blocks);
+  AppendForwardCount(out, s.fwd_saturated_blocks);
+  AppendForwardCount(out, s.fwd_dead_blocks);
+  AppendForwardCount(out, s.fwd_scale_clamps);
   out->push_back('\n');
 }
 

@@ -79,7 +79,8 @@ struct TraceRecorderOptions {
 // The first line of every trace file the recorder writes (Format, above).
 inline constexpr char kTraceHeader[] =
     "step,unit,sumsq,amax,nonfinite,zeros,numel,"
-    "fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel,fwd_order\n";
+    "fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel,fwd_order,"
+    "fwd_blocks,fwd_saturated_blocks,fwd_dead_blocks,fwd_scale_clamps\n";
 
 class TraceRecorder {
  public:

@@ -14,6 +14,14 @@ Hooks observe only forward passes that build a graph
 the next training step's statistics alone. A module run several times in a
 step (shared weights, micro-batches) adds up.
 
+Block-scaled tensors (torchao's ``MXTensor`` / ``NVFP4Tensor``, Transformer
+Engine's MXFP8, 1x128 / 128x128 FP8 and NVFP4 tensors, or a
+``gnmr.blocks.describe`` result), as items or as a ForwardTensor's
+``tensor``, are read in place by ``Client.observe_forward_blocks``: their
+dequantized statistics join the unit's forward row and their block figures
+its block columns (docs/statistics.md, "Block columns"). Host memory only
+for now: a CUDA one turns the forward channel off with a warning.
+
 CUDA tensors (on the Monitor's device) are read by the client's GPU kernels,
 enqueued on the current stream at the hook: no host synchronisation, and
 the tensor need not outlive the hook (the caching allocator reuses its
@@ -31,6 +39,7 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 import torch as _torch
 
 from gnmr import _dtype_error, _dtype_name, _gnmr
+from gnmr import blocks as _blocks
 
 
 @dataclasses.dataclass
@@ -45,10 +54,12 @@ class ForwardTensor:
     only, the real value is stored * scale_inv; a one-element float32
     tensor on the tensor's device is read by the kernels when they run (a
     backend's scale_inv buffer: no host synchronisation; it must stay
-    alive and keep its address, as a backend's does).
+    alive and keep its address, as a backend's does). A block-scaled
+    ``tensor`` carries its own scales and counts codes at its element
+    format's maximum: both fields must keep their defaults.
     """
 
-    tensor: _torch.Tensor
+    tensor: Any  # a torch.Tensor, or a block-scaled tensor (module doc)
     saturation_magnitude: float = 0.0
     scale_inv: Union[float, _torch.Tensor] = 1.0
 
@@ -117,12 +128,16 @@ class ForwardHooks:
         items = self._fn(module_name, module, inputs, output)
         if items is None:
             return
-        if isinstance(items, (_torch.Tensor, ForwardTensor)):
+        if isinstance(items, (_torch.Tensor, ForwardTensor, _blocks.BlockRef)):
             items = (items,)  # one item, not in a sequence
         elif not isinstance(items, (list, tuple)):
             items = tuple(items)  # any other iterable, e.g. a generator
         if not items:
             return
+        if any(type(i) is not _torch.Tensor for i in items):  # skipped for plain tensors
+            items = self._observe_blocks(handle, unit_name, items)
+            if not items:
+                return
         # Runs for every unit in every forward pass, right after the module's
         # own work has pushed the interpreter out of the caches: as few Python
         # operations as will do. One tensor (the common case) goes as plain
@@ -142,6 +157,31 @@ class ForwardHooks:
         self._client.observe_forward(
             handle, [_gnmr.TensorRef(p, n, d, dev, si, sip, sat)
                      for _, p, n, d, si, sat, dev, _s, sip in args], args[0][7])
+
+    def _observe_blocks(self, handle, unit_name, items) -> list:
+        """Observes the block-scaled items at once; returns the others."""
+        plain, refs = [], []
+        for item in items:
+            t = item.tensor if isinstance(item, ForwardTensor) else item
+            if type(t) is _torch.Tensor or not _blocks.is_block_scaled(t):
+                plain.append(item)
+                continue
+            if isinstance(item, ForwardTensor) and (item.saturation_magnitude != 0.0
+                                                    or not isinstance(item.scale_inv, float)
+                                                    or item.scale_inv != 1.0):
+                raise ValueError(f"unit '{unit_name}': a block-scaled ForwardTensor carries its "
+                                 "own scales and saturation: leave saturation_magnitude and "
+                                 "scale_inv at their defaults")
+            try:
+                refs.append(_blocks.describe(t))
+            except NotImplementedError as e:  # a CUDA tensor: a set-up the channel cannot serve
+                self.turn_off(f"unit '{unit_name}': {e}; the forward channel is off for this "
+                              "Monitor (gradient statistics continue)")
+                return []
+        if refs:
+            # refs keep their tensors alive until the call returns
+            self._client.observe_forward_blocks(handle, [r.tensor for r in refs])
+        return plain
 
     def _args(self, unit_name, item):
         """(tensor, data_ptr, numel, dtype, scale_inv, saturation, device,

@@ -247,6 +247,18 @@ def _te_nvfp4(x, usage, source) -> BlockRef:
                   keep=(x,), first_down=usage == "columnwise")
 
 
+def is_block_scaled(x) -> bool:
+    """Whether ``describe(x)`` reads ``x`` by its fields: a ``BlockRef``, a
+    torchao MXTensor / NVFP4Tensor or a TE block-scaled tensor (by the
+    fields the module's doc lists; nothing is checked beyond them)."""
+    if isinstance(x, BlockRef):
+        return True
+    if hasattr(x, "_rowwise_data") or hasattr(x, "_columnwise_data"):
+        return True
+    return (hasattr(x, "qdata") and hasattr(x, "scale")
+            and (hasattr(x, "elem_dtype") or hasattr(x, "per_tensor_scale")))
+
+
 def describe(x, scales=None, *, format: Optional[str] = None, layout: str = "rowwise",
              scale_layout: str = "compact", global_scale: float = 1.0, source=None,
              usage: Optional[str] = None) -> BlockRef:

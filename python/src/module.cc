@@ -159,6 +159,17 @@ class PyClient {
     Check(s);
   }
 
+  // Block-scaled forward tensors (gnmr.blocks.describe's descriptors) in
+  // host memory, read in place; the caller keeps them alive.
+  void ObserveForwardBlocks(UnitHandle unit, const std::vector<BlockTensorRef>& tensors) {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = client_->ObserveForwardBlocks(unit, tensors.data(), tensors.size());
+    }
+    Check(s);
+  }
+
   void MarkInactive(UnitHandle unit) { Check(client_->MarkInactive(unit)); }
 
   // Overlap with backward: one host unit's statistics now (the GIL released:
@@ -364,6 +375,8 @@ PYBIND11_MODULE(_gnmr, m) {
            py::arg("data_ptr"), py::arg("numel"), py::arg("dtype"), py::arg("scale_inv") = 1.0f,
            py::arg("saturation_magnitude") = 0.0f, py::arg("device") = kHostDevice,
            py::arg("stream") = py::none(), py::arg("scale_inv_ptr") = uint64_t{0})
+      .def("observe_forward_blocks", &PyClient::ObserveForwardBlocks, py::arg("unit"),
+           py::arg("tensors"))
       .def("plan_for", &PyClient::PlanFor, py::arg("step"))
       .def(
           "ack",

@@ -19,6 +19,7 @@
 #include "gnmr/client.h"
 #include "gnmr/client_local.h"
 #include "gnmr/gnmr_c.h"
+#include "tests/client/qk_client.h"
 #include "tests/daemon/test_daemon.h"
 #include "tests/testing/eventually.h"
 
@@ -28,9 +29,6 @@ namespace {
 constexpr int64_t kSteps = 12;
 constexpr int64_t kFault = 8;        // after warmup (5)
 constexpr float kFormatMax = 448.f;  // E4M3's largest finite magnitude
-
-// max_o 1, warmup 5, lock 5, lag 1 (test_daemon.h).
-ControllerConfig OneSlot() { return ConfigFromProto(testing::FastConfig(1)).value(); }
 
 TensorRef Ref(const std::vector<float>& v, float saturation = 0.f) {
   TensorRef t;
@@ -95,19 +93,7 @@ StepsSeen Drive(Client* c, UnitHandle q, UnitHandle k, Tensors* t, bool forward)
 
 std::unique_ptr<Client> Make(const std::string& target, const std::string& job, Tensors* t,
                              UnitHandle* q, UnitHandle* k) {
-  ClientOptions o;
-  o.target = target;
-  o.job_id = job;
-  o.decision_wait = std::chrono::seconds(3);
-  o.config = OneSlot();
-  auto made = Client::Create(o);
-  EXPECT_TRUE(made.ok()) << made.status().ToString();
-  if (!made.ok()) return nullptr;
-  std::unique_ptr<Client> c = std::move(made).value();
-  *q = *c->AddUnit("attn.q", {Ref(t->grad_q)});
-  *k = *c->AddUnit("attn.k", {Ref(t->grad_k)});
-  EXPECT_TRUE(c->Start().ok());
-  return c;
+  return testing::MakeQkClient(target, job, t->grad_q, t->grad_k, q, k);
 }
 
 class ClientForwardTest : public testing::DaemonTest {};

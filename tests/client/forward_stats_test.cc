@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "client/src/report_wire.h"
+
 namespace gnmr {
 namespace {
 
@@ -82,6 +84,71 @@ TEST(ForwardAccumulator, OrderIsTheFirstCallsPosition) {
   EXPECT_EQ(r.fwd_order[1], 0u);
   EXPECT_EQ(r.fwd_order[2], 0u);
   EXPECT_EQ(r.fwd_order[3], 0u);
+}
+
+// Block-scaled calls fill the row as plain ones do and add their block
+// figures; the wire form carries the four block columns only when some unit
+// had them, and a recycled slot drops them.
+TEST(ForwardAccumulator, BlockFiguresRideInTheirOwnColumns) {
+  ForwardAccumulator acc;
+  acc.Resize(2);
+  BlockStats b;
+  b.numel = 64;
+  b.sumsq = 9.0;
+  b.amax = 448.0;
+  b.saturated = 3;
+  b.zero_codes = 5;
+  b.blocks = 2;
+  b.saturated_blocks = 1;
+  b.dead_blocks = 1;
+  b.scale_clamps = 2;
+  acc.AddBlocks(1, b);
+  acc.AddBlocks(1, b);
+  UnitStats plain;
+  plain.sumsq = 1.0;
+  plain.numel = 10;
+  acc.Add(0, plain);
+  Report r;
+  acc.MoveInto(&r);
+  EXPECT_EQ(r.fwd_units, 2u);
+  EXPECT_EQ(r.fwd_block_units, 1u);
+  EXPECT_EQ(r.fwd_sumsq[1], 18.0);
+  EXPECT_EQ(r.fwd_amax[1], 448.0);
+  EXPECT_EQ(r.fwd_saturated[1], 6u);
+  EXPECT_EQ(r.fwd_zeros[1], 10u);
+  EXPECT_EQ(r.fwd_numel[1], 128u);
+  EXPECT_EQ(r.fwd_blocks, (std::vector<uint64_t>{0, 4}));
+  EXPECT_EQ(r.fwd_saturated_blocks, (std::vector<uint64_t>{0, 2}));
+  EXPECT_EQ(r.fwd_dead_blocks, (std::vector<uint64_t>{0, 2}));
+  EXPECT_EQ(r.fwd_scale_clamps, (std::vector<uint64_t>{0, 4}));
+
+  r.sumsq = {1.0, 1.0};
+  r.amax = {0.0, 0.0};
+  r.nonfinite = {0, 0};
+  r.zeros = {0, 0};
+  r.inactive = {0, 0};
+  v1::StepStats wire;
+  ReportToStepStats(r, {10, 11}, {0, 1}, 0, &wire);
+  ASSERT_EQ(wire.fwd_blocks_size(), 2);
+  EXPECT_EQ(wire.fwd_blocks(1), 4u);
+  EXPECT_EQ(wire.fwd_saturated_blocks(1), 2u);
+  EXPECT_EQ(wire.fwd_dead_blocks(1), 2u);
+  EXPECT_EQ(wire.fwd_scale_clamps(1), 4u);
+  r.inactive = {1, 0};  // the sparse form: unit 1's row only
+  r.inactive_count = 1;
+  ReportToStepStats(r, {10, 11}, {0, 1}, 0, &wire);
+  ASSERT_EQ(wire.fwd_blocks_size(), 1);
+  EXPECT_EQ(wire.fwd_blocks(0), 4u);
+  r.inactive = {0, 0};
+  r.inactive_count = 0;
+
+  acc.Add(1, plain);  // the slot again: no block-scaled call
+  acc.MoveInto(&r);
+  EXPECT_EQ(r.fwd_block_units, 0u);
+  EXPECT_EQ(r.fwd_blocks[1], 0u);
+  ReportToStepStats(r, {10, 11}, {0, 1}, 0, &wire);
+  EXPECT_EQ(wire.fwd_blocks_size(), 0);  // an older daemon's form
+  EXPECT_EQ(wire.fwd_numel_size(), 2);
 }
 
 }  // namespace

@@ -347,6 +347,46 @@ v1::StepStats OrderedReport(uint32_t rank, uint32_t order_a, uint32_t order_b) {
   return s;
 }
 
+// Block columns (docs/statistics.md, "Block columns"): summed over
+// replicas and shards like the forward counts; a report without them (an
+// older client, or no block-scaled tensor) adds none.
+TEST_F(TwoRanks, BlockColumnsAreSummed) {
+  StepAggregator agg(&topo, {});
+  v1::StepStats r0 = OrderedReport(0, 1, 2);
+  for (const uint64_t v : {10, 5}) r0.add_fwd_blocks(v);
+  for (const uint64_t v : {1, 0}) r0.add_fwd_saturated_blocks(v);
+  for (const uint64_t v : {0, 5}) r0.add_fwd_dead_blocks(v);
+  for (const uint64_t v : {2, 1}) r0.add_fwd_scale_clamps(v);
+  v1::StepStats r1 = OrderedReport(1, 1, 2);
+  for (const uint64_t v : {10, 0}) r1.add_fwd_blocks(v);  // b's tensors not block-scaled
+  for (const uint64_t v : {3, 0}) r1.add_fwd_saturated_blocks(v);
+  for (const uint64_t v : {1, 0}) r1.add_fwd_dead_blocks(v);
+  for (const uint64_t v : {0, 0}) r1.add_fwd_scale_clamps(v);
+  Add(agg, 0, r0, t0);
+  Add(agg, 1, r1, t0);
+  StepAggregator::ClosedStep c;
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  ASSERT_EQ(c.samples.size(), 2u);
+  EXPECT_EQ(c.samples[0].fwd_blocks, 20u);
+  EXPECT_EQ(c.samples[0].fwd_saturated_blocks, 4u);
+  EXPECT_EQ(c.samples[0].fwd_dead_blocks, 1u);
+  EXPECT_EQ(c.samples[0].fwd_scale_clamps, 2u);
+  EXPECT_EQ(c.samples[1].fwd_blocks, 5u);
+  EXPECT_EQ(c.samples[1].fwd_dead_blocks, 5u);
+  EXPECT_EQ(c.samples[1].fwd_scale_clamps, 1u);
+
+  // The next step, rank 1 without block columns: rank 0's alone.
+  r0.set_step(1);
+  r1 = OrderedReport(1, 1, 2);
+  r1.set_step(1);
+  Add(agg, 0, r0, t0);
+  Add(agg, 1, r1, t0);
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  EXPECT_EQ(c.samples[0].fwd_blocks, 10u);
+  EXPECT_EQ(c.samples[0].fwd_saturated_blocks, 1u);
+  EXPECT_TRUE(ForwardCountsFit(c.samples[0]));
+}
+
 // fwd_order (docs/controller.md, "Attribution"): the earliest position over
 // replicas and shards; a unit's order is unknown only where no report
 // gave one.

@@ -1,6 +1,9 @@
 // The forward channel over real gRPC: forward columns of StepStats reach
 // the controller (docs/controller.md, "Forward channel"), and a report
 // whose forward columns are inconsistent is refused with a precise status.
+#include <functional>
+#include <string>
+
 #include "core/config_codec.h"
 #include "tests/daemon/test_daemon.h"
 #include "tests/testing/eventually.h"
@@ -86,6 +89,45 @@ TEST_F(DaemonTest, InconsistentForwardColumnsAreRefusedWithTheReason) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("forward statistics are inconsistent"), std::string::npos)
       << s.error_message();
+}
+
+TEST_F(DaemonTest, InconsistentBlockColumnsAreRefusedWithTheReason) {
+  StartDaemon();
+  struct Case {
+    const char* name;
+    std::function<void(v1::StepStats*)> spoil;
+    const char* reason;
+  };
+  const Case cases[] = {
+      {"more saturated blocks than blocks",
+       [](v1::StepStats* s) { s->set_fwd_saturated_blocks(1, 33); },
+       "block figures are inconsistent"},
+      {"more blocks than elements", [](v1::StepStats* s) { s->set_fwd_blocks(0, 1001); },
+       "block figures are inconsistent"},
+      {"a block column short", [](v1::StepStats* s) { s->mutable_fwd_dead_blocks()->RemoveLast(); },
+       "block columns must all be empty or have the forward columns' length"},
+  };
+  uint32_t rank = 0;
+  for (const Case& c : cases) {
+    RawRank r(Tcp(), "blocks", rank++, 3);
+    v1::RegisterResponse resp;
+    ASSERT_TRUE(r.Register({{"a"}, {"b"}}, &resp).ok());
+    const std::vector<uint32_t> ids(resp.unit_ids().begin(), resp.unit_ids().end());
+    r.Open();
+    v1::ClientMessage m = StatsWithForward(0, ids, {1.0, 1.0}, {{4.0, 1}, {4.0, 1}});
+    for (int i = 0; i < 2; ++i) {  // 1000 elements in 32 blocks, consistent
+      m.mutable_stats()->add_fwd_blocks(32);
+      m.mutable_stats()->add_fwd_saturated_blocks(1);
+      m.mutable_stats()->add_fwd_dead_blocks(0);
+      m.mutable_stats()->add_fwd_scale_clamps(0);
+    }
+    c.spoil(m.mutable_stats());
+    ASSERT_TRUE(r.Send(m)) << c.name;
+    const grpc::Status s = r.WaitEnd();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.name;
+    EXPECT_NE(s.error_message().find(c.reason), std::string::npos)
+        << c.name << ": " << s.error_message();
+  }
 }
 
 }  // namespace

@@ -152,7 +152,8 @@ TEST_F(Gnmrctl, BadTracesNameFileAndLine) {
                      ":1: missing column 'sumsq' in the header (required: "
                      "step, unit, sumsq; optional: amax, nonfinite, zeros, "
                      "numel, fwd_sumsq, fwd_amax, fwd_saturated, fwd_zeros, fwd_numel, "
-                     "fwd_order)");
+                     "fwd_order, fwd_blocks, fwd_saturated_blocks, fwd_dead_blocks, "
+                     "fwd_scale_clamps)");
   t = Write("nan.csv", "step,unit,sumsq\n0,a,1\n0,b,1..2\n");
   ExpectBadInput(Run("replay --trace '" + t + "' --out '" + out + "'"), err_,
                  "gnmrctl: " + t + ":3: column 'sumsq': '1..2' is not a number");

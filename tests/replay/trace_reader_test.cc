@@ -124,6 +124,28 @@ TEST(TraceReader, ForwardColumnsWithTheirOrder) {
   EXPECT_EQ(rows[2].s.fwd_order, ForwardOrderKey(1, 1));
 }
 
+// The block columns (docs/statistics.md, "Block columns"): read by name,
+// empty is 0, and counts that do not fit are an error with the line.
+TEST(TraceReader, BlockColumnsAndTheirBounds) {
+  auto rows = ReadAll(
+      "step,unit,sumsq,fwd_numel,fwd_blocks,fwd_saturated_blocks,fwd_dead_blocks,"
+      "fwd_scale_clamps\n"
+      "3,v,1,1024,32,2,1,3\n"
+      "3,o,1,100,,,,\n");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].s.fwd_blocks, 32u);
+  EXPECT_EQ(rows[0].s.fwd_saturated_blocks, 2u);
+  EXPECT_EQ(rows[0].s.fwd_dead_blocks, 1u);
+  EXPECT_EQ(rows[0].s.fwd_scale_clamps, 3u);
+  EXPECT_EQ(rows[1].s.fwd_blocks, 0u);
+  const std::string head = "step,unit,sumsq,fwd_numel,fwd_blocks,fwd_dead_blocks\n";
+  EXPECT_EQ(FirstError(head + "1,a,1,64,8,9\n"),
+            "t.csv:2: fwd_blocks (8) cannot exceed fwd_numel (64), nor "
+            "fwd_saturated_blocks (0), fwd_dead_blocks (9) or fwd_scale_clamps (0) fwd_blocks");
+  EXPECT_NE(FirstError(head + "1,a,1,64,65,0\n").find("fwd_blocks (65) cannot exceed"),
+            std::string::npos);
+}
+
 // The unit last is the form gnmrd's recorder wrote before it quoted: the
 // name runs to the end of the line, commas and quotes as they are, so
 // those traces read as they always did.
@@ -365,11 +387,13 @@ const ErrorCase kErrors[] = {
     {"MissingSumsq", "step,unit,amax\n1,a,2\n",
      "t.csv:1: missing column 'sumsq' in the header (required: step, unit, "
      "sumsq; optional: amax, nonfinite, zeros, numel, fwd_sumsq, fwd_amax, fwd_saturated, "
-     "fwd_zeros, fwd_numel, fwd_order)"},
+     "fwd_zeros, fwd_numel, fwd_order, fwd_blocks, fwd_saturated_blocks, fwd_dead_blocks, "
+     "fwd_scale_clamps)"},
     {"MissingUnitAfterBlankLines", "\n\nstep,sumsq\n",
      "t.csv:3: missing column 'unit' in the header (required: step, unit, "
      "sumsq; optional: amax, nonfinite, zeros, numel, fwd_sumsq, fwd_amax, fwd_saturated, "
-     "fwd_zeros, fwd_numel, fwd_order)"},
+     "fwd_zeros, fwd_numel, fwd_order, fwd_blocks, fwd_saturated_blocks, fwd_dead_blocks, "
+     "fwd_scale_clamps)"},
     {"DuplicateColumn", "step,unit,sumsq,unit\n", "t.csv:1: duplicate column 'unit'"},
     {"NonNumericSumsq", "step,unit,sumsq\n1,a,1\n1,b,abc\n",
      "t.csv:3: column 'sumsq': 'abc' is not a number"},

@@ -46,6 +46,12 @@ UnitSample Sample(uint32_t id, double sumsq) {
     s.fwd_zeros = 7;
     s.fwd_numel = 4096;
     s.fwd_order = ForwardOrderKey(id, 1 + id);
+    if (id % 4 == 0) {  // block-scaled on every other of them
+      s.fwd_blocks = 128;
+      s.fwd_saturated_blocks = 1 + id % 3;
+      s.fwd_dead_blocks = id % 5;
+      s.fwd_scale_clamps = 2;
+    }
   }
   return s;
 }
@@ -64,6 +70,10 @@ void ExpectSameSample(const UnitSample& got, const UnitSample& want) {
   EXPECT_EQ(got.fwd_zeros, want.fwd_zeros);
   EXPECT_EQ(got.fwd_numel, want.fwd_numel);
   EXPECT_EQ(got.fwd_order, want.fwd_order);
+  EXPECT_EQ(got.fwd_blocks, want.fwd_blocks);
+  EXPECT_EQ(got.fwd_saturated_blocks, want.fwd_saturated_blocks);
+  EXPECT_EQ(got.fwd_dead_blocks, want.fwd_dead_blocks);
+  EXPECT_EQ(got.fwd_scale_clamps, want.fwd_scale_clamps);
 }
 
 struct ReadStep {

@@ -51,9 +51,10 @@ constexpr char kDescriptionHead[] =
     "\n"
     "Trace: CSV with header step,unit,sumsq and optional columns\n"
     "amax,nonfinite,zeros,numel and fwd_sumsq,fwd_amax,fwd_saturated,\n"
-    "fwd_zeros,fwd_numel,fwd_order (forward channel), in any order; the\n"
-    "rows of a step are contiguous and steps increase; sumsq may be nan\n"
-    "or inf.\n"
+    "fwd_zeros,fwd_numel,fwd_order (forward channel) and fwd_blocks,\n"
+    "fwd_saturated_blocks,fwd_dead_blocks,fwd_scale_clamps (block columns),\n"
+    "in any order; the rows of a step are contiguous and steps increase;\n"
+    "sumsq may be nan or inf.\n"
     "\n";
 constexpr char kDescriptionTail[] =
     "\n"

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "gnmr/block_tensor.h"
 #include "gnmr/config.h"
 #include "gnmr/export.h"
 #include "gnmr/status.h"
@@ -373,6 +374,19 @@ class GNMR_EXPORT Client {
   Status ObserveForward(UnitHandle unit, const std::vector<TensorRef>& tensors);
   Status ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t count);
   Status ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t count, void* stream);
+
+  // ObserveForward for block-scaled tensors (MXFP8, MXFP4, NVFP4, FP8 with
+  // 1x128 / 128x128 scales; gnmr/block_tensor.h), read in place as the
+  // libraries store them: their dequantized sum of squares and amax, codes
+  // at the element format's largest magnitude (saturated), zero codes and
+  // element count join the unit's forward row as ObserveForward's do, and
+  // their block figures (blocks, saturated and dead blocks, scale clamps)
+  // travel in the row's block columns (docs/statistics.md, "Block-scaled
+  // formats"). Host memory only: a device tensor is Unimplemented (the
+  // block kernels are not yet on the client's GPU path). A tensor the CPU
+  // path cannot read is InvalidArgument naming it, and nothing is added.
+  // Same thread and Start rules as ObserveForward.
+  Status ObserveForwardBlocks(UnitHandle unit, const BlockTensorRef* tensors, size_t count);
 
   // The actions in force at `step` (see ClientOptions::decision_wait).
   // PlanEntry::norm of a device unit is known once its GPU results for

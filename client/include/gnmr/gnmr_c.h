@@ -268,6 +268,42 @@ GNMR_EXPORT int gnmr_observe_forward_on_stream(gnmr_client* client, uint32_t uni
                                                const gnmr_tensor* tensors,
                                                const float* saturation_magnitude, size_t count,
                                                void* stream);
+/* later 0.2: block-scaled formats (gnmr::BlockFormat, gnmr/block_tensor.h). */
+enum {
+  GNMR_BLOCK_MXFP8_E4M3 = 1, /* e4m3fn codes, one E8M0 scale per 32 */
+  GNMR_BLOCK_MXFP8_E5M2 = 2, /* e5m2 codes, one E8M0 scale per 32 */
+  GNMR_BLOCK_MXFP4 = 3,      /* E2M1 codes, two per byte, one E8M0 scale per 32 */
+  GNMR_BLOCK_NVFP4 = 4,      /* E2M1 codes, one e4m3fn scale per 16, global_scale */
+  GNMR_BLOCK_FP8 = 5         /* e4m3fn codes, one fp32 scale per 1x128 or 128x128 */
+};
+/* Which elements share a scale (gnmr::BlockLayout). */
+enum { GNMR_BLOCK_ROWWISE = 0, GNMR_BLOCK_COLUMNWISE = 1, GNMR_BLOCK_SQUARE = 2 };
+/* How the scales are stored (gnmr::ScaleLayout). */
+enum { GNMR_SCALES_COMPACT = 0, GNMR_SCALES_SWIZZLED = 1, GNMR_SCALES_COMPACT_TRANSPOSED = 2 };
+
+/* later 0.2: one block-scaled tensor as the library stores it
+ * (gnmr::BlockTensorRef: every field means what it means there). */
+typedef struct gnmr_block_tensor {
+  int32_t format;       /* GNMR_BLOCK_* */
+  int32_t layout;       /* GNMR_BLOCK_ROWWISE, _COLUMNWISE, _SQUARE */
+  int32_t scale_layout; /* GNMR_SCALES_* */
+  int32_t location;     /* GNMR_LOCATION_HOST only, for now */
+  const void* data;     /* codes [rows, cols], row-major */
+  uint64_t rows;
+  uint64_t cols;
+  const void* scales; /* [scale_rows, scale_cols] as scale_layout says */
+  uint64_t scale_rows;
+  uint64_t scale_cols;
+  float global_scale;   /* NVFP4's per-tensor scale; 0 reads as 1 */
+  const void* source;   /* optional (NULL): the tensor before quantization */
+  int32_t source_dtype; /* GNMR_DTYPE_FP32, _BF16 or _FP16 (0 reads as FP32) */
+} gnmr_block_tensor;
+
+/* later 0.2: gnmr_observe_forward for block-scaled tensors in host memory
+ * (gnmr::Client::ObserveForwardBlocks): their statistics join the unit's
+ * forward row, and their block figures its block columns. */
+GNMR_EXPORT int gnmr_observe_forward_blocks(gnmr_client* client, uint32_t unit,
+                                            const gnmr_block_tensor* tensors, size_t count);
 /* Fills `plan` (from gnmr_plan_new) with the actions in force at `step`. */
 GNMR_EXPORT int gnmr_plan_for(gnmr_client* client, int64_t step, gnmr_plan* plan);
 GNMR_EXPORT int gnmr_ack(gnmr_client* client, const gnmr_plan* plan);

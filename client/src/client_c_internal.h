@@ -1,0 +1,46 @@
+// What the C API's files share (client_c.cc, client_c_blocks.cc): the
+// client handle and the helpers that turn a Status into an int code plus a
+// thread-local message (gnmr_last_error) and catch every exception.
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gnmr/client.h"
+#include "gnmr/status.h"
+
+struct gnmr_client {
+  std::unique_ptr<gnmr::Client> client;
+  std::vector<gnmr::TensorRef> scratch;             // reused by set_tensors and observe_forward
+  std::vector<gnmr::BlockTensorRef> block_scratch;  // reused by observe_forward_blocks
+};
+
+namespace gnmr::c_api {
+
+// The newest failure's message on this thread ("" after a success).
+extern thread_local std::string g_last_error;
+
+// Records `message` and returns `code` as an int.
+int Fail(StatusCode code, const std::string& message);
+// GNMR_OK, or Fail with s's code and message.
+int Report(const Status& s);
+// InvalidArgument "<what> is NULL".
+int Null(const char* what);
+
+// Runs `f` (returning an int code) with every exception turned into
+// GNMR_EINTERNAL.
+template <typename F>
+int Call(F&& f) {
+  try {
+    g_last_error.clear();
+    return f();
+  } catch (const std::exception& e) {
+    return Fail(StatusCode::kInternal, e.what());
+  } catch (...) {
+    return Fail(StatusCode::kInternal, "unknown exception");
+  }
+}
+
+}  // namespace gnmr::c_api
