@@ -23,7 +23,8 @@ Design notes
   and its moments alone) but zeroes ``main_grad`` in place: it is a view
   into the framework's bucket, which all-reduces, copies and re-zeroes that
   memory, so it must keep its storage. A zero ``main_grad`` is not a
-  skipped update: Adam's moments still decay and weight decay applies.
+  skipped update: the optimizer still steps, so momentum (Adam's moments)
+  still moves the parameters and weight decay applies.
 - DTensor gradients are changed in their local shards (gnmr/_dtensor.py).
 """
 from __future__ import annotations
