@@ -36,7 +36,7 @@ class ApplyMixin:
     """Needs the Monitor's ``client``, ``_units``, ``_promoted``,
     ``_promote_callback``, ``_lag``, ``_last_observed``, ``_sharded``,
     ``_guard_group``, ``_shard_slots``, ``_cuda_device``, ``_compile_watch``,
-    ``_misuse``, ``_fail`` and ``_step_applied``."""
+    ``_misuse``, ``_fail``, ``_step_applied`` and ``_grad_attr``."""
 
     def _plan(self, step: int) -> Optional[_gnmr.Plan]:
         try:
@@ -96,7 +96,7 @@ class ApplyMixin:
             applied.nonfinite, scales = self._agree(plan)
             applied.skip_step = applied.global_skip or applied.nonfinite
             self._set_promotions(plan, applied)
-            carry_out(plan, self._units, optimizer, applied, scales)
+            carry_out(plan, self._units, optimizer, applied, scales, self._grad_attr)
             try:
                 self.client.ack(plan, skip_step=applied.skip_step)
             except (_gnmr.Error, ValueError) as e:

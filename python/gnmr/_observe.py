@@ -1,5 +1,6 @@
 """The observation half of a ``gnmr.torch.Monitor`` step: ``after_backward``
-points every unit at its current ``.grad`` tensors and observes the step.
+points every unit at its current gradient tensors (``.grad``, or
+``main_grad`` as ``grad_attr`` says: gnmr/_grads.py) and observes the step.
 
 Design notes
 - A unit's TensorRefs are sent to the client only when a pointer or dtype
@@ -11,6 +12,8 @@ Design notes
   forward did not run, e.g. a MoE expert) is marked inactive for the step.
 - CUDA units are observed on the current stream (the one backward ran
   on), without a host synchronisation.
+- A ``main_grad`` (Megatron, Transformer Engine) keeps its storage from
+  step to step, so its unit's refs are sent once.
 - DTensor gradients (FSDP2) are read through their local shards
   (gnmr/_dtensor.py): a DTensor's own ``data_ptr()`` is 0. A rank's shard
   may be empty (uneven sharding): a ``None`` gradient of an empty shard
@@ -25,14 +28,16 @@ import torch as _torch
 from gnmr import _gnmr
 from gnmr import tensor_ref as _tensor_ref
 from gnmr._dtensor import local as _local
+from gnmr._grads import unit_grads
 
 _ZERO_CHUNK = 1 << 20  # elements of the shared zero buffer for None grads
 
 
 class ObserveMixin:
     """Needs the Monitor's ``_units``, ``client``, ``_cuda_device``,
-    ``_zeros``, ``_problems``, ``_fail``, ``_last_observed`` and
-    ``_backward_hooks`` (None unless observe_during_backward)."""
+    ``_zeros``, ``_problems``, ``_fail``, ``_last_observed``,
+    ``_grad_attr`` and ``_backward_hooks`` (None unless
+    observe_during_backward)."""
 
     def _zero_refs(self, numel: int, device: _torch.device) -> List[_gnmr.TensorRef]:
         zeros = self._zeros.get(device)
@@ -51,10 +56,10 @@ class ObserveMixin:
         return refs
 
     def _refresh(self, u, keep: list, force: bool = False) -> None:
-        """Points unit ``u`` at its current ``.grad`` tensors (only when a
+        """Points unit ``u`` at its current gradient tensors (only when a
         pointer changed, unless ``force``: set_tensors also drops a result
         the client stored for the unit); marks it inactive without any."""
-        grads = [p.grad for p in u.params]
+        grads = unit_grads(u, self._grad_attr)
         if u.dtensor:
             grads = [None if g is None else _local(g) for g in grads]
         # Only tell the client when a pointer changed (saves the
@@ -93,7 +98,7 @@ class ObserveMixin:
         self.client.observe_unit(u.handle)
 
     def after_backward(self, step: int) -> None:
-        """Points every unit at its current ``.grad`` tensors and observes
+        """Points every unit at its current gradient tensors and observes
         the step (statistics on this thread; the report is queued). With
         ``observe_during_backward``, units already observed by their hooks
         in this backward are not touched again."""

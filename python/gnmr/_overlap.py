@@ -29,7 +29,8 @@ Rules that keep it so:
   still to measure); their parameters get no hook.
 - The gradient must not change between its hook and after_backward: the
   Monitor refuses world_size > 1 and sharded units (DDP averages the
-  gradients after the hooks, FSDP2 reduce-scatters them), and a gradient
+  gradients after the hooks, FSDP2 reduce-scatters them) and a ``main_grad``
+  (filled by Megatron's or TE's own hooks and kernels), and a gradient
   edited in place after backward (e.g. GradScaler.unscale_ before
   after_backward) would not be seen.
 """
@@ -41,6 +42,8 @@ import threading
 from typing import Callable, Iterator, List, Set
 
 import torch as _torch
+
+from gnmr._grads import reads_main_grad
 
 AVAILABLE = hasattr(_torch.Tensor, "register_post_accumulate_grad_hook")
 
@@ -126,7 +129,7 @@ class BackwardHooks:
 
 
 def setup(units, world_size: int, observe: Callable[[int], None],
-          fail: Callable[[str, Exception], None]):
+          fail: Callable[[str, Exception], None], grad_attr: str = "auto"):
     """The hooks for ``observe_during_backward=True``, or None where this
     PyTorch has no post-accumulate-grad hooks (a warning; after_backward
     then observes every unit, as without the option). ValueError where the
@@ -137,6 +140,13 @@ def setup(units, world_size: int, observe: Callable[[int], None],
             "before DDP's all-reduce or FSDP2's reduce-scatter has produced the gradient "
             "after_backward observes; it is not supported with world_size > 1 or sharded "
             "units (docs/integrations.md, \"Overlap with backward\")")
+    if any(reads_main_grad(p, grad_attr) for u in units for p in u.params):
+        raise ValueError(
+            "gnmr.torch: observe_during_backward fires on .grad, but this Monitor reads "
+            "main_grad (grad_attr), which the framework fills by its own hooks or fused "
+            "kernels; pass observe_during_backward=False, or grad_attr='grad' where .grad "
+            "is the gradient (docs/integrations.md, \"Megatron and Transformer Engine: "
+            "main_grad\")")
     if not AVAILABLE:
         import warnings
         warnings.warn(
@@ -146,3 +156,24 @@ def setup(units, world_size: int, observe: Callable[[int], None],
             RuntimeWarning, stacklevel=3)
         return None
     return BackwardHooks(units, observe, fail)
+
+
+class OverlapMixin:
+    """The Monitor's side of the option; needs ``_backward_hooks``."""
+
+    @property
+    def observe_during_backward(self) -> bool:
+        """Whether units are observed by their gradient hooks as backward
+        runs (the option given, and this PyTorch has the hooks)."""
+        return self._backward_hooks is not None
+
+    def accumulating(self):
+        """Context manager around the backward of every micro-batch but the
+        last (gradient accumulation): the hooks of ``observe_during_backward``
+        then leave the units alone, so only the last micro-batch's backward
+        computes statistics. Without it each micro-batch's backward observes
+        again and the last one counts (the same result, more work). A no-op
+        without ``observe_during_backward``."""
+        if self._backward_hooks is None:
+            return contextlib.nullcontext()
+        return self._backward_hooks.accumulating()

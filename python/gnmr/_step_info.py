@@ -8,7 +8,7 @@ Design notes
 - Norms are the client's own: the statistics ``after_backward(step)``
   computed and reported (``Client.unit_norms``), before any clip, NaN where
   not known (a GPU unit whose results are not read yet). Nothing is
-  recomputed from ``.grad`` (which apply() may have clipped or dropped).
+  recomputed from the gradients (which apply() may have clipped or dropped).
 - ``gnmr``/``delta`` of a unit come from the decision when it carries them;
   decisions sent by gnmrd today do not (gnmr.v1.Decision holds the
   recovery set, not the controller's signals), so they are ``None`` and

@@ -1,9 +1,9 @@
 """How gnmr.torch.Monitor turns a model into GNMR units: the modules chosen
 by ``unit_filter`` (named as in ``named_modules()``), grouped by
-``unit_group``, each unit's gradient being the ``.grad`` of its parameters
-(a parameter belongs to the first unit that claims it), sharded as
-``unit_shard`` says, else as its DTensor parameters' placements say
-(FSDP2, HSDP; gnmr/_dtensor.py)."""
+``unit_group``, each unit's gradient being the ``.grad`` (or ``main_grad``:
+gnmr/_grads.py) of its parameters (a parameter belongs to the first unit
+that claims it), sharded as ``unit_shard`` says, else as its DTensor
+parameters' placements say (FSDP2, HSDP; gnmr/_dtensor.py)."""
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Tuple
@@ -28,6 +28,24 @@ class Unit:
         # shards (checked once here, not per tensor per step).
         self.dtensor = False
         self.shard_source = ""  # "unit_shard" or "DTensor" when sharded
+
+
+class UnitsMixin:
+    """The Monitor's unit look-ups; needs ``_units``."""
+
+    @property
+    def unit_names(self) -> List[str]:
+        return [u.name for u in self._units]
+
+    def unit_module(self, name: str) -> _torch.nn.Module:
+        """The (first) module of unit ``name``; see ``unit_modules``."""
+        return self.unit_modules(name)[0]
+
+    def unit_modules(self, name: str) -> List[_torch.nn.Module]:
+        for u in self._units:
+            if u.name == name:
+                return [m for _, m in u.modules]
+        raise KeyError(name)
 
 
 def collect_units(model: _torch.nn.Module,

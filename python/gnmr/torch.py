@@ -5,10 +5,12 @@ A Monitor attaches to an ``nn.Module``: every module chosen by ``unit_filter``
 ``named_modules()``. A unit's gradient is the ``.grad`` of its parameters
 (weight and bias of a Linear: several tensors of one unit; with a custom
 filter, a module's parameters recursively, except those an earlier unit in
-``named_modules()`` order already owns). Per step::
+``named_modules()`` order already owns), or their ``main_grad`` where a
+framework accumulates there (Megatron, Transformer Engine; ``grad_attr``).
+Per step::
 
     loss.backward()
-    monitor.after_backward(step)          # refresh .grad pointers, observe
+    monitor.after_backward(step)          # refresh gradient pointers, observe
     monitor.apply(step, optimizer)        # plan in force, then optimizer.step()
     optimizer.zero_grad()
 
@@ -21,10 +23,12 @@ filter, a module's parameters recursively, except those an earlier unit in
   ``before_forward(step)`` at the start of a step to switch before that
   step's forward pass (useful with lag >= 1; a no-op with lag 0). With lag 0
   the promoted step's own gradient gets the entry treatment (clip or skip).
-- ``clip``: the unit's ``.grad`` tensors are multiplied by the plan's scale,
+- ``clip``: the unit's gradient tensors are multiplied by the plan's scale,
   clamp(mu / norm, clip_min_scale, 1), on every step in force.
 - ``skip``: the unit's ``.grad`` tensors are set to ``None`` on the first step
-  in force, so the optimizer leaves its parameters (and moments) untouched.
+  in force, so the optimizer leaves its parameters (and moments) untouched;
+  a ``main_grad`` is zeroed in place instead (it is a view into the
+  framework's bucket; gnmr/_grads.py).
 - ``reset_state``: the unit's parameters' optimizer state is cleared on the
   first step in force (Adam & co. re-initialise it at the next step).
 - a non-finite gradient: ``optimizer.step()`` is not called. The same-step
@@ -128,9 +132,8 @@ an uninterrupted run.
 """
 from __future__ import annotations
 
-import contextlib as _contextlib
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch as _torch
 
@@ -143,10 +146,11 @@ from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-ex
 from gnmr._problems import ProblemReporter
 from gnmr._apply import ApplyMixin
 from gnmr._observe import ObserveMixin
-from gnmr import _overlap
+from gnmr import _grads, _overlap
+from gnmr._overlap import OverlapMixin
 from gnmr._step_info import (AppliedPlan, StepInfo, StepLogMixin, UnitInfo,  # noqa: F401
                              metrics_logger)
-from gnmr._units import collect_units
+from gnmr._units import UnitsMixin, collect_units
 
 __all__ = ["Monitor", "AppliedPlan", "StepInfo", "UnitInfo", "default_promote_callback",
            "linear_filter", "metrics_logger", "ForwardTensor", "output_activation"]
@@ -162,7 +166,8 @@ def default_promote_callback(name: str, module: _torch.nn.Module, promoted: bool
     module.gnmr_promoted = promoted
 
 
-class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
+class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin, OverlapMixin,
+              UnitsMixin):
     """GNMR for one rank of a PyTorch training job; see the module docstring.
 
     Args:
@@ -219,6 +224,15 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         ``accumulating()``; not with world_size > 1 or sharded units
         (ValueError). Default False (docs/integrations.md, "Overlap with
         backward").
+      grad_attr: where a parameter's gradient is: ``"auto"`` (default)
+        ``param.main_grad`` where it is a tensor (Megatron, Transformer
+        Engine's ``fuse_wgrad_accumulation``; it wins over ``.grad``), else
+        ``.grad``, per parameter at every step; ``"grad"`` only ``.grad``;
+        ``"main_grad"`` only ``main_grad`` (a unit parameter without one is
+        a ValueError naming it). Clip and skip act on that tensor (a
+        ``main_grad`` is zeroed in place, never set to None). Not with
+        ``observe_during_backward`` (ValueError) (docs/integrations.md,
+        "Megatron and Transformer Engine: main_grad").
     """
 
     def __init__(self, model: _torch.nn.Module, *, target: str, job_id: str,
@@ -240,7 +254,8 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
                  local_events_path: str = "",
                  forward_tensors: Optional[Callable[..., Any]] = None,
                  pipeline_stage: int = 0,
-                 observe_during_backward: bool = False):
+                 observe_during_backward: bool = False,
+                 grad_attr: str = "auto"):
         dist = _torch.distributed
         dist_on = dist.is_available() and dist.is_initialized()
         if rank is None:
@@ -258,7 +273,9 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
         self.errors = 0
         self._last_warning = ""
 
+        self._grad_attr = _grads.check_mode(grad_attr)
         self._units = collect_units(model, unit_filter, unit_group, unit_shard)
+        _grads.check_declared(self._units, grad_attr)
         self._sharded = any(u.shard[1] > 1 for u in self._units)
         self._shard_slots = None  # gnmr/_apply.py: set at the first apply
 
@@ -294,7 +311,7 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
                                       strict, self._cuda_device)
                          if forward_tensors is not None else None)
         self._backward_hooks = (_overlap.setup(self._units, world_size, self._observe_unit_now,
-                                               self._fail)
+                                               self._fail, grad_attr)
                                 if observe_during_backward else None)
         self._promoted = set()  # unit indices currently promoted
         self._compile_watch = CompileWatch()
@@ -350,37 +367,6 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin):
     def forward_enabled(self, on: bool) -> None:
         if self._forward is not None and self._started and not self._forward.off_reason:
             self._forward.enabled = bool(on)
-
-    @property
-    def observe_during_backward(self) -> bool:
-        """Whether units are observed by their gradient hooks as backward
-        runs (the option given, and this PyTorch has the hooks)."""
-        return self._backward_hooks is not None
-
-    def accumulating(self):
-        """Context manager around the backward of every micro-batch but the
-        last (gradient accumulation): the hooks of ``observe_during_backward``
-        then leave the units alone, so only the last micro-batch's backward
-        computes statistics. Without it each micro-batch's backward observes
-        again and the last one counts (the same result, more work). A no-op
-        without ``observe_during_backward``."""
-        if self._backward_hooks is None:
-            return _contextlib.nullcontext()
-        return self._backward_hooks.accumulating()
-
-    @property
-    def unit_names(self) -> List[str]:
-        return [u.name for u in self._units]
-
-    def unit_module(self, name: str) -> _torch.nn.Module:
-        """The (first) module of unit ``name``; see ``unit_modules``."""
-        return self.unit_modules(name)[0]
-
-    def unit_modules(self, name: str) -> List[_torch.nn.Module]:
-        for u in self._units:
-            if u.name == name:
-                return [m for _, m in u.modules]
-        raise KeyError(name)
 
     def counters(self) -> _gnmr.Counters:
         return self.client.counters()

@@ -16,7 +16,7 @@ DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "integrations.
 BLOCK = re.compile(r"```python\n(# gnmr-doc-example: (\w+)\n.*?)```", re.S)
 NEEDS = {"hf": ["transformers", "accelerate"], "lightning": ["lightning"],
          "peft": ["peft", "transformers"], "torchao": ["torchao"],
-         "te": ["transformer_engine"]}
+         "te": ["transformer_engine"], "main_grad": []}
 # what each example leaves behind when it ran through
 LEAVES = {"hf": os.path.join("gnmr-hf-demo", "checkpoint-20", "gnmr_state.pt")}
 

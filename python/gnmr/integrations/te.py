@@ -12,9 +12,11 @@ that while promoted::
     monitor = gnmr.torch.Monitor(model, target="local", job_id="run",
                                  **gnmr_te.monitor_kwargs())
 
-Caveats: TE's delayed-scaling amax history of a module does not advance
-while it is promoted; with ``fuse_wgrad_accumulation`` (Megatron) the
-gradient is in ``param.main_grad``, not ``.grad``, which the Monitor reads.
+Caveat: TE's delayed-scaling amax history of a module does not advance
+while it is promoted. With ``fuse_wgrad_accumulation`` (Megatron) the
+gradient is in ``param.main_grad``: the Monitor reads it there by default
+(``grad_attr="auto"``; docs/integrations.md, "Megatron and Transformer
+Engine: main_grad").
 """
 from __future__ import annotations
 
