@@ -94,6 +94,12 @@ struct UnitState {
   double last_forward = 0.0;  // last forward norm / fwd_mu (admin views)
   // Last saturated fraction / its mean, floored at one element (admin views).
   double last_saturation = 0.0;
+  // The last sample's block figures as fractions of its blocks
+  // (docs/statistics.md, "Block columns"); 0 when it had no block-scaled
+  // forward tensors. Admin views and metrics: no rule reads them.
+  double last_saturated_blocks = 0.0;
+  double last_dead_blocks = 0.0;
+  double last_scale_clamps = 0.0;
 };
 
 class Controller {

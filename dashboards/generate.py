@@ -203,6 +203,15 @@ def job_dashboard():
                    "rule, tau_forward, default 6). 0 for units without forward statistics.",
                    [(f"max by (unit) (gnmr_unit_saturation{{{U}}})", "saturation {{unit}}"),
                     (f"max by (unit) (gnmr_unit_forward{{{U}}})", "forward {{unit}}")], w=24))
+    P.append(panel(L, "timeseries", "Block health of $unit",
+                   "Units whose forward tensors are block-scaled (MXFP8, MXFP4, NVFP4, FP8 with "
+                   "1x128 / 128x128 scales): of the last step's blocks, the fraction with a code "
+                   "at the element format's maximum (saturated), with every code zero (dead), "
+                   "and with a scale at an end of its range (clamped). 0 for other units.",
+                   [(f"max by (unit) (gnmr_unit_saturated_blocks{{{U}}})", "saturated {{unit}}"),
+                    (f"max by (unit) (gnmr_unit_dead_blocks{{{U}}})", "dead {{unit}}"),
+                    (f"max by (unit) (gnmr_unit_scale_clamps{{{U}}})", "clamped {{unit}}")],
+                   w=24, unit="percentunit"))
     # Every unit, folded by name into groups (docs/metrics.md, "Unit groups"):
     # the shape of the whole model at any size, where the panels above show
     # only the exported (hot) units.

@@ -115,6 +115,19 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
                             "Last saturated fraction of the forward tensors / its historical "
                             "mean (floored at one element); 0 without forward statistics or in "
                             "their warmup (units in recovery and top K).")),
+      unit_saturated_blocks(Gauge(r, "gnmr_unit_saturated_blocks",
+                                  "Fraction of the blocks of the last block-scaled forward "
+                                  "tensors with a code at the element format's maximum; 0 "
+                                  "without block-scaled forward tensors (units in recovery "
+                                  "and top K).")),
+      unit_dead_blocks(Gauge(r, "gnmr_unit_dead_blocks",
+                             "Fraction of the blocks of the last block-scaled forward tensors "
+                             "whose codes are all zero; 0 without block-scaled forward tensors "
+                             "(units in recovery and top K).")),
+      unit_scale_clamps(Gauge(r, "gnmr_unit_scale_clamps",
+                              "Fraction of the blocks of the last block-scaled forward tensors "
+                              "whose scale is at an end of its range or NaN; 0 without "
+                              "block-scaled forward tensors (units in recovery and top K).")),
       group_gnmr_max(Gauge(r, "gnmr_group_gnmr_max",
                            "Highest last GNMR of the units of a unit group (every unit).")),
       group_units(Gauge(r, "gnmr_group_units", "Units of a unit group.")),

@@ -42,7 +42,9 @@
 // Per job and unit {job_id,unit}, only units in recovery and the top K by
 // GNMR (unit_series.h):
 //   gnmr_unit_gnmr, gnmr_unit_norm, gnmr_unit_mu, gnmr_unit_in_recovery,
-//   gnmr_unit_forward, gnmr_unit_saturation (forward channel)
+//   gnmr_unit_forward, gnmr_unit_saturation (forward channel),
+//   gnmr_unit_saturated_blocks, gnmr_unit_dead_blocks,
+//   gnmr_unit_scale_clamps (block health of block-scaled forward tensors)
 // Per job and unit group {job_id,group}, every unit folded into at most
 // metrics.max_unit_groups groups (group_series.h):
 //   gnmr_group_gnmr_max, gnmr_group_units, gnmr_group_units_in_recovery
@@ -121,6 +123,9 @@ struct MetricFamilies {
   GaugeFamily& unit_in_recovery;
   GaugeFamily& unit_forward;
   GaugeFamily& unit_saturation;
+  GaugeFamily& unit_saturated_blocks;
+  GaugeFamily& unit_dead_blocks;
+  GaugeFamily& unit_scale_clamps;
   GaugeFamily& group_gnmr_max;
   GaugeFamily& group_units;
   GaugeFamily& group_units_in_recovery;

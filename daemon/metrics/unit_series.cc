@@ -43,9 +43,15 @@ UnitSeries::~UnitSeries() {
 
 UnitSeries::Series UnitSeries::Add(const std::string& unit) {
   const prometheus::Labels labels = {{"job_id", job_id_}, {"unit", unit}};
-  return Series{&families_->unit_gnmr.Add(labels),    &families_->unit_norm.Add(labels),
-                &families_->unit_mu.Add(labels),      &families_->unit_in_recovery.Add(labels),
-                &families_->unit_forward.Add(labels), &families_->unit_saturation.Add(labels)};
+  return Series{&families_->unit_gnmr.Add(labels),
+                &families_->unit_norm.Add(labels),
+                &families_->unit_mu.Add(labels),
+                &families_->unit_in_recovery.Add(labels),
+                &families_->unit_forward.Add(labels),
+                &families_->unit_saturation.Add(labels),
+                &families_->unit_saturated_blocks.Add(labels),
+                &families_->unit_dead_blocks.Add(labels),
+                &families_->unit_scale_clamps.Add(labels)};
 }
 
 void UnitSeries::Remove(const Series& s) {
@@ -55,6 +61,9 @@ void UnitSeries::Remove(const Series& s) {
   families_->unit_in_recovery.Remove(s.in_recovery);
   families_->unit_forward.Remove(s.forward);
   families_->unit_saturation.Remove(s.saturation);
+  families_->unit_saturated_blocks.Remove(s.saturated_blocks);
+  families_->unit_dead_blocks.Remove(s.dead_blocks);
+  families_->unit_scale_clamps.Remove(s.scale_clamps);
 }
 
 void UnitSeries::Set(const std::vector<UnitFigures>& units) {
@@ -77,6 +86,9 @@ void UnitSeries::Set(const std::vector<UnitFigures>& units) {
     it->second.in_recovery->Set(u.in_recovery ? 1.0 : 0.0);
     it->second.forward->Set(u.forward);
     it->second.saturation->Set(u.saturation);
+    it->second.saturated_blocks->Set(u.saturated_blocks);
+    it->second.dead_blocks->Set(u.dead_blocks);
+    it->second.scale_clamps->Set(u.scale_clamps);
   }
 }
 

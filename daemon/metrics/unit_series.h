@@ -29,6 +29,11 @@ struct UnitFigures {
   bool in_recovery = false;
   double forward = 0.0;     // forward channel: last forward norm / its mean
   double saturation = 0.0;  // last saturated fraction / its mean
+  // Block health of the last sample (fractions of its blocks; 0 without
+  // block-scaled forward tensors).
+  double saturated_blocks = 0.0;
+  double dead_blocks = 0.0;
+  double scale_clamps = 0.0;
 };
 
 // Indices (ascending) of the units to export out of `n`: all for which
@@ -57,6 +62,9 @@ class UnitSeries {
     prometheus::Gauge* in_recovery;
     prometheus::Gauge* forward;
     prometheus::Gauge* saturation;
+    prometheus::Gauge* saturated_blocks;
+    prometheus::Gauge* dead_blocks;
+    prometheus::Gauge* scale_clamps;
   };
   Series Add(const std::string& unit);
   void Remove(const Series& s);

@@ -348,6 +348,49 @@ TEST(JobMetricsTest, ForwardChannelGaugesFollowTheController) {
   EXPECT_EQ(samples["gnmr_unit_forward{job_id=\"j\",unit=\"u1\"}"], 0.0);
 }
 
+// Block health (docs/statistics.md, "Block columns"): the last sample's
+// block figures as fractions of its blocks, also while the forward rules
+// are in warmup or cannot judge (a NaN forward sum); 0 for a unit without
+// block-scaled forward tensors and after a sample without them.
+TEST(JobMetricsTest, BlockHealthGaugesFollowTheLastSample) {
+  auto m = NoEndpoint(5);
+  JobMetrics* jm = m->ForJob("j");
+  Controller c = MakeController(2, 2);
+  auto with_blocks = [](int64_t t) {
+    UnitSample a{0, 1.0, 1.0, 0, 0, 10};
+    a.fwd_sumsq = t == 1 ? std::nan("") : 4.0;
+    a.fwd_numel = 1024;
+    a.fwd_blocks = 32;
+    a.fwd_saturated_blocks = 8;
+    a.fwd_dead_blocks = 4;
+    a.fwd_scale_clamps = static_cast<uint64_t>(t);
+    return a;
+  };
+  const UnitSample b{1, 1.0, 1.0, 0, 0, 10};
+  auto gauge = [&](const char* name, const char* unit) {
+    auto samples = ParseSamples(m->Render());
+    const std::string key = std::string(name) + "{job_id=\"j\",unit=\"" + unit + "\"}";
+    EXPECT_EQ(samples.count(key), 1u) << key;
+    return samples[key];
+  };
+  Decision d;
+  for (int64_t t = 0; t < 2; ++t) {
+    ASSERT_TRUE(c.Observe(t, {with_blocks(t), b}, &d).ok());
+    jm->OnDecision(d, c, StepFigures());
+  }
+  EXPECT_DOUBLE_EQ(gauge("gnmr_unit_saturated_blocks", "u0"), 0.25);
+  EXPECT_DOUBLE_EQ(gauge("gnmr_unit_dead_blocks", "u0"), 0.125);
+  EXPECT_DOUBLE_EQ(gauge("gnmr_unit_scale_clamps", "u0"), 1.0 / 32.0);  // step 1, NaN sum
+  EXPECT_EQ(gauge("gnmr_unit_saturated_blocks", "u1"), 0.0);
+  UnitSample plain = with_blocks(2);
+  plain.fwd_blocks = plain.fwd_saturated_blocks = plain.fwd_dead_blocks = 0;
+  plain.fwd_scale_clamps = 0;
+  ASSERT_TRUE(c.Observe(2, {plain, b}, &d).ok());
+  jm->OnDecision(d, c, StepFigures());
+  EXPECT_EQ(gauge("gnmr_unit_saturated_blocks", "u0"), 0.0);
+  EXPECT_EQ(gauge("gnmr_unit_dead_blocks", "u0"), 0.0);
+}
+
 TEST(JobMetricsTest, UpdateUnitsExportsRecoveryAndTopK) {
   auto m = NoEndpoint(3);
   JobMetrics* jm = m->ForJob("j");
