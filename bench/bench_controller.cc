@@ -49,7 +49,7 @@ std::vector<std::vector<UnitSample>> MakeSteps(uint32_t units, int spikes) {
 
 // A controller with `units` units, run past warmup on quiet steps.
 Controller WarmController(uint32_t units) {
-  ControllerConfig config;  // SPEC defaults: warmup 50, max_o 4, lock 20
+  ControllerConfig config;  // the defaults: warmup 50, max_o 4, lock 20
   Controller c = Controller::Create(config).value();
   for (uint32_t u = 0; u < units; ++u) {
     (void)c.AddUnit("model.layers." + std::to_string(u / 8) + ".unit" + std::to_string(u % 8));

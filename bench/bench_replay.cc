@@ -125,7 +125,7 @@ void RunReplayBench(benchmark::State& state, bool from_file) {
     }
     std::fclose(f);
   }
-  ReplayOptions options;  // SPEC defaults
+  ReplayOptions options;  // the defaults
   ReplaySummary summary;
   uint64_t out_bytes = 0;
   for (auto _ : state) {

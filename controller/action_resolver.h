@@ -1,4 +1,4 @@
-// ActionResolver: a config's action rules compiled once (SPEC section 3,
+// ActionResolver: a config's action rules compiled once (docs/controller.md,
 // "Actions": first matching pattern wins, default promote).
 //
 // Resolving happens for every unit a job registers and for every unit on a

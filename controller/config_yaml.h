@@ -1,8 +1,8 @@
 // ControllerConfig <-> YAML: the per-job config file of `gnmrctl replay`
 // (and later gnmrd / `gnmrctl config get|set`).
 //
-// Keys are the SPEC names; the scalar ones and their types come from the
-// config schema (core/config_schema.h), e.g.
+// Keys are the documented names (docs/controller.md, "Config keys"); the scalar
+// ones and their types come from the config schema (core/config_schema.h), e.g.
 //
 //   warmup: 50
 //   max_o: 4
@@ -60,8 +60,9 @@ StatusOr<ControllerConfig> LoadControllerConfigFile(
 // the message starts with "--set <assignment>: ".
 Status ApplyOverride(ControllerConfig* config, std::string_view assignment);
 
-// Renders `config` as YAML with every key, in the SPEC order. The output
-// parses back to an equal config (doubles are written round-trippably).
+// Renders `config` as YAML with every key, in the documented order
+// (docs/controller.md, "Config keys"). The output parses back to an equal
+// config (doubles are written round-trippably).
 std::string ControllerConfigToYaml(const ControllerConfig& config);
 
 }  // namespace gnmr

@@ -1,4 +1,4 @@
-// Controller: the GNMR decision engine of one training job (SPEC section 3).
+// Controller: the GNMR decision engine of one training job (docs/controller.md).
 //
 // Design notes
 // - Pure and deterministic: no I/O, no threads, no clocks, no randomness.

@@ -75,7 +75,8 @@ struct ConfigField {
   std::string Render(double v) const;
 };
 
-// The scalar keys in the SPEC order (that of ControllerConfig's members).
+// The scalar keys in the documented order (docs/controller.md, "Config keys"),
+// that of ControllerConfig's members.
 const std::vector<ConfigField>& ConfigFields();
 // nullptr when `key` is not a scalar key (also for "actions").
 const ConfigField* FindConfigField(std::string_view key);

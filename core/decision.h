@@ -2,8 +2,8 @@
 //
 // A Decision always carries the *full* recovery set in force after it, not a
 // delta: any later decision supersedes a lost one, so delivery to trainer
-// ranks is idempotent (SPEC section 4). The digest lets every rank prove it
-// applied the same set.
+// ranks is idempotent (docs/architecture.md, "The wire contract"). The
+// digest lets every rank prove it applied the same set.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@ namespace gnmr {
 // every step stays exact enough in a JSON number to be read back.
 constexpr int64_t kMaxStep = std::numeric_limits<int64_t>::max() / 4;
 
-// Combined statistics of one unit at one step (SPEC section 5).
+// Combined statistics of one unit at one step (docs/statistics.md, "Combination in gnmrd").
 struct UnitSample {
   uint32_t unit_id = 0;
   double sumsq = 0.0;      // sum of squares; NaN/Inf are signals, not errors

@@ -28,7 +28,8 @@ from concurrent.futures import ProcessPoolExecutor
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# (tau, tau_delta); gnmr_floor 1.5 and the other keys at their SPEC values.
+# (tau, tau_delta); gnmr_floor 1.5 and the other keys at their defaults
+# (docs/controller.md, "Config keys").
 CANDIDATES = [(2.5, 1.0), (3.0, 1.5), (4.0, 2.0), (4.0, 3.0), (5.0, 2.0), (5.0, 3.0), (5.0, 4.0),
               (6.0, 3.0), (6.0, 4.0), (8.0, 6.0)]
 FIXED = dict(warmup=50, ema_decay=0.98, gnmr_floor=1.5, short_window=4, max_o=4, lock_steps=20)

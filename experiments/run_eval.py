@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GNMR's low-precision stress evaluation (SPEC section 10) in one command.
+"""GNMR's low-precision stress evaluation (docs/evaluation.md) in one command.
 
 Starts a private gnmrd, tunes thresholds on the tuning seeds, runs every arm
 on the evaluation seeds (two single-thread runs in parallel by default), then

@@ -1,4 +1,5 @@
-// The canonical summation order of sumsq (SPEC section 5).
+// The canonical summation order of sumsq (docs/statistics.md, "What a rank
+// computes per unit").
 //
 // Squares of fp32 / bf16 / fp16 (and fp8) values are exact in fp64, so the
 // only source of rounding is the order of the additions. Every

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The 10-minute soak test of gnmrd (docs/perf.md, "Soak"): 256 simulated
+# The 10-minute soak test of gnmrd (docs/perf.md, "gnmrd soak"): 256 simulated
 # ranks x 1,024 units against the real gnmrd, kill -9 and restart every
 # 90 s (none in the last third, where memory and fds must stay flat), rank
 # churn and bad clients. Builds what it needs into $BUILD_DIR (default

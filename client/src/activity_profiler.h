@@ -1,6 +1,7 @@
-// ActivityProfiler: GPU kernel activity for overhead accounting (SPEC
-// section 5), behind an interface so the client never names CUPTI and
-// CPU-only tests drive the accounting with a fake.
+// ActivityProfiler: GPU kernel activity for overhead accounting
+// (docs/architecture.md, "The client library"), behind an interface so the
+// client never names CUPTI and CPU-only tests drive the accounting with a
+// fake.
 //
 // Protocol
 // - Start() on the training thread at Client::Start. Unavailable means

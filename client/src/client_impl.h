@@ -1,6 +1,8 @@
-// Client::Impl: the state behind gnmr::Client, shared by client.cc (the
-// lifecycle and the per-step calls) and client_counters.cc (the read-only
-// views). Internal to the client library.
+// Client::Impl: the state behind gnmr::Client, shared by the client/src/
+// files that implement it: client.cc (the lifecycle and the per-step calls),
+// client_counters.cc (the read-only views), client_observe_unit.cc,
+// client_forward.cc, client_plan.cc and state_transfer.cc. Internal to the
+// client library.
 #pragma once
 
 #include <atomic>

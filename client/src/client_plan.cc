@@ -32,7 +32,8 @@
 namespace gnmr {
 namespace {
 
-// The first step this rank observed after `after`, or nullopt.
+// The first step this rank observed after `after` into *out; false if there
+// is none yet.
 bool FirstObservedAfter(const std::deque<int64_t>& observed, int64_t after, int64_t* out) {
   auto it = std::upper_bound(observed.begin(), observed.end(), after);
   if (it == observed.end()) return false;

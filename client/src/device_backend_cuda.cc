@@ -1,6 +1,6 @@
 // The CUDA DeviceStatsBackend: gnmr::GpuStats plus a pair of timing events
-// around every launch (SPEC section 5: "CUDA events around the stats launch
-// always"). cudart only.
+// around every launch (docs/architecture.md, "The client library": CUDA
+// events time every statistics launch). cudart only.
 //
 // Timing pairs are indexed by GpuStats' launch sequence number, in
 // kMaxPending + 1 slots: the pair of a new launch is never that of a launch

@@ -1,11 +1,11 @@
-// GpuPath: the device half of the client (SPEC sections 5 and 6). Units
-// whose tensors live on a CUDA device are computed by a DeviceStatsBackend
-// on the caller's stream; the report slot of that step waits here
-// ("parked", host units already filled in) until the I/O thread, or the
-// next Observe, finds the launch complete, copies the device columns in,
+// GpuPath: the device half of the client (docs/statistics.md, "What a rank
+// computes per unit"). Units whose tensors live on a CUDA device are computed
+// by a DeviceStatsBackend on the caller's stream; the report slot of that step
+// waits here ("parked", host units already filled in) until the I/O thread, or
+// the next Observe, finds the launch complete, copies the device columns in,
 // and, once the step's device forward tensors (DeviceForward) have their
-// results too, adds their rows and publishes the report. Nothing here
-// waits for the GPU.
+// results too, adds their rows and publishes the report. Nothing here waits for
+// the GPU.
 //
 // Overhead: the backend times every launch with CUDA events
 // (stats_gpu_seconds). With ClientOptions::profile_gpu_overhead an

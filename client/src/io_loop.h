@@ -10,7 +10,8 @@
 //   TryCancel it: shutdown never waits for the network.
 // - Register uses wait_for_ready with a short deadline and the channel's
 //   own reconnect backoff is set to ours, so a returning daemon is reached
-//   within about backoff_max (the SPEC asks for 2 s).
+//   within about backoff_max (about 2 s: docs/architecture.md, "The client
+//   library").
 // - Nothing escapes: both thread bodies catch everything, since an
 //   exception leaving a std::thread would terminate the trainer.
 // - Attached, not just open: gnmrd sends GenerationStart first when it

@@ -1,5 +1,6 @@
 // StepAggregator: collects the per-rank reports of each step of one job and
-// combines them into one UnitSample per unit (SPEC section 7).
+// combines them into one UnitSample per unit (docs/statistics.md,
+// "Combination in gnmrd").
 //
 // Design notes
 // - A step closes when every registered rank has reported it or a later

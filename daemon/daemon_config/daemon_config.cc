@@ -95,8 +95,8 @@ Status ReadJobTokens(DaemonConfig* c, std::vector<std::string>* warnings) {
   return Status::Ok();
 }
 
-// SPEC section 9: a TCP listener needs authentication (peer_access.h in
-// daemon/server has the rules it then applies per call).
+// A TCP listener needs authentication (deploy/README.md, "Security model";
+// peer_access.h in daemon/server has the rules it then applies per call).
 Status CheckTcpSecurity(const DaemonConfig& c, std::vector<std::string>* warnings) {
   std::string tcp;
   for (const std::string& l : c.listen) {

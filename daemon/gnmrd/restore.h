@@ -1,5 +1,6 @@
-// Restoring gnmrd's jobs from the state dir at start-up (SPEC section 9: a
-// snapshot that fails to restore falls back to the previous one).
+// Restoring gnmrd's jobs from the state dir at start-up (docs/architecture.md,
+// "gnmrd: jobs and the store": a snapshot that fails to restore falls back to
+// the previous one).
 //
 // For each job with a snapshot, in order:
 //   1. the newest intact generation (SnapshotStore::Load) is restored;

@@ -1,5 +1,5 @@
 // DaemonMetrics: gnmrd's Prometheus registry and its /metrics endpoint
-// (SPEC section 8; metric_families.h lists every metric).
+// (docs/metrics.md; metric_families.h lists every metric).
 //
 //   auto m = DaemonMetrics::Start({.listen = "127.0.0.1:9464"});
 //   JobMetrics* jm = (*m)->ForJob("llama-7b");     // cached per job
@@ -7,9 +7,9 @@
 //   (*m)->RecordRpc("Register", StatusCode::kOk);
 //   (*m)->RemoveJob("llama-7b");                  // drops its series
 //
-// The endpoint listens on 127.0.0.1 by default (SPEC section 9); port 0
-// picks a free port (port() tells which). An empty `listen` starts no
-// endpoint: the registry still works and Render() shows its text.
+// The endpoint listens on 127.0.0.1 by default (deploy/README.md, "Security
+// model"); port 0 picks a free port (port() tells which). An empty `listen`
+// starts no endpoint: the registry still works and Render() shows its text.
 //
 // Thread-safe. A JobMetrics pointer stays valid until RemoveJob of that job
 // (or the destruction of DaemonMetrics): remove a job from the daemon's own

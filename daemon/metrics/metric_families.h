@@ -1,5 +1,5 @@
-// MetricFamilies: the catalogue of gnmrd's Prometheus metrics (SPEC
-// section 8), every family created once in one registry.
+// MetricFamilies: the catalogue of gnmrd's Prometheus metrics
+// (docs/metrics.md), every family created once in one registry.
 //
 // Conventions: prefix gnmr_, base units (seconds, bytes), counters end in
 // _total, durations are _seconds histograms. The training job is the label

@@ -1,5 +1,6 @@
 // StoreCollector: metrics computed when Prometheus scrapes, from the state
-// store's own counters (SPEC section 8: snapshot age and failures).
+// store's own counters (docs/metrics.md, "Computed at scrape time": snapshot
+// age and failures).
 //
 // A snapshot's age grows between writes without anyone updating a gauge,
 // so it is computed at scrape time: now minus the job's last successful

@@ -1,7 +1,7 @@
 // UnitSeries: the per-unit gauges of one job, with bounded cardinality.
 //
 // A job may have a million units; exporting a series per unit would swamp
-// Prometheus. Only the units that matter are exported (SPEC section 8):
+// Prometheus. Only the units that matter are exported (docs/metrics.md, "Per job and unit"):
 // every unit in recovery (at most max_o) and the top K others by GNMR.
 // Each update exports exactly that set: series of units that left it are
 // removed (Family::Remove), so the number of unit series per job never

@@ -1,5 +1,5 @@
-// Who may do what, by the transport a call came over (SPEC section 9;
-// deploy/README.md, "Security model"):
+// Who may do what, by the transport a call came over (deploy/README.md,
+// "Security model"):
 //
 // - Unix socket: its file permissions (owner, group, unix_socket_mode) are
 //   the access control; a peer that can connect is trusted like the

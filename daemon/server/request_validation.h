@@ -1,6 +1,7 @@
-// Syntactic validation of requests from peers (SPEC section 4): every byte
-// is untrusted. These checks need no job state; Job::Register and the
-// aggregator check the rest. Each failure names the field and the limit.
+// Syntactic validation of requests from peers (docs/architecture.md, "The wire
+// contract"): every byte is untrusted. These checks need no job state;
+// Job::Register and the aggregator check the rest. Each failure names the field
+// and the limit.
 #pragma once
 
 #include <string>

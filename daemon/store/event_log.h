@@ -1,4 +1,4 @@
-// EventLog: the append-only per-job event log (SPEC section 7) and the
+// EventLog: the append-only per-job event log (docs/metrics.md, "Event log") and the
 // in-memory window of recent events that Admin.ListEvents serves.
 //
 //   <state_dir>/jobs/<escaped job id>/events.jsonl     one JSON object a line

@@ -1,4 +1,5 @@
-// Where a job's files live under the state directory (SPEC section 7):
+// Where a job's files live under the state directory (docs/architecture.md,
+// "gnmrd: jobs and the store"):
 //
 //   <state_dir>/jobs/<escaped job id>/snapshot.pb     controller snapshot
 //   <state_dir>/jobs/<escaped job id>/events.jsonl    event log

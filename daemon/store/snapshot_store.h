@@ -1,5 +1,6 @@
 // SnapshotStore: per-job controller snapshots on the local file system
-// (SPEC section 7: embedded store, no external service).
+// (docs/architecture.md, "gnmrd: jobs and the store": embedded, no external
+// service).
 //
 //   <state_dir>/jobs/<escaped job id>/snapshot.pb        newest snapshot
 //   <state_dir>/jobs/<escaped job id>/snapshot.prev.pb   the one before it

@@ -11,7 +11,8 @@
 //   writer thread. Flush waits for everything submitted before the call.
 // - The thread catches every exception (a failed write is counted and
 //   logged, never fatal). Stop (and the destructor) writes what is pending,
-//   then joins: this is the "snapshot on shutdown" of SPEC section 7.
+//   then joins: this is the snapshot at shutdown (docs/architecture.md,
+//   "gnmrd: jobs and the store").
 #pragma once
 
 #include <condition_variable>

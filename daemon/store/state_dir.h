@@ -1,4 +1,4 @@
-// StateDirLock: one gnmrd per state directory (SPEC section 9).
+// StateDirLock: one gnmrd per state directory (deploy/README.md, "Signals, the state dir").
 //
 // Two daemons on one state dir would each restore the jobs, then overwrite
 // each other's snapshots and event logs; the last to stop wins. The lock is

@@ -1,4 +1,4 @@
-"""The low-precision stress evaluation of GNMR (SPEC section 10).
+"""The low-precision stress evaluation of GNMR (docs/evaluation.md).
 
 Entry point: ``experiments/run_eval.py`` (see experiments/README.md). Modules:
 

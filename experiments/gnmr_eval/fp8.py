@@ -6,7 +6,7 @@ scale_inv = 1 / scale and multiplies by the fp32 weight; gradients pass the
 quantizer straight through (STE). The high-fidelity path is plain fp32.
 
 Faults live in the quantizer, so promotion to the high-fidelity path really
-removes them (SPEC section 10):
+removes them (docs/evaluation.md, "Setup"):
 
 - amplifying: scale and scale_inv out of step, scale_inv = k / scale, so the
   dequantized input is k times too large (k = 16);

@@ -1,4 +1,4 @@
-"""Per-run figures (SPEC section 10), computed from result dicts.
+"""Per-run figures (docs/evaluation.md, "Figures"), computed from result dicts.
 
 All definitions were fixed before the evaluation seeds were run:
 

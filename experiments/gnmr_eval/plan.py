@@ -3,10 +3,10 @@
 Tuning seeds (101, 102, ...) choose the thresholds; evaluation seeds (1, 2,
 ...) are never used for a choice. Chosen a priori (not tuned): the headline
 GNMR configuration is lag 0 (the mode that can treat a fault's first step),
-max_o 2 and lock_steps 20 (the SPEC default, longer than the longest fault);
+max_o 2 and lock_steps 20 (the default, longer than the longest fault);
 every other configuration of the grid is reported too. clip_min_scale is
 0.01 (the default 0.1 would leave an x16 spike at 1.6x its mean after the
-entry clip); everything else is the SPEC default.
+entry clip); everything else is the default.
 """
 from __future__ import annotations
 

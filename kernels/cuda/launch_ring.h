@@ -1,5 +1,5 @@
 // The bookkeeping of GpuStats' pinned result ring, apart from CUDA so the
-// CPU tests check it (tests/kernels/launch_ring_test.cc). Not thread-safe:
+// CPU tests check it (tests/kernels/gpu_host_logic_test.cc). Not thread-safe:
 // GpuStats holds its mutex around every call.
 //
 // Regular launches fill slots 0 .. kSlots-1 in turn (sequence s -> slot

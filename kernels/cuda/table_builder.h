@@ -1,7 +1,7 @@
 // The host side of GpuStats::SetTable: validates the units' tensors and
 // lays out the device tables (kernels/cuda/stats_kernels.h). Pure C++ (the
 // pointer check is injected), so the CPU tests check the layout
-// (tests/kernels/launch_ring_test.cc).
+// (tests/kernels/gpu_host_logic_test.cc).
 //
 // Layout: tensors, pointers and units in SetTable order; work items
 // grouped by dtype (fp32, bf16, fp16, e4m3, e5m2: item_range says where

@@ -1,4 +1,4 @@
-"""GNMR client library for Python (SPEC section 6).
+"""GNMR client library for Python (docs/architecture.md, "The client library").
 
 The C++ client (``gnmr::Client``) as ``gnmr.Client``; the PyTorch adapter is
 ``gnmr.torch.Monitor``. Quick use without torch::

@@ -1,5 +1,5 @@
 """Checkpoints for gnmr.torch.Monitor: the daemon's controller state of the
-job inside a training checkpoint (SPEC section 6). A mixin so torch.py stays
+job inside a training checkpoint (docs/checkpoint.md). A mixin so torch.py stays
 about the per-step work; it uses the Monitor's client, options and units."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PyTorch adapter: ``gnmr.torch.Monitor`` (SPEC sections 3 and 6).
+"""PyTorch adapter: ``gnmr.torch.Monitor`` (docs/architecture.md, "The client library").
 
 A Monitor attaches to an ``nn.Module``: every module chosen by ``unit_filter``
 (default: every ``nn.Linear``) is one GNMR unit, named as in
@@ -180,7 +180,7 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin, OverlapMi
       job_id: the job (the same on every rank).
       rank, world_size: default to torch.distributed's when initialised, else 0/1.
       config: controller config for a job the daemon does not know yet, a dict
-        of SPEC keys (see ``gnmr.validate_config``); ValueError if invalid.
+        of config keys (docs/controller.md; see ``gnmr.validate_config``); ValueError if invalid.
       unit_filter: ``(name, module) -> bool``; default every nn.Linear.
       unit_group: ``(name) -> str``, optional: the unit a selected module
         belongs to; modules mapped to the same name form one unit (their

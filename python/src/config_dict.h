@@ -1,6 +1,7 @@
-// Controller configs as Python dicts for the _gnmr module: the SPEC keys
-// (core/include/gnmr/config.h; the scalar keys and their types come from
-// core/config_schema.h) with clear ValueErrors naming the bad key.
+// Controller configs as Python dicts for the _gnmr module: the config keys
+// (docs/controller.md, "Config keys"; core/include/gnmr/config.h; the scalar
+// keys and their types come from core/config_schema.h) with clear ValueErrors
+// naming the bad key.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -9,7 +10,7 @@
 
 namespace gnmr::python {
 
-// A dict of SPEC keys (missing keys keep their defaults) -> a validated
+// A dict of config keys (missing keys keep their defaults) -> a validated
 // config; py::value_error naming the key for an unknown key, a wrong type or
 // a config that does not validate.
 ControllerConfig ConfigFromDict(const pybind11::dict& d);

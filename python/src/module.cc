@@ -1,5 +1,6 @@
-// _gnmr: the GNMR client library for Python (SPEC section 6). The Python
-// package gnmr re-exports it; gnmr.torch builds the PyTorch adapter on it.
+// _gnmr: the GNMR client library for Python (docs/architecture.md, "The client
+// library"). The Python package gnmr re-exports it; gnmr.torch builds the
+// PyTorch adapter on it.
 //
 // Errors: a bad argument raises ValueError, anything else gnmr.Error (a
 // RuntimeError) whose message starts with the status code name; an

@@ -8,7 +8,7 @@ namespace gnmr {
 namespace {
 
 // tau, tau_delta and clip_min_scale come from measurements
-// (docs/controller.md, "Defaults and why"); the others are the SPEC's.
+// (docs/controller.md, "Defaults and why"); the others kept their first values.
 TEST(ControllerConfig, DefaultsAreTheDocumentedDefaults) {
   ControllerConfig c;
   EXPECT_TRUE(c.Validate().ok());

@@ -1,7 +1,7 @@
 // Randomized property tests over thousands of generated runs: many units,
 // spikes, NaNs, inactive units, step gaps, tiny and huge budgets, run-time
 // config changes and rewinds (a trainer restarting from an earlier step).
-// The invariants are those of SPEC section 3.
+// The invariants are those of docs/controller.md, "Invariants".
 #include <map>
 #include <random>
 #include <set>

@@ -1,4 +1,4 @@
-// One test per rule of SPEC section 3, on hand-built sequences whose
+// One test per rule of docs/controller.md, on hand-built sequences whose
 // expected values are worked out in the comments.
 #include <cmath>
 #include <limits>

@@ -1,4 +1,5 @@
-// Who may do what over plain TCP (peer_access.h; SPEC section 9): a job
+// Who may do what over plain TCP (peer_access.h; deploy/README.md,
+// "Security model"): a job
 // needs a token (configured, or bound over the Unix socket), Admin reads
 // need the read or admin token, mutations the admin token; the Unix socket
 // keeps its file permissions as access control; insecure_tcp opts back in

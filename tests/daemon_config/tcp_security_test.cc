@@ -1,7 +1,8 @@
-// gnmrd's config and TCP listeners (SPEC section 9: shipped configs safe as
-// shipped): a TCP listener without job tokens or mutual TLS is refused
-// unless insecure_tcp opts in; job tokens and the read token can come from
-// files (Kubernetes Secrets); risky but valid settings are warned about.
+// gnmrd's config and TCP listeners (deploy/README.md, "Security model": shipped
+// configs are safe as shipped): a TCP listener without job tokens or mutual TLS
+// is refused unless insecure_tcp opts in; job tokens and the read token can
+// come from files (Kubernetes Secrets); risky but valid settings are warned
+// about.
 #include <gtest/gtest.h>
 
 #include "daemon/daemon_config/daemon_config.h"

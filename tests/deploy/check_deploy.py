@@ -105,7 +105,7 @@ def tcp_listeners(cfg):
 
 
 def check_gnmrd_config(where, cfg, metrics_scraped_from_outside):
-    """A shipped gnmrd config is safe as shipped (SPEC section 9)."""
+    """A shipped gnmrd config is safe as shipped (deploy/README.md, "Security model")."""
     tcp = tcp_listeners(cfg)
     tls = cfg.get("tls") or {}
     if cfg.get("insecure_tcp"):

@@ -1,4 +1,4 @@
-// gnmr_soak: the soak test of gnmrd (docs/perf.md, "Soak"; soak_run.h says
+// gnmr_soak: the soak test of gnmrd (docs/perf.md, "gnmrd soak"; soak_run.h says
 // what it does and checks). Prints a report; exit 0 if every check passed,
 // 1 if one failed, 2 on a bad command line. The gnmrd is the build's
 // unless --gnmrd or $GNMRD_PATH names another.

@@ -1,4 +1,4 @@
-// SoakRun: the soak test's driver (docs/perf.md, "Soak"). Many simulated
+// SoakRun: the soak test's driver (docs/perf.md, "gnmrd soak"). Many simulated
 // ranks of one data-parallel job step in lock step against the real gnmrd
 // while it is killed with -9 and restarted, ranks drop out and come back,
 // and bad clients (bad_clients.h) hammer it; gnmrd's memory and file

@@ -1,5 +1,5 @@
-// The GNMR client library, C++ API (SPEC section 6). Installed as
-// <gnmr/client.h>; link gnmr::gnmr_client (CMake) or `pkg-config gnmr`.
+// The GNMR client library, C++ API (docs/architecture.md, "The client library").
+// Installed as <gnmr/client.h>; link gnmr::gnmr_client (CMake) or `pkg-config gnmr`.
 //
 //   gnmr::ClientOptions o;
 //   o.target = "unix:/run/gnmr/gnmrd.sock";

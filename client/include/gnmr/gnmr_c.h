@@ -1,5 +1,5 @@
-/* The GNMR client library, C API (SPEC section 6), for FFI (ctypes, cffi,
- * Rust, Julia...). Installed as <gnmr/gnmr_c.h>.
+/* The GNMR client library, C API (docs/architecture.md, "The client library"),
+ * for FFI (ctypes, cffi, Rust, Julia...). Installed as <gnmr/gnmr_c.h>.
  *
  * Conventions: functions return an int error code, GNMR_OK (0) on success,
  * else one of the GNMR_E* codes (the gRPC canonical codes); the message of

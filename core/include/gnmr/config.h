@@ -1,11 +1,12 @@
-// ControllerConfig: every tunable of the GNMR controller (SPEC section 3).
+// ControllerConfig: every tunable of the GNMR controller (docs/controller.md,
+// "Config keys").
 //
-// The names match the SPEC, the YAML config file, `gnmrctl --set key=value`
-// and the wire protocol, so one word means one thing everywhere. This is the
-// one place the defaults live; tau, tau_delta and clip_min_scale were chosen
-// from measurements (docs/controller.md, "Defaults and why"), the rest are
-// the SPEC's. Validate() is called before a config is accepted, so the
-// controller itself can assume every field is in range.
+// The names match docs/controller.md, the YAML config file, `gnmrctl --set
+// key=value` and the wire protocol, so one word means one thing everywhere.
+// This is the one place the defaults live; tau, tau_delta and clip_min_scale
+// were chosen from measurements (docs/controller.md, "Defaults and why"), the
+// rest kept their first values. Validate() is called before a config is
+// accepted, so the controller itself can assume every field is in range.
 //
 // A new scalar member also needs its proto field (controller.proto) and its
 // row in core/config_schema.cc (key, type, valid range, meaning): the wire
@@ -22,7 +23,7 @@
 
 namespace gnmr {
 
-// What recovery means for a unit (SPEC section 3, "Actions").
+// What recovery means for a unit (docs/controller.md, "Actions").
 enum class Action : uint8_t {
   kPromote = 0,     // switch to the high-fidelity path for the lock
   kClip = 1,        // scale the gradient by clamp(mu/norm, clip_min_scale, 1)
@@ -32,10 +33,10 @@ enum class Action : uint8_t {
 
 // With lag 0 and `promote`, the first step in force is the observed step,
 // whose forward pass already ran on the low-cost path: its gradient gets this
-// treatment instead (SPEC: `entry`).
+// treatment instead (`entry`; docs/controller.md, "Actions").
 enum class EntryTreatment : uint8_t { kNone = 0, kClip = 1, kSkip = 2 };
 
-// With lag 0, what a candidate denied by the budget gets (SPEC: `denied`):
+// With lag 0, what a candidate denied by the budget gets (`denied`):
 // nothing, or its gradient of the observed step clipped to its mean for that
 // one step, which costs no high-fidelity compute and holds no budget
 // (docs/controller.md, "Denied candidates").
@@ -43,7 +44,7 @@ enum class DeniedTreatment : uint8_t { kNone = 0, kClip = 1 };
 
 // Within one step, what a forward-triggered candidate (the root of a
 // coupled spike) does to the candidates only gradient rules triggered (its
-// coupled neighbours): ranks above them (rank, SPEC), or also keeps them
+// coupled neighbours): ranks above them (rank, the default), or also keeps them
 // out of the budget that step: they are denied, and clipped with
 // `denied: clip` (exclusive; docs/controller.md, "Attribution").
 enum class Attribution : uint8_t { kRank = 0, kExclusive = 1, kUpstream = 2 };

@@ -1,5 +1,6 @@
-// Per-unit statistics (gradient and forward tensors) on the CPU (SPEC section 5), bit-identical to
-// the GPU path: sumsq follows the canonical order of kernels/stats_order.h.
+// Per-unit statistics (gradient and forward tensors) on the CPU (docs/statistics.md, "What a rank
+// computes per unit"), bit-identical to the GPU path: sumsq follows the canonical order of
+// kernels/stats_order.h.
 //
 // Runs on the calling thread, allocates nothing, never logs or throws.
 #pragma once

@@ -1,8 +1,8 @@
-// Per-unit gradient statistics on a CUDA device (SPEC section 5),
-// bit-identical to the CPU path (kernels/stats_order.h). Public header: it
-// names no CUDA type, so code built without CUDA can include it; the
-// library gnmr_cuda_stats exists only when the build found a CUDA
-// toolkit (GNMR_HAVE_CUDA).
+// Per-unit gradient statistics on a CUDA device (docs/statistics.md, "What a
+// rank computes per unit"), bit-identical to the CPU path
+// (kernels/stats_order.h). Public header: it names no CUDA type, so code built
+// without CUDA can include it; the library gnmr_cuda_stats exists only when the
+// build found a CUDA toolkit (GNMR_HAVE_CUDA).
 //
 // Use:
 //   auto gpu = GpuStats::Create(device);        // Unavailable: no GPU/driver

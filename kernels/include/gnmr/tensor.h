@@ -1,5 +1,6 @@
 // Tensors as the client library sees them, and their per-unit statistics
-// (SPEC section 5). Public header: installed as <gnmr/tensor.h>.
+// (docs/statistics.md, "What a rank computes per unit"). Public header:
+// installed as <gnmr/tensor.h>.
 //
 // A TensorRef is a non-owning view: the caller keeps the memory alive and
 // may point a unit at new memory at any time (frameworks reallocate
