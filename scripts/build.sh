@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds GNMR into ./build (RelWithDebInfo, Ninja).
 # Extra arguments go to the CMake configure step, e.g. -DGNMR_CUDA=OFF.
+# GNMR_BUILD_TARGETS (space-separated) builds only those targets and what
+# they need (scripts/demo.sh); unset: everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -13,4 +15,6 @@ if [ "${GNMR_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null 2>&1; then
             -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "$@" >/dev/null
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+targets=()
+for t in ${GNMR_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$BUILD_DIR" -j "$(nproc)" "${targets[@]}"

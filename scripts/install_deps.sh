@@ -3,10 +3,11 @@
 # when everything is present it only checks (a second or so) and changes
 # nothing. Needs root (or sudo) only when something is missing.
 #
-# Usage: scripts/install_deps.sh [--build-only]
+# Usage: scripts/install_deps.sh [--build-only | --demo]
 #   --build-only  only what building gnmrd, gnmrctl, the client and
 #                 gnmr-synth needs, tests and benchmarks off (the container
 #                 image's build stage, deploy/container/Dockerfile)
+#   --demo        that and python3 (its summary): what scripts/demo.sh needs
 # Without it, it then makes the project's Python venv (pinned PyTorch 2.x
 # and the integration libraries from PyPI; scripts/python_env.sh), which
 # the test suite runs on. GNMR_NO_VENV=1 leaves that out.
@@ -44,8 +45,9 @@ packages=(
 venv=1
 case "${1:-}" in
   --build-only) packages=("${build_packages[@]}"); venv=0 ;;
+  --demo) packages=("${build_packages[@]}" python3); venv=0 ;;
   "") ;;
-  *) echo "usage: $0 [--build-only]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--build-only | --demo]" >&2; exit 2 ;;
 esac
 
 missing=()
