@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 import warnings
 
 import pytest
@@ -106,6 +107,11 @@ def _run(target, job, quant, events="", faulty_gradients=True):
                 p.grad.mul_(1.5)
         mon.after_backward(step)
         promoted.append(tuple(mon.apply(step, opt).promoted))
+    # At lag 1 no plan waits for the last step's decision: wait for it (a
+    # trace then holds every step), bounded.
+    deadline = time.monotonic() + 10
+    while mon.counters().last_decided_step < STEPS - 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
     mon.close()
     return promoted
 
