@@ -33,6 +33,9 @@ CONFIGS = {
 def megatron_buffers(model):
     """Megatron-style: one contiguous fp32 bucket, each parameter's
     ``main_grad`` a view into it; a hook moves ``.grad`` there."""
+    if not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
+        # PyTorch 2.1's hook; Megatron and TE need PyTorch 2.x too.
+        pytest.skip(f"torch {torch.__version__} has no register_post_accumulate_grad_hook")
     params = list(model.parameters())
     bucket = torch.zeros(sum(p.numel() for p in params), dtype=torch.float32)
     offset = 0
