@@ -31,11 +31,13 @@ constexpr double kEps = 1e-12;
 
 Controller::ForwardVerdict Controller::EvaluateForward(UnitState& u, const UnitSample& s) {
   ForwardVerdict v;
-  const double blocks = static_cast<double>(s.fwd_blocks);  // Observe(): the counts fit
-  u.last_saturated_blocks =
-      s.fwd_blocks > 0 ? static_cast<double>(s.fwd_saturated_blocks) / blocks : 0.0;
-  u.last_dead_blocks = s.fwd_blocks > 0 ? static_cast<double>(s.fwd_dead_blocks) / blocks : 0.0;
-  u.last_scale_clamps = s.fwd_blocks > 0 ? static_cast<double>(s.fwd_scale_clamps) / blocks : 0.0;
+  // Of the sample's blocks (Observe(): the counts fit); 0 without any.
+  auto of_blocks = [&s](uint64_t count) {
+    return s.fwd_blocks > 0 ? static_cast<double>(count) / static_cast<double>(s.fwd_blocks) : 0.0;
+  };
+  u.last_saturated_blocks = of_blocks(s.fwd_saturated_blocks);
+  u.last_dead_blocks = of_blocks(s.fwd_dead_blocks);
+  u.last_scale_clamps = of_blocks(s.fwd_scale_clamps);
   // Observe() refused negative sums and counts above numel.
   if (s.fwd_numel == 0 || !std::isfinite(s.fwd_sumsq)) return v;
   ++stats_.forward_samples;
