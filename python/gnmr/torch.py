@@ -133,7 +133,7 @@ an uninterrupted run.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import torch as _torch
 
@@ -146,14 +146,16 @@ from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-ex
 from gnmr._problems import ProblemReporter
 from gnmr._apply import ApplyMixin
 from gnmr._observe import ObserveMixin
-from gnmr import _grads, _overlap
+from gnmr import _grads, _overlap, _presets
+from gnmr._presets import PRESETS, NoHighPrecisionWarning, presets  # noqa: F401
 from gnmr._overlap import OverlapMixin
 from gnmr._step_info import (AppliedPlan, StepInfo, StepLogMixin, UnitInfo,  # noqa: F401
                              metrics_logger)
 from gnmr._units import UnitsMixin, collect_units
 
 __all__ = ["Monitor", "AppliedPlan", "StepInfo", "UnitInfo", "default_promote_callback",
-           "linear_filter", "metrics_logger", "ForwardTensor", "output_activation"]
+           "linear_filter", "metrics_logger", "ForwardTensor", "output_activation", "PRESETS",
+           "presets", "NoHighPrecisionWarning"]
 
 
 def linear_filter(name: str, module: _torch.nn.Module) -> bool:
@@ -181,6 +183,11 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin, OverlapMi
       rank, world_size: default to torch.distributed's when initialised, else 0/1.
       config: controller config for a job the daemon does not know yet, a dict
         of config keys (docs/controller.md; see ``gnmr.validate_config``); ValueError if invalid.
+      preset: ``"recommended"``, ``"monitor_only"`` or ``"default"``: config keys
+        that ``config`` overrides (``presets()``; python/README.md, "Presets").
+      high_precision: ``"auto"``, True or False: whether a promotion switches a
+        unit to a high-precision path; units without one clip unless the config
+        sets ``actions`` (gnmr/_presets.py).
       unit_filter: ``(name, module) -> bool``; default every nn.Linear.
       unit_group: ``(name) -> str``, optional: the unit a selected module
         belongs to; modules mapped to the same name form one unit (their
@@ -255,16 +262,15 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin, OverlapMi
                  forward_tensors: Optional[Callable[..., Any]] = None,
                  pipeline_stage: int = 0,
                  observe_during_backward: bool = False,
-                 grad_attr: str = "auto"):
+                 grad_attr: str = "auto", preset: Optional[str] = None,
+                 high_precision: Union[str, bool] = "auto"):
         dist = _torch.distributed
         dist_on = dist.is_available() and dist.is_initialized()
         if rank is None:
             rank = dist.get_rank() if dist_on else 0
         if world_size is None:
             world_size = dist.get_world_size() if dist_on else 1
-        self._config = _gnmr.validate_config(config) if config is not None else None
-        self._lag = int((self._config or _gnmr.default_config())["lag"])
-        self._promote_callback = promote_callback
+        config = _presets.resolve(preset, config)  # ValueError naming the presets
         self._connect_timeout_s = float(connect_timeout_s)
         self._guard_group = guard_group
         self.last_connect_error = ""
@@ -275,6 +281,10 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin, OverlapMi
 
         self._grad_attr = _grads.check_mode(grad_attr)
         self._units = collect_units(model, unit_filter, unit_group, unit_shard)
+        self._config, self._promote_callback = _presets.monitor_config(
+            self._units, config, promote_callback, promote_callback is default_promote_callback,
+            high_precision, local=target == "local")
+        self._lag = int((self._config or _gnmr.default_config())["lag"])
         _grads.check_declared(self._units, grad_attr)
         self._sharded = any(u.shard[1] > 1 for u in self._units)
         self._shard_slots = None  # gnmr/_apply.py: set at the first apply

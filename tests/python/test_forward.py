@@ -59,8 +59,11 @@ def _run(target, job, forward, events="", eval_fault_at=None, pause_at=None, con
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     quant = Quantizer()
     quant.with_empty = with_empty
+    # Net's plain Linears stand for units with a high-precision path: declared,
+    # so they are promoted (the safe default would clip them; test_presets.py).
     mon = gt.Monitor(model, target=target, job_id=job, config=config or CFG, strict=True,
-                     local_events_path=events, forward_tensors=quant if forward else None)
+                     local_events_path=events, forward_tensors=quant if forward else None,
+                     high_precision=True)
     plans = []
     for step in range(STEPS):
         x, y = (t.to(device) for t in batch(step))

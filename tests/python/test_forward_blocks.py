@@ -90,8 +90,9 @@ def _run(target, job, quant, events="", faulty_gradients=True):
     torch.manual_seed(5)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    # Declared: Net's plain Linears stand for promotable units (test_presets.py).
     mon = gt.Monitor(model, target=target, job_id=job, config=CFG, strict=True,
-                     local_events_path=events, forward_tensors=quant)
+                     local_events_path=events, forward_tensors=quant, high_precision=True)
     promoted = []
     for step in range(STEPS):
         x, y = _batch(step)

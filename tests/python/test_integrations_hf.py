@@ -160,21 +160,22 @@ def test_nan_step_is_skipped_under_adamw(tmp_path):
 
 
 def _resume_case(tmp_path, target, job, spikes):
+    # high_precision=True: the Linears stand for promotable units (test_presets.py)
     cfg = {"warmup": 3, "lag": 1, "max_o": 1, "lock_steps": 4}
     inject_full = Inject(spikes=spikes)
-    full_cb = GNMRCallback(target=target, job_id=job + "-full", config=cfg)
+    full_cb = GNMRCallback(target=target, job_id=job + "-full", config=cfg, high_precision=True)
     _, full = _train(tmp_path / "full", 10, [inject_full, full_cb])
     full_digests = {i.step: i.digest for i in full_cb.history}
     full_promoted = {i.step: tuple(i.promoted) for i in full_cb.history}
     assert any(full_promoted[s] for s in range(4, 10)), full_promoted  # a unit in recovery
 
-    part_cb = GNMRCallback(target=target, job_id=job, config=cfg)
+    part_cb = GNMRCallback(target=target, job_id=job, config=cfg, high_precision=True)
     _train(tmp_path / "part", 10, [Inject(spikes=spikes), part_cb], stop_at=5,
            save_strategy="steps", save_steps=5)
     assert os.path.isfile(tmp_path / "part" / "checkpoint-5" / "gnmr_state.pt")
     part_cb.close()
 
-    res_cb = GNMRCallback(target=target, job_id=job, config=cfg)
+    res_cb = GNMRCallback(target=target, job_id=job, config=cfg, high_precision=True)
     _, resumed = _train(tmp_path / "part", 10, [Inject(spikes=spikes), res_cb],
                         resume=str(tmp_path / "part" / "checkpoint-5"))
     assert res_cb.restored_from == str(tmp_path / "part" / "checkpoint-5")

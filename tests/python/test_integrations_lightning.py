@@ -106,6 +106,7 @@ def test_nan_step_skipped_under_adamw(tmp_path):
 
 
 def test_resume_from_lightning_checkpoint_bit_identical(tmp_path):
+    # high_precision=True: the Linears stand for promotable units (test_presets.py)
     cfg = {"warmup": 3, "lag": 1, "max_o": 1, "lock_steps": 4}
     spikes = {4: 50.0, 7: 50.0}
 
@@ -117,19 +118,19 @@ def test_resume_from_lightning_checkpoint_bit_identical(tmp_path):
         return c
 
     full, full_d = Module(spikes=spikes), {}
-    cb = GNMRCallback(target="local", job_id="pl-full", config=cfg)
+    cb = GNMRCallback(target="local", job_id="pl-full", config=cfg, high_precision=True)
     _fit(tmp_path / "full", 10, full, [cb, digests(cb, full_d)])
     assert any(full_d[s][1] for s in range(5, 10)), full_d  # a unit in recovery
 
     part = Module(spikes=spikes)
-    cb1 = GNMRCallback(target="local", job_id="pl-part", config=cfg)
+    cb1 = GNMRCallback(target="local", job_id="pl-part", config=cfg, high_precision=True)
     t1 = _fit(tmp_path / "part", 5, part, [cb1])
     ckpt = str(tmp_path / "part.ckpt")
     t1.save_checkpoint(ckpt)
     cb1.close()
 
     res, res_d = Module(spikes=spikes), {}
-    cb2 = GNMRCallback(target="local", job_id="pl-part", config=cfg)
+    cb2 = GNMRCallback(target="local", job_id="pl-part", config=cfg, high_precision=True)
     _fit(tmp_path / "part", 10, res, [cb2, digests(cb2, res_d)], ckpt=ckpt)
     assert cb2.restored
     assert res_d == {s: full_d[s] for s in range(5, 10)}
