@@ -311,7 +311,7 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
                           (root != kNoRoot && c.unit_id != root && c.fwd_order != 0));
     if (coupled || recovery_.size() >= budget) {
       d.denied.push_back({c.unit_id, c.trigger, c.risk, clip_denied, coupled, c.evidence.forward});
-      if (clip_denied) last_denied_clips_.push_back(DeniedClip(c.unit_id, apply));
+      if (clip_denied) last_denied_clips_.push_back(DeniedClip(c.unit_id, apply, c.evidence));
       continue;
     }
     const UnitState& u = units_[c.unit_id];
@@ -322,6 +322,7 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
     e.until = apply + config_.lock_steps;
     e.clip_min_scale = u.resolved.clip_min_scale;
     if (e.action == Action::kPromote && apply == step) e.entry = config_.entry;
+    e.reason = ReasonOf(c.evidence);
     recovery_.push_back(e);
     in_recovery_[c.unit_id] = 1;
     d.admitted.push_back(c.evidence);

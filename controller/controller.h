@@ -91,9 +91,11 @@ struct UnitState {
   double fwd_mu = 0.0;
   double saturation_mu = 0.0;
   double zeros_mu = 0.0;
-  double last_forward = 0.0;  // last forward norm / fwd_mu (admin views)
-  // Last saturated fraction / its mean, floored at one element (admin views).
+  // The last sample's forward ratios F, S and U (ForwardEvidence; admin
+  // views), 0 when it was not evaluated (warmup, no forward statistics).
+  double last_forward = 0.0;
   double last_saturation = 0.0;
+  double last_underflow = 0.0;
   // The last sample's block figures as fractions of its blocks
   // (docs/statistics.md, "Block columns"); 0 when it had no block-scaled
   // forward tensors. Admin views and metrics: no rule reads them.
@@ -233,7 +235,7 @@ class Controller {
   void AddCandidate(UnitState& u, const UnitSample& s, const ForwardVerdict& v, double gnmr,
                     double delta, double mu_before);
   // The one-step clip of a unit denied at `apply` (ref_norm set later).
-  RecoveryEntry DeniedClip(uint32_t unit_id, int64_t apply) const;
+  RecoveryEntry DeniedClip(uint32_t unit_id, int64_t apply, const Admission& evidence) const;
   // Whether this step's candidates fall under attribution: exclusive or
   // upstream (denied_clips.cc).
   bool ExclusiveStep() const;

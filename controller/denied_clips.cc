@@ -13,7 +13,8 @@
 
 namespace gnmr {
 
-RecoveryEntry Controller::DeniedClip(uint32_t unit_id, int64_t apply) const {
+RecoveryEntry Controller::DeniedClip(uint32_t unit_id, int64_t apply,
+                                     const Admission& evidence) const {
   RecoveryEntry e;
   e.unit_id = unit_id;
   e.action = Action::kClip;  // whatever the unit's rule: no high-fidelity compute
@@ -21,6 +22,7 @@ RecoveryEntry Controller::DeniedClip(uint32_t unit_id, int64_t apply) const {
   e.until = apply + 1;
   e.clip_min_scale = units_[unit_id].resolved.clip_min_scale;
   e.denied_clip = true;
+  e.reason = ReasonOf(evidence);
   return e;
 }
 

@@ -38,6 +38,7 @@ Controller::ForwardVerdict Controller::EvaluateForward(UnitState& u, const UnitS
   u.last_saturated_blocks = of_blocks(s.fwd_saturated_blocks);
   u.last_dead_blocks = of_blocks(s.fwd_dead_blocks);
   u.last_scale_clamps = of_blocks(s.fwd_scale_clamps);
+  u.last_forward = u.last_saturation = u.last_underflow = 0.0;  // until evaluated below
   // Observe() refused negative sums and counts above numel.
   if (s.fwd_numel == 0 || !std::isfinite(s.fwd_sumsq)) return v;
   ++stats_.forward_samples;
@@ -53,8 +54,6 @@ Controller::ForwardVerdict Controller::EvaluateForward(UnitState& u, const UnitS
     u.saturation_mu = (u.saturation_mu * k + saturated) / (k + 1.0);
     u.zeros_mu = (u.zeros_mu * k + zeros) / (k + 1.0);
     ++u.fwd_valid_samples;
-    u.last_forward = 0.0;
-    u.last_saturation = 0.0;
     return v;
   }
 
@@ -74,6 +73,7 @@ Controller::ForwardVerdict Controller::EvaluateForward(UnitState& u, const UnitS
   ++u.fwd_valid_samples;
   u.last_forward = ratio;
   u.last_saturation = saturation_ratio;
+  u.last_underflow = flushed;
   v.evidence = {ratio, saturation_ratio, flushed};
 
   // The triggered rule of highest risk names the trigger; ties go to the

@@ -199,8 +199,15 @@ void AppendEventJsonLine(std::string_view job_id, const v1::Event& e, std::strin
   AppendInt(out, e.apply_step());
   AppendString(out, "kind", EventKindName(e.kind()), kMaxKindBytes);
   AppendString(out, "unit", e.unit(), kMaxIdBytes);
-  AppendEnum<Action>(out, "action", e.action(), &ActionName, &ValidAction);
-  AppendEnum<Trigger>(out, "trigger", e.trigger(), &TriggerName, &ValidTrigger);
+  // Only what the kind carries: a release or a global skip has no action,
+  // and an event no rule triggered no trigger (a reader takes an absent key
+  // as promote / none).
+  if (EventHasAction(e.kind())) {
+    AppendEnum<Action>(out, "action", e.action(), &ActionName, &ValidAction);
+  }
+  if (e.trigger() != v1::TRIGGER_NONE) {
+    AppendEnum<Trigger>(out, "trigger", e.trigger(), &TriggerName, &ValidTrigger);
+  }
   AppendNumberField(out, "gnmr", e.gnmr());
   AppendNumberField(out, "delta", e.delta());
   AppendNumberField(out, "norm", e.norm());

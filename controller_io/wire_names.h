@@ -49,6 +49,17 @@ inline v1::EventKind EventKindFromName(std::string_view name) {
   return v1::EVENT_KIND_UNSPECIFIED;
 }
 
+// Which fields of an event are meaningful (the event log's JSON Lines,
+// gnmrctl events and top): admissions and denials (clipped or not) carry
+// the statistics behind them; admissions and denied clips also an action.
+inline bool EventHasStatistics(int kind) {
+  return kind == v1::EVENT_KIND_ADMISSION || kind == v1::EVENT_KIND_DENIAL ||
+         kind == v1::EVENT_KIND_DENIED_CLIP;
+}
+inline bool EventHasAction(int kind) {
+  return kind == v1::EVENT_KIND_ADMISSION || kind == v1::EVENT_KIND_DENIED_CLIP;
+}
+
 inline const char* UnitStateName(int state) {
   switch (state) {
     case v1::UNIT_STATE_WARMUP:

@@ -6,6 +6,7 @@
 // digest lets every rank prove it applied the same set.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -68,6 +69,31 @@ inline bool ForwardCountsFit(const UnitSample& s) {
          s.fwd_dead_blocks <= s.fwd_blocks && s.fwd_scale_clamps <= s.fwd_blocks;
 }
 
+// The forward channel's figures for one sample (docs/controller.md,
+// "Forward channel"): what each forward rule compared with its threshold,
+// so an operator can see why `forward`, `saturation` or `underflow` fired
+// (or how close a gradient-triggered unit's forward pass came). All 0 when
+// the sample carried no forward statistics, its forward sum or gradient
+// was non-finite (not evaluated), or the channel was in its warmup.
+struct ForwardEvidence {
+  double fwd_ratio = 0.0;         // F: forward norm / fwd_mu, vs tau_forward
+  double saturation_ratio = 0.0;  // S: saturated fraction / its floored mean, vs tau_saturation
+  // U: share of the usually non-zero elements now zero, vs
+  // underflow_fraction; negative when fewer are zero than usual.
+  double underflow_ratio = 0.0;
+};
+
+// Why a unit is in recovery: the signals of the sample that admitted it
+// (a denied clip: of the one that denied it), so a trainer sees why a plan
+// names a unit (docs/controller.md, "Why a unit is in recovery").
+// Informational: not in the digest, and no rank applies anything from it.
+struct RecoveryReason {
+  Trigger trigger = Trigger::kNone;  // kNone: unknown (an older daemon or state)
+  double gnmr = 0.0;                 // 0 when non-finite
+  double delta = 0.0;                // Delta-GNMR; 0 when its window was empty
+  ForwardEvidence forward;
+};
+
 // One unit in recovery: in force for steps [since, until).
 struct RecoveryEntry {
   uint32_t unit_id = 0;
@@ -85,22 +111,9 @@ struct RecoveryEntry {
   // clipped (denied: clip, lag 0): action clip for [apply, apply + 1). Part
   // of the published set only; it holds no budget and is never released.
   bool denied_clip = false;
+  RecoveryReason reason;
 
   bool InForceAt(int64_t step) const { return since <= step && step < until; }
-};
-
-// The forward channel's figures for one sample (docs/controller.md,
-// "Forward channel"): what each forward rule compared with its threshold,
-// so an operator can see why `forward`, `saturation` or `underflow` fired
-// (or how close a gradient-triggered unit's forward pass came). All 0 when
-// the sample carried no forward statistics, its forward sum or gradient
-// was non-finite (not evaluated), or the channel was in its warmup.
-struct ForwardEvidence {
-  double fwd_ratio = 0.0;         // F: forward norm / fwd_mu, vs tau_forward
-  double saturation_ratio = 0.0;  // S: saturated fraction / its floored mean, vs tau_saturation
-  // U: share of the usually non-zero elements now zero, vs
-  // underflow_fraction; negative when fewer are zero than usual.
-  double underflow_ratio = 0.0;
 };
 
 struct Admission {
@@ -113,6 +126,21 @@ struct Admission {
   uint64_t nonfinite = 0;
   ForwardEvidence forward;
 };
+
+// What a recovery entry keeps of the sample that admitted (or denied) it;
+// a non-finite figure reads 0, since a reader refuses one (the figures are
+// informational and must never cost a decision).
+inline RecoveryReason ReasonOf(const Admission& a) {
+  auto finite = [](double x) { return std::isfinite(x) ? x : 0.0; };
+  RecoveryReason r;
+  r.trigger = a.trigger;
+  r.gnmr = finite(a.gnmr);
+  r.delta = finite(a.delta);
+  r.forward.fwd_ratio = finite(a.forward.fwd_ratio);
+  r.forward.saturation_ratio = finite(a.forward.saturation_ratio);
+  r.forward.underflow_ratio = finite(a.forward.underflow_ratio);
+  return r;
+}
 
 // A triggered candidate left out because max_o units were already in
 // recovery, or (coupled) because attribution: exclusive kept a gradient-only

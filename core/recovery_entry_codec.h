@@ -24,13 +24,21 @@ void RecoveryEntryToProto(const RecoveryEntry& e, EntryProto* out) {
   out->set_clip_min_scale(e.clip_min_scale);
   out->set_ref_norm(e.ref_norm);
   out->set_denied_clip(e.denied_clip);
+  out->set_trigger(ToProto(e.reason.trigger));
+  out->set_gnmr(e.reason.gnmr);
+  out->set_delta(e.reason.delta);
+  out->set_fwd_ratio(e.reason.forward.fwd_ratio);
+  out->set_saturation_ratio(e.reason.forward.saturation_ratio);
+  out->set_underflow_ratio(e.reason.forward.underflow_ratio);
 }
 
 // Why the received entry cannot be in force, or "" when it can: a known
 // action and entry treatment, a lock of 1..kMaxLockSteps steps starting in
 // [0, kMaxStep + kMaxLag], and finite scales (clip_min_scale in [0, 1],
-// ref_norm >= 0), a denied clip one step of action clip. The unit id is checked by the caller,
-// which knows the units.
+// ref_norm >= 0), a denied clip one step of action clip, and finite
+// figures of why it is in recovery (its trigger may be one this build does
+// not know: a newer daemon's, read as none). The unit id is checked by the
+// caller, which knows the units.
 template <typename EntryProto>
 std::string RecoveryEntryProblem(const EntryProto& e) {
   if (!ValidAction(e.action())) return "unknown action " + std::to_string(e.action());
@@ -52,6 +60,10 @@ std::string RecoveryEntryProblem(const EntryProto& e) {
   if (e.denied_clip() && (e.action() != v1::ACTION_CLIP || e.until() != e.since() + 1)) {
     return "a denied clip must be a one-step clip";
   }
+  if (!std::isfinite(e.gnmr()) || !std::isfinite(e.delta()) || !std::isfinite(e.fwd_ratio()) ||
+      !std::isfinite(e.saturation_ratio()) || !std::isfinite(e.underflow_ratio())) {
+    return "a figure of why the unit is in recovery (gnmr, delta, forward ratios) is not finite";
+  }
   return "";
 }
 
@@ -67,6 +79,12 @@ RecoveryEntry RecoveryEntryFromProto(const EntryProto& e) {
   r.clip_min_scale = e.clip_min_scale();
   r.ref_norm = e.ref_norm();
   r.denied_clip = e.denied_clip();
+  r.reason.trigger = ValidTrigger(e.trigger()) ? FromProto(e.trigger()) : Trigger::kNone;
+  r.reason.gnmr = e.gnmr();
+  r.reason.delta = e.delta();
+  r.reason.forward.fwd_ratio = e.fwd_ratio();
+  r.reason.forward.saturation_ratio = e.saturation_ratio();
+  r.reason.forward.underflow_ratio = e.underflow_ratio();
   return r;
 }
 

@@ -39,6 +39,10 @@ def main(argv):
               f"{r.get('reports_held', 0)} held back, {r['dropped_reports']} dropped, "
               f"{r['promoted_unit_steps']} promoted unit-steps, "
               f"{r['global_skips']} skipped steps (non-finite)")
+    if any(int(r['decisions_received']) < int(r['steps']) for r in ranks):
+        print("(fewer decisions than steps: at lag 1 the decision observed at step t plans\n"
+              " step t + 1, so a run's first step has none to receive, and a rank that joins\n"
+              " late misses the ones made before it connected; docs/safety.md)")
     if any(int(r.get('reports_held', 0)) > 0 for r in ranks):
         print("(held back: one data-parallel replica of each shard reports for the others,\n"
               " which stand by; gnmrd checks every step that they would have said the same:\n"

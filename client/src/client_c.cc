@@ -13,10 +13,6 @@
 #include "gnmr/gnmr_c.h"
 #include "gnmr/version.h"
 
-struct gnmr_plan {
-  gnmr::Plan plan;
-};
-
 namespace gnmr::c_api {
 
 thread_local std::string g_last_error;
@@ -398,18 +394,6 @@ int gnmr_plan_entry_get(const gnmr_plan* plan, uint32_t index, gnmr_plan_entry* 
     out->clip_min_scale = e.clip_min_scale;
     out->norm = e.norm;
     out->scale = e.scale;
-    return GNMR_OK;
-  });
-}
-
-int gnmr_plan_entry_denied_clip(const gnmr_plan* plan, uint32_t index, int32_t* out) {
-  return Call([&]() -> int {
-    if (plan == nullptr) return Null("plan");
-    if (out == nullptr) return Null("out");
-    if (index >= plan->plan.entries.size()) {
-      return Fail(gnmr::StatusCode::kOutOfRange, "entry index out of range");
-    }
-    *out = plan->plan.entries[index].denied_clip ? 1 : 0;
     return GNMR_OK;
   });
 }

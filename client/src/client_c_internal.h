@@ -1,6 +1,6 @@
-// What the C API's files share (client_c.cc, client_c_blocks.cc): the
-// client handle and the helpers that turn a Status into an int code plus a
-// thread-local message (gnmr_last_error) and catch every exception.
+// What the C API's files share (client_c.cc, client_c_blocks.cc,
+// client_c_plan_entry.cc): the client and plan handles and the helpers that turn a Status into an
+// int code plus a thread-local message (gnmr_last_error) and catch every exception.
 #pragma once
 
 #include <exception>
@@ -15,6 +15,10 @@ struct gnmr_client {
   std::unique_ptr<gnmr::Client> client;
   std::vector<gnmr::TensorRef> scratch;             // reused by set_tensors and observe_forward
   std::vector<gnmr::BlockTensorRef> block_scratch;  // reused by observe_forward_blocks
+};
+
+struct gnmr_plan {
+  gnmr::Plan plan;
 };
 
 namespace gnmr::c_api {

@@ -93,6 +93,12 @@ void FillFrom(const CachedDecision& d, int64_t step, Plan* out) {
     p.ref_norm = e.ref_norm;
     p.clip_min_scale = e.clip_min_scale;
     p.denied_clip = e.denied_clip;
+    p.trigger = e.reason.trigger;
+    p.gnmr = e.reason.gnmr;
+    p.delta = e.reason.delta;
+    p.fwd_ratio = e.reason.forward.fwd_ratio;
+    p.saturation_ratio = e.reason.forward.saturation_ratio;
+    p.underflow_ratio = e.reason.forward.underflow_ratio;
     out->entries.push_back(p);
   }
 }

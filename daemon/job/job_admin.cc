@@ -196,10 +196,15 @@ UnitPage Job::Units(const UnitQuery& query) const {
     info.set_action(ToProto(u.resolved.action));
     info.set_shard_count(topology_.unit(id).shard_count);
     info.set_state(state_of(id));
+    info.set_fwd_ratio(u.last_forward);
+    info.set_saturation_ratio(u.last_saturation);
+    info.set_underflow_ratio(u.last_underflow);
+    info.set_trigger(ToProto(u.last_trigger));
     if (const RecoveryEntry* e = recovery_entry(id)) {
       info.set_action(ToProto(e->action));
       info.set_since(e->since);
       info.set_until(e->until);
+      info.set_trigger(ToProto(e->reason.trigger));
     }
     // A repeated field's element costs its size, its length prefix (<= 5
     // bytes) and a tag byte.

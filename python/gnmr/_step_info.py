@@ -9,11 +9,12 @@ Design notes
   computed and reported (``Client.unit_norms``), before any clip, NaN where
   not known (a GPU unit whose results are not read yet). Nothing is
   recomputed from the gradients (which apply() may have clipped or dropped).
-- ``gnmr``/``delta`` of a unit come from the decision when it carries them;
-  decisions sent by gnmrd today do not (gnmr.v1.Decision holds the
-  recovery set, not the controller's signals), so they are ``None`` and
-  ``flat()`` leaves them out. The daemon's events (``gnmrctl events``)
-  carry them for every admission.
+- Why a unit is in recovery (``trigger``, ``gnmr``, ``delta`` and the
+  forward ratios) comes with the decision, local or from gnmrd: each
+  recovery entry keeps the figures of the sample that admitted it (a denied
+  clip: that denied it) for as long as it is in force (docs/controller.md,
+  "Why a unit is in recovery"). A daemon too old to send them gives
+  ``trigger == "none"`` and ``None`` figures, which ``flat()`` leaves out.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from gnmr import _gnmr
 
 # Miss reasons that count as a missed decision (gnmr::MissReason).
 _MISSES = ("timeout", "disconnected", "not_received")
+# UnitInfo's figures of why a unit is in recovery (flat(): <key>/<unit>).
+_REASON_FIGURES = ("gnmr", "delta", "fwd_ratio", "saturation_ratio", "underflow_ratio")
 
 
 @dataclasses.dataclass
@@ -59,8 +62,15 @@ class UnitInfo:
     ref_norm: float  # the clip target
     norm: float  # this rank's norm at the step (NaN: not known)
     scale: float  # the clip factor (1 unless clipped)
-    gnmr: Optional[float] = None  # when the decision carries it (see module doc)
-    delta: Optional[float] = None
+    # Why it is in recovery: what admitted it ("gnmr", "delta", "nonfinite",
+    # "forward", "saturation", "underflow"; "none": the daemon does not say)
+    # and that sample's figures, None when not said (see the module doc).
+    trigger: str = "none"
+    gnmr: Optional[float] = None  # GNMR, vs tau_gnmr
+    delta: Optional[float] = None  # Delta-GNMR, vs tau_delta
+    fwd_ratio: Optional[float] = None  # F: forward norm / its mean, vs tau_forward
+    saturation_ratio: Optional[float] = None  # S, vs tau_saturation
+    underflow_ratio: Optional[float] = None  # U, vs underflow_fraction
     # A budget denial clipped on this step only (denied: clip, lag 0); it
     # held no budget.
     denied_clip: bool = False
@@ -109,10 +119,10 @@ class StepInfo:
         for name, scale in self.clipped.items():
             out[f"{prefix}scale/{name}"] = scale
         for name, u in self.units.items():
-            if u.gnmr is not None:
-                out[f"{prefix}gnmr/{name}"] = u.gnmr
-            if u.delta is not None:
-                out[f"{prefix}delta/{name}"] = u.delta
+            for key in _REASON_FIGURES:
+                v = getattr(u, key)
+                if v is not None:
+                    out[f"{prefix}{key}/{name}"] = v
         return out
 
 
@@ -126,11 +136,14 @@ def build(applied: Any, unit_names: List[str], norms: List[float]) -> StepInfo:
             name = unit_names[e.unit]
             # The factor applied (a sharded unit's, from its full norm).
             scale = applied.clipped.get(name, e.scale)
+            # A trigger of "none": the decision does not say why (an older
+            # gnmrd), so its figures are not known either.
+            said = e.trigger != "none"
+            figures = {key: getattr(e, key) if said else None for key in _REASON_FIGURES}
             units[name] = UnitInfo(
                 action=e.action.name.lower(), since=e.since, until=e.until,
                 first_step=e.first_step, ref_norm=e.ref_norm, norm=e.norm, scale=scale,
-                gnmr=getattr(e, "gnmr", None), delta=getattr(e, "delta", None),
-                denied_clip=bool(getattr(e, "denied_clip", False)))
+                denied_clip=bool(e.denied_clip), trigger=e.trigger, **figures)
     if len(norms) != len(unit_names):
         norms = [math.nan] * len(unit_names)
     return StepInfo(

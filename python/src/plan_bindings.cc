@@ -54,12 +54,21 @@ void BindPlanTypes(py::module_& m) {
       .def_readonly("norm", &PlanEntry::norm)
       .def_readonly("scale", &PlanEntry::scale)
       .def_readonly("denied_clip", &PlanEntry::denied_clip)
+      // Why the unit is in recovery (docs/controller.md): "gnmr", "delta",
+      // "nonfinite", "forward", "saturation", "underflow"; "none" unknown.
+      .def_property_readonly("trigger",
+                             [](const PlanEntry& e) { return std::string(TriggerName(e.trigger)); })
+      .def_readonly("gnmr", &PlanEntry::gnmr)
+      .def_readonly("delta", &PlanEntry::delta)
+      .def_readonly("fwd_ratio", &PlanEntry::fwd_ratio)
+      .def_readonly("saturation_ratio", &PlanEntry::saturation_ratio)
+      .def_readonly("underflow_ratio", &PlanEntry::underflow_ratio)
       .def("__repr__", [](const PlanEntry& e) {
         return "PlanEntry(unit=" + std::to_string(e.unit) + ", action=" + ActionName(e.action) +
                ", since=" + std::to_string(e.since) + ", until=" + std::to_string(e.until) +
                ", first_step=" + (e.first_step ? "True" : "False") +
-               ", scale=" + std::to_string(e.scale) + (e.denied_clip ? ", denied_clip=True" : "") +
-               ")";
+               ", trigger=" + TriggerName(e.trigger) + ", scale=" + std::to_string(e.scale) +
+               (e.denied_clip ? ", denied_clip=True" : "") + ")";
       });
 
   py::class_<Plan>(m, "Plan")

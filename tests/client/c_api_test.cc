@@ -122,6 +122,9 @@ TEST(CApi, FullStepSequenceFailsOpen) {
   EXPECT_EQ(gnmr_plan_entry_denied_clip(nullptr, 0, &denied_clip), GNMR_EINVALID_ARGUMENT);
   EXPECT_EQ(gnmr_plan_entry_denied_clip(plan, 0, nullptr), GNMR_EINVALID_ARGUMENT);
   EXPECT_EQ(denied_clip, -1);
+  gnmr_entry_reason why{};
+  EXPECT_EQ(gnmr_plan_entry_reason(plan, 0, &why), GNMR_EOUT_OF_RANGE);
+  EXPECT_EQ(gnmr_plan_entry_reason(nullptr, 0, &why), GNMR_EINVALID_ARGUMENT);
   EXPECT_EQ(gnmr_observe(c, 3), GNMR_EINVALID_ARGUMENT);
   EXPECT_NE(std::string(gnmr_last_error()).find("increase"), std::string::npos);
 

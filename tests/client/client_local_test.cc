@@ -140,6 +140,14 @@ void ExpectSamePlan(const Plan& d, const Plan& l) {
     EXPECT_TRUE(SameDouble(a.clip_min_scale, b.clip_min_scale));
     EXPECT_TRUE(SameDouble(a.norm, b.norm));
     EXPECT_TRUE(SameDouble(a.scale, b.scale));
+    // Why it is in recovery: said, and the same, with gnmrd and locally.
+    EXPECT_NE(a.trigger, Trigger::kNone);
+    EXPECT_EQ(a.trigger, b.trigger);
+    EXPECT_TRUE(SameDouble(a.gnmr, b.gnmr));
+    EXPECT_TRUE(SameDouble(a.delta, b.delta));
+    EXPECT_TRUE(SameDouble(a.fwd_ratio, b.fwd_ratio));
+    EXPECT_TRUE(SameDouble(a.saturation_ratio, b.saturation_ratio));
+    EXPECT_TRUE(SameDouble(a.underflow_ratio, b.underflow_ratio));
     EXPECT_EQ(a.denied_clip, b.denied_clip);
   }
 }
@@ -402,6 +410,14 @@ TEST(LocalMode, CApiRunsLocallyAndWritesEvents) {
     ASSERT_EQ(gnmr_plan_info_get(plan, &info), GNMR_OK);
     EXPECT_EQ(info.has_decision != 0, step >= 1) << step;  // default lag 1
     admitted = admitted || info.num_entries > 0;
+    if (info.num_entries > 0) {
+      gnmr_entry_reason why{};
+      ASSERT_EQ(gnmr_plan_entry_reason(plan, 0, &why), GNMR_OK) << gnmr_last_error();
+      EXPECT_EQ(why.trigger, GNMR_TRIGGER_NONFINITE);
+      EXPECT_EQ(why.gnmr, 0.0);  // no GNMR for a non-finite sample
+      EXPECT_EQ(gnmr_plan_entry_reason(plan, info.num_entries, &why), GNMR_EOUT_OF_RANGE);
+      EXPECT_EQ(gnmr_plan_entry_reason(plan, 0, nullptr), GNMR_EINVALID_ARGUMENT);
+    }
   }
   gnmr_plan_free(plan);
   gnmr_client_destroy(c);

@@ -70,6 +70,15 @@ TEST(ControllerRules, EmaComparesAgainstMeanBeforeAndClampsTheSpike) {
   EXPECT_EQ(d.admitted[0].trigger, Trigger::kGnmr);
   EXPECT_DOUBLE_EQ(d.admitted[0].mu, 2.5);
   EXPECT_DOUBLE_EQ(d.admitted[0].norm, 100.0);
+  // The entry keeps why it is in recovery for as long as it is in force.
+  ASSERT_EQ(d.recovery.size(), 1u);
+  EXPECT_EQ(d.recovery[0].reason.trigger, Trigger::kGnmr);
+  EXPECT_DOUBLE_EQ(d.recovery[0].reason.gnmr, 40.0);
+  EXPECT_DOUBLE_EQ(d.recovery[0].reason.delta, d.admitted[0].delta);
+  d = Step(c, 5, {Norm(0, 4.0)});
+  ASSERT_EQ(d.recovery.size(), 1u);
+  EXPECT_EQ(d.recovery[0].reason.trigger, Trigger::kGnmr);
+  EXPECT_DOUBLE_EQ(d.recovery[0].reason.gnmr, 40.0);
 }
 
 TEST(ControllerRules, GnmrThresholdIsInclusive) {

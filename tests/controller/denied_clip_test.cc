@@ -58,6 +58,11 @@ TEST(DeniedClip, DeniedCandidateGetsAOneStepClipToItsMean) {
   EXPECT_EQ(clip.since, 3);
   EXPECT_EQ(clip.until, 4);
   EXPECT_EQ(clip.clip_min_scale, 0.01);
+  // Why: the denied sample's trigger and GNMR (5 over a mean of 1).
+  EXPECT_EQ(clip.reason.trigger, d.denied[0].trigger);
+  EXPECT_NE(clip.reason.trigger, Trigger::kNone);
+  EXPECT_GT(clip.reason.gnmr, 4.0);
+  EXPECT_GT(d.recovery[0].reason.gnmr, clip.reason.gnmr);  // the admitted one's 10
   // The unit's mean as of the decision, as every clip's target:
   // 0.5 * 1 + 0.5 * min(5, 2.5 * 1) = 1.75.
   EXPECT_DOUBLE_EQ(clip.ref_norm, 1.75);

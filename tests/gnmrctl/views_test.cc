@@ -95,16 +95,20 @@ TEST_F(CtlTest, UnitsTopAndStateFilter) {
   std::getline(lines, first);
   std::getline(lines, second);
   EXPECT_FALSE(std::getline(lines, extra)) << r.out;  // exactly two units
-  EXPECT_EQ(Fields(header),
-            (std::vector<std::string>{"UNIT", "STATE", "GNMR", "DELTA", "NORM", "MU", "ACTION",
-                                      "SINCE", "UNTIL", "LAST", "STEP"}));
+  EXPECT_EQ(Fields(header), (std::vector<std::string>{"UNIT", "STATE", "GNMR", "DELTA", "NORM",
+                                                      "MU", "FWD", "F/S/U", "TRIGGER", "ACTION",
+                                                      "SINCE", "UNTIL", "LAST", "STEP"}));
   // Highest GNMR first: the admitted unit (norm 20 over mu 1, Delta 20 - 1),
   // then the denied one (10); since = apply step 11, until = 11 + 5. The
   // spike entered the mean capped at tau * mu: mu = 0.9 * 1 + 0.1 * 2.5.
-  EXPECT_EQ(Fields(first), (std::vector<std::string>{"layers.1.mlp", "recovery", "20", "19", "20",
-                                                     "1.15", "promote", "11", "16", "10"}));
-  EXPECT_EQ(Fields(second), (std::vector<std::string>{"layers.1.attn", "active", "10", "9", "10",
-                                                      "1.15", "promote", "-", "-", "10"}));
+  // No forward statistics: FWD -. TRIGGER: why the first is in recovery,
+  // what the denied one's last sample triggered.
+  EXPECT_EQ(Fields(first),
+            (std::vector<std::string>{"layers.1.mlp", "recovery", "20", "19", "20", "1.15", "-",
+                                      "gnmr", "promote", "11", "16", "10"}));
+  EXPECT_EQ(Fields(second),
+            (std::vector<std::string>{"layers.1.attn", "active", "10", "9", "10", "1.15", "-",
+                                      "gnmr", "promote", "-", "-", "10"}));
   // Columns are aligned: every GNMR cell ends where the header's does.
   EXPECT_EQ(header.find("GNMR") + 4, first.find(" 20 ") + 3) << r.out;
 
@@ -259,6 +263,17 @@ TEST_F(CtlTest, EventsShowTheForwardFiguresOfAForwardTrigger) {
   EXPECT_NEAR(event->saturation_ratio(), 300.0, 1e-9);
   EXPECT_NEAR(event->fwd_ratio(), 1.0, 1e-9);
   EXPECT_NE(r.out.find("\"underflow_ratio\":0"), std::string::npos) << r.out;
+
+  // `units` shows the last sample's F/S/U and why the unit is in recovery.
+  r = Run({"units", "--job", "fj", "--target", tcp_});
+  ASSERT_EQ(r.code, 0) << Show(r);
+  const auto rows = LinesWith(r.out, "blocks.0.fc1");
+  ASSERT_EQ(rows.size(), 1u) << r.out;
+  const auto u = Fields(rows[0]);
+  ASSERT_EQ(u.size(), 12u) << rows[0];
+  EXPECT_EQ(u[1], "recovery");
+  EXPECT_EQ(u[6], "1/300/0");
+  EXPECT_EQ(u[7], "saturation");
 }
 
 TEST_F(CtlTest, FollowPrintsNewEventsOnceUntilInterrupted) {
@@ -306,9 +321,10 @@ TEST_F(CtlTest, NonFiniteStatisticsShowAsNan) {
   CtlResult r = Run({"units", "--job", "n", "--target", tcp_});
   ASSERT_EQ(r.code, 0) << Show(r);
   const auto b = Fields(LinesWith(r.out, "b ").at(0));
-  ASSERT_EQ(b.size(), 10u) << r.out;
+  ASSERT_EQ(b.size(), 12u) << r.out;
   EXPECT_EQ(b[1], "recovery");
-  EXPECT_EQ(b[4], "nan") << r.out;  // NORM
+  EXPECT_EQ(b[4], "nan") << r.out;        // NORM
+  EXPECT_EQ(b[7], "nonfinite") << r.out;  // TRIGGER: why it is in recovery
   EXPECT_EQ(LinesWith(r.out, "nan").size(), 1u) << r.out;
   r = Run({"events", "--job", "n", "--target", tcp_});
   ASSERT_EQ(r.code, 0) << Show(r);

@@ -53,7 +53,10 @@ def test_step_info_matches_what_apply_did(gnmrd):
         assert set(info.units) == {UNITS[u] for u in names}
         for name, u in info.units.items():
             assert u.since <= r.step < u.until
-            assert u.gnmr is None and u.delta is None  # gnmrd's decisions do not carry them
+            # Why: the admitting sample's trigger and figures, kept while in force.
+            assert u.trigger in ("gnmr", "delta", "nonfinite"), (r.step, name, u.trigger)
+            assert u.gnmr is not None and u.delta is not None and u.fwd_ratio == 0.0
+            assert flat_key_values(info, name) == {k: getattr(u, k) for k in REASON}
             assert u.norm == pytest.approx(info.norms[name], rel=1e-12, nan_ok=True)
             if name in a.clipped:
                 assert u.scale == a.clipped[name]
@@ -68,10 +71,36 @@ def test_step_info_matches_what_apply_did(gnmrd):
                 assert flat[f"gnmr/norm/{name}"] == info.norms[name]
     # The spikes were admitted at their step (lag 0), with their actions.
     assert (8, "a", "clip") in admitted and (14, "d", "promote") in admitted
+    # ... and say why: a x50 gradient is ~50 times its mean, and the reason
+    # stays the admitting sample's for the whole lock.
+    why_a = infos[8].units["a"]
+    assert why_a.trigger == "gnmr" and why_a.gnmr > 20.0
+    assert all(infos[s].units["a"].gnmr == why_a.gnmr for s in range(8, 12))
+    assert infos[14].units["d"].gnmr > 100.0
     assert infos[8].clipped["a"] < 0.1 and infos[8].flat()["gnmr/scale/a"] < 0.1
     # The NaN at 17: skipped by the guard, NaN norm left out of flat().
     assert infos[17].skip_step and infos[17].nonfinite and not infos[17].optimizer_stepped
     assert "gnmr/norm/c" not in infos[17].flat() and infos[17].flat()["gnmr/nonfinite"] == 1.0
+    mon.close()
+
+
+REASON = ("gnmr", "delta", "fwd_ratio", "saturation_ratio", "underflow_ratio")
+
+
+def flat_key_values(info, name):
+    flat = info.flat()
+    return {k: flat[f"gnmr/{k}/{name}"] for k in REASON}
+
+
+def test_local_mode_says_why_too():
+    model, opt = make(seed=3)
+    mon = gt.Monitor(model, target="local", job_id="info-local", config=CONFIG, strict=True)
+    infos = []
+    mon.add_step_callback(infos.append)
+    train(model, opt, mon, range(16), spikes=SPIKES, record=False)
+    a, d = infos[8].units["a"], infos[14].units["d"]
+    assert (a.trigger, d.trigger) == ("gnmr", "gnmr") and a.gnmr > 20.0 and d.gnmr > 100.0
+    assert infos[8].flat()["gnmr/gnmr/a"] == a.gnmr
     mon.close()
 
 

@@ -121,7 +121,7 @@ TEST(EventJsonTest, ForwardFiguresKeepTheirFieldNumbers) {
 }
 
 TEST(EventJsonTest, NonFiniteIsNullAndHostileStringsStayValid) {
-  v1::Event e = MakeEvent(5, "denial");
+  v1::Event e = MakeEvent(5, "denied_clip");
   e.set_gnmr(NAN);
   e.set_norm(INFINITY);
   e.set_mu(-INFINITY);
@@ -143,6 +143,34 @@ TEST(EventJsonTest, NonFiniteIsNullAndHostileStringsStayValid) {
   EXPECT_EQ(back->action(), 42);
   EXPECT_EQ(back->unit(), "quote\" back\\slash\nnew\tline\x01\xEF\xBF\xBD\xEF\xBF\xBD(");
   EXPECT_EQ(back->detail().size(), 1024u);
+}
+
+// A line holds only what its kind carries: a release or a global skip has
+// no action (it read "promote"), and an event no rule triggered no trigger
+// (it read "none"). Absent keys read back as the proto's defaults.
+TEST(EventJsonTest, KindsWithoutActionOrTriggerLeaveThemOut) {
+  v1::Event skip = MakeEvent(9, "global_skip");
+  skip.clear_action();
+  skip.clear_trigger();
+  std::string line;
+  AppendEventJsonLine("j", skip, &line);
+  google::protobuf::Struct s = ParseJson(line);
+  EXPECT_EQ(s.fields().count("action"), 0u) << line;
+  EXPECT_EQ(s.fields().count("trigger"), 0u) << line;
+  StatusOr<v1::Event> back = ParseEventJsonLine(line);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->SerializeAsString(), skip.SerializeAsString());
+
+  // A release keeps no action either, even one set by mistake; a denial
+  // keeps its trigger but has no action.
+  line.clear();
+  AppendEventJsonLine("j", MakeEvent(9, "release"), &line);
+  EXPECT_EQ(ParseJson(line).fields().count("action"), 0u) << line;
+  line.clear();
+  AppendEventJsonLine("j", MakeEvent(9, "denial"), &line);
+  s = ParseJson(line);
+  EXPECT_EQ(s.fields().count("action"), 0u) << line;
+  EXPECT_EQ(s.fields().at("trigger").string_value(), "gnmr");
 }
 
 // A fuzz finding (docs/fuzzing.md): "mu":-.0 parsed to -0, was written as

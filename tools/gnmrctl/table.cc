@@ -95,19 +95,15 @@ std::string FormatStep(int64_t step) { return step < 0 ? "-" : std::to_string(st
 std::string ActionText(v1::Action a) { return ActionName(FromProto(a)); }
 std::string TriggerText(v1::Trigger t) { return TriggerName(FromProto(t)); }
 
-bool EventHasStatistics(v1::EventKind k) {
-  return k == v1::EVENT_KIND_ADMISSION || k == v1::EVENT_KIND_DENIAL ||
-         k == v1::EVENT_KIND_DENIED_CLIP;
-}
-
-bool EventHasAction(v1::EventKind k) {
-  return k == v1::EVENT_KIND_ADMISSION || k == v1::EVENT_KIND_DENIED_CLIP;
+std::string ForwardRatiosText(double fwd_ratio, double saturation_ratio, double underflow_ratio) {
+  if (fwd_ratio == 0.0 && saturation_ratio == 0.0 && underflow_ratio == 0.0) return "-";
+  return FormatNumber(fwd_ratio, 3) + "/" + FormatNumber(saturation_ratio, 3) + "/" +
+         FormatNumber(underflow_ratio, 3);
 }
 
 std::string ForwardFiguresText(const v1::Event& e) {
-  if (!EventHasStatistics(e.kind()) || !IsForwardTrigger(FromProto(e.trigger()))) return "-";
-  return FormatNumber(e.fwd_ratio(), 3) + "/" + FormatNumber(e.saturation_ratio(), 3) + "/" +
-         FormatNumber(e.underflow_ratio(), 3);
+  if (!EventHasStatistics(e.kind())) return "-";
+  return ForwardRatiosText(e.fwd_ratio(), e.saturation_ratio(), e.underflow_ratio());
 }
 
 }  // namespace cli

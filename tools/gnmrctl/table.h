@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "controller_io/wire_names.h"  // EventHasStatistics, EventHasAction
 #include "gnmr/v1/controller.pb.h"
 #include "gnmr/v1/gnmr.pb.h"
 
@@ -59,15 +60,13 @@ std::string FormatStep(int64_t step);
 std::string ActionText(v1::Action a);
 std::string TriggerText(v1::Trigger t);
 
-// Which columns of an event row are meaningful (gnmrctl events and top):
-// admissions and denials (clipped or not) carry the statistics behind them;
-// admissions and denied clips also an action.
-bool EventHasStatistics(v1::EventKind k);
-bool EventHasAction(v1::EventKind k);
-// The forward channel's figures F/S/U ("10/1/0") of an admission or denial
-// a forward rule triggered, "-" for any other event: the evidence behind a
-// `forward`, `saturation` or `underflow` trigger, in one column so the
-// table stays narrow (--json carries them for every event).
+// The forward channel's ratios F/S/U ("10/1/0") in one column, so a table
+// stays narrow; "-" when all are 0 (the sample was not evaluated: no
+// forward statistics, warmup, non-finite).
+std::string ForwardRatiosText(double fwd_ratio, double saturation_ratio, double underflow_ratio);
+// ForwardRatiosText of an admission or denial, whichever rule triggered it
+// (how close a gradient-triggered unit's forward pass came), "-" for any
+// other event (--json carries them for every event).
 std::string ForwardFiguresText(const v1::Event& e);
 
 }  // namespace cli

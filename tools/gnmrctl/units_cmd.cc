@@ -28,6 +28,8 @@ void PrintUnits(const v1::ListUnitsResponse& resp) {
            {"DELTA", Align::kRight},
            {"NORM", Align::kRight},
            {"MU", Align::kRight},
+           {"FWD F/S/U", Align::kRight},
+           {"TRIGGER"},
            {"ACTION"},
            {"SINCE", Align::kRight},
            {"UNTIL", Align::kRight},
@@ -36,6 +38,8 @@ void PrintUnits(const v1::ListUnitsResponse& resp) {
     const bool recovering = u.state() == v1::UNIT_STATE_RECOVERY;
     t.AddRow({EscapeForLog(u.name()), UnitStateName(u.state()), FormatNumber(u.gnmr()),
               FormatNumber(u.delta()), FormatNumber(u.norm()), FormatNumber(u.mu()),
+              ForwardRatiosText(u.fwd_ratio(), u.saturation_ratio(), u.underflow_ratio()),
+              u.trigger() == v1::TRIGGER_NONE ? "-" : TriggerText(u.trigger()),
               ActionText(u.action()), recovering ? std::to_string(u.since()) : "-",
               recovering ? std::to_string(u.until()) : "-", FormatStep(u.last_step())});
   }
@@ -45,17 +49,21 @@ void PrintUnits(const v1::ListUnitsResponse& resp) {
 }  // namespace
 
 int UnitsCommand(int argc, char** argv) {
-  AdminCommand cmd("units",
-                   "gnmrctl units --job J [--pattern GLOB] [--state STATE] [--top N]\n"
-                   "                     [--limit N [--offset K]] [options]",
-                   "Lists a job's units: state (warmup, active, recovery), last GNMR and\n"
-                   "Delta-GNMR, last norm, historical mean mu, action, and for units in\n"
-                   "recovery the first step in force (SINCE) and the first step no longer\n"
-                   "in force (UNTIL). Units come in id order; with --top, the N with the\n"
-                   "highest GNMR first. The daemon filters and pages, so a job with tens\n"
-                   "of thousands of units costs only what is shown: without --limit every\n"
-                   "matching unit is listed (fetched in pages); with --limit one page, and\n"
-                   "a line on stderr says how many matched and where the next page starts.");
+  AdminCommand cmd(
+      "units",
+      "gnmrctl units --job J [--pattern GLOB] [--state STATE] [--top N]\n"
+      "                     [--limit N [--offset K]] [options]",
+      "Lists a job's units: state (warmup, active, recovery), last GNMR and\n"
+      "Delta-GNMR, last norm, historical mean mu, the forward channel's last\n"
+      "ratios (FWD F/S/U: forward norm, saturation and underflow, vs their\n"
+      "own history; - when not evaluated), TRIGGER (why a unit in recovery\n"
+      "was admitted, else what its last sample triggered), action, and for\n"
+      "units in recovery the first step in force (SINCE) and the first step\n"
+      "no longer in force (UNTIL). Units come in id order; with --top, the N with the\n"
+      "highest GNMR first. The daemon filters and pages, so a job with tens\n"
+      "of thousands of units costs only what is shown: without --limit every\n"
+      "matching unit is listed (fetched in pages); with --limit one page, and\n"
+      "a line on stderr says how many matched and where the next page starts.");
   cmd.AddJobFlag();
   std::string state, pattern;
   int64_t top = 0, limit = 0, offset = 0;

@@ -134,6 +134,16 @@ struct PlanEntry {
   // clip, lag 0): action clip, since = step, until = step + 1. Applied like
   // any clip; the flag tells a trainer's logs it held no budget.
   bool denied_clip = false;
+  // Why the unit is in recovery: the trigger and figures of the sample that
+  // admitted it (a denied clip: that denied it), as the decision carries
+  // them (docs/controller.md, "Why a unit is in recovery"). kNone and 0
+  // from a daemon that does not send them.
+  Trigger trigger = Trigger::kNone;
+  double gnmr = 0.0;
+  double delta = 0.0;
+  double fwd_ratio = 0.0;         // F, vs tau_forward
+  double saturation_ratio = 0.0;  // S, vs tau_saturation
+  double underflow_ratio = 0.0;   // U, vs underflow_fraction
 };
 
 // Why a plan has no decision (docs/safety.md). Every reason but kNone and

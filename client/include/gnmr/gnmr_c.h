@@ -95,6 +95,16 @@ enum {
   GNMR_ACTION_RESET_STATE = 3
 };
 enum { GNMR_ENTRY_NONE = 0, GNMR_ENTRY_CLIP = 1, GNMR_ENTRY_SKIP = 2 };
+/* Why a unit is in recovery (values as gnmr.v1.Trigger). */
+enum {
+  GNMR_TRIGGER_NONE = 0, /* unknown: a daemon that does not say */
+  GNMR_TRIGGER_GNMR = 1,
+  GNMR_TRIGGER_DELTA = 2,
+  GNMR_TRIGGER_NONFINITE = 3,
+  GNMR_TRIGGER_FORWARD = 4,
+  GNMR_TRIGGER_SATURATION = 5,
+  GNMR_TRIGGER_UNDERFLOW = 6
+};
 
 typedef struct gnmr_client gnmr_client;
 typedef struct gnmr_plan gnmr_plan;
@@ -348,6 +358,21 @@ GNMR_EXPORT int gnmr_plan_entry_get(const gnmr_plan* plan, uint32_t index, gnmr_
  * ordinary clip entry otherwise), else 0. A function of its own so that
  * gnmr_plan_entry keeps its size. */
 GNMR_EXPORT int gnmr_plan_entry_denied_clip(const gnmr_plan* plan, uint32_t index, int32_t* out);
+
+/* Why a plan entry's unit is in recovery: the trigger and figures of the
+ * sample that admitted it (a denied clip: that denied it); docs/controller.md,
+ * "Why a unit is in recovery". Informational: nothing here changes what a
+ * rank applies. */
+typedef struct gnmr_entry_reason {
+  int32_t trigger;         /* GNMR_TRIGGER_* */
+  double gnmr;             /* 0 when non-finite */
+  double delta;            /* Delta-GNMR */
+  double fwd_ratio;        /* F, vs tau_forward; 0 when not evaluated */
+  double saturation_ratio; /* S, vs tau_saturation */
+  double underflow_ratio;  /* U, vs underflow_fraction */
+} gnmr_entry_reason;
+GNMR_EXPORT int gnmr_plan_entry_reason(const gnmr_plan* plan, uint32_t index,
+                                       gnmr_entry_reason* out);
 
 #ifdef __cplusplus
 } /* extern "C" */
