@@ -214,8 +214,42 @@ void Controller::AddCandidate(UnitState& u, const UnitSample& s, const ForwardVe
   candidates_.push_back({s.unit_id, v.trigger, v.risk, ev, s.fwd_order});
 }
 
+// One observed step, as docs/controller.md, "The decision for step t" lists
+// it: check the samples, fix the apply step, evaluate each unit, then
+// release, rank and admit, and publish the set.
 Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count, Decision* out) {
-  // Validate everything before touching state, so an error changes nothing.
+  // Everything is checked before any state changes, so an error changes nothing.
+  Status s = CheckSamples(step, samples, count);
+  if (!s.ok()) return s;
+  const int64_t apply = AdvanceTo(step);
+  // Units already in recovery that are in force at this observed step.
+  uint64_t in_force_now = 0;
+  for (const RecoveryEntry& e : recovery_) {
+    if (e.InForceAt(step) && seen_epoch_[e.unit_id] == epoch_) ++in_force_now;
+  }
+
+  candidates_.clear();
+  for (size_t i = 0; i < count; ++i) Evaluate(samples[i]);
+
+  Decision& d = *out;
+  d.observed_step = step;
+  d.apply_step = apply;
+  d.config_version = config_version_;
+  d.admitted.clear();
+  d.denied.clear();
+  d.global_skip = false;
+  ReleaseEndedLocks(apply, &d);                      // 1
+  in_force_now += AdmitCandidates(step, apply, &d);  // 2-4
+  Publish(apply, &d);
+
+  ++stats_.steps_observed;
+  stats_.unit_steps_observed += count;
+  stats_.unit_steps_in_force += in_force_now;
+  stats_.peak_in_recovery = std::max<uint64_t>(stats_.peak_in_recovery, recovery_.size());
+  return Status::Ok();
+}
+
+Status Controller::CheckSamples(int64_t step, const UnitSample* samples, size_t count) {
   if (has_last_step_ && step <= last_step_) {
     return InvalidArgument("step " + std::to_string(step) +
                            " is not after the last observed step " + std::to_string(last_step_));
@@ -223,7 +257,7 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
   if (step < 0 || step > kMaxStep) {
     return InvalidArgument("step " + std::to_string(step) + " out of range");
   }
-  ++epoch_;
+  ++epoch_;  // marks the units seen this step (a duplicate is an error)
   for (size_t i = 0; i < count; ++i) {
     const UnitSample& s = samples[i];
     if (s.unit_id >= units_.size()) {
@@ -244,7 +278,10 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
                              "saturated, dead or clamped blocks than blocks)");
     }
   }
+  return Status::Ok();
+}
 
+int64_t Controller::AdvanceTo(int64_t step) {
   has_last_step_ = true;
   last_step_ = step;
   int64_t apply = step + next_lag();
@@ -253,42 +290,27 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
   last_apply_ = apply;
   has_next_lag_ = true;  // announced by this decision, used by the next
   next_lag_ = config_.lag;
+  return apply;
+}
 
-  // Units already in recovery that are in force at this observed step.
-  uint64_t in_force_now = 0;
-  for (const RecoveryEntry& e : recovery_) {
-    if (e.InForceAt(step) && seen_epoch_[e.unit_id] == epoch_) ++in_force_now;
-  }
-
-  candidates_.clear();
-  for (size_t i = 0; i < count; ++i) Evaluate(samples[i]);
-
-  Decision& d = *out;
-  d.observed_step = step;
-  d.apply_step = apply;
-  d.config_version = config_version_;
-  d.admitted.clear();
-  d.released.clear();
-  d.denied.clear();
-  d.global_skip = false;
-
-  // 1. Release every lock ending at or before the apply step.
-  d.released = std::move(admin_released_);
+void Controller::ReleaseEndedLocks(int64_t apply, Decision* d) {
+  d->released = std::move(admin_released_);  // an operator's releases since the last step
   admin_released_.clear();
   size_t kept = 0;
   for (size_t i = 0; i < recovery_.size(); ++i) {
     if (recovery_[i].until <= apply) {
-      d.released.push_back(recovery_[i].unit_id);
+      d->released.push_back(recovery_[i].unit_id);
       in_recovery_[recovery_[i].unit_id] = 0;
     } else {
       recovery_[kept++] = recovery_[i];
     }
   }
   recovery_.resize(kept);
-  std::sort(d.released.begin(), d.released.end());
-  stats_.releases += d.released.size();
+  std::sort(d->released.begin(), d->released.end());
+  stats_.releases += d->released.size();
+}
 
-  // 2-3. Candidates in risk order; admit while the budget allows.
+uint64_t Controller::AdmitCandidates(int64_t step, int64_t apply, Decision* d) {
   std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
     return CandidateBefore(a.trigger, a.risk, a.unit_id, b.trigger, b.risk, b.unit_id);
   });
@@ -303,14 +325,15 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
   last_denied_clips_.clear();
   const bool exclusive = ExclusiveStep();
   const uint32_t root = ForwardRoot();
+  uint64_t in_force_now = 0;
   for (const Candidate& c : candidates_) {
-    if (c.trigger == Trigger::kNonFinite) d.global_skip = true;
+    if (c.trigger == Trigger::kNonFinite) d->global_skip = true;
     if (in_recovery_[c.unit_id]) continue;  // locked units are not candidates
     const bool coupled = exclusive && c.trigger != Trigger::kNonFinite &&
                          (!IsForwardTrigger(c.trigger) ||
                           (root != kNoRoot && c.unit_id != root && c.fwd_order != 0));
     if (coupled || recovery_.size() >= budget) {
-      d.denied.push_back({c.unit_id, c.trigger, c.risk, clip_denied, coupled, c.evidence.forward});
+      d->denied.push_back({c.unit_id, c.trigger, c.risk, clip_denied, coupled, c.evidence.forward});
       if (clip_denied) last_denied_clips_.push_back(DeniedClip(c.unit_id, apply, c.evidence));
       continue;
     }
@@ -325,7 +348,7 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
     e.reason = ReasonOf(c.evidence);
     recovery_.push_back(e);
     in_recovery_[c.unit_id] = 1;
-    d.admitted.push_back(c.evidence);
+    d->admitted.push_back(c.evidence);
     ++stats_.admissions_by_trigger[static_cast<int>(c.trigger)];
     ++stats_.admissions_by_action[static_cast<int>(e.action)];
     if (e.InForceAt(step)) ++in_force_now;  // lag 0: in force at once
@@ -338,27 +361,25 @@ Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count
     std::sort(mid, recovery_.end(), by_id);
     std::inplace_merge(recovery_.begin(), mid, recovery_.end(), by_id);
   }
-  stats_.denials += d.denied.size();
+  stats_.denials += d->denied.size();
   stats_.denied_clips += last_denied_clips_.size();
-  if (d.global_skip) ++stats_.global_skips;
+  if (d->global_skip) ++stats_.global_skips;
+  return in_force_now;
+}
 
+void Controller::Publish(int64_t apply, Decision* d) {
+  // Reference norms as of this decision: the means after this step's samples.
   for (RecoveryEntry& e : recovery_) e.ref_norm = units_[e.unit_id].mu;
   for (RecoveryEntry& e : last_denied_clips_) e.ref_norm = units_[e.unit_id].mu;
   std::sort(last_denied_clips_.begin(), last_denied_clips_.end(),
             [](const RecoveryEntry& a, const RecoveryEntry& b) { return a.unit_id < b.unit_id; });
-  PublishedSet(&d.recovery);
-  d.digest = DigestOf(apply, d.recovery, d.global_skip);
+  PublishedSet(&d->recovery);
+  d->digest = DigestOf(apply, d->recovery, d->global_skip);
   sequence_ += sequence_gap_ ? 2 : 1;
   sequence_gap_ = false;
-  d.sequence = sequence_;
-  d.next_lag = next_lag_;
-  last_global_skip_ = d.global_skip;
-
-  ++stats_.steps_observed;
-  stats_.unit_steps_observed += count;
-  stats_.unit_steps_in_force += in_force_now;
-  stats_.peak_in_recovery = std::max<uint64_t>(stats_.peak_in_recovery, recovery_.size());
-  return Status::Ok();
+  d->sequence = sequence_;
+  d->next_lag = next_lag_;
+  last_global_skip_ = d->global_skip;
 }
 
 Status Controller::SetConfig(const ControllerConfig& config) {

@@ -224,6 +224,21 @@ class Controller {
     ForwardEvidence evidence;          // 0 when not evaluated (decision.h)
   };
 
+  // The steps of Observe, in order (docs/controller.md, "The decision for
+  // step t"). CheckSamples changes nothing a caller sees (it marks the units
+  // it read, for the duplicate check); AdvanceTo records the step and
+  // returns its apply step, announcing the config's lag for the next.
+  Status CheckSamples(int64_t step, const UnitSample* samples, size_t count);
+  int64_t AdvanceTo(int64_t step);
+  // 1. Releases every lock ending at or before `apply` (and the operator's
+  // releases since the last step) into d->released.
+  void ReleaseEndedLocks(int64_t apply, Decision* d);
+  // 2-4. Ranks the candidates and admits while the budget allows; the rest
+  // are denials (with denied: clip at lag 0, one-step clips). Returns the
+  // admissions in force at the observed step itself (lag 0).
+  uint64_t AdmitCandidates(int64_t step, int64_t apply, Decision* d);
+  // The published set with its reference norms, the digest, the sequence.
+  void Publish(int64_t apply, Decision* d);
   // Evaluates one sample; appends to candidates_ if triggered.
   void Evaluate(const UnitSample& s);
   // Updates `u`'s forward history with `s` and says which forward rule, if

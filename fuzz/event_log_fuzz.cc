@@ -1,4 +1,4 @@
-// Fuzz target: the job event log reader (daemon/store/event_json.h,
+// Fuzz target: the job event log reader (controller_io/event_json.h,
 // event_file.h, event_log.h). The input is the bytes of an events.jsonl
 // file, as gnmrd finds it after a crash, a full disk or an edit: every line
 // goes through ParseEventJsonLine, the file's tail through ReadTailLines
@@ -30,8 +30,8 @@
 #include <string_view>
 #include <vector>
 
+#include "controller_io/event_json.h"
 #include "daemon/store/event_file.h"
-#include "daemon/store/event_json.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/job_dir.h"
 #include "fuzz/fuzz_check.h"
@@ -62,17 +62,16 @@ void CheckLines(std::string_view text) {
   while (start <= text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();
-    StatusOr<v1::Event> e = store::ParseEventJsonLine(text.substr(start, end - start));
+    StatusOr<v1::Event> e = ParseEventJsonLine(text.substr(start, end - start));
     if (e.ok()) {
       std::string once;
-      store::AppendEventJsonLine(kJobId, *e, &once);
-      FUZZ_CHECK(once.size() <= store::kMaxEventLineBytes + 1, "rendered line of %zu bytes",
-                 once.size());
-      StatusOr<v1::Event> back = store::ParseEventJsonLine(once);
+      AppendEventJsonLine(kJobId, *e, &once);
+      FUZZ_CHECK(once.size() <= kMaxEventLineBytes + 1, "rendered line of %zu bytes", once.size());
+      StatusOr<v1::Event> back = ParseEventJsonLine(once);
       FUZZ_CHECK(back.ok(), "a rendered event does not parse: %s\n%s",
                  back.status().ToString().c_str(), once.c_str());
       std::string twice;
-      store::AppendEventJsonLine(kJobId, *back, &twice);
+      AppendEventJsonLine(kJobId, *back, &twice);
       FUZZ_CHECK(once == twice, "rendering is not stable:\n%s%s", once.c_str(), twice.c_str());
     }
     start = end + 1;

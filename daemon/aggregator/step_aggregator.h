@@ -215,11 +215,26 @@ class StepAggregator {
   static Status ValidateForward(const v1::StepStats& s);
   // Row i's forward position (StepStats.fwd_order; 0: unknown).
   static uint32_t ForwardPosition(const v1::StepStats& s, int i);
-  // Counts the units that no report listed (Combine).
-  void CountUnlisted(const OpenStep& open, bool fast, ClosedStep* out);
   // What max_step_jump is measured from; none at the start of a timeline.
   std::optional<int64_t> StepAnchor() const;
+
+  // Closing a step (step_combine.cc), in the order Combine runs them:
+  // every report's rows into acc_ and listed_ (true if all were sparse);
+  // which slots the reports cover (true: the fast path, where a slot is
+  // covered iff some rank holds it); listed_ in unit id order; each listed
+  // unit's sample (complete: every shard reported or covered; held: every
+  // shard has a holder); and the unlisted units some shard of which no
+  // report covered.
   void Combine(int64_t step, OpenStep& open, ClosedStep* out);
+  bool AccumulateReports(const OpenStep& open);
+  bool MarkCoverage(const OpenStep& open, bool all_sparse);
+  bool Covered(uint32_t slot, bool fast) const;
+  void SortListed();
+  UnitSample CombineUnit(uint32_t id, bool fast, bool* complete, bool* held);
+  uint32_t CountUnlistedIncomplete(bool fast, uint32_t listed_not_held) const;
+  // Replicas' forward statistics are summed (sums averaged at close),
+  // shards' added to the unit's sample.
+  static void AddReplicaForward(const ForwardStats& f, ForwardStats* into);
 
   const JobTopology* topology_;
   const std::vector<uint32_t>* reporters_ = nullptr;
@@ -246,6 +261,7 @@ class StepAggregator {
     uint32_t fwd_replicas;  // replicas that sent forward statistics
     ForwardStats fwd;       // sumsq summed (averaged at close), counts summed
   };
+  static void AddShardForward(const SlotAcc& a, UnitSample* sample);
   std::vector<SlotAcc> acc_;           // all zero between calls of Combine
   std::vector<uint64_t> unit_epoch_;   // == epoch_: listed in this step
   std::vector<uint64_t> cover_epoch_;  // == epoch_: slot covered (slow path)

@@ -94,6 +94,130 @@ StatusOr<std::unique_ptr<store::StateDirLock>> PrepareStateDir(const DaemonConfi
   return store::StateDirLock::Acquire(config.state_dir);
 }
 
+// The directories of the Unix sockets gnmrd listens on.
+Status MakeSocketDirs(const DaemonConfig& config) {
+  for (const std::string& l : config.listen) {
+    if (l.rfind("unix:", 0) != 0) continue;
+    const std::string path = l.substr(5);
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos || slash == 0) continue;
+    if (Status s = MakeDirs(path.substr(0, slash), 0755); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+// The log level, the config file's warnings, the effective config, and the
+// open-file limit, raised before any file or socket is opened (the limit
+// caps the connections).
+void SetUpLogging(const LoadedConfig& loaded) {
+  const DaemonConfig& config = loaded.config;
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  for (const std::string& w : loaded.warnings) spdlog::warn("{}", w);
+  spdlog::debug("effective config:\n{}", DescribeConfig(config));
+  bool low_fd_limit = false;
+  const std::string fd_limit = DescribeFdLimit(RaiseFdLimit(), &low_fd_limit);
+  if (low_fd_limit) {
+    spdlog::warn("{}", fd_limit);
+  } else {
+    spdlog::info("{}", fd_limit);
+  }
+}
+
+// What a previous daemon left half done: temp files, deleted jobs.
+void CleanStateDir(const store::SnapshotStore& snapshot_store, const std::string& state_dir) {
+  if (Status t = snapshot_store.RemoveTempFiles(); !t.ok()) {
+    spdlog::warn("state dir: {}", t.ToString());
+  }
+  // A job deleted while the previous daemon died: finish removing it.
+  if (StatusOr<int> n = store::RemoveDeletedJobDirs(state_dir); !n.ok()) {
+    spdlog::warn("state dir: {}", n.status().ToString());
+  } else if (*n > 0) {
+    spdlog::info("state dir: finished removing {} deleted job(s)", *n);
+  }
+}
+
+// The step recorder (docs/replay.md), or null without trace_dir.
+std::unique_ptr<store::TraceRecorder> StartTraces(const DaemonConfig& config) {
+  if (config.trace_dir.empty()) return nullptr;
+  store::TraceRecorderOptions trace_options;
+  trace_options.dir = config.trace_dir;
+  trace_options.jobs = config.trace_jobs;
+  trace_options.max_file_bytes = config.trace_max_file_bytes;
+  trace_options.max_queued_bytes = config.trace_queue_bytes;
+  return std::make_unique<store::TraceRecorder>(trace_options);
+}
+
+// The Prometheus exporter with the store's figures, or null without
+// metrics_listen. The sources read the store objects, which outlive it.
+StatusOr<std::unique_ptr<metrics::DaemonMetrics>> StartMetrics(
+    const DaemonConfig& config, const store::SnapshotWriter& snapshot_writer,
+    const store::EventLog& event_log, const store::TraceRecorder* traces) {
+  if (config.metrics_listen.empty()) return std::unique_ptr<metrics::DaemonMetrics>();
+  metrics::MetricsOptions mo;
+  mo.listen = config.metrics_listen;
+  mo.top_k_units = config.metrics_top_k_units;
+  mo.unit_groups.depth = config.metrics_unit_group_depth;
+  mo.unit_groups.max_groups = config.metrics_max_unit_groups;
+  mo.version = kVersion;
+  StatusOr<std::unique_ptr<metrics::DaemonMetrics>> m = metrics::DaemonMetrics::Start(mo);
+  if (!m.ok()) return m;
+  metrics::StoreSources sources;
+  sources.figures = [&snapshot_writer, &event_log, traces] {
+    metrics::StoreFigures f;
+    const auto w = snapshot_writer.counters();
+    const auto e = event_log.counters();
+    f.snapshot_writes = w.writes;
+    f.snapshot_failures = w.failures;
+    f.events_written = e.written;
+    f.events_dropped = e.dropped;
+    f.event_write_failures = e.write_failures;
+    if (traces) {
+      const auto t = traces->counters();
+      f.traces = true;
+      f.trace_steps_written = t.steps_written;
+      f.trace_steps_dropped = t.steps_dropped;
+      f.trace_steps_failed = t.steps_failed;
+      f.trace_bytes_written = t.bytes_written;
+    }
+    return f;
+  };
+  sources.last_snapshot_unix = [&snapshot_writer](const std::string& job) {
+    return snapshot_writer.LastSuccessUnix(job);
+  };
+  (*m)->SetStoreSources(sources);
+  return m;
+}
+
+AdminContext MakeAdminContext(const DaemonConfig& config, store::EventLog* event_log) {
+  AdminContext admin;
+  admin.version = kVersion;
+  admin.admin_token = config.admin_token;
+  admin.read_token = config.read_token;
+  admin.state_dir = config.state_dir;
+  admin.events = [event_log](const std::string& job, int64_t since, uint32_t limit) {
+    return event_log->List(job, since, limit);
+  };
+  return admin;
+}
+
+void LogListening(const Daemon& daemon, const DaemonConfig& config,
+                  const metrics::DaemonMetrics* metrics, size_t restored_count) {
+  std::string where;
+  for (const std::string& b : daemon.bound()) where += (where.empty() ? "" : ", ") + b;
+  spdlog::info(
+      "gnmrd {} listening on {}; metrics {}; state {}; {} job(s) restored", kVersion, where,
+      metrics ? "on " + config.metrics_listen + " (port " + std::to_string(metrics->port()) + ")"
+              : std::string("off"),
+      config.state_dir, restored_count);
+  if (!config.trace_dir.empty()) {
+    spdlog::info("recording the steps of jobs matching '{}' to {} (docs/replay.md)",
+                 EscapeForLog(config.trace_jobs), config.trace_dir);
+  }
+}
+
+// The whole life of the daemon: the command line, the state dir, the
+// store, the exporter, the restored jobs, the server; serve until a stop
+// signal; then shut down in the reverse order, flushing everything.
 int Run(int argc, char** argv) {
   StatusOr<LoadedConfig> loaded = LoadDaemonConfig(argc, argv);
   if (!loaded.ok()) {
@@ -109,104 +233,33 @@ int Run(int argc, char** argv) {
     return 0;
   }
   const DaemonConfig& config = loaded->config;
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
-  for (const std::string& w : loaded->warnings) spdlog::warn("{}", w);
-  spdlog::debug("effective config:\n{}", DescribeConfig(config));
-  // Before any file or socket is opened: the limit caps the connections.
-  bool low_fd_limit = false;
-  const std::string fd_limit = DescribeFdLimit(RaiseFdLimit(), &low_fd_limit);
-  if (low_fd_limit) {
-    spdlog::warn("{}", fd_limit);
-  } else {
-    spdlog::info("{}", fd_limit);
-  }
-
+  SetUpLogging(*loaded);
   // Signals are taken by sigwait below: block them before any thread starts
   // (common/shutdown_signals.h).
   const sigset_t signals = BlockStopSignals();
 
   StatusOr<std::unique_ptr<store::StateDirLock>> lock = PrepareStateDir(config);
-  if (!lock.ok()) {
-    std::fprintf(stderr, "gnmrd: %s\n", lock.status().message().c_str());
-    return 1;
-  }
-  Status s;
-  for (const std::string& l : config.listen) {
-    if (s.ok() && l.rfind("unix:", 0) == 0) {
-      const std::string path = l.substr(5);
-      const size_t slash = path.rfind('/');
-      if (slash != std::string::npos && slash > 0) s = MakeDirs(path.substr(0, slash), 0755);
-    }
-  }
-  if (!s.ok()) {
-    std::fprintf(stderr, "gnmrd: %s\n", s.message().c_str());
+  Status dirs = lock.ok() ? MakeSocketDirs(config) : lock.status();
+  if (!dirs.ok()) {
+    std::fprintf(stderr, "gnmrd: %s\n", dirs.message().c_str());
     return 1;
   }
 
   store::SnapshotStore snapshot_store(config.state_dir);
-  if (Status t = snapshot_store.RemoveTempFiles(); !t.ok()) {
-    spdlog::warn("state dir: {}", t.ToString());
-  }
-  // A job deleted while the previous daemon died: finish removing it.
-  if (StatusOr<int> n = store::RemoveDeletedJobDirs(config.state_dir); !n.ok()) {
-    spdlog::warn("state dir: {}", n.status().ToString());
-  } else if (*n > 0) {
-    spdlog::info("state dir: finished removing {} deleted job(s)", *n);
-  }
+  CleanStateDir(snapshot_store, config.state_dir);
   store::SnapshotWriter snapshot_writer(&snapshot_store);
   store::EventLogOptions event_options;
   event_options.max_file_bytes = config.event_log_max_bytes;
   store::EventLog event_log(config.state_dir, event_options);
-  std::unique_ptr<store::TraceRecorder> traces;
-  if (!config.trace_dir.empty()) {
-    store::TraceRecorderOptions trace_options;
-    trace_options.dir = config.trace_dir;
-    trace_options.jobs = config.trace_jobs;
-    trace_options.max_file_bytes = config.trace_max_file_bytes;
-    trace_options.max_queued_bytes = config.trace_queue_bytes;
-    traces = std::make_unique<store::TraceRecorder>(trace_options);
+  std::unique_ptr<store::TraceRecorder> traces = StartTraces(config);
+  StatusOr<std::unique_ptr<metrics::DaemonMetrics>> started =
+      StartMetrics(config, snapshot_writer, event_log, traces.get());
+  if (!started.ok()) {
+    std::fprintf(stderr, "gnmrd: metrics on %s: %s\n", config.metrics_listen.c_str(),
+                 started.status().message().c_str());
+    return 1;
   }
-
-  std::unique_ptr<metrics::DaemonMetrics> metrics;
-  if (!config.metrics_listen.empty()) {
-    metrics::MetricsOptions mo;
-    mo.listen = config.metrics_listen;
-    mo.top_k_units = config.metrics_top_k_units;
-    mo.unit_groups.depth = config.metrics_unit_group_depth;
-    mo.unit_groups.max_groups = config.metrics_max_unit_groups;
-    mo.version = kVersion;
-    StatusOr<std::unique_ptr<metrics::DaemonMetrics>> m = metrics::DaemonMetrics::Start(mo);
-    if (!m.ok()) {
-      std::fprintf(stderr, "gnmrd: metrics on %s: %s\n", config.metrics_listen.c_str(),
-                   m.status().message().c_str());
-      return 1;
-    }
-    metrics = std::move(m).value();
-    metrics::StoreSources sources;
-    sources.figures = [&] {
-      metrics::StoreFigures f;
-      const auto w = snapshot_writer.counters();
-      const auto e = event_log.counters();
-      f.snapshot_writes = w.writes;
-      f.snapshot_failures = w.failures;
-      f.events_written = e.written;
-      f.events_dropped = e.dropped;
-      f.event_write_failures = e.write_failures;
-      if (traces) {
-        const auto t = traces->counters();
-        f.traces = true;
-        f.trace_steps_written = t.steps_written;
-        f.trace_steps_dropped = t.steps_dropped;
-        f.trace_steps_failed = t.steps_failed;
-        f.trace_bytes_written = t.bytes_written;
-      }
-      return f;
-    };
-    sources.last_snapshot_unix = [&](const std::string& job) {
-      return snapshot_writer.LastSuccessUnix(job);
-    };
-    metrics->SetStoreSources(sources);
-  }
+  std::unique_ptr<metrics::DaemonMetrics> metrics = std::move(started).value();
 
   DaemonSideEffects effects(&snapshot_writer, &event_log, metrics.get(), config.state_dir,
                             traces.get());
@@ -219,33 +272,14 @@ int Run(int argc, char** argv) {
   std::vector<std::unique_ptr<Job>> restored =
       RestoreJobs(snapshot_store, options.registry.job, &effects);
   const size_t restored_count = restored.size();
-
-  AdminContext admin;
-  admin.version = kVersion;
-  admin.admin_token = config.admin_token;
-  admin.read_token = config.read_token;
-  admin.state_dir = config.state_dir;
-  admin.events = [&](const std::string& job, int64_t since, uint32_t limit) {
-    return event_log.List(job, since, limit);
-  };
   StatusOr<std::unique_ptr<Daemon>> daemon =
-      Daemon::Start(options, &effects, admin, std::move(restored));
+      Daemon::Start(options, &effects, MakeAdminContext(config, &event_log), std::move(restored));
   if (!daemon.ok()) {
     std::fprintf(stderr, "gnmrd: %s\n", daemon.status().message().c_str());
     return 1;
   }
-  std::string where;
-  for (const std::string& b : (*daemon)->bound()) where += (where.empty() ? "" : ", ") + b;
-  spdlog::info(
-      "gnmrd {} listening on {}; metrics {}; state {}; {} job(s) restored", kVersion, where,
-      metrics ? "on " + config.metrics_listen + " (port " + std::to_string(metrics->port()) + ")"
-              : std::string("off"),
-      config.state_dir, restored_count);
+  LogListening(**daemon, config, metrics.get(), restored_count);
 
-  if (traces) {
-    spdlog::info("recording the steps of jobs matching '{}' to {} (docs/replay.md)",
-                 EscapeForLog(config.trace_jobs), config.trace_dir);
-  }
   const std::string signal_name = WaitForStopSignal(signals, [] {
     spdlog::warn(
         "SIGHUP ignored: gnmrd does not reload its config file; restart it to apply changes");

@@ -8,7 +8,7 @@
 
 #include "common/secret.h"
 #include "controller/state_codec.h"
-#include "daemon/job/decision_message.h"
+#include "controller_io/decision_message.h"
 #include "daemon/job/unit_set_diff.h"
 
 namespace gnmr {

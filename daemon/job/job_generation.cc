@@ -5,8 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "controller_io/decision_message.h"
 #include "core/decision.h"
-#include "daemon/job/decision_message.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {

@@ -11,9 +11,9 @@
 
 #include "common/unit_name.h"
 #include "common/wall_clock.h"
+#include "controller_io/event_json.h"
 #include "daemon/store/durable_file.h"
 #include "daemon/store/event_file.h"
-#include "daemon/store/event_json.h"
 #include "daemon/store/job_dir.h"
 
 namespace gnmr {

@@ -158,6 +158,10 @@ __all__ = ["Monitor", "AppliedPlan", "StepInfo", "UnitInfo", "default_promote_ca
            "presets", "NoHighPrecisionWarning"]
 
 
+# The client's own defaults (gnmr::ClientOptions), written once in C++.
+_CLIENT_DEFAULTS = _gnmr.ClientOptions(target="", job_id="")
+
+
 def linear_filter(name: str, module: _torch.nn.Module) -> bool:
     """The default unit filter: every nn.Linear."""
     return isinstance(module, _torch.nn.Linear)
@@ -252,8 +256,8 @@ class Monitor(CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin, OverlapMi
                  guard_group: Any = None,
                  promote_callback: Callable[[str, _torch.nn.Module, bool], None] =
                  default_promote_callback,
-                 decision_wait_ms: float = 2000.0,
-                 max_queued_reports: int = 64,
+                 decision_wait_ms: float = _CLIENT_DEFAULTS.decision_wait_ms,
+                 max_queued_reports: int = _CLIENT_DEFAULTS.max_queued_reports,
                  state_timeout_ms: float = 5000.0,
                  connect_timeout_s: float = 5.0,
                  strict: bool = False,

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/store/event_json.h"
+#include "controller_io/event_json.h"
 #include "daemon/store/job_dir.h"
 #include "tests/daemon/gnmrd_process.h"
 #include "tests/daemon/raw_rank.h"
@@ -181,7 +181,7 @@ TEST_F(GnmrdJobs, EventLogRotatesAndTheReloadReadsAcrossBothFiles) {
   std::istringstream first_line(rotated);
   std::string line;
   std::getline(first_line, line);
-  StatusOr<v1::Event> oldest = store::ParseEventJsonLine(line);
+  StatusOr<v1::Event> oldest = ParseEventJsonLine(line);
   ASSERT_TRUE(oldest.ok()) << line;
   EXPECT_EQ(resp.events(0).SerializeAsString(), oldest->SerializeAsString())
       << line << " vs " << resp.events(0).ShortDebugString();

@@ -232,3 +232,18 @@ def test_unit_group_makes_one_unit_of_several_modules(gnmrd):
         gt.Monitor(model, target=gnmrd.target, job_id="group-bad", unit_group=lambda n: "",
                    start=False)
     mon.close()
+
+
+def test_client_defaults_are_the_cpp_ones():
+    """The Monitor's client defaults come from gnmr::ClientOptions, not a copy."""
+    import inspect
+    from gnmr import _gnmr
+    cpp = _gnmr.ClientOptions(target="unix:/x", job_id="j")
+    params = inspect.signature(gt.Monitor.__init__).parameters
+    assert params["decision_wait_ms"].default == cpp.decision_wait_ms
+    assert params["max_queued_reports"].default == cpp.max_queued_reports
+    mon = gt.Monitor(torch.nn.Linear(2, 2), target="unix:/nonexistent-gnmr/d.sock",
+                     job_id="defaults", start=False, high_precision=False)
+    assert mon.options.decision_wait_ms == cpp.decision_wait_ms
+    assert mon.options.max_queued_reports == cpp.max_queued_reports
+    mon.close()
