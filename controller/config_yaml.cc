@@ -103,14 +103,12 @@ Status ReadField(const Origin& o, const ConfigField& f, const YAML::Node& at, co
   switch (f.type) {
     case ConfigType::kInt32: {
       int32_t i = 0;
-      Status s = ReadInt(o, key, at, v, &i);
-      if (!s.ok()) return s;
+      GNMR_RETURN_IF_ERROR(ReadInt(o, key, at, v, &i));
       value = i;
       break;
     }
     case ConfigType::kDouble: {
-      Status s = ReadDouble(o, key, at, v, &value);
-      if (!s.ok()) return s;
+      GNMR_RETURN_IF_ERROR(ReadDouble(o, key, at, v, &value));
       break;
     }
     case ConfigType::kEnum:
@@ -158,8 +156,7 @@ Status ReadActionRule(const Origin& o, const std::string& key, const YAML::Node&
                                Describe(v));
       }
     } else if (k == "clip_min_scale") {
-      Status s = ReadDouble(o, full, at, v, &rule->clip_min_scale);
-      if (!s.ok()) return s;
+      GNMR_RETURN_IF_ERROR(ReadDouble(o, full, at, v, &rule->clip_min_scale));
       // A negative value is the "use the config-wide value" mark of the
       // wire format, not a number to write: -0.2 was taken for it, and
       // rendered back without the key (as any other negative), so the
@@ -246,8 +243,7 @@ Status ApplyMapping(const Origin& o, const YAML::Node& root, ControllerConfig* c
     if (!seen.insert(key).second) {
       return o.Error(kv.first, "duplicate config key '" + key + "'");
     }
-    Status s = SetKey(o, key, kv.first, kv.second, c, marks);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(SetKey(o, key, kv.first, kv.second, c, marks));
   }
   return Status::Ok();
 }
@@ -300,10 +296,8 @@ StatusOr<ControllerConfig> ParseControllerConfigNode(const YAML::Node& node,
   try {
     ControllerConfig c = base;
     KeyMarks marks;
-    Status s = ApplyMapping(origin, node, &c, &marks);
-    if (!s.ok()) return s;
-    s = ValidateAt(origin, c, marks);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(ApplyMapping(origin, node, &c, &marks));
+    GNMR_RETURN_IF_ERROR(ValidateAt(origin, c, marks));
     return c;
   } catch (const YAML::Exception& e) {
     return InvalidArgument(origin.Prefix(e.mark) + "invalid YAML: " + e.msg);
@@ -355,10 +349,8 @@ Status ApplyOverrideUnescaped(ControllerConfig* config, std::string_view assignm
     }
     ControllerConfig c = *config;
     KeyMarks marks;
-    Status s = SetKey(origin, std::string(key), v, v, &c, &marks);
-    if (!s.ok()) return s;
-    s = ValidateAt(origin, c, marks);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(SetKey(origin, std::string(key), v, v, &c, &marks));
+    GNMR_RETURN_IF_ERROR(ValidateAt(origin, c, marks));
     *config = std::move(c);
     return Status::Ok();
   } catch (const YAML::Exception& e) {

@@ -27,8 +27,7 @@ bool CandidateBefore(Trigger ta, double ra, uint32_t ia, Trigger tb, double rb, 
 }  // namespace
 
 StatusOr<Controller> Controller::Create(const ControllerConfig& config) {
-  Status s = config.Validate();
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(config.Validate());
   return Controller(config);
 }
 
@@ -219,8 +218,7 @@ void Controller::AddCandidate(UnitState& u, const UnitSample& s, const ForwardVe
 // release, rank and admit, and publish the set.
 Status Controller::Observe(int64_t step, const UnitSample* samples, size_t count, Decision* out) {
   // Everything is checked before any state changes, so an error changes nothing.
-  Status s = CheckSamples(step, samples, count);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(CheckSamples(step, samples, count));
   const int64_t apply = AdvanceTo(step);
   // Units already in recovery that are in force at this observed step.
   uint64_t in_force_now = 0;
@@ -383,8 +381,7 @@ void Controller::Publish(int64_t apply, Decision* d) {
 }
 
 Status Controller::SetConfig(const ControllerConfig& config) {
-  Status s = config.Validate();
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(config.Validate());
   // The next decision keeps the lag in force until now (a decision, or the
   // daemon's GenerationStart, may have announced it); the new lag is
   // announced by that decision and used from the one after.

@@ -238,8 +238,7 @@ StatusOr<v1::Event> ParseEventJsonLine(std::string_view line) {
   }
   v1::Event e;
   for (const auto& [key, value] : object.fields()) {
-    Status s = ReadField(key, value, &e);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(ReadField(key, value, &e));
   }
   return e;
 }

@@ -46,8 +46,7 @@ StatusOr<ControllerConfig> ConfigFromProto(const v1::ControllerConfig& in) {
     r.clip_min_scale = pr.clip_min_scale();
     c.actions.push_back(std::move(r));
   }
-  Status s = c.Validate();
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(c.Validate());
   return c;
 }
 

@@ -169,8 +169,7 @@ void IoLoop::Run() {
 
 Status IoLoop::Attempt(Reached* reached) {
   v1::RegisterResponse resp;
-  Status s = Register(&resp);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(Register(&resp));
   if (resp.unit_ids_size() != request_.units_size()) {
     return Internal("Register returned " + std::to_string(resp.unit_ids_size()) + " unit ids for " +
                     std::to_string(request_.units_size()) + " units");

@@ -157,11 +157,9 @@ StatusOr<ReplaySummary> RunReplay(TraceReader* reader, const ReplayOptions& opti
   buf.reserve(kFlushBytes * 2);
   for (;;) {
     bool got = false;
-    Status s = reader->Next(&step, &got);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(reader->Next(&step, &got));
     if (!got) break;
-    s = ObserveTraceStep(*reader, step, &controller, &decision);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(ObserveTraceStep(*reader, step, &controller, &decision));
     if (summary.steps == 0) summary.first_step = step.step;
     summary.last_step = step.step;
     ++summary.steps;
@@ -169,8 +167,7 @@ StatusOr<ReplaySummary> RunReplay(TraceReader* reader, const ReplayOptions& opti
       AppendDecisionJson(decision, controller, &buf);
       ++summary.decisions_written;
       if (buf.size() >= kFlushBytes) {
-        s = out->Write(buf);
-        if (!s.ok()) return s;
+        GNMR_RETURN_IF_ERROR(out->Write(buf));
         buf.clear();
       }
     }
@@ -180,11 +177,9 @@ StatusOr<ReplaySummary> RunReplay(TraceReader* reader, const ReplayOptions& opti
     }
   }
   if (!buf.empty()) {
-    Status s = out->Write(buf);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(out->Write(buf));
   }
-  Status s = out->Flush();
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(out->Flush());
   summary.units = controller.num_units();
   summary.stats = controller.stats();
   return summary;

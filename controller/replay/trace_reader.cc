@@ -109,8 +109,7 @@ Status TraceReader::Begin() {
   std::string_view line;
   bool got = false;
   for (;;) {
-    Status s = NextLine(&line, &got);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(NextLine(&line, &got));
     if (!got) {
       return Error(line_no_ == 0 ? 1 : line_no_,
                    "empty trace: expected a header such as "
@@ -183,8 +182,7 @@ Status TraceReader::ParseHeader(std::string_view line) {
     // A column name may be quoted, whatever the form (the header is one line).
     std::string_view name;
     const char* comma = nullptr;
-    Status s = QuotedField(&p, e, &field_scratch_, &name, &comma);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(QuotedField(&p, e, &field_scratch_, &name, &comma));
     Col col = kIgnore;
     for (const ColumnName& c : kColumns) {
       if (name == c.name) col = static_cast<Col>(c.col);
@@ -439,12 +437,10 @@ Status TraceReader::Next(TraceStep* out, bool* got) {
   bool more = false;
   Row row;
   for (;;) {
-    Status s = NextLine(&line, &more);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(NextLine(&line, &more));
     if (!more) break;
     if (line.empty() || IsBlank(line)) continue;
-    s = ParseRow(line, &row);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(ParseRow(line, &row));
     ++rows_;
     const bool new_step = !in_step;
     if (in_step && row.step != step_) {

@@ -55,8 +55,8 @@ void StepAggregator::Combine(int64_t step, OpenStep& open, ClosedStep* out) {
   // The units no report listed: inactive if covered, else incomplete.
   const uint32_t unlisted_incomplete = CountUnlistedIncomplete(fast, listed_not_held);
   out->incomplete_units += unlisted_incomplete;
-  out->omitted_units = static_cast<uint32_t>(topology_->num_units() - listed_.size() -
-                                             unlisted_incomplete);
+  out->omitted_units =
+      static_cast<uint32_t>(topology_->num_units() - listed_.size() - unlisted_incomplete);
 }
 
 bool StepAggregator::AccumulateReports(const OpenStep& open) {

@@ -65,8 +65,7 @@ Status Reader::Apply(const YAML::Node& root) {
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
     if (!seen.insert(key).second) return Error(kv.first, key, "duplicate key");
-    Status s = Key(key, kv.first, kv.second);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(Key(key, kv.first, kv.second));
   }
   return Status::Ok();
 }
@@ -123,8 +122,7 @@ Status Reader::Block(const std::string& key, const YAML::Node& key_node, const Y
     if (spec == nullptr) {
       return Error(kv.first, full, "unknown key (known: " + JoinKnown(known) + ")");
     }
-    Status s = Scalar(*spec, kv.first, kv.second);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(Scalar(*spec, kv.first, kv.second));
   }
   return Status::Ok();
 }
@@ -227,8 +225,7 @@ Status ApplyConfigText(std::string_view text, const std::string& source, DaemonC
   DaemonConfig copy = *config;  // `config` is unchanged on error
   try {
     Reader reader(source, &copy);
-    Status s = reader.Apply(YAML::Load(std::string(text)));
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(reader.Apply(YAML::Load(std::string(text))));
   } catch (const YAML::Exception& e) {
     const std::string where =
         e.mark.is_null() ? source : source + ":" + std::to_string(e.mark.line + 1);
@@ -251,8 +248,7 @@ StatusOr<std::map<std::string, std::string>> ReadJobTokensFile(const std::string
     if (root.IsNull()) {
       return InvalidArgument(path + ": names no job (expected lines 'job-id: token')");
     }
-    Status s = Reader(path, &scratch).JobTokensDocument(root);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(Reader(path, &scratch).JobTokensDocument(root));
   } catch (const YAML::Exception& e) {
     const std::string where =
         e.mark.is_null() ? path : path + ":" + std::to_string(e.mark.line + 1);

@@ -158,8 +158,7 @@ Status AdminService::SetConfig(grpc::CallbackServerContext*, const v1::SetConfig
   if (!job.ok()) return job.status();
   StatusOr<ControllerConfig> config = ConfigFromProto(req.config());
   if (!config.ok()) return config.status();
-  Status s = (*job)->SetConfig(*config);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR((*job)->SetConfig(*config));
   resp->set_config_version((*job)->config_version());
   spdlog::info("job {}: config changed to version {}", EscapeForLog(req.job_id()),
                resp->config_version());

@@ -52,16 +52,14 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
   bool tcp = false;
   for (const std::string& addr : options.listen) tcp = tcp || !IsUnix(addr);
   if (tcp) {
-    Status s = CheckTlsFiles(options.tls);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(CheckTlsFiles(options.tls));
   }
   std::unique_ptr<Daemon> d(new Daemon());
   d->options_ = options;
   d->stats_.record_rpc = options.record_rpc;
   d->registry_ = std::make_unique<JobRegistry>(options.registry, listener);
   for (std::unique_ptr<Job>& job : restored) {
-    Status s = d->registry_->Adopt(std::move(job));
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(d->registry_->Adopt(std::move(job)));
   }
   admin.listen = options.listen;
   admin.insecure_tcp = options.insecure_tcp;
@@ -91,8 +89,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
     const std::string& addr = options.listen[i];
     if (IsUnix(addr)) {
       const std::string path = addr.substr(5);
-      Status s = PrepareUnixSocket(path);
-      if (!s.ok()) return s;
+      GNMR_RETURN_IF_ERROR(PrepareUnixSocket(path));
       grpc_paths[i] = PrivateSocketPath(path);
       if (grpc_paths[i].empty()) grpc_paths[i] = path;
       builder.AddListeningPort("unix:" + grpc_paths[i], grpc::InsecureServerCredentials());
@@ -119,8 +116,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
     if (IsUnix(addr)) {
       const std::string path = addr.substr(5);
       if (grpc_paths[i] != path) {
-        Status s = PublishSocket(grpc_paths[i], path);
-        if (!s.ok()) return s;
+        GNMR_RETURN_IF_ERROR(PublishSocket(grpc_paths[i], path));
       }
       if (std::optional<SocketIdentity> id = IdentifySocket(path)) {
         d->own_sockets_.emplace_back(path, *id);

@@ -56,16 +56,14 @@ StatusOr<std::shared_ptr<Job>> JobRegistry::ForRegister(const v1::RegisterReques
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(req.job_id());
   if (it != jobs_.end()) {
-    Status s = CheckToken(req.job_id(), it->second.get(), token);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(CheckToken(req.job_id(), it->second.get(), token));
     return it->second;
   }
   if (removing_.count(req.job_id())) {
     return Status(StatusCode::kUnavailable,
                   "job '" + req.job_id() + "' is being deleted; register again in a moment");
   }
-  Status s = CheckToken(req.job_id(), nullptr, token);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(CheckToken(req.job_id(), nullptr, token));
   if (jobs_.size() >= options_.max_jobs) {
     return Status(StatusCode::kResourceExhausted,
                   "daemon already serves " + std::to_string(options_.max_jobs) + " jobs");
@@ -97,8 +95,7 @@ StatusOr<std::shared_ptr<Job>> JobRegistry::Authenticate(const std::string& job_
     }
     job = it->second;
   }
-  Status s = CheckToken(job_id, job.get(), token);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(CheckToken(job_id, job.get(), token));
   return job;
 }
 

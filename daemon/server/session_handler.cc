@@ -11,8 +11,7 @@ Status SessionHandler::Handle(const v1::ClientMessage& msg, size_t bytes, const 
     const v1::SessionHello& hello = msg.hello();
     StatusOr<std::shared_ptr<Job>> job = registry_->Authenticate(hello.job_id(), token);
     if (!job.ok()) return job.status();
-    Status s = (*job)->Attach(hello.rank(), hello.session_id(), sink);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR((*job)->Attach(hello.rank(), hello.session_id(), sink));
     job_ = *job;
     rank_ = hello.rank();
     session_id_ = hello.session_id();

@@ -105,8 +105,7 @@ Status MakeDirs(const std::string& path, mode_t mode) {
   }
   const std::string parent = DirName(path);
   if (parent != path) {
-    Status s = MakeDirs(parent, mode);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(MakeDirs(parent, mode));
   }
   if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
     return ErrnoStatus("mkdir " + path, errno);

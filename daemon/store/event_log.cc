@@ -381,8 +381,7 @@ Status EventLog::WriteJob(const std::string& job_id, const std::string& lines) {
       CloseFiles();
       if (!s.ok()) return s;
     }
-    Status s = MakeDirs(JobDir(state_dir_, job_id));
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(MakeDirs(JobDir(state_dir_, job_id)));
     OpenFile file;
     StatusOr<int> fd = OpenForAppend(path, &file.size);
     if (!fd.ok()) return fd.status();

@@ -85,8 +85,7 @@ StatusOr<int> RemoveDeletedJobDirs(const std::string& state_dir) {
   int removed = 0;
   for (const std::string& name : *names) {
     if (name.rfind(kDeletedPrefix, 0) != 0) continue;
-    Status s = RemoveTree(jobs + "/" + name);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(RemoveTree(jobs + "/" + name));
     ++removed;
   }
   return removed;

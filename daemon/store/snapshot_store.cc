@@ -85,8 +85,7 @@ Status SnapshotStore::Save(const std::string& job_id, v1::ControllerState state,
                       " bytes exceeds " + std::to_string(kMaxSnapshotBytes));
   }
   const std::string dir = JobDir(state_dir_, job_id);
-  Status s = MakeDirs(dir);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(MakeDirs(dir));
   return ReplaceFileDurably(dir + "/" + kSnapshotName, *bytes, dir + "/" + kPreviousName);
 }
 
@@ -150,8 +149,7 @@ StatusOr<std::string> SnapshotStore::ReplaceNewestByPrevious(const std::string& 
     ::unlink(tmp.c_str());
     return ErrnoStatus("rename " + tmp + " " + newest, err);
   }
-  Status s = FsyncDir(dir);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(FsyncDir(dir));
   return kept;
 }
 
@@ -170,8 +168,7 @@ StatusOr<std::vector<std::string>> SnapshotStore::SetAside(const std::string& jo
     }
     kept.push_back(aside);
   }
-  Status s = FsyncDir(dir);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(FsyncDir(dir));
   return kept;
 }
 

@@ -89,8 +89,7 @@ StatusOr<std::unique_ptr<StateDirLock>> StateDirLock::Acquire(const std::string&
 StateDirLock::~StateDirLock() { ::close(fd_); }
 
 Status CheckStateDirWritable(const std::string& state_dir) {
-  Status s = ProbeDir(state_dir);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(ProbeDir(state_dir));
   struct stat st;
   const std::string jobs = JobsDir(state_dir);
   if (::stat(jobs.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return ProbeDir(jobs);

@@ -32,8 +32,7 @@ Status JobTopology::ValidateSpecs(const std::vector<RankUnitSpec>& units) const 
 Status JobTopology::CheckRank(const std::vector<RankUnitSpec>& units,
                               std::vector<std::string_view>* new_units, uint32_t rank,
                               Growth* growth) const {
-  Status s = ValidateSpecs(units);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(ValidateSpecs(units));
   size_t fresh = 0;
   Growth g;
   for (size_t i = 0; i < units.size(); ++i) {
@@ -84,8 +83,7 @@ Status JobTopology::RegisterRank(uint32_t rank, const std::vector<RankUnitSpec>&
                                  std::vector<uint32_t>* unit_ids,
                                  std::vector<std::string>* new_units) {
   // Pass 1: validate everything against the current layout.
-  Status s = CheckRank(units, nullptr);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(CheckRank(units, nullptr));
 
   // Pass 2: apply.
   auto layout = std::make_shared<SlotLayout>();

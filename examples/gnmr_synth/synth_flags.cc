@@ -93,8 +93,7 @@ std::string Usage() { return Parser().p.Help(); }
 
 StatusOr<Flags> ParseFlags(const std::vector<std::string>& args) {
   Parser parser;
-  Status s = parser.p.Parse(args);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(parser.p.Parse(args));
   Flags& f = parser.f;
   if (parser.p.help_requested()) {
     f.help = true;

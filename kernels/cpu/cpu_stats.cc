@@ -63,8 +63,7 @@ TensorResult TensorStats(ItemsFn items_fn, const TensorRef& ref, float scale_inv
 }
 
 Status Compute(ItemsFn items_fn, const TensorRef* tensors, size_t count, UnitStats* out) {
-  Status s = CheckTensors(tensors, count);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(CheckTensors(tensors, count));
   UnitStats u;
   uint64_t nans = 0;
   bool undefined = false;  // an fp8 scale read through scale_inv_ptr was NaN/Inf

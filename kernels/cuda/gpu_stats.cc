@@ -275,8 +275,7 @@ Status GpuStats::ApplyScale(const std::vector<float>& per_unit_scale, void* stre
   if (IsCapturing(st)) return FailedPrecondition("ApplyScale on a capturing stream");
   unsigned char* slot = nullptr;
   int index = 0;
-  Status s = m.AcquireStage(&slot, &index);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(m.AcquireStage(&slot, &index));
   cudaError_t e = cudaStreamWaitEvent(st, m.order_event, 0);  // after our previous work
   if (e == cudaSuccess) e = m.UploadStage(slot, index, per_unit_scale.data(), st);
   if (e != cudaSuccess) return CudaError(e, "ApplyScale upload");

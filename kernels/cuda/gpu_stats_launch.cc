@@ -23,8 +23,7 @@ Status GpuStats::Launch(void* stream, int64_t step, void* start_event) {
   unsigned char* stage = nullptr;
   int stage_index = 0;
   if (!captured && m.table_dirty) {
-    Status s = m.AcquireStage(&stage, &stage_index);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(m.AcquireStage(&stage, &stage_index));
   }
   // After our previous operation, on whatever stream it ran (in a capture:
   // an external event node, so every replay waits for it too).
