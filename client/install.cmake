@@ -11,7 +11,8 @@
 # (libgnmr_proto.so, libgnmr_wire_proto.so) install next to them, as their
 # runtime dependencies.
 # Installed headers, all under include/gnmr/ and included as <gnmr/...>:
-# client.h, gnmr_c.h, client_local.h, tensor.h (kernels), status.h and export.h (common),
+# client.h (with client_options.h, plan.h, client_counters.h), gnmr_c.h,
+# client_local.h, tensor.h (kernels), status.h and export.h (common),
 # config.h (core) and the generated version.h. Consumers add only include/ to their path.
 include(CMakePackageConfigHelpers)
 set(GNMR_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/gnmr)
@@ -51,7 +52,9 @@ install(TARGETS ${GNMR_PKG_LIBS} ${GNMR_LOCAL_LIBS}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(EXPORT gnmrTargets NAMESPACE gnmr:: DESTINATION ${GNMR_INSTALL_CMAKEDIR})
 
-install(FILES include/gnmr/client.h include/gnmr/gnmr_c.h local/include/gnmr/client_local.h
+install(FILES include/gnmr/client.h include/gnmr/client_options.h include/gnmr/plan.h
+              include/gnmr/client_counters.h include/gnmr/gnmr_c.h
+              local/include/gnmr/client_local.h
               ${PROJECT_SOURCE_DIR}/kernels/include/gnmr/tensor.h
               ${PROJECT_SOURCE_DIR}/kernels/include/gnmr/block_tensor.h
               ${PROJECT_SOURCE_DIR}/common/include/gnmr/status.h

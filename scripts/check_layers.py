@@ -63,6 +63,9 @@ PUBLIC = [
     ("gnmr/block_stats.h", "kernels"),
     ("gnmr/gpu_block_stats.h", "kernels"),
     ("gnmr/client.h", "client"),
+    ("gnmr/client_options.h", "client"),
+    ("gnmr/plan.h", "client"),
+    ("gnmr/client_counters.h", "client"),
     ("gnmr/gnmr_c.h", "client"),
     ("gnmr/client_local.h", "client"),
 ]
