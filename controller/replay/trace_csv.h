@@ -16,6 +16,15 @@
 
 namespace gnmr {
 
+// `s` without its leading and trailing spaces and tabs (an unquoted
+// field, a blank line).
+inline std::string_view TrimBlanks(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+inline bool IsBlank(std::string_view s) { return TrimBlanks(s).empty(); }
+
 // Appends `field` to *out, quoted only when it must be.
 void AppendCsvField(std::string* out, std::string_view field);
 
