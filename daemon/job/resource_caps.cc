@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "daemon/aggregator/step_aggregator.h"
+#include "daemon/job/job_options.h"
+
 namespace gnmr {
 namespace {
 
@@ -26,9 +29,12 @@ constexpr uint64_t kPerSlot = 64;              // combination accumulator, numel
 constexpr uint64_t kPerRank = 48u << 10;
 constexpr uint64_t kPerMaxO = 4u << 10;       // entry, unit metric series
 constexpr uint64_t kReportBytesPerUnit = 80;  // one unit of one open report, forward columns too
-constexpr uint64_t kOpenSteps = 65;           // StepAggregator max_open_steps + 1
-constexpr uint64_t kQueuedMessages = 256;     // DecisionQueue::Limits
-constexpr uint64_t kDecisionsKept = 64;       // JobOptions::decisions_kept
+// The aggregator's and the job's own defaults, read from them (not copied):
+// the open steps a job holds (one over the limit before the oldest closes)
+// and the decisions it keeps for a rank that reconnects.
+const uint64_t kOpenSteps = StepAggregator::Options{}.max_open_steps + 1;
+const uint64_t kDecisionsKept = JobOptions{}.decisions_kept;
+constexpr uint64_t kQueuedMessages = 256;  // DecisionQueue::Limits (daemon/server, above)
 
 // "78.4 MiB": refusals near the limit must not read "needs 78, has 78".
 std::string Mib(uint64_t bytes) {
