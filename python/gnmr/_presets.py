@@ -173,7 +173,6 @@ class SafeDefault:
         self._units = units
         self._watch = default_callback and high_precision is not True
         self._warned_promotion = False
-        self.applied_rules: Optional[List[Dict[str, str]]] = None
 
     def config(self, config: Optional[Dict[str, Any]], local: bool,
                stacklevel: int = 4) -> Optional[Dict[str, Any]]:
@@ -203,7 +202,6 @@ class SafeDefault:
                          "actions, so the config is left as it is: set config['actions']",
                          warn=True, stacklevel=stacklevel)
             return config
-        self.applied_rules = rules
         out = dict(base, actions=rules)
         self._notice(
             f"{what}; they get action 'clip' instead of 'promote' (config actions "
