@@ -25,17 +25,16 @@ else()
       gnmr_common)
   set(GNMR_PC_REQUIRES "Requires: grpc++ protobuf spdlog")
 endif()
-# With CUDA the client links the GPU statistics path and the CUDA runtime
-# (and CUPTI when found); the package then needs the toolkit too.
+# With CUDA the static archives need the toolkit's static runtime at link
+# time (nothing at run time: CUPTI is loaded with dlopen, libcuda through
+# the runtime). The shared library carries its runtime inside and lists
+# no CUDA library at all.
 set(GNMR_PC_EXTRA "")
 set(GNMR_PKG_CUDA OFF)
 if(GNMR_HAVE_CUDA AND NOT GNMR_SHARED)
   list(INSERT GNMR_PKG_LIBS 1 gnmr_cuda_stats)
   set(GNMR_PKG_CUDA ON)
-  set(GNMR_PC_EXTRA "-L${CUDAToolkit_LIBRARY_DIR} -lcudart")
-  if(GNMR_HAVE_CUPTI)
-    string(APPEND GNMR_PC_EXTRA " -lcupti")
-  endif()
+  set(GNMR_PC_EXTRA "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -lrt -ldl")
 endif()
 
 # Target "local" (docs/local_mode.md): gnmr::gnmr_client_local and the

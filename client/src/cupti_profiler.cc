@@ -65,9 +65,12 @@ Shared& G() {
 thread_local int64_t t_stats_step = -1;
 thread_local std::vector<uint32_t> t_correlation_ids;
 
-std::string ResultName(CUptiResult r) {
+std::string ResultName(const CuptiApi& api, CUptiResult r) {
   const char* s = nullptr;
-  if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || s == nullptr) s = "unknown CUPTI error";
+  if (api.get_result_string == nullptr || api.get_result_string(r, &s) != CUPTI_SUCCESS ||
+      s == nullptr) {
+    s = "unknown CUPTI error";
+  }
   return std::string(s) + " (" + std::to_string(static_cast<int>(r)) + ")";
 }
 
@@ -80,11 +83,16 @@ CuptiProfiler::~CuptiProfiler() { Stop(); }
 Status CuptiProfiler::Start() {
   std::lock_guard<std::mutex> control(control_mu_);
   if (running_ || owns_) return FailedPrecondition("CUPTI profiler already started");
+  if (api_.subscribe == nullptr || api_.unsubscribe == nullptr || api_.enable_callback == nullptr ||
+      api_.register_callbacks == nullptr || api_.enable == nullptr || api_.disable == nullptr ||
+      api_.flush_all == nullptr) {
+    return Status(StatusCode::kUnavailable, "CUPTI unavailable: entry points not loaded");
+  }
   const CUptiResult r = api_.subscribe(&subscriber_, OnLaunch, this);
   if (r != CUPTI_SUCCESS) {
     subscriber_ = nullptr;
     // Back off without touching CUPTI again: another tool may own it.
-    std::string why = "CUPTI unavailable: cuptiSubscribe: " + ResultName(r);
+    std::string why = "CUPTI unavailable: cuptiSubscribe: " + ResultName(api_, r);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
       why += "; another tool (a profiler) owns CUPTI";
     }
@@ -100,7 +108,7 @@ Status CuptiProfiler::Start() {
   if (e != CUPTI_SUCCESS) {
     Release();
     return Status(StatusCode::kUnavailable,
-                  "CUPTI unavailable: cuptiActivityRegisterCallbacks: " + ResultName(e));
+                  "CUPTI unavailable: cuptiActivityRegisterCallbacks: " + ResultName(api_, e));
   }
   e = api_.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   int runtime_enabled = 0;
@@ -115,7 +123,7 @@ Status CuptiProfiler::Start() {
     return Status(
         StatusCode::kUnavailable,
         e != CUPTI_SUCCESS
-            ? "CUPTI unavailable: cuptiActivityEnable(CONCURRENT_KERNEL): " + ResultName(e)
+            ? "CUPTI unavailable: cuptiActivityEnable(CONCURRENT_KERNEL): " + ResultName(api_, e)
             : std::string("CUPTI unavailable: no kernel launch callback could be enabled"));
   }
   running_ = true;
@@ -262,12 +270,12 @@ void CUPTIAPI CuptiProfiler::BufferCompleted(CUcontext ctx, uint32_t stream, uin
     if (!ours) return;  // not allocated here: not ours to read or free
     if (valid > 0) ParseBuffer(buffer, valid);
     size_t lost = 0;
-    if (cuptiActivityGetNumDroppedRecords(ctx, stream, &lost) == CUPTI_SUCCESS && lost > 0) {
-      std::lock_guard<std::mutex> lock(G().mu);
-      if (G().active != nullptr) {
-        std::lock_guard<std::mutex> q(G().active->mu_);
-        G().active->dropped_ += lost;
-      }
+    std::lock_guard<std::mutex> lock(G().mu);
+    CuptiProfiler* p = G().active;
+    if (p != nullptr && p->api_.get_num_dropped_records != nullptr &&
+        p->api_.get_num_dropped_records(ctx, stream, &lost) == CUPTI_SUCCESS && lost > 0) {
+      std::lock_guard<std::mutex> q(p->mu_);
+      p->dropped_ += lost;
     }
   } catch (...) {
   }
@@ -280,7 +288,8 @@ void CuptiProfiler::ParseBuffer(uint8_t* buffer, size_t valid) {
   if (p == nullptr) return;
   std::lock_guard<std::mutex> q(p->mu_);
   CUpti_Activity* rec = nullptr;
-  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+  if (p->api_.get_next_record == nullptr) return;
+  while (p->api_.get_next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
     if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
         rec->kind != CUPTI_ACTIVITY_KIND_KERNEL) {
       continue;
@@ -300,7 +309,10 @@ void CuptiProfiler::ForgetHeldBuffersForTesting() {
 }
 
 StatusOr<std::unique_ptr<ActivityProfiler>> CreateCuptiProfiler() {
-  return std::unique_ptr<ActivityProfiler>(new CuptiProfiler());
+  StatusOr<CuptiApi> api = LoadCupti();
+  if (!api.ok())
+    return Status(StatusCode::kUnavailable, "CUPTI unavailable: " + api.status().message());
+  return std::unique_ptr<ActivityProfiler>(new CuptiProfiler(*api));
 }
 
 }  // namespace gnmr

@@ -1,7 +1,7 @@
 // CuptiProfiler: ActivityProfiler on the CUPTI activity and callback APIs
 // (built only when the toolkit has CUPTI; the client reaches it through
-// CreateCuptiProfiler). Private header: it names CUPTI types, so that tests
-// can inject the CUPTI entry points (CuptiApi) and check the ownership
+// CreateCuptiProfiler, which loads CUPTI at run time: cupti_library.h). Private header: it names
+// CUPTI types, so that tests can inject the CUPTI entry points (CuptiApi) and check the ownership
 // rules without a GPU.
 //
 // Ownership: CUPTI admits one subscriber per process. Start() first
@@ -42,28 +42,17 @@
 #include <cupti.h>
 
 #include "client/src/activity_profiler.h"
+#include "client/src/cupti_library.h"
 
 namespace gnmr {
-
-struct CuptiApi {
-  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = cuptiSubscribe;
-  CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) = cuptiUnsubscribe;
-  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
-                                 CUpti_CallbackId) = cuptiEnableCallback;
-  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
-                                    CUpti_BuffersCallbackCompleteFunc) =
-      cuptiActivityRegisterCallbacks;
-  CUptiResult (*enable)(CUpti_ActivityKind) = cuptiActivityEnable;
-  CUptiResult (*disable)(CUpti_ActivityKind) = cuptiActivityDisable;
-  CUptiResult (*flush_all)(uint32_t) = cuptiActivityFlushAll;
-};
 
 class CuptiProfiler : public ActivityProfiler {
  public:
   // Records kept between two Collect calls; more are dropped and counted.
   static constexpr size_t kMaxQueued = size_t{1} << 20;
 
-  explicit CuptiProfiler(CuptiApi api = CuptiApi());
+  // `api`: LoadCupti()'s entry points, or a simulated CUPTI (tests).
+  explicit CuptiProfiler(CuptiApi api);
   ~CuptiProfiler() override;  // Stop()
 
   Status Start() override;

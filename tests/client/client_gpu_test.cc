@@ -238,7 +238,9 @@ TEST(ClientGpuTest, DeviceForwardRowsMatchTheHostPathInStreamOrder) {
 // measure: backing off is only for CUPTI owned by another tool).
 bool CuptiStarts() {
 #if GNMR_TEST_HAVE_CUPTI
-  CuptiProfiler probe;
+  StatusOr<CuptiApi> api = LoadCupti();
+  if (!api.ok()) return false;
+  CuptiProfiler probe(*api);
   const bool ok = probe.Start().ok();
   probe.Stop();
   return ok;

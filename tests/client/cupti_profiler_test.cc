@@ -128,6 +128,10 @@ CuptiApi FakeApi() {
     g.Flush();
     return CUPTI_SUCCESS;
   };
+  a.get_num_dropped_records = [](CUcontext, uint32_t, size_t* lost) {
+    *lost = 0;
+    return CUPTI_SUCCESS;
+  };
   return a;
 }
 
@@ -284,8 +288,39 @@ TEST_F(CuptiProfilerTest, FailedEnableReleasesWhatItOwns) {
   EXPECT_EQ(g.unsubscribe, 1);
 }
 
+// CUPTI is found at run time (nothing links it): this build's toolkit has
+// one, so the loader must find it, with every entry point.
+TEST(CuptiLibraryTest, FindsTheToolkitsCupti) {
+  StatusOr<CuptiApi> api = LoadCupti();
+  ASSERT_TRUE(api.ok()) << api.status().message();
+  EXPECT_NE(api->subscribe, nullptr);
+  EXPECT_NE(api->get_next_record, nullptr);
+  EXPECT_NE(api->get_result_string, nullptr);
+  const char* name = nullptr;
+  ASSERT_EQ(api->get_result_string(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, &name),
+            CUPTI_SUCCESS);
+  EXPECT_NE(std::string(name).find("SUBSCRIBERS"), std::string::npos) << name;
+}
+
+TEST(CuptiLibraryTest, RefusesWhatIsNotCupti) {
+  StatusOr<CuptiApi> missing = LoadCuptiFrom("/nonexistent/libcupti.so.13");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(missing.status().message().find("/nonexistent/libcupti.so.13"), std::string::npos)
+      << missing.status().message();
+  StatusOr<CuptiApi> other = LoadCuptiFrom("libm.so.6");  // loads, but is no CUPTI
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("lacks cuptiSubscribe"), std::string::npos)
+      << other.status().message();
+}
+
+CuptiApi RealApi() {
+  StatusOr<CuptiApi> api = LoadCupti();
+  return api.ok() ? *api : CuptiApi();
+}
+
 TEST(CuptiProfilerRealTest, StartsOrBacksOffCleanly) {
-  CuptiProfiler p;
+  CuptiProfiler p(RealApi());
   Status s = p.Start();
   if (!s.ok()) {
     EXPECT_EQ(s.code(), StatusCode::kUnavailable);
@@ -307,7 +342,7 @@ TEST(CuptiProfilerRealTest, MeasuresTheStatisticsKernelsOnAGpu) {
   if (!stats.ok()) GTEST_SKIP() << "no CUDA device";
   auto work = GpuStats::Create(0);  // stands for the trainer's kernels (untagged)
   ASSERT_TRUE(work.ok());
-  CuptiProfiler p;
+  CuptiProfiler p(RealApi());
   const Status s = p.Start();
   if (!s.ok()) GTEST_SKIP() << "CUPTI owned by another tool: " << s.message();
   constexpr uint64_t kElems = uint64_t{32} << 20;

@@ -1,6 +1,10 @@
 """Run by pip_install_check.py with a venv's python: gnmr must come from
 that venv (no PYTHONPATH), and a 20-step loop against a real gnmrd
-($GNMRD) must get its decisions and apply them."""
+($GNMRD) must get its decisions and apply them.
+
+With $GNMR_TARGET set, the gnmrd is one that already runs there (the wheel
+check of scripts/deploy_check.sh: the loop runs in a clean container, gnmrd
+on the host behind a mounted Unix socket)."""
 from __future__ import annotations
 
 import os
@@ -14,7 +18,6 @@ import torch  # noqa: E402
 
 import gnmr  # noqa: E402
 import gnmr.torch as gt  # noqa: E402
-from gnmrd_process import Gnmrd  # noqa: E402
 
 
 def main() -> int:
@@ -27,10 +30,16 @@ def main() -> int:
     torch.set_num_threads(1)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
-    daemon = Gnmrd()
-    daemon.start()
+    daemon = None
+    target = os.environ.get("GNMR_TARGET")
+    if not target:
+        from gnmrd_process import Gnmrd
+
+        daemon = Gnmrd()
+        daemon.start()
+        target = daemon.target
     try:
-        mon = gt.Monitor(model, target=daemon.target, job_id="pip-venv",
+        mon = gt.Monitor(model, target=target, job_id="pip-venv",
                          config={"warmup": 5, "lag": 1}, strict=True)
         decided = stepped = 0
         for step in range(20):
@@ -46,7 +55,8 @@ def main() -> int:
         c = mon.counters()
         mon.close()
     finally:
-        daemon.cleanup()
+        if daemon is not None:
+            daemon.cleanup()
     print(f"gnmr {gnmr.__version__} from {where}: {decided}/20 plans with a decision, "
           f"{stepped} optimizer steps, {c.decisions_received} decisions received, "
           f"{c.reports_sent} reports sent")
