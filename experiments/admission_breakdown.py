@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Where an arm's admissions and missed fault events come from.
 
-For each seed's run of ARM on FAULTS (experiments/<out>/runs/ARM__FAULTS__sN.json),
-classifies every admission (unit, observed step) against the fault schedule:
+For each seed's run of ARM on FAULTS (experiments/<out>/runs/ARM__FAULTS__sN.json,
+or its line in <out>/runs.jsonl where the raw runs are not there: the
+summary keeps each run's faults, admissions and units in recovery), classifies every admission (unit, observed step) against the fault schedule:
 true (that unit's quantizer was faulty then), false in the same step as a true
 one (a coupled neighbour), false during another step of a fault, or false with
 no fault active; and every fault event as hit (admitted or already in recovery
@@ -19,6 +20,9 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from gnmr_eval import summary as S  # noqa: E402
 
 
 def breakdown(run: dict, max_o: int) -> collections.Counter:
@@ -63,13 +67,21 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     args = p.parse_args(argv)
     total = collections.Counter()
+    summary = S.load(args.out)
     for s in range(1, args.seeds + 1):
-        path = os.path.join(args.out, "runs", f"{args.arm}__{args.faults}__s{s}.json")
-        if not os.path.exists(path):
-            print(f"seed {s}: no run ({path})", file=sys.stderr)
+        name = f"{args.arm}__{args.faults}__s{s}"
+        path = os.path.join(args.out, "runs", name + ".json")
+        if os.path.exists(path):
+            with open(path) as f:
+                run = json.load(f)
+        elif name in summary:
+            rec = summary[name]
+            run = {"schedule": S.schedule(rec), "admissions": rec["timeline"]["admissions"],
+                   "in_force": S.in_force(rec)}
+        else:
+            print(f"seed {s}: no run ({path}, {S.FILE})", file=sys.stderr)
             continue
-        with open(path) as f:
-            c = breakdown(json.load(f), args.max_o)
+        c = breakdown(run, args.max_o)
         total += c
         print(f"seed {s}: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
     print("total: " + ", ".join(f"{k} {v}" for k, v in sorted(total.items())))

@@ -15,7 +15,10 @@ reuses the other's runs.
 
     /usr/bin/python3 experiments/forward_eval.py --seeds 8   # ~15 min on 2 cores
 
-Writes <out>/forward.md and prints it.
+Writes <out>/forward.md and prints it; the raw runs go to <out>/runs/ (the
+cache, not kept in the tree), one summary line per run to <out>/runs.jsonl
+(kept: gnmr_eval/summary.py). The same options with --tables-only run
+nothing and rebuild forward.md from runs.jsonl alone.
 """
 from __future__ import annotations
 
@@ -52,6 +55,9 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=0, help="override the run length (tests)")
     p.add_argument("--overhead-seeds", type=int, default=3,
                    help="seeds of the overhead runs, with and without forward tensors (default 3)")
+    p.add_argument("--tables-only", action="store_true",
+                   help="run nothing: rebuild <out>/forward.md from <out>/runs.jsonl (refreshed "
+                        "from <out>/runs/ when there), given the options that made the table")
     p.add_argument("--layers", type=int, default=2,
                    help="transformer layers (default 2, the evaluation model; 4: the second "
                         "size, 25 units; its runs go to <out>-4L unless --out is given)")
@@ -170,7 +176,7 @@ def overhead_lines(M, P, results, seeds):
         x = results.get(P.name("Overhead3-L1", "none", s))
         if not x:
             continue
-        off, g, f = (M.step_ms_in_mode(x, m) for m in (0, 1, 2))
+        off, g, f = x["step_ms_modes"]
         grad.append(100 * (g / off - 1))
         fwd.append(100 * (f / off - 1))
         extra.append(100 * (f - g) / off)
@@ -191,40 +197,82 @@ def paired(M, t, x, y, faults):
     return f"| {x} | {y} | {faults} | {M.fmt_ci(d, 4)} | {sum(1 for v in d if v < 0)}/{len(d)} |"
 
 
+def todo_specs(P, args, seeds, median_norm):
+    """The runs of this command after the tuning seeds' HF runs, --only applied."""
+    todo = with_settings(P, specs(P, seeds, median_norm), args.set)
+    if args.only:
+        keep = re.compile(args.only)
+        todo = [x for x in todo if x["label"] in ("HF", "LC", "LC-clean")
+                or keep.search(x["label"])]
+    return todo
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     for pth in (HERE, args.pythonpath):
         sys.path.insert(0, pth)
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    from gnmr_eval import metrics as M
     from gnmr_eval import plan as P
-    from gnmr_eval.report import Table
-    from gnmr_eval.runner import Gnmrd, Runner
+    from gnmr_eval import summary as S
 
     seeds = ([int(x) for x in args.seed_list.split(",")] if args.seed_list
              else list(range(1, args.seeds + 1)))
+    tune = [P.spec("HF", "hf", "amp", s) for s in TUNE_SEEDS]
+    overhead = overhead_specs(P, list(range(1, args.overhead_seeds + 1)))
+    if args.tables_only:
+        every = S.from_runs(args.out)
+        if not every:
+            print(f"forward_eval: no runs in {args.out} ({S.FILE} or runs/)", file=sys.stderr)
+            return 2
+        # Global clipping's max_norm is in no run's name: the same names with nan.
+        todo = todo_specs(P, args, seeds, S.median_norm(every, TUNE_SEEDS))
+        wall_min = S.facts(args.out, "forward.md").get("wall_min", float("nan"))
+    else:
+        started = time.time()
+        every, todo = run_all(args, P, S, tune, overhead, seeds)
+        wall_min = (time.time() - started) / 60
+        S.save_facts(args.out, "forward.md", wall_min=wall_min)
+    # The table shows this command's runs only, as the runner loaded them,
+    # though the summary may hold other commands' runs of the same folder.
+    records = {x["name"]: every[x["name"]] for x in tune + todo + overhead
+               if x["name"] in every}
+    text = table(args, records, seeds, wall_min)
+    with open(os.path.join(args.out, "forward.md"), "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+def run_all(args, P, S, tune, overhead, seeds):
+    """Runs what is not cached in <out>/runs/; returns the folder's summary
+    (this command's lines refreshed) and the runs after the tuning seeds'."""
+    from gnmr_eval.runner import Gnmrd, Runner  # torch in the workers only
     overrides = dict(steps=args.steps) if args.steps else {}
     overrides["layers"] = args.layers  # every run of <out> has this size
-    started = time.time()
     daemon = Gnmrd(args.gnmrd)
     try:
         runner = Runner(args.out, args.jobs, daemon.target, [HERE, args.pythonpath], overrides)
-        runner.run([P.spec("HF", "hf", "amp", s) for s in TUNE_SEEDS], "tuning seeds (HF only)")
+        runner.run(tune, "tuning seeds (HF only)")
         median_norm = statistics.median(
-            n for s in TUNE_SEEDS for n in runner.results[P.name("HF", "amp", s)]["grad_norm"][50:])
-        todo = with_settings(P, specs(P, seeds, median_norm), args.set)
-        if args.only:
-            keep = re.compile(args.only)
-            todo = [x for x in todo if x["label"] in ("HF", "LC", "LC-clean")
-                    or keep.search(x["label"])]
+            n for s in TUNE_SEEDS
+            for n in runner.results[P.name("HF", "amp", s)]["grad_norm"][S.NORM_FROM:])
+        todo = todo_specs(P, args, seeds, median_norm)
         runner.run(todo, "forward channel")
         # Timed alone (jobs=1), as run_eval's overhead phase, forward tensors on.
         runner.jobs = 1
-        runner.run(overhead_specs(P, list(range(1, args.overhead_seeds + 1))),
-                   "overhead (forward)")
+        runner.run(overhead, "overhead (forward)")
     finally:
         daemon.stop()
-    t = Table(runner.results, seeds)
+    return S.save(args.out, S.summarize_all(runner.results)), todo
+
+
+def table(args, records, seeds, wall_min) -> str:
+    """forward.md from the summary lines of this command's runs."""
+    from gnmr_eval import metrics as M
+    from gnmr_eval import plan as P
+    from gnmr_eval import summary as S
+    from gnmr_eval.report import Table
+    t = Table(records, seeds)
     hl, fwd = P.headline_label(), P.forward_label()
     t.label_suffix = settings_suffix(args.set)  # every GNMR label carries it (with_settings)
     short = fwd + "-dclip-excl" + settings_suffix(SHORT_LOCK)
@@ -251,8 +299,8 @@ def main(argv=None) -> int:
     pairs += [paired(M, t, up, short, f) for f in ("amp", "att", "grad", "none")]
     pairs += [paired(M, t, up, y, "amp") for y in ("GlobalClip", "ZClip", "Oracle-L0")]
     md = [f"Forward channel evaluation: {args.layers} layers, seeds {seeds}, "
-          f"{(time.time() - started) / 60:.1f} min "
-          f"(median HF gradient norm of the tuning seeds {median_norm:.3f}).", "",
+          f"{wall_min:.1f} min (median HF gradient norm of the tuning seeds "
+          f"{S.median_norm(records, TUNE_SEEDS):.3f}).", "",
           t.markdown(rows), "",
           "| X | Y | faults | val loss X − Y (mean ± 95%) | seeds where X is better |",
           "| --- | --- | --- | --- | --- |"] + [p for p in pairs if p] + [
@@ -262,12 +310,8 @@ def main(argv=None) -> int:
           "| seed | ms/step off | gradients | + forward | overhead, gradients "
           "| overhead, + forward | forward's share (points) |",
           "| --- | --- | --- | --- | --- | --- | --- |"
-          ] + overhead_lines(M, P, runner.results, list(range(1, args.overhead_seeds + 1)))
-    text = "\n".join(md) + "\n"
-    with open(os.path.join(args.out, "forward.md"), "w") as f:
-        f.write(text)
-    print(text)
-    return 0
+          ] + overhead_lines(M, P, records, list(range(1, args.overhead_seeds + 1)))
+    return "\n".join(md) + "\n"
 
 
 if __name__ == "__main__":

@@ -8,9 +8,13 @@ writes the tables and plots. See experiments/README.md.
     /usr/bin/python3 experiments/run_eval.py               # full: ~30 min on 2 cores
     /usr/bin/python3 experiments/run_eval.py --smoke       # a few steps, for ctest
 
-Results: <out>/runs/*.json (one per run; reused when present, so an
-interrupted evaluation resumes), <out>/results.md and <out>/chosen.json;
-the full run also writes the PNGs to docs/img/ (--img-dir).
+Results: <out>/runs/*.json (the raw runs, one per run; reused when present,
+so an interrupted evaluation resumes; not kept in the tree, this command
+regenerates them), <out>/runs.jsonl (one compact line per run, what the
+tables and plots are computed from: gnmr_eval/summary.py), <out>/results.md
+and <out>/chosen.json; the full run also writes the PNGs to docs/img/
+(--img-dir). With --tables-only (and the same --seeds) it runs nothing and
+rebuilds the tables and plots from runs.jsonl and chosen.json alone.
 """
 from __future__ import annotations
 
@@ -39,6 +43,9 @@ def parse_args(argv):
                    help="where the built gnmr package is (default build/python)")
     p.add_argument("--img-dir", default=None,
                    help="where the PNGs go (default docs/img; <out>/img with --smoke)")
+    p.add_argument("--tables-only", action="store_true",
+                   help="run nothing: rebuild results.md and the plots from <out>/runs.jsonl "
+                        "(refreshed from <out>/runs/ when there) and <out>/chosen.json")
     p.add_argument("--smoke", action="store_true",
                    help="90 steps, 1 seed, a reduced grid: checks the pipeline, not the claim")
     return p.parse_args(argv)
@@ -51,17 +58,16 @@ def main(argv=None) -> int:
         sys.path.insert(0, pth)
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
-        import gnmr.torch  # noqa: F401
+        if not args.tables_only:  # rebuilding runs nothing: no gnmr module
+            import gnmr.torch  # noqa: F401
         import matplotlib  # noqa: F401
     except ImportError as e:
         print(f"run_eval: {e}: needs Debian's python3-torch and python3-matplotlib and the "
               f"built gnmr module in {args.pythonpath} (./scripts/build.sh)", file=sys.stderr)
         return 2
-    from gnmr_eval import metrics as M
     from gnmr_eval import plan as P
     from gnmr_eval import report
-    from gnmr_eval.data import load_corpus
-    from gnmr_eval.runner import Gnmrd, Runner
+    from gnmr_eval import summary as S
 
     overrides = {}
     seeds = list(range(1, args.seeds + 1))
@@ -73,6 +79,39 @@ def main(argv=None) -> int:
         P.MAX_O, P.LOCKS = [2], [20]
     img_dir = args.img_dir or (os.path.join(args.out, "img") if args.smoke
                                else os.path.join(ROOT, "docs", "img"))
+    if args.tables_only:
+        records = S.from_runs(args.out, report.curve_labels())
+        try:
+            with open(os.path.join(args.out, "chosen.json")) as f:
+                chosen = json.load(f)
+        except OSError as e:
+            print(f"run_eval: {e}: --tables-only needs a finished evaluation's chosen.json",
+                  file=sys.stderr)
+            return 2
+        facts = S.facts(args.out, "results.md")
+        corpus_desc = facts.get("corpus")
+        if not corpus_desc:  # a folder from before tables.json: the corpus is the same
+            from gnmr_eval.data import load_corpus
+            corpus_desc = load_corpus().describe()
+        wall_min = facts.get("wall_min", float("nan"))
+    else:
+        records, chosen, corpus_desc, wall_min = run_all(args, paths, overrides, seeds, tune)
+    text = report.write_outputs(args.out, records, seeds, chosen, corpus_desc,
+                                chosen["median_hf_grad_norm"], wall_min, img_dir)
+    print(text)
+    print(f"run_eval: done; tables in {args.out}/results.md, plots in {img_dir}", flush=True)
+    return 0
+
+
+def run_all(args, paths, overrides, seeds, tune):
+    """Every phase's runs not cached in <out>/runs/; returns the folder's
+    summary lines, the choices, the corpus and the wall time (minutes)."""
+    from gnmr_eval import metrics as M
+    from gnmr_eval import plan as P
+    from gnmr_eval import report
+    from gnmr_eval import summary as S
+    from gnmr_eval.data import load_corpus
+    from gnmr_eval.runner import Gnmrd, Runner
     corpus = load_corpus()
     print(f"run_eval: corpus {corpus.describe()}", flush=True)
 
@@ -111,12 +150,11 @@ def main(argv=None) -> int:
         runner.run(P.overhead_specs(seeds[:3]), "overhead")
     finally:
         daemon.stop()
-    text = report.write_outputs(args.out, runner.results, seeds, chosen, corpus.describe(),
-                                median_norm, time.time() - started, img_dir)
-    print(text)
-    print(f"run_eval: done in {(time.time() - started) / 60:.1f} min; tables in "
-          f"{args.out}/results.md, plots in {img_dir}", flush=True)
-    return 0
+    records = S.save(args.out, S.summarize_all(runner.results, report.curve_labels()))
+    wall_min = (time.time() - started) / 60
+    S.save_facts(args.out, "results.md", wall_min=wall_min, corpus=corpus.describe())
+    print(f"run_eval: runs done in {wall_min:.1f} min", flush=True)
+    return records, chosen, corpus.describe(), wall_min
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Tables (Markdown) and plots (PNG) of an evaluation's results."""
+"""Tables (Markdown) and plots (PNG) of an evaluation's results, computed
+from the runs' summary lines (summary.py), never from the raw runs: so the
+tables rebuilt from a results folder's runs.jsonl alone are the same bytes."""
 from __future__ import annotations
 
 import math
@@ -7,10 +9,12 @@ from typing import Dict, List
 
 from . import metrics as M
 from . import plan as P
+from . import summary as S
 
 
 class Table:
     def __init__(self, results: Dict[str, Dict], seeds: List[int]) -> None:
+        # results: summary lines by run name (summary.summarize)
         self.r, self.seeds = results, seeds
         # Appended to every GNMR arm's label (forward_eval.py --set).
         self.label_suffix = ""
@@ -33,10 +37,10 @@ class Table:
         hf = {s: self.get("HF", "amp", s) for s, _ in runs}
         lc = {s: self.get("LC", faults, s) for s, _ in runs}
         clean = {s: self.get("LC-clean", "none", s) for s, _ in runs}
-        rec = [M.recovery(x) for _, x in runs]
-        adm = [M.admissions(x) for _, x in runs]
+        rec = [S.recovery(x) for _, x in runs]
+        adm = [S.admissions(x) for _, x in runs]
         n_adm, tp, events, det = (sum(a[i] for a in adm) for i in range(4))
-        kinds = [M.false_positive_kinds(x) for _, x in runs]
+        kinds = [x["false_admissions"] for _, x in runs]
         gaps = [M.gap_closed(x, lc[s], hf[s]) for s, x in runs if lc[s] and hf[s]]
         fgaps = [M.gap_closed(x, lc[s], clean[s]) for s, x in runs if lc[s] and clean[s]]
         return {
@@ -44,7 +48,7 @@ class Table:
             "val": M.fmt_ci([x["val_loss"] for _, x in runs], 4),
             "gap": M.fmt_ci(gaps, pct=True) if faults != "none" else "–",
             "fgap": M.fmt_ci(fgaps, pct=True) if faults != "none" else "–",
-            "spikes": f"{sum(M.spike_steps(x, hf[s]) for s, x in runs) / len(runs):.1f}",
+            "spikes": f"{sum(x['spike_steps'] for _, x in runs) / len(runs):.1f}",
             "rec": f"{100 * sum(a[0] for a in rec) / len(rec):.2f}%",
             "rec_split": (f"{100 * sum(a[1] for a in rec) / len(rec):.2f} / "
                           f"{100 * sum(a[2] for a in rec) / len(rec):.2f}"),
@@ -53,7 +57,7 @@ class Table:
                     f"{sum(k[1] for k in kinds) / len(runs):.1f}"),
             "prec": f"{tp / n_adm:.2f}" if n_adm else "–",
             "recall": f"{det / events:.2f}" if events else "–",
-            "ms": f"{sum(M.step_ms(x) for _, x in runs) / len(runs):.1f}",
+            "ms": f"{sum(x['step_ms'] for _, x in runs) / len(runs):.1f}",
             "_gaps": gaps, "_rec": sum(a[0] for a in rec) / len(rec),
         }
 
@@ -132,19 +136,19 @@ def plot_timeline(t: Table, path: str, seed: int, labels: List[str]) -> None:
     fig, axes = plt.subplots(len(runs), 1, figsize=(11, 2.4 * len(runs)), sharex=True)
     axes = axes if len(runs) > 1 else [axes]
     for ax, (label, x) in zip(axes, runs):
-        nu, ns = len(x["units"]), x["steps"]
+        nu, ns = x["units"], x["steps"]
         grid = [[0.0] * ns for _ in range(nu)]
-        for step, us in enumerate(x["in_force"]):
-            for u in us:
+        for u, first, last in x["timeline"]["in_force"]:
+            for step in range(first, last + 1):
                 grid[u][step] = 1.0
         ax.imshow(grid, aspect="auto", cmap="Blues", vmin=0, vmax=1.4, interpolation="nearest")
-        for e in x["schedule"]:
-            ax.add_patch(Rectangle((e["first"] - 0.5, e["unit"] - 0.5), e["last"] - e["first"] + 1,
+        for u, first, last in x["timeline"]["faults"]:
+            ax.add_patch(Rectangle((first - 0.5, u - 0.5), last - first + 1,
                                    1, fill=False, edgecolor="red", lw=1.2))
-        for u, st in x["admissions"]:
+        for u, st in x["timeline"]["admissions"]:
             ax.plot(st, u, marker="|", color="black", ms=7)
         ax.set_yticks(range(nu))
-        ax.set_yticklabels(x["units"], fontsize=6)
+        ax.set_yticklabels(x["unit_names"], fontsize=6)
         ax.set_title(f"{label}, seed {seed}: blue = in recovery, red box = fault, "
                      "| = admission (observed step)", fontsize=9)
     axes[-1].set_xlabel("step")
@@ -161,7 +165,7 @@ def overhead_rows(results: Dict[str, Dict], seeds: List[int]) -> List[str]:
             x = results.get(P.name(f"Overhead-L{lag}", "none", seed))
             if not x:
                 continue
-            on, off = M.step_ms(x, True), M.step_ms(x, False)
+            off, on = x["step_ms_off_on"]
             ratios.append(on / off - 1)
             lines.append(f"| lag {lag} | {seed} | {off:.2f} | {on:.2f} | {100 * (on / off - 1):+.1f}% |")
         if ratios:
@@ -198,20 +202,31 @@ def fmt_float(v: float) -> str:
     return "nan" if math.isnan(v) else f"{v:.3f}"
 
 
+def loss_arms() -> List[str]:
+    return ["LC", P.headline_label(), P.gnmr_label(0, 4, 5), P.gnmr_label(1, 2, 20),
+            "Oracle-L0", "Oracle-L1", "Random", "GlobalClip", "ZClip"]
+
+
+def timeline_arms() -> List[str]:
+    return [P.headline_label(), P.gnmr_label(0, 4, 5), P.gnmr_label(1, 2, 20), "Oracle-L0"]
+
+
+def curve_labels() -> List[str]:
+    """The labels whose amplifying runs the plots draw: their summary lines
+    keep the training loss and unit names (HF: the loss difference's base)."""
+    return ["HF"] + loss_arms() + timeline_arms()
+
+
 def write_outputs(out_dir: str, results, seeds, chosen, corpus_desc, median_norm,
-                  elapsed_s: float, img_dir: str) -> str:
-    """Writes the tables (Markdown) and plots; returns the Markdown."""
+                  elapsed_min: float, img_dir: str) -> str:
+    """Writes the tables (Markdown) and plots from the summary lines
+    `results`; returns the Markdown."""
     t = Table(results, seeds)
     os.makedirs(img_dir, exist_ok=True)
-    plot_loss_diff(t, os.path.join(img_dir, "eval_loss_diff.png"),
-                   ["LC", P.headline_label(), P.gnmr_label(0, 4, 5), P.gnmr_label(1, 2, 20),
-                    "Oracle-L0",
-                    "Oracle-L1", "Random", "GlobalClip", "ZClip"])
-    plot_timeline(t, os.path.join(img_dir, "eval_timeline.png"), seeds[0],
-                  [P.headline_label(), P.gnmr_label(0, 4, 5), P.gnmr_label(1, 2, 20),
-                   "Oracle-L0"])
+    plot_loss_diff(t, os.path.join(img_dir, "eval_loss_diff.png"), loss_arms())
+    plot_timeline(t, os.path.join(img_dir, "eval_timeline.png"), seeds[0], timeline_arms())
     md = [f"Corpus: {corpus_desc}.", "",
-          f"Evaluation seeds {seeds}; wall time of the whole command {elapsed_s / 60:.1f} min.", "",
+          f"Evaluation seeds {seeds}; wall time of the whole command {elapsed_min:.1f} min.", "",
           "Chosen on the tuning seeds:", ""]
     for lag in (0, 1):
         c = chosen[f"lag{lag}"]

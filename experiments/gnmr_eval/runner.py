@@ -2,7 +2,8 @@
 
 Results are cached as ``<out>/runs/<name>.json``: a run already there is not
 repeated (an interrupted evaluation resumes; delete the folder to start
-over). A failed run is reported and stops the evaluation (no silent gaps).
+over). The tree keeps no raw run, only each run's summary line
+(summary.py), which the commands write after their runs. A failed run is reported and stops the evaluation (no silent gaps).
 """
 from __future__ import annotations
 

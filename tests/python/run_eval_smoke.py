@@ -1,12 +1,15 @@
 """ctest entry: the evaluation's one command in its --smoke form (90 steps,
 one seed, a reduced grid) through the real gnmrd, then checks of what it
-wrote. Exit 77 (skip) without torch or matplotlib."""
+wrote, and that --tables-only rebuilds the same tables and plots from the
+runs' summary alone (the raw runs are not kept in the tree). Exit 77 (skip)
+without torch or matplotlib."""
 from __future__ import annotations
 
 import glob
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +27,27 @@ def run_and_load(script: str, args: list, out: str) -> dict:
     subprocess.run(cmd, check=True)
     return {os.path.basename(p)[:-5]: json.load(open(p))
             for p in glob.glob(os.path.join(out, "runs", "*.json"))}
+
+
+def rebuilt_from_summary(script: str, args: list, out: str, outputs: list) -> list:
+    """`script` with `args` and --tables-only on a copy of `out` without runs/
+    and without `outputs`: each output must come back the same bytes."""
+    problems = []
+    with open(os.path.join(out, "runs.jsonl")) as f:
+        lines = sum(1 for _ in f)
+    raw = len(glob.glob(os.path.join(out, "runs", "*.json")))
+    if lines != raw:
+        problems.append(f"{script}: runs.jsonl has {lines} lines for {raw} runs")
+    copy = tempfile.mkdtemp(prefix="gnmr-eval-rebuilt-")
+    for name in os.listdir(out):
+        if name not in ("runs", "img") and name not in outputs:
+            shutil.copy(os.path.join(out, name), copy)
+    run_and_load(script, args + ["--tables-only"], copy)
+    for name in outputs:
+        with open(os.path.join(out, name), "rb") as a, open(os.path.join(copy, name), "rb") as b:
+            if a.read() != b.read():
+                problems.append(f"{script} --tables-only: {name} differs from the original")
+    return problems
 
 
 def main() -> int:
@@ -62,6 +86,8 @@ def main() -> int:
     #              random 1, DP 1, overhead 2
     if len(runs) != expected:
         problems.append(f"{len(runs)} runs, {expected} expected")
+    problems += rebuilt_from_summary("run_eval.py", ["--smoke"], out, [
+        "results.md", "img/eval_loss_diff.png", "img/eval_timeline.png"])
     problems += forward_eval_smoke()
     for p in problems:
         print("FAIL:", p)
@@ -75,9 +101,9 @@ def forward_eval_smoke() -> list:
     one arm with a --set override (an integer key), one three-way overhead
     run; then checks of what it wrote."""
     out = tempfile.mkdtemp(prefix="gnmr-forward-eval-smoke-")
-    runs = run_and_load("forward_eval.py", [
-        "--steps", "90", "--seed-list", "1", "--only", "fwd-dclip-excl", "--set", "lock_steps=5",
-        "--overhead-seeds", "1"], out)
+    args = ["--steps", "90", "--seed-list", "1", "--only", "fwd-dclip-excl", "--set",
+            "lock_steps=5", "--overhead-seeds", "1"]
+    runs = run_and_load("forward_eval.py", args, out)
     problems = []
     arm = "GNMR-L0-o2-k20-fwd-dclip-excl-lock_steps5"
     for faults in ("amp", "att", "grad", "none"):
@@ -97,6 +123,7 @@ def forward_eval_smoke() -> list:
     text = open(os.path.join(out, "forward.md")).read()
     if "| 1 |" not in text.split("Monitor overhead", 1)[-1]:
         problems.append("forward_eval: overhead row of seed 1 not in forward.md")
+    problems += rebuilt_from_summary("forward_eval.py", args, out, ["forward.md"])
     return problems
 
 
