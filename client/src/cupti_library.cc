@@ -12,7 +12,9 @@ namespace {
 
 // CUPTI's soname follows the toolkit's major version (libcupti.so.13 for
 // CUDA 13); a CUPTI of another major has other record layouts.
-std::string SonameOfThisToolkit() { return "libcupti.so." + std::to_string(CUPTI_API_VERSION / 10000); }
+std::string SonameOfThisToolkit() {
+  return "libcupti.so." + std::to_string(CUPTI_API_VERSION / 10000);
+}
 
 template <class Fn>
 bool Find(void* handle, const char* name, Fn* fn, std::string* missing) {

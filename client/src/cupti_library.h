@@ -20,9 +20,9 @@
 // types, so this header is only included where CUPTI was found at build.
 #pragma once
 
-#include <cupti.h>
-
 #include <string>
+
+#include <cupti.h>
 
 #include "gnmr/status.h"
 
