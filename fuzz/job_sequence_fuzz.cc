@@ -51,6 +51,19 @@ constexpr const char* kJobId = "fuzz-job";
 const char* const kNames[] = {"a", "b", "c", "layers.0.fc1", "layers.1.fc1", "head"};
 constexpr int kNumNames = 6;
 
+// The job's time: moved only by the input's deadline ticks. Its wall time
+// is a fixed date moved the same way, so a run never reads the machine's
+// clock and an input replays exactly.
+class InputClock final : public TimeSource {
+ public:
+  SteadyTime Now() const override { return now; }
+  WallTime WallNow() const override {
+    return WallTime(std::chrono::seconds(1767225600)) +
+           std::chrono::duration_cast<WallTime::duration>(now.time_since_epoch());
+  }
+  SteadyTime now = SteadyTime(std::chrono::hours(1));
+};
+
 struct RankState {
   uint64_t session_id = 0;
   std::shared_ptr<CheckingSink> sink;
@@ -72,7 +85,7 @@ class Driver {
     options_.snapshot_every_steps = static_cast<uint32_t>(in_.Range(1, 8));
     options_.steps_kept_for_acks = 16;
     options_.decisions_kept = 8;
-    options_.clock = [this] { return now_; };
+    options_.clock = &clock_;
     max_o_seen_ = config_.max_o;
 
     for (int op = 0; op < kMaxOps && !in_.empty(); ++op) Step();
@@ -222,7 +235,7 @@ class Driver {
       o->set_overhead_step(in_.Int<int64_t>());
     }
     const uint64_t session = rank < ranks_.size() ? PickSession(rank) : in_.Int<uint64_t>();
-    if (job_->OnStats(rank, session, stats, stats.ByteSizeLong(), now_).ok() &&
+    if (job_->OnStats(rank, session, stats, stats.ByteSizeLong(), clock_.now).ok() &&
         step > last_step_sent_ && step < std::numeric_limits<int64_t>::max() - 64) {
       last_step_sent_ = step;
     }
@@ -256,8 +269,8 @@ class Driver {
 
   void Tick() {
     if (!job_) return;
-    now_ += std::chrono::milliseconds(in_.Range(0, 250));
-    job_->Tick(now_);
+    clock_.now += std::chrono::milliseconds(in_.Range(0, 250));
+    job_->Tick(clock_.now);
   }
 
   void Admin() {
@@ -279,7 +292,7 @@ class Driver {
         (void)job_->ReleaseUnit(PickName());
         break;
       case 2:
-        (void)job_->Info(now_);
+        (void)job_->Info(clock_.now);
         break;
       case 3: {
         // One byte, as before the query had more fields (so the corpus
@@ -340,7 +353,7 @@ class Driver {
   JobOptions options_;
   int32_t max_o_seen_ = 0;
   // The job's clock (options_.clock): declared before the job, which reads it.
-  Job::Clock::time_point now_ = Job::Clock::time_point(std::chrono::hours(1));
+  InputClock clock_;
   CheckingListener listener_;
   std::unique_ptr<Job> job_;
   std::vector<RankState> ranks_ = std::vector<RankState>(5);

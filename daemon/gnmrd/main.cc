@@ -18,6 +18,7 @@
 
 #include "common/shutdown_signals.h"
 #include "common/text.h"
+#include "common/time_source.h"
 #include "daemon/daemon_config/daemon_config.h"
 #include "daemon/gnmrd/fd_limit.h"
 #include "daemon/gnmrd/restore.h"
@@ -53,8 +54,11 @@ Status MakeDirs(const std::string& path, mode_t mode) {
   return Status::Ok();
 }
 
-DaemonOptions ToDaemonOptions(const DaemonConfig& c) {
+DaemonOptions ToDaemonOptions(const DaemonConfig& c, const TimeSource* clock) {
   DaemonOptions o;
+  // The jobs restored before Daemon::Start are made with registry.job too.
+  o.clock = clock;
+  o.registry.job.clock = clock;
   o.listen = c.listen;
   o.unix_socket_mode = static_cast<int>(c.unix_socket_mode);
   o.max_message_bytes = static_cast<int>(c.max_message_bytes);
@@ -245,7 +249,10 @@ int Run(int argc, char** argv) {
     return 1;
   }
 
-  store::SnapshotStore snapshot_store(config.state_dir);
+  // The one clock of the process: every part that reads the time is given
+  // this one (tests of the parts give them a ManualClock instead).
+  const TimeSource* const clock = &TimeSource::Real();
+  store::SnapshotStore snapshot_store(config.state_dir, clock);
   CleanStateDir(snapshot_store, config.state_dir);
   store::SnapshotWriter snapshot_writer(&snapshot_store);
   store::EventLogOptions event_options;
@@ -262,8 +269,8 @@ int Run(int argc, char** argv) {
   std::unique_ptr<metrics::DaemonMetrics> metrics = std::move(started).value();
 
   DaemonSideEffects effects(&snapshot_writer, &event_log, metrics.get(), config.state_dir,
-                            traces.get());
-  DaemonOptions options = ToDaemonOptions(config);
+                            traces.get(), clock);
+  DaemonOptions options = ToDaemonOptions(config, clock);
   if (metrics) {
     options.record_rpc = [m = metrics.get()](std::string_view method, StatusCode code) {
       m->RecordRpc(method, code);

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include "common/text.h"
-#include "common/wall_clock.h"
 #include "daemon/store/job_removal.h"
 
 namespace gnmr {
@@ -52,7 +51,7 @@ void DaemonSideEffects::OnDecision(const std::string& job_id,
       v1::Event e;
       e.set_observed_step(step.step);
       e.set_kind(v1::EVENT_KIND_TRACE_DROPPED);
-      e.set_time_unix(UnixNowSeconds());
+      e.set_time_unix(clock_->UnixSeconds());
       e.set_detail(
           "the trace recorder's queue is full: this step and the next ones until it drains are "
           "missing from the trace (gnmr_trace_steps_dropped_total counts them)");
@@ -110,7 +109,7 @@ Status DaemonSideEffects::OnJobRemoved(const std::string& job_id) {
   Status result;
   if (events_) result = events_->RemoveJob(job_id, /*delete_files=*/state_dir_.empty());
   if (!state_dir_.empty()) {
-    Status s = store::RemoveJobDir(state_dir_, job_id);
+    Status s = store::RemoveJobDir(state_dir_, job_id, *clock_);
     if (result.ok()) result = s;
   }
   if (metrics_) metrics_->RemoveJob(job_id);

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/time_source.h"
 #include "daemon/job/job_listener.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/store/event_log.h"
@@ -22,18 +23,22 @@ namespace gnmr {
 
 class DaemonSideEffects final : public JobListener {
  public:
-  // Any pointer may be null: that side effect is off. `state_dir` is where
-  // a removed job's files are ("": none are removed). `traces` records the
-  // decided steps (a full queue drops a step: a `trace_dropped` event marks
-  // the first of each gap).
+  // Any pointer but `clock` may be null: that side effect is off.
+  // `state_dir` is where a removed job's files are ("": none are removed).
+  // `traces` records the decided steps (a full queue drops a step: a
+  // `trace_dropped` event marks the first of each gap). `clock` (the
+  // daemon's, never null) dates those events and names a removed job's
+  // directory.
   DaemonSideEffects(store::SnapshotWriter* snapshots, store::EventLog* events,
                     metrics::DaemonMetrics* metrics, std::string state_dir = "",
-                    store::TraceRecorder* traces = nullptr)
+                    store::TraceRecorder* traces = nullptr,
+                    const TimeSource* clock = &TimeSource::Real())
       : snapshots_(snapshots),
         events_(events),
         metrics_(metrics),
         state_dir_(std::move(state_dir)),
-        traces_(traces) {}
+        traces_(traces),
+        clock_(clock) {}
 
   void OnJobStarted(const std::string& job_id, uint32_t world_size,
                     const Controller& controller) override;
@@ -62,6 +67,7 @@ class DaemonSideEffects final : public JobListener {
   metrics::DaemonMetrics* const metrics_;
   const std::string state_dir_;
   store::TraceRecorder* const traces_;
+  const TimeSource* const clock_;
 };
 
 }  // namespace gnmr

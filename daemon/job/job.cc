@@ -114,7 +114,7 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
     job->generation_ = meta.generation();
     job->restored_at_ = job->Now();
     job->aggregator_.SetLastClosed(meta.last_closed_step());
-    job->last_active_ = SteadyFromUnix(meta.last_active_unix(), job->last_active_);
+    job->last_active_ = job->SteadyFromUnix(meta.last_active_unix(), job->last_active_);
     job->StartGeneration(GenerationCause::kRestore,
                          "the daemon restored the job from its snapshot");
     // Decisions made after the snapshot are lost, not unplanned: wait for

@@ -177,7 +177,7 @@ class Job {
   Status OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack);
 
   // The job's time (JobOptions::clock): what OnStats and Tick are given.
-  Clock::time_point Now() const { return options_.clock ? options_.clock() : Clock::now(); }
+  Clock::time_point Now() const { return options_.clock->Now(); }
 
   // Closes steps whose deadline has passed.
   void Tick(Clock::time_point now);
@@ -195,13 +195,14 @@ class Job {
   // view is at most about a second older than the operation in progress.
   // Nobody watching, the job builds none (O(ranks) under its lock: ~4 ms a
   // second at 16,384 ranks, and a report arriving meanwhile waited for it).
-  // A listing of many jobs passes one `give_up` (steady clock) to all of
-  // them, so busy jobs together cost it at most kInfoPatience, not 50 ms
-  // each; without one, each call has its own kInfoPatience.
+  // A listing of many jobs passes one `give_up` (a time of the job's clock)
+  // to all of them, so busy jobs together cost it at most kInfoPatience,
+  // not 50 ms each; without one, each call has its own kInfoPatience. The
+  // patience runs on the job's clock: a test's clock decides when it ends.
   static constexpr std::chrono::milliseconds kInfoPatience{50};
   static constexpr std::chrono::seconds kViewWatched{10};
   v1::JobInfo Info(Clock::time_point now) const;
-  v1::JobInfo Info(Clock::time_point now, std::chrono::steady_clock::time_point give_up) const;
+  v1::JobInfo Info(Clock::time_point now, Clock::time_point give_up) const;
   // The units a ListUnits query asks for (unit_query.h); waits for the
   // job's lock.
   UnitPage Units(const UnitQuery& query) const;
@@ -416,8 +417,9 @@ class Job {
   // ---- lifecycle (job_lifecycle.cc)
   // last_active_ as Unix seconds (now while a stream is attached).
   double LastActiveUnixLocked() const;
-  // A wall-clock time as a steady-clock one; `fallback` for 0 (unknown).
-  static Clock::time_point SteadyFromUnix(double unix_seconds, Clock::time_point fallback);
+  // A wall-clock time as a steady-clock one (both of the job's clock);
+  // `fallback` for 0 (unknown).
+  Clock::time_point SteadyFromUnix(double unix_seconds, Clock::time_point fallback) const;
   v1::JobMeta MetaLocked() const;
   // OK with *session set to the rank's current session, or
   // FailedPrecondition (not registered, or an older session of the rank).

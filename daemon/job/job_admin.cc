@@ -6,24 +6,21 @@
 #include <spdlog/spdlog.h>
 
 #include "common/glob.h"
-#include "common/wall_clock.h"
 #include "controller/state_codec.h"
 #include "core/config_codec.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {
 
-v1::JobInfo Job::Info(Clock::time_point now) const {
-  return Info(now, std::chrono::steady_clock::now() + kInfoPatience);
-}
+v1::JobInfo Job::Info(Clock::time_point now) const { return Info(now, Now() + kInfoPatience); }
 
-v1::JobInfo Job::Info(Clock::time_point now, std::chrono::steady_clock::time_point give_up) const {
+v1::JobInfo Job::Info(Clock::time_point now, Clock::time_point give_up) const {
   // Most holders of mu_ (a tick, one step's decision) let go within
   // microseconds: wait that long rather than answer with an older view, but
-  // never past `give_up`, so long operations cannot hold up a listing of
-  // every job.
+  // never past `give_up` (on the job's clock), so long operations cannot
+  // hold up a listing of every job.
   std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
-  while (!lock.try_lock() && std::chrono::steady_clock::now() < give_up) {
+  while (!lock.try_lock() && Now() < give_up) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   if (lock.owns_lock()) {
@@ -252,7 +249,7 @@ void Job::ApplyConfigLocked(const ControllerConfig& config) {
     v1::Event e;
     e.set_observed_step(controller_.last_step().value_or(-1));
     e.set_kind(v1::EVENT_KIND_CONFIG_CHANGE);
-    e.set_time_unix(UnixNowSeconds());
+    e.set_time_unix(options_.clock->UnixSeconds());
     e.set_detail("config_version=" + std::to_string(controller_.config_version()) +
                  " max_o=" + std::to_string(config.max_o) + " lag=" + std::to_string(config.lag) +
                  " lock_steps=" + std::to_string(config.lock_steps) +
@@ -275,7 +272,7 @@ Status Job::ReleaseUnit(const std::string& unit) {
     e.set_observed_step(controller_.last_step().value_or(-1));
     e.set_kind(v1::EVENT_KIND_ADMIN_RELEASE);
     e.set_unit(unit);
-    e.set_time_unix(UnixNowSeconds());
+    e.set_time_unix(options_.clock->UnixSeconds());
     listener_->OnEvents(id_, {e});
   }
   if (listener_) listener_->OnControllerChanged(id_, controller_);
@@ -340,7 +337,7 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation, 
     v1::Event e;
     e.set_observed_step(controller_.last_step().value_or(-1));
     e.set_kind(v1::EVENT_KIND_IMPORT);
-    e.set_time_unix(UnixNowSeconds());
+    e.set_time_unix(options_.clock->UnixSeconds());
     e.set_detail("units=" + std::to_string(controller_.num_units()));
     listener_->OnEvents(id_, {e});
   }

@@ -3,7 +3,6 @@
 // a step that could not be decided).
 #include <spdlog/spdlog.h>
 
-#include "common/wall_clock.h"
 #include "controller_io/decision_events.h"
 #include "daemon/job/job.h"
 
@@ -29,13 +28,14 @@ void Job::DecisionFailed(int64_t step, const Status& why) {
 
 void Job::EmitEvent(v1::EventKind kind, int64_t step, std::string detail) {
   if (!listener_) return;
-  listener_->OnEvents(id_, {JobEvent(kind, step, UnixNowSeconds(), std::move(detail))});
+  listener_->OnEvents(id_,
+                      {JobEvent(kind, step, options_.clock->UnixSeconds(), std::move(detail))});
 }
 
 void Job::EmitEvents(const Decision& d) {
   if (!listener_ || (!d.HasChanges())) return;
   std::vector<v1::Event> events;
-  AppendDecisionEvents(d, controller_, UnixNowSeconds(), &events);
+  AppendDecisionEvents(d, controller_, options_.clock->UnixSeconds(), &events);
   listener_->OnEvents(id_, events);
 }
 

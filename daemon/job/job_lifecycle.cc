@@ -8,7 +8,6 @@
 // registry removed them.
 #include <algorithm>
 
-#include "common/wall_clock.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {
@@ -36,15 +35,15 @@ Job::Clock::duration Job::IdleFor(Clock::time_point now) const {
 }
 
 double Job::LastActiveUnixLocked() const {
-  const double now_unix = UnixNowSeconds();
+  const double now_unix = options_.clock->UnixSeconds();
   if (ConnectedLocked() > 0) return now_unix;
   const double idle = std::chrono::duration<double>(Now() - last_active_).count();
   return now_unix - std::max(0.0, idle);
 }
 
-Job::Clock::time_point Job::SteadyFromUnix(double unix_seconds, Clock::time_point fallback) {
+Job::Clock::time_point Job::SteadyFromUnix(double unix_seconds, Clock::time_point fallback) const {
   if (!(unix_seconds > 0)) return fallback;  // unknown (an older snapshot), or NaN
-  const double ago = UnixNowSeconds() - unix_seconds;
+  const double ago = options_.clock->UnixSeconds() - unix_seconds;
   if (!(ago > 0)) return fallback;  // the future: a clock that went back
   // Bounded, so a corrupt value cannot overflow the conversion: a year is
   // past any sensible idle expiry.

@@ -4,9 +4,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 
+#include "common/time_source.h"
 #include "daemon/aggregator/step_aggregator.h"
 #include "daemon/job/fan_out.h"
 #include "daemon/job/resource_caps.h"
@@ -36,10 +36,12 @@ struct JobOptions {
   // one always).
   size_t decisions_kept = 64;
   size_t decision_history_bytes = 4u << 20;
-  // Where the job reads the time (ages, idleness, decision latency); empty:
-  // std::chrono::steady_clock. Tests inject one to drive time instead of
-  // sleeping. The `now` given to OnStats and Tick must come from it too.
-  std::function<std::chrono::steady_clock::time_point()> clock;
+  // Where the job reads the time (common/time_source.h): Now() for ages,
+  // idleness, decision latency and Info's patience, WallNow() for event
+  // times and the snapshot's last activity. Never null; it must outlive
+  // the job. Tests inject a ManualClock to drive time instead of sleeping.
+  // The `now` given to OnStats, Tick and Info must come from it too.
+  const TimeSource* clock = &TimeSource::Real();
 };
 
 }  // namespace gnmr

@@ -19,7 +19,7 @@ AdminService::AdminService(JobRegistry* registry, ServerStats* stats, AdminConte
     : registry_(registry),
       stats_(stats),
       context_(std::move(context)),
-      started_(std::chrono::steady_clock::now()) {
+      started_(context_.clock->Now()) {
   Route("GetStatus", Access::kRead, &AdminService::GetStatus);
   Route("ListJobs", Access::kRead, &AdminService::ListJobs);
   Route("ListUnits", Access::kRead, &AdminService::ListUnits);
@@ -93,8 +93,7 @@ Status AdminService::CheckAccess(grpc::CallbackServerContext* ctx, Access access
 Status AdminService::GetStatus(grpc::CallbackServerContext*, const v1::GetStatusRequest&,
                                v1::GetStatusResponse* resp) {
   resp->set_version(context_.version);
-  resp->set_uptime_seconds(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  resp->set_uptime_seconds(std::chrono::duration<double>(context_.clock->Now() - started_).count());
   resp->set_jobs(static_cast<uint32_t>(registry_->All().size()));
   resp->set_sessions(static_cast<uint32_t>(std::max<int64_t>(0, stats_->sessions_open.load())));
   {
@@ -107,8 +106,9 @@ Status AdminService::GetStatus(grpc::CallbackServerContext*, const v1::GetStatus
 
 Status AdminService::ListJobs(grpc::CallbackServerContext*, const v1::ListJobsRequest&,
                               v1::ListJobsResponse* resp) {
-  // One patience for the whole listing (job.h, Info).
-  const auto give_up = std::chrono::steady_clock::now() + Job::kInfoPatience;
+  // One patience for the whole listing (job.h, Info), on the clock the
+  // jobs read too (Daemon::Start gives them the same one).
+  const auto give_up = context_.clock->Now() + Job::kInfoPatience;
   for (const auto& job : registry_->All()) *resp->add_jobs() = job->Info(job->Now(), give_up);
   return Status::Ok();
 }

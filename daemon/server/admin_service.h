@@ -26,6 +26,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/time_source.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/request_gate.h"
 #include "daemon/server/server_stats.h"
@@ -49,6 +50,9 @@ struct AdminContext {
   // Recent events of a job (the store's in-memory tail); may be empty.
   std::function<std::vector<v1::Event>(const std::string& job, int64_t since_step, uint32_t limit)>
       events;
+  // The daemon's clock (uptime, ListJobs' patience with busy jobs); never
+  // null. Set by Daemon::Start from DaemonOptions.
+  const TimeSource* clock = &TimeSource::Real();
 };
 
 class AdminService final : public v1::Admin::CallbackService {
@@ -97,7 +101,7 @@ class AdminService final : public v1::Admin::CallbackService {
   ServerStats* const stats_;
   AdminContext context_;  // listen: guarded by listen_mu_
   mutable std::mutex listen_mu_;
-  const std::chrono::steady_clock::time_point started_;
+  const TimeSource::SteadyTime started_;  // context_.clock's time
 };
 
 }  // namespace gnmr

@@ -54,6 +54,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
   if (tcp) {
     GNMR_RETURN_IF_ERROR(CheckTlsFiles(options.tls));
   }
+  // One clock for the daemon and its jobs (restored jobs were made with
+  // the same options by gnmrd).
+  options.registry.job.clock = options.clock;
   std::unique_ptr<Daemon> d(new Daemon());
   d->options_ = options;
   d->stats_.record_rpc = options.record_rpc;
@@ -65,6 +68,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
   admin.insecure_tcp = options.insecure_tcp;
   admin.request_gate = options.request_gate.get();
   admin.max_answer_bytes = static_cast<uint64_t>(options.max_message_bytes);
+  admin.clock = options.clock;
   d->gnmr_service_ = std::make_unique<GnmrService>(
       d->registry_.get(), &d->stats_, options.limits, &d->live_sessions_, options.insecure_tcp,
       options.session_queue, options.request_gate.get());
@@ -146,17 +150,17 @@ void Daemon::TickLoop() {
   const auto expiry_check = std::max<std::chrono::milliseconds>(
       std::min<std::chrono::milliseconds>(expiry / 4, std::chrono::seconds(1)),
       options_.tick_interval);
-  // The jobs' clock (injected by tests to drive deadlines and expiry).
-  const auto clock = options_.registry.job.clock;
-  const auto now_of = [&clock] { return clock ? clock() : Job::Clock::now(); };
-  auto next_expiry_check = now_of() + expiry_check;
+  // Deadlines and expiry go by the daemon's clock (a test's clock decides
+  // when they pass); tick_interval only paces the checks, in real time.
+  const TimeSource& clock = *options_.clock;
+  auto next_expiry_check = clock.Now() + expiry_check;
   std::unique_lock<std::mutex> lock(tick_mu_);
   while (!stopping_) {
     tick_cv_.wait_for(lock, options_.tick_interval);
     if (stopping_) break;
     lock.unlock();
     try {
-      const auto now = now_of();
+      const auto now = clock.Now();
       registry_->TickAll(now);
       if (expiry > std::chrono::milliseconds::zero() && now >= next_expiry_check) {
         next_expiry_check = now + expiry_check;
@@ -184,13 +188,15 @@ void Daemon::Shutdown(std::chrono::milliseconds grace) {
   // one.
   live_sessions_.CloseAll(Status(StatusCode::kUnavailable, "gnmrd is shutting down"));
   // Let those streams finish (status delivered) before the server tears
-  // its transports down; bounded by the grace period.
-  const auto streams_deadline = std::chrono::steady_clock::now() +
-                                std::min<std::chrono::milliseconds>(grace, std::chrono::seconds(1));
-  while (stats_.sessions_open.load() > 0 && std::chrono::steady_clock::now() < streams_deadline) {
+  // its transports down; bounded by the grace period, on the daemon's clock.
+  const TimeSource& clock = *options_.clock;
+  const auto streams_deadline =
+      clock.Now() + std::min<std::chrono::milliseconds>(grace, std::chrono::seconds(1));
+  while (stats_.sessions_open.load() > 0 && clock.Now() < streams_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  // gRPC takes a wall-clock deadline: the same grace from the same clock.
+  server_->Shutdown(clock.WallNow() + grace);
   {
     std::lock_guard<std::mutex> lock(tick_mu_);
     stopping_ = true;

@@ -17,6 +17,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/time_source.h"
 #include "daemon/server/admin_service.h"
 #include "daemon/server/gnmr_service.h"
 #include "daemon/server/job_registry.h"
@@ -48,6 +49,11 @@ struct DaemonOptions {
   // Called once per finished RPC (metrics); installed before the server
   // starts, so no RPC thread ever sees it change.
   std::function<void(std::string_view method, StatusCode code)> record_rpc;
+  // The daemon's time (common/time_source.h); never null, and it must
+  // outlive the daemon. Start gives it to the jobs (it replaces
+  // registry.job.clock), the deadline ticker, the Admin service and
+  // Shutdown, so a test that sets a ManualClock here drives all of them.
+  const TimeSource* clock = &TimeSource::Real();
 };
 
 class Daemon {
@@ -63,7 +69,8 @@ class Daemon {
                                                  std::vector<std::unique_ptr<Job>> restored = {});
   ~Daemon();
 
-  // Stops accepting, ends streams (waiting up to `grace`), stops the ticker.
+  // Stops accepting, ends streams (waiting up to `grace` of the daemon's
+  // clock), stops the ticker.
   void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 
   // The addresses actually bound, in `listen` order ("127.0.0.1:0" comes

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <vector>
 
 #include "daemon/store/durable_file.h"
@@ -49,19 +48,14 @@ Status RemoveTree(const std::string& dir) {
   return result;
 }
 
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
-Status RemoveJobDir(const std::string& state_dir, const std::string& job_id) {
+Status RemoveJobDir(const std::string& state_dir, const std::string& job_id,
+                    const TimeSource& clock) {
   const std::string jobs = JobsDir(state_dir);
   const std::string dir = JobDir(state_dir, job_id);
   const std::string base =
-      jobs + "/" + kDeletedPrefix + EscapeJobId(job_id) + "-" + std::to_string(NowUnixMs());
+      jobs + "/" + kDeletedPrefix + EscapeJobId(job_id) + "-" + std::to_string(clock.UnixMillis());
   std::string doomed = base;
   struct stat st;
   for (int n = 2; ::lstat(doomed.c_str(), &st) == 0; ++n) doomed = base + "-" + std::to_string(n);

@@ -19,6 +19,7 @@
 
 #include <string>
 
+#include "common/time_source.h"
 #include "gnmr/status.h"
 
 namespace gnmr {
@@ -26,8 +27,10 @@ namespace store {
 
 // Removes the job's directory and everything in it (see above). OK if the
 // job has none. Call only when nothing writes the job's files any more
-// (SnapshotWriter::CancelJob, EventLog::RemoveJob).
-Status RemoveJobDir(const std::string& state_dir, const std::string& job_id);
+// (SnapshotWriter::CancelJob, EventLog::RemoveJob). `clock` gives the
+// <ms> of the ".deleted-" name.
+Status RemoveJobDir(const std::string& state_dir, const std::string& job_id,
+                    const TimeSource& clock = TimeSource::Real());
 
 // Removes the ".deleted-*" directories a crash left under jobs/. At start,
 // before any job is restored. Returns how many it removed, or the first

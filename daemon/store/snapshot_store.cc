@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <optional>
 
@@ -21,15 +20,9 @@ namespace {
 constexpr char kSnapshotName[] = "snapshot.pb";
 constexpr char kPreviousName[] = "snapshot.prev.pb";
 
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // "<path>.unrestorable-<unix ms>", not yet taken.
-std::string AsidePath(const std::string& path) {
-  const std::string base = path + ".unrestorable-" + std::to_string(NowUnixMs());
+std::string AsidePath(const std::string& path, const TimeSource& clock) {
+  const std::string base = path + ".unrestorable-" + std::to_string(clock.UnixMillis());
   std::string out = base;
   struct stat st;
   for (int n = 2; ::lstat(out.c_str(), &st) == 0; ++n) {
@@ -63,7 +56,8 @@ StatusOr<std::vector<std::string>> JobDirNames(const std::string& state_dir) {
 
 }  // namespace
 
-SnapshotStore::SnapshotStore(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+SnapshotStore::SnapshotStore(std::string state_dir, const TimeSource* clock)
+    : state_dir_(std::move(state_dir)), clock_(clock) {}
 
 std::string SnapshotStore::SnapshotPath(const std::string& job_id) const {
   return JobDir(state_dir_, job_id) + "/" + kSnapshotName;
@@ -73,7 +67,8 @@ Status SnapshotStore::Save(const std::string& job_id, v1::ControllerState state,
                            const std::string& job_meta) {
   StatusOr<std::string> bytes = EncodeSnapshotFrame(
       job_id, state.ByteSizeLong(),
-      [&state](std::string* out) { return state.AppendToString(out); }, job_meta, NowUnixMs());
+      [&state](std::string* out) { return state.AppendToString(out); }, job_meta,
+      clock_->UnixMillis());
   v1::ControllerState().Swap(&state);  // freed before the write
   if (!bytes.ok()) {
     return Status(bytes.status().code(),
@@ -133,7 +128,7 @@ StatusOr<std::string> SnapshotStore::ReplaceNewestByPrevious(const std::string& 
   const std::string dir = JobDir(state_dir_, job_id);
   const std::string newest = dir + "/" + kSnapshotName;
   const std::string previous = dir + "/" + kPreviousName;
-  const std::string kept = AsidePath(newest);
+  const std::string kept = AsidePath(newest, *clock_);
   // Every step leaves complete files: first a second name for the newest,
   // then the previous one renamed over it from a temporary hard link.
   if (::link(newest.c_str(), kept.c_str()) != 0) {
@@ -161,7 +156,7 @@ StatusOr<std::vector<std::string>> SnapshotStore::SetAside(const std::string& jo
   // that the next Save would overwrite.
   for (const char* name : {kPreviousName, kSnapshotName}) {
     const std::string path = dir + "/" + name;
-    const std::string aside = AsidePath(path);
+    const std::string aside = AsidePath(path, *clock_);
     if (::rename(path.c_str(), aside.c_str()) != 0) {
       if (errno == ENOENT) continue;
       return ErrnoStatus("rename " + path + " " + aside, errno);

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "common/time_source.h"
 #include "gnmr/status.h"
 #include "gnmr/v1/controller.pb.h"
 
@@ -42,14 +43,15 @@ class SnapshotStore {
   // Larger snapshots are refused by Save and Load.
   static constexpr size_t kMaxSnapshotBytes = size_t{1} << 30;
 
-  // Nothing is created until the first Save.
-  explicit SnapshotStore(std::string state_dir);
+  // Nothing is created until the first Save. `clock` (never null; it must
+  // outlive the store) dates the snapshots and names the files set aside.
+  explicit SnapshotStore(std::string state_dir, const TimeSource* clock = &TimeSource::Real());
 
   struct Loaded {
     std::string job_id;
     v1::ControllerState state;
     std::string job_meta;
-    int64_t saved_unix_ms = 0;  // wall clock of the Save
+    int64_t saved_unix_ms = 0;  // the store's clock (WallNow) at the Save
     // snapshot.pb was damaged and this is the generation before it.
     bool from_previous = false;
   };
@@ -94,6 +96,7 @@ class SnapshotStore {
   StatusOr<Loaded> LoadFile(const std::string& path, const std::string& job_id) const;
 
   std::string state_dir_;
+  const TimeSource* const clock_;
 };
 
 }  // namespace store

@@ -5,7 +5,6 @@
 
 #include "tests/daemon/test_daemon.h"
 #include "tests/testing/eventually.h"
-#include "tests/testing/manual_clock.h"
 
 namespace gnmr::testing {
 namespace {
@@ -71,9 +70,9 @@ TEST_F(DaemonTest, ShardedUnitsCombineExactly) {
 TEST_F(DaemonTest, MissingRankTakesTheDeadlinePathAndLateReportsAreDropped) {
   // The jobs read a clock the test moves: the deadline (300 ms) passes
   // when the test says so, not when a loaded machine gets round to it.
-  ManualClock clock;
+  ManualClock& clock = clock_;
   DaemonOptions opts;
-  opts.registry.job.clock = clock.AsFunction();
+  opts.clock = &clock;
   StartDaemon(opts);
   RawRank a(Tcp(), "j", 0, 2), b(Tcp(), "j", 1, 2);
   ASSERT_TRUE(a.Register({{"x"}, {"y", 0, 2}}).ok());
@@ -113,6 +112,39 @@ TEST_F(DaemonTest, MissingRankTakesTheDeadlinePathAndLateReportsAreDropped) {
   ASSERT_TRUE(b.WaitDecision(1, &d));
   EXPECT_EQ(listener_.late.load(), 1u);
   EXPECT_EQ(listener_.by_deadline.load(), 1u);  // step 1 closed complete
+}
+
+// Admin's uptime and a rank's age read the daemon's clock: moved by the
+// test, they move by exactly as much, however long the machine took.
+TEST_F(DaemonTest, UptimeAndRankAgesFollowTheDaemonsClock) {
+  DaemonOptions opts;
+  opts.clock = &clock_;
+  StartDaemon(opts);
+  auto admin = v1::Admin::NewStub(Tcp());
+  const auto uptime = [&] {
+    grpc::ClientContext ctx;
+    v1::GetStatusResponse status;
+    EXPECT_TRUE(admin->GetStatus(&ctx, {}, &status).ok());
+    return status.uptime_seconds();
+  };
+  EXPECT_EQ(uptime(), 0.0);
+  clock_.Advance(std::chrono::seconds(90));
+  EXPECT_EQ(uptime(), 90.0);
+
+  RawRank a(Tcp(), "j", 0, 1);
+  ASSERT_TRUE(a.Register({{"x"}}).ok());
+  a.Open();
+  ASSERT_TRUE(a.SendStats(0, {1.0}));
+  v1::Decision d;
+  ASSERT_TRUE(a.WaitDecision(0, &d));  // the report was taken: the rank was last seen then
+  clock_.Advance(std::chrono::seconds(30));
+  grpc::ClientContext ctx;
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(admin->ListJobs(&ctx, {}, &jobs).ok());
+  ASSERT_EQ(jobs.jobs_size(), 1);
+  ASSERT_EQ(jobs.jobs(0).ranks_size(), 1);
+  EXPECT_NEAR(jobs.jobs(0).ranks(0).last_seen_seconds_ago(), 30.0, 1e-9);
+  EXPECT_EQ(uptime(), 120.0);
 }
 
 TEST_F(DaemonTest, ReRegisteringReplacesTheOldSession) {

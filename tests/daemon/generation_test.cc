@@ -155,9 +155,12 @@ TEST_F(DaemonTest, NewIncarnationStartsAGenerationTheOthersJoinAndStepsRewind) {
 // new incarnation waits while an old one was heard from lately; the
 // generation starts once every rank registered as a new instance, or once
 // the old ones have been quiet for the silence (here 1.5 s: 5 deadlines).
+// The daemon's clock moves only when the test says: "lately" and "quiet"
+// do not depend on how fast the machine is.
 TEST_F(DaemonTest, ARestartStartsTheGenerationOnceTheOldRanksAreGoneOrQuiet) {
   DaemonOptions opts;
   opts.registry.job.incarnation_silence = std::chrono::milliseconds(100);
+  opts.clock = &clock_;
   StartDaemon(opts);
   const v1::ControllerConfig cfg = LongLocks();
   RawRank a0(Tcp(), "j", 0, 3), a1(Unix(), "j", 1, 3), a2(Tcp(), "j", 2, 3);
@@ -182,6 +185,9 @@ TEST_F(DaemonTest, ARestartStartsTheGenerationOnceTheOldRanksAreGoneOrQuiet) {
   ASSERT_TRUE(c1.Register(kUnits, &resp, &cfg, 0xC1).ok());
   EXPECT_EQ(resp.generation(), 2u);  // rank 2 of generation 2 registered a moment ago
   c0.Open();
+  clock_.Advance(std::chrono::milliseconds(1499));
+  EXPECT_FALSE(c0.WaitGeneration(3, std::chrono::milliseconds(200)));  // not quiet long enough
+  clock_.Advance(std::chrono::milliseconds(2));
   ASSERT_TRUE(c0.WaitGeneration(3, std::chrono::seconds(10)));  // after 1.5 s of quiet
 }
 
@@ -194,6 +200,7 @@ TEST_F(DaemonTest, ARestartStartsTheGenerationOnceTheOldRanksAreGoneOrQuiet) {
 TEST_F(DaemonTest, ARankInACrashLoopNeverStartsAGenerationUnderTheOthers) {
   DaemonOptions opts;
   opts.registry.job.incarnation_silence = std::chrono::milliseconds(100);
+  opts.clock = &clock_;  // the honest ranks stay "heard from lately" however slow the machine
   StartDaemon(opts);
   const v1::ControllerConfig cfg = LongLocks();
   RawRank h0(Tcp(), "j", 0, 3), h1(Unix(), "j", 1, 3);
@@ -232,6 +239,7 @@ TEST_F(DaemonTest, ARankInACrashLoopNeverStartsAGenerationUnderTheOthers) {
   // restarted rank's incarnation starts.
   h0.Close();
   h1.Close();
+  clock_.Advance(std::chrono::milliseconds(1501));
   ASSERT_TRUE(loop.back()->WaitGeneration(2, std::chrono::seconds(10)));
 }
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "daemon/job/job.h"
+#include "tests/testing/manual_clock.h"
 
 namespace gnmr::testing {
 namespace {
@@ -127,6 +128,46 @@ TEST(JobInfo, ListingDoesNotWaitForALongDecision) {
   // once (current), a busy one answers its last view at once.
   const auto spent = std::chrono::steady_clock::now();
   EXPECT_EQ(job->Info(Clock::now(), spent).last_step(), 1);
+}
+
+// Info()'s patience with a busy job runs on the job's clock, not on the
+// machine's: while that clock stands still Info() waits for the lock,
+// however long the machine takes; once the clock reaches the listing's
+// `give_up` it answers the last view.
+TEST(JobInfo, PatienceWithABusyJobRunsOnTheJobsClock) {
+  ManualClock clock;
+  JobOptions options;
+  options.clock = &clock;
+  HoldingListener listener;
+  std::unique_ptr<Job> job = MakeJob(&listener, 1, options);
+  StatusOr<RegisterResult> r = job->Register(RegisterOf(0, 1, 3));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(job->OnStats(0, r->session_id, StatsOf(0, 3), 0, clock.Now()).ok());
+  EXPECT_EQ(job->Info(clock.Now()).last_step(), 0);  // free: current, and the view kept
+  listener.hold = true;
+  std::thread decider(
+      [&] { EXPECT_TRUE(job->OnStats(0, r->session_id, StatsOf(1, 3), 0, clock.Now()).ok()); });
+  {
+    std::unique_lock<std::mutex> lock(listener.mu);
+    listener.cv.wait(lock, [&] { return listener.holding; });
+  }
+  // The give_up is fixed here, so moving the clock below cannot race the
+  // call's start.
+  const Clock::time_point give_up = clock.Now() + Job::kInfoPatience;
+  std::future<v1::JobInfo> info =
+      std::async(std::launch::async, [&] { return job->Info(clock.Now(), give_up); });
+  // Far past 50 ms of real time, but not of the job's: still waiting.
+  EXPECT_EQ(info.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  clock.Advance(Job::kInfoPatience - std::chrono::nanoseconds(1));
+  EXPECT_EQ(info.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  clock.Advance(std::chrono::nanoseconds(1));
+  // Not a timing bound: a hang detector.
+  const bool answered = info.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  listener.Release();
+  decider.join();
+  ASSERT_TRUE(answered) << "Info() kept waiting after the job's clock passed its patience";
+  EXPECT_EQ(info.get().last_step(), 0);  // the last view, from before the held decision
+  EXPECT_EQ(job->Info(clock.Now()).last_step(), 1);
 }
 
 // CI once saw ListJobs show a registered job with 0 units and 0 ranks: a
@@ -340,27 +381,30 @@ TEST(JobCaps, OpenStepsAreBoundedInBytes) {
 // after 100 ms does, so a busy job still lists every registered rank.
 TEST(JobInfo, ManyRegistrationsShowWhileTheJobIsBusyAfterAMoment) {
   constexpr uint32_t kRanks = 300;
+  ManualClock clock;  // the 100 ms pass when the test says so
+  JobOptions options;
+  options.clock = &clock;
   HoldingListener listener;
-  std::unique_ptr<Job> job = MakeJob(&listener, kRanks);
+  std::unique_ptr<Job> job = MakeJob(&listener, kRanks, options);
   std::vector<uint64_t> session(kRanks);
   for (uint32_t r = 0; r < kRanks; ++r) {
     StatusOr<RegisterResult> reg = job->Register(RegisterOf(r, kRanks, 2));
     ASSERT_TRUE(reg.ok()) << reg.status().ToString();
     session[r] = reg->session_id;
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  clock.Advance(std::chrono::milliseconds(150));
   for (uint32_t r = 0; r + 1 < kRanks; ++r) {
-    ASSERT_TRUE(job->OnStats(r, session[r], StatsOf(0, 2), 0, Clock::now()).ok());
+    ASSERT_TRUE(job->OnStats(r, session[r], StatsOf(0, 2), 0, clock.Now()).ok());
   }
   listener.hold = true;
   std::thread decider([&] {
-    EXPECT_TRUE(job->OnStats(kRanks - 1, session[kRanks - 1], StatsOf(0, 2), 0, Clock::now()).ok());
+    EXPECT_TRUE(job->OnStats(kRanks - 1, session[kRanks - 1], StatsOf(0, 2), 0, clock.Now()).ok());
   });
   {
     std::unique_lock<std::mutex> lock(listener.mu);
     listener.cv.wait(lock, [&] { return listener.holding; });
   }
-  const v1::JobInfo at_once = job->Info(Clock::now(), std::chrono::steady_clock::now());
+  const v1::JobInfo at_once = job->Info(clock.Now(), clock.Now());
   listener.Release();
   decider.join();
   EXPECT_EQ(at_once.ranks_size(), static_cast<int>(kRanks));

@@ -16,11 +16,11 @@
 #include "core/plan_coverage.h"
 #include "daemon/job/job.h"
 #include "tests/daemon/quiet_listener.h"
+#include "tests/testing/manual_clock.h"
 
 namespace gnmr::testing {
 namespace {
 
-using Clock = Job::Clock;
 using namespace std::chrono_literals;
 
 constexpr uint32_t kWorld = 2;
@@ -78,7 +78,7 @@ v1::StepStats StatsOf(int64_t step, double sumsq = 1.0) {
 class RestoreHoldTest : public ::testing::Test {
  protected:
   RestoreHoldTest() {
-    options_.clock = [this] { return now_; };
+    options_.clock = &clock_;
     options_.aggregation.deadline = 1s;
     options_.incarnation_silence = 10s;
     options_.snapshot_every_steps = 1000000;  // only when the test asks
@@ -108,14 +108,14 @@ class RestoreHoldTest : public ::testing::Test {
   }
 
   void Report(Job& job, uint32_t rank, const Rank& r, int64_t step, double sumsq = 1.0) {
-    const Status s = job.OnStats(rank, r.session, StatsOf(step, sumsq), 0, now_);
+    const Status s = job.OnStats(rank, r.session, StatsOf(step, sumsq), 0, clock_.Now());
     EXPECT_TRUE(s.ok()) << "rank " << rank << " step " << step << ": " << s.ToString();
   }
 
   // Lets every open step reach its deadline.
   void PassDeadline(Job& job) {
-    now_ += 1500ms;
-    job.Tick(now_);
+    clock_.Advance(1500ms);
+    job.Tick(clock_.Now());
   }
 
   // The old daemon: both ranks train to step 9, the job is snapshotted,
@@ -132,7 +132,7 @@ class RestoreHoldTest : public ::testing::Test {
     for (int64_t step = 0; step <= 9; ++step) {
       Report(*job, 0, r0, step);
       Report(*job, 1, r1, step);
-      now_ += 10ms;
+      clock_.Advance(10ms);
     }
     job->SnapshotNow();
     snapshot_state_ = old_listener_.state;
@@ -192,7 +192,7 @@ class RestoreHoldTest : public ::testing::Test {
     return false;
   }
 
-  Clock::time_point now_ = Clock::time_point{} + 1h;
+  ManualClock clock_;  // the jobs' time (options_.clock)
   JobOptions options_;
   SnapshotListener old_listener_;
   std::vector<std::shared_ptr<RecordingSink>> old_sinks_;  // the ranks' streams before the crash
@@ -200,6 +200,20 @@ class RestoreHoldTest : public ::testing::Test {
   v1::ControllerState snapshot_state_;
   v1::JobMeta snapshot_meta_;
 };
+
+// A restored job is idle since its snapshot's last activity, which goes to
+// the snapshot as wall time and comes back through the same clock: moved by
+// the test, a restored job's age (and so its idle expiry) needs no waiting.
+TEST_F(RestoreHoldTest, ARestoredJobIsIdleSinceItsSnapshotOnTheJobsClock) {
+  RunOldDaemon();  // snapshotted with both streams attached: active then
+  clock_.Advance(30min);
+  std::unique_ptr<Job> job = RestoreJob();
+  ASSERT_NE(job, nullptr);
+  // 30 min, and the ten deadlines (1.5 s each) the old daemon ran on after
+  // its snapshot.
+  const double idle = std::chrono::duration<double>(job->IdleFor(clock_.Now())).count();
+  EXPECT_NEAR(idle, 30 * 60 + 10 * 1.5, 1e-3);
+}
 
 // relay_soak_short's split (issue 37), step by step: the stopped rank comes
 // back first and catches up alone while its peer is still reconnecting.
@@ -215,8 +229,8 @@ TEST_F(RestoreHoldTest, ALaggingRankBackFirstGetsNoDecisionForStepsItsPeerPlanne
   Rank r1 = Join(*job, 1, held1);
   for (int64_t step = 13; step <= 25; ++step) {
     Report(*job, 1, r1, step);
-    now_ += 10ms;
-    job->Tick(now_);
+    clock_.Advance(10ms);
+    job->Tick(clock_.Now());
   }
   PassDeadline(*job);  // each of those steps has waited a whole deadline
   // Held: the steps rank 1 reported alone close by no deadline. (Before the
@@ -232,8 +246,8 @@ TEST_F(RestoreHoldTest, ALaggingRankBackFirstGetsNoDecisionForStepsItsPeerPlanne
   for (int64_t step = 20; step <= 28; ++step) {
     Report(*job, 0, r0, step);
     if (step > 25) Report(*job, 1, r1, step);  // rank 1's 20-25 were kept
-    now_ += 10ms;
-    job->Tick(now_);
+    clock_.Advance(10ms);
+    job->Tick(clock_.Now());
   }
   const std::vector<v1::Decision> after = NewDecisions(*r0.sink, 9);
   ASSERT_FALSE(after.empty());
@@ -262,8 +276,8 @@ TEST_F(RestoreHoldTest, OldClientsCountOnceHeardFromWithAMargin) {
   Rank r1 = Join(*job, 1);
   for (int64_t step = 13; step <= 25; ++step) {
     Report(*job, 1, r1, step);
-    now_ += 10ms;
-    job->Tick(now_);
+    clock_.Advance(10ms);
+    job->Tick(clock_.Now());
   }
   PassDeadline(*job);
   EXPECT_TRUE(NewDecisions(*r1.sink, 9).empty());
@@ -276,8 +290,8 @@ TEST_F(RestoreHoldTest, OldClientsCountOnceHeardFromWithAMargin) {
   for (int64_t step = 26; step <= first + 3; ++step) {
     Report(*job, 0, r0, step);
     Report(*job, 1, r1, step);
-    now_ += 10ms;
-    job->Tick(now_);
+    clock_.Advance(10ms);
+    job->Tick(clock_.Now());
   }
   const std::vector<v1::Decision> after = NewDecisions(*r0.sink, 9);
   ASSERT_FALSE(after.empty());
@@ -292,11 +306,11 @@ TEST_F(RestoreHoldTest, TheHoldEndsAfterTheGraceWithTheRanksThatCameBack) {
   ASSERT_NE(job, nullptr);
   Rank r1 = Join(*job, 1, 20);
   for (int64_t step = 13; step <= 15; ++step) Report(*job, 1, r1, step);
-  now_ += 9s;
-  job->Tick(now_);
+  clock_.Advance(9s);
+  job->Tick(clock_.Now());
   EXPECT_FALSE(SaidHoldOver(""));
-  now_ += 2s;  // past max(incarnation_silence, 5 deadlines) = 10 s
-  job->Tick(now_);
+  clock_.Advance(2s);  // past max(incarnation_silence, 5 deadlines) = 10 s
+  job->Tick(clock_.Now());
   ASSERT_TRUE(SaidHoldOver("1 of 2 ranks known"));
   ASSERT_TRUE(SaidHoldOver("decides from step 20"));
   for (int64_t step = 16; step <= 22; ++step) {
@@ -343,8 +357,8 @@ TEST_F(RestoreHoldTest, AcksNoRankBackAndTheBoundsOfHeldThrough) {
   listener_.events.clear();
   std::unique_ptr<Job> job = RestoreJob();
   ASSERT_NE(job, nullptr);
-  now_ += 11s;
-  job->Tick(now_);
+  clock_.Advance(11s);
+  job->Tick(clock_.Now());
   ASSERT_TRUE(SaidHoldOver("0 of 2 ranks known"));
   Rank r0 = Join(*job, 0), r1 = Join(*job, 1);
   Report(*job, 0, r0, 10);
@@ -366,8 +380,8 @@ TEST_F(RestoreHoldTest, AHoldDropsTheOldestOpenStepsPastTheBound) {
   Rank r1 = Join(*job, 1, 13);
   for (int64_t step = 14; step <= 40; ++step) {
     Report(*job, 1, r1, step);
-    now_ += 10ms;
-    job->Tick(now_);
+    clock_.Advance(10ms);
+    job->Tick(clock_.Now());
   }
   EXPECT_TRUE(NewDecisions(*r1.sink, 9).empty());
   Rank r0 = Join(*job, 0, 13);

@@ -14,6 +14,7 @@
 #include "controller_io/wire_names.h"
 #include "daemon/server/daemon.h"
 #include "tests/daemon/raw_rank.h"
+#include "tests/testing/manual_clock.h"
 
 namespace gnmr::testing {
 
@@ -232,6 +233,10 @@ class DaemonTest : public ::testing::Test {
   std::string read_token_;
   bool insecure_tcp_ = true;
   RecordingListener listener_;
+  // For a test that drives the daemon's time (opts.clock = &clock_): a
+  // member, so it outlives the daemon, whose ticker reads it until
+  // TearDown's Shutdown.
+  ManualClock clock_;
   std::unique_ptr<Daemon> daemon_;
 };
 

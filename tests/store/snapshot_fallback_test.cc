@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <set>
 
@@ -13,6 +14,7 @@
 #include "daemon/store/snapshot_store.h"
 #include "daemon/store/state_dir.h"
 #include "tests/store/scratch_dir.h"
+#include "tests/testing/manual_clock.h"
 
 namespace gnmr {
 namespace store {
@@ -77,6 +79,25 @@ TEST(SnapshotFallbackTest, SetAsideKeepsBothAndTheJobIsNoLongerListed) {
     aside += names.count(fs::path(path).filename().string());
   }
   EXPECT_EQ(aside, 2);
+}
+
+// The store reads the clock it is given, not the machine's: a snapshot's
+// time and the <unix ms> of the file it sets aside are that clock's.
+TEST(SnapshotFallbackTest, TheStoresClockDatesSnapshotsAndNamesWhatItSetsAside) {
+  ScratchDir dir;
+  gnmr::testing::ManualClock clock;
+  SnapshotStore store(dir.path(), &clock);
+  ASSERT_TRUE(store.Save("j", State(1), "one").ok());
+  const int64_t first_ms = clock.UnixMillis();
+  clock.Advance(std::chrono::hours(24));
+  ASSERT_TRUE(store.Save("j", State(2), "two").ok());
+  EXPECT_EQ(store.LoadPrevious("j")->saved_unix_ms, first_ms);
+  EXPECT_EQ(store.Load("j")->saved_unix_ms, first_ms + 24 * 3600 * 1000);
+  clock.Advance(std::chrono::seconds(1));
+  StatusOr<std::string> kept = store.ReplaceNewestByPrevious("j");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(fs::path(*kept).filename().string(),
+            "snapshot.pb.unrestorable-" + std::to_string(first_ms + (24 * 3600 + 1) * 1000));
 }
 
 TEST(StateDirTest, SecondLockNamesTheHolderAndTheLockEndsWithIt) {
