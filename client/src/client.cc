@@ -1,28 +1,24 @@
-// Client: the training-thread side of the client library.
+// Client: its lifecycle. Create checks the options and picks the transport,
+// AddUnit and SetTensors register the units and their memory, Start builds
+// the outbox and the GPU path and starts the transport's thread, Flush
+// waits for the queued reports and acks, Stop ends it all. The per-step
+// calls are in client_observe.cc (Observe, MarkInactive), client_plan.cc
+// (PlanFor, Ack), client_observe_unit.cc and client_forward.cc. Every
+// public method runs inside Guard(), so not even std::bad_alloc crosses
+// the API.
 //
-// Observe computes statistics on the calling thread into a preallocated
-// report slot and queues it; PlanFor reads the decision cache under a short
-// lock (waiting only as ClientOptions::decision_wait allows, and never while
-// disconnected). Neither touches the network nor allocates in steady state.
-// Every public method runs inside Guard(), so not even std::bad_alloc
-// crosses the API.
-//
-// Device units (tensors on a CUDA device) go through GpuPath: Observe fills
-// the host units' columns, launches the device units on the caller's stream
-// and parks the report slot; it is published when the launch completes
-// (polled by the I/O thread and by the next Observe). A client with only
-// host units never creates a GpuPath and behaves as before.
+// Device units (tensors on a CUDA device) go through GpuPath, created by
+// the first of them; a client with only host units never creates one.
 #include "gnmr/client.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
+#include <chrono>
+#include <random>
 #include <thread>
 #include <utility>
 
 #include "client/src/client_impl.h"
 #include "core/config_codec.h"
-#include "gnmr/cpu_stats.h"
 
 namespace gnmr {
 namespace {
@@ -58,17 +54,14 @@ Status CheckOptions(const ClientOptions& o) {
 
 }  // namespace
 
-double ClipScale(double ref_norm, double norm, double min_scale) {
-  if (std::isnan(norm) || std::isinf(norm)) return min_scale;
-  if (norm <= 0.0 || std::isnan(ref_norm)) return 1.0;
-  return std::clamp(ref_norm / norm, min_scale, 1.0);
-}
-
-const PlanEntry* Plan::Find(UnitHandle unit) const {
-  for (const PlanEntry& e : entries) {
-    if (e.unit == unit) return &e;
+uint64_t NewInstanceId() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) {
+    id = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   }
-  return nullptr;
+  return id;
 }
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -147,7 +140,7 @@ Status Client::SetTensors(UnitHandle unit, const TensorRef* tensors, size_t coun
     Impl& m = *impl_;
     Status s = m.units.SetTensors(unit, tensors, count);
     if (!s.ok()) return s;
-    if (unit < m.early_done.size()) m.early_done[unit] = 0;  // of the old memory
+    m.next_report.ForgetEarly(unit);  // of the old memory
     // Before Start the registry is the source of the GPU tables.
     if (m.started && m.gpu && m.units.unit(unit).device != kHostDevice) {
       m.gpu->SetPointers(unit, tensors, count);
@@ -183,11 +176,8 @@ Status Client::Start() {
                               m.options.profile_gpu_overhead, m.outbox.get());
       if (!g.ok()) return g;
     }
-    m.norms.assign(m.units.size(), std::numeric_limits<double>::quiet_NaN());
-    m.forward.Resize(m.units.size());
-    m.early.assign(m.units.size(), UnitStats{});
-    m.early_done.assign(m.units.size(), 0);
-    m.inactive.resize(m.units.size(), 0);  // keeps marks made before Start
+    m.observed.Resize(m.units.size());
+    m.next_report.Resize(m.units.size());  // keeps marks made before Start
     TransportWiring wiring;
     wiring.request = m.BuildRegister();
     wiring.outbox = m.outbox.get();
@@ -199,184 +189,6 @@ Status Client::Start() {
       return t;
     }
     m.started = true;
-    return Status::Ok();
-  });
-}
-
-Status Client::Observe(int64_t step) { return Observe(step, nullptr); }
-
-Status Client::Observe(int64_t step, void* stream) {
-  return Guard([&] {
-    Impl& m = *impl_;
-    if (!m.started) return FailedPrecondition("Observe before Start");
-    if (step < 0 || step <= m.last_observed) {
-      return InvalidArgument("Observe(" + std::to_string(step) + "): steps must increase (last " +
-                             std::to_string(m.last_observed) + ")");
-    }
-    // Results of earlier launches first (frees their slots; cheap queries).
-    if (m.any_device) m.gpu->Drain(false);
-    Report* r = m.outbox->Acquire();
-    const Clock::time_point t0 = Clock::now();
-    bool nonfinite = false;
-    // A recycled report clears only marks it still carries, so a step with
-    // no unit marked costs nothing here; after that it is all zeros, and the
-    // swap hands those zeros to the next step's marks.
-    if (r->inactive_count > 0) std::fill(r->inactive.begin(), r->inactive.end(), 0);
-    r->inactive_count = 0;
-    if (m.inactive_count > 0) {
-      r->inactive.swap(m.inactive);  // both sized num_units: no allocation
-      r->inactive_count = m.inactive_count;
-      m.inactive_count = 0;
-    }
-    m.forward.MoveInto(r);  // this step's ObserveForward calls
-    // ObserveUnit's host time belongs to this step's statistics as well.
-    const int64_t forward_nanos = m.forward_nanos + m.early_nanos;
-    m.forward_nanos = 0;
-    m.early_nanos = 0;
-    for (UnitHandle i : m.host_units) {
-      const UnitRegistry::Unit& u = m.units.unit(i);
-      UnitStats st;
-      Status s;
-      if (r->inactive[i]) {
-        // nothing to report: zeros, not computed
-      } else if (m.early_done[i]) {
-        st = m.early[i];  // ObserveUnit's: the same kernels on the same memory
-      } else {
-        s = cpu::ComputeStats(u.tensors.data(), u.tensors.size(), &st);
-      }
-      m.early_done[i] = 0;
-      if (!s.ok()) {  // cannot happen: tensors are checked when set
-        m.outbox->Abandon(r);
-        return Status(s.code(), "unit " + u.name + ": " + s.message());
-      }
-      r->sumsq[i] = st.sumsq;
-      r->amax[i] = st.amax;
-      r->nonfinite[i] = st.nonfinite;
-      r->zeros[i] = st.zeros;
-      r->saturated[i] = st.saturated;
-      m.norms[i] = std::sqrt(st.sumsq * u.shard_count);
-      nonfinite = nonfinite || st.nonfinite > 0 || !std::isfinite(st.sumsq);
-    }
-    r->step = step;
-    r->missed_decisions = m.missed.load(std::memory_order_relaxed);
-    r->stats_gpu_seconds = 0.0;
-    r->overhead_source = static_cast<int>(OverheadSource::kHostWall);
-    r->overhead_step = step;
-    if (m.any_device && !m.stopped) {
-      // Device units: the launch's columns and overhead come with its
-      // results; the host time spent here is the enqueue.
-      // Parks or gives back r: from here on r is not ours to touch.
-      Status g = m.gpu->Launch(stream, step, t0, r);
-      const Clock::time_point t1 = Clock::now();
-      m.stats_nanos.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
-                              std::memory_order_relaxed);
-      if (!g.ok()) return g;  // this step goes unreported; nothing else changes
-      m.last_observed = step;
-      m.last_observe_time = t0;
-      m.norms_step = step;
-      m.host_nonfinite = nonfinite;
-      m.reports_enqueued.fetch_add(1, std::memory_order_relaxed);
-      m.RecordObserved(step);
-      return Status::Ok();
-    }
-    const Clock::time_point t1 = Clock::now();
-    // The forward statistics' host time belongs to this step's overhead too.
-    const double stats_seconds =
-        std::chrono::duration<double>(t1 - t0).count() + static_cast<double>(forward_nanos) * 1e-9;
-    const double step_seconds =
-        m.last_observed >= 0 ? std::chrono::duration<double>(t0 - m.last_observe_time).count()
-                             : 0.0;
-    r->stats_seconds = stats_seconds;
-    r->overhead_ratio = step_seconds > 0.0 ? stats_seconds / step_seconds : 0.0;
-    m.last_observed = step;
-    m.last_observe_time = t0;
-    m.norms_step = step;
-    m.host_nonfinite = nonfinite;
-    m.stats_nanos.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(),
-                            std::memory_order_relaxed);
-    m.host_ratio.store(r->overhead_ratio, std::memory_order_relaxed);
-    m.host_ratio_step.store(step, std::memory_order_relaxed);
-    if (m.stopped) {
-      m.outbox->Abandon(r);
-      return Status::Ok();
-    }
-    m.outbox->Publish(r);
-    m.reports_enqueued.fetch_add(1, std::memory_order_relaxed);
-    m.RecordObserved(step);
-    return Status::Ok();
-  });
-}
-
-Status Client::MarkInactive(UnitHandle unit) {
-  return Guard([&] {
-    Impl& m = *impl_;
-    GNMR_RETURN_IF_ERROR(m.CheckHandle("MarkInactive", unit));
-    if (m.inactive.size() < m.units.size()) m.inactive.resize(m.units.size(), 0);
-    if (m.inactive[unit] == 0) {
-      m.inactive[unit] = 1;
-      ++m.inactive_count;
-    }
-    return Status::Ok();
-  });
-}
-
-Plan Client::PlanFor(int64_t step) {
-  Plan p;
-  PlanFor(step, &p);
-  return p;
-}
-
-void Client::PlanFor(int64_t step, Plan* out) {
-  Status s = Guard([&] {
-    Impl& m = *impl_;
-    m.FillPlanFromDecisions(step, out);
-    const bool known = m.norms_step == step;
-    // The same-step guard: this rank's own statistics of `step`.
-    out->nonfinite_observed = known && m.NonfiniteAt(step);
-    out->skip_step = out->global_skip || out->nonfinite_observed;
-    if (out->skip_step && m.skip_counted_step != step) {
-      m.skip_counted_step = step;
-      m.skipped_steps.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (m.any_device && !out->entries.empty()) m.gpu->Drain(false);
-    for (PlanEntry& e : out->entries) {
-      double norm = std::numeric_limits<double>::quiet_NaN();
-      bool have = false;
-      if (m.any_device && e.unit < m.units.size() && m.units.unit(e.unit).device != kHostDevice) {
-        have = m.gpu->NormAt(step, e.unit, &norm);
-      } else if (known && e.unit < m.norms.size()) {
-        norm = m.norms[e.unit];
-        have = true;
-      }
-      e.norm = have ? norm : std::numeric_limits<double>::quiet_NaN();
-      e.scale = have ? ClipScale(e.ref_norm, e.norm, e.clip_min_scale) : 1.0;
-    }
-    return Status::Ok();
-  });
-  if (!s.ok()) {  // fail-open; the guard still holds if it can be read
-    *out = Plan();
-    out->step = step;
-    out->miss_reason = MissReason::kNotReceived;
-  }
-  (void)Guard([&] {
-    impl_->CountDecisionRun(*out);
-    return Status::Ok();
-  });
-}
-
-Status Client::Ack(const Plan& plan) {
-  return Guard([&] {
-    Impl& m = *impl_;
-    if (!m.started) return FailedPrecondition("Ack before Start");
-    if (m.stopped) return Status::Ok();
-    AckItem a;
-    a.step = plan.step;
-    a.sequence = plan.sequence;
-    a.digest = plan.digest;
-    a.has_decision = plan.has_decision;
-    a.generation = plan.generation;
-    a.skip_step = plan.skip_step;
-    m.outbox->PushAck(a);
     return Status::Ok();
   });
 }

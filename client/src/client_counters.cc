@@ -23,7 +23,7 @@ namespace {
 ClientCounters CountersImpl(const Client::Impl& m) {
   const SharedState& sh = m.shared;
   ClientCounters c;
-  c.reports_enqueued = m.reports_enqueued.load();
+  c.reports_enqueued = m.counters.reports_enqueued();
   c.reports_sent = sh.reports_sent.load();
   c.reports_held = sh.reports_held.load();
   c.standby = sh.standby.load();
@@ -33,14 +33,14 @@ ClientCounters CountersImpl(const Client::Impl& m) {
   c.decisions_received = sh.decisions_received.load();
   c.decisions_rejected = sh.decisions_rejected.load();
   c.decisions_stale = sh.decisions_stale.load();
-  c.missed_decisions = m.missed.load();
-  c.skipped_steps = m.skipped_steps.load();
-  c.steps_without_decision = m.steps_without_decision.load();
+  c.missed_decisions = m.counters.missed();
+  c.skipped_steps = m.counters.skipped_steps();
+  c.steps_without_decision = m.counters.steps_without_decision();
   c.registrations = sh.registrations.load();
   c.reconnects = sh.reconnects.load();
   c.connect_failures = sh.connect_failures.load();
   c.attach_failures = sh.attach_failures.load();
-  c.stats_seconds = static_cast<double>(m.stats_nanos.load()) * 1e-9;
+  c.stats_seconds = m.counters.stats_seconds();
   if (m.any_device) {
     c.stats_gpu_seconds = m.gpu->stats_gpu_seconds();
     c.forward_calls_dropped = m.gpu->forward_dropped();
@@ -52,8 +52,8 @@ ClientCounters CountersImpl(const Client::Impl& m) {
     }
   } else {
     c.overhead_source = OverheadSource::kHostWall;
-    c.overhead_ratio = m.host_ratio.load();
-    c.overhead_step = m.host_ratio_step.load();
+    c.overhead_ratio = m.counters.host_overhead_ratio();
+    c.overhead_step = m.counters.host_overhead_step();
   }
   std::lock_guard<std::mutex> lock(sh.mu);
   c.connected = sh.connected;

@@ -2,8 +2,8 @@
 // (docs/controller.md, "Forward channel"; docs/statistics.md, "Forward
 // columns"). Computed on the training thread at the call, when the
 // forward tensors exist (activations are gone or reused by the time
-// Observe runs), and gathered by ForwardAccumulator until the next Observe
-// moves them into its report.
+// Observe runs), and gathered (NextReportInputs, ForwardAccumulator) until
+// the next Observe moves them into its report.
 #include <chrono>
 #include <string>
 
@@ -24,8 +24,8 @@ Status TimedForward(Client::Impl& m, UnitHandle unit, const char* call, Compute&
   const int64_t nanos =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count();
-  m.forward_nanos += nanos;
-  m.stats_nanos.fetch_add(nanos, std::memory_order_relaxed);
+  m.next_report.AddHostNanos(nanos);
+  m.counters.AddStatsNanos(nanos);
   if (s.ok()) return s;
   return Status(s.code(),
                 std::string(call) + ": unit " + m.units.unit(unit).name + ": " + s.message());
@@ -75,7 +75,7 @@ Status Client::ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t 
       }
       UnitStats st;
       const Status s = cpu::ComputeStats(tensors, count, &st);
-      if (s.ok()) m.forward.Add(unit, st);
+      if (s.ok()) m.next_report.AddForward(unit, st);
       return s;
     });
   });
@@ -103,7 +103,7 @@ Status Client::ObserveForwardBlocks(UnitHandle unit, const BlockTensorRef* tenso
     return TimedForward(m, unit, "ObserveForwardBlocks", [&] {
       BlockStats b;
       const Status s = cpu::ComputeBlockStats(tensors, count, &b);
-      if (s.ok()) m.forward.AddBlocks(unit, b);
+      if (s.ok()) m.next_report.AddForwardBlocks(unit, b);
       return s;
     });
   });

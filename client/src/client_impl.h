@@ -1,21 +1,31 @@
-// Client::Impl: the state behind gnmr::Client, shared by the client/src/
-// files that implement it: client.cc (the lifecycle and the per-step calls),
-// client_counters.cc (the read-only views), client_observe_unit.cc,
-// client_forward.cc, client_plan.cc and state_transfer.cc. Internal to the
-// client library.
+// Client::Impl: the state behind gnmr::Client. Internal to the client
+// library. It keeps the lock (SharedState::mu, shared with the transport's
+// thread) and the orchestration: what Start builds (outbox, GPU path,
+// transport) and whether it has started or stopped. The parts with one job
+// each, all the training thread's:
+// - NextReportInputs (next_report_inputs.h): what the calls between two
+//   Observes gather for the next report;
+// - ObservedStep (observed_step.h): the newest step Observe took;
+// - TrainerCounters (trainer_counters.h): the counters the training thread
+//   keeps, read by any thread.
+// The files that implement Client with it: client.cc (the lifecycle: Create,
+// AddUnit, SetTensors, Start, Flush, Stop), client_observe.cc (Observe,
+// MarkInactive), client_observe_unit.cc, client_forward.cc, client_plan.cc
+// (PlanFor, Ack, UnitNorms and the plan-validity rule), client_counters.cc
+// (the read-only views) and state_transfer.cc.
 #pragma once
 
-#include <atomic>
-#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "client/src/forward_stats.h"
 #include "client/src/gpu_path.h"
+#include "client/src/next_report_inputs.h"
+#include "client/src/observed_step.h"
 #include "client/src/outbox.h"
 #include "client/src/shared_state.h"
+#include "client/src/trainer_counters.h"
 #include "client/src/transport.h"
 #include "client/src/unit_registry.h"
 #include "core/config_codec.h"
@@ -62,48 +72,19 @@ class Client::Impl {
   bool started = false;
   bool stopped = false;
 
-  // Training thread only.
-  int64_t last_observed = -1;
-  std::chrono::steady_clock::time_point last_observe_time;
-  std::vector<double> norms;  // per unit, at norms_step
-  // MarkInactive marks for the next Observe (per unit) and their count.
-  std::vector<uint8_t> inactive;
-  size_t inactive_count = 0;
-  int64_t norms_step = -1;
-  // ObserveForward's statistics for the next Observe, and the host time
-  // spent computing them (counted into that report's stats_seconds).
-  ForwardAccumulator forward;
-  int64_t forward_nanos = 0;
-  // ObserveUnit's results for the next Observe (host units; `early_done`
-  // says which are stored) and the host time spent on them (counted into
-  // that report's stats_seconds). Sized by Start.
-  std::vector<UnitStats> early;
-  std::vector<uint8_t> early_done;
-  int64_t early_nanos = 0;
-  bool host_nonfinite = false;  // a host unit had NaN/Inf at norms_step
-  // The steps last counted as missed / skipped: a plan asked for twice
-  // counts once.
-  int64_t missed_counted_step = -1;
-  int64_t skip_counted_step = -1;
-  int64_t no_decision_counted_step = -1;
-  bool no_decisions_recorded = false;  // for the current run of such steps
+  // Training thread only (TrainerCounters: any thread reads them).
+  NextReportInputs next_report;
+  ObservedStep observed;
+  TrainerCounters counters;
 
-  std::atomic<uint64_t> reports_enqueued{0};
-  std::atomic<uint64_t> missed{0};
-  std::atomic<uint64_t> skipped_steps{0};
-  std::atomic<uint64_t> steps_without_decision{0};  // written by the training thread only
-  std::atomic<int64_t> stats_nanos{0};
-  std::atomic<double> host_ratio{0.0};  // newest host-path overhead ratio
-  std::atomic<int64_t> host_ratio_step{-1};
-
-  // Training thread, after a successful Observe(step): a decision for it
-  // is now coming (client_plan.cc).
   // InvalidArgument naming `call` when `unit` is not a registered unit.
   Status CheckHandle(const char* call, UnitHandle unit) const {
     if (unit < units.size()) return Status::Ok();
     return InvalidArgument(std::string(call) + ": unit " + std::to_string(unit) +
                            " does not exist (" + std::to_string(units.size()) + " units)");
   }
+  // Training thread, after a successful Observe(step): a decision for it
+  // is now coming (client_plan.cc).
   void RecordObserved(int64_t step);
   // The decision part of PlanFor(step): waits as the plan-validity rule
   // says, then fills `out` from the covering decision or says why there is
@@ -112,10 +93,10 @@ class Client::Impl {
   // Same-step guard: whether any unit had a NaN/Inf at `step` (Observe
   // called for it). Device units: waits for that launch's results.
   bool NonfiniteAt(int64_t step);
-  void CountMissed(int64_t step);
-  // Keeps steps_without_decision (once per step, like CountMissed) and
-  // records kNoDecisions when it reaches kNoDecisionsWarnSteps while
-  // connected. A load, a store and a compare per plan.
+  // Counts the plan's step in or out of the run of steps without a
+  // decision (TrainerCounters) and records kNoDecisions when the run
+  // reaches kNoDecisionsWarnSteps while connected. A load, a store and a
+  // compare per plan.
   void CountDecisionRun(const Plan& p);
 
   v1::RegisterRequest BuildRegister() const {

@@ -31,14 +31,13 @@ Status Client::ObserveUnit(UnitHandle unit) {
     const int64_t nanos =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
             .count();
-    m.early_nanos += nanos;
-    m.stats_nanos.fetch_add(nanos, std::memory_order_relaxed);
+    m.next_report.AddHostNanos(nanos);
+    m.counters.AddStatsNanos(nanos);
     if (!s.ok()) {  // cannot happen: tensors are checked when set
-      m.early_done[unit] = 0;
+      m.next_report.ForgetEarly(unit);
       return Status(s.code(), "ObserveUnit: unit " + u.name + ": " + s.message());
     }
-    m.early[unit] = st;
-    m.early_done[unit] = 1;
+    m.next_report.SetEarly(unit, st);
     return Status::Ok();
   });
 }

@@ -1,5 +1,9 @@
-// The plan-validity rule of PlanFor (docs/safety.md, "Plan validity"): which
-// decision covers a step, when to wait for one, and why a plan has none.
+// Client::PlanFor and Ack, and the plan-validity rule of PlanFor
+// (docs/safety.md, "Plan validity"): which decision covers a step, when to
+// wait for one, and why a plan has none. PlanFor reads the decision cache
+// under a short lock (waiting only as ClientOptions::decision_wait allows,
+// and never while disconnected); it never touches the network nor
+// allocates in steady state.
 //
 // Design notes
 // - Decisions of a generation are contiguous (sequence + 1) and arrive in
@@ -18,13 +22,13 @@
 //   connected (or a hello is still unanswered, io_loop.cc) and no earlier
 //   wait timed out since the last progress or attach (SharedState::slow).
 //   A hung or misbehaving daemon costs one decision_wait, not one per step.
-// - Everything here runs under SharedState::mu, except the GPU wait of
-//   the same-step guard.
+// - The rule (FillPlanFromDecisions, RecordObserved) runs under
+//   SharedState::mu; the rest of PlanFor (the same-step guard's GPU wait,
+//   the norms) does not.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <random>
 #include <string>
 
 #include "client/src/client_impl.h"
@@ -120,6 +124,76 @@ void ClearPlan(int64_t step, Plan* out) {
 
 }  // namespace
 
+double ClipScale(double ref_norm, double norm, double min_scale) {
+  if (std::isnan(norm) || std::isinf(norm)) return min_scale;
+  if (norm <= 0.0 || std::isnan(ref_norm)) return 1.0;
+  return std::clamp(ref_norm / norm, min_scale, 1.0);
+}
+
+const PlanEntry* Plan::Find(UnitHandle unit) const {
+  for (const PlanEntry& e : entries) {
+    if (e.unit == unit) return &e;
+  }
+  return nullptr;
+}
+
+Plan Client::PlanFor(int64_t step) {
+  Plan p;
+  PlanFor(step, &p);
+  return p;
+}
+
+void Client::PlanFor(int64_t step, Plan* out) {
+  Status s = Guard([&] {
+    Impl& m = *impl_;
+    m.FillPlanFromDecisions(step, out);
+    const bool known = m.observed.step() == step;
+    // The same-step guard: this rank's own statistics of `step`.
+    out->nonfinite_observed = known && m.NonfiniteAt(step);
+    out->skip_step = out->global_skip || out->nonfinite_observed;
+    if (out->skip_step) m.counters.CountSkipped(step);
+    if (m.any_device && !out->entries.empty()) m.gpu->Drain(false);
+    for (PlanEntry& e : out->entries) {
+      double norm = std::numeric_limits<double>::quiet_NaN();
+      bool have = false;
+      if (m.any_device && e.unit < m.units.size() && m.units.unit(e.unit).device != kHostDevice) {
+        have = m.gpu->NormAt(step, e.unit, &norm);
+      } else {
+        have = m.observed.HostNormAt(step, e.unit, &norm);
+      }
+      e.norm = have ? norm : std::numeric_limits<double>::quiet_NaN();
+      e.scale = have ? ClipScale(e.ref_norm, e.norm, e.clip_min_scale) : 1.0;
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) {  // fail-open; the guard still holds if it can be read
+    *out = Plan();
+    out->step = step;
+    out->miss_reason = MissReason::kNotReceived;
+  }
+  (void)Guard([&] {
+    impl_->CountDecisionRun(*out);
+    return Status::Ok();
+  });
+}
+
+Status Client::Ack(const Plan& plan) {
+  return Guard([&] {
+    Impl& m = *impl_;
+    if (!m.started) return FailedPrecondition("Ack before Start");
+    if (m.stopped) return Status::Ok();
+    AckItem a;
+    a.step = plan.step;
+    a.sequence = plan.sequence;
+    a.digest = plan.digest;
+    a.has_decision = plan.has_decision;
+    a.generation = plan.generation;
+    a.skip_step = plan.skip_step;
+    m.outbox->PushAck(a);
+    return Status::Ok();
+  });
+}
+
 void Client::Impl::RecordObserved(int64_t step) {
   std::lock_guard<std::mutex> lock(shared.mu);
   if (shared.unseen_from_void) {
@@ -147,7 +221,7 @@ void Client::Impl::FillPlanFromDecisions(int64_t step, Plan* out) {
     if (Coming(sh, step)) {
       out->miss_reason = reachable() ? MissReason::kTimeout : MissReason::kDisconnected;
       out->generation = sh.cache.generation();
-      CountMissed(step);
+      counters.CountMissed(step);
       return;
     }
   }
@@ -160,7 +234,7 @@ void Client::Impl::FillPlanFromDecisions(int64_t step, Plan* out) {
       break;
     case DecisionCache::Planner::kGone:  // its generation is no longer held
       out->miss_reason = MissReason::kNotReceived;
-      CountMissed(step);
+      counters.CountMissed(step);
       return;
   }
   if (const CachedDecision* d = planner->Covering(step)) {
@@ -171,33 +245,13 @@ void Client::Impl::FillPlanFromDecisions(int64_t step, Plan* out) {
   out->generation = planner->generation();
   if (planner->MayMiss(step)) {
     out->miss_reason = MissReason::kNotReceived;
-    CountMissed(step);
+    counters.CountMissed(step);
   }
-}
-
-void Client::Impl::CountMissed(int64_t step) {
-  if (step == missed_counted_step) return;  // asked twice (before_forward, apply)
-  missed_counted_step = step;
-  missed.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Client::Impl::CountDecisionRun(const Plan& p) {
-  if (p.has_decision) {
-    steps_without_decision.store(0, std::memory_order_relaxed);
-    no_decisions_recorded = false;
-    return;
-  }
-  if (p.step == no_decision_counted_step) return;  // asked twice
-  no_decision_counted_step = p.step;
-  const uint64_t run = steps_without_decision.load(std::memory_order_relaxed) + 1;
-  steps_without_decision.store(run, std::memory_order_relaxed);
-  // kNoDecisionYet is no fault of the daemon's (a generation's first steps).
-  if (run < kNoDecisionsWarnSteps || no_decisions_recorded ||
-      p.miss_reason == MissReason::kNoDecisionYet ||
-      !shared.connected_flag.load(std::memory_order_relaxed)) {
-    return;
-  }
-  no_decisions_recorded = true;
+  const uint64_t run = counters.CountDecisionRun(p, shared.connected_flag);
+  if (run == 0) return;
   shared.problems.Record(ProblemKind::kNoDecisions,
                          "no decision for " + std::to_string(run) + " steps in a row (up to step " +
                              std::to_string(p.step) + ", the last " +
@@ -207,7 +261,7 @@ void Client::Impl::CountDecisionRun(const Plan& p) {
 }
 
 bool Client::Impl::NonfiniteAt(int64_t step) {
-  if (host_nonfinite) return true;
+  if (observed.host_nonfinite()) return true;
   if (!any_device || !gpu) return false;
   return gpu->NonfiniteAt(step);
 }
@@ -217,29 +271,18 @@ std::vector<double> Client::UnitNorms(int64_t step) {
   Status s = Guard([&] {
     Impl& m = *impl_;
     out.assign(m.units.size(), std::numeric_limits<double>::quiet_NaN());
-    const bool known = m.norms_step == step;
     if (m.any_device) m.gpu->Drain(false);
     for (UnitHandle u = 0; u < out.size(); ++u) {
       if (m.units.unit(u).device != kHostDevice) {
         if (m.any_device) m.gpu->NormAt(step, u, &out[u]);
-      } else if (known && u < m.norms.size()) {
-        out[u] = m.norms[u];
+      } else {
+        m.observed.HostNormAt(step, u, &out[u]);
       }
     }
     return Status::Ok();
   });
   if (!s.ok()) out.clear();  // fail-open: nothing known
   return out;
-}
-
-uint64_t NewInstanceId() {
-  std::random_device rd;
-  uint64_t id = 0;
-  while (id == 0) {
-    id = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  }
-  return id;
 }
 
 }  // namespace gnmr

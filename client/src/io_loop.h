@@ -2,7 +2,9 @@
 // stream, writes the reports and acks the training thread queued in the
 // Outbox, and hands the decisions it reads, once validated, to the shared
 // decision cache. On any error it logs (rate-limited), counts, backs off
-// (capped exponential) and starts over with a new Register.
+// (capped exponential) and starts over with a new Register. Its files:
+// io_loop.cc (the attempts and the session), io_loop_outbound.cc (what a
+// session writes) and io_loop_inbound.cc (what it reads).
 //
 // Design notes
 // - gRPC sync API: this thread writes; a reader thread per session blocks in

@@ -25,7 +25,7 @@
 namespace gnmr {
 
 // Report::overhead_source values: the numbers of gnmr.v1.OverheadSource
-// and of the public OverheadSource (io_loop.cc static_asserts both).
+// and of the public OverheadSource (report_wire.cc static_asserts both).
 constexpr int kOverheadHostWall = 1;
 constexpr int kOverheadCupti = 2;
 constexpr int kOverheadUnavailable = 3;

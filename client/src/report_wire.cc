@@ -7,8 +7,20 @@
 
 #include <algorithm>
 
+#include "gnmr/client_counters.h"
+
 namespace gnmr {
 namespace {
+
+// Report::overhead_source goes on the wire as it is, and ClientCounters
+// reads it as the public enum: all three number the sources alike.
+static_assert(kOverheadHostWall == v1::OVERHEAD_SOURCE_HOST_WALL &&
+              kOverheadCupti == v1::OVERHEAD_SOURCE_CUPTI &&
+              kOverheadUnavailable == v1::OVERHEAD_SOURCE_UNAVAILABLE &&
+              v1::OverheadSource_MAX == 3);
+static_assert(static_cast<int>(OverheadSource::kHostWall) == kOverheadHostWall &&
+              static_cast<int>(OverheadSource::kCupti) == kOverheadCupti &&
+              static_cast<int>(OverheadSource::kUnavailable) == kOverheadUnavailable);
 
 // The sparse form: the active units' columns in unit id order.
 void AddActiveColumns(const Report& r, const std::vector<uint32_t>& unit_ids,
