@@ -1,8 +1,9 @@
 // TimeSource: where gnmrd reads the time. gnmrd's composition root
 // (daemon/gnmrd/main.cc) hands one to every part that reads a clock: the
 // jobs (JobOptions::clock), the server (DaemonOptions::clock: the deadline
-// ticker, Admin's uptime and patience, the shutdown's drain), the store
-// (SnapshotStore, RemoveJobDir) and gnmrd's side effects. Tests hand them a
+// ticker, Admin's uptime and patience, the shutdown's drain, the refusal
+// log), the store (SnapshotStore, SnapshotWriter, RemoveJobDir, EventLog),
+// the metrics (MetricsOptions::clock) and gnmrd's side effects. Tests hand them a
 // ManualClock (tests/testing/manual_clock.h) and move time instead of
 // sleeping for it.
 //

@@ -155,7 +155,7 @@ std::unique_ptr<store::TraceRecorder> StartTraces(const DaemonConfig& config) {
 // metrics_listen. The sources read the store objects, which outlive it.
 StatusOr<std::unique_ptr<metrics::DaemonMetrics>> StartMetrics(
     const DaemonConfig& config, const store::SnapshotWriter& snapshot_writer,
-    const store::EventLog& event_log, const store::TraceRecorder* traces) {
+    const store::EventLog& event_log, const store::TraceRecorder* traces, const TimeSource* clock) {
   if (config.metrics_listen.empty()) return std::unique_ptr<metrics::DaemonMetrics>();
   metrics::MetricsOptions mo;
   mo.listen = config.metrics_listen;
@@ -163,6 +163,7 @@ StatusOr<std::unique_ptr<metrics::DaemonMetrics>> StartMetrics(
   mo.unit_groups.depth = config.metrics_unit_group_depth;
   mo.unit_groups.max_groups = config.metrics_max_unit_groups;
   mo.version = kVersion;
+  mo.clock = clock;
   StatusOr<std::unique_ptr<metrics::DaemonMetrics>> m = metrics::DaemonMetrics::Start(mo);
   if (!m.ok()) return m;
   metrics::StoreSources sources;
@@ -257,10 +258,11 @@ int Run(int argc, char** argv) {
   store::SnapshotWriter snapshot_writer(&snapshot_store);
   store::EventLogOptions event_options;
   event_options.max_file_bytes = config.event_log_max_bytes;
+  event_options.clock = clock;
   store::EventLog event_log(config.state_dir, event_options);
   std::unique_ptr<store::TraceRecorder> traces = StartTraces(config);
   StatusOr<std::unique_ptr<metrics::DaemonMetrics>> started =
-      StartMetrics(config, snapshot_writer, event_log, traces.get());
+      StartMetrics(config, snapshot_writer, event_log, traces.get(), clock);
   if (!started.ok()) {
     std::fprintf(stderr, "gnmrd: metrics on %s: %s\n", config.metrics_listen.c_str(),
                  started.status().message().c_str());

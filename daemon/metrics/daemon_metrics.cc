@@ -7,8 +7,6 @@
 
 #include <prometheus/text_serializer.h>
 
-#include "common/wall_clock.h"
-
 namespace gnmr {
 namespace metrics {
 namespace {
@@ -38,11 +36,11 @@ std::vector<std::string> CivetOptions(const MetricsOptions& o) {
 DaemonMetrics::DaemonMetrics(MetricsOptions options)
     : options_(std::move(options)),
       registry_(std::make_shared<prometheus::Registry>()),
-      store_collector_(std::make_shared<StoreCollector>()),
+      store_collector_(std::make_shared<StoreCollector>(options_.clock)),
       process_collector_(std::make_shared<ProcessCollector>()),
       families_(*registry_) {
   families_.build_info.Add({{"version", options_.version}}).Set(1);
-  families_.start_time.Add({}).Set(UnixNowSeconds());
+  families_.start_time.Add({}).Set(options_.clock->UnixSeconds());
   families_.jobs.Add({}).Set(0);
 }
 
@@ -73,12 +71,13 @@ JobMetrics* DaemonMetrics::ForJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
   if (it != jobs_.end()) return it->second.get();
-  auto jm = std::make_unique<JobMetrics>(&families_, job_id, options_.top_k_units,
-                                         options_.unit_refresh, options_.unit_groups);
+  auto jm =
+      std::make_unique<JobMetrics>(&families_, job_id, options_.top_k_units, options_.unit_refresh,
+                                   options_.unit_groups, options_.clock);
   JobMetrics* raw = jm.get();
   jobs_.emplace(job_id, std::move(jm));
   families_.jobs.Add({}).Set(static_cast<double>(jobs_.size()));
-  store_collector_->AddJob(job_id, UnixNowSeconds());
+  store_collector_->AddJob(job_id, options_.clock->UnixSeconds());
   return raw;
 }
 

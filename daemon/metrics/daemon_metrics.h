@@ -27,6 +27,7 @@
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
+#include "common/time_source.h"
 #include "daemon/metrics/job_metrics.h"
 #include "daemon/metrics/metric_families.h"
 #include "daemon/metrics/process_collector.h"
@@ -49,6 +50,10 @@ struct MetricsOptions {
   // hold a thread that long, so a few of them must not block a scrape.
   size_t http_threads = 8;
   std::chrono::milliseconds http_request_timeout{5000};
+  // gnmrd's clock (common/time_source.h): the start time, when a job
+  // appeared, the snapshot ages, the per-unit refresh pacing. Never null;
+  // it must outlive the metrics.
+  const TimeSource* clock = &TimeSource::Real();
 };
 
 class DaemonMetrics {

@@ -43,12 +43,13 @@ bool UsableSeconds(double seconds) {
 }  // namespace
 
 JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units,
-                       Clock::duration unit_refresh, GroupOptions groups)
+                       Clock::duration unit_refresh, GroupOptions groups, const TimeSource* clock)
     : f_(f),
       job_id_(std::move(job_id)),
       labels_({{"job_id", job_id_}}),
       top_k_(top_k_units),
       unit_refresh_(unit_refresh),
+      clock_(clock),
       ranks_expected_(f->ranks_expected.Add(labels_)),
       ranks_connected_(f->ranks_connected.Add(labels_)),
       ranks_without_decisions_(f->ranks_without_decisions.Add(labels_)),
@@ -225,7 +226,7 @@ void JobMetrics::OnDecision(const Decision& d, const Controller& c, const StepFi
     Admissions(c.unit(a.unit_id).resolved.action, a.trigger).Increment();
   }
   SyncController(c, /*count=*/true);
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = clock_->Now();
   if (!d.admitted.empty() || !d.released.empty() || now - last_unit_refresh_ >= unit_refresh_) {
     RefreshUnits(c);
     last_unit_refresh_ = now;
@@ -237,7 +238,7 @@ void JobMetrics::Refresh(const Controller& c) {
   SyncController(c, /*count=*/false);
   group_series_.Reset();  // the units may have been replaced
   RefreshUnits(c);
-  last_unit_refresh_ = Clock::now();
+  last_unit_refresh_ = clock_->Now();
 }
 
 void JobMetrics::SyncController(const Controller& c, bool count) {

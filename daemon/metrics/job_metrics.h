@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "common/time_source.h"
 #include "controller/controller.h"
 #include "daemon/metrics/group_series.h"
 #include "daemon/metrics/metric_families.h"
@@ -64,8 +65,10 @@ class JobMetrics {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // `clock` (never null, outlives this) paces the per-unit refresh.
   JobMetrics(MetricFamilies* families, std::string job_id, size_t top_k_units,
-             Clock::duration unit_refresh, GroupOptions groups = {});
+             Clock::duration unit_refresh, GroupOptions groups = {},
+             const TimeSource* clock = &TimeSource::Real());
   ~JobMetrics();  // removes every series of the job
   JobMetrics(const JobMetrics&) = delete;
   JobMetrics& operator=(const JobMetrics&) = delete;
@@ -113,6 +116,7 @@ class JobMetrics {
   const prometheus::Labels labels_;
   const size_t top_k_;
   const Clock::duration unit_refresh_;
+  const TimeSource* const clock_;
 
   mutable std::mutex mu_;
   prometheus::Gauge& ranks_expected_;

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "common/wall_clock.h"
-
 namespace gnmr {
 namespace metrics {
 namespace {
@@ -69,7 +67,7 @@ std::vector<prometheus::MetricFamily> StoreCollector::Collect() const {
         "appeared, if it has none).",
         prometheus::MetricType::Gauge,
         {}};
-    const double now = UnixNowSeconds();
+    const double now = clock_->UnixSeconds();
     for (const auto& [job_id, since] : jobs_) {
       const std::optional<double> last = sources_.last_snapshot_unix(job_id);
       prometheus::ClientMetric m;

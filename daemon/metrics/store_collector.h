@@ -24,6 +24,8 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include "common/time_source.h"
+
 namespace gnmr {
 namespace metrics {
 
@@ -50,6 +52,9 @@ struct StoreSources {
 
 class StoreCollector : public prometheus::Collectable {
  public:
+  // `clock` (never null) dates the snapshot ages; it must outlive this.
+  explicit StoreCollector(const TimeSource* clock) : clock_(clock) {}
+
   void SetSources(StoreSources sources);
   // The jobs to report a snapshot age for, with when they appeared.
   void AddJob(const std::string& job_id, double since_unix);
@@ -58,6 +63,7 @@ class StoreCollector : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
+  const TimeSource* const clock_;
   mutable std::mutex mu_;
   StoreSources sources_;
   std::map<std::string, double> jobs_;  // job id -> appeared (Unix time)

@@ -71,7 +71,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, JobListen
   admin.clock = options.clock;
   d->gnmr_service_ = std::make_unique<GnmrService>(
       d->registry_.get(), &d->stats_, options.limits, &d->live_sessions_, options.insecure_tcp,
-      options.session_queue, options.request_gate.get());
+      options.session_queue, options.request_gate.get(), options.clock);
   d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), &d->stats_, admin);
   d->relay_service_ =
       std::make_unique<RelayService>(d->registry_.get(), &d->stats_, &d->live_sessions_,

@@ -36,13 +36,14 @@ class RefusedSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
 
 GnmrService::GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits,
                          LiveSessions* live, bool insecure_tcp, DecisionQueue::Limits queue_limits,
-                         RequestGate* request_gate)
+                         RequestGate* request_gate, const TimeSource* clock)
     : registry_(registry),
       stats_(stats),
       limits_(limits),
       live_(live),
       insecure_tcp_(insecure_tcp),
-      queue_limits_(queue_limits) {
+      queue_limits_(queue_limits),
+      clock_(clock) {
   const google::protobuf::ServiceDescriptor* service =
       v1::RegisterRequest::descriptor()->file()->FindServiceByName("Gnmr");
   const int index = MethodIndex(service, "Register");
@@ -109,8 +110,7 @@ void GnmrService::LogRejected(const v1::RegisterRequest& req, const Status& s) {
   // lines held back.
   const std::string job = EscapeForLog(req.job_id(), 128);
   uint64_t held_back = 0;
-  if (!rejected_log_.Allow(job + "|" + StatusCodeName(s.code()), LogLimiter::Clock::now(),
-                           &held_back)) {
+  if (!rejected_log_.Allow(job + "|" + StatusCodeName(s.code()), clock_->Now(), &held_back)) {
     return;
   }
   spdlog::warn("Register job={} rank={}: {}{}", job, req.rank(), EscapeMessageForLog(s.ToString()),

@@ -14,6 +14,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "common/log_limiter.h"
+#include "common/time_source.h"
 #include "daemon/server/decision_queue.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
@@ -32,7 +33,8 @@ class GnmrService final : public v1::Gnmr::CallbackService {
   // (request_gate.h).
   GnmrService(JobRegistry* registry, ServerStats* stats, RequestLimits limits = {},
               LiveSessions* live = nullptr, bool insecure_tcp = false,
-              DecisionQueue::Limits queue_limits = {}, RequestGate* request_gate = nullptr);
+              DecisionQueue::Limits queue_limits = {}, RequestGate* request_gate = nullptr,
+              const TimeSource* clock = &TimeSource::Real());
 
  private:
   // The Session stream, routed as a raw method: the reactor parses what it
@@ -56,6 +58,7 @@ class GnmrService final : public v1::Gnmr::CallbackService {
   LiveSessions* const live_;
   const bool insecure_tcp_;
   const DecisionQueue::Limits queue_limits_;
+  const TimeSource* const clock_;  // paces the refusal log lines
   LogLimiter rejected_log_{kRejectLogInterval};
 };
 

@@ -10,7 +10,6 @@
 #include <spdlog/spdlog.h>
 
 #include "common/unit_name.h"
-#include "common/wall_clock.h"
 #include "controller_io/event_json.h"
 #include "daemon/store/durable_file.h"
 #include "daemon/store/event_file.h"
@@ -90,7 +89,7 @@ bool EventLog::Append(const std::string& job_id, v1::Event event) {
 }
 
 size_t EventLog::Append(const std::string& job_id, std::vector<v1::Event> events) {
-  const double now = UnixNowSeconds();
+  const double now = options_.clock->UnixSeconds();
   for (v1::Event& e : events) {
     if (e.time_unix() == 0) e.set_time_unix(now);
     // Internal strings, capped as the file caps them, so that an event's

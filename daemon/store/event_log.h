@@ -50,6 +50,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/time_source.h"
 #include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
 
@@ -64,6 +65,9 @@ struct EventLogOptions {
   std::chrono::milliseconds flush_interval{200};
   size_t max_open_files = 128;
   uint64_t max_file_bytes = uint64_t{64} << 20;  // rotate past this (above)
+  // gnmrd's clock (common/time_source.h): the time of an event appended
+  // without one. Never null; it must outlive the log.
+  const TimeSource* clock = &TimeSource::Real();
 };
 
 // The bytes `e` holds in memory (the message and its strings).

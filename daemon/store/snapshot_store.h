@@ -46,6 +46,8 @@ class SnapshotStore {
   // Nothing is created until the first Save. `clock` (never null; it must
   // outlive the store) dates the snapshots and names the files set aside.
   explicit SnapshotStore(std::string state_dir, const TimeSource* clock = &TimeSource::Real());
+  // The clock it dates snapshots by (SnapshotWriter's success times too).
+  const TimeSource& clock() const { return *clock_; }
 
   struct Loaded {
     std::string job_id;

@@ -5,8 +5,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/wall_clock.h"
-
 namespace gnmr {
 namespace store {
 
@@ -131,8 +129,8 @@ void SnapshotWriter::Run() {
     } catch (...) {
       s = Internal("job " + job_id + ": snapshot write threw");
     }
-    const double now = UnixNowSeconds();
-    p = Pending();  // free the state outside the lock
+    const double now = store_->clock().UnixSeconds();  // the store dates its snapshots
+    p = Pending();                                     // free the state outside the lock
 
     lock.lock();
     try {

@@ -11,6 +11,7 @@
 
 #include "tests/metrics/metrics_scrape.h"
 #include "tests/store/scratch_dir.h"
+#include "tests/testing/manual_clock.h"
 
 namespace gnmr {
 namespace metrics {
@@ -189,6 +190,32 @@ TEST(DaemonMetricsTest, SnapshotAgeAndStoreCountersAtScrapeTime) {
   m->RemoveJob("never");
   samples = ParseSamples(m->Render());
   EXPECT_EQ(CountSeries(samples, "gnmr_snapshot_age_seconds{"), 1u);
+}
+
+// The ages are read on gnmrd's clock (MetricsOptions::clock): exact, with
+// time moved by the test instead of waited for.
+TEST(DaemonMetricsTest, StartTimeAndSnapshotAgesFollowTheDaemonsClock) {
+  gnmr::testing::ManualClock clock;
+  MetricsOptions options;
+  options.listen = "";  // Render() only
+  options.clock = &clock;
+  StatusOr<std::unique_ptr<DaemonMetrics>> started = DaemonMetrics::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  DaemonMetrics& m = **started;
+  const double t0 = clock.UnixSeconds();
+  m.ForJob("fresh");
+  clock.Advance(std::chrono::seconds(40));
+  m.ForJob("never");  // appears 40 s later
+  m.SetStoreSources({[] { return StoreFigures{}; },
+                     [t0](const std::string& job) -> std::optional<double> {
+                       if (job == "fresh") return t0 + 10.0;  // snapshot at t0 + 10 s
+                       return std::nullopt;
+                     }});
+  clock.Advance(std::chrono::seconds(60));
+  auto samples = ParseSamples(m.Render());
+  EXPECT_NEAR(samples["gnmr_start_time_seconds"], t0, 1e-3);
+  EXPECT_NEAR(samples["gnmr_snapshot_age_seconds{job_id=\"fresh\"}"], 90.0, 1e-3);
+  EXPECT_NEAR(samples["gnmr_snapshot_age_seconds{job_id=\"never\"}"], 60.0, 1e-3);
 }
 
 TEST(DaemonMetricsTest, PromtoolAcceptsTheOutput) {
