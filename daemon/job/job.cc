@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include "common/secret.h"
-#include "controller/state_codec.h"
 #include "controller_io/decision_message.h"
 #include "daemon/job/unit_set_diff.h"
 
@@ -29,13 +28,13 @@ StatusOr<std::unique_ptr<Job>> Job::Create(std::string job_id, uint32_t world_si
   std::unique_ptr<Job> job(new Job(std::move(job_id), world_size, std::move(token),
                                    std::move(c).value(), options, listener));
   if (first_generation > 1) {
-    job->generation_ = first_generation;
-    job->generation_start_ = ToWire(GenerationStartMessage(
-        first_generation, job->controller_.next_lag(), job->controller_.sequence() + 1));
+    job->generations_.set_generation(first_generation);
+    job->generations_.set_start(ToWire(GenerationStartMessage(
+        first_generation, job->controller_.next_lag(), job->controller_.sequence() + 1)));
   }
   {
     std::lock_guard<std::mutex> lock(job->mu_);
-    Status s = job->Reserve(job->ShapeLocked());  // max_o_limit, memory_budget
+    Status s = job->reservation_.Reserve(job->ShapeLocked());  // max_o_limit, memory_budget
     if (!s.ok()) return s;
   }
   if (listener) listener->OnJobStarted(job->id_, world_size, job->controller_);
@@ -53,76 +52,15 @@ Job::Job(std::string job_id, uint32_t world_size, std::string token, Controller 
       controller_(std::move(controller)),
       aggregator_(&topology_, options.aggregation),
       election_(&topology_),
-      session_ids_(std::random_device{}()),
-      generation_start_(ToWire(
-          GenerationStartMessage(generation_, controller_.next_lag(), controller_.sequence() + 1))),
+      sessions_(options_.fan_out.get()),
+      generations_(
+          {options.decisions_kept, options.decision_history_bytes, options.steps_kept_for_acks},
+          ToWire(GenerationStartMessage(1, controller_.next_lag(), controller_.sequence() + 1))),
       acks_(options.steps_kept_for_acks),
+      reservation_(id_, options_),
       last_active_(Now()) {
   SyncReportMode();
   PublishView(Now());  // Info() has a view even if the job is busy at once
-}
-
-StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
-                                            const v1::JobMeta& meta, JobOptions options,
-                                            JobListener* listener) {
-  StatusOr<Controller> c = ControllerStateCodec::Restore(state);
-  if (!c.ok()) return c.status();
-  if (meta.world_size() == 0 || static_cast<size_t>(meta.units_size()) != c->num_units()) {
-    return DataLoss("job '" + meta.job_id() + "': layout does not match controller state");
-  }
-  // Checked like the controller state (state_codec.cc): a last closed step
-  // at the end of the range would make every report late, for good.
-  if (meta.last_closed_step() < -1 || meta.last_closed_step() > kMaxStep ||
-      meta.generation() > (uint64_t{1} << 62)) {
-    return DataLoss("job '" + meta.job_id() + "': last closed step " +
-                    std::to_string(meta.last_closed_step()) + " or generation " +
-                    std::to_string(meta.generation()) + " out of range");
-  }
-  std::unique_ptr<Job> job(new Job(meta.job_id(), meta.world_size(), meta.token(),
-                                   std::move(c).value(), options, listener));
-  for (int i = 0; i < meta.units_size(); ++i) {
-    const v1::UnitLayoutState& u = meta.units(i);
-    if (job->controller_.unit(i).name != u.name()) {
-      return DataLoss("job '" + meta.job_id() + "': unit " + std::to_string(i) + " is '" +
-                      u.name() + "' in the layout but '" + job->controller_.unit(i).name +
-                      "' in the controller state");
-    }
-    Status s = job->topology_.RestoreUnit(u.name(), u.shard_count(),
-                                          {u.shard_numel().begin(), u.shard_numel().end()});
-    if (!s.ok()) return s;
-  }
-  if (listener) listener->OnJobStarted(job->id_, job->world_size_, job->controller_);
-  // A new generation: decisions sent before the restart (some perhaps after
-  // this snapshot) are void. Snapshotted at once, so a second crash cannot
-  // start the same number again.
-  {
-    std::lock_guard<std::mutex> lock(job->mu_);
-    // Served even past a cap or the budget (lowered since it was saved):
-    // refusing would lose its state. Said loudly.
-    const JobShape shape = job->ShapeLocked();
-    const Status caps = CheckJobCaps(shape, job->EffectiveCaps());
-    job->reserved_bytes_ = JobFootprint(shape, job->EffectiveCaps());
-    if (options.budget) options.budget->ForceResize(0, job->reserved_bytes_);
-    if (!caps.ok() || (options.budget && options.budget->used() > options.budget->limit())) {
-      spdlog::warn(
-          "job {}: restored beyond the daemon's limits ({}; memory_budget {} of {} "
-          "MiB used); new registrations of it may be refused",
-          job->id_, caps.ok() ? "caps ok" : caps.message(),
-          options.budget ? options.budget->used() >> 20 : 0,
-          options.budget ? options.budget->limit() >> 20 : 0);
-    }
-    job->generation_ = meta.generation();
-    job->restored_at_ = job->Now();
-    job->aggregator_.SetLastClosed(meta.last_closed_step());
-    job->last_active_ = job->SteadyFromUnix(meta.last_active_unix(), job->last_active_);
-    job->StartGeneration(GenerationCause::kRestore,
-                         "the daemon restored the job from its snapshot");
-    // Decisions made after the snapshot are lost, not unplanned: wait for
-    // the ranks to say how far they are (restore_hold.h).
-    job->restore_hold_.emplace(job->world_size_, *job->restored_at_ + job->OldTimelineSilence());
-    job->aggregator_.Hold();
-  }
-  return job;
 }
 
 bool Job::WithinStepJump(int64_t step) const {
@@ -195,7 +133,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   next.layout_entries += specs.size();
   next.reported_rank_units += specs.size();
   next.ranks += growth.ranks;
-  s = Reserve(next);  // the caps and the memory budget; the last check
+  s = reservation_.Reserve(next);  // the caps and the memory budget; the last check
   if (!s.ok()) return s;
 
   RegisterResult result;
@@ -208,13 +146,9 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   }
   if (!created.empty()) imported_state_.clear();
 
-  RankSession& rs = sessions_[req.rank()];
-  if (rs.sink)
-    rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new session of this rank"));
-  DropSink(rs);
-  do {
-    rs.session_id = session_ids_();
-  } while (rs.session_id == 0);
+  RankSession& rs = sessions_.FindOrAdd(req.rank());
+  sessions_.CloseSink(rs, Status(StatusCode::kAborted, "replaced by a new session of this rank"));
+  sessions_.NewSessionId(rs);
   rs.client_version = req.client_version();
   rs.last_acked_step = -1;
   rs.last_decided_ack = -1;  // decisions are watched for from now on
@@ -240,9 +174,9 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   } else if (!new_units.empty()) {
     RequestSnapshot();  // the layout changed
   }
-  if (req.instance() != 0) rs.instance_generation = generation_;
+  if (req.instance() != 0) rs.instance_generation = generations_.generation();
   // The exact shape is at most what was reserved: shrinking cannot fail.
-  s = Reserve(ShapeLocked());
+  s = reservation_.Reserve(ShapeLocked());
   if (!s.ok()) spdlog::error("job {}: settling its reservation: {}", id_, s.ToString());
 
   if (restore_hold_) {
@@ -255,42 +189,29 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   result.config = controller_.config();
   result.config_version = controller_.config_version();
   result.last_step = controller_.last_step().value_or(-1);
-  result.generation = generation_;
-  if (listener_) listener_->OnSessions(id_, ConnectedLocked());
-  PublishViewSoon(Now());  // ranks and units changed
+  result.generation = generations_.generation();
+  if (listener_) listener_->OnSessions(id_, sessions_.connected());
+  // Ranks and units changed: the view now, or soon for a large job
+  // (job_view.h).
+  const Clock::time_point view_now = Now();
+  if (view_.PublishSoon(view_now, sessions_.size())) PublishView(view_now);
   return result;
-}
-
-Status Job::CheckSession(uint32_t rank, uint64_t session_id, RankSession** session) {
-  RankSession* rs = sessions_.Find(rank);
-  if (rs == nullptr) {
-    return Status(StatusCode::kFailedPrecondition,
-                  "rank " + std::to_string(rank) + " of job '" + id_ + "' is not registered");
-  }
-  if (rs->session_id != session_id) {
-    return Status(StatusCode::kFailedPrecondition, "session is not the current one of rank " +
-                                                       std::to_string(rank) +
-                                                       " (it registered again); register anew");
-  }
-  *session = rs;
-  return Status::Ok();
 }
 
 Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionSink> sink) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
   RankSession* session = nullptr;
-  Status s = CheckSession(rank, session_id, &session);
+  Status s = sessions_.Check(id_, rank, session_id, &session);
   if (!s.ok()) return s;
   RankSession& rs = *session;
-  if (rs.sink) rs.sink->Close(Status(StatusCode::kAborted, "replaced by a new stream"));
-  DropSink(rs);
+  sessions_.CloseSink(rs, Status(StatusCode::kAborted, "replaced by a new stream"));
   {
     ReporterElection::Changes changes;
     election_.SetLive(rank, true, &changes);
     ApplyRoleChanges(changes);
   }
-  SetSink(rs, std::move(sink));
+  sessions_.SetSink(rs, std::move(sink));
   rs.last_seen = Now();
   last_active_ = rs.last_seen;
   rs.stream_ended = false;
@@ -298,15 +219,10 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   // late finds the decision that covers each recent step. Retired
   // generations first: they still plan the steps before their successor's
   // first (a live switch, job_generation.cc).
-  for (const RetiredGeneration& r : retired_) {
-    rs.sink->SendDecision(r.start);
-    for (const auto& msg : r.decisions) rs.sink->SendDecision(msg);
-  }
-  rs.sink->SendDecision(generation_start_);
-  for (const auto& msg : history_) rs.sink->SendDecision(msg);
+  generations_.ReplayTo(*rs.sink);
   if (election_.can_stand_by(rank)) rs.sink->SendDecision(RoleMessage(election_.standby(rank)));
   rs.sink->Flush();
-  if (listener_) listener_->OnSessions(id_, ConnectedLocked());
+  if (listener_) listener_->OnSessions(id_, sessions_.connected());
   return Status::Ok();
 }
 
@@ -314,32 +230,19 @@ void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
   RankSession* rs = sessions_.Find(rank);
   if (rs == nullptr || rs->session_id != session_id || rs->sink.get() != sink) return;
-  DropSink(*rs);
+  sessions_.DropSink(*rs);
   rs->stream_ended = true;
   last_active_ = Now();
   ReporterElection::Changes changes;
   election_.SetLive(rank, false, &changes);  // a reporter is replaced at once
   ApplyRoleChanges(changes);
-  if (listener_) listener_->OnSessions(id_, ConnectedLocked());
+  if (listener_) listener_->OnSessions(id_, sessions_.connected());
   MaybeStartPendingIncarnation();
-}
-
-void Job::SetSink(RankSession& rs, std::shared_ptr<DecisionSink> sink) {
-  DropSink(rs);
-  if (sink) ++connected_;
-  rs.sink = std::move(sink);
-  attached_stale_ = true;
-}
-
-void Job::DropSink(RankSession& rs) {
-  if (rs.sink) --connected_;
-  rs.sink.reset();
-  attached_stale_ = true;
 }
 
 uint32_t Job::connected_sessions() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return ConnectedLocked();
+  return sessions_.connected();
 }
 
 Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& stats, size_t bytes,
@@ -347,7 +250,7 @@ Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& sta
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
   RankSession* session = nullptr;
-  Status s = CheckSession(rank, session_id, &session);
+  Status s = sessions_.Check(id_, rank, session_id, &session);
   if (!s.ok()) return s;
   StepAggregator::Outcome outcome;
   s = aggregator_.Add(rank, stats, now, &outcome);
@@ -369,7 +272,7 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
   RankSession* session = nullptr;
-  Status s = CheckSession(rank, session_id, &session);
+  Status s = sessions_.Check(id_, rank, session_id, &session);
   if (!s.ok()) return s;
   RankSession& rs = *session;
   rs.last_seen = Now();
@@ -392,24 +295,20 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   // An ack of a void generation is not compared (see "Acks" in job.h);
   // generation 0 is an old client that does not say. Retired generations
   // are not void: they plan the steps before a live switch.
-  const uint64_t oldest = retired_.empty() ? generation_ : retired_.front().generation;
+  const uint64_t oldest = generations_.oldest_generation();
   if (ack.generation() != 0 && ack.generation() < oldest) return Status::Ok();
-  if (ack.generation() == 0 || ack.generation() == generation_) AnnounceStep(ack);
+  if (ack.generation() == 0 || ack.generation() == generations_.generation()) AnnounceStep(ack);
   if (ack.has_decision()) rs.last_decided_ack = std::max(rs.last_decided_ack, ack.step());
   AckMismatch m;
   bool mismatch = acks_.Add(rank, ack, &m);
   if (!mismatch && ack.has_decision() && ack.generation() >= oldest) {
-    for (const SentDigest& sent : sent_digests_) {
-      if (sent.generation == ack.generation() && sent.sequence == ack.sequence()) {
-        if (sent.digest != ack.digest() && acks_.MarkMismatched(ack.step())) {
-          mismatch = true;
-          m.step = ack.step();
-          m.other = AckRecord::From(rank, ack);
-          m.against_sent = true;
-          m.sent_digest = sent.digest;
-        }
-        break;
-      }
+    const std::optional<uint64_t> sent = generations_.SentDigest(ack.generation(), ack.sequence());
+    if (sent && *sent != ack.digest() && acks_.MarkMismatched(ack.step())) {
+      mismatch = true;
+      m.step = ack.step();
+      m.other = AckRecord::From(rank, ack);
+      m.against_sent = true;
+      m.sent_digest = *sent;
     }
   }
   if (!mismatch) return Status::Ok();
@@ -437,7 +336,10 @@ void Job::DrainReady(Clock::time_point now) {
     if (!aggregator_.PopReady(now, &closed)) break;
     Decide(closed, Seconds(Now() - t0));
   }
-  MaybePublishView();
+  // After an operation: the view, if an Info() found the job busy, one is
+  // due, or a watched one is a second old (job_view.h).
+  const Clock::time_point view_now = Now();
+  if (view_.ShouldPublish(view_now, kViewWatched)) PublishView(view_now);
 }
 
 void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seconds) {
@@ -448,7 +350,7 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
     return;
   }
   const Clock::time_point decided = Now();
-  Publish(DecisionMessage(d, generation_));
+  sessions_.Broadcast(generations_.Record(DecisionMessage(d, generations_.generation())));
   imported_state_.clear();  // a repeated import would now replace the state
 
   const Clock::time_point done = Now();
@@ -463,44 +365,11 @@ void Job::Decide(const StepAggregator::ClosedStep& step, double aggregation_seco
   CheckRanksWithoutDecisions(step.step);
   // A retired generation plans steps before its successor's first; once
   // the job is well past that, no rank asks for it again.
-  while (!retired_.empty() &&
-         step.step >= retired_.front().until_step + static_cast<int64_t>(kRetiredAfterSteps)) {
-    retired_.pop_front();
-  }
+  generations_.DropRetired(step.step);
   const bool set_changed = !d.admitted.empty() || !d.released.empty();
   if (set_changed || ++steps_since_snapshot_ >= options_.snapshot_every_steps) {
     RequestSnapshot();
   }
-}
-
-v1::JobMeta Job::MetaLocked() const {
-  v1::JobMeta meta;
-  meta.set_job_id(id_);
-  meta.set_world_size(world_size_);
-  meta.set_token(token_);
-  for (const UnitLayout& u : topology_.units()) {
-    v1::UnitLayoutState* l = meta.add_units();
-    l->set_name(u.name);
-    l->set_shard_count(u.shard_count);
-    for (uint64_t n : u.shard_numel) l->add_shard_numel(n);
-  }
-  meta.set_last_closed_step(aggregator_.last_closed());
-  meta.set_generation(generation_);
-  meta.set_last_active_unix(LastActiveUnixLocked());
-  return meta;
-}
-
-void Job::RequestSnapshot() {
-  steps_since_snapshot_ = 0;
-  if (!listener_) return;
-  v1::ControllerState state;
-  ControllerStateCodec::Save(controller_, &state);
-  listener_->OnSnapshot(id_, std::move(state), MetaLocked());
-}
-
-void Job::SnapshotNow() {
-  std::lock_guard<std::mutex> lock(mu_);
-  RequestSnapshot();
 }
 
 }  // namespace gnmr

@@ -11,6 +11,11 @@
 // - Every request is validated before anything changes (Register and
 //   ImportState are all-or-nothing); errors come back as Status with the
 //   precise code the server answers with.
+// - Job keeps the lock and the orchestration. Its parts, each with its own
+//   header, are called with the lock held: RankSessions (sessions, the
+//   broadcast), GenerationHistory (what each generation sent), AckBook,
+//   ReporterElection, ReplicaCheck, RestoreHold and JobReservation (the
+//   memory budget). JobView, the view Admin reads, has a mutex of its own.
 // - Snapshots are requested whenever the recovery set changes (so max_o and
 //   locks survive a kill -9), when a generation starts, and every
 //   `snapshot_every_steps` steps.
@@ -50,9 +55,9 @@
 //   never starts a generation.
 // Every generation starts with a GenerationStart on every attached stream,
 // followed (import, restore) by the rebuilt decision. The job keeps the
-// current generation's recent decisions; a stream that attaches gets the
-// GenerationStart and then all of them, in order, so a late rank finds the
-// decision that covers each recent step.
+// current generation's recent decisions (generation_history.h); a stream
+// that attaches gets the GenerationStart and then all of them, in order,
+// so a late rank finds the decision that covers each recent step.
 // Live switches (job_generation.cc): an import or a rewind while ranks
 // train (a decision was published and a stream is attached) does not void
 // the decisions the ranks plan with. Its GenerationStart names a step F
@@ -90,29 +95,27 @@
 // down, or a rank that has not yet heard of the new one).
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "common/rank_table.h"
 #include "controller/controller.h"
 #include "controller_io/decision_message.h"
 #include "daemon/aggregator/step_aggregator.h"
 #include "daemon/job/ack_book.h"
 #include "daemon/job/decision_sink.h"
+#include "daemon/job/generation_history.h"
 #include "daemon/job/job_listener.h"
 #include "daemon/job/job_options.h"
+#include "daemon/job/job_reservation.h"
+#include "daemon/job/job_view.h"
+#include "daemon/job/rank_sessions.h"
 #include "daemon/job/replica_check.h"
 #include "daemon/job/reporter_election.h"
-#include "daemon/job/resource_caps.h"
 #include "daemon/job/restore_hold.h"
 #include "daemon/job/unit_query.h"
 #include "daemon/job/wire_message.h"
@@ -185,11 +188,8 @@ class Job {
   // ---- admin
   // The job's summary for ListJobs. Waits at most kInfoPatience for the
   // job's lock: while the job stays busy longer (a long decision, a large
-  // Register) it returns the view published last (its ages advanced to
-  // `now`): taken by the last Info() that found the job free, and by the job
-  // itself after every Register, at least once a second while it works and
-  // someone has asked for its view in the last kViewWatched, and at the end
-  // of the operation during which an Info() found it busy. So one job can
+  // Register) it returns the view published last, its ages advanced to
+  // `now` (job_view.h: when it is published; kViewWatched). So one job can
   // never hold up a listing of all jobs for long, a finished Register always
   // shows, and while anyone watches (gnmrctl top, a dashboard's exporter) a
   // view is at most about a second older than the operation in progress.
@@ -247,49 +247,6 @@ class Job {
   Clock::duration IdleFor(Clock::time_point now) const;
 
  private:
-  struct RankSession {
-    uint64_t session_id = 0;
-    std::shared_ptr<DecisionSink> sink;  // null while no stream is attached
-    std::string client_version;
-    Clock::time_point last_seen;
-    bool seen = false;
-    // The rank's client instance (0: not stated) and the generation it
-    // belongs to (see "Generations" above).
-    uint64_t instance = 0;
-    uint64_t instance_generation = 0;
-    // The session's stream ended (the trainer may be gone); false again
-    // when it attaches or registers anew.
-    bool stream_ended = false;
-    // The newest step the rank acked (-1: none). A standby reports nothing
-    // (docs/scale.md), so its acks say how far it is and that it is alive.
-    int64_t last_acked_step = -1;
-    // It registered as a new incarnation while other ranks of the current
-    // generation were attached: it waits in the current generation for
-    // them to go (see "Generations" above).
-    bool incarnation_pending = false;
-    // A rank without decisions (see "Ranks without decisions" above): the
-    // newest step it acked with a decision, the job's last closed step when
-    // it registered (-1: none), and whether it is counted as without.
-    int64_t last_decided_ack = -1;
-    int64_t watched_from = -1;
-    bool without_decisions = false;
-  };
-
-  // A generation replaced by a live switch, still planning the steps before
-  // `until_step` (see "Live switches" above).
-  struct RetiredGeneration {
-    uint64_t generation = 0;
-    std::shared_ptr<const WireMessage> start;                  // its GenerationStart
-    std::deque<std::shared_ptr<const WireMessage>> decisions;  // its newest few
-    int64_t until_step = 0;                                    // the successor's first planned step
-  };
-  // A decision sent, for checking the acks that name it.
-  struct SentDigest {
-    uint64_t generation = 0;
-    uint64_t sequence = 0;
-    uint64_t digest = 0;
-  };
-
   // kImport: an operator's import (live while ranks train); kResume: a
   // trainer's (ImportState with resume: at once).
   enum class GenerationCause { kImport, kResume, kRestore, kIncarnation, kRewind };
@@ -304,22 +261,19 @@ class Job {
   // After a closed step: counts the ranks without decisions every
   // kWithoutDecisionsCheck steps, with an event for each change.
   void CheckRanksWithoutDecisions(int64_t closed_step);
-  // Steps the job decided since `rs` last had a decision (0 if it is not
-  // behind); -1 while nothing was decided since it registered.
-  int64_t StepsWithoutDecision(const RankSession& rs) const;
   void Decide(const StepAggregator::ClosedStep& step, double aggregation_seconds);
   // The "cannot happen" branch of Decide: logged, counted, an event.
   void DecisionFailed(int64_t step, const Status& why);
 
   // ---- generations (job_generation.cc)
-  // Starts generation_ + 1 for `cause` (see "Generations" above): resets
-  // the steps, announces it to every attached stream, rebuilds the last
-  // decision (import, restore), writes an event and requests a snapshot.
-  // `rewind_to`: kRewind's first accepted step. Call before the controller
-  // changes steps (Rewind does it here; ImportState replaces the controller
-  // first, which LiveSwitchPoint does not read).
+  // Starts the next generation for `cause` (see "Generations" above):
+  // resets the steps, announces it to every attached stream, rebuilds the
+  // last decision (import, restore), writes an event and requests a
+  // snapshot. `rewind_to`: kRewind's first accepted step. Call before the
+  // controller changes steps (Rewind does it here; ImportState replaces
+  // the controller first, which LiveSwitchPoint does not read).
   void StartGeneration(GenerationCause cause, const std::string& detail, int64_t rewind_to = 0);
-  // For an import or a rewind that starts generation_ + 1 with the
+  // For an import or a rewind that starts the next generation with the
   // aggregator's first accepted step after `floor`: the live switch, or
   // nullopt when the switch is at once (no decision published in this
   // generation, no stream attached, or a new incarnation waits).
@@ -328,8 +282,6 @@ class Job {
   // one's newest acked or reported step), or nullopt if none did: how far
   // the trainers are, which one rank alone cannot move.
   std::optional<int64_t> TrainersFrontier() const;
-  // Keeps the current generation as retired until `until_step`.
-  void RetireGeneration(int64_t until_step);
   // Records `rank`'s client instance; true if it starts a new generation
   // now. A new instance that must wait is marked incarnation_pending.
   bool NewIncarnation(uint32_t rank, RankSession& rs, uint64_t instance);
@@ -353,16 +305,12 @@ class Job {
   // After the controller was replaced: its last decision, rebuilt from its
   // state (the same digest as the original), published.
   void RebuildLastDecision();
-  // Appends `decision` to the history and queues it to every attached rank.
-  void Publish(std::shared_ptr<const v1::ServerMessage> message);
-  // Queues `msg` to every attached sink and flushes them; from
-  // kFanOutAtSinks sinks on, in ranges of kFanOutGrain shared with
-  // options_.fan_out's threads.
-  void SendToAttached(const std::shared_ptr<const WireMessage>& msg);
-  static constexpr size_t kFanOutAtSinks = 512;
-  static constexpr size_t kFanOutGrain = 256;
+  // Steps a rank may plan after the trainers' frontier before the switch
+  // reaches it (its messages in flight): a live switch takes effect this
+  // many steps past how far most ranks are, at the latest.
+  static constexpr int64_t kSwitchMargin = 8;
+  // ---- events (job_events.cc)
   void EmitEvent(v1::EventKind kind, int64_t step, std::string detail);
-
   void EmitEvents(const Decision& d);
   // ---- reporter election (job_reporters.cc)
   // After the config's `report` may have changed: the election's mode and
@@ -391,45 +339,19 @@ class Job {
   // SetConfig after its checks (holds mu_): the controller's config, the
   // roles, an event, a snapshot and the view.
   void ApplyConfigLocked(const ControllerConfig& config);
-  // ---- resources (resource_caps.h)
+  // ---- resources (job_resources.cc; reserved through reservation_)
   JobShape ShapeLocked() const;
   // The shape with the layout as it is and the given config (SetConfig,
   // ImportState: what a new config would make the job hold).
   JobShape ShapeWith(const ControllerConfig& config, uint64_t rule_bytes) const;
-  // Units summed over the ranks that send reports under `mode` (JobShape).
-  uint64_t ReportedRankUnits(ReportMode mode) const;
-  JobCaps EffectiveCaps() const;
-  // Checks `next` against the caps and the budget and reserves its
-  // footprint: the last check before a change (all or nothing).
-  Status Reserve(const JobShape& next);
+  // ---- the view (job_admin.cc, job_view.h)
   v1::JobInfo InfoLocked(Clock::time_point now) const;
   void PublishView(Clock::time_point now) const;  // holds mu_
-  // PublishView now, or (a job of more than a few hundred ranks whose view
-  // is younger than 100 ms) at the next tick or step after those 100 ms: a
-  // registration changes the view, but rebuilding it (O(ranks)) at each of
-  // 16,384 registrations made registering quadratic.
-  void PublishViewSoon(Clock::time_point now) const;
-  // After an operation (holds mu_): PublishView if an Info() found the job
-  // busy, a PublishViewSoon is due, or the view is a second old and was
-  // asked for in the last kViewWatched.
-  void MaybePublishView() const;
+  // ---- snapshots and lifecycle (job_lifecycle.cc)
   void RequestSnapshot();
-  // ---- lifecycle (job_lifecycle.cc)
+  v1::JobMeta MetaLocked() const;
   // last_active_ as Unix seconds (now while a stream is attached).
   double LastActiveUnixLocked() const;
-  // A wall-clock time as a steady-clock one (both of the job's clock);
-  // `fallback` for 0 (unknown).
-  Clock::time_point SteadyFromUnix(double unix_seconds, Clock::time_point fallback) const;
-  v1::JobMeta MetaLocked() const;
-  // OK with *session set to the rank's current session, or
-  // FailedPrecondition (not registered, or an older session of the rank).
-  Status CheckSession(uint32_t rank, uint64_t session_id, RankSession** session);
-  uint32_t ConnectedLocked() const { return connected_; }
-  // Every change of a session's sink goes through these two, which keep
-  // connected_ (read at each attach and detach: a count, not a scan) and
-  // mark attached_ for a rebuild.
-  void SetSink(RankSession& rs, std::shared_ptr<DecisionSink> sink);
-  void DropSink(RankSession& rs);
 
   const std::string id_;
   const uint32_t world_size_;
@@ -437,41 +359,19 @@ class Job {
   const JobOptions options_;
   JobListener* listener_;  // null once closed (and when none was given)
 
+  // Guards all below but view_ (job_view.h); the parts are called with it held.
   mutable std::mutex mu_;
   JobTopology topology_;
   Controller controller_;
   StepAggregator aggregator_;
   ReporterElection election_;
   ReplicaCheck replica_check_;
-  RankTable<RankSession> sessions_;
-  uint32_t connected_ = 0;  // sessions with a sink
-  // The sinks of sessions_, in one array for the broadcast of each step
-  // (a walk of 16,384 records twice per decision cost more than the
-  // sends); rebuilt after a sink changes. The sessions own the sinks.
-  std::vector<DecisionSink*> attached_;
-  bool attached_stale_ = true;
-  std::mt19937_64 session_ids_;
+  RankSessions sessions_;
+  GenerationHistory generations_;
+  AckBook acks_;
+  JobReservation reservation_;
+  mutable JobView view_;  // Info() while mu_ is busy, config(): published under mu_
 
-  uint64_t generation_ = 1;
-  // Sent first to every stream that attaches, and to every attached one
-  // when the generation starts.
-  std::shared_ptr<const WireMessage> generation_start_;
-  // The current generation's recent decisions, oldest first (bounded by
-  // decisions_kept and decision_history_bytes).
-  std::deque<std::shared_ptr<const WireMessage>> history_;
-  size_t history_bytes_ = 0;
-  // Retired generations (live switches), oldest first; at most
-  // kRetiredKept, each with its newest kRetiredDecisions decisions.
-  std::deque<RetiredGeneration> retired_;
-  static constexpr size_t kRetiredKept = 2;
-  static constexpr size_t kRetiredDecisions = 8;
-  // Closed steps past a retired generation's last after which it is
-  // dropped (a rank that attaches then is far past it).
-  static constexpr size_t kRetiredAfterSteps = 64;
-  // Steps a rank may plan after the trainers' frontier before the switch
-  // reaches it (its messages in flight): a live switch takes effect this
-  // many steps past how far most ranks are, at the latest.
-  static constexpr int64_t kSwitchMargin = 8;
   // Ranks marked incarnation_pending.
   uint32_t pending_incarnations_ = 0;
   // When Restore made the job (its ranks are on their way back), and what
@@ -481,10 +381,6 @@ class Job {
   // Ranks marked without_decisions; closed steps since the last count.
   uint32_t ranks_without_decisions_ = 0;
   uint32_t steps_since_rank_check_ = 0;
-  // The decisions whose acks are checked: the current generation's and the
-  // retired ones'.
-  std::deque<SentDigest> sent_digests_;
-  AckBook acks_;
   // The state this generation was imported from, until the controller
   // changes after it (a decision, a config change, a release, a new unit):
   // a repeat of that import before is a no-op. "" otherwise.
@@ -494,18 +390,6 @@ class Job {
   // the job was closed (OK while open).
   Clock::time_point last_active_;
   Status closed_;
-  // The view Info() returns while mu_ is held elsewhere, and when it was
-  // taken; view_wanted_: an Info() call found the job busy.
-  mutable std::mutex view_mu_;
-  mutable v1::JobInfo view_;
-  mutable Clock::time_point view_at_;
-  mutable Clock::time_point view_asked_at_{};  // the last Info() call
-  mutable ControllerConfig view_config_;       // published at once on a change
-  mutable uint64_t view_config_version_ = 0;
-  mutable std::atomic<bool> view_wanted_{false};
-  mutable bool view_due_ = false;  // a PublishViewSoon waits (guarded by mu_)
-
-  uint64_t reserved_bytes_ = 0;  // this job's share of options_.budget
 
   uint64_t steps_since_snapshot_ = 0;
   uint64_t decision_failures_ = 0;

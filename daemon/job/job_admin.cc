@@ -25,68 +25,14 @@ v1::JobInfo Job::Info(Clock::time_point now, Clock::time_point give_up) const {
   }
   if (lock.owns_lock()) {
     v1::JobInfo info = InfoLocked(now);
-    std::lock_guard<std::mutex> view_lock(view_mu_);
-    view_ = info;
-    view_at_ = now;
-    view_asked_at_ = now;
+    view_.Answered(info, now);
     return info;
   }
-  view_wanted_ = true;  // the operation holding mu_ publishes one when done
-  std::lock_guard<std::mutex> view_lock(view_mu_);
-  view_asked_at_ = now;
-  v1::JobInfo info = view_;
-  const double aged = std::chrono::duration<double>(now - view_at_).count();
-  if (aged > 0) {
-    for (v1::RankInfo& r : *info.mutable_ranks()) {
-      r.set_last_seen_seconds_ago(r.last_seen_seconds_ago() + aged);
-    }
-  }
-  return info;
+  return view_.Busy(now);  // the operation holding mu_ publishes one when done
 }
 
 void Job::PublishView(Clock::time_point now) const {
-  view_due_ = false;
-  v1::JobInfo info = InfoLocked(now);
-  std::lock_guard<std::mutex> view_lock(view_mu_);
-  view_ = std::move(info);
-  view_at_ = now;
-  if (view_config_version_ != controller_.config_version() ||
-      view_config_ != controller_.config()) {
-    view_config_ = controller_.config();
-    view_config_version_ = controller_.config_version();
-  }
-}
-
-namespace {
-// Up to this many ranks a registration publishes the view at once (it is
-// cheap); above, at most one view per kViewEvery while ranks register.
-constexpr size_t kViewAtOnceRanks = 256;
-constexpr std::chrono::milliseconds kViewEvery{100};
-}  // namespace
-
-void Job::PublishViewSoon(Clock::time_point now) const {
-  bool recent;
-  {
-    std::lock_guard<std::mutex> view_lock(view_mu_);
-    recent = now - view_at_ < kViewEvery;
-  }
-  if (recent && sessions_.size() > kViewAtOnceRanks) {
-    view_due_ = true;  // the next tick or step after kViewEvery publishes it
-  } else {
-    PublishView(now);
-  }
-}
-
-void Job::MaybePublishView() const {
-  const Clock::time_point now = Now();
-  bool stale;
-  {
-    std::lock_guard<std::mutex> view_lock(view_mu_);
-    const bool watched = now - view_asked_at_ < kViewWatched;
-    stale = (watched && now - view_at_ >= std::chrono::seconds(1)) ||
-            (view_due_ && now - view_at_ >= kViewEvery);
-  }
-  if (view_wanted_.exchange(false) || stale) PublishView(now);
+  view_.Publish(InfoLocked(now), now, controller_.config(), controller_.config_version());
 }
 
 v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
@@ -130,7 +76,7 @@ v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
     r->set_last_seen_seconds_ago(std::chrono::duration<double>(now - rs.last_seen).count());
     r->set_lag_steps(last < 0 || newest < 0 ? 0 : newest - last);
     r->set_client_version(rs.client_version);
-    r->set_steps_without_decision(StepsWithoutDecision(rs));
+    r->set_steps_without_decision(rs.StepsWithoutDecision(aggregator_.last_closed()));
   }
   info.set_ranks_without_decisions(ranks_without_decisions_);
   return info;
@@ -214,21 +160,15 @@ UnitPage Job::Units(const UnitQuery& query) const {
   return page;
 }
 
-ControllerConfig Job::config() const {
-  std::lock_guard<std::mutex> view_lock(view_mu_);
-  return view_config_;
-}
+ControllerConfig Job::config() const { return view_.config(); }
 
-uint64_t Job::config_version() const {
-  std::lock_guard<std::mutex> view_lock(view_mu_);
-  return view_config_version_;
-}
+uint64_t Job::config_version() const { return view_.config_version(); }
 
 Status Job::SetConfig(const ControllerConfig& config) {
   std::lock_guard<std::mutex> lock(mu_);
   Status s = config.Validate();
   if (!s.ok()) return s;
-  s = Reserve(ShapeWith(config, ActionResolver(config).MemoryBytes()));
+  s = reservation_.Reserve(ShapeWith(config, ActionResolver(config).MemoryBytes()));
   if (!s.ok()) return s;
   ApplyConfigLocked(config);
   return Status::Ok();
@@ -291,7 +231,7 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation, 
   std::lock_guard<std::mutex> lock(mu_);
   std::string bytes = state.SerializeAsString();
   if (!imported_state_.empty() && bytes == imported_state_) {
-    if (generation) *generation = generation_;  // a repeat: already in force
+    if (generation) *generation = generations_.generation();  // a repeat: already in force
     return Status::Ok();
   }
   StatusOr<Controller> c = ControllerStateCodec::Restore(state);
@@ -327,7 +267,7 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation, 
   next.units = layout.num_units();
   next.name_bytes = layout.name_bytes();
   next.slots = layout.num_slots();
-  Status reserved = Reserve(next);  // the caps and the memory budget
+  Status reserved = reservation_.Reserve(next);  // the caps and the memory budget
   if (!reserved.ok()) return reserved;
   // Nothing below fails.
   topology_ = std::move(layout);
@@ -346,7 +286,7 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation, 
                   "controller state imported");
   imported_state_ = std::move(bytes);
   PublishView(Now());  // GetConfig shows the imported config at once
-  if (generation) *generation = generation_;
+  if (generation) *generation = generations_.generation();
   return Status::Ok();
 }
 
@@ -363,7 +303,7 @@ Status Job::Rewind(int64_t first_step, uint64_t* generation) {
                   first_step);
   if (listener_) listener_->OnControllerChanged(id_, controller_);
   PublishView(Now());
-  if (generation) *generation = generation_;
+  if (generation) *generation = generations_.generation();
   return Status::Ok();
 }
 

@@ -1,5 +1,6 @@
-// Job generations and the decision history: see "Generations" in job.h and
-// docs/safety.md, rule 3.
+// Job generations: see "Generations" in job.h and docs/safety.md, rule 3.
+// What each generation sent is kept by GenerationHistory
+// (generation_history.h).
 #include <algorithm>
 #include <utility>
 
@@ -18,7 +19,7 @@ bool Job::NewIncarnation(uint32_t rank, RankSession& rs, uint64_t instance) {
   // The previous instance lived in this generation: this is the first rank
   // of a new incarnation. If it belongs to an older one, a rank of this
   // incarnation has started the current generation already: join it.
-  if (rs.instance_generation != generation_) return false;
+  if (rs.instance_generation != generations_.generation()) return false;
   // Others still train on the current timeline: not a restart of the job
   // but of this rank (a crash loop cannot split their plans). It rejoins,
   // and the generation waits until they are gone.
@@ -44,7 +45,7 @@ bool Job::OldTimelineAlive(uint32_t except) const {
   sessions_.ForEach([&](uint32_t rank, const RankSession& rs) {
     if (found || rank == except || rs.incarnation_pending || !rs.seen) return;
     if (now - rs.last_seen > silence) return;
-    found = rs.instance == 0 || rs.instance_generation == generation_;
+    found = rs.instance == 0 || rs.instance_generation == generations_.generation();
   });
   return found;
 }
@@ -75,7 +76,7 @@ void Job::MaybeEndRestoreHold(Clock::time_point now, const char* forced) {
   std::string said = "restore hold over (" + std::to_string(hold.ranks_known()) + " of " +
                      std::to_string(hold.world_size()) + " ranks known";
   said += forced != nullptr ? std::string(", ") + forced + ")" : ")";
-  said += "; generation " + std::to_string(generation_) + " decides from step " +
+  said += "; generation " + std::to_string(generations_.generation()) + " decides from step " +
           std::to_string(closed + 1);
   if (skipped) said += ", the steps before it plan without a decision";
   spdlog::info("job {}: {}", id_, said);
@@ -102,9 +103,11 @@ std::optional<int64_t> Job::TrainersFrontier() const {
 }
 
 std::optional<LiveSwitch> Job::LiveSwitchPoint(int64_t floor) const {
-  if (connected_ == 0) return std::nullopt;
-  if (history_.empty()) {
-    if (retired_.empty()) {
+  if (sessions_.connected() == 0) return std::nullopt;
+  const v1::Decision* newest = generations_.newest_decision();
+  const std::optional<int64_t> retired_until = generations_.retired_until();
+  if (newest == nullptr) {
+    if (!retired_until) {
       // Nothing decided yet, but ranks may be training: those that observed
       // a step before the switch and those that observe it after must plan
       // it alike. The old generation plans no step up to past the trainers'
@@ -118,37 +121,25 @@ std::optional<LiveSwitch> Job::LiveSwitchPoint(int64_t floor) const {
     }
     // A live generation that decided nothing yet plans no step: the new one
     // takes its place, from the same step (switches in quick succession).
-    return LiveSwitch{retired_.back().until_step, std::max(floor, aggregator_.last_closed())};
+    return LiveSwitch{*retired_until, std::max(floor, aggregator_.last_closed())};
   }
-  const v1::Decision& newest = history_.back()->message->decision();
   // A rank that observes every step can plan with a decision of this
   // generation at most up to newest.observed + next_lag: past it, the next
   // decision is due and it waits. The ranks' acked frontier caps that
   // bound, should the newest decision have observed a step far ahead of the
   // trainers (a bogus step closed by its deadline, an import of a far step:
   // the very cases a rewind is for).
-  int64_t planned = newest.observed_step();
+  int64_t planned = newest->observed_step();
   if (const std::optional<int64_t> frontier = TrainersFrontier()) {
     planned = std::min(planned, *frontier + kSwitchMargin);
   }
   LiveSwitch live;
-  live.from_step = planned + std::max(newest.next_lag(), 1) + 1;
-  if (!retired_.empty()) live.from_step = std::max(live.from_step, retired_.back().until_step);
+  live.from_step = planned + std::max(newest->next_lag(), 1) + 1;
+  if (retired_until) live.from_step = std::max(live.from_step, *retired_until);
   // Kept open steps (StartOverLive) are decided by the new generation;
   // those up to here were decided by this one, or never will be.
   live.decided_through = std::max(floor, aggregator_.last_closed());
   return live;
-}
-
-void Job::RetireGeneration(int64_t until_step) {
-  RetiredGeneration r;
-  r.generation = generation_;
-  r.start = generation_start_;
-  r.until_step = until_step;
-  const size_t from = history_.size() > kRetiredDecisions ? history_.size() - kRetiredDecisions : 0;
-  r.decisions.assign(history_.begin() + static_cast<ptrdiff_t>(from), history_.end());
-  retired_.push_back(std::move(r));
-  while (retired_.size() > kRetiredKept) retired_.pop_front();
 }
 
 void Job::StartGeneration(GenerationCause cause, const std::string& detail, int64_t rewind_to) {
@@ -166,16 +157,15 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
     live = LiveSwitchPoint(rewind_to - 1);
   }
   if (live) {
-    if (!history_.empty()) RetireGeneration(live->from_step);  // else it plans no step
+    // Without a decision it plans no step.
+    if (generations_.newest_decision() != nullptr) generations_.Retire(live->from_step);
   } else {
-    retired_.clear();
-    sent_digests_.clear();
+    generations_.VoidSent();
     acks_.Clear();
   }
-  ++generation_;
+  generations_.Advance();
+  const uint64_t generation = generations_.generation();
   imported_state_.clear();  // ImportState sets it after this
-  history_.clear();
-  history_bytes_ = 0;
   replica_check_.Forget();  // a step number of the new timeline is another step
   switch (cause) {
     case GenerationCause::kIncarnation:
@@ -232,7 +222,7 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
   pending_incarnations_ = 0;
   sessions_.ForEach([&](uint32_t, RankSession& rs) {
     const bool moves = rs.incarnation_pending || (moves_live && !rs.stream_ended);
-    if (moves && rs.instance != 0) rs.instance_generation = generation_;
+    if (moves && rs.instance != 0) rs.instance_generation = generation;
     rs.incarnation_pending = false;
   });
   // Import and restore begin with the rebuilt last decision (below), if the
@@ -241,19 +231,19 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
                         cause == GenerationCause::kRestore;
   const bool rebuilt =
       rebuilds && controller_.last_step() && controller_.last_apply() && controller_.sequence() > 0;
-  generation_start_ = ToWire(GenerationStartMessage(
-      generation_, controller_.next_lag(),
-      rebuilt ? controller_.sequence() : controller_.next_sequence(), live, rebuilt));
-  SendToAttached(generation_start_);
+  generations_.set_start(ToWire(GenerationStartMessage(
+      generation, controller_.next_lag(),
+      rebuilt ? controller_.sequence() : controller_.next_sequence(), live, rebuilt)));
+  sessions_.Broadcast(generations_.start());
   if (rebuilds) RebuildLastDecision();
   std::string said = detail;
   if (live) {
-    said += "; live switch: generation " + std::to_string(generation_ - 1) +
+    said += "; live switch: generation " + std::to_string(generation - 1) +
             " still plans the steps before " + std::to_string(live->from_step);
   }
-  spdlog::info("job {}: generation {}: {}", id_, generation_, said);
+  spdlog::info("job {}: generation {}: {}", id_, generation, said);
   EmitEvent(v1::EVENT_KIND_GENERATION, controller_.last_step().value_or(-1),
-            "generation " + std::to_string(generation_) + ": " + said);
+            "generation " + std::to_string(generation) + ": " + said);
   RequestSnapshot();
 }
 
@@ -265,50 +255,14 @@ void Job::StartGeneration(GenerationCause cause, const std::string& detail, int6
 // a new decision.
 void Job::RebuildLastDecision() {
   Decision d;
-  if (::gnmr::RebuildLastDecision(controller_, &d)) Publish(DecisionMessage(d, generation_));
-}
-
-void Job::Publish(std::shared_ptr<const v1::ServerMessage> message) {
-  const v1::Decision& d = message->decision();
-  sent_digests_.push_back({d.generation(), d.sequence(), d.digest()});
-  while (sent_digests_.size() > options_.steps_kept_for_acks) sent_digests_.pop_front();
-  // Serialized once here; every stream writes these bytes.
-  std::shared_ptr<const WireMessage> decision = ToWire(std::move(message));
-  history_bytes_ += decision->bytes.size();
-  history_.push_back(decision);
-  while (history_.size() > 1 && (history_.size() > options_.decisions_kept ||
-                                 history_bytes_ > options_.decision_history_bytes)) {
-    history_bytes_ -= history_.front()->bytes.size();
-    history_.pop_front();
-  }
-  SendToAttached(decision);
-}
-
-void Job::SendToAttached(const std::shared_ptr<const WireMessage>& msg) {
-  if (attached_stale_) {
-    attached_.clear();
-    sessions_.ForEach([this](uint32_t, RankSession& rs) {
-      if (rs.sink) attached_.push_back(rs.sink.get());
-    });
-    attached_stale_ = false;
-  }
-  // Each range queues the message to its sinks, then flushes them: a relay
-  // stream writes once for its lanes (consecutive ranks: one range holds a
-  // node's lanes unless the node straddles two ranges).
-  auto send = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) attached_[i]->SendDecision(msg);
-    for (size_t i = begin; i < end; ++i) attached_[i]->Flush();
-  };
-  if (options_.fan_out && attached_.size() >= kFanOutAtSinks) {
-    options_.fan_out->Run(attached_.size(), kFanOutGrain, send);
-  } else {
-    send(0, attached_.size());
+  if (::gnmr::RebuildLastDecision(controller_, &d)) {
+    sessions_.Broadcast(generations_.Record(DecisionMessage(d, generations_.generation())));
   }
 }
 
 uint64_t Job::generation() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return generation_;
+  return generations_.generation();
 }
 
 uint64_t Job::decision_failures() const {

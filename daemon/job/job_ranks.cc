@@ -1,6 +1,5 @@
 // Ranks without decisions: see "Ranks without decisions" in job.h and
 // docs/safety.md.
-#include <algorithm>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -9,19 +8,14 @@
 
 namespace gnmr {
 
-int64_t Job::StepsWithoutDecision(const RankSession& rs) const {
-  const int64_t closed = aggregator_.last_closed();
-  const int64_t since = std::max(rs.last_decided_ack, rs.watched_from);
-  return closed > since ? closed - since : 0;
-}
-
 void Job::CheckRanksWithoutDecisions(int64_t closed_step) {
   if (++steps_since_rank_check_ < kWithoutDecisionsCheck) return;
   steps_since_rank_check_ = 0;
   uint32_t count = 0;
   std::string started;  // the ranks that crossed the line, for one log line
+  const int64_t closed = aggregator_.last_closed();
   sessions_.ForEach([&](uint32_t rank, RankSession& rs) {
-    const int64_t without = StepsWithoutDecision(rs);
+    const int64_t without = rs.StepsWithoutDecision(closed);
     const bool now_without = without > kWithoutDecisionsSteps;
     if (now_without) ++count;
     if (now_without == rs.without_decisions) return;

@@ -119,7 +119,7 @@ void Job::FallBackToAllReports(const ReplicaCheck::Mismatch& m) {
       "every rank reports from now on (report: all)";
   ControllerConfig config = controller_.config();
   config.report = ReportMode::kAll;
-  const Status fits = Reserve(ShapeWith(config, ActionResolver(config).MemoryBytes()));
+  const Status fits = reservation_.Reserve(ShapeWith(config, ActionResolver(config).MemoryBytes()));
   if (!fits.ok()) {  // said once; the check rests until the roles change
     const std::string refused = detail + ", but that does not fit the job's caps (" +
                                 fits.message() + "): one rank per group keeps reporting";

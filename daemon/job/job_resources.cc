@@ -1,13 +1,19 @@
-// A job's share of the daemon's resources: its shape, the caps it must
-// stay within and its reservation of the memory budget (resource_caps.h,
-// docs/limits.md "Memory").
+// A job's shape: what its memory depends on (resource_caps.h, docs/limits.md
+// "Memory"), checked and reserved through its JobReservation
+// (job_reservation.h).
 #include "daemon/job/job.h"
 
 namespace gnmr {
+namespace {
 
-Job::~Job() {
-  if (options_.budget) options_.budget->ForceResize(reserved_bytes_, 0);
+// Units summed over the ranks that send reports under `mode` (JobShape).
+uint64_t ReportedRankUnits(const JobTopology& topology, ReportMode mode) {
+  return mode == ReportMode::kAll ? topology.rank_units() : topology.distinct_layout_entries();
 }
+
+}  // namespace
+
+Job::~Job() = default;  // reservation_ gives the job's memory budget back
 
 JobShape Job::ShapeLocked() const {
   return ShapeWith(controller_.config(), controller_.action_rule_bytes());
@@ -20,36 +26,12 @@ JobShape Job::ShapeWith(const ControllerConfig& config, uint64_t rule_bytes) con
   s.slots = topology_.num_slots();
   s.rank_units = topology_.rank_units();
   s.layout_entries = topology_.distinct_layout_entries();
-  s.reported_rank_units = ReportedRankUnits(config.report);
+  s.reported_rank_units = ReportedRankUnits(topology_, config.report);
   s.ranks = topology_.num_ranks();
   s.window = static_cast<uint64_t>(config.short_window);
   s.max_o = static_cast<uint64_t>(config.max_o);
   s.rule_bytes = rule_bytes;
   return s;
-}
-
-uint64_t Job::ReportedRankUnits(ReportMode mode) const {
-  return mode == ReportMode::kAll ? topology_.rank_units() : topology_.distinct_layout_entries();
-}
-
-JobCaps Job::EffectiveCaps() const {
-  JobCaps caps = options_.caps;
-  caps.max_open_step_bytes = options_.aggregation.max_open_bytes;
-  caps.decision_history_bytes = options_.decision_history_bytes;
-  return caps;
-}
-
-Status Job::Reserve(const JobShape& next) {
-  const JobCaps caps = EffectiveCaps();
-  Status s = CheckJobCaps(next, caps);
-  if (!s.ok()) return Status(s.code(), "job '" + id_ + "': " + s.message());
-  const uint64_t bytes = JobFootprint(next, caps);
-  if (options_.budget) {
-    s = options_.budget->Resize("job '" + id_ + "'", reserved_bytes_, bytes);
-    if (!s.ok()) return s;
-  }
-  reserved_bytes_ = bytes;
-  return Status::Ok();
 }
 
 }  // namespace gnmr

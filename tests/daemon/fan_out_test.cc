@@ -115,10 +115,11 @@ class CountingSink : public DecisionSink {
   std::atomic<bool> flushed_before_sent{false};
 };
 
-// A job with more streams than Job::kFanOutAtSinks broadcasts each decision
-// through its FanOut: every stream gets each decision once, then a flush.
+// A job with more streams than RankSessions::kFanOutAtSinks broadcasts each
+// decision through its FanOut: every stream gets each decision once, then a
+// flush.
 TEST(FanOut, AJobsBroadcastToManyStreamsReachesEachStreamOnce) {
-  constexpr uint32_t kRanks = 1200;  // > Job::kFanOutAtSinks
+  constexpr uint32_t kRanks = 1200;  // > RankSessions::kFanOutAtSinks
   testing::QuietListener listener;
   JobOptions options;
   options.fan_out = std::make_shared<FanOut>(2);
