@@ -4,6 +4,7 @@
 // step count one mismatch for it, in gnmrd's own metric, and an
 // `ack_mismatch` event names the step, the ranks and their digests.
 #include "tests/daemon/metrics_daemon_test.h"
+#include "tests/testing/eventually.h"
 
 namespace gnmr::testing {
 namespace {
@@ -128,6 +129,10 @@ TEST_F(AckTest, ASwitchBeforeTheFirstDecisionIsLiveOnceRanksTrain) {
   ASSERT_TRUE(ExportState("j", &empty).ok());
   ASSERT_TRUE(ranks_[0]->SendStats(0, {1.0}));  // rank 1 not yet: no decision
   ASSERT_TRUE(ranks_[0]->SendStats(1, {1.0}));
+  // SendStats only writes to the stream: the import must come after the job
+  // took both reports (counted under its lock), or it is no live switch.
+  ASSERT_TRUE(
+      gnmr::testing::Eventually([&] { return Sample("gnmr_reports_total{job_id=\"j\"}") >= 2; }));
   ASSERT_TRUE(ImportState("j", empty).ok());  // generation 2
   for (auto& r : ranks_) {
     ASSERT_TRUE(r->WaitGeneration(2));
