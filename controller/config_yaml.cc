@@ -187,8 +187,8 @@ Status ReadActions(const Origin& o, const YAML::Node& v, std::vector<ActionRule>
     }
     for (size_t i = 0; i < v.size(); ++i) {
       ActionRule rule;
-      Status s = ReadActionRule(o, "actions[" + std::to_string(i) + "]", v[i], &rule, marks);
-      if (!s.ok()) return s;
+      GNMR_RETURN_IF_ERROR(
+          ReadActionRule(o, "actions[" + std::to_string(i) + "]", v[i], &rule, marks));
       rules.push_back(std::move(rule));
     }
   }

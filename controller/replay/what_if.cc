@@ -32,16 +32,14 @@ StatusOr<std::vector<std::string>> SplitVariant(std::string_view spec) {
     } else if (c == ']' || c == '}') {
       if (--depth < 0) break;
     } else if (c == ',' && depth == 0) {
-      Status s = take(i);
-      if (!s.ok()) return s;
+      GNMR_RETURN_IF_ERROR(take(i));
     }
   }
   if (depth != 0 || quote != 0) {
     return InvalidArgument("--variant '" + std::string(spec) + "': unbalanced " +
                            (quote != 0 ? "quote" : "brackets"));
   }
-  Status s = take(spec.size());
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(take(spec.size()));
   return parts;
 }
 
@@ -60,12 +58,10 @@ StatusOr<WhatIfSummary> RunWhatIf(TraceReader* reader, const std::vector<WhatIfV
   Decision decision;
   for (;;) {
     bool got = false;
-    Status s = reader->Next(&step, &got);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(reader->Next(&step, &got));
     if (!got) break;
     for (Controller& c : controllers) {
-      s = ObserveTraceStep(*reader, step, &c, &decision);
-      if (!s.ok()) return s;
+      GNMR_RETURN_IF_ERROR(ObserveTraceStep(*reader, step, &c, &decision));
     }
     if (summary.steps == 0) summary.first_step = step.step;
     summary.last_step = step.step;

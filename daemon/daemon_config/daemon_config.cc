@@ -62,8 +62,7 @@ Status ReadTokenFile(DaemonConfig* c, const std::string& token_key, const std::s
     return AtKey(*c, file_key,
                  token_key + " is also set (at " + c->origin[token_key] + "); keep one of them");
   }
-  Status s = CheckReadableFile(*c, file_key, path);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(CheckReadableFile(*c, file_key, path));
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
@@ -72,7 +71,7 @@ Status ReadTokenFile(DaemonConfig* c, const std::string& token_key, const std::s
                             value.back() == '\t')) {
     value.pop_back();
   }
-  s = CheckToken(value);
+  Status s = CheckToken(value);
   if (!s.ok()) return AtKey(*c, file_key, path + ": " + s.message());
   WarnIfShared(path, file_key, warnings);
   *token = std::move(value);
@@ -86,8 +85,7 @@ Status ReadJobTokens(DaemonConfig* c, std::vector<std::string>* warnings) {
     return AtKey(*c, "job_tokens_file",
                  "job_tokens is also set (at " + c->origin["job_tokens"] + "); keep one of them");
   }
-  Status s = CheckReadableFile(*c, "job_tokens_file", path);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(CheckReadableFile(*c, "job_tokens_file", path));
   StatusOr<std::map<std::string, std::string>> tokens = daemon_config::ReadJobTokensFile(path);
   if (!tokens.ok()) return AtKey(*c, "job_tokens_file", tokens.status().message());
   WarnIfShared(path, "job_tokens_file", warnings);
@@ -146,8 +144,7 @@ Status CheckTls(const DaemonConfig& c, std::vector<std::string>* warnings) {
         {"tls.key", &t.key_file},
         {"tls.client_ca", &t.client_ca_file}}) {
     if (path->empty()) continue;
-    Status s = CheckReadableFile(c, key, *path);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(CheckReadableFile(c, key, *path));
   }
   bool tcp = false;
   for (const std::string& l : c.listen) tcp = tcp || l.compare(0, 5, "unix:") != 0;
@@ -255,8 +252,7 @@ StatusOr<LoadedConfig> LoadUnescaped(int argc, const char* const* argv, const En
   out.show_version = flags->version;
   if (out.show_help || out.show_version) return out;
   if (!flags->config_file.empty()) {
-    Status s = daemon_config::ApplyConfigFile(flags->config_file, &out.config);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(daemon_config::ApplyConfigFile(flags->config_file, &out.config));
   }
   Status s = daemon_config::ApplyCommandLine(*flags, &out.config);
   if (s.ok()) s = Finish(&out.config, env, &out.warnings);

@@ -98,8 +98,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   // Validate everything before changing anything: an error changes nothing,
   // so the layout and the controller never disagree (their unit ids must
   // match: a report names units by id).
-  Status s = topology_.ValidateSpecs(specs);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(topology_.ValidateSpecs(specs));
   if (topology_.HasRank(req.rank())) {
     const std::vector<RankUnitSpec> before = topology_.SpecsOfRank(req.rank());
     const std::string diff = DescribeUnitSetChange(before, specs);
@@ -113,9 +112,8 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   }
   std::vector<std::string_view> new_units;  // views into specs
   JobTopology::Growth growth;
-  s = topology_.CheckRank(specs, &new_units, req.rank(), &growth);
-  if (!s.ok()) return s;
-  s = controller_.CheckNewUnits(new_units);
+  GNMR_RETURN_IF_ERROR(topology_.CheckRank(specs, &new_units, req.rank(), &growth));
+  Status s = controller_.CheckNewUnits(new_units);
   if (!s.ok() || topology_.num_units() != controller_.num_units()) {
     // Cannot happen while both change together; refuse rather than diverge.
     spdlog::error("job {}: layout ({} units) and controller ({} units) disagree: {}", id_,
@@ -138,8 +136,8 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
 
   RegisterResult result;
   std::vector<std::string> created;
-  s = topology_.RegisterRank(req.rank(), specs, &result.unit_ids, &created);
-  if (!s.ok()) return s;  // validated above: cannot fail
+  GNMR_RETURN_IF_ERROR(topology_.RegisterRank(req.rank(), specs, &result.unit_ids,
+                                              &created));  // validated above: cannot fail
   for (const std::string& name : created) {
     StatusOr<uint32_t> id = controller_.AddUnit(name);  // checked above: cannot fail
     if (!id.ok()) spdlog::error("job {}: unit '{}': {}", id_, name, id.status().ToString());
@@ -202,8 +200,7 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
   RankSession* session = nullptr;
-  Status s = sessions_.Check(id_, rank, session_id, &session);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(sessions_.Check(id_, rank, session_id, &session));
   RankSession& rs = *session;
   sessions_.CloseSink(rs, Status(StatusCode::kAborted, "replaced by a new stream"));
   {
@@ -250,11 +247,9 @@ Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& sta
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
   RankSession* session = nullptr;
-  Status s = sessions_.Check(id_, rank, session_id, &session);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(sessions_.Check(id_, rank, session_id, &session));
   StepAggregator::Outcome outcome;
-  s = aggregator_.Add(rank, stats, now, &outcome);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(aggregator_.Add(rank, stats, now, &outcome));
   if (restore_hold_) restore_hold_->Heard(rank, stats.step());
   RankSession& rs = *session;
   rs.last_seen = now;
@@ -272,8 +267,7 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
   RankSession* session = nullptr;
-  Status s = sessions_.Check(id_, rank, session_id, &session);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(sessions_.Check(id_, rank, session_id, &session));
   RankSession& rs = *session;
   rs.last_seen = Now();
   if (ack.has_standby()) {  // what a standby held back: its figures, the replica check

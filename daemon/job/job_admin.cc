@@ -166,10 +166,9 @@ uint64_t Job::config_version() const { return view_.config_version(); }
 
 Status Job::SetConfig(const ControllerConfig& config) {
   std::lock_guard<std::mutex> lock(mu_);
-  Status s = config.Validate();
-  if (!s.ok()) return s;
-  s = reservation_.Reserve(ShapeWith(config, ActionResolver(config).MemoryBytes()));
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(config.Validate());
+  GNMR_RETURN_IF_ERROR(
+      reservation_.Reserve(ShapeWith(config, ActionResolver(config).MemoryBytes())));
   ApplyConfigLocked(config);
   return Status::Ok();
 }

@@ -26,8 +26,7 @@ Status JobReservation::Reserve(const JobShape& next) {
   if (!s.ok()) return Status(s.code(), "job '" + job_id_ + "': " + s.message());
   const uint64_t bytes = JobFootprint(next, caps_);
   if (budget_) {
-    s = budget_->Resize("job '" + job_id_ + "'", bytes_, bytes);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(budget_->Resize("job '" + job_id_ + "'", bytes_, bytes));
   }
   bytes_ = bytes;
   return Status::Ok();

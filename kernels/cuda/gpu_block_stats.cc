@@ -67,9 +67,8 @@ StatusOr<std::unique_ptr<GpuBlockStats>> GpuBlockStats::Create(int device) {
   impl->max_grid = static_cast<uint32_t>(sms > 0 ? sms : 1) * 8;
   r = cudaEventCreateWithFlags(&impl->done, cudaEventDisableTiming);
   if (r != cudaSuccess) return CudaError(r, "cudaEventCreate");
-  Status s = impl->result.Reserve(sizeof(BlockStats));
-  if (!s.ok()) return s;
-  if (!(s = impl->out.Reserve(sizeof(BlockStats))).ok()) return s;
+  GNMR_RETURN_IF_ERROR(impl->result.Reserve(sizeof(BlockStats)));
+  GNMR_RETURN_IF_ERROR(impl->out.Reserve(sizeof(BlockStats)));
   return std::unique_ptr<GpuBlockStats>(new GpuBlockStats(std::move(impl)));
 }
 
