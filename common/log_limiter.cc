@@ -7,7 +7,7 @@ const std::string kOverflowKey("\0overflow", 9);
 }  // namespace
 
 bool LogLimiter::Allow(const std::string& key, Clock::time_point now, uint64_t* held_back) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     if (entries_.size() >= max_keys_) {

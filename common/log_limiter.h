@@ -17,9 +17,11 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
+
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 
 namespace gnmr {
 
@@ -42,8 +44,8 @@ class LogLimiter {
 
   const Clock::duration interval_;
   const size_t max_keys_;
-  std::mutex mu_;
-  std::unordered_map<std::string, Entry> entries_;
+  Mutex mu_;
+  std::unordered_map<std::string, Entry> entries_ GNMR_GUARDED_BY(mu_);
 };
 
 }  // namespace gnmr

@@ -13,7 +13,7 @@ namespace gnmr::relay {
 void LocalLink::Deliver(std::shared_ptr<const std::string> bytes) {
   LocalSession* session = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (session_ == nullptr || gate_.closing()) return;
     if (gate_.writing) {
       if (queue_.size() < kMaxQueued) {
@@ -37,13 +37,13 @@ void LocalLink::Deliver(std::shared_ptr<const std::string> bytes) {
 void LocalLink::End(const grpc::Status& why) {
   LocalSession* session;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (session_ == nullptr || !gate_.Ask(why)) return;
     queue_.clear();
     if (!gate_.Take()) return;  // WriteDone or EndRearm finishes
     session = session_;
   }
-  session->End(gate_.status());
+  session->End(TakenStatus());
 }
 
 void LocalLink::WriteDone() {
@@ -51,7 +51,7 @@ void LocalLink::WriteDone() {
   std::shared_ptr<const std::string> next;
   bool finish = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     session = session_;
     if (session == nullptr) return;
     if (!queue_.empty() && !gate_.closing()) {
@@ -63,29 +63,29 @@ void LocalLink::WriteDone() {
     }
   }
   if (finish) {
-    session->End(gate_.status());
+    session->End(TakenStatus());
   } else if (next) {
     session->Write(std::move(next));
   }
 }
 
 bool LocalLink::BeginRearm() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return session_ != nullptr && gate_.BeginRearm();
 }
 
 void LocalLink::EndRearm() {
   LocalSession* session;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!gate_.EndRearm()) return;
     session = session_;
   }
-  session->End(gate_.status());
+  session->End(TakenStatus());
 }
 
 void LocalLink::Detach() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   session_ = nullptr;
   queue_.clear();
 }

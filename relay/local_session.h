@@ -22,12 +22,13 @@
 #include <cstddef>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
 #include "common/finish_gate.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "relay/node_stream.h"
 
 namespace gnmr::relay {
@@ -49,10 +50,17 @@ class LocalLink final : public LaneEndpoint {
   bool BeginRearm();
   void EndRearm();
 
-  std::mutex mu_;
-  LocalSession* session_;  // null once the reactor is done
-  std::deque<std::shared_ptr<const std::string>> queue_;
-  FinishGate<grpc::Status> gate_;  // when Finish may start (common/finish_gate.h)
+  // The status Finish starts with, read outside mu_ by whoever Take() (or
+  // EndRearm()) returned true to, and by the reactor's OnDone: the gate
+  // never changes it once taken, so the read needs no lock, which the
+  // analysis cannot know.
+  const grpc::Status& TakenStatus() const GNMR_NO_THREAD_SAFETY_ANALYSIS { return gate_.status(); }
+
+  Mutex mu_;
+  LocalSession* session_ GNMR_GUARDED_BY(mu_);  // null once the reactor is done
+  std::deque<std::shared_ptr<const std::string>> queue_ GNMR_GUARDED_BY(mu_);
+  // When Finish may start (common/finish_gate.h).
+  FinishGate<grpc::Status> gate_ GNMR_GUARDED_BY(mu_);
 };
 
 class LocalSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {

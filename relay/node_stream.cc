@@ -39,19 +39,20 @@ std::shared_ptr<NodeStream> NodeStream::Start(const std::shared_ptr<grpc::Channe
 void NodeStream::Cancel() {
   ctx_.TryCancel();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ended_ = true;
   }
   cv_.notify_all();
 }
 
 bool NodeStream::WaitFinished(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return writer_exited_ && reader_exited_; });
+  MutexLock lock(mu_);
+  return cv_.wait_for(lock.native(), timeout,
+                      [&]() GNMR_REQUIRES(mu_) { return writer_exited_ && reader_exited_; });
 }
 
 bool NodeStream::Open(std::shared_ptr<LaneEndpoint> endpoint) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (ended_) return false;
   const LaneEndpoint* key = endpoint.get();
   lanes_[key].endpoint = std::move(endpoint);
@@ -61,7 +62,7 @@ bool NodeStream::Open(std::shared_ptr<LaneEndpoint> endpoint) {
 grpc::Status NodeStream::Send(const LaneEndpoint* lane, std::string message,
                               const std::string& token) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = lanes_.find(lane);
     if (ended_ || it == lanes_.end()) return grpc::Status::OK;  // the lane's end is on its way
     Lane& l = it->second;
@@ -124,7 +125,7 @@ std::shared_ptr<LaneEndpoint> NodeStream::EndLocked(
 
 void NodeStream::Close(const LaneEndpoint* lane) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = lanes_.find(lane);
     if (it == lanes_.end()) return;
     EndLocked(it);
@@ -133,7 +134,7 @@ void NodeStream::Close(const LaneEndpoint* lane) {
 }
 
 bool NodeStream::ended() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return ended_;
 }
 
@@ -141,8 +142,8 @@ void NodeStream::WriteLoop() {
   v1::NodeClientMessage msg;
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return ended_ || !pending_.empty(); });
+      MutexLock lock(mu_);
+      cv_.wait(lock.native(), [&]() GNMR_REQUIRES(mu_) { return ended_ || !pending_.empty(); });
       if (ended_) break;
       // Everything queued since the last write, up to the soft bound and
       // never past gnmrd's (Send let in only lanes that fit alone).
@@ -161,7 +162,7 @@ void NodeStream::WriteLoop() {
     msg.Clear();
     if (!ok) break;  // the stream is over: the reader learns why
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   writer_exited_ = true;
   cv_.notify_all();
 }
@@ -174,10 +175,12 @@ void NodeStream::ReadLoop() {
   }
   std::vector<std::shared_ptr<LaneEndpoint>> lanes;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ended_ = true;
     cv_.notify_all();
-    cv_.wait(lock, [&] { return writer_exited_; });  // Finish only after the last Write
+    cv_.wait(lock.native(), [&]() GNMR_REQUIRES(mu_) {
+      return writer_exited_;
+    });  // Finish only after the last Write
     for (auto& [key, lane] : lanes_) lanes.push_back(std::move(lane.endpoint));
     lanes_.clear();
     ids_.clear();
@@ -194,7 +197,7 @@ void NodeStream::ReadLoop() {
                  static_cast<int>(status.error_code()), lanes.size());
   }
   for (const std::shared_ptr<LaneEndpoint>& endpoint : lanes) endpoint->End(status);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   reader_exited_ = true;
   cv_.notify_all();
 }
@@ -210,7 +213,7 @@ void NodeStream::Handle(const v1::NodeServerMessage& msg) {
     auto bytes = std::make_shared<const std::string>(d.message());
     std::vector<std::shared_ptr<LaneEndpoint>> to;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (uint32_t id : d.lanes()) {
         auto it = ids_.find(id);
         if (it != ids_.end()) to.push_back(lanes_.at(it->second).endpoint);
@@ -221,7 +224,7 @@ void NodeStream::Handle(const v1::NodeServerMessage& msg) {
   for (const v1::LaneEnd& end : msg.ends()) {
     std::shared_ptr<LaneEndpoint> endpoint;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto id = ids_.find(end.lane());
       if (id == ids_.end()) continue;  // closed meanwhile: its `end` is already queued
       // The `end` answers gnmrd, which drops the lane's late messages until

@@ -41,7 +41,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -49,6 +48,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "gnmr/v1/relay.grpc.pb.h"
 
 namespace gnmr::relay {
@@ -128,23 +129,24 @@ class NodeStream {
     size_t cost() const { return bytes + kMessageCost; }
   };
   // Queues `up` for the writer.
-  void QueueLocked(v1::LaneUp up, size_t bytes);
+  void QueueLocked(v1::LaneUp up, size_t bytes) GNMR_REQUIRES(mu_);
   // Queues the lane's `end` for gnmrd (if it heard of the lane) and
   // forgets the lane; returns its endpoint.
   std::shared_ptr<LaneEndpoint> EndLocked(
-      std::unordered_map<const LaneEndpoint*, Lane>::iterator it);
+      std::unordered_map<const LaneEndpoint*, Lane>::iterator it) GNMR_REQUIRES(mu_);
 
   const Limits limits_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::unordered_map<const LaneEndpoint*, Lane> lanes_;    // the open lanes
-  std::unordered_map<uint32_t, const LaneEndpoint*> ids_;  // the numbered ones, by id
-  std::deque<Pending> pending_;
-  size_t pending_bytes_ = 0;  // the sum of pending_'s cost()
-  uint32_t next_lane_ = 0;
-  bool ended_ = false;  // no new lanes, nothing more written
-  bool writer_exited_ = false;
-  bool reader_exited_ = false;
+  std::unordered_map<const LaneEndpoint*, Lane> lanes_ GNMR_GUARDED_BY(mu_);  // the open lanes
+  // The numbered ones, by id.
+  std::unordered_map<uint32_t, const LaneEndpoint*> ids_ GNMR_GUARDED_BY(mu_);
+  std::deque<Pending> pending_ GNMR_GUARDED_BY(mu_);
+  size_t pending_bytes_ GNMR_GUARDED_BY(mu_) = 0;  // the sum of pending_'s cost()
+  uint32_t next_lane_ GNMR_GUARDED_BY(mu_) = 0;
+  bool ended_ GNMR_GUARDED_BY(mu_) = false;  // no new lanes, nothing more written
+  bool writer_exited_ GNMR_GUARDED_BY(mu_) = false;
+  bool reader_exited_ GNMR_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gnmr::relay

@@ -163,7 +163,7 @@ RelayServer::~RelayServer() { Shutdown(); }
 void RelayServer::Shutdown() {
   std::shared_ptr<NodeStream> stream;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
     stream = std::move(stream_);
@@ -176,12 +176,12 @@ void RelayServer::Shutdown() {
 }
 
 uint64_t RelayServer::node_streams_opened() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return opened_;
 }
 
 uint64_t RelayServer::sessions_opened() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return sessions_;
 }
 
@@ -200,7 +200,7 @@ Status RelayServer::CheckUpstream(std::chrono::milliseconds timeout) {
 }
 
 std::shared_ptr<NodeStream> RelayServer::CurrentStream() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (shut_down_) return nullptr;
   if (stream_ && !stream_->ended()) return stream_;
   // An ended stream's threads finish on their own; its last holder lets go.
@@ -217,7 +217,7 @@ grpc::ServerGenericBidiReactor* RelayServer::CreateReactor(
   const std::string& method = ctx->method();
   if (method == kSession) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       ++sessions_;
     }
     return new LocalSession(ctx, CurrentStream());

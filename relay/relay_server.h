@@ -12,7 +12,6 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,8 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "gnmr/status.h"
 #include "proto/channel_tls.h"
 #include "relay/node_stream.h"
@@ -80,11 +81,11 @@ class RelayServer final : public grpc::CallbackGenericService {
   std::shared_ptr<grpc::Channel> upstream_;
   grpc::GenericStub stub_;
   std::unique_ptr<grpc::Server> server_;
-  mutable std::mutex mu_;
-  std::shared_ptr<NodeStream> stream_;
-  uint64_t opened_ = 0;
-  uint64_t sessions_ = 0;
-  bool shut_down_ = false;
+  mutable Mutex mu_;
+  std::shared_ptr<NodeStream> stream_ GNMR_GUARDED_BY(mu_);
+  uint64_t opened_ GNMR_GUARDED_BY(mu_) = 0;
+  uint64_t sessions_ GNMR_GUARDED_BY(mu_) = 0;
+  bool shut_down_ GNMR_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gnmr::relay

@@ -7,6 +7,10 @@
 #                             and the libFuzzer smoke runs, in ./build-asan
 #   scripts/test.sh --tsan    clang-16, ThreadSanitizer, in ./build-tsan
 #
+# Both clang builds also run clang's thread-safety analysis as an error
+# (-Wthread-safety -Werror=thread-safety; docs/sanitizers.md, "Thread-safety
+# analysis").
+#
 # Arguments after the mode go to ctest (e.g. `scripts/test.sh --tsan -R Session`).
 # The TSan suite leaves out the Python tests (ctest label `python`): they
 # would load the instrumented extension into Debian's uninstrumented python3
@@ -39,7 +43,11 @@ else
   # "grpc::internal::CallbackWithSuccessTag::Run"), and tsan.supp's
   # third-party suppressions, which match qualified names, miss gRPC's
   # header code.
-  common=(-DGNMR_CUDA=OFF -DGNMR_BUILD_BENCH=OFF)
+  # Both are clang builds, so both check the thread-safety annotations
+  # (common/thread_annotations.h): a lock rule broken fails the build
+  # (docs/sanitizers.md, "Thread-safety analysis").
+  common=(-DGNMR_CUDA=OFF -DGNMR_BUILD_BENCH=OFF
+          "-DCMAKE_CXX_FLAGS=-Wthread-safety -Wthread-safety-beta -Werror=thread-safety")
   if [ "$mode" = asan ]; then
     scripts/build.sh "${common[@]}" -DGNMR_SANITIZE=address -DGNMR_FUZZ=ON \
       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG"

@@ -67,7 +67,7 @@ Status LocalTransport::Start(TransportWiring w) {
   std::vector<uint32_t> ids;
   int32_t lag = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // Controller ids follow registration order, as the client's handles do.
     for (const v1::UnitSpec& u : w.request.units()) {
       StatusOr<uint32_t> id = controller_.AddUnit(u.name());
@@ -77,7 +77,7 @@ Status LocalTransport::Start(TransportWiring w) {
     }
     validator_.Reset(ids);
     lag = controller_.next_lag();
-    std::lock_guard<std::mutex> sh(shared_->mu);
+    MutexLock sh(shared_->mu);
     shared_->AdoptGenerationLocked(generation_, lag);
     shared_->StartGenerationLocked(generation_, lag, controller_.sequence() + 1);
     shared_->connected = true;
@@ -102,7 +102,7 @@ void LocalTransport::Stop() {
   stop_.store(true, std::memory_order_release);
   outbox_->Wake();
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     shared_->stopping = true;
     shared_->connected = false;
     shared_->connected_flag.store(false, std::memory_order_relaxed);
@@ -134,7 +134,7 @@ void LocalTransport::Pump() {
   if (gpu_ != nullptr) gpu_->Drain(true);  // completed launches -> queued reports
   if (Report* r = outbox_->PopReport()) {
     try {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       DecideLocked(*r);
     } catch (...) {
       outbox_->Release(r, false);  // never leak a slot
@@ -213,7 +213,7 @@ void LocalTransport::PublishLocked(const Decision& d) {
   }
   DecisionCache::Insert result;
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     result = shared_->AddDecisionLocked(std::move(c).value());  // clears `slow` on progress
   }
   if (result == DecisionCache::Insert::kStored) {
@@ -242,14 +242,14 @@ void LocalTransport::WriteEventsLocked(const std::vector<v1::Event>& events) {
 void LocalTransport::RecordError(ProblemKind kind, const Status& s) {
   shared_->problems.Record(kind, s.message());
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     shared_->last_error = s.ToString();
   }
   spdlog::warn("gnmr client: job {} rank {}: {}", options_.job_id, options_.rank, s.ToString());
 }
 
 StatusOr<std::string> LocalTransport::ExportState(std::chrono::milliseconds) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return ControllerStateCodec::SaveToString(controller_);
 }
 
@@ -268,7 +268,7 @@ StatusOr<uint64_t> LocalTransport::ImportState(const std::string& bytes,
   }
   StatusOr<Controller> c = ControllerStateCodec::Restore(state);
   if (!c.ok()) return InvalidArgument(c.status().message());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   // As gnmrd checks an import: the job's units, in id order (more may follow).
   const size_t n = numel_.size();
   if (c->num_units() < n) {
@@ -287,7 +287,7 @@ StatusOr<uint64_t> LocalTransport::ImportState(const std::string& bytes,
   Decision last;
   const bool rebuilt = RebuildLastDecision(controller_, &last);
   {
-    std::lock_guard<std::mutex> sh(shared_->mu);
+    MutexLock sh(shared_->mu);
     shared_->StartGenerationLocked(generation_, controller_.next_lag(),
                                    controller_.sequence() + (rebuilt ? 0 : 1));
   }

@@ -30,7 +30,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -38,6 +37,8 @@
 
 #include "client/src/decision_cache.h"
 #include "client/src/transport.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "controller/controller.h"
 #include "gnmr/client.h"
 
@@ -63,24 +64,24 @@ class LocalTransport final : public Transport {
 
   void Run();
   void Pump();
-  // Decides one report's step (holds mu_).
-  void DecideLocked(const Report& r);
+  // Decides one report's step.
+  void DecideLocked(const Report& r) GNMR_REQUIRES(mu_);
   // Validates `d` as a received decision and stores it in the cache.
-  void PublishLocked(const Decision& d);
-  void WriteEventsLocked(const std::vector<v1::Event>& events);
+  void PublishLocked(const Decision& d) GNMR_REQUIRES(mu_);
+  void WriteEventsLocked(const std::vector<v1::Event>& events) GNMR_REQUIRES(mu_);
   void RecordError(ProblemKind kind, const Status& s);
 
   const ClientOptions& options_;  // the client's, which outlives this
   std::FILE* const events_;       // null: no events file
 
-  std::mutex mu_;
-  Controller controller_;            // guarded by mu_
-  uint64_t generation_ = 1;          // guarded by mu_
-  std::vector<uint64_t> numel_;      // per unit, from Start
-  std::vector<UnitSample> samples_;  // scratch of DecideLocked
-  DecisionValidator validator_;      // guarded by mu_
-  std::string event_line_;           // scratch of WriteEventsLocked
-  bool events_failed_ = false;       // guarded by mu_: reported once
+  Mutex mu_;
+  Controller controller_ GNMR_GUARDED_BY(mu_);
+  uint64_t generation_ GNMR_GUARDED_BY(mu_) = 1;
+  std::vector<uint64_t> numel_ GNMR_GUARDED_BY(mu_);      // per unit, from Start
+  std::vector<UnitSample> samples_ GNMR_GUARDED_BY(mu_);  // scratch of DecideLocked
+  DecisionValidator validator_ GNMR_GUARDED_BY(mu_);
+  std::string event_line_ GNMR_GUARDED_BY(mu_);      // scratch of WriteEventsLocked
+  bool events_failed_ GNMR_GUARDED_BY(mu_) = false;  // reported once
 
   Outbox* outbox_ = nullptr;
   SharedState* shared_ = nullptr;

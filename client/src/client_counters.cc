@@ -1,7 +1,6 @@
 // The views of gnmr::Client that any thread may call: counters, the
 // connection (WaitConnected, TakeProblems), units, options; and the names
 // of the API's enums.
-#include <mutex>
 
 #include "client/src/client_impl.h"
 
@@ -55,7 +54,7 @@ ClientCounters CountersImpl(const Client::Impl& m) {
     c.overhead_ratio = m.counters.host_overhead_ratio();
     c.overhead_step = m.counters.host_overhead_step();
   }
-  std::lock_guard<std::mutex> lock(sh.mu);
+  MutexLock lock(sh.mu);
   c.connected = sh.connected;
   const CachedDecision* newest = sh.cache.Newest();
   c.last_decided_step = newest ? newest->observed_step : -1;
@@ -115,9 +114,10 @@ Status Client::WaitConnected(std::chrono::milliseconds timeout) {
     Impl& m = *impl_;
     if (!m.started) return FailedPrecondition("WaitConnected before Start");
     SharedState& sh = m.shared;
-    std::unique_lock<std::mutex> lock(sh.mu);
-    sh.decision_cv.wait_for(lock, timeout,
-                            [&] { return sh.connected || sh.stopping || sh.attempts_done > 0; });
+    MutexLock lock(sh.mu);
+    sh.decision_cv.wait_for(lock.native(), timeout, [&]() GNMR_REQUIRES(sh.mu) {
+      return sh.connected || sh.stopping || sh.attempts_done > 0;
+    });
     if (sh.connected) return Status::Ok();
     if (sh.stopping) return Status(StatusCode::kCancelled, "client stopped");
     if (sh.attempts_done > 0 && !sh.last_attempt.ok()) return sh.last_attempt;

@@ -46,7 +46,7 @@ bool FirstObservedAfter(const std::deque<int64_t>& observed, int64_t after, int6
 }
 
 // Whether a decision covering `step` is still to come (see the notes).
-bool Coming(const SharedState& sh, int64_t step) {
+bool Coming(const SharedState& sh, int64_t step) GNMR_REQUIRES(sh.mu) {
   // A retired generation decides nothing more.
   if (sh.cache.PlannerOf(step) != DecisionCache::Planner::kCurrent) return false;
   // Named by a Register response, its start not here yet: what plans the
@@ -195,7 +195,7 @@ Status Client::Ack(const Plan& plan) {
 }
 
 void Client::Impl::RecordObserved(int64_t step) {
-  std::lock_guard<std::mutex> lock(shared.mu);
+  MutexLock lock(shared.mu);
   if (shared.unseen_from_void) {
     shared.observed_since_void = step;
     shared.unseen_from_void = false;
@@ -209,13 +209,16 @@ void Client::Impl::RecordObserved(int64_t step) {
 void Client::Impl::FillPlanFromDecisions(int64_t step, Plan* out) {
   ClearPlan(step, out);
   SharedState& sh = shared;
-  std::unique_lock<std::mutex> lock(sh.mu);
+  MutexLock lock(sh.mu);
   out->generation = sh.cache.generation();
   if (Coming(sh, step)) {
-    auto reachable = [&] { return (sh.connected || sh.connecting) && !sh.stopping; };
+    auto reachable = [&]() GNMR_REQUIRES(sh.mu) {
+      return (sh.connected || sh.connecting) && !sh.stopping;
+    };
     if (reachable() && !sh.slow && options.decision_wait.count() > 0) {
       const bool arrived = sh.decision_cv.wait_for(
-          lock, options.decision_wait, [&] { return !reachable() || !Coming(sh, step); });
+          lock.native(), options.decision_wait,
+          [&]() GNMR_REQUIRES(sh.mu) { return !reachable() || !Coming(sh, step); });
       if (!arrived) sh.slow = true;  // no more waiting until progress or an attach
     }
     if (Coming(sh, step)) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <unordered_set>
 
+#include "common/mutex.h"
+
 namespace gnmr {
 namespace {
 
@@ -46,15 +48,16 @@ constexpr LaunchApi kLaunchApis[] = {
 struct Shared {
   // The profiler that owns CUPTI in this process (at most one: a second
   // subscribe fails).
-  std::mutex mu;
-  CuptiProfiler* active = nullptr;
+  Mutex mu;
+  CuptiProfiler* active GNMR_GUARDED_BY(mu) = nullptr;
   // Our activity buffers: those CUPTI holds, and what came back (buffers
   // outlive a profiler).
-  std::mutex book_mu;
-  std::unordered_set<const uint8_t*> held;  // handed to CUPTI, not back yet
-  uint64_t returned = 0;                    // buffers of ours CUPTI gave back
-  uint64_t launches_at_return = 0;          // stats_launches then
-  std::atomic<uint64_t> stats_launches{0};  // EndStatsLaunch calls, all profilers
+  Mutex book_mu;
+  // Handed to CUPTI, not back yet.
+  std::unordered_set<const uint8_t*> held GNMR_GUARDED_BY(book_mu);
+  uint64_t returned GNMR_GUARDED_BY(book_mu) = 0;            // buffers of ours CUPTI gave back
+  uint64_t launches_at_return GNMR_GUARDED_BY(book_mu) = 0;  // stats_launches then
+  std::atomic<uint64_t> stats_launches{0};                   // EndStatsLaunch calls, all profilers
 };
 Shared& G() {
   static Shared* s = new Shared;
@@ -81,7 +84,7 @@ CuptiProfiler::CuptiProfiler(CuptiApi api) : api_(api) {}
 CuptiProfiler::~CuptiProfiler() { Stop(); }
 
 Status CuptiProfiler::Start() {
-  std::lock_guard<std::mutex> control(control_mu_);
+  MutexLock control(control_mu_);
   if (running_ || owns_) return FailedPrecondition("CUPTI profiler already started");
   if (api_.subscribe == nullptr || api_.unsubscribe == nullptr || api_.enable_callback == nullptr ||
       api_.register_callbacks == nullptr || api_.enable == nullptr || api_.disable == nullptr ||
@@ -101,7 +104,7 @@ Status CuptiProfiler::Start() {
   owns_ = true;
   displaced_ = false;
   {
-    std::lock_guard<std::mutex> lock(G().mu);
+    MutexLock lock(G().mu);
     G().active = this;
   }
   CUptiResult e = api_.register_callbacks(BufferRequested, BufferCompleted);
@@ -140,7 +143,7 @@ void CuptiProfiler::EnableLaunchCallbacks(int* runtime_enabled) {
 }
 
 void CuptiProfiler::Stop() {
-  std::lock_guard<std::mutex> control(control_mu_);
+  MutexLock control(control_mu_);
   if (!owns_) return;  // never started, or backed off: CUPTI is not ours
   if (running_) {
     running_ = false;
@@ -158,14 +161,14 @@ bool CuptiProfiler::OurCallbacksRegistered() {
   std::unordered_set<const uint8_t*> held_before;
   uint64_t returned_before = 0, launches_at_return = 0;
   {
-    std::lock_guard<std::mutex> lock(G().book_mu);
+    MutexLock lock(G().book_mu);
     held_before = G().held;
     returned_before = G().returned;
     launches_at_return = G().launches_at_return;
   }
   const uint64_t launches = G().stats_launches.load();
   api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // to the registered callbacks
-  std::lock_guard<std::mutex> lock(G().book_mu);
+  MutexLock lock(G().book_mu);
   if (!held_before.empty()) {
     for (const uint8_t* b : held_before) {
       if (G().held.count(b) != 0) return false;  // went to someone else's callback
@@ -180,7 +183,7 @@ bool CuptiProfiler::OurCallbacksRegistered() {
 
 void CuptiProfiler::Release() {
   {
-    std::lock_guard<std::mutex> lock(G().mu);
+    MutexLock lock(G().mu);
     if (G().active == this) G().active = nullptr;
   }
   api_.unsubscribe(subscriber_);  // also drops the launch callbacks
@@ -199,7 +202,7 @@ void CuptiProfiler::EndStatsLaunch() {
   const int64_t step = t_stats_step;
   t_stats_step = -1;
   G().stats_launches.fetch_add(1);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (uint32_t id : t_correlation_ids) {
     if (kernels_.size() + correlations_.size() >= kMaxQueued) {
       ++dropped_;
@@ -230,10 +233,10 @@ void CuptiProfiler::Collect(std::vector<KernelActivity>* kernels,
   {
     // Delivers the buffers whose records are complete; blocking but no CUDA
     // synchronisation (I/O thread, never under GpuPath's mutex).
-    std::lock_guard<std::mutex> control(control_mu_);
+    MutexLock control(control_mu_);
     if (running_) api_.flush_all(0);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   kernels->insert(kernels->end(), kernels_.begin(), kernels_.end());
   correlations->insert(correlations->end(), correlations_.begin(), correlations_.end());
   kernels_.clear();
@@ -248,7 +251,7 @@ void CUPTIAPI CuptiProfiler::BufferRequested(uint8_t** buffer, size_t* size, siz
   *max_records = 0;  // as many as fit
   if (*buffer == nullptr) return;
   try {
-    std::lock_guard<std::mutex> lock(G().book_mu);
+    MutexLock lock(G().book_mu);
     G().held.insert(*buffer);
   } catch (...) {
   }
@@ -260,7 +263,7 @@ void CUPTIAPI CuptiProfiler::BufferCompleted(CUcontext ctx, uint32_t stream, uin
   try {
     bool ours = false;
     {
-      std::lock_guard<std::mutex> lock(G().book_mu);
+      MutexLock lock(G().book_mu);
       ours = G().held.erase(buffer) > 0;
       if (ours) {
         ++G().returned;
@@ -270,11 +273,11 @@ void CUPTIAPI CuptiProfiler::BufferCompleted(CUcontext ctx, uint32_t stream, uin
     if (!ours) return;  // not allocated here: not ours to read or free
     if (valid > 0) ParseBuffer(buffer, valid);
     size_t lost = 0;
-    std::lock_guard<std::mutex> lock(G().mu);
+    MutexLock lock(G().mu);
     CuptiProfiler* p = G().active;
     if (p != nullptr && p->api_.get_num_dropped_records != nullptr &&
         p->api_.get_num_dropped_records(ctx, stream, &lost) == CUPTI_SUCCESS && lost > 0) {
-      std::lock_guard<std::mutex> q(p->mu_);
+      MutexLock q(p->mu_);
       p->dropped_ += lost;
     }
   } catch (...) {
@@ -283,10 +286,10 @@ void CUPTIAPI CuptiProfiler::BufferCompleted(CUcontext ctx, uint32_t stream, uin
 }
 
 void CuptiProfiler::ParseBuffer(uint8_t* buffer, size_t valid) {
-  std::lock_guard<std::mutex> lock(G().mu);
+  MutexLock lock(G().mu);
   CuptiProfiler* p = G().active;
   if (p == nullptr) return;
-  std::lock_guard<std::mutex> q(p->mu_);
+  MutexLock q(p->mu_);
   CUpti_Activity* rec = nullptr;
   if (p->api_.get_next_record == nullptr) return;
   while (p->api_.get_next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
@@ -304,7 +307,7 @@ void CuptiProfiler::ParseBuffer(uint8_t* buffer, size_t valid) {
 }
 
 void CuptiProfiler::ForgetHeldBuffersForTesting() {
-  std::lock_guard<std::mutex> lock(G().book_mu);
+  MutexLock lock(G().book_mu);
   G().held.clear();
 }
 

@@ -36,13 +36,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include <cupti.h>
 
 #include "client/src/activity_profiler.h"
 #include "client/src/cupti_library.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 
 namespace gnmr {
 
@@ -81,21 +82,24 @@ class CuptiProfiler : public ActivityProfiler {
   static void ForgetHeldBuffersForTesting();
 
  private:
-  void EnableLaunchCallbacks(int* runtime_enabled);
-  bool OurCallbacksRegistered();  // forces a flush; see the header comment
-  void Release();                 // unsubscribes; owns_ must be true
+  void EnableLaunchCallbacks(int* runtime_enabled) GNMR_REQUIRES(control_mu_);
+  // Forces a flush; see the header comment.
+  bool OurCallbacksRegistered() GNMR_REQUIRES(control_mu_);
+  void Release() GNMR_REQUIRES(control_mu_);  // unsubscribes; owns_ must be true
 
   const CuptiApi api_;
-  std::mutex control_mu_;  // Start, Stop and Collect's flush
-  CUpti_SubscriberHandle subscriber_ = nullptr;
+  Mutex control_mu_;  // Start, Stop and Collect's flush
+  CUpti_SubscriberHandle subscriber_ GNMR_GUARDED_BY(control_mu_) = nullptr;
+  // Written with control_mu_ held; owns_cupti() and displaced() read them
+  // without it (after Stop, on the thread that stopped it).
   bool owns_ = false;  // subscribed
   std::atomic<bool> running_{false};
   bool displaced_ = false;
 
-  std::mutex mu_;  // the queues, filled by the callbacks
-  std::vector<KernelActivity> kernels_;
-  std::vector<StatsCorrelation> correlations_;
-  uint64_t dropped_ = 0;
+  Mutex mu_;  // the queues, filled by the callbacks
+  std::vector<KernelActivity> kernels_ GNMR_GUARDED_BY(mu_);
+  std::vector<StatsCorrelation> correlations_ GNMR_GUARDED_BY(mu_);
+  uint64_t dropped_ GNMR_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gnmr

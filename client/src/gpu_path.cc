@@ -5,38 +5,40 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/mutex.h"
+
 namespace gnmr {
 namespace {
 
-std::mutex g_factory_mu;
-DeviceBackendFactory g_backend_factory;
-ActivityProfilerFactory g_profiler_factory;
+Mutex g_factory_mu;
+DeviceBackendFactory g_backend_factory GNMR_GUARDED_BY(g_factory_mu);
+ActivityProfilerFactory g_profiler_factory GNMR_GUARDED_BY(g_factory_mu);
 
 }  // namespace
 
 void SetDeviceBackendFactoryForTesting(DeviceBackendFactory factory) {
-  std::lock_guard<std::mutex> lock(g_factory_mu);
+  MutexLock lock(g_factory_mu);
   g_backend_factory = std::move(factory);
 }
 
 StatusOr<std::unique_ptr<DeviceStatsBackend>> CreateDeviceStatsBackend(int device) {
   DeviceBackendFactory f;
   {
-    std::lock_guard<std::mutex> lock(g_factory_mu);
+    MutexLock lock(g_factory_mu);
     f = g_backend_factory;
   }
   return f ? f(device) : CreateCudaStatsBackend(device);
 }
 
 void SetActivityProfilerFactoryForTesting(ActivityProfilerFactory factory) {
-  std::lock_guard<std::mutex> lock(g_factory_mu);
+  MutexLock lock(g_factory_mu);
   g_profiler_factory = std::move(factory);
 }
 
 StatusOr<std::unique_ptr<ActivityProfiler>> CreateActivityProfiler() {
   ActivityProfilerFactory f;
   {
-    std::lock_guard<std::mutex> lock(g_factory_mu);
+    MutexLock lock(g_factory_mu);
     f = g_profiler_factory;
   }
   return f ? f() : CreateCuptiProfiler();
@@ -57,7 +59,7 @@ GpuPath::~GpuPath() { Stop(); }
 Status GpuPath::Start(const std::vector<UnitHandle>& units,
                       const std::vector<std::vector<TensorRef>>& tensors,
                       const std::vector<uint32_t>& shard_count, bool profile, Outbox* outbox) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   outbox_ = outbox;
   shard_count_ = shard_count;
   index_.assign(shard_count.size(), -1);
@@ -90,7 +92,7 @@ Status GpuPath::Start(const std::vector<UnitHandle>& units,
 }
 
 void GpuPath::SetPointers(UnitHandle unit, const TensorRef* tensors, size_t count) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (unit >= index_.size() || index_[unit] < 0) return;
   const size_t first = first_ptr_[static_cast<size_t>(index_[unit])];
   for (size_t i = 0; i < count && first + i < pointers_.size(); ++i) {
@@ -101,7 +103,7 @@ void GpuPath::SetPointers(UnitHandle unit, const TensorRef* tensors, size_t coun
 
 Status GpuPath::Launch(void* stream, int64_t step,
                        std::chrono::steady_clock::time_point observe_start, Report* r) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopped_) {
     outbox_->Abandon(r);
     return Status::Ok();  // stopped: fail-open, nothing to report
@@ -154,7 +156,7 @@ void GpuPath::Drain(bool collect) {
   // after launches: each collection flushes CUPTI's buffers, outside mu_.
   std::shared_ptr<ActivityProfiler> profiler;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     if (collect && profiler_ && uncollected_launches_ > 0) {
       uncollected_launches_ = 0;
@@ -169,7 +171,7 @@ void GpuPath::Drain(bool collect) {
   }
   std::shared_ptr<ActivityProfiler> to_stop;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stopped_) {
       if (profiler && profiler == profiler_) AccountLocked(dropped, &to_stop);
       PollLocked();
@@ -211,13 +213,13 @@ void GpuPath::PollLocked() {
 
 Status GpuPath::ObserveForward(UnitHandle unit, const TensorRef* tensors, size_t count,
                                void* stream) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopped_ || !forward_) return Status::Ok();  // fail-open, as Launch
   return forward_->Observe(unit, tensors, count, stream);
 }
 
 uint64_t GpuPath::forward_dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return forward_ ? forward_->dropped() : 0;
 }
 
@@ -283,19 +285,19 @@ void GpuPath::PublishLocked(const Parked& p) {
 }
 
 size_t GpuPath::pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return parked_.size();
 }
 
 bool GpuPath::NormAt(int64_t step, UnitHandle unit, double* norm) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (step != norms_step_ || unit >= index_.size() || index_[unit] < 0) return false;
   *norm = norms_[static_cast<size_t>(index_[unit])];
   return true;
 }
 
 bool GpuPath::NonfiniteAt(int64_t step) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     if (norms_step_ == step) return nonfinite_;
     if (stopped_ || norms_step_ > step) return false;
@@ -313,7 +315,7 @@ bool GpuPath::NonfiniteAt(int64_t step) {
 }
 
 bool GpuPath::LastOverhead(double* ratio, int64_t* step) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!profiler_ || !have_overhead_) return false;
   *ratio = last_ratio_;
   *step = last_overhead_step_;
@@ -323,7 +325,7 @@ bool GpuPath::LastOverhead(double* ratio, int64_t* step) const {
 void GpuPath::Stop() {
   std::shared_ptr<ActivityProfiler> profiler;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
     profiler = std::move(profiler_);

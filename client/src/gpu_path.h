@@ -30,7 +30,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "client/src/activity_profiler.h"
@@ -38,6 +37,8 @@
 #include "client/src/forward_device.h"
 #include "client/src/outbox.h"
 #include "client/src/overhead_accountant.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "gnmr/client.h"
 
 namespace gnmr {
@@ -106,40 +107,42 @@ class GNMR_EXPORT GpuPath {
   explicit GpuPath(int device, std::unique_ptr<DeviceStatsBackend> backend);
   // Feeds collected records to the accountant; on back-off moves the
   // profiler into *to_stop (the caller stops it outside mu_).
-  void AccountLocked(uint64_t dropped, std::shared_ptr<ActivityProfiler>* to_stop);
+  void AccountLocked(uint64_t dropped, std::shared_ptr<ActivityProfiler>* to_stop)
+      GNMR_REQUIRES(mu_);
   // Fills in the gradient columns of every completed launch, then
   // publishes the parked reports, in order, whose forward rows are in too.
-  void PollLocked();
-  void FillLocked(Parked* p, double gpu_seconds);
-  void PublishLocked(const Parked& p);
+  void PollLocked() GNMR_REQUIRES(mu_);
+  void FillLocked(Parked* p, double gpu_seconds) GNMR_REQUIRES(mu_);
+  void PublishLocked(const Parked& p) GNMR_REQUIRES(mu_);
 
   const int device_;
-  std::unique_ptr<DeviceStatsBackend> backend_;
-  std::unique_ptr<DeviceForward> forward_;  // created by Start
-  // Null unless profiling. The pointer is guarded by mu_; Collect and Stop
-  // run on a copy of it, outside mu_.
-  std::shared_ptr<ActivityProfiler> profiler_;
-  OverheadAccountant accountant_;
-  Outbox* outbox_ = nullptr;
+  // Every backend call is made with mu_ held.
+  std::unique_ptr<DeviceStatsBackend> backend_ GNMR_PT_GUARDED_BY(mu_);
+  std::unique_ptr<DeviceForward> forward_ GNMR_GUARDED_BY(mu_);  // created by Start
+  // Null unless profiling. Collect and Stop run on a copy of the pointer,
+  // outside mu_.
+  std::shared_ptr<ActivityProfiler> profiler_ GNMR_GUARDED_BY(mu_);
+  OverheadAccountant accountant_ GNMR_GUARDED_BY(mu_);
+  Outbox* outbox_ GNMR_GUARDED_BY(mu_) = nullptr;
 
-  mutable std::mutex mu_;
-  std::vector<int> index_;             // client unit -> device unit, -1 host
-  std::vector<UnitHandle> handles_;    // device unit -> client unit
-  std::vector<size_t> first_ptr_;      // device unit -> first pointer
-  std::vector<uint32_t> shard_count_;  // client unit
-  std::vector<const void*> pointers_;  // SetTable order
-  bool dirty_ = false;
-  bool stopped_ = false;
-  std::deque<Parked> parked_;
-  std::vector<UnitStats> stats_;  // Poll scratch
-  std::vector<double> norms_;     // device unit, at norms_step_
-  int64_t norms_step_ = -1;
-  bool nonfinite_ = false;                // any device unit, at norms_step_
-  uint64_t launches_since_overhead_ = 0;  // polled since a step was final
-  uint64_t uncollected_launches_ = 0;     // launched since the last Collect
-  bool have_overhead_ = false;
-  double last_ratio_ = 0.0;
-  int64_t last_overhead_step_ = -1;
+  mutable Mutex mu_;
+  std::vector<int> index_ GNMR_GUARDED_BY(mu_);             // client unit -> device unit, -1 host
+  std::vector<UnitHandle> handles_ GNMR_GUARDED_BY(mu_);    // device unit -> client unit
+  std::vector<size_t> first_ptr_ GNMR_GUARDED_BY(mu_);      // device unit -> first pointer
+  std::vector<uint32_t> shard_count_ GNMR_GUARDED_BY(mu_);  // client unit
+  std::vector<const void*> pointers_ GNMR_GUARDED_BY(mu_);  // SetTable order
+  bool dirty_ GNMR_GUARDED_BY(mu_) = false;
+  bool stopped_ GNMR_GUARDED_BY(mu_) = false;
+  std::deque<Parked> parked_ GNMR_GUARDED_BY(mu_);
+  std::vector<UnitStats> stats_ GNMR_GUARDED_BY(mu_);  // Poll scratch
+  std::vector<double> norms_ GNMR_GUARDED_BY(mu_);     // device unit, at norms_step_
+  int64_t norms_step_ GNMR_GUARDED_BY(mu_) = -1;
+  bool nonfinite_ GNMR_GUARDED_BY(mu_) = false;                // any device unit, at norms_step_
+  uint64_t launches_since_overhead_ GNMR_GUARDED_BY(mu_) = 0;  // polled since a step was final
+  uint64_t uncollected_launches_ GNMR_GUARDED_BY(mu_) = 0;     // launched since the last Collect
+  bool have_overhead_ GNMR_GUARDED_BY(mu_) = false;
+  double last_ratio_ GNMR_GUARDED_BY(mu_) = 0.0;
+  int64_t last_overhead_step_ GNMR_GUARDED_BY(mu_) = -1;
   std::vector<KernelActivity> kernel_scratch_;  // I/O thread only (Drain(true))
   std::vector<StatsCorrelation> corr_scratch_;  // I/O thread only
 

@@ -82,14 +82,14 @@ void IoLoop::Start() {
 
 void IoLoop::Stop() {
   {
-    std::lock_guard<std::mutex> lock(call_mu_);
+    MutexLock lock(call_mu_);
     stop_.store(true, std::memory_order_release);
     if (call_ != nullptr) call_->TryCancel();
   }
   stop_cv_.notify_all();
   outbox_->Wake();
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     shared_->stopping = true;
   }
   shared_->decision_cv.notify_all();
@@ -119,7 +119,7 @@ void IoLoop::Run() {
                                s.message());
     }
     {
-      std::lock_guard<std::mutex> lock(shared_->mu);
+      MutexLock lock(shared_->mu);
       ++shared_->attempts_done;
       shared_->last_attempt = attached ? Status::Ok() : s;
       shared_->connecting = false;
@@ -154,7 +154,7 @@ Status IoLoop::Attempt(Reached* reached) {
                    [this](uint32_t a, uint32_t b) { return unit_ids_[a] < unit_ids_[b]; });
   validator_.Reset(unit_ids_);
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     shared_->AdoptGenerationLocked(resp.generation(), resp.lag());
   }
   CheckConfig(resp);
@@ -184,7 +184,7 @@ Status IoLoop::Register(v1::RegisterResponse* resp) {
   {
     // What this rank planned, or can plan, with the decisions it holds: a
     // daemon restored from an older snapshot decides past it.
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     request_.set_held_through(shared_->HeldThroughLocked());
   }
   grpc::Status st;
@@ -230,7 +230,7 @@ Status IoLoop::RunSession(const v1::RegisterResponse& resp, Reached* reached) {
   *reached = Reached::kHelloSent;
   {
     // Connecting, not connected, until the daemon answers (AwaitAttach).
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     shared_->connecting = true;
   }
 
@@ -273,7 +273,7 @@ Status IoLoop::RunSession(const v1::RegisterResponse& resp, Reached* reached) {
 }
 
 bool IoLoop::Track(grpc::ClientContext* ctx) {
-  std::lock_guard<std::mutex> lock(call_mu_);
+  MutexLock lock(call_mu_);
   if (Stopping()) return false;
   call_ = ctx;
   return true;
@@ -282,18 +282,18 @@ bool IoLoop::Track(grpc::ClientContext* ctx) {
 void IoLoop::UntrackForScope() { Untrack(); }
 
 void IoLoop::Untrack() {
-  std::lock_guard<std::mutex> lock(call_mu_);
+  MutexLock lock(call_mu_);
   call_ = nullptr;
 }
 
 void IoLoop::SleepFor(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(call_mu_);
-  stop_cv_.wait_for(lock, d, [this] { return Stopping(); });
+  MutexLock lock(call_mu_);
+  stop_cv_.wait_for(lock.native(), d, [this] { return Stopping(); });
 }
 
 void IoLoop::SetConnected(bool up) {
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     if (shared_->connected == up) return;
     shared_->connected = up;
     if (up) {
@@ -308,7 +308,7 @@ void IoLoop::SetConnected(bool up) {
 void IoLoop::RecordError(const Status& s) {
   if (s.ok()) return;
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     shared_->last_error = s.ToString();
   }
   uint64_t held_back = 0;

@@ -35,7 +35,6 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -48,6 +47,8 @@
 #include "client/src/shared_state.h"
 #include "client/src/standby_reports.h"
 #include "common/log_limiter.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "gnmr/client.h"
 #include "gnmr/status.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
@@ -128,9 +129,9 @@ class IoLoop {
   LogLimiter log_{std::chrono::seconds(5)};
 
   std::atomic<bool> stop_{false};
-  std::mutex call_mu_;
-  std::condition_variable stop_cv_;      // wakes backoff sleeps
-  grpc::ClientContext* call_ = nullptr;  // the RPC in flight, guarded by call_mu_
+  Mutex call_mu_;
+  std::condition_variable stop_cv_;                                // wakes backoff sleeps
+  grpc::ClientContext* call_ GNMR_GUARDED_BY(call_mu_) = nullptr;  // the RPC in flight
   std::thread thread_;
 };
 

@@ -42,7 +42,7 @@ void IoLoop::ReadDecisions(Stream* stream, std::atomic<bool>* heard, std::atomic
 
 void IoLoop::Signal(std::atomic<bool>* flag) {
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     flag->store(true, std::memory_order_release);
   }
   shared_->decision_cv.notify_all();
@@ -51,9 +51,9 @@ void IoLoop::Signal(std::atomic<bool>* flag) {
 Status IoLoop::AwaitAttach(const std::atomic<bool>& heard, const std::atomic<bool>& broken) {
   const auto deadline = std::chrono::steady_clock::now() + options_.attach_timeout;
   {
-    std::unique_lock<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     // The reader signals both flags under mu; Stop() sets stopping under it.
-    shared_->decision_cv.wait_until(lock, deadline, [&] {
+    shared_->decision_cv.wait_until(lock.native(), deadline, [&]() GNMR_REQUIRES(shared_->mu) {
       return heard.load(std::memory_order_acquire) || broken.load(std::memory_order_acquire) ||
              shared_->stopping;
     });
@@ -73,7 +73,7 @@ Status IoLoop::AwaitAttach(const std::atomic<bool>& heard, const std::atomic<boo
   {
     // Not attached is an outage: a PlanFor that waited on this hello, or
     // would wait on the next one, stops waiting until a stream attaches.
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     shared_->slow = true;
   }
   return Status(StatusCode::kDeadlineExceeded,
@@ -93,7 +93,7 @@ void IoLoop::Accept(const v1::Decision& d) {
   }
   DecisionCache::Insert result;
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     result = shared_->AddDecisionLocked(std::move(c).value());  // clears `slow` on progress
   }
   switch (result) {
@@ -124,7 +124,7 @@ void IoLoop::AcceptGeneration(const v1::GenerationStart& g) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    MutexLock lock(shared_->mu);
     // Not progress (no decision comes with it): `slow` stays as it is.
     std::optional<DecisionCache::LiveSwitch> live;
     if (g.live()) live = DecisionCache::LiveSwitch{g.from_step(), g.decided_through()};

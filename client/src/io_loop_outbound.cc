@@ -7,13 +7,13 @@
 #include <chrono>
 #include <exception>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "client/src/io_loop.h"
 #include "client/src/report_wire.h"
+#include "common/mutex.h"
 
 namespace gnmr {
 namespace {
@@ -21,13 +21,13 @@ namespace {
 constexpr auto kIdleWait = std::chrono::milliseconds(100);
 constexpr auto kGpuPollInterval = std::chrono::microseconds(200);
 
-std::mutex g_hook_mu;
-std::function<void()> g_report_write_hook;
+Mutex g_hook_mu;
+std::function<void()> g_report_write_hook GNMR_GUARDED_BY(g_hook_mu);
 
 void RunReportWriteHook() {
   std::function<void()> hook;
   {
-    std::lock_guard<std::mutex> lock(g_hook_mu);
+    MutexLock lock(g_hook_mu);
     hook = g_report_write_hook;
   }
   if (hook) hook();
@@ -36,7 +36,7 @@ void RunReportWriteHook() {
 }  // namespace
 
 void SetReportWriteHookForTesting(std::function<void()> hook) {
-  std::lock_guard<std::mutex> lock(g_hook_mu);
+  MutexLock lock(g_hook_mu);
   g_report_write_hook = std::move(hook);
 }
 

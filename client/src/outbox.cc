@@ -17,26 +17,26 @@ Outbox::Outbox(size_t report_capacity, size_t units, size_t ack_capacity, size_t
 }
 
 Report* Outbox::Acquire() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Report* r = free_.back();  // never empty, see the header
   free_.pop_back();
   return r;
 }
 
 void Outbox::Abandon(Report* r) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   free_.push_back(r);
 }
 
 void Outbox::Drop(Report* r) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   free_.push_back(r);
   ++reports_dropped_;
 }
 
 void Outbox::Publish(Report* r) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (reports_.full()) {
       free_.push_back(reports_.front());
       reports_.pop_front();
@@ -50,7 +50,7 @@ void Outbox::Publish(Report* r) {
 
 void Outbox::PushAck(const AckItem& a) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (acks_.full()) {
       acks_.pop_front();
       ++acks_dropped_;
@@ -61,7 +61,7 @@ void Outbox::PushAck(const AckItem& a) {
 }
 
 bool Outbox::PopAck(AckItem* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (acks_.empty()) return false;
   *out = acks_.front();
   acks_.pop_front();
@@ -70,13 +70,13 @@ bool Outbox::PopAck(AckItem* out) {
 }
 
 void Outbox::AckDone() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   --in_flight_;
   if (!HasWorkLocked() && in_flight_ == 0) empty_cv_.notify_all();
 }
 
 Report* Outbox::PopReport() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (reports_.empty()) return nullptr;
   Report* r = reports_.front();
   reports_.pop_front();
@@ -85,7 +85,7 @@ Report* Outbox::PopReport() {
 }
 
 void Outbox::Release(Report* r, bool sent) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   free_.push_back(r);
   if (!sent) ++reports_dropped_;
   --in_flight_;
@@ -93,7 +93,7 @@ void Outbox::Release(Report* r, bool sent) {
 }
 
 size_t Outbox::DropUpTo(int64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   size_t n = 0;
   while (!reports_.empty() && reports_.front()->step <= step) {
     free_.push_back(reports_.front());
@@ -106,7 +106,7 @@ size_t Outbox::DropUpTo(int64_t step) {
 }
 
 void Outbox::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   reports_dropped_ += reports_.size();
   acks_dropped_ += acks_.size();
   while (!reports_.empty()) {
@@ -118,14 +118,15 @@ void Outbox::Clear() {
 }
 
 void Outbox::Wait(std::chrono::microseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [this] { return HasWorkLocked() || woken_; });
+  MutexLock lock(mu_);
+  cv_.wait_for(lock.native(), timeout,
+               [this]() GNMR_REQUIRES(mu_) { return HasWorkLocked() || woken_; });
   woken_ = false;
 }
 
 void Outbox::Wake() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     woken_ = true;
   }
   cv_.notify_all();
@@ -133,22 +134,24 @@ void Outbox::Wake() {
 }
 
 bool Outbox::WaitEmpty(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return empty_cv_.wait_for(lock, timeout, [this] { return !HasWorkLocked() && in_flight_ == 0; });
+  MutexLock lock(mu_);
+  return empty_cv_.wait_for(lock.native(), timeout, [this]() GNMR_REQUIRES(mu_) {
+    return !HasWorkLocked() && in_flight_ == 0;
+  });
 }
 
 uint64_t Outbox::reports_dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return reports_dropped_;
 }
 
 uint64_t Outbox::acks_dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return acks_dropped_;
 }
 
 size_t Outbox::queued_reports() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return reports_.size();
 }
 

@@ -17,9 +17,10 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "gnmr/export.h"
 
 namespace gnmr {
@@ -144,19 +145,19 @@ class GNMR_EXPORT Outbox {
   size_t queued_reports() const;
 
  private:
-  bool HasWorkLocked() const { return !reports_.empty() || !acks_.empty(); }
+  bool HasWorkLocked() const GNMR_REQUIRES(mu_) { return !reports_.empty() || !acks_.empty(); }
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;        // work or wake, for the I/O thread
   std::condition_variable empty_cv_;  // for WaitEmpty
   std::vector<Report> slots_;
-  std::vector<Report*> free_;
-  Ring<Report*> reports_;
-  Ring<AckItem> acks_;
-  size_t in_flight_ = 0;
-  bool woken_ = false;
-  uint64_t reports_dropped_ = 0;
-  uint64_t acks_dropped_ = 0;
+  std::vector<Report*> free_ GNMR_GUARDED_BY(mu_);
+  Ring<Report*> reports_ GNMR_GUARDED_BY(mu_);
+  Ring<AckItem> acks_ GNMR_GUARDED_BY(mu_);
+  size_t in_flight_ GNMR_GUARDED_BY(mu_) = 0;
+  bool woken_ GNMR_GUARDED_BY(mu_) = false;
+  uint64_t reports_dropped_ GNMR_GUARDED_BY(mu_) = 0;
+  uint64_t acks_dropped_ GNMR_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gnmr

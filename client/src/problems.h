@@ -9,10 +9,11 @@
 
 #include <array>
 #include <atomic>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "gnmr/client.h"
 
 namespace gnmr {
@@ -21,7 +22,7 @@ namespace gnmr {
 class GNMR_EXPORT ProblemLog {
  public:
   void Record(ProblemKind kind, const std::string& message) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Problem& p = pending_[Index(kind)];
     p.kind = kind;
     p.message = message;
@@ -32,7 +33,7 @@ class GNMR_EXPORT ProblemLog {
   std::vector<Problem> Take() {
     std::vector<Problem> out;
     if (!any_.load(std::memory_order_acquire)) return out;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (Problem& p : pending_) {
       if (p.count == 0) continue;
       out.push_back(p);
@@ -49,8 +50,8 @@ class GNMR_EXPORT ProblemLog {
     return i < kKinds ? i : kKinds - 1;
   }
 
-  std::mutex mu_;
-  std::array<Problem, kKinds> pending_{};
+  Mutex mu_;
+  std::array<Problem, kKinds> pending_ GNMR_GUARDED_BY(mu_) = {};
   std::atomic<bool> any_{false};
 };
 

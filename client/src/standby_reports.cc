@@ -7,28 +7,28 @@
 namespace gnmr {
 
 bool StandbyReports::SetRole(bool standby, int64_t from_step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   standby_ = standby;
   from_step_ = from_step;
   return !standby_ && !held_.empty();
 }
 
 void StandbyReports::StartSession() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   standby_ = false;
   from_step_ = 0;
   last_sent_ = -1;
 }
 
 bool StandbyReports::standby() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return standby_;
 }
 
 void StandbyReports::Hold(v1::StepStats&& stats) {
   const uint64_t fingerprint = ReportFingerprint(stats);
   v1::ClientOverhead* figures = stats.mutable_overhead();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   note_step_ = stats.step();
   note_fingerprint_ = fingerprint;
   have_note_ = true;
@@ -48,7 +48,7 @@ void StandbyReports::Hold(v1::StepStats&& stats) {
 }
 
 bool StandbyReports::TakeNote(std::chrono::steady_clock::time_point now, v1::StandbyNote* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!have_note_) return false;
   out->set_step(note_step_);
   out->set_fingerprint(note_fingerprint_);
@@ -64,7 +64,7 @@ bool StandbyReports::TakeNote(std::chrono::steady_clock::time_point now, v1::Sta
 }
 
 std::vector<v1::StepStats> StandbyReports::TakeWanted() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<v1::StepStats> out;
   if (standby_ || held_.empty()) return out;
   for (v1::StepStats& s : held_) {
@@ -75,7 +75,7 @@ std::vector<v1::StepStats> StandbyReports::TakeWanted() {
 }
 
 void StandbyReports::Sent(int64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (step > last_sent_) last_sent_ = step;
 }
 

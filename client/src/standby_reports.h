@@ -31,10 +31,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "gnmr/v1/gnmr.pb.h"
 
 namespace gnmr {
@@ -67,17 +68,17 @@ class StandbyReports {
 
  private:
   const size_t keep_;
-  mutable std::mutex mu_;
-  bool standby_ = false;
-  int64_t from_step_ = 0;
-  int64_t last_sent_ = -1;          // this session
-  std::deque<v1::StepStats> held_;  // oldest first
-  bool have_note_ = false;          // a report held since the last note
-  int64_t note_step_ = 0;
-  uint64_t note_fingerprint_ = 0;
-  bool have_figures_ = false;  // held since the last figures sent
-  v1::ClientOverhead figures_;
-  std::optional<std::chrono::steady_clock::time_point> figures_sent_;
+  mutable Mutex mu_;
+  bool standby_ GNMR_GUARDED_BY(mu_) = false;
+  int64_t from_step_ GNMR_GUARDED_BY(mu_) = 0;
+  int64_t last_sent_ GNMR_GUARDED_BY(mu_) = -1;          // this session
+  std::deque<v1::StepStats> held_ GNMR_GUARDED_BY(mu_);  // oldest first
+  bool have_note_ GNMR_GUARDED_BY(mu_) = false;          // a report held since the last note
+  int64_t note_step_ GNMR_GUARDED_BY(mu_) = 0;
+  uint64_t note_fingerprint_ GNMR_GUARDED_BY(mu_) = 0;
+  bool have_figures_ GNMR_GUARDED_BY(mu_) = false;  // held since the last figures sent
+  v1::ClientOverhead figures_ GNMR_GUARDED_BY(mu_);
+  std::optional<std::chrono::steady_clock::time_point> figures_sent_ GNMR_GUARDED_BY(mu_);
 };
 
 }  // namespace gnmr

@@ -46,7 +46,7 @@ DaemonMetrics::DaemonMetrics(MetricsOptions options)
 
 DaemonMetrics::~DaemonMetrics() {
   exposer_.reset();  // stop serving before anything else goes
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   jobs_.clear();
 }
 
@@ -68,7 +68,7 @@ StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(MetricsOptions opt
 }
 
 JobMetrics* DaemonMetrics::ForJob(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(job_id);
   if (it != jobs_.end()) return it->second.get();
   auto jm =
@@ -84,7 +84,7 @@ JobMetrics* DaemonMetrics::ForJob(const std::string& job_id) {
 void DaemonMetrics::RemoveJob(const std::string& job_id) {
   std::unique_ptr<JobMetrics> gone;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return;
     gone = std::move(it->second);
@@ -95,12 +95,12 @@ void DaemonMetrics::RemoveJob(const std::string& job_id) {
 }
 
 size_t DaemonMetrics::num_jobs() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return jobs_.size();
 }
 
 void DaemonMetrics::RecordRpc(std::string_view method, StatusCode code) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto key = std::make_pair(std::string(method), static_cast<int>(code));
   auto it = rpcs_.find(key);
   if (it == rpcs_.end()) {

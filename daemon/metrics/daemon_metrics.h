@@ -19,7 +19,6 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,6 +26,8 @@
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "common/time_source.h"
 #include "daemon/metrics/job_metrics.h"
 #include "daemon/metrics/metric_families.h"
@@ -94,9 +95,9 @@ class DaemonMetrics {
   std::shared_ptr<ProcessCollector> process_collector_;
   MetricFamilies families_;
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<JobMetrics>> jobs_;
-  std::map<std::pair<std::string, int>, prometheus::Counter*> rpcs_;
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<JobMetrics>> jobs_ GNMR_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int>, prometheus::Counter*> rpcs_ GNMR_GUARDED_BY(mu_);
 
   // Declared last: destroyed first, so no scrape sees a half-destroyed
   // registry.

@@ -182,7 +182,7 @@ void JobMetrics::OnReplicaCheck(bool match) {
 void JobMetrics::RecordClientFigures(uint32_t rank, const v1::ClientOverhead& overhead) {
   // Called for every rank at every step (reports and standbys' notes):
   // a zero is not added, since each Increment is a compare-and-swap loop.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankSeries& r = Rank(rank);
   double ratio = 0.0;
   if (UsableOverheadRatio(overhead, &ratio)) r.overhead_ratio->Set(ratio);
@@ -219,7 +219,7 @@ void JobMetrics::OnDecision(const Decision& d, const Controller& c, const StepFi
   releases_.Increment(static_cast<double>(d.released.size()));
   if (d.global_skip) global_skips_.Increment();
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   // An admitted unit gets the action its name resolves to (controller.cc).
   for (const Admission& a : d.admitted) {
     if (a.unit_id >= c.num_units()) continue;
@@ -234,7 +234,7 @@ void JobMetrics::OnDecision(const Decision& d, const Controller& c, const StepFi
 }
 
 void JobMetrics::Refresh(const Controller& c) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   SyncController(c, /*count=*/false);
   group_series_.Reset();  // the units may have been replaced
   RefreshUnits(c);
@@ -288,7 +288,7 @@ void JobMetrics::UpdateUnits(const std::vector<UnitFigures>& units) {
   std::vector<UnitFigures> figures;
   figures.reserve(chosen.size());
   for (size_t i : chosen) figures.push_back(units[i]);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   unit_series_.Set(figures);
   group_series_.Set(units.size(),
                     UnitView{[&units](size_t i) -> const std::string& { return units[i].name; },
@@ -297,12 +297,12 @@ void JobMetrics::UpdateUnits(const std::vector<UnitFigures>& units) {
 }
 
 size_t JobMetrics::group_series() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return group_series_.size();
 }
 
 size_t JobMetrics::unit_series() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return unit_series_.size();
 }
 

@@ -37,10 +37,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "common/time_source.h"
 #include "controller/controller.h"
 #include "daemon/metrics/group_series.h"
@@ -104,12 +105,12 @@ class JobMetrics {
     uint64_t last_missed = 0;
   };
 
-  // mu_ held by the callers of these.
-  void SyncController(const Controller& c, bool count);
-  void RefreshUnits(const Controller& c);
-  prometheus::Counter& Admissions(Action action, Trigger trigger);
-  RankSeries& Rank(uint32_t rank);
-  void RecordClientFigures(uint32_t rank, const v1::ClientOverhead& overhead);
+  void SyncController(const Controller& c, bool count) GNMR_REQUIRES(mu_);
+  void RefreshUnits(const Controller& c) GNMR_REQUIRES(mu_);
+  prometheus::Counter& Admissions(Action action, Trigger trigger) GNMR_REQUIRES(mu_);
+  RankSeries& Rank(uint32_t rank) GNMR_REQUIRES(mu_);
+  // Takes mu_.
+  void RecordClientFigures(uint32_t rank, const v1::ClientOverhead& overhead) GNMR_EXCLUDES(mu_);
 
   MetricFamilies* const f_;
   const std::string job_id_;
@@ -118,7 +119,7 @@ class JobMetrics {
   const Clock::duration unit_refresh_;
   const TimeSource* const clock_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   prometheus::Gauge& ranks_expected_;
   prometheus::Gauge& ranks_connected_;
   prometheus::Gauge& ranks_without_decisions_;
@@ -147,18 +148,18 @@ class JobMetrics {
   prometheus::Counter& replica_checks_;
   prometheus::Counter& replica_mismatches_;
   prometheus::Counter& decision_failures_;
-  prometheus::Counter* admissions_[4][4] = {};  // [action][trigger]
+  prometheus::Counter* admissions_[4][4] GNMR_GUARDED_BY(mu_) = {};  // [action][trigger]
   // By rank (ranks are below the job's world size): at 16,384 ranks every
   // rank's ack or report finds its series, so a lookup must not be a
   // tree walk.
-  std::vector<std::unique_ptr<RankSeries>> ranks_;
-  UnitSeries unit_series_;
-  GroupSeries group_series_;
+  std::vector<std::unique_ptr<RankSeries>> ranks_ GNMR_GUARDED_BY(mu_);
+  UnitSeries unit_series_ GNMR_GUARDED_BY(mu_);
+  GroupSeries group_series_ GNMR_GUARDED_BY(mu_);
 
-  uint64_t last_sequence_ = 0;  // controller sequence last synced
-  uint64_t last_unit_steps_ = 0;
-  uint64_t last_unit_steps_in_recovery_ = 0;
-  Clock::time_point last_unit_refresh_{};
+  uint64_t last_sequence_ GNMR_GUARDED_BY(mu_) = 0;  // controller sequence last synced
+  uint64_t last_unit_steps_ GNMR_GUARDED_BY(mu_) = 0;
+  uint64_t last_unit_steps_in_recovery_ GNMR_GUARDED_BY(mu_) = 0;
+  Clock::time_point last_unit_refresh_ GNMR_GUARDED_BY(mu_) = {};
 };
 
 }  // namespace metrics

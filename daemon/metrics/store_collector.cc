@@ -17,22 +17,22 @@ prometheus::MetricFamily Counter(const char* name, const char* help, uint64_t va
 }  // namespace
 
 void StoreCollector::SetSources(StoreSources sources) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   sources_ = std::move(sources);
 }
 
 void StoreCollector::AddJob(const std::string& job_id, double since_unix) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   jobs_.emplace(job_id, since_unix);
 }
 
 void StoreCollector::RemoveJob(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   jobs_.erase(job_id);
 }
 
 std::vector<prometheus::MetricFamily> StoreCollector::Collect() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<prometheus::MetricFamily> out;
   if (sources_.figures) {
     const StoreFigures s = sources_.figures();

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +23,8 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "common/time_source.h"
 
 namespace gnmr {
@@ -64,9 +65,9 @@ class StoreCollector : public prometheus::Collectable {
 
  private:
   const TimeSource* const clock_;
-  mutable std::mutex mu_;
-  StoreSources sources_;
-  std::map<std::string, double> jobs_;  // job id -> appeared (Unix time)
+  mutable Mutex mu_;
+  StoreSources sources_ GNMR_GUARDED_BY(mu_);
+  std::map<std::string, double> jobs_ GNMR_GUARDED_BY(mu_);  // job id -> appeared (Unix time)
 };
 
 }  // namespace metrics

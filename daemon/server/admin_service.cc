@@ -34,7 +34,7 @@ AdminService::AdminService(JobRegistry* registry, ServerStats* stats, AdminConte
 }
 
 void AdminService::SetListen(std::vector<std::string> bound) {
-  std::lock_guard<std::mutex> lock(listen_mu_);
+  MutexLock lock(listen_mu_);
   context_.listen = std::move(bound);
 }
 
@@ -97,7 +97,7 @@ Status AdminService::GetStatus(grpc::CallbackServerContext*, const v1::GetStatus
   resp->set_jobs(static_cast<uint32_t>(registry_->All().size()));
   resp->set_sessions(static_cast<uint32_t>(std::max<int64_t>(0, stats_->sessions_open.load())));
   {
-    std::lock_guard<std::mutex> lock(listen_mu_);
+    MutexLock lock(listen_mu_);
     for (const std::string& l : context_.listen) resp->add_listen(l);
   }
   resp->set_state_dir(context_.state_dir);

@@ -20,12 +20,12 @@
 
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/mutex.h"
 #include "common/time_source.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/request_gate.h"
@@ -99,8 +99,10 @@ class AdminService final : public v1::Admin::CallbackService {
 
   JobRegistry* const registry_;
   ServerStats* const stats_;
-  AdminContext context_;  // listen: guarded by listen_mu_
-  mutable std::mutex listen_mu_;
+  // Its `listen` is guarded by listen_mu_ (a field of a struct: no
+  // GNMR_GUARDED_BY), the rest is set before serving and read-only.
+  AdminContext context_;
+  mutable Mutex listen_mu_;
   const TimeSource::SteadyTime started_;  // context_.clock's time
 };
 

@@ -154,11 +154,11 @@ void Daemon::TickLoop() {
   // when they pass); tick_interval only paces the checks, in real time.
   const TimeSource& clock = *options_.clock;
   auto next_expiry_check = clock.Now() + expiry_check;
-  std::unique_lock<std::mutex> lock(tick_mu_);
+  MutexLock lock(tick_mu_);
   while (!stopping_) {
-    tick_cv_.wait_for(lock, options_.tick_interval);
+    tick_cv_.wait_for(lock.native(), options_.tick_interval);
     if (stopping_) break;
-    lock.unlock();
+    lock.Unlock();
     try {
       const auto now = clock.Now();
       registry_->TickAll(now);
@@ -171,7 +171,7 @@ void Daemon::TickLoop() {
     } catch (...) {
       spdlog::error("deadline ticker: unknown exception");
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -198,7 +198,7 @@ void Daemon::Shutdown(std::chrono::milliseconds grace) {
   // gRPC takes a wall-clock deadline: the same grace from the same clock.
   server_->Shutdown(clock.WallNow() + grace);
   {
-    std::lock_guard<std::mutex> lock(tick_mu_);
+    MutexLock lock(tick_mu_);
     stopping_ = true;
   }
   tick_cv_.notify_all();

@@ -8,7 +8,6 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -17,6 +16,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "common/time_source.h"
 #include "daemon/server/admin_service.h"
 #include "daemon/server/gnmr_service.h"
@@ -96,9 +97,9 @@ class Daemon {
   // path still holds them.
   std::vector<std::pair<std::string, SocketIdentity>> own_sockets_;
   std::thread ticker_;
-  std::mutex tick_mu_;
+  Mutex tick_mu_;
   std::condition_variable tick_cv_;
-  bool stopping_ = false;
+  bool stopping_ GNMR_GUARDED_BY(tick_mu_) = false;
   bool shut_down_ = false;
 };
 

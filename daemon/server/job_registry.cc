@@ -53,7 +53,7 @@ Status JobRegistry::CheckToken(const std::string& job_id, const Job* job,
 
 StatusOr<std::shared_ptr<Job>> JobRegistry::ForRegister(const v1::RegisterRequest& req,
                                                         const std::string& token) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(req.job_id());
   if (it != jobs_.end()) {
     GNMR_RETURN_IF_ERROR(CheckToken(req.job_id(), it->second.get(), token));
@@ -88,7 +88,7 @@ StatusOr<std::shared_ptr<Job>> JobRegistry::Authenticate(const std::string& job_
                                                          const std::string& token) const {
   std::shared_ptr<Job> job;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) {
       return NotFound("unknown job '" + EscapeForLog(job_id, kIdShown) + "'; register first");
@@ -100,21 +100,21 @@ StatusOr<std::shared_ptr<Job>> JobRegistry::Authenticate(const std::string& job_
 }
 
 StatusOr<std::shared_ptr<Job>> JobRegistry::Find(const std::string& job_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return NotFound("unknown job '" + EscapeForLog(job_id, kIdShown) + "'");
   return it->second;
 }
 
 std::vector<std::shared_ptr<Job>> JobRegistry::All() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::shared_ptr<Job>> out;
   for (const auto& [id, job] : jobs_) out.push_back(job);
   return out;
 }
 
 Status JobRegistry::Adopt(std::unique_ptr<Job> job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const std::string id = job->id();
   if (jobs_.count(id)) return Status(StatusCode::kAlreadyExists, "job '" + id + "' exists");
   jobs_.emplace(id, std::move(job));
@@ -132,7 +132,7 @@ void JobRegistry::SnapshotAll() const {
 StatusOr<uint32_t> JobRegistry::Remove(const std::string& job_id, const Status& why) {
   std::shared_ptr<Job> job;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) {
       if (removing_.count(job_id)) {
@@ -155,7 +155,7 @@ StatusOr<uint32_t> JobRegistry::Remove(const std::string& job_id, const Status& 
     cleanup = Internal("unknown exception");
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     removing_.erase(job_id);
     if (retired_.insert_or_assign(job_id, generation).second) retired_order_.push_back(job_id);
     while (retired_order_.size() > kRetiredKept) {

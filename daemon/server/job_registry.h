@@ -21,11 +21,12 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/job/job.h"
 #include "gnmr/status.h"
 
@@ -84,12 +85,12 @@ class JobRegistry {
 
   const RegistryOptions options_;
   JobListener* const listener_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Job>> jobs_;
-  std::set<std::string> removing_;  // removed, cleanup still running
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<Job>> jobs_ GNMR_GUARDED_BY(mu_);
+  std::set<std::string> removing_ GNMR_GUARDED_BY(mu_);  // removed, cleanup still running
   // Removed job ids -> their last generation; oldest first in retired_order_.
-  std::map<std::string, uint64_t> retired_;
-  std::deque<std::string> retired_order_;
+  std::map<std::string, uint64_t> retired_ GNMR_GUARDED_BY(mu_);
+  std::deque<std::string> retired_order_ GNMR_GUARDED_BY(mu_);
 };
 
 }  // namespace gnmr

@@ -7,10 +7,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/job/job.h"
 #include "gnmr/status.h"
 
@@ -21,7 +22,7 @@ class LiveSessions {
   // Registers a new stream's sink. False once CloseAll ran: the caller ends
   // its stream with *why.
   bool Add(const std::shared_ptr<DecisionSink>& sink, Status* why) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (closing_) {
       *why = why_;
       return false;
@@ -31,7 +32,7 @@ class LiveSessions {
   }
 
   void Remove(const DecisionSink* sink) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     sinks_.erase(sink);
   }
 
@@ -40,7 +41,7 @@ class LiveSessions {
   void CloseAll(const Status& why) {
     std::vector<std::shared_ptr<DecisionSink>> live;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       closing_ = true;
       why_ = why;
       for (const auto& [key, weak] : sinks_) {
@@ -51,10 +52,10 @@ class LiveSessions {
   }
 
  private:
-  std::mutex mu_;
-  std::unordered_map<const DecisionSink*, std::weak_ptr<DecisionSink>> sinks_;
-  bool closing_ = false;
-  Status why_;
+  Mutex mu_;
+  std::unordered_map<const DecisionSink*, std::weak_ptr<DecisionSink>> sinks_ GNMR_GUARDED_BY(mu_);
+  bool closing_ GNMR_GUARDED_BY(mu_) = false;
+  Status why_ GNMR_GUARDED_BY(mu_);
 };
 
 }  // namespace gnmr

@@ -16,7 +16,7 @@ namespace gnmr {
 // ---------------------------------------------------------------- LaneSink
 
 void LaneSink::SendDecision(std::shared_ptr<const WireMessage> msg) {
-  std::lock_guard<std::mutex> lock(node_->mu_);
+  MutexLock lock(node_->mu_);
   if (closed_ || node_->reactor_ == nullptr || node_->gate_.closing()) return;
   if (!node_->gate_.writing && !queued_) {
     // Nothing in flight: the next write (the job's Flush) takes it as it
@@ -36,7 +36,7 @@ void LaneSink::Flush() { node_->StartWriteIfIdle(); }
 void LaneSink::Close(const Status& why) {
   bool unread = false;
   {
-    std::lock_guard<std::mutex> lock(node_->mu_);
+    MutexLock lock(node_->mu_);
     if (closed_) return;
     closed_ = true;
     queue_.Clear();
@@ -62,7 +62,7 @@ void LaneSink::Close(const Status& why) {
 }
 
 bool LaneSink::closed() const {
-  std::lock_guard<std::mutex> lock(node_->mu_);
+  MutexLock lock(node_->mu_);
   return closed_;
 }
 
@@ -71,7 +71,7 @@ bool LaneSink::closed() const {
 void NodeLink::StartWriteIfIdle() {
   NodeSessionReactor* reactor;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!TakeWriteLocked()) return;
     reactor = reactor_;
   }
@@ -180,7 +180,7 @@ void NodeLink::WriteDone(bool ok) {
   bool next = false;
   bool finish = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (ok) stats_->decisions_sent += in_flight_deliveries_;
     reactor = reactor_;
     if (reactor == nullptr) return;
@@ -189,7 +189,7 @@ void NodeLink::WriteDone(bool ok) {
     if (!next) finish = gate_.Take();
   }
   if (finish) {
-    reactor->End(gate_.status());
+    reactor->End(TakenStatus());
   } else if (next) {
     reactor->Write();
   }
@@ -198,37 +198,37 @@ void NodeLink::WriteDone(bool ok) {
 void NodeLink::Close(const Status& why) {
   NodeSessionReactor* reactor;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (reactor_ == nullptr || !gate_.Ask(ToGrpc(why))) return;
     DropUnsentLocked();
     if (!gate_.Take()) return;  // WriteDone or EndRearm finishes
     reactor = reactor_;
   }
-  reactor->End(gate_.status());
+  reactor->End(TakenStatus());
 }
 
 bool NodeLink::closing() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return reactor_ == nullptr || gate_.closing();
 }
 
 bool NodeLink::BeginRearm() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return reactor_ != nullptr && gate_.BeginRearm();
 }
 
 void NodeLink::EndRearm() {
   NodeSessionReactor* reactor;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!gate_.EndRearm()) return;
     reactor = reactor_;
   }
-  reactor->End(gate_.status());
+  reactor->End(TakenStatus());
 }
 
 void NodeLink::Detach() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   reactor_ = nullptr;
   DropUnsentLocked();  // the lanes' sinks hold the link: no cycle left
 }
@@ -406,7 +406,7 @@ void NodeSessionReactor::OnCancel() {
 
 void NodeSessionReactor::OnDone() {
   Reacting(&order_.ended);
-  const Status why = FromGrpc(link_->gate_.status());
+  const Status why = FromGrpc(link_->TakenStatus());
   stats_->Record("NodeSession", why);
   link_->Detach();
   if (live_ != nullptr) live_->Remove(link_.get());

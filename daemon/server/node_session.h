@@ -40,7 +40,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -49,6 +48,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "common/finish_gate.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/server/decision_queue.h"
 #include "daemon/server/job_registry.h"
 #include "daemon/server/live_sessions.h"
@@ -87,19 +88,25 @@ class NodeLink final : public DecisionSink {
   void StartWriteIfIdle();
   // Fills the reactor's next message; false if there is nothing to send
   // or a write may not start now.
-  bool TakeWriteLocked();
+  bool TakeWriteLocked() GNMR_REQUIRES(mu_);
   // The common write (one message to each of the node's lanes, nothing
   // else): its bytes from the round cache. False if this write is another.
-  bool TakeRoundLocked();
+  bool TakeRoundLocked() GNMR_REQUIRES(mu_);
   void WriteDone(bool ok);
   void Detach();
   // Forgets everything not yet written (the stream is closing or gone).
-  void DropUnsentLocked();
+  void DropUnsentLocked() GNMR_REQUIRES(mu_);
   bool BeginRearm();
   void EndRearm();
 
-  std::mutex mu_;
-  NodeSessionReactor* reactor_;  // null once the reactor is done
+  // The status Finish starts with, read outside mu_ by whoever Take() (or
+  // EndRearm()) returned true to, and by the reactor's OnDone: the gate
+  // never changes it once taken, so the read needs no lock, which the
+  // analysis cannot know.
+  const grpc::Status& TakenStatus() const GNMR_NO_THREAD_SAFETY_ANALYSIS { return gate_.status(); }
+
+  Mutex mu_;
+  NodeSessionReactor* reactor_ GNMR_GUARDED_BY(mu_);  // null once the reactor is done
   ServerStats* const stats_;
   const std::shared_ptr<RoundCache> rounds_;
   // Sent while no write was in flight, in order (each lane's queue is
@@ -108,12 +115,15 @@ class NodeLink final : public DecisionSink {
     std::shared_ptr<const WireMessage> msg;
     std::shared_ptr<LaneSink> lane;
   };
-  std::vector<Fresh> fresh_;
-  std::vector<std::shared_ptr<LaneSink>> pending_;  // lanes with queued messages
-  std::vector<v1::LaneEnd> ends_;                   // lanes gnmrd ended, not yet sent
-  uint64_t in_flight_deliveries_ = 0;               // lane-messages in the write in flight
-  uint64_t build_ = 0;                              // writes built so far
-  FinishGate<grpc::Status> gate_;                   // when Finish may start (common/finish_gate.h)
+  std::vector<Fresh> fresh_ GNMR_GUARDED_BY(mu_);
+  // Lanes with queued messages.
+  std::vector<std::shared_ptr<LaneSink>> pending_ GNMR_GUARDED_BY(mu_);
+  std::vector<v1::LaneEnd> ends_ GNMR_GUARDED_BY(mu_);  // lanes gnmrd ended, not yet sent
+  // Lane-messages in the write in flight.
+  uint64_t in_flight_deliveries_ GNMR_GUARDED_BY(mu_) = 0;
+  uint64_t build_ GNMR_GUARDED_BY(mu_) = 0;  // writes built so far
+  // When Finish may start (common/finish_gate.h).
+  FinishGate<grpc::Status> gate_ GNMR_GUARDED_BY(mu_);
 };
 
 // The sink of one lane: what its job sends the rank.

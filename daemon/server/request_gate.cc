@@ -12,7 +12,7 @@ void RequestGate::Ticket::Reset() {
 
 Status RequestGate::Admit(uint64_t bytes, Ticket* ticket) {
   ticket->Reset();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (in_flight_ > 0 && in_flight_ + bytes > max_bytes_) {
     return Status(StatusCode::kResourceExhausted,
                   "gnmrd is serving " + std::to_string(in_flight_) +
@@ -27,7 +27,7 @@ Status RequestGate::Admit(uint64_t bytes, Ticket* ticket) {
 }
 
 Status RequestGate::AdmitAnswer(uint64_t bytes, Ticket* ticket) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t own = ticket->gate_ == this ? ticket->bytes_ : 0;
   const uint64_t others = in_flight_ - own;
   if (others > 0 && in_flight_ + bytes > max_bytes_) {
@@ -44,12 +44,12 @@ Status RequestGate::AdmitAnswer(uint64_t bytes, Ticket* ticket) {
 }
 
 uint64_t RequestGate::in_flight() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return in_flight_;
 }
 
 void RequestGate::Release(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   in_flight_ -= bytes;
 }
 

@@ -20,8 +20,9 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "gnmr/status.h"
 
 namespace gnmr {
@@ -63,8 +64,8 @@ class RequestGate {
   void Release(uint64_t bytes);
 
   const uint64_t max_bytes_;
-  mutable std::mutex mu_;
-  uint64_t in_flight_ = 0;
+  mutable Mutex mu_;
+  uint64_t in_flight_ GNMR_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gnmr

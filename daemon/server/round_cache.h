@@ -11,11 +11,12 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/job/wire_message.h"
 #include "gnmr/v1/relay.pb.h"
 
@@ -26,7 +27,7 @@ class RoundCache {
   // The serialized NodeServerMessage delivering `msg` to `lanes` (sorted).
   std::shared_ptr<const std::string> Get(const std::shared_ptr<const WireMessage>& msg,
                                          const std::vector<uint32_t>& lanes) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (msg_ == msg && lanes_ == lanes) return bytes_;
     v1::NodeServerMessage out;
     v1::LaneDelivery* d = out.add_deliveries();
@@ -41,10 +42,10 @@ class RoundCache {
   }
 
  private:
-  std::mutex mu_;
-  std::shared_ptr<const WireMessage> msg_;
-  std::vector<uint32_t> lanes_;
-  std::shared_ptr<const std::string> bytes_;
+  Mutex mu_;
+  std::shared_ptr<const WireMessage> msg_ GNMR_GUARDED_BY(mu_);
+  std::vector<uint32_t> lanes_ GNMR_GUARDED_BY(mu_);
+  std::shared_ptr<const std::string> bytes_ GNMR_GUARDED_BY(mu_);
 };
 
 }  // namespace gnmr

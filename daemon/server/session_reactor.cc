@@ -21,7 +21,7 @@ std::string TokenFromMetadata(const grpc::CallbackServerContext* ctx, const char
 void SessionSink::SendDecision(std::shared_ptr<const WireMessage> msg) {
   SessionReactor* reactor = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (reactor_ == nullptr || gate_.closing()) return;
     if (gate_.writing) {
       reactor_->stats_->decisions_dropped += queue_.Push(std::move(msg));
@@ -44,7 +44,7 @@ void SessionSink::WriteDone() {
   bool next = false;
   bool finish = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     reactor = reactor_;
     if (reactor == nullptr) return;
     if (!queue_.empty() && !gate_.closing()) {
@@ -57,7 +57,7 @@ void SessionSink::WriteDone() {
     }
   }
   if (finish) {
-    reactor->End(gate_.status());
+    reactor->End(TakenStatus());
   } else if (next) {
     reactor->Write();
   }
@@ -66,32 +66,32 @@ void SessionSink::WriteDone() {
 void SessionSink::Close(const Status& why) {
   SessionReactor* reactor;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (reactor_ == nullptr || !gate_.Ask(ToGrpc(why))) return;
     queue_.Clear();
     if (!gate_.Take()) return;  // WriteDone or EndRearm finishes
     reactor = reactor_;
   }
-  reactor->End(gate_.status());
+  reactor->End(TakenStatus());
 }
 
 bool SessionSink::BeginRearm() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return reactor_ != nullptr && gate_.BeginRearm();
 }
 
 void SessionSink::EndRearm() {
   SessionReactor* reactor;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!gate_.EndRearm()) return;
     reactor = reactor_;
   }
-  reactor->End(gate_.status());
+  reactor->End(TakenStatus());
 }
 
 void SessionSink::Detach() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   reactor_ = nullptr;
   queue_.Clear();
 }
@@ -190,7 +190,7 @@ void SessionReactor::OnCancel() {
 
 void SessionReactor::OnDone() {
   Reacting(&order_.ended);
-  stats_->Record("Session", FromGrpc(sink_->gate_.status()));
+  stats_->Record("Session", FromGrpc(sink_->TakenStatus()));
   sink_->Detach();
   if (live_ != nullptr) live_->Remove(sink_.get());
   handler_.Ended(sink_.get());

@@ -24,11 +24,12 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 
 #include <grpcpp/grpcpp.h>
 
 #include "common/finish_gate.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/job/job.h"
 #include "daemon/server/decision_queue.h"
 #include "daemon/server/job_registry.h"
@@ -61,10 +62,17 @@ class SessionSink final : public DecisionSink {
   bool BeginRearm();
   void EndRearm();
 
-  std::mutex mu_;
-  SessionReactor* reactor_;  // null once the reactor is done
-  DecisionQueue queue_;
-  FinishGate<grpc::Status> gate_;  // when Finish may start (common/finish_gate.h)
+  // The status Finish starts with, read outside mu_ by whoever Take() (or
+  // EndRearm()) returned true to, and by the reactor's OnDone: the gate
+  // never changes it once taken, so the read needs no lock, which the
+  // analysis cannot know.
+  const grpc::Status& TakenStatus() const GNMR_NO_THREAD_SAFETY_ANALYSIS { return gate_.status(); }
+
+  Mutex mu_;
+  SessionReactor* reactor_ GNMR_GUARDED_BY(mu_);  // null once the reactor is done
+  DecisionQueue queue_ GNMR_GUARDED_BY(mu_);
+  // When Finish may start (common/finish_gate.h).
+  FinishGate<grpc::Status> gate_ GNMR_GUARDED_BY(mu_);
 };
 
 class SessionReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {

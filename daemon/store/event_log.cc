@@ -102,7 +102,7 @@ size_t EventLog::Append(const std::string& job_id, std::vector<v1::Event> events
   size_t buffered = 0;
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Ring& ring = rings_[job_id];
     for (v1::Event& e : events) {
       ++counters_.appended;
@@ -132,7 +132,7 @@ std::vector<v1::Event> EventLog::List(const std::string& job_id, int64_t since_s
                                       uint32_t limit) const {
   const size_t want = limit == 0 ? kDefaultListLimit : limit;
   std::vector<v1::Event> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = rings_.find(job_id);
   if (it == rings_.end()) return out;
   for (auto e = it->second.events.rbegin(); e != it->second.events.rend(); ++e) {
@@ -144,14 +144,14 @@ std::vector<v1::Event> EventLog::List(const std::string& job_id, int64_t since_s
 }
 
 Status EventLog::ReloadTail(const std::string& job_id) {
-  auto ring_in_use = [&] {
+  auto ring_in_use = [&]() GNMR_REQUIRES(mu_) {
     auto it = rings_.find(job_id);
     return it != rings_.end() && !it->second.events.empty();
   };
   const Status in_use =
       FailedPrecondition("event log of job '" + job_id + "' already has events in memory");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (ring_in_use()) return in_use;
   }
   // The newest events from the current file, then the rotated one for as
@@ -188,7 +188,7 @@ Status EventLog::ReloadTail(const std::string& job_id) {
     ring.events.push_back(std::move(e));
     Trim(&ring);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   counters_.reload_skipped += skipped;
   if (ring_in_use()) return in_use;
   rings_[job_id] = std::move(ring);
@@ -196,11 +196,11 @@ Status EventLog::ReloadTail(const std::string& job_id) {
 }
 
 Status EventLog::Flush() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t target = buffered_seq_;
   flush_target_ = std::max(flush_target_, target);
   work_cv_.notify_one();
-  done_cv_.wait(lock, [&] { return synced_seq_ >= target; });
+  done_cv_.wait(lock.native(), [&]() GNMR_REQUIRES(mu_) { return synced_seq_ >= target; });
   Status s = std::move(flush_error_);
   flush_error_ = Status::Ok();
   return s;
@@ -208,7 +208,7 @@ Status EventLog::Flush() {
 
 void EventLog::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   work_cv_.notify_all();
@@ -216,13 +216,13 @@ void EventLog::Stop() {
 }
 
 Status EventLog::RemoveJob(const std::string& job_id, bool delete_files) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   rings_.erase(job_id);
   buffer_.erase(std::remove_if(buffer_.begin(), buffer_.end(),
                                [&](const Buffered& b) { return b.job_id == job_id; }),
                 buffer_.end());
   if (writer_done_) {  // no writer, and it closed every file when it stopped
-    lock.unlock();
+    lock.Unlock();
     if (!delete_files) return Status::Ok();
     Status s = RemoveIfPresent(EventsPath(job_id));
     Status t = RemoveIfPresent(EventsPath(job_id) + kRotatedSuffix);
@@ -231,7 +231,7 @@ Status EventLog::RemoveJob(const std::string& job_id, bool delete_files) {
   removed_.erase(job_id);
   removals_.emplace_back(job_id, delete_files);
   work_cv_.notify_one();
-  done_cv_.wait(lock, [&] { return removed_.count(job_id) > 0; });
+  done_cv_.wait(lock.native(), [&]() GNMR_REQUIRES(mu_) { return removed_.count(job_id) > 0; });
   Status s = std::move(removed_[job_id]);
   removed_.erase(job_id);
   return s;
@@ -242,14 +242,14 @@ std::string EventLog::EventsPath(const std::string& job_id) const {
 }
 
 EventLog::Counters EventLog::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return counters_;
 }
 
 void EventLog::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    work_cv_.wait_for(lock, options_.flush_interval, [this] {
+    work_cv_.wait_for(lock.native(), options_.flush_interval, [this]() GNMR_REQUIRES(mu_) {
       return stopping_ || flush_target_ > synced_seq_ ||
              buffer_.size() >= options_.max_buffered / 2 ||
              buffer_bytes_ >= options_.max_buffered_bytes / 2 || !removals_.empty();
@@ -262,7 +262,7 @@ void EventLog::Run() {
     removals.swap(removals_);
     buffer_bytes_ = 0;
     const uint64_t through = buffered_seq_;
-    lock.unlock();
+    lock.Unlock();
 
     BatchResult r;
     try {
@@ -280,7 +280,7 @@ void EventLog::Run() {
     batch.clear();
     CompleteRemovals(removals);
 
-    lock.lock();
+    lock.Lock();
     counters_.written += r.written;
     counters_.write_failures += r.failed;
     if (!r.error.ok() && flush_error_.ok()) flush_error_ = r.error;
@@ -294,9 +294,9 @@ void EventLog::Run() {
       while (!removals_.empty()) {
         removals.clear();
         removals.swap(removals_);
-        lock.unlock();
+        lock.Unlock();
         CompleteRemovals(removals);
-        lock.lock();
+        lock.Lock();
       }
       writer_done_ = true;
       return;
@@ -314,7 +314,7 @@ void EventLog::CompleteRemovals(const std::vector<std::pair<std::string, bool>>&
       outcomes.push_back(Internal("event log of job '" + job_id + "': removal failed"));
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (size_t i = 0; i < removals.size(); ++i) removed_[removals[i].first] = outcomes[i];
   done_cv_.notify_all();
 }
@@ -426,7 +426,7 @@ Status EventLog::Rotate(const std::string& job_id, OpenFile* file) {
     return fd.status();
   }
   file->fd = *fd;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++counters_.rotations;
   return Status::Ok();
 }

@@ -43,13 +43,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "common/time_source.h"
 #include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"
@@ -177,23 +178,24 @@ class EventLog {
   const std::string state_dir_;
   const EventLogOptions options_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable work_cv_;  // writer: work, flush request or stop
   std::condition_variable done_cv_;  // flushers: a sync completed
-  std::unordered_map<std::string, Ring> rings_;
-  std::vector<Buffered> buffer_;
-  size_t buffer_bytes_ = 0;
-  uint64_t buffered_seq_ = 0;  // events ever buffered
-  uint64_t flush_target_ = 0;  // a Flush wants events <= this synced
-  uint64_t synced_seq_ = 0;    // events <= this are written and synced
-  Status flush_error_;         // first write error since the last Flush
-  Counters counters_;
-  bool stopping_ = false;
-  bool writer_done_ = false;  // the thread has returned: RemoveJob works alone
+  std::unordered_map<std::string, Ring> rings_ GNMR_GUARDED_BY(mu_);
+  std::vector<Buffered> buffer_ GNMR_GUARDED_BY(mu_);
+  size_t buffer_bytes_ GNMR_GUARDED_BY(mu_) = 0;
+  uint64_t buffered_seq_ GNMR_GUARDED_BY(mu_) = 0;  // events ever buffered
+  uint64_t flush_target_ GNMR_GUARDED_BY(mu_) = 0;  // a Flush wants events <= this synced
+  uint64_t synced_seq_ GNMR_GUARDED_BY(mu_) = 0;    // events <= this are written and synced
+  Status flush_error_ GNMR_GUARDED_BY(mu_);         // first write error since the last Flush
+  Counters counters_ GNMR_GUARDED_BY(mu_);
+  bool stopping_ GNMR_GUARDED_BY(mu_) = false;
+  // The thread has returned: RemoveJob works alone.
+  bool writer_done_ GNMR_GUARDED_BY(mu_) = false;
   // RemoveJob requests: job ids (and delete_files) for the writer, their
   // outcome for the caller.
-  std::vector<std::pair<std::string, bool>> removals_;
-  std::unordered_map<std::string, Status> removed_;
+  std::vector<std::pair<std::string, bool>> removals_ GNMR_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Status> removed_ GNMR_GUARDED_BY(mu_);
 
   // Writer thread only.
   std::unordered_map<std::string, OpenFile> files_;  // job id -> open file

@@ -15,7 +15,7 @@ SnapshotWriter::~SnapshotWriter() { Stop(); }
 bool SnapshotWriter::Submit(const std::string& job_id, v1::ControllerState state,
                             std::string job_meta) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return false;
     ++counters_.submitted;
     const uint64_t seq = ++next_seq_;
@@ -42,9 +42,9 @@ bool SnapshotWriter::OutstandingAtOrBefore(uint64_t seq) const {
 }
 
 Status SnapshotWriter::Flush() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t target = next_seq_;
-  done_cv_.wait(lock, [&] { return !OutstandingAtOrBefore(target); });
+  done_cv_.wait(lock.native(), [&]() GNMR_REQUIRES(mu_) { return !OutstandingAtOrBefore(target); });
   for (const auto& [job, record] : records_) {
     if (!record.last_status.ok()) return record.last_status;
   }
@@ -53,7 +53,7 @@ Status SnapshotWriter::Flush() {
 
 void SnapshotWriter::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   work_cv_.notify_all();
@@ -61,29 +61,31 @@ void SnapshotWriter::Stop() {
 }
 
 SnapshotWriter::Counters SnapshotWriter::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return counters_;
 }
 
 std::optional<double> SnapshotWriter::LastSuccessUnix(const std::string& job_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = records_.find(job_id);
   if (it == records_.end()) return std::nullopt;
   return it->second.last_success_unix;
 }
 
 void SnapshotWriter::Forget(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   records_.erase(job_id);
 }
 
 void SnapshotWriter::CancelJob(const std::string& job_id) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (pending_.erase(job_id) > 0) {
     order_.erase(std::remove(order_.begin(), order_.end(), job_id), order_.end());
     done_cv_.notify_all();  // a Flush may have waited for it
   }
-  done_cv_.wait(lock, [&] { return in_flight_seq_ == 0 || in_flight_job_ != job_id; });
+  done_cv_.wait(lock.native(), [&]() GNMR_REQUIRES(mu_) {
+    return in_flight_seq_ == 0 || in_flight_job_ != job_id;
+  });
   records_.erase(job_id);
 }
 
@@ -106,9 +108,10 @@ void SnapshotWriter::Record(const std::string& job_id, const Status& s, double n
 }
 
 void SnapshotWriter::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [this] { return stopping_ || !order_.empty(); });
+    work_cv_.wait(lock.native(),
+                  [this]() GNMR_REQUIRES(mu_) { return stopping_ || !order_.empty(); });
     if (order_.empty()) return;  // stopping, and everything is written
     const std::string job_id = std::move(order_.front());
     order_.pop_front();
@@ -119,7 +122,7 @@ void SnapshotWriter::Run() {
     pending_.erase(it);
     in_flight_seq_ = p.oldest_seq;
     in_flight_job_ = job_id;
-    lock.unlock();
+    lock.Unlock();
 
     Status s;
     try {
@@ -132,7 +135,7 @@ void SnapshotWriter::Run() {
     const double now = store_->clock().UnixSeconds();  // the store dates its snapshots
     p = Pending();                                     // free the state outside the lock
 
-    lock.lock();
+    lock.Lock();
     try {
       Record(job_id, s, now);
     } catch (...) {

@@ -18,12 +18,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/store/snapshot_store.h"
 #include "gnmr/status.h"
 #include "gnmr/v1/controller.pb.h"
@@ -84,23 +85,23 @@ class SnapshotWriter {
   };
 
   void Run();
-  // Books the outcome of one write (mu_ held).
-  void Record(const std::string& job_id, const Status& s, double now);
-  // Outstanding work submitted at or before `seq` (mu_ held).
-  bool OutstandingAtOrBefore(uint64_t seq) const;
+  // Books the outcome of one write.
+  void Record(const std::string& job_id, const Status& s, double now) GNMR_REQUIRES(mu_);
+  // Outstanding work submitted at or before `seq`.
+  bool OutstandingAtOrBefore(uint64_t seq) const GNMR_REQUIRES(mu_);
 
   SnapshotStore* store_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable work_cv_;  // pending work or stop
   std::condition_variable done_cv_;  // a write finished
-  std::unordered_map<std::string, Pending> pending_;
-  std::deque<std::string> order_;  // pending job ids, oldest first
-  uint64_t next_seq_ = 0;          // last sequence number handed out
-  uint64_t in_flight_seq_ = 0;     // oldest_seq being written, 0 if idle
-  std::string in_flight_job_;      // the job being written ("" if idle)
-  std::unordered_map<std::string, JobRecord> records_;
-  Counters counters_;
-  bool stopping_ = false;
+  std::unordered_map<std::string, Pending> pending_ GNMR_GUARDED_BY(mu_);
+  std::deque<std::string> order_ GNMR_GUARDED_BY(mu_);  // pending job ids, oldest first
+  uint64_t next_seq_ GNMR_GUARDED_BY(mu_) = 0;          // last sequence number handed out
+  uint64_t in_flight_seq_ GNMR_GUARDED_BY(mu_) = 0;     // oldest_seq being written, 0 if idle
+  std::string in_flight_job_ GNMR_GUARDED_BY(mu_);      // the job being written ("" if idle)
+  std::unordered_map<std::string, JobRecord> records_ GNMR_GUARDED_BY(mu_);
+  Counters counters_ GNMR_GUARDED_BY(mu_);
+  bool stopping_ GNMR_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

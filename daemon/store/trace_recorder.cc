@@ -92,7 +92,7 @@ std::string TraceRecorder::TracePath(const std::string& dir, const std::string& 
 TraceRecorder::Outcome TraceRecorder::Record(const std::string& job_id, int64_t step,
                                              const std::vector<UnitSample>& samples,
                                              const Controller& controller) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   JobState* job = nullptr;
   try {
     auto [it, added] = jobs_.try_emplace(job_id);
@@ -130,13 +130,13 @@ TraceRecorder::Outcome TraceRecorder::Record(const std::string& job_id, int64_t 
 }
 
 void TraceRecorder::ForgetNames(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(job_id);
   if (it != jobs_.end()) it->second.names.reset();
 }
 
 void TraceRecorder::RemoveJob(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   jobs_.erase(job_id);
   auto gone = std::remove_if(queue_.begin(), queue_.end(),
                              [&](const Queued& q) { return q.job_id == job_id; });
@@ -151,11 +151,11 @@ void TraceRecorder::RemoveJob(const std::string& job_id) {
 }
 
 Status TraceRecorder::Flush() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t target = queued_seq_;
   flush_target_ = std::max(flush_target_, target);
   work_cv_.notify_one();
-  done_cv_.wait(lock, [&] { return done_seq_ >= target; });
+  done_cv_.wait(lock.native(), [&]() GNMR_REQUIRES(mu_) { return done_seq_ >= target; });
   Status s = flush_error_;
   flush_error_ = Status::Ok();
   return s;
@@ -163,7 +163,7 @@ Status TraceRecorder::Flush() {
 
 void TraceRecorder::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
     work_cv_.notify_one();
@@ -172,7 +172,7 @@ void TraceRecorder::Stop() {
 }
 
 TraceRecorder::Counters TraceRecorder::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return counters_;
 }
 
@@ -182,8 +182,8 @@ void TraceRecorder::Run() {
     std::vector<std::string> removals;
     bool stop = false;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait_for(lock, options_.flush_interval, [&] {
+      MutexLock lock(mu_);
+      work_cv_.wait_for(lock.native(), options_.flush_interval, [&]() GNMR_REQUIRES(mu_) {
         return stopping_ || !removals_.empty() || flush_target_ > done_seq_ ||
                queued_bytes_ * 2 > options_.max_queued_bytes;
       });
@@ -197,15 +197,15 @@ void TraceRecorder::Run() {
       WriteBatch(&batch);
     } catch (const std::exception& e) {
       spdlog::error("trace recorder: {} ({} step(s) lost)", e.what(), batch.size());
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       counters_.steps_failed += batch.size();
     } catch (...) {
       spdlog::error("trace recorder: unknown error ({} step(s) lost)", batch.size());
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       counters_.steps_failed += batch.size();
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       done_seq_ += batch.size();
       done_cv_.notify_all();
       if (stop && queue_.empty()) break;
@@ -216,7 +216,7 @@ void TraceRecorder::Run() {
     files_.clear();
   } catch (...) {
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   done_seq_ = queued_seq_;  // nothing is written after this
   done_cv_.notify_all();
 }
@@ -294,7 +294,7 @@ Status TraceRecorder::OpenFile(const std::string& job_id, File* f, bool rotate) 
   const std::string path = TracePath(options_.dir, job_id);
   if (rotate) {
     if (::rename(path.c_str(), (path + kRotatedSuffix).c_str()) == 0) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       ++counters_.rotations;
     } else if (errno != ENOENT) {
       return ErrnoStatus("rename " + path + " " + path + kRotatedSuffix, errno);
@@ -347,7 +347,7 @@ void TraceRecorder::Book(const std::string& job_id, const Status& s, uint64_t st
         EscapeForLog(job_id), s.ToString());
   }
   failing = !s.ok();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (s.ok()) {
     counters_.steps_written += steps;
     counters_.bytes_written += bytes;

@@ -55,12 +55,13 @@
 #include <deque>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "controller/controller.h"
 #include "gnmr/status.h"
 
@@ -165,19 +166,19 @@ class TraceRecorder {
 
   const TraceRecorderOptions options_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  std::unordered_map<std::string, JobState> jobs_;
-  std::vector<Queued> queue_;
-  uint64_t queued_bytes_ = 0;
-  uint64_t queued_seq_ = 0;  // steps ever queued
-  uint64_t done_seq_ = 0;    // of those, written or failed
-  uint64_t flush_target_ = 0;
-  std::vector<std::string> removals_;
-  Status flush_error_;
-  Counters counters_;
-  bool stopping_ = false;
+  std::unordered_map<std::string, JobState> jobs_ GNMR_GUARDED_BY(mu_);
+  std::vector<Queued> queue_ GNMR_GUARDED_BY(mu_);
+  uint64_t queued_bytes_ GNMR_GUARDED_BY(mu_) = 0;
+  uint64_t queued_seq_ GNMR_GUARDED_BY(mu_) = 0;  // steps ever queued
+  uint64_t done_seq_ GNMR_GUARDED_BY(mu_) = 0;    // of those, written or failed
+  uint64_t flush_target_ GNMR_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> removals_ GNMR_GUARDED_BY(mu_);
+  Status flush_error_ GNMR_GUARDED_BY(mu_);
+  Counters counters_ GNMR_GUARDED_BY(mu_);
+  bool stopping_ GNMR_GUARDED_BY(mu_) = false;
 
   // Writer thread only.
   std::unordered_map<std::string, File> files_;
