@@ -12,7 +12,7 @@ FanOut::FanOut(int helpers) {
 
 FanOut::~FanOut() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
@@ -47,37 +47,43 @@ void FanOut::Run(size_t n, size_t grain, const std::function<void(size_t, size_t
   task.n = n;
   task.grain = std::max<size_t>(grain, 1);
   task.work = &work;
-  std::unique_lock<std::mutex> run(run_mu_, std::defer_lock);
-  const bool shared = !threads_.empty() && n > task.grain && run.try_lock();
-  if (shared) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      task_ = &task;
-      ++task_seq_;
-    }
-    wake_.notify_all();
+  // Shared: run_mu_ is held from here to the end of the function, where it
+  // is let go (Drain catches everything, so nothing throws in between).
+  const bool shared = !threads_.empty() && n > task.grain && run_mu_.TryLock();
+  if (!shared) {
+    Drain(&task);
+    return;
   }
+  {
+    MutexLock lock(mu_);
+    task_ = &task;
+    ++task_seq_;
+  }
+  wake_.notify_all();
   Drain(&task);
-  if (shared) {
+  {
     // `task` and `work` live on this stack: no helper may still use them.
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     task_ = nullptr;
-    left_.wait(lock, [&] { return in_task_ == 0; });
+    left_.wait(lock.native(), [&]() GNMR_REQUIRES(mu_) { return in_task_ == 0; });
   }
+  run_mu_.Unlock();
 }
 
 void FanOut::HelperLoop() {
   uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || (task_ != nullptr && task_seq_ != seen); });
+    wake_.wait(lock.native(), [&]() GNMR_REQUIRES(mu_) {
+      return stopping_ || (task_ != nullptr && task_seq_ != seen);
+    });
     if (stopping_) return;
     seen = task_seq_;
     Task* task = task_;
     ++in_task_;
-    lock.unlock();
+    lock.Unlock();
     ranges_by_helpers_ += Drain(task);
-    lock.lock();
+    lock.Lock();
     if (--in_task_ == 0) left_.notify_all();
   }
 }

@@ -20,9 +20,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace gnmr {
 
@@ -63,14 +64,14 @@ class FanOut {
   uint64_t Drain(Task* task);
   void HelperLoop();
 
-  std::mutex run_mu_;  // one broadcast at a time on the helpers
-  std::mutex mu_;
-  std::condition_variable wake_;  // a task was posted, or stopping
-  std::condition_variable left_;  // a helper left the task
-  Task* task_ = nullptr;          // the posted task (guarded by mu_)
-  uint64_t task_seq_ = 0;         // bumped per posted task
-  int in_task_ = 0;               // helpers working on task_
-  bool stopping_ = false;
+  Mutex run_mu_;  // one broadcast at a time on the helpers
+  Mutex mu_;
+  std::condition_variable wake_;                // a task was posted, or stopping
+  std::condition_variable left_;                // a helper left the task
+  Task* task_ GNMR_GUARDED_BY(mu_) = nullptr;   // the posted task
+  uint64_t task_seq_ GNMR_GUARDED_BY(mu_) = 0;  // bumped per posted task
+  int in_task_ GNMR_GUARDED_BY(mu_) = 0;        // helpers working on task_
+  bool stopping_ GNMR_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> runs_{0};
   std::atomic<uint64_t> ranges_by_helpers_{0};
   std::atomic<uint64_t> exceptions_{0};

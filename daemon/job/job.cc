@@ -27,16 +27,16 @@ StatusOr<std::unique_ptr<Job>> Job::Create(std::string job_id, uint32_t world_si
   if (!c.ok()) return c.status();
   std::unique_ptr<Job> job(new Job(std::move(job_id), world_size, std::move(token),
                                    std::move(c).value(), options, listener));
+  // Nobody else can reach the job yet: the lock is uncontended, and held
+  // so that the analysis sees the job's state read under it.
+  MutexLock lock(job->mu_);
   if (first_generation > 1) {
     job->generations_.set_generation(first_generation);
     job->generations_.set_start(ToWire(GenerationStartMessage(
         first_generation, job->controller_.next_lag(), job->controller_.sequence() + 1)));
   }
-  {
-    std::lock_guard<std::mutex> lock(job->mu_);
-    Status s = job->reservation_.Reserve(job->ShapeLocked());  // max_o_limit, memory_budget
-    if (!s.ok()) return s;
-  }
+  Status s = job->reservation_.Reserve(job->ShapeLocked());  // max_o_limit, memory_budget
+  if (!s.ok()) return s;
   if (listener) listener->OnJobStarted(job->id_, world_size, job->controller_);
   return job;
 }
@@ -71,7 +71,7 @@ bool Job::WithinStepJump(int64_t step) const {
 bool Job::TokenMatches(const std::string& token) const { return SameSecret(token, token_); }
 
 StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!closed_.ok()) return closed_;
   if (req.world_size() != world_size_) {
     return Status(StatusCode::kFailedPrecondition,
@@ -197,7 +197,7 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
 }
 
 Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionSink> sink) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!closed_.ok()) return closed_;
   RankSession* session = nullptr;
   GNMR_RETURN_IF_ERROR(sessions_.Check(id_, rank, session_id, &session));
@@ -224,7 +224,7 @@ Status Job::Attach(uint32_t rank, uint64_t session_id, std::shared_ptr<DecisionS
 }
 
 void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RankSession* rs = sessions_.Find(rank);
   if (rs == nullptr || rs->session_id != session_id || rs->sink.get() != sink) return;
   sessions_.DropSink(*rs);
@@ -238,13 +238,13 @@ void Job::Detach(uint32_t rank, uint64_t session_id, const DecisionSink* sink) {
 }
 
 uint32_t Job::connected_sessions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return sessions_.connected();
 }
 
 Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& stats, size_t bytes,
                     Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!closed_.ok()) return closed_;
   RankSession* session = nullptr;
   GNMR_RETURN_IF_ERROR(sessions_.Check(id_, rank, session_id, &session));
@@ -264,7 +264,7 @@ Status Job::OnStats(uint32_t rank, uint64_t session_id, const v1::StepStats& sta
 }
 
 Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!closed_.ok()) return closed_;
   RankSession* session = nullptr;
   GNMR_RETURN_IF_ERROR(sessions_.Check(id_, rank, session_id, &session));
@@ -314,7 +314,7 @@ Status Job::OnAck(uint32_t rank, uint64_t session_id, const v1::Ack& ack) {
 }
 
 void Job::Tick(Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   DrainReady(now);
 }
 

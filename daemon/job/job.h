@@ -98,11 +98,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "controller/controller.h"
 #include "controller_io/decision_message.h"
 #include "daemon/aggregator/step_aggregator.h"
@@ -254,16 +254,17 @@ class Job {
   Job(std::string job_id, uint32_t world_size, std::string token, Controller controller,
       JobOptions options, JobListener* listener);
 
-  void DrainReady(Clock::time_point now);  // closes every ready step
+  void DrainReady(Clock::time_point now) GNMR_REQUIRES(mu_);  // closes every ready step
   // ---- ranks without decisions (job_ranks.cc)
   static constexpr int64_t kWithoutDecisionsSteps = 20;
   static constexpr uint32_t kWithoutDecisionsCheck = 4;
   // After a closed step: counts the ranks without decisions every
   // kWithoutDecisionsCheck steps, with an event for each change.
-  void CheckRanksWithoutDecisions(int64_t closed_step);
-  void Decide(const StepAggregator::ClosedStep& step, double aggregation_seconds);
+  void CheckRanksWithoutDecisions(int64_t closed_step) GNMR_REQUIRES(mu_);
+  void Decide(const StepAggregator::ClosedStep& step, double aggregation_seconds)
+      GNMR_REQUIRES(mu_);
   // The "cannot happen" branch of Decide: logged, counted, an event.
-  void DecisionFailed(int64_t step, const Status& why);
+  void DecisionFailed(int64_t step, const Status& why) GNMR_REQUIRES(mu_);
 
   // ---- generations (job_generation.cc)
   // Starts the next generation for `cause` (see "Generations" above):
@@ -272,129 +273,132 @@ class Job {
   // snapshot. `rewind_to`: kRewind's first accepted step. Call before the
   // controller changes steps (Rewind does it here; ImportState replaces
   // the controller first, which LiveSwitchPoint does not read).
-  void StartGeneration(GenerationCause cause, const std::string& detail, int64_t rewind_to = 0);
+  void StartGeneration(GenerationCause cause, const std::string& detail, int64_t rewind_to = 0)
+      GNMR_REQUIRES(mu_);
   // For an import or a rewind that starts the next generation with the
   // aggregator's first accepted step after `floor`: the live switch, or
   // nullopt when the switch is at once (no decision published in this
   // generation, no stream attached, or a new incarnation waits).
-  std::optional<LiveSwitch> LiveSwitchPoint(int64_t floor) const;
+  std::optional<LiveSwitch> LiveSwitchPoint(int64_t floor) const GNMR_REQUIRES(mu_);
   // The step most attached ranks have reached (the lower median of each
   // one's newest acked or reported step), or nullopt if none did: how far
   // the trainers are, which one rank alone cannot move.
-  std::optional<int64_t> TrainersFrontier() const;
+  std::optional<int64_t> TrainersFrontier() const GNMR_REQUIRES(mu_);
   // Records `rank`'s client instance; true if it starts a new generation
   // now. A new instance that must wait is marked incarnation_pending.
-  bool NewIncarnation(uint32_t rank, RankSession& rs, uint64_t instance);
+  bool NewIncarnation(uint32_t rank, RankSession& rs, uint64_t instance) GNMR_REQUIRES(mu_);
   // Whether a rank other than `except` of the current generation's
   // timeline (not a pending incarnation) was heard from lately, or the job
   // was restored lately (see job_generation.cc).
-  bool OldTimelineAlive(uint32_t except) const;
+  bool OldTimelineAlive(uint32_t except) const GNMR_REQUIRES(mu_);
   // Starts the waiting incarnation once no rank of the old timeline is
   // attached and heard from (after a detach, and at every tick).
-  void MaybeStartPendingIncarnation();
+  void MaybeStartPendingIncarnation() GNMR_REQUIRES(mu_);
   // Whether `step` is at most max_step_jump past the last closed step (as
   // a report's step must be): how far an ack or a held_through may reach.
-  bool WithinStepJump(int64_t step) const;
+  bool WithinStepJump(int64_t step) const GNMR_REQUIRES(mu_);
   // How long a rank of the old timeline counts as alive after it was last
   // heard from: max(incarnation_silence, 5 deadlines).
   Clock::duration OldTimelineSilence() const;
   // While restore_hold_ is set: ends it once it is over at `now`, or at
   // once with `forced` (another generation starts), and decides from its
   // FirstStep on (job_generation.cc).
-  void MaybeEndRestoreHold(Clock::time_point now, const char* forced = nullptr);
+  void MaybeEndRestoreHold(Clock::time_point now, const char* forced = nullptr) GNMR_REQUIRES(mu_);
   // After the controller was replaced: its last decision, rebuilt from its
   // state (the same digest as the original), published.
-  void RebuildLastDecision();
+  void RebuildLastDecision() GNMR_REQUIRES(mu_);
   // Steps a rank may plan after the trainers' frontier before the switch
   // reaches it (its messages in flight): a live switch takes effect this
   // many steps past how far most ranks are, at the latest.
   static constexpr int64_t kSwitchMargin = 8;
   // ---- events (job_events.cc)
-  void EmitEvent(v1::EventKind kind, int64_t step, std::string detail);
-  void EmitEvents(const Decision& d);
+  void EmitEvent(v1::EventKind kind, int64_t step, std::string detail) GNMR_REQUIRES(mu_);
+  void EmitEvents(const Decision& d) GNMR_REQUIRES(mu_);
   // ---- reporter election (job_reporters.cc)
   // After the config's `report` may have changed: the election's mode and
   // what the aggregator waits for.
-  void SyncReportMode();
+  void SyncReportMode() GNMR_REQUIRES(mu_);
   // Tells each rank in `changes` its new role (if its stream is attached).
-  void ApplyRoleChanges(const ReporterElection::Changes& changes);
+  void ApplyRoleChanges(const ReporterElection::Changes& changes) GNMR_REQUIRES(mu_);
   // The ReporterRole `rank` should hold now.
-  std::shared_ptr<const WireMessage> RoleMessage(bool standby) const;
+  std::shared_ptr<const WireMessage> RoleMessage(bool standby) const GNMR_REQUIRES(mu_);
   // The oldest open step passed its deadline without some reporters: each
   // is passed over, and if another replica takes over, the step gets one
   // more deadline.
-  void HandleOverdue(Clock::time_point now);
+  void HandleOverdue(Clock::time_point now) GNMR_REQUIRES(mu_);
   // With `report: one_per_shard`: a rank acked (planned) a step, so the
   // trainers have reached it even if its reporter sent nothing: the step
   // opens and its deadline runs (an attached but silent reporter is passed
   // over like a late one).
-  void AnnounceStep(const v1::Ack& ack);
+  void AnnounceStep(const v1::Ack& ack) GNMR_REQUIRES(mu_);
   // The replica check (replica_check.h): a reporter's report, a standby's
   // note; a mismatch makes every rank report (the config's `report: all`).
-  void CheckReport(uint32_t rank, const v1::StepStats& stats);
-  void CheckNote(uint32_t rank, const v1::StandbyNote& note);
+  void CheckReport(uint32_t rank, const v1::StepStats& stats) GNMR_REQUIRES(mu_);
+  void CheckNote(uint32_t rank, const v1::StandbyNote& note) GNMR_REQUIRES(mu_);
   // Counts a comparison, and falls back on a mismatch.
-  void SettleCheck(bool compared, const std::optional<ReplicaCheck::Mismatch>& m);
-  void FallBackToAllReports(const ReplicaCheck::Mismatch& m);
+  void SettleCheck(bool compared, const std::optional<ReplicaCheck::Mismatch>& m)
+      GNMR_REQUIRES(mu_);
+  void FallBackToAllReports(const ReplicaCheck::Mismatch& m) GNMR_REQUIRES(mu_);
   // SetConfig after its checks (holds mu_): the controller's config, the
   // roles, an event, a snapshot and the view.
-  void ApplyConfigLocked(const ControllerConfig& config);
+  void ApplyConfigLocked(const ControllerConfig& config) GNMR_REQUIRES(mu_);
   // ---- resources (job_resources.cc; reserved through reservation_)
-  JobShape ShapeLocked() const;
+  JobShape ShapeLocked() const GNMR_REQUIRES(mu_);
   // The shape with the layout as it is and the given config (SetConfig,
   // ImportState: what a new config would make the job hold).
-  JobShape ShapeWith(const ControllerConfig& config, uint64_t rule_bytes) const;
+  JobShape ShapeWith(const ControllerConfig& config, uint64_t rule_bytes) const GNMR_REQUIRES(mu_);
   // ---- the view (job_admin.cc, job_view.h)
-  v1::JobInfo InfoLocked(Clock::time_point now) const;
-  void PublishView(Clock::time_point now) const;  // holds mu_
+  v1::JobInfo InfoLocked(Clock::time_point now) const GNMR_REQUIRES(mu_);
+  void PublishView(Clock::time_point now) const GNMR_REQUIRES(mu_);
   // ---- snapshots and lifecycle (job_lifecycle.cc)
-  void RequestSnapshot();
-  v1::JobMeta MetaLocked() const;
+  void RequestSnapshot() GNMR_REQUIRES(mu_);
+  v1::JobMeta MetaLocked() const GNMR_REQUIRES(mu_);
   // last_active_ as Unix seconds (now while a stream is attached).
-  double LastActiveUnixLocked() const;
+  double LastActiveUnixLocked() const GNMR_REQUIRES(mu_);
 
   const std::string id_;
   const uint32_t world_size_;
   const std::string token_;
   const JobOptions options_;
-  JobListener* listener_;  // null once closed (and when none was given)
+  JobListener* listener_ GNMR_GUARDED_BY(mu_);  // null once closed (and when none was given)
 
-  // Guards all below but view_ (job_view.h); the parts are called with it held.
-  mutable std::mutex mu_;
-  JobTopology topology_;
-  Controller controller_;
-  StepAggregator aggregator_;
-  ReporterElection election_;
-  ReplicaCheck replica_check_;
-  RankSessions sessions_;
-  GenerationHistory generations_;
-  AckBook acks_;
-  JobReservation reservation_;
+  // Guards listener_ and all below but view_ (job_view.h); the parts are
+  // called with it held.
+  mutable Mutex mu_;
+  JobTopology topology_ GNMR_GUARDED_BY(mu_);
+  Controller controller_ GNMR_GUARDED_BY(mu_);
+  StepAggregator aggregator_ GNMR_GUARDED_BY(mu_);
+  ReporterElection election_ GNMR_GUARDED_BY(mu_);
+  ReplicaCheck replica_check_ GNMR_GUARDED_BY(mu_);
+  RankSessions sessions_ GNMR_GUARDED_BY(mu_);
+  GenerationHistory generations_ GNMR_GUARDED_BY(mu_);
+  AckBook acks_ GNMR_GUARDED_BY(mu_);
+  JobReservation reservation_ GNMR_GUARDED_BY(mu_);
   mutable JobView view_;  // Info() while mu_ is busy, config(): published under mu_
 
   // Ranks marked incarnation_pending.
-  uint32_t pending_incarnations_ = 0;
+  uint32_t pending_incarnations_ GNMR_GUARDED_BY(mu_) = 0;
   // When Restore made the job (its ranks are on their way back), and what
   // it waits for before it decides (restore_hold.h; none once over).
-  std::optional<Clock::time_point> restored_at_;
-  std::optional<RestoreHold> restore_hold_;
+  std::optional<Clock::time_point> restored_at_ GNMR_GUARDED_BY(mu_);
+  std::optional<RestoreHold> restore_hold_ GNMR_GUARDED_BY(mu_);
   // Ranks marked without_decisions; closed steps since the last count.
-  uint32_t ranks_without_decisions_ = 0;
-  uint32_t steps_since_rank_check_ = 0;
+  uint32_t ranks_without_decisions_ GNMR_GUARDED_BY(mu_) = 0;
+  uint32_t steps_since_rank_check_ GNMR_GUARDED_BY(mu_) = 0;
   // The state this generation was imported from, until the controller
   // changes after it (a decision, a config change, a release, a new unit):
   // a repeat of that import before is a no-op. "" otherwise.
-  std::string imported_state_;
+  std::string imported_state_ GNMR_GUARDED_BY(mu_);
 
   // Lifecycle: the last report, attach or detach (idle expiry), and why
   // the job was closed (OK while open).
-  Clock::time_point last_active_;
-  Status closed_;
+  Clock::time_point last_active_ GNMR_GUARDED_BY(mu_);
+  Status closed_ GNMR_GUARDED_BY(mu_);
 
-  uint64_t steps_since_snapshot_ = 0;
-  uint64_t decision_failures_ = 0;
-  Clock::time_point last_failure_log_{};
-  uint64_t failures_not_logged_ = 0;
+  uint64_t steps_since_snapshot_ GNMR_GUARDED_BY(mu_) = 0;
+  uint64_t decision_failures_ GNMR_GUARDED_BY(mu_) = 0;
+  Clock::time_point last_failure_log_ GNMR_GUARDED_BY(mu_){};
+  uint64_t failures_not_logged_ GNMR_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gnmr

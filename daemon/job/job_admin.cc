@@ -19,16 +19,22 @@ v1::JobInfo Job::Info(Clock::time_point now, Clock::time_point give_up) const {
   // microseconds: wait that long rather than answer with an older view, but
   // never past `give_up` (on the job's clock), so long operations cannot
   // hold up a listing of every job.
-  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
-  while (!lock.try_lock() && Now() < give_up) {
+  while (!mu_.TryLock()) {
+    if (Now() >= give_up) return view_.Busy(now);  // its holder publishes one when done
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  if (lock.owns_lock()) {
-    v1::JobInfo info = InfoLocked(now);
+  // mu_ is held, taken by TryLock (no MutexLock adopts a held mutex): let
+  // go of it on every way out, a throw included.
+  v1::JobInfo info;
+  try {
+    info = InfoLocked(now);
     view_.Answered(info, now);
-    return info;
+  } catch (...) {
+    mu_.Unlock();
+    throw;
   }
-  return view_.Busy(now);  // the operation holding mu_ publishes one when done
+  mu_.Unlock();
+  return info;
 }
 
 void Job::PublishView(Clock::time_point now) const {
@@ -61,10 +67,14 @@ v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
   rows.reserve(sessions_.size());
   int64_t newest = -1;
   sessions_.ForEach([&](uint32_t rank, const RankSession& rs) {
-    const int64_t last = std::max(aggregator_.last_step_of_rank(rank), rs.last_acked_step);
-    newest = std::max(newest, last);
-    rows.push_back({rank, last, &rs});
+    rows.push_back({rank, rs.last_acked_step, &rs});
   });
+  // The aggregator's part here, not in the lambda: ForEach runs it where
+  // the thread-safety analysis does not see mu_ held.
+  for (Row& row : rows) {
+    row.last = std::max(aggregator_.last_step_of_rank(row.rank), row.last);
+    newest = std::max(newest, row.last);
+  }
   info.mutable_ranks()->Reserve(static_cast<int>(rows.size()));
   for (const Row& row : rows) {
     const RankSession& rs = *row.rs;
@@ -83,16 +93,16 @@ v1::JobInfo Job::InfoLocked(Clock::time_point now) const {
 }
 
 UnitPage Job::Units(const UnitQuery& query) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const ControllerConfig& cfg = controller_.config();
   const std::vector<RecoveryEntry>& recovery = controller_.recovery();  // unit id order
-  auto recovery_entry = [&](uint32_t id) -> const RecoveryEntry* {
+  auto recovery_entry = [&](uint32_t id) GNMR_REQUIRES(mu_) -> const RecoveryEntry* {
     if (!controller_.InRecovery(id)) return nullptr;
     auto it = std::lower_bound(recovery.begin(), recovery.end(), id,
                                [](const RecoveryEntry& e, uint32_t u) { return e.unit_id < u; });
     return it != recovery.end() && it->unit_id == id ? &*it : nullptr;
   };
-  auto state_of = [&](uint32_t id) {
+  auto state_of = [&](uint32_t id) GNMR_REQUIRES(mu_) {
     if (controller_.InRecovery(id)) return v1::UNIT_STATE_RECOVERY;
     return controller_.unit(id).valid_samples < cfg.warmup ? v1::UNIT_STATE_WARMUP
                                                            : v1::UNIT_STATE_ACTIVE;
@@ -109,15 +119,16 @@ UnitPage Job::Units(const UnitQuery& query) const {
   UnitPage page;
   page.matched = static_cast<uint32_t>(ids.size());
   if (query.top > 0) {
-    auto key = [&](uint32_t id) {
+    auto key = [&](uint32_t id) GNMR_REQUIRES(mu_) {
       const double g = controller_.unit(id).last_gnmr;
       return std::isfinite(g) ? g : 0.0;
     };
     const size_t keep = std::min<size_t>(query.top, ids.size());
-    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), [&](uint32_t a, uint32_t b) {
-      if (key(a) != key(b)) return key(a) > key(b);
-      return a < b;
-    });
+    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(),
+                      [&](uint32_t a, uint32_t b) GNMR_REQUIRES(mu_) {
+                        if (key(a) != key(b)) return key(a) > key(b);
+                        return a < b;
+                      });
     ids.resize(keep);
   }
 
@@ -165,7 +176,7 @@ ControllerConfig Job::config() const { return view_.config(); }
 uint64_t Job::config_version() const { return view_.config_version(); }
 
 Status Job::SetConfig(const ControllerConfig& config) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   GNMR_RETURN_IF_ERROR(config.Validate());
   GNMR_RETURN_IF_ERROR(
       reservation_.Reserve(ShapeWith(config, ActionResolver(config).MemoryBytes())));
@@ -200,7 +211,7 @@ void Job::ApplyConfigLocked(const ControllerConfig& config) {
 }
 
 Status Job::ReleaseUnit(const std::string& unit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::optional<uint32_t> id = controller_.FindUnit(unit);
   if (!id) return NotFound("job '" + id_ + "' has no unit '" + unit + "'");
   Status s = controller_.Release(*id);
@@ -220,14 +231,14 @@ Status Job::ReleaseUnit(const std::string& unit) {
 }
 
 v1::ControllerState Job::ExportState() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   v1::ControllerState state;
   ControllerStateCodec::Save(controller_, &state);
   return state;
 }
 
 Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation, bool resume) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string bytes = state.SerializeAsString();
   if (!imported_state_.empty() && bytes == imported_state_) {
     if (generation) *generation = generations_.generation();  // a repeat: already in force
@@ -294,7 +305,7 @@ Status Job::Rewind(int64_t first_step, uint64_t* generation) {
     return InvalidArgument("rewind: first step " + std::to_string(first_step) + " is outside [0, " +
                            std::to_string(kMaxStep) + "]");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   StartGeneration(GenerationCause::kRewind,
                   first_step == 0 ? "an operator rewound the job: reports of any step are accepted"
                                   : "an operator rewound the job: reports of step " +

@@ -42,10 +42,13 @@ bool Job::OldTimelineAlive(uint32_t except) const {
   const Clock::duration silence = OldTimelineSilence();
   if (restored_at_ && now - *restored_at_ <= silence) return true;
   bool found = false;
+  // Read here, not in the lambda: ForEach runs it where the thread-safety
+  // analysis does not see mu_ held.
+  const uint64_t generation = generations_.generation();
   sessions_.ForEach([&](uint32_t rank, const RankSession& rs) {
     if (found || rank == except || rs.incarnation_pending || !rs.seen) return;
     if (now - rs.last_seen > silence) return;
-    found = rs.instance == 0 || rs.instance_generation == generations_.generation();
+    found = rs.instance == 0 || rs.instance_generation == generation;
   });
   return found;
 }
@@ -91,11 +94,21 @@ void Job::MaybeStartPendingIncarnation() {
 }
 
 std::optional<int64_t> Job::TrainersFrontier() const {
-  std::vector<int64_t> acked;
+  struct Attached {
+    uint32_t rank;
+    int64_t last_acked_step;
+  };
+  std::vector<Attached> attached;
   sessions_.ForEach([&](uint32_t rank, const RankSession& rs) {
-    const int64_t step = std::max(rs.last_acked_step, aggregator_.last_step_of_rank(rank));
-    if (rs.sink && step >= 0) acked.push_back(step);
+    if (rs.sink) attached.push_back({rank, rs.last_acked_step});
   });
+  // The aggregator's part here, not in the lambda: ForEach runs it where
+  // the thread-safety analysis does not see mu_ held.
+  std::vector<int64_t> acked;
+  for (const Attached& a : attached) {
+    const int64_t step = std::max(a.last_acked_step, aggregator_.last_step_of_rank(a.rank));
+    if (step >= 0) acked.push_back(step);
+  }
   if (acked.empty()) return std::nullopt;
   auto lower_median = acked.begin() + static_cast<ptrdiff_t>((acked.size() - 1) / 2);
   std::nth_element(acked.begin(), lower_median, acked.end());
@@ -261,12 +274,12 @@ void Job::RebuildLastDecision() {
 }
 
 uint64_t Job::generation() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return generations_.generation();
 }
 
 uint64_t Job::decision_failures() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return decision_failures_;
 }
 

@@ -57,6 +57,9 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
   }
   std::unique_ptr<Job> job(new Job(meta.job_id(), meta.world_size(), meta.token(),
                                    std::move(c).value(), options, listener));
+  // Nobody else can reach the job yet: the lock is uncontended, and held
+  // so that the analysis sees the job's state read under it.
+  MutexLock lock(job->mu_);
   for (int i = 0; i < meta.units_size(); ++i) {
     const v1::UnitLayoutState& u = meta.units(i);
     if (job->controller_.unit(i).name != u.name()) {
@@ -69,34 +72,30 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
     if (!s.ok()) return s;
   }
   if (listener) listener->OnJobStarted(job->id_, job->world_size_, job->controller_);
+  // Served even past a cap or the budget (lowered since it was saved):
+  // refusing would lose its state. Said loudly.
+  const Status caps = job->reservation_.ForceReserve(job->ShapeLocked());
+  if (!caps.ok() || (options.budget && options.budget->used() > options.budget->limit())) {
+    spdlog::warn(
+        "job {}: restored beyond the daemon's limits ({}; memory_budget {} of {} "
+        "MiB used); new registrations of it may be refused",
+        job->id_, caps.ok() ? "caps ok" : caps.message(),
+        options.budget ? options.budget->used() >> 20 : 0,
+        options.budget ? options.budget->limit() >> 20 : 0);
+  }
   // A new generation: decisions sent before the restart (some perhaps after
   // this snapshot) are void. Snapshotted at once, so a second crash cannot
   // start the same number again.
-  {
-    std::lock_guard<std::mutex> lock(job->mu_);
-    // Served even past a cap or the budget (lowered since it was saved):
-    // refusing would lose its state. Said loudly.
-    const Status caps = job->reservation_.ForceReserve(job->ShapeLocked());
-    if (!caps.ok() || (options.budget && options.budget->used() > options.budget->limit())) {
-      spdlog::warn(
-          "job {}: restored beyond the daemon's limits ({}; memory_budget {} of {} "
-          "MiB used); new registrations of it may be refused",
-          job->id_, caps.ok() ? "caps ok" : caps.message(),
-          options.budget ? options.budget->used() >> 20 : 0,
-          options.budget ? options.budget->limit() >> 20 : 0);
-    }
-    job->generations_.set_generation(meta.generation());
-    job->restored_at_ = job->Now();
-    job->aggregator_.SetLastClosed(meta.last_closed_step());
-    job->last_active_ =
-        SteadyFromUnix(*job->options_.clock, meta.last_active_unix(), job->last_active_);
-    job->StartGeneration(GenerationCause::kRestore,
-                         "the daemon restored the job from its snapshot");
-    // Decisions made after the snapshot are lost, not unplanned: wait for
-    // the ranks to say how far they are (restore_hold.h).
-    job->restore_hold_.emplace(job->world_size_, *job->restored_at_ + job->OldTimelineSilence());
-    job->aggregator_.Hold();
-  }
+  job->generations_.set_generation(meta.generation());
+  job->restored_at_ = job->Now();
+  job->aggregator_.SetLastClosed(meta.last_closed_step());
+  job->last_active_ =
+      SteadyFromUnix(*job->options_.clock, meta.last_active_unix(), job->last_active_);
+  job->StartGeneration(GenerationCause::kRestore, "the daemon restored the job from its snapshot");
+  // Decisions made after the snapshot are lost, not unplanned: wait for
+  // the ranks to say how far they are (restore_hold.h).
+  job->restore_hold_.emplace(job->world_size_, *job->restored_at_ + job->OldTimelineSilence());
+  job->aggregator_.Hold();
   return job;
 }
 
@@ -126,12 +125,12 @@ void Job::RequestSnapshot() {
 }
 
 void Job::SnapshotNow() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RequestSnapshot();
 }
 
 uint32_t Job::Close(const Status& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!closed_.ok()) return 0;
   closed_ = why.ok() ? Status(StatusCode::kAborted, "job '" + id_ + "' was closed") : why;
   listener_ = nullptr;
@@ -139,7 +138,7 @@ uint32_t Job::Close(const Status& why) {
 }
 
 Job::Clock::duration Job::IdleFor(Clock::time_point now) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (sessions_.connected() > 0 || now <= last_active_) return Clock::duration::zero();
   return now - last_active_;
 }

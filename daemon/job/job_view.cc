@@ -6,7 +6,7 @@ namespace gnmr {
 
 void JobView::Publish(v1::JobInfo info, Clock::time_point now, const ControllerConfig& config,
                       uint64_t config_version) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   due_ = false;
   info_ = std::move(info);
   at_ = now;
@@ -17,14 +17,14 @@ void JobView::Publish(v1::JobInfo info, Clock::time_point now, const ControllerC
 }
 
 void JobView::Answered(const v1::JobInfo& info, Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   info_ = info;
   at_ = now;
   asked_at_ = now;
 }
 
 bool JobView::PublishSoon(Clock::time_point now, size_t ranks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const bool recent = now - at_ < kEvery;
   if (recent && ranks > kAtOnceRanks) {
     due_ = true;  // the next tick or step after kEvery publishes it
@@ -36,7 +36,7 @@ bool JobView::PublishSoon(Clock::time_point now, size_t ranks) {
 bool JobView::ShouldPublish(Clock::time_point now, Clock::duration watched) {
   bool stale;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const bool is_watched = now - asked_at_ < watched;
     stale = (is_watched && now - at_ >= std::chrono::seconds(1)) || (due_ && now - at_ >= kEvery);
   }
@@ -45,7 +45,7 @@ bool JobView::ShouldPublish(Clock::time_point now, Clock::duration watched) {
 
 v1::JobInfo JobView::Busy(Clock::time_point now) {
   wanted_ = true;  // the operation holding the job's mutex publishes one when done
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   asked_at_ = now;
   v1::JobInfo info = info_;
   const double aged = std::chrono::duration<double>(now - at_).count();
@@ -58,12 +58,12 @@ v1::JobInfo JobView::Busy(Clock::time_point now) {
 }
 
 ControllerConfig JobView::config() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return config_;
 }
 
 uint64_t JobView::config_version() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return config_version_;
 }
 

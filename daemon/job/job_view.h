@@ -24,8 +24,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "gnmr/config.h"
 #include "gnmr/v1/gnmr.pb.h"
 
@@ -65,14 +65,14 @@ class JobView {
   uint64_t config_version() const;
 
  private:
-  mutable std::mutex mu_;
-  v1::JobInfo info_;
-  Clock::time_point at_;          // when info_ was taken
-  Clock::time_point asked_at_{};  // the last Info() call
-  ControllerConfig config_;       // published at once on a change
-  uint64_t config_version_ = 0;
-  bool due_ = false;                 // a PublishSoon waits
-  std::atomic<bool> wanted_{false};  // an Info() call found the job busy
+  mutable Mutex mu_;
+  v1::JobInfo info_ GNMR_GUARDED_BY(mu_);
+  Clock::time_point at_ GNMR_GUARDED_BY(mu_);          // when info_ was taken
+  Clock::time_point asked_at_ GNMR_GUARDED_BY(mu_){};  // the last Info() call
+  ControllerConfig config_ GNMR_GUARDED_BY(mu_);       // published at once on a change
+  uint64_t config_version_ GNMR_GUARDED_BY(mu_) = 0;
+  bool due_ GNMR_GUARDED_BY(mu_) = false;  // a PublishSoon waits
+  std::atomic<bool> wanted_{false};        // an Info() call found the job busy
 };
 
 }  // namespace gnmr

@@ -86,7 +86,7 @@ uint64_t JobFootprint(const JobShape& s, const JobCaps& caps) {
 }
 
 Status MemoryBudget::Resize(const std::string& what, uint64_t old_bytes, uint64_t new_bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t others = used_ - std::min(used_, old_bytes);
   if (new_bytes > old_bytes && others + new_bytes > limit_) {
     return Status(StatusCode::kResourceExhausted,
@@ -99,12 +99,12 @@ Status MemoryBudget::Resize(const std::string& what, uint64_t old_bytes, uint64_
 }
 
 void MemoryBudget::ForceResize(uint64_t old_bytes, uint64_t new_bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   used_ = used_ - std::min(used_, old_bytes) + new_bytes;
 }
 
 uint64_t MemoryBudget::used() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return used_;
 }
 

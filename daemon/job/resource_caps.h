@@ -21,9 +21,9 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "gnmr/status.h"
 
 namespace gnmr {
@@ -92,8 +92,8 @@ class MemoryBudget {
 
  private:
   const uint64_t limit_;
-  mutable std::mutex mu_;
-  uint64_t used_ = 0;
+  mutable Mutex mu_;
+  uint64_t used_ GNMR_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gnmr
