@@ -34,7 +34,7 @@ FACTS = "tables.json"
 NORM_FROM = 50
 TUNING_SEEDS_FROM = 101
 # Spec keys the line has anyway, or that differ between attempts (job_id).
-_SPEC_SKIP = ("name", "label", "arm", "faults", "seed", "job_id", "target", "rank")
+_NOT_SETTING_KEYS = ("name", "label", "arm", "faults", "seed", "job_id", "target", "rank")
 _CURVE_KEYS = ("train_loss", "unit_names")
 _WALL = re.compile(r"(?:\], |whole command )(nan|[0-9.]+) min\b")
 
@@ -77,7 +77,7 @@ def summarize(r: Dict, hf: Optional[Dict] = None, curve: bool = False) -> Dict:
         "name": r["name"], "label": spec.get("label", r["name"].split("__")[0]),
         "arm": r["arm"], "faults": r["faults"], "seed": r["seed"],
         "layers": spec.get("layers", 2),
-        "setting": {k: v for k, v in spec.items() if k not in _SPEC_SKIP},
+        "setting": {k: v for k, v in spec.items() if k not in _NOT_SETTING_KEYS},
         "steps": r["steps"], "units": len(r["units"]),
         "val_loss": r["val_loss"], "final_train_loss": r["train_loss"][-1],
         "diverged": not all(math.isfinite(v) for v in losses),

@@ -51,7 +51,7 @@ check_wheel() {
       cd /tmp && /v/bin/python /checks/pip_train_loop.py /v $version
     " >"$dir/run.log" 2>&1 || rc=$?
   kill "$gnmrd_pid" 2>/dev/null; wait "$gnmrd_pid" 2>/dev/null
-  cat "$dir/run.log" | tail -5
+  tail -5 "$dir/run.log"
   if [ "$rc" -ne 0 ]; then
     fail wheel "the loop in the clean container failed (rc $rc): $dir/run.log"; return
   fi
