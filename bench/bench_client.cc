@@ -35,7 +35,7 @@
 #include "bench/stats_throughput.h"
 #include "daemon/server/daemon.h"
 #include "gnmr/client.h"
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 
 namespace gnmr {
 namespace {

@@ -18,8 +18,8 @@
 
 #include "bench/quantile.h"
 #include "common/flag_parser.h"
-#include "gnmr/block_stats.h"
-#include "gnmr/cpu_stats.h"
+#include "kernels/block_stats.h"
+#include "kernels/cpu_stats.h"
 
 namespace gnmr {
 namespace {

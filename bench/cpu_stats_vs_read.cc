@@ -34,7 +34,7 @@
 #include "bench/quantile.h"
 #include "bench/stats_throughput.h"
 #include "common/flag_parser.h"
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 
 namespace gnmr {
 namespace {

@@ -51,7 +51,7 @@
 #include "bench/load_probe.h"
 #include "bench/load_session.h"
 #include "common/flag_parser.h"
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace {

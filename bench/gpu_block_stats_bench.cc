@@ -18,7 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "bench/cuda_bench_util.h"
-#include "gnmr/gpu_block_stats.h"
+#include "kernels/gpu_block_stats.h"
 
 namespace {
 

@@ -28,7 +28,7 @@
 #include <cuda_runtime.h>
 
 #include "bench/cuda_bench_util.h"
-#include "gnmr/gpu_stats.h"
+#include "kernels/gpu_stats.h"
 
 // --dtype: 0 for "mixed" (bf16 / fp32 alternating), -1 if unknown.
 int ParseDtype(const std::string& name) {

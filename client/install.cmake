@@ -21,7 +21,7 @@ if(GNMR_SHARED)
   set(GNMR_PC_LIB_NAMES gnmr_client)
   set(GNMR_PC_REQUIRES "")
 else()
-  set(GNMR_PKG_LIBS gnmr_client gnmr_core gnmr_wire_proto gnmr_proto gnmr_cpu_stats
+  set(GNMR_PKG_LIBS gnmr_client gnmr_controller_types gnmr_wire_proto gnmr_proto gnmr_cpu_stats
       gnmr_common)
   set(GNMR_PC_REQUIRES "Requires: grpc++ protobuf spdlog")
 endif()
@@ -43,7 +43,7 @@ endif()
 if(GNMR_SHARED)
   set(GNMR_LOCAL_LIBS gnmr_client_local)
 else()
-  set(GNMR_LOCAL_LIBS gnmr_client_local gnmr_controller_io gnmr_controller)
+  set(GNMR_LOCAL_LIBS gnmr_client_local gnmr_controller_publish gnmr_controller)
 endif()
 install(TARGETS ${GNMR_PKG_LIBS} ${GNMR_LOCAL_LIBS}
   EXPORT gnmrTargets
@@ -57,7 +57,7 @@ install(FILES include/gnmr/client.h include/gnmr/client_options.h include/gnmr/p
               ${PROJECT_SOURCE_DIR}/kernels/include/gnmr/tensor.h
               ${PROJECT_SOURCE_DIR}/kernels/include/gnmr/block_tensor.h
               ${PROJECT_SOURCE_DIR}/common/include/gnmr/status.h
-              ${PROJECT_SOURCE_DIR}/core/include/gnmr/config.h
+              ${PROJECT_SOURCE_DIR}/controller/types/include/gnmr/config.h
               ${PROJECT_BINARY_DIR}/generated/gnmr/version.h
               ${PROJECT_SOURCE_DIR}/common/include/gnmr/export.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gnmr)

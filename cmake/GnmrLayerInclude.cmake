@@ -20,13 +20,27 @@
 # installed consumers see the public <gnmr/...> headers alone.
 #
 #   gnmr_layer_include(<target> <PUBLIC|PRIVATE|INTERFACE> <path>...
-#                      [<PUBLIC|PRIVATE|INTERFACE> <path>...])
+#                      [<PUBLIC|PRIVATE|INTERFACE> <path>...]
+#                      [EXCLUDING <subfolder>...])
 #
 # Paths are relative to the repository root; two paths of one root must not
 # nest (the link of the outer one already holds the inner one).
+#
+# EXCLUDING keeps subfolders of the (one) folder given out of it, for a
+# folder that holds other layers too (controller/ and its types/ and
+# publish/): the folder becomes a directory of links to each of its entries
+# but those, and a new entry re-runs the configure that links it.
 function(gnmr_layer_include target)
   set(scope "")
-  foreach(arg IN LISTS ARGN)
+  set(args ${ARGN})
+  set(excluded "")
+  list(FIND args EXCLUDING at)
+  if(at GREATER -1)
+    math(EXPR first "${at} + 1")
+    list(SUBLIST args ${first} -1 excluded)
+    list(SUBLIST args 0 ${at} args)
+  endif()
+  foreach(arg IN LISTS args)
     if(arg MATCHES "^(PUBLIC|PRIVATE|INTERFACE)$")
       set(scope ${arg})
       continue()
@@ -51,6 +65,22 @@ function(gnmr_layer_include target)
     endif()
     get_filename_component(parent ${root}/${arg} DIRECTORY)
     file(MAKE_DIRECTORY ${parent})
-    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${arg} ${root}/${arg} SYMBOLIC)
+    if(excluded STREQUAL "")
+      file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${arg} ${root}/${arg} SYMBOLIC)
+      continue()
+    endif()
+    file(MAKE_DIRECTORY ${root}/${arg})
+    file(GLOB entries RELATIVE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/${arg}/*)
+    foreach(entry IN LISTS entries)
+      if(NOT entry IN_LIST excluded)
+        file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${entry} ${root}/${entry} SYMBOLIC)
+      endif()
+    endforeach()
+    foreach(entry IN LISTS excluded)
+      if(NOT EXISTS ${PROJECT_SOURCE_DIR}/${entry})
+        message(FATAL_ERROR "gnmr_layer_include(${target}): no ${PROJECT_SOURCE_DIR}/${entry}")
+      endif()
+    endforeach()
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${arg})
   endforeach()
 endfunction()

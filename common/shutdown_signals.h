@@ -1,5 +1,5 @@
 // The signals gnmrd and gnmr-relay take as a request to stop, and how they
-// wait for one (daemon/gnmrd/main.cc, relay/main.cc).
+// wait for one (programs/gnmrd/main.cc, programs/gnmr-relay/main.cc).
 //
 // Every signal whose default action ends the process is a graceful stop
 // (SIGTERM, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, ...), so that no stray kill

@@ -1,5 +1,5 @@
 // TimeSource: where gnmrd reads the time. gnmrd's composition root
-// (daemon/gnmrd/main.cc) hands one to every part that reads a clock: the
+// (programs/gnmrd/main.cc) hands one to every part that reads a clock: the
 // jobs (JobOptions::clock), the server (DaemonOptions::clock: the deadline
 // ticker, Admin's uptime and patience, the shutdown's drain, the refusal
 // log), the store (SnapshotStore, SnapshotWriter, RemoveJobDir, EventLog),

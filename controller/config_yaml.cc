@@ -12,7 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/text.h"
-#include "core/config_schema.h"
+#include "controller/types/config_schema.h"
 
 namespace gnmr {
 namespace {

@@ -2,7 +2,7 @@
 // (and later gnmrd / `gnmrctl config get|set`).
 //
 // Keys are the documented names (docs/controller.md, "Config keys"); the scalar
-// ones and their types come from the config schema (core/config_schema.h), e.g.
+// ones and their types come from the config schema (controller/types/config_schema.h), e.g.
 //
 //   warmup: 50
 //   max_o: 4

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "controller/action_resolver.h"
-#include "core/decision.h"
+#include "controller/types/decision.h"
 #include "gnmr/config.h"
 #include "gnmr/status.h"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/unit_name.h"
-#include "core/recovery_entry_codec.h"
+#include "controller/types/recovery_entry_codec.h"
 
 namespace gnmr {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "controller/controller.h"
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 #include "gnmr/status.h"
 #include "gnmr/v1/controller.pb.h"
 

@@ -1,4 +1,4 @@
-// Fuzz target: the block-scaled statistics (gnmr/block_stats.h) on
+// Fuzz target: the block-scaled statistics (kernels/block_stats.h) on
 // descriptors a wrong binding could build. The input picks the format, the
 // layouts, the shape, the declared scale tensor shape, the global scale and
 // a source, then fills the codes, scales and source with its bytes. Every
@@ -19,7 +19,7 @@
 
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_input.h"
-#include "gnmr/block_stats.h"
+#include "kernels/block_stats.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Fuzz target: the job event log reader (controller_io/event_json.h,
+// Fuzz target: the job event log reader (controller/publish/event_json.h,
 // event_file.h, event_log.h). The input is the bytes of an events.jsonl
 // file, as gnmrd finds it after a crash, a full disk or an edit: every line
 // goes through ParseEventJsonLine, the file's tail through ReadTailLines
@@ -30,7 +30,7 @@
 #include <string_view>
 #include <vector>
 
-#include "controller_io/event_json.h"
+#include "controller/publish/event_json.h"
 #include "daemon/store/event_file.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/job_dir.h"

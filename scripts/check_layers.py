@@ -6,8 +6,9 @@ files. Run by ctest (include_layers); exits 1 listing each violation.
     scripts/check_layers.py [--root DIR]    # check the tree
     scripts/check_layers.py --self-test     # plants violations, expects them found
 
-A file's layer is its top folder (for daemon/ its module folder); an
-include's layer is found from its path. A layer may include its own files
+A file's layer is its top folder (for daemon/ and programs/ its second
+folder; controller/types/ and controller/publish/ are layers of their own
+inside controller/); an include's layer is found from its path. A layer may include its own files
 and the public headers (see PUBLIC) of the layers before it, or of those
 MAY_INCLUDE names where it lists fewer. tests/,
 bench/, examples/, experiments/ and fuzz/ sit on top and may include
@@ -24,12 +25,14 @@ import tempfile
 # Bottom to top. The daemon's modules are layers of their own, so its
 # aggregator and job cannot include each other both ways.
 ORDER = [
-    "common", "proto_messages", "core", "controller", "kernels", "proto_services",
-    "controller_io", "client", "relay",
+    "common", "proto_messages", "controller/types", "controller", "kernels",
+    "proto_services", "controller/publish", "client", "relay",
     "daemon/topology", "daemon/aggregator", "daemon/job", "daemon/store",
-    "daemon/metrics", "daemon/server", "daemon/daemon_config", "daemon/gnmrd",
-    "tools", "python",
+    "daemon/metrics", "daemon/server", "daemon/daemon_config",
+    "programs/gnmrd", "programs/gnmr-relay", "programs/gnmrctl", "python",
 ]
+# Layers that are subfolders of another layer's folder.
+NESTED = ("controller/types", "controller/publish")
 RANK = {name: i for i, name in enumerate(ORDER)}
 TOP = {"tests", "bench", "examples", "experiments", "fuzz"}
 
@@ -49,32 +52,33 @@ PUBLIC = [
     ("proto/shared_slice.h", "proto_services"),
     ("proto/channel_backoff.h", "proto_services"),
     ("proto/channel_tls.h", "proto_services"),
-    ("core/", "core"),
-    ("gnmr/config.h", "core"),
+    ("controller/types/", "controller/types"),
+    ("gnmr/config.h", "controller/types"),
+    ("controller/publish/", "controller/publish"),
     ("controller/", "controller"),
-    ("controller_io/", "controller_io"),
     ("gnmr/tensor.h", "kernels"),
-    ("gnmr/cpu_stats.h", "kernels"),
-    ("gnmr/cpu_isa.h", "kernels"),
-    ("gnmr/gpu_stats.h", "kernels"),
-    ("gnmr/cuda_util.h", "kernels"),
-    ("gnmr/cuda_driver_fns.h", "kernels"),
+    ("kernels/cpu_stats.h", "kernels"),
+    ("kernels/cpu_isa.h", "kernels"),
+    ("kernels/gpu_stats.h", "kernels"),
+    ("kernels/cuda_util.h", "kernels"),
+    ("kernels/cuda_driver_fns.h", "kernels"),
     ("gnmr/block_tensor.h", "kernels"),
-    ("gnmr/block_stats.h", "kernels"),
-    ("gnmr/gpu_block_stats.h", "kernels"),
+    ("kernels/block_stats.h", "kernels"),
+    ("kernels/gpu_block_stats.h", "kernels"),
     ("gnmr/client.h", "client"),
     ("gnmr/client_options.h", "client"),
     ("gnmr/plan.h", "client"),
     ("gnmr/client_counters.h", "client"),
     ("gnmr/gnmr_c.h", "client"),
     ("gnmr/client_local.h", "client"),
+    ("relay/relay_server.h", "relay"),
 ]
 # Edges the order allows but a library's link does not: gnmr_client links
-# gnmr_core and never the controller; only its local transport (client/local/,
-# library gnmr_client_local) does. (source prefix, exempt prefix, include
-# prefixes, why)
+# gnmr_controller_types and never the controller; only its local transport
+# (client/local/, library gnmr_client_local) does. (source prefix, exempt
+# prefix, include layers, why)
 NOT_LINKED = [
-    ("client/", "client/local/", ("controller/", "controller_io/"),
+    ("client/", "client/local/", ("controller", "controller/publish"),
      "gnmr_client never links the controller (only client/local/ does)"),
 ]
 # Layers that may include fewer layers than all those below them (the
@@ -82,12 +86,13 @@ NOT_LINKED = [
 # kernels know nothing of the controller or the wire, and the relay
 # forwards the wire without the client, the controller or any job state.
 MAY_INCLUDE = {
-    "kernels": {"common", "proto_messages", "core"},
+    "kernels": {"common", "proto_messages", "controller/types"},
     "relay": {"common", "proto_messages", "proto_services"},
+    "programs/gnmr-relay": {"common", "proto_messages", "proto_services", "relay"},
 }
 # Folders whose files are private to their layer (reachable only from it).
 PRIVATE = [("kernels/", "kernels"), ("client/", "client"), ("python/", "python"),
-           ("tools/", "tools"), ("relay/", "relay")]
+           ("relay/", "relay")]
 
 SOURCE = re.compile(r"\.(h|hh|hpp|cc|cpp|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -95,8 +100,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def layer_of_file(rel: str) -> str | None:
     parts = rel.split("/")
-    if parts[0] == "daemon" and len(parts) > 2:
-        return "daemon/" + parts[1]
+    if parts[0] in ("daemon", "programs") and len(parts) > 2:
+        return parts[0] + "/" + parts[1]
+    for nested in NESTED:
+        if rel.startswith(nested + "/"):
+            return nested
     if parts[0] in RANK:
         return parts[0]
     if parts[0] in TOP:
@@ -112,6 +120,8 @@ def layer_of_include(path: str) -> tuple[str | None, bool]:
     parts = path.split("/")
     if parts[0] == "daemon" and len(parts) > 2:
         return "daemon/" + parts[1], True
+    if parts[0] == "programs" and len(parts) > 2:
+        return "programs/" + parts[1], False  # a program's files are its own
     for prefix, layer in PRIVATE:
         if path.startswith(prefix):
             return layer, False
@@ -142,7 +152,7 @@ def check(root: str) -> list[str]:
                 line = text.count("\n", 0, m.start()) + 1
                 where = f"{rel}:{line}: {src_layer} includes \"{inc}\""
                 for src, exempt, incs, why in NOT_LINKED:
-                    if rel.startswith(src) and not rel.startswith(exempt) and inc.startswith(incs):
+                    if rel.startswith(src) and not rel.startswith(exempt) and layer in incs:
                         problems.append(f"{where}: {why}")
                 if not public:
                     problems.append(f"{where}: a private file of {layer}")
@@ -161,23 +171,26 @@ def self_test() -> int:
             os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
             with open(os.path.join(root, rel), "w") as f:
                 f.write(text)
-        write("core/config.h", '#include "common/status.h"\n#include "gnmr/v1/controller.pb.h"\n')
-        write("client/src/a.cc", '#include "core/config.h"\n#include "gnmr/cpu_stats.h"\n')
+        write("controller/types/config.h", '#include "common/status.h"\n#include "gnmr/v1/controller.pb.h"\n')
+        write("client/src/a.cc", '#include "controller/types/config.h"\n#include "kernels/cpu_stats.h"\n')
         write("tests/t.cc", '#include "daemon/job/job.h"\n#include "client/src/a.h"\n')
         write("client/local/l.cc", '#include "controller/controller.h"\n#include "client/src/a.h"\n')
         if check(root):
             print("self-test: a clean tree was reported:", check(root))
             return 1
-        write("core/bad.cc", '#include "controller/controller.h"\n')
+        write("controller/types/bad.cc", '#include "controller/controller.h"\n')
         write("client/src/b.cc", '#include "kernels/cpu/item_kernels.h"\n')
         write("daemon/aggregator/c.cc", '#include "daemon/job/job.h"\n')
         write("controller/d.cc", '#include "gnmr/v1/gnmr.grpc.pb.h"\n')
-        write("client/src/e.cc", '#include "controller_io/decision_message.h"\n')
+        write("client/src/e.cc", '#include "controller/publish/decision_message.h"\n')
         write("kernels/cpu/f.cc", '#include "controller/controller.h"\n')
         write("relay/g.cc", '#include "gnmr/client.h"\n')
+        write("programs/gnmr-relay/h.cc", '#include "relay/relay_server.h"\n#include "gnmr/client.h"\n')
+        write("controller/i.cc", '#include "controller/publish/decision_events.h"\n')
         found = check(root)
-        expected = ["core/bad.cc", "client/src/b.cc", "daemon/aggregator/c.cc",
-                    "controller/d.cc", "client/src/e.cc", "kernels/cpu/f.cc", "relay/g.cc"]
+        expected = ["controller/types/bad.cc", "client/src/b.cc", "daemon/aggregator/c.cc",
+                    "controller/d.cc", "client/src/e.cc", "kernels/cpu/f.cc", "relay/g.cc",
+                    "programs/gnmr-relay/h.cc", "controller/i.cc"]
         missing = [e for e in expected if not any(p.startswith(e + ":") for p in found)]
         if missing or len(found) != len(expected):
             print("self-test: expected one violation in each of", expected, "got", found)

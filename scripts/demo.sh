@@ -21,9 +21,9 @@ BUILD_DIR=$BUILD_DIR GNMR_BUILD_TARGETS="gnmrd gnmrctl gnmr-synth" \
   scripts/build.sh -DGNMR_BUILD_TESTS=OFF -DGNMR_BUILD_BENCH=OFF -DGNMR_CUDA=OFF
 t_built=$(date +%s)
 STEPS=${STEPS:-300}
-GNMRD="$BUILD_DIR/daemon/gnmrd/gnmrd"
+GNMRD="$BUILD_DIR/bin/gnmrd"
 SYNTH="$BUILD_DIR/examples/gnmr_synth/gnmr-synth"
-GNMRCTL="$BUILD_DIR/tools/gnmrctl/gnmrctl"
+GNMRCTL="$BUILD_DIR/bin/gnmrctl"
 
 work=$(mktemp -d /tmp/gnmr-demo-XXXXXX)
 target="unix:$work/gnmrd.sock"

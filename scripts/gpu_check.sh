@@ -80,7 +80,7 @@ else
   bin[gpu_block_stats_bench]="$BUILD/bench/gpu_block_stats_bench"
   if [[ $mode == full ]]; then
     for b in "${client_bins[@]}"; do bin[$b]="$BUILD/tests/client/$b"; done
-    bin[gnmrd]="$BUILD/daemon/gnmrd/gnmrd"
+    bin[gnmrd]="$BUILD/bin/gnmrd"
   elif [[ -x "$CARRY/bin/gnmrd" ]]; then  # the client suites need gRPC: carried ones
     for b in "${client_bins[@]}" gnmrd; do bin[$b]="$CARRY/bin/$b"; done
   fi

@@ -38,7 +38,7 @@ for b in tests/kernels/kernels_gpu_stats_test tests/kernels/kernels_gpu_host_tes
          tests/kernels/kernels_gpu_block_test tests/kernels/kernels_gpu_block_host_test \
          bench/gpu_block_stats_bench \
          tests/client/client_gpu_test tests/client/client_gpu_path_test \
-         tests/client/client_cupti_test daemon/gnmrd/gnmrd; do
+         tests/client/client_cupti_test bin/gnmrd; do
   strip -o "$CARRY/bin/$(basename "$b")" "$BUILD/$b"
 done
 # Shared libraries, resolved here: all but the C library family and the

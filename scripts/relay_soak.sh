@@ -14,7 +14,7 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target gnmrd gnmr-relay gnmr-synth gnmrctl
-/usr/bin/python3 tests/soak/relay_soak.py --gnmrd "$BUILD_DIR/daemon/gnmrd/gnmrd" \
-  --relay "$BUILD_DIR/relay/gnmr-relay" --synth "$BUILD_DIR/examples/gnmr_synth/gnmr-synth" \
-  --gnmrctl "$BUILD_DIR/tools/gnmrctl/gnmrctl" --duration 1200 \
+/usr/bin/python3 tests/soak/relay_soak.py --gnmrd "$BUILD_DIR/bin/gnmrd" \
+  --relay "$BUILD_DIR/bin/gnmr-relay" --synth "$BUILD_DIR/examples/gnmr_synth/gnmr-synth" \
+  --gnmrctl "$BUILD_DIR/bin/gnmrctl" --duration 1200 \
   --report "$BUILD_DIR/relay-soak-report.md" "$@"

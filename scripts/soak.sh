@@ -14,6 +14,6 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 fi
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target gnmrd gnmr_soak
 set -o pipefail
-"$BUILD_DIR/tests/soak/gnmr_soak" --gnmrd "$BUILD_DIR/daemon/gnmrd/gnmrd" --duration 600 \
+"$BUILD_DIR/tests/soak/gnmr_soak" --gnmrd "$BUILD_DIR/bin/gnmrd" --duration 600 \
     --ranks 256 --units 1024 --rate 10 --restart-every 90 --churn-every 50 --churn-ranks 8 \
     "$@" | tee "$BUILD_DIR/soak-report.md"

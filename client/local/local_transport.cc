@@ -9,9 +9,9 @@
 
 #include "common/wall_clock.h"
 #include "controller/state_codec.h"
-#include "controller_io/decision_events.h"
-#include "controller_io/decision_message.h"
-#include "controller_io/event_json.h"
+#include "controller/publish/decision_events.h"
+#include "controller/publish/decision_message.h"
+#include "controller/publish/event_json.h"
 #include "gnmr/v1/controller.pb.h"
 
 namespace gnmr {

@@ -1,6 +1,6 @@
 // LocalTransport: the client's transport for target "local" (transport.h,
 // docs/local_mode.md). The controller gnmrd's jobs run (controller/, and
-// controller_io/ for the wire form and the events) runs on the client's own
+// controller/publish/ for the wire form and the events) runs on the client's own
 // background thread, fed by the same Outbox and answering through the same
 // SharedState as the gRPC session, so the training thread does exactly what
 // it does with gnmrd: Observe queues a report, PlanFor reads the decision

@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "client/src/client_impl.h"
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 
 namespace gnmr {
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "client/src/client_impl.h"
-#include "gnmr/block_stats.h"
+#include "kernels/block_stats.h"
 #include "gnmr/client.h"
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 
 namespace gnmr {
 namespace {

@@ -28,7 +28,7 @@
 #include "client/src/trainer_counters.h"
 #include "client/src/transport.h"
 #include "client/src/unit_registry.h"
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 #include "gnmr/client.h"
 #include "gnmr/version.h"
 

@@ -9,7 +9,7 @@
 
 #include "client/src/client_impl.h"
 #include "gnmr/client.h"
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 
 namespace gnmr {
 

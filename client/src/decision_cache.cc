@@ -5,8 +5,8 @@
 #include <iterator>
 #include <string>
 
-#include "core/plan_coverage.h"
-#include "core/recovery_entry_codec.h"
+#include "controller/types/plan_coverage.h"
+#include "controller/types/recovery_entry_codec.h"
 
 namespace gnmr {
 namespace {

@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/decision.h"
+#include "controller/types/decision.h"
 #include "gnmr/client.h"
 #include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"

@@ -15,8 +15,8 @@
 #include <cuda_runtime.h>
 
 #include "client/src/device_backend.h"
-#include "gnmr/cuda_util.h"
-#include "gnmr/gpu_stats.h"
+#include "kernels/cuda_util.h"
+#include "kernels/gpu_stats.h"
 
 namespace gnmr {
 namespace {

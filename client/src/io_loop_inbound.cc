@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "client/src/io_loop.h"
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 
 namespace gnmr {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 
 namespace gnmr {
 namespace {

@@ -40,7 +40,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/decision.h"
+#include "controller/types/decision.h"
 #include "gnmr/status.h"
 
 namespace gnmr {

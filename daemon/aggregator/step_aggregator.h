@@ -54,7 +54,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/decision.h"
+#include "controller/types/decision.h"
 #include "daemon/topology/topology.h"
 #include "gnmr/status.h"
 #include "gnmr/v1/gnmr.pb.h"

@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/secret.h"
-#include "controller_io/decision_message.h"
+#include "controller/publish/decision_message.h"
 #include "daemon/job/unit_set_diff.h"
 
 namespace gnmr {

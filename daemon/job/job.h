@@ -104,7 +104,7 @@
 
 #include "common/mutex.h"
 #include "controller/controller.h"
-#include "controller_io/decision_message.h"
+#include "controller/publish/decision_message.h"
 #include "daemon/aggregator/step_aggregator.h"
 #include "daemon/job/ack_book.h"
 #include "daemon/job/decision_sink.h"

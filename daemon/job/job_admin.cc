@@ -7,7 +7,7 @@
 
 #include "common/glob.h"
 #include "controller/state_codec.h"
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {

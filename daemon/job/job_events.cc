@@ -3,7 +3,7 @@
 // a step that could not be decided).
 #include <spdlog/spdlog.h>
 
-#include "controller_io/decision_events.h"
+#include "controller/publish/decision_events.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {

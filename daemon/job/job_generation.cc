@@ -6,8 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "controller_io/decision_message.h"
-#include "core/decision.h"
+#include "controller/publish/decision_message.h"
+#include "controller/types/decision.h"
 #include "daemon/job/job.h"
 
 namespace gnmr {

@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/unit_name.h"
-#include "controller_io/event_json.h"
+#include "controller/publish/event_json.h"
 #include "daemon/store/durable_file.h"
 #include "daemon/store/event_file.h"
 #include "daemon/store/job_dir.h"

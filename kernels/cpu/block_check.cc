@@ -1,4 +1,4 @@
-// Names, geometry and the checks of block-scaled tensors (gnmr/block_stats.h,
+// Names, geometry and the checks of block-scaled tensors (kernels/block_stats.h,
 // CheckBlockTensor). Every byte of a descriptor may come from a peer or a
 // wrong binding: nothing here trusts a size before checking it for
 // overflow.
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "gnmr/block_stats.h"
+#include "kernels/block_stats.h"
 #include "kernels/cpu/block_format.h"
 
 namespace gnmr {

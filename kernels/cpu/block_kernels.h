@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "gnmr/block_tensor.h"
-#include "gnmr/cpu_isa.h"
+#include "kernels/cpu_isa.h"
 
 namespace gnmr::cpu {
 

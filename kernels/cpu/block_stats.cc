@@ -1,7 +1,7 @@
-// Statistics of block-scaled tensors on the CPU (gnmr/block_stats.h): the
+// Statistics of block-scaled tensors on the CPU (kernels/block_stats.h): the
 // checks, the ISA dispatch and the combination of a unit's tensors. The
 // passes themselves are block_kernels.cc.
-#include "gnmr/block_stats.h"
+#include "kernels/block_stats.h"
 
 #include <cmath>
 #include <cstring>

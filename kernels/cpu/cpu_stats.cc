@@ -3,7 +3,7 @@
 // Work items go to the vectorized kernel of the best ISA (see
 // item_kernels.h) in chunks of 64, and their partials enter the streaming
 // item tree (stats_order.h step 5). Nothing here allocates.
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 
 #include <cmath>
 #include <cstring>

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "gnmr/cpu_isa.h"
+#include "kernels/cpu_isa.h"
 #include "gnmr/tensor.h"
 
 namespace gnmr::cpu {

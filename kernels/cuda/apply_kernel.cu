@@ -1,6 +1,6 @@
 // The apply kernel (GpuStats::ApplyScale): per-unit scale (clip) or zero
 // (skip) of the registered tensors, in place. Rounding rules:
-// kernels/include/gnmr/gpu_stats.h.
+// kernels/gpu_stats.h.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>

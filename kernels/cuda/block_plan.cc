@@ -4,7 +4,7 @@
 // tensor): one set of rules for both paths.
 #include "kernels/cuda/block_plan.h"
 
-#include "gnmr/block_stats.h"
+#include "kernels/block_stats.h"
 
 namespace gnmr::cuda::blk {
 namespace {

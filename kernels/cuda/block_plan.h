@@ -17,7 +17,7 @@
 
 namespace gnmr::cuda::blk {
 
-// gnmr::cpu::CheckBlockTensor's rules (gnmr/block_stats.h) for a tensor
+// gnmr::cpu::CheckBlockTensor's rules (kernels/block_stats.h) for a tensor
 // of any device: enums, null pointers, sizes, scale coverage, alignment,
 // global_scale. The message names the format and layout.
 Status CheckBlockShape(const BlockTensorRef& t);

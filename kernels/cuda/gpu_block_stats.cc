@@ -1,4 +1,4 @@
-// GpuBlockStats (gnmr/gpu_block_stats.h): one request at a time, staged
+// GpuBlockStats (kernels/gpu_block_stats.h): one request at a time, staged
 // through pinned memory, results behind an event. Host code against the
 // CUDA runtime only.
 //
@@ -7,7 +7,7 @@
 // counters) is shared; refusing a second Enqueue until Poll / Wait took the
 // first result means neither is ever rewritten under a queued copy, with
 // no host wait and no ring bookkeeping.
-#include "gnmr/gpu_block_stats.h"
+#include "kernels/gpu_block_stats.h"
 
 #include <cstring>
 #include <mutex>
@@ -15,7 +15,7 @@
 
 #include <cuda_runtime.h>
 
-#include "gnmr/cuda_util.h"
+#include "kernels/cuda_util.h"
 #include "kernels/cuda/block_plan.h"
 
 namespace gnmr {

@@ -1,4 +1,4 @@
-// GpuStats: creation, tables, staging, apply (gnmr/gpu_stats.h; the state
+// GpuStats: creation, tables, staging, apply (kernels/gpu_stats.h; the state
 // is described in gpu_stats_impl.h, launches and results are in
 // gpu_stats_launch.cc). Host code against the CUDA runtime only.
 #include <cmath>

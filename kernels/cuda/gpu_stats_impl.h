@@ -21,8 +21,8 @@
 
 #include <cuda_runtime.h>
 
-#include "gnmr/cuda_util.h"
-#include "gnmr/gpu_stats.h"
+#include "kernels/cuda_util.h"
+#include "kernels/gpu_stats.h"
 #include "kernels/cuda/launch_ring.h"
 #include "kernels/cuda/stats_kernels.h"
 

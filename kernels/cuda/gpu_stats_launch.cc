@@ -1,4 +1,4 @@
-// GpuStats: launches, graph replays, results (gnmr/gpu_stats.h; the state
+// GpuStats: launches, graph replays, results (kernels/gpu_stats.h; the state
 // is described in gpu_stats_impl.h).
 #include <cstring>
 

@@ -10,7 +10,7 @@
 
 #include <pybind11/stl.h>
 
-#include "gnmr/block_stats.h"
+#include "kernels/block_stats.h"
 #include "gnmr/block_tensor.h"
 #include "python/src/tensor_ref_bindings.h"
 

@@ -1,4 +1,4 @@
-// Block-scaled tensors for Python (gnmr/block_tensor.h, gnmr/block_stats.h):
+// Block-scaled tensors for Python (gnmr/block_tensor.h, kernels/block_stats.h):
 // _gnmr.BlockTensor, a descriptor built from names and addresses, and
 // _gnmr.block_stats([BlockTensor...]) -> dict of every BlockStats field.
 // gnmr/blocks.py builds the descriptors from torch tensors (torchao, TE).

@@ -5,7 +5,7 @@
 
 #include <pybind11/stl.h>
 
-#include "core/config_schema.h"
+#include "controller/types/config_schema.h"
 
 namespace py = pybind11;
 

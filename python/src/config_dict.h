@@ -1,6 +1,6 @@
 // Controller configs as Python dicts for the _gnmr module: the config keys
-// (docs/controller.md, "Config keys"; core/include/gnmr/config.h; the scalar
-// keys and their types come from core/config_schema.h) with clear ValueErrors
+// (docs/controller.md, "Config keys"; controller/types/include/gnmr/config.h; the scalar
+// keys and their types come from controller/types/config_schema.h) with clear ValueErrors
 // naming the bad key.
 #pragma once
 

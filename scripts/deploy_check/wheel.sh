@@ -13,7 +13,7 @@
 check_wheel() {
   local build=${GNMR_BUILD_DIR:-build} dir=$DC_WORK/wheel t0 torch_site gnmrd_pid
   local image=localhost/gnmr/wheel-clean:check
-  local gnmrd=$build/daemon/gnmrd/gnmrd
+  local gnmrd=$build/bin/gnmrd
   [ -x "$gnmrd" ] || { fail wheel "no $gnmrd: build the project first (scripts/build.sh)"; return; }
   local venv_python
   venv_python=$(scripts/python_env.sh --path 2>/dev/null) ||

@@ -16,9 +16,9 @@
 #include <gtest/gtest.h>
 
 #include "controller/replay/trace_reader.h"
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 #include "daemon/store/trace_recorder.h"
-#include "gnmr/block_stats.h"
+#include "kernels/block_stats.h"
 #include "gnmr/client.h"
 #include "gnmr/client_local.h"
 #include "gnmr/gnmr_c.h"

@@ -20,8 +20,8 @@
 
 #include <gtest/gtest.h>
 
-#include "controller_io/event_json.h"
-#include "controller_io/wire_names.h"
+#include "controller/publish/event_json.h"
+#include "controller/publish/wire_names.h"
 #include "gnmr/client.h"
 #include "gnmr/gnmr_c.h"
 #include "tests/daemon/gnmrd_process.h"

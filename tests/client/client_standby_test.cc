@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 #include "gnmr/client.h"
 #include "tests/daemon/test_daemon.h"
 #include "tests/testing/eventually.h"

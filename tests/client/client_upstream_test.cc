@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 #include "gnmr/client.h"
 #include "gnmr/client_local.h"
 #include "tests/daemon/test_daemon.h"

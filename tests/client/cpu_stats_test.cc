@@ -1,7 +1,7 @@
 // CPU statistics: bit-identity with the literal canonical order, accuracy
 // against a long-double reference, alignment and run independence, sizes
 // from 0 to ~3M for fp32, bf16 and fp16.
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 
 #include <cmath>
 #include <cstdio>

@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "client/src/overhead_accountant.h"
-#include "gnmr/gpu_stats.h"
+#include "kernels/gpu_stats.h"
 
 namespace gnmr {
 namespace {

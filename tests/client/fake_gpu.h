@@ -14,7 +14,7 @@
 
 #include "client/src/activity_profiler.h"
 #include "client/src/device_backend.h"
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 
 namespace gnmr::testing {
 

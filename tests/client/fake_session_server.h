@@ -23,7 +23,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "core/decision.h"
+#include "controller/types/decision.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace gnmr::testing {

@@ -18,7 +18,7 @@
 #include "client/src/gpu_path.h"
 #include "client/src/outbox.h"
 #include "gnmr/client.h"
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 #include "tests/client/device_forward_helpers.h"
 #include "tests/client/fake_gpu.h"
 

@@ -17,7 +17,7 @@
 #include "daemon/server/daemon.h"
 #include "examples/gnmr_synth/synth_flags.h"
 #include "examples/gnmr_synth/synth_model.h"
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 
 namespace gnmr::synth {
 namespace {

@@ -1,7 +1,7 @@
-// The config schema (core/config_schema.h) covers every field of the wire
+// The config schema (controller/types/config_schema.h) covers every field of the wire
 // config, each row reaches its own member and proto field, and the key
 // table of docs/controller.md is the one the schema renders.
-#include "core/config_schema.h"
+#include "controller/types/config_schema.h"
 
 #include <cctype>
 #include <cmath>
@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 
 namespace gnmr {
 namespace {
@@ -45,7 +45,7 @@ TEST(ConfigSchema, EveryProtoFieldIsAKey) {
     }
     const ConfigField* field = FindConfigField(f.name());
     ASSERT_NE(field, nullptr) << "proto field '" << f.name()
-                              << "' has no row in core/config_schema.cc";
+                              << "' has no row in controller/types/config_schema.cc";
     EXPECT_FALSE(f.is_repeated()) << f.name();
     EXPECT_EQ(field->type, TypeOfProtoField(f)) << f.name();
   }

@@ -9,9 +9,9 @@
 
 #include "controller/config_yaml.h"
 #include "controller/state_codec.h"
-#include "controller_io/decision_events.h"
-#include "controller_io/decision_message.h"
-#include "core/config_codec.h"
+#include "controller/publish/decision_events.h"
+#include "controller/publish/decision_message.h"
+#include "controller/types/config_codec.h"
 #include "tests/controller/controller_test_util.h"
 
 namespace gnmr::testing {

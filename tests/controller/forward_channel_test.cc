@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "controller/state_codec.h"
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 #include "tests/controller/controller_test_util.h"
 
 namespace gnmr::testing {

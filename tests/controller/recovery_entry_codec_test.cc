@@ -1,4 +1,4 @@
-#include "core/recovery_entry_codec.h"
+#include "controller/types/recovery_entry_codec.h"
 
 #include <cmath>
 #include <limits>

@@ -4,7 +4,7 @@
 // are coupled, like the gradient-only neighbours under exclusive.
 #include <vector>
 
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 #include "tests/controller/controller_test_util.h"
 
 namespace gnmr::testing {

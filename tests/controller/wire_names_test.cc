@@ -1,4 +1,4 @@
-#include "controller_io/wire_names.h"
+#include "controller/publish/wire_names.h"
 
 #include <set>
 #include <string>

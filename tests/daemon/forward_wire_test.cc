@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "core/config_codec.h"
+#include "controller/types/config_codec.h"
 #include "tests/daemon/test_daemon.h"
 #include "tests/testing/eventually.h"
 

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "controller_io/event_json.h"
+#include "controller/publish/event_json.h"
 #include "daemon/store/job_dir.h"
 #include "tests/daemon/gnmrd_process.h"
 #include "tests/daemon/raw_rank.h"

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/gnmrd/side_effects.h"
+#include "programs/gnmrd/side_effects.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/job_dir.h"

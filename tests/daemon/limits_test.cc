@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/decision.h"
+#include "controller/types/decision.h"
 #include "tests/daemon/test_daemon.h"
 #include "tests/testing/eventually.h"
 

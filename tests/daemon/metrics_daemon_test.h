@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "daemon/gnmrd/side_effects.h"
+#include "programs/gnmrd/side_effects.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "tests/daemon/test_daemon.h"
 #include "tests/metrics/metrics_scrape.h"

@@ -16,7 +16,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include "core/plan_coverage.h"
+#include "controller/types/plan_coverage.h"
 #include "gnmr/v1/gnmr.grpc.pb.h"
 
 namespace gnmr::testing {

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/plan_coverage.h"
+#include "controller/types/plan_coverage.h"
 #include "daemon/job/job.h"
 #include "tests/daemon/quiet_listener.h"
 #include "tests/testing/manual_clock.h"

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "controller_io/wire_names.h"
+#include "controller/publish/wire_names.h"
 #include "daemon/server/daemon.h"
 #include "tests/daemon/raw_rank.h"
 #include "tests/testing/manual_clock.h"

@@ -4,8 +4,8 @@
 # as a plain Debian host can in seconds: the paths the
 # Dockerfile COPYs into the build stage, alone in a scratch directory,
 # configure with the Dockerfile's own cmake command line, and the binaries
-# the Dockerfile installs from (build/daemon/gnmrd/gnmrd,
-# build/tools/gnmrctl/gnmrctl) are targets of that build.
+# the Dockerfile installs from (build/bin/gnmrd,
+# build/bin/gnmrctl) are targets of that build.
 # Usage: container_context.sh REPO_ROOT
 set -euo pipefail
 root=$(cd "$1" && pwd)

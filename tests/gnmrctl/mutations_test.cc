@@ -2,7 +2,7 @@
 // release, export/import round trips, and the admin-token rules.
 #include <google/protobuf/util/json_util.h>
 
-#include "controller_io/wire_names.h"
+#include "controller/publish/wire_names.h"
 #include "tests/gnmrctl/ctl_harness.h"
 
 namespace gnmr::testing {

@@ -2,7 +2,7 @@
 // jobs, units, events (tables and --json), over TCP and the Unix socket.
 #include <google/protobuf/util/json_util.h>
 
-#include "controller_io/event_json.h"
+#include "controller/publish/event_json.h"
 #include "tests/gnmrctl/ctl_harness.h"
 #include "tests/testing/eventually.h"
 

@@ -1,4 +1,4 @@
-// The inputs gnmr/block_stats.h refuses, one test each: InvalidArgument
+// The inputs kernels/block_stats.h refuses, one test each: InvalidArgument
 // (Unimplemented for a device tensor) from CheckBlockTensor and from
 // ComputeBlockStats, whose `out` stays untouched, with a message naming the
 // tensor's format and layout.

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gnmr/cpu_isa.h"
+#include "kernels/cpu_isa.h"
 #include "tests/kernels/block_test_util.h"
 
 namespace gnmr {

@@ -6,7 +6,7 @@
 // (kernels/cpu/block_reference.h), bit for bit. Runs without a GPU.
 #include <gtest/gtest.h>
 
-#include "gnmr/block_stats.h"
+#include "kernels/block_stats.h"
 #include "kernels/cpu/block_reference.h"
 #include "tests/kernels/gpu_block_cases.h"
 #include "tests/kernels/gpu_block_sim.h"

@@ -3,14 +3,14 @@
 // the vector boundary, mixed units, a tensor of several segments, and the
 // API's rules. Every test skips without a device (then Create must say
 // Unavailable).
-#include "gnmr/gpu_block_stats.h"
+#include "kernels/gpu_block_stats.h"
 
 #include <vector>
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include "gnmr/block_stats.h"
+#include "kernels/block_stats.h"
 #include "tests/kernels/gpu_block_cases.h"
 #include "tests/kernels/gpu_test_util.h"
 

@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 #include "kernels/cpu/reference_stats.h"
 #include "kernels/cuda/item_math.h"
 #include "tests/client/stats_test_util.h"

@@ -12,9 +12,9 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include "gnmr/cpu_stats.h"
-#include "gnmr/cuda_driver_fns.h"
-#include "gnmr/gpu_stats.h"
+#include "kernels/cpu_stats.h"
+#include "kernels/cuda_driver_fns.h"
+#include "kernels/gpu_stats.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 

@@ -9,8 +9,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include "gnmr/cpu_stats.h"
-#include "gnmr/gpu_stats.h"
+#include "kernels/cpu_stats.h"
+#include "kernels/gpu_stats.h"
 #include "kernels/stats_order.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"

@@ -4,7 +4,7 @@
 // with NaN/Inf); run-to-run identity, pointer refresh, CUDA graph capture
 // and replay, apply kernels.
 // Without a CUDA device every test but NoDeviceIsUnavailable skips.
-#include "gnmr/gpu_stats.h"
+#include "kernels/gpu_stats.h"
 
 #include <cmath>
 #include <cstring>
@@ -18,7 +18,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include "gnmr/cpu_stats.h"
+#include "kernels/cpu_stats.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/config_schema.h"
+#include "controller/types/config_schema.h"
 
 namespace gnmr {
 namespace {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <random>
 
-#include "core/plan_coverage.h"
+#include "controller/types/plan_coverage.h"
 
 namespace gnmr::soak {
 

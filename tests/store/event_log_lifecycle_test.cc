@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "controller_io/event_json.h"
+#include "controller/publish/event_json.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/job_dir.h"
 #include "daemon/store/job_removal.h"
