@@ -41,13 +41,18 @@ FlagParser MakeParser(const std::string& program, CommandLine* out) {
                return Status::Ok();
              });
   p.AddRepeated("listen", "ADDR",
-                "unix:/path or host:port; repeatable; replaces the\n"
-                "file's list (default unix:/run/gnmr/gnmrd.sock)",
+                HelpWithDefault("unix:/path or host:port; repeatable; replaces\n"
+                                "the file's list",
+                                kListenMachineDefault)
+                    .c_str(),
                 &out->listen);
+  // The defaults come from DaemonConfig{} through the keys' formatters, so
+  // no help line states a value of its own.
   for (const ScalarKey& k : ScalarKeys()) {
     if (k.flag == nullptr) continue;
     const ScalarKey* key = &k;
-    p.AddValue(k.flag, k.metavar, k.help, [out, key](const std::string& v) {
+    const std::string help = HelpWithDefault(k.help, DefaultText(k));
+    p.AddValue(k.flag, k.metavar, help.c_str(), [out, key](const std::string& v) {
       out->values.emplace_back(key, v);
       return Status::Ok();
     });

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -183,31 +184,20 @@ Status Reader::JobTokens(const YAML::Node& key_node, const YAML::Node& value) {
 
 }  // namespace
 
+// The top-level keys: the scalar table's, in its order, with the keys the
+// reader handles itself.
 const std::vector<std::string>& DaemonConfigKeys() {
-  static const std::vector<std::string> kKeys = {"listen",
-                                                 "unix_socket_mode",
-                                                 "metrics",
-                                                 "state_dir",
-                                                 "snapshot_every_steps",
-                                                 "step_deadline_ms",
-                                                 "job_idle_expiry",
-                                                 "event_log_max_bytes",
-                                                 "max_message_bytes",
-                                                 "max_jobs",
-                                                 "max_ranks_per_job",
-                                                 "max_units_per_job",
-                                                 "job_tokens",
-                                                 "job_tokens_file",
-                                                 "allow_unregistered_jobs",
-                                                 "insecure_tcp",
-                                                 "admin_token",
-                                                 "admin_token_file",
-                                                 "read_token",
-                                                 "read_token_file",
-                                                 "tls",
-                                                 "trace",
-                                                 "log_level",
-                                                 "controller"};
+  static const std::vector<std::string> kKeys = [] {
+    std::vector<std::string> keys = {"listen"};
+    for (const ScalarKey& k : ScalarKeys()) {
+      const std::string key = k.key;
+      const std::string top = key.substr(0, key.find('.'));
+      if (top == "job_tokens_file") keys.push_back("job_tokens");
+      if (std::find(keys.begin(), keys.end(), top) == keys.end()) keys.push_back(top);
+    }
+    keys.push_back("controller");
+    return keys;
+  }();
   return kKeys;
 }
 

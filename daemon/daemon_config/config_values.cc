@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdio>
+#include <utility>
 
 namespace gnmr {
 namespace daemon_config {
@@ -134,6 +136,32 @@ Status ParseDurationMs(std::string_view text, uint64_t hi_ms, uint64_t* out_ms) 
   }
   return InvalidArgument("must be a duration like 7d, 12h, 30m, 45s or 500ms (at most " +
                          std::to_string(hi_ms / 86400000) + "d), or 0/off, got " + Quoted(text));
+}
+
+std::string FormatByteSize(uint64_t bytes) {
+  for (const auto& [suffix, shift] :
+       {std::pair<const char*, int>{"GiB", 30}, {"MiB", 20}, {"KiB", 10}}) {
+    const uint64_t unit = uint64_t{1} << shift;
+    if (bytes != 0 && bytes % unit == 0) return std::to_string(bytes / unit) + suffix;
+  }
+  return std::to_string(bytes);
+}
+
+std::string FormatDurationMs(uint64_t ms) {
+  if (ms == 0) return "off";
+  for (const auto& [suffix, unit] : {std::pair<const char*, uint64_t>{"d", 86400000},
+                                     {"h", 3600000},
+                                     {"m", 60000},
+                                     {"s", 1000}}) {
+    if (ms % unit == 0) return std::to_string(ms / unit) + suffix;
+  }
+  return std::to_string(ms) + "ms";
+}
+
+std::string FormatFileMode(uint32_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof(text), "0%03o", mode);
+  return text;
 }
 
 Status ParseBool(std::string_view text, bool* out) {

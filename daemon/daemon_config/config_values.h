@@ -25,6 +25,13 @@ Status ParseByteSize(std::string_view text, uint64_t lo, uint64_t hi, uint64_t* 
 // milliseconds in [0, hi_ms]; "0" (no unit needed) and "off" are 0.
 Status ParseDurationMs(std::string_view text, uint64_t hi_ms, uint64_t* out_ms);
 
+// The inverses, for --help, the docs table and the startup log: the
+// shortest spelling the parser reads back to the same value ("64MiB",
+// "4096", "7d", "1500ms", "0660"; a zero duration is "off").
+std::string FormatByteSize(uint64_t bytes);
+std::string FormatDurationMs(uint64_t ms);
+std::string FormatFileMode(uint32_t mode);
+
 // true/false, yes/no, on/off (any case).
 Status ParseBool(std::string_view text, bool* out);
 

@@ -13,6 +13,7 @@
 #include "controller/config_yaml.h"
 #include "daemon/daemon_config/command_line.h"
 #include "daemon/daemon_config/config_file.h"
+#include "daemon/daemon_config/config_keys.h"
 #include "daemon/daemon_config/config_values.h"
 #include "gnmr/version.h"
 
@@ -276,53 +277,17 @@ std::string DescribeConfig(const DaemonConfig& c) {
   };
   std::string listen;
   for (const std::string& l : c.listen) listen += (listen.empty() ? "" : ", ") + l;
-  char mode[8];
-  std::snprintf(mode, sizeof(mode), "0%03o", c.unix_socket_mode);
   std::string jobs;
   for (const auto& [job, token] : c.job_tokens) {
     jobs += (jobs.empty() ? "" : ", ") + job;
   }
   line("listen", listen);
-  line("unix_socket_mode", mode);
-  line("metrics.listen", c.metrics_listen.empty() ? "off" : c.metrics_listen);
-  line("metrics.top_k_units", std::to_string(c.metrics_top_k_units));
-  line("metrics.unit_group_depth", std::to_string(c.metrics_unit_group_depth));
-  line("metrics.max_unit_groups", std::to_string(c.metrics_max_unit_groups));
-  line("state_dir", c.state_dir);
-  line("snapshot_every_steps", std::to_string(c.snapshot_every_steps));
-  line("step_deadline_ms", std::to_string(c.step_deadline_ms));
-  line("job_idle_expiry", c.job_idle_expiry_ms == 0 ? std::string("0 (never)")
-                                                    : std::to_string(c.job_idle_expiry_ms) + "ms");
-  line("event_log_max_bytes", std::to_string(c.event_log_max_bytes));
-  line("trace.dir", c.trace_dir.empty() ? "off" : c.trace_dir);
-  line("trace.jobs", c.trace_jobs);
-  line("trace.max_file_bytes", std::to_string(c.trace_max_file_bytes));
-  line("trace.queue_bytes", std::to_string(c.trace_queue_bytes));
-  line("max_message_bytes", std::to_string(c.max_message_bytes));
-  line("max_jobs", std::to_string(c.max_jobs));
-  line("max_ranks_per_job", std::to_string(c.max_ranks_per_job));
-  line("max_units_per_job", std::to_string(c.max_units_per_job));
-  line("max_step_jump", std::to_string(c.max_step_jump));
-  line("max_queued_decision_bytes", std::to_string(c.max_queued_decision_bytes));
-  line("max_window_cells_per_job", std::to_string(c.max_window_cells_per_job));
-  line("max_rank_units_per_job", std::to_string(c.max_rank_units_per_job));
-  line("max_slots_per_job", std::to_string(c.max_slots_per_job));
-  line("max_o_limit", std::to_string(c.max_o_limit));
-  line("max_open_step_bytes", std::to_string(c.max_open_step_bytes));
-  line("memory_budget", std::to_string(c.memory_budget));
-  line("max_request_bytes_in_flight", std::to_string(c.max_request_bytes_in_flight));
-  line("job_tokens", jobs.empty() ? "none" : jobs + " (tokens not shown)");
-  line("job_tokens_file", c.job_tokens_file.empty() ? "unset" : c.job_tokens_file);
-  line("allow_unregistered_jobs", c.allow_unregistered_jobs ? "true" : "false");
-  line("insecure_tcp", c.insecure_tcp ? "true" : "false");
-  line("admin_token", c.admin_token.empty() ? "unset" : "set (not shown)");
-  line("admin_token_file", c.admin_token_file.empty() ? "unset" : c.admin_token_file);
-  line("read_token", c.read_token.empty() ? "unset" : "set (not shown)");
-  line("read_token_file", c.read_token_file.empty() ? "unset" : c.read_token_file);
-  line("tls.cert", c.tls.cert_file.empty() ? "unset" : c.tls.cert_file);
-  line("tls.key", c.tls.key_file.empty() ? "unset" : c.tls.key_file);
-  line("tls.client_ca", c.tls.client_ca_file.empty() ? "unset" : c.tls.client_ca_file);
-  line("log_level", c.log_level);
+  for (const daemon_config::ScalarKey& k : daemon_config::ScalarKeys()) {
+    if (std::string(k.key) == "job_tokens_file") {
+      line("job_tokens", jobs.empty() ? "none" : jobs + " (tokens not shown)");
+    }
+    line(k.key, daemon_config::DescribeValue(k, c));
+  }
   std::string controller = ControllerConfigToYaml(c.controller);
   for (size_t i = 0;
        (i = controller.find('\n', i)) != std::string::npos && i + 1 < controller.size(); i += 3) {

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "common/mutex.h"
+#include "daemon/aggregator/step_aggregator.h"
 #include "gnmr/status.h"
 
 namespace gnmr {
@@ -53,8 +54,8 @@ struct JobCaps {
   uint64_t max_slots = uint64_t{1} << 22;         // shards, summed
   uint64_t max_o = 4096;                          // max_o_limit
   // Report bytes buffered in open steps: past it the oldest open step
-  // closes early (StepAggregator::Options::max_open_bytes).
-  uint64_t max_open_step_bytes = uint64_t{64} << 20;
+  // closes early. The aggregator's limit; the job sets it from there.
+  uint64_t max_open_step_bytes = StepAggregator::Options{}.max_open_bytes;
   // Per Session stream (DecisionQueue::Limits::max_bytes), and the job's
   // recent decisions (JobOptions::decision_history_bytes).
   uint64_t max_queued_bytes = uint64_t{4} << 20;

@@ -21,6 +21,7 @@
 #include <deque>
 #include <memory>
 
+#include "daemon/job/resource_caps.h"
 #include "daemon/job/wire_message.h"
 
 namespace gnmr {
@@ -29,7 +30,7 @@ class DecisionQueue {
  public:
   struct Limits {
     size_t max_messages = 256;
-    size_t max_bytes = 4u << 20;
+    size_t max_bytes = JobCaps{}.max_queued_bytes;  // the job's footprint counts it
   };
 
   explicit DecisionQueue(Limits limits) : limits_(limits) {}
