@@ -231,7 +231,8 @@ class Controller {
   Status CheckSamples(int64_t step, const UnitSample* samples, size_t count);
   int64_t AdvanceTo(int64_t step);
   // 1. Releases every lock ending at or before `apply` (and the operator's
-  // releases since the last step) into d->released.
+  // releases since the last step) into d->released. This, AdmitCandidates
+  // and Publish: admission.cc.
   void ReleaseEndedLocks(int64_t apply, Decision* d);
   // 2-4. Ranks the candidates and admits while the budget allows; the rest
   // are denials (with denied: clip at lag 0, one-step clips). Returns the

@@ -179,8 +179,7 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
     c.has_last_apply_ = true;
     c.last_apply_ = in.last_apply();
   }
-  Status clips = RestoreDeniedClips(in, &c);
-  if (!clips.ok()) return clips;
+  GNMR_RETURN_IF_ERROR(RestoreDeniedClips(in, &c));
   if (in.sequence() > kMaxCount) {
     return Bad("sequence " + std::to_string(in.sequence()) + " out of range");
   }

@@ -73,8 +73,7 @@ inline StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::st
 // `args`; plaintext credentials when TLS is off.
 inline StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const ChannelTls& tls, grpc::ChannelArguments* args) {
-  Status checked = CheckChannelTls(tls);
-  if (!checked.ok()) return checked;
+  GNMR_RETURN_IF_ERROR(CheckChannelTls(tls));
   if (!tls.enabled()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions ssl;
   StatusOr<std::string> ca = ReadFlagFile("tls-ca", tls.ca_file);

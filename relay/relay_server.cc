@@ -141,8 +141,7 @@ StatusOr<std::unique_ptr<RelayServer>> RelayServer::Start(const RelayOptions& op
       new RelayServer(options, grpc::CreateCustomChannel(options.upstream, *credentials, args)));
   // A stale socket (left by a relay that died) is removed; a live one is
   // another relay's and is left alone (common/unix_socket.h).
-  Status prepared = PrepareUnixSocket(options.listen.substr(5));
-  if (!prepared.ok()) return prepared;
+  GNMR_RETURN_IF_ERROR(PrepareUnixSocket(options.listen.substr(5)));
   grpc::ServerBuilder builder;
   // Past gnmrd's bound a message cannot fit as a lane; below it, whether it
   // fits with its token and the lane's framing is NodeStream::Send's to say.

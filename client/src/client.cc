@@ -29,8 +29,7 @@ Status CheckOptions(const ClientOptions& o) {
   if (o.target.empty()) {
     return InvalidArgument("target is empty (unix:/path, host:port, or \"local\")");
   }
-  Status s = CheckJobId(o.job_id);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(CheckJobId(o.job_id));
   if (o.world_size < 1 || o.world_size > 65536) {
     return InvalidArgument("world_size must be in 1..65536");
   }
@@ -46,7 +45,7 @@ Status CheckOptions(const ClientOptions& o) {
     return InvalidArgument("need 0 < backoff_initial <= backoff_max");
   }
   if (o.config) {
-    s = o.config->Validate();
+    const Status s = o.config->Validate();
     if (!s.ok()) return InvalidArgument("config: " + s.message());
   }
   return Status::Ok();
@@ -71,8 +70,7 @@ Client::~Client() { Stop(); }
 StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   std::unique_ptr<Client> out;
   Status s = Guard([&] {
-    Status c = CheckOptions(options);
-    if (!c.ok()) return c;
+    GNMR_RETURN_IF_ERROR(CheckOptions(options));
     auto impl = std::make_unique<Impl>(std::move(options));
     if (IsLocalTarget(impl->options.target)) {
       const LocalTransportFactory local = GetLocalTransportFactory();
@@ -138,8 +136,7 @@ Status Client::SetTensors(UnitHandle unit, const std::vector<TensorRef>& tensors
 Status Client::SetTensors(UnitHandle unit, const TensorRef* tensors, size_t count) {
   return Guard([&] {
     Impl& m = *impl_;
-    Status s = m.units.SetTensors(unit, tensors, count);
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(m.units.SetTensors(unit, tensors, count));
     m.next_report.ForgetEarly(unit);  // of the old memory
     // Before Start the registry is the source of the GPU tables.
     if (m.started && m.gpu && m.units.unit(unit).device != kHostDevice) {
@@ -172,9 +169,8 @@ Status Client::Start() {
     m.outbox = std::make_unique<Outbox>(m.options.max_queued_reports, m.units.size(), 256,
                                         m.any_device ? GpuPath::kMaxParked : 0);
     if (m.any_device) {
-      Status g = m.gpu->Start(device_units, device_tensors, shard_count,
-                              m.options.profile_gpu_overhead, m.outbox.get());
-      if (!g.ok()) return g;
+      GNMR_RETURN_IF_ERROR(m.gpu->Start(device_units, device_tensors, shard_count,
+                                        m.options.profile_gpu_overhead, m.outbox.get()));
     }
     m.observed.Resize(m.units.size());
     m.next_report.Resize(m.units.size());  // keeps marks made before Start

@@ -67,8 +67,8 @@ class CudaStatsBackend : public DeviceStatsBackend {
     }
     const uint64_t seq = gpu_->next_sequence();
     Pair& p = PairOf(seq);
-    Status s = gpu_->Launch(stream, step, p.start);
-    if (!s.ok()) return s;  // no sequence number taken: no pair changed hands
+    GNMR_RETURN_IF_ERROR(
+        gpu_->Launch(stream, step, p.start));  // no sequence number taken: no pair changed hands
     p.seq = seq;
     p.timed = cudaEventRecord(p.end, st) == cudaSuccess;
     return Status::Ok();

@@ -89,14 +89,13 @@ Status CheckUnitName(const std::string& name) {
 StatusOr<UnitHandle> UnitRegistry::Add(const std::string& name,
                                        const std::vector<TensorRef>& tensors, uint32_t shard_index,
                                        uint32_t shard_count) {
-  Status s = CheckUnitName(name);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(CheckUnitName(name));
   if (names_.count(name)) return Status(StatusCode::kAlreadyExists, "unit '" + name + "' exists");
   if (tensors.empty()) return InvalidArgument("unit '" + name + "' has no tensors");
   StatusOr<int32_t> device = UnitDevice(tensors.data(), tensors.size());
   if (!device.ok())
     return Status(device.status().code(), "unit '" + name + "': " + device.status().message());
-  s = CheckTensorsOn(*device, tensors.data(), tensors.size());
+  const Status s = CheckTensorsOn(*device, tensors.data(), tensors.size());
   if (!s.ok()) return Status(s.code(), "unit '" + name + "': " + s.message());
   if (shard_count < 1 || shard_index >= shard_count) {
     return InvalidArgument("unit '" + name + "': need shard_index < shard_count");

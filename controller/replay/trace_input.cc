@@ -119,8 +119,7 @@ Status TraceReader::NextLine(std::string_view* line, bool* got) {
       *got = true;
       return Status::Ok();
     }
-    Status s = Refill();  // keeps [pos_, end_): `scanned` stays valid
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(Refill());  // keeps [pos_, end_): `scanned` stays valid
   }
 }
 

@@ -125,9 +125,8 @@ Status TraceReader::ParseRow(std::string_view line, Row* row) {
     std::string_view f;
     const char* comma;
     if (quoted_ && p < e && (*p == '"' || *p == ' ' || *p == '\t')) {
-      Status s =
-          QuotedField(&p, e, cols_[i] == kUnit ? &unit_scratch_ : &field_scratch_, &f, &comma);
-      if (!s.ok()) return s;
+      GNMR_RETURN_IF_ERROR(
+          QuotedField(&p, e, cols_[i] == kUnit ? &unit_scratch_ : &field_scratch_, &f, &comma));
     } else {
       // A unit in the last column of the old form runs to the end of the
       // line: a unit name may hold commas, and that form quotes nothing.

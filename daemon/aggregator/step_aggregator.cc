@@ -34,9 +34,9 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
                            std::to_string(rank) + "'s last step " + std::to_string(prev));
   }
   RankReport report;
-  Status v = s.sparse() ? ValidateSparseUnits(rank, s, &report) : ValidateUnits(rank, s, &report);
-  if (v.ok()) v = ValidateForward(s);
-  if (!v.ok()) return v;
+  GNMR_RETURN_IF_ERROR(s.sparse() ? ValidateSparseUnits(rank, s, &report)
+                                  : ValidateUnits(rank, s, &report));
+  GNMR_RETURN_IF_ERROR(ValidateForward(s));
 
   last_step_of_rank_[rank] = step;
   if (step <= last_closed_) {

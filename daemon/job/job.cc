@@ -35,8 +35,8 @@ StatusOr<std::unique_ptr<Job>> Job::Create(std::string job_id, uint32_t world_si
     job->generations_.set_start(ToWire(GenerationStartMessage(
         first_generation, job->controller_.next_lag(), job->controller_.sequence() + 1)));
   }
-  Status s = job->reservation_.Reserve(job->ShapeLocked());  // max_o_limit, memory_budget
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(
+      job->reservation_.Reserve(job->ShapeLocked()));  // max_o_limit, memory_budget
   if (listener) listener->OnJobStarted(job->id_, world_size, job->controller_);
   return job;
 }
@@ -131,8 +131,8 @@ StatusOr<RegisterResult> Job::Register(const v1::RegisterRequest& req) {
   next.layout_entries += specs.size();
   next.reported_rank_units += specs.size();
   next.ranks += growth.ranks;
-  s = reservation_.Reserve(next);  // the caps and the memory budget; the last check
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(
+      reservation_.Reserve(next));  // the caps and the memory budget; the last check
 
   RegisterResult result;
   std::vector<std::string> created;

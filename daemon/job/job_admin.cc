@@ -277,8 +277,7 @@ Status Job::ImportState(const v1::ControllerState& state, uint64_t* generation, 
   next.units = layout.num_units();
   next.name_bytes = layout.name_bytes();
   next.slots = layout.num_slots();
-  Status reserved = reservation_.Reserve(next);  // the caps and the memory budget
-  if (!reserved.ok()) return reserved;
+  GNMR_RETURN_IF_ERROR(reservation_.Reserve(next));  // the caps and the memory budget
   // Nothing below fails.
   topology_ = std::move(layout);
   controller_ = std::move(c).value();

@@ -67,9 +67,8 @@ StatusOr<std::unique_ptr<Job>> Job::Restore(const v1::ControllerState& state,
                       u.name() + "' in the layout but '" + job->controller_.unit(i).name +
                       "' in the controller state");
     }
-    Status s = job->topology_.RestoreUnit(u.name(), u.shard_count(),
-                                          {u.shard_numel().begin(), u.shard_numel().end()});
-    if (!s.ok()) return s;
+    GNMR_RETURN_IF_ERROR(job->topology_.RestoreUnit(
+        u.name(), u.shard_count(), {u.shard_numel().begin(), u.shard_numel().end()}));
   }
   if (listener) listener->OnJobStarted(job->id_, job->world_size_, job->controller_);
   // Served even past a cap or the budget (lowered since it was saved):

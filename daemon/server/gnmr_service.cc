@@ -81,12 +81,10 @@ Status GnmrService::CheckRegisterTransport(grpc::CallbackServerContext* ctx,
 
 Status GnmrService::DoRegister(grpc::CallbackServerContext* ctx, const v1::RegisterRequest& req,
                                v1::RegisterResponse* resp) {
-  Status s = ValidateRegister(req, limits_);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(ValidateRegister(req, limits_));
   std::string token = TokenFromMetadata(ctx, "x-gnmr-token");
   if (token.empty()) token = req.token();
-  s = CheckRegisterTransport(ctx, req, token);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(CheckRegisterTransport(ctx, req, token));
   StatusOr<std::shared_ptr<Job>> job = registry_->ForRegister(req, token);
   if (!job.ok()) return job.status();
   StatusOr<RegisterResult> r = (*job)->Register(req);

@@ -23,8 +23,7 @@ Status ValidateUnitName(const std::string& name, const RequestLimits& limits) {
 }
 
 Status ValidateRegister(const v1::RegisterRequest& req, const RequestLimits& limits) {
-  Status s = ValidateJobId(req.job_id(), limits);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(ValidateJobId(req.job_id(), limits));
   if (req.world_size() == 0 || req.world_size() > limits.max_world_size) {
     return InvalidArgument("world_size must be in [1, " + std::to_string(limits.max_world_size) +
                            "], got " + std::to_string(req.world_size()));
@@ -41,7 +40,7 @@ Status ValidateRegister(const v1::RegisterRequest& req, const RequestLimits& lim
   if (req.client_version().size() > 256) return InvalidArgument("client_version is too long");
   for (int i = 0; i < req.units_size(); ++i) {
     const v1::UnitSpec& u = req.units(i);
-    s = ValidateUnitName(u.name(), limits);
+    const Status s = ValidateUnitName(u.name(), limits);
     if (!s.ok()) return InvalidArgument("units[" + std::to_string(i) + "]: " + s.message());
     if (!v1::DType_IsValid(u.dtype())) {
       return InvalidArgument("units[" + std::to_string(i) + "]: unknown dtype " +

@@ -156,8 +156,7 @@ Status ReplaceFileDurably(const std::string& path, std::string_view bytes,
 StatusOr<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
   int raw = -1;
   uint64_t size = 0;
-  Status opened = OpenWithSize(path, O_RDONLY, &raw, &size);
-  if (!opened.ok()) return opened;
+  GNMR_RETURN_IF_ERROR(OpenWithSize(path, O_RDONLY, &raw, &size));
   Fd fd(raw);
   if (size > max_bytes) {
     return Status(StatusCode::kResourceExhausted, path + ": " + std::to_string(size) +

@@ -49,13 +49,18 @@ std::vector<std::string> CompleteLines(const std::string& buf, bool cut_head, si
   return lines;
 }
 
+// Unlinks `path`; a missing file is fine.
+Status RemoveIfPresent(const std::string& path) {
+  if (::unlink(path.c_str()) == 0 || errno == ENOENT) return Status::Ok();
+  return ErrnoStatus("unlink " + path, errno);
+}
+
 }  // namespace
 
 StatusOr<int> OpenForAppend(const std::string& path, uint64_t* size_out) {
   int fd = -1;
   uint64_t size = 0;
-  Status opened = OpenWithSize(path, O_RDWR | O_APPEND | O_CREAT, &fd, &size);
-  if (!opened.ok()) return opened;
+  GNMR_RETURN_IF_ERROR(OpenWithSize(path, O_RDWR | O_APPEND | O_CREAT, &fd, &size));
   if (size > 0) {
     char last = '\n';
     StatusOr<size_t> n = ReadAt(fd, &last, 1, static_cast<off_t>(size - 1), path);
@@ -77,8 +82,7 @@ StatusOr<std::vector<std::string>> ReadTailLines(const std::string& path, size_t
                                                  size_t max_bytes) {
   int fd = -1;
   uint64_t size = 0;
-  Status opened = OpenWithSize(path, O_RDONLY, &fd, &size);
-  if (!opened.ok()) return opened;
+  GNMR_RETURN_IF_ERROR(OpenWithSize(path, O_RDONLY, &fd, &size));
   const size_t limit = static_cast<size_t>(std::min<uint64_t>(size, max_bytes));
   // Read a growing window from the end until it holds enough lines.
   std::string buf;
@@ -97,6 +101,14 @@ StatusOr<std::vector<std::string>> ReadTailLines(const std::string& path, size_t
   }
   ::close(fd);
   return CompleteLines(buf, /*cut_head=*/buf.size() < size, max_lines);
+}
+
+std::string RotatedPath(const std::string& path) { return path + ".1"; }
+
+Status RemoveWithRotated(const std::string& path) {
+  Status s = RemoveIfPresent(path);
+  Status t = RemoveIfPresent(RotatedPath(path));
+  return s.ok() ? t : s;
 }
 
 }  // namespace store

@@ -26,5 +26,13 @@ StatusOr<int> OpenForAppend(const std::string& path, uint64_t* size = nullptr);
 StatusOr<std::vector<std::string>> ReadTailLines(const std::string& path, size_t max_lines,
                                                  size_t max_bytes);
 
+// The name a full `path` is renamed to when it rotates (one older file is
+// kept: `path` + ".1").
+std::string RotatedPath(const std::string& path);
+
+// Removes `path` and its rotated file; a missing file is fine. The first
+// error, if any (both removals are tried).
+Status RemoveWithRotated(const std::string& path);
+
 }  // namespace store
 }  // namespace gnmr

@@ -289,8 +289,7 @@ Status TraceRecorder::OpenFile(const std::string& job_id, File* f, bool rotate) 
       CloseFile(&lru->second);
     }
   }
-  Status s = MakeDirs(options_.dir);
-  if (!s.ok()) return s;
+  GNMR_RETURN_IF_ERROR(MakeDirs(options_.dir));
   const std::string path = TracePath(options_.dir, job_id);
   if (rotate) {
     if (::rename(path.c_str(), (path + kRotatedSuffix).c_str()) == 0) {
@@ -310,7 +309,7 @@ Status TraceRecorder::OpenFile(const std::string& job_id, File* f, bool rotate) 
   f->lru = open_.insert(open_.end(), job_id);
   f->size = size;
   if (size == 0) {
-    s = WriteAll(f->fd, kTraceHeader, path);
+    Status s = WriteAll(f->fd, kTraceHeader, path);
     if (!s.ok()) {
       CloseFile(f);
       return s;

@@ -10,13 +10,14 @@
 #include "kernels/gpu_block_stats.h"
 
 #include <cstring>
-#include <mutex>
 #include <string>
 
 #include <cuda_runtime.h>
 
-#include "kernels/cuda_util.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "kernels/cuda/block_plan.h"
+#include "kernels/cuda_util.h"
 
 namespace gnmr {
 
@@ -28,8 +29,8 @@ struct GpuBlockStats::Impl {
   int device = 0;
   uint32_t max_grid = 0;
   cudaEvent_t done = nullptr;
-  bool pending = false;  // an Enqueue whose result was not taken
-  std::mutex mu;
+  bool pending GNMR_GUARDED_BY(mu) = false;  // an Enqueue whose result was not taken
+  Mutex mu;
   cuda::PinnedBuf staging;  // descs then order
   cuda::PinnedBuf result;   // one BlockStats
   cuda::DevBuf descs, item_sums, seg_sums, block_partials, bseg_sums, flags, counters, out;
@@ -49,8 +50,7 @@ GpuBlockStats::~GpuBlockStats() = default;
 int GpuBlockStats::device() const { return impl_->device; }
 
 StatusOr<std::unique_ptr<GpuBlockStats>> GpuBlockStats::Create(int device) {
-  Status usable = cuda::CheckDeviceOrdinal(device);
-  if (!usable.ok()) return usable;
+  GNMR_RETURN_IF_ERROR(cuda::CheckDeviceOrdinal(device));
   DeviceGuard guard(device);
   const int image = cuda::blk::CheckBlockKernelImage();
   if (image != 0) {
@@ -74,7 +74,7 @@ StatusOr<std::unique_ptr<GpuBlockStats>> GpuBlockStats::Create(int device) {
 
 Status GpuBlockStats::Enqueue(const BlockTensorRef* tensors, size_t count, void* stream) {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mu);
+  MutexLock lock(m.mu);
   if (m.pending) {
     return FailedPrecondition(
         "GpuBlockStats::Enqueue: the previous result was not taken (Poll / Wait)");
@@ -150,7 +150,7 @@ Status GpuBlockStats::Enqueue(const BlockTensorRef* tensors, size_t count, void*
 
 bool GpuBlockStats::Poll(BlockStats* out) {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mu);
+  MutexLock lock(m.mu);
   if (!m.pending) return false;
   DeviceGuard guard(m.device);
   RelaxedCaptureMode relaxed;  // legal beside another thread's global-mode capture
@@ -162,7 +162,7 @@ bool GpuBlockStats::Poll(BlockStats* out) {
 
 Status GpuBlockStats::Wait(BlockStats* out) {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mu);
+  MutexLock lock(m.mu);
   if (!m.pending) return FailedPrecondition("GpuBlockStats::Wait: nothing enqueued");
   DeviceGuard guard(m.device);
   RelaxedCaptureMode relaxed;

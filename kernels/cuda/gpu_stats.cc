@@ -104,8 +104,7 @@ GpuStats::GpuStats(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuStats::~GpuStats() = default;
 
 StatusOr<std::unique_ptr<GpuStats>> GpuStats::Create(int device) {
-  Status usable = cuda::CheckDeviceOrdinal(device);
-  if (!usable.ok()) return usable;
+  GNMR_RETURN_IF_ERROR(cuda::CheckDeviceOrdinal(device));
   DeviceGuard guard(device);
   int now = -1;
   if (cudaGetDevice(&now) != cudaSuccess || now != device) {
@@ -147,7 +146,7 @@ Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
   DeviceGuard guard(m.device);
   RelaxedCaptureMode relaxed;  // legal beside another thread's global-mode capture
   {
-    std::lock_guard<std::mutex> lock(m.mu);
+    MutexLock lock(m.mu);
     m.ready = false;  // until the new tables are complete
     m.ring.Reset();
   }
@@ -216,7 +215,7 @@ Status GpuStats::SetTable(const std::vector<std::vector<TensorRef>>& units) {
   t.n_units = static_cast<uint32_t>(nu);
   std::memcpy(t.item_range, h.item_range, sizeof t.item_range);
   std::memcpy(t.sat_begin, h.sat_begin, sizeof t.sat_begin);
-  std::lock_guard<std::mutex> lock(m.mu);
+  MutexLock lock(m.mu);
   m.ring.Reset();
   m.ready = true;
   return Status::Ok();

@@ -16,15 +16,16 @@
 #pragma once
 
 #include <atomic>
-#include <mutex>
 #include <vector>
 
 #include <cuda_runtime.h>
 
-#include "kernels/cuda_util.h"
-#include "kernels/gpu_stats.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "kernels/cuda/launch_ring.h"
 #include "kernels/cuda/stats_kernels.h"
+#include "kernels/cuda_util.h"
+#include "kernels/gpu_stats.h"
 
 namespace gnmr {
 
@@ -65,8 +66,8 @@ struct GpuStats::Impl {
 
   cudaEvent_t order_event = nullptr;  // recorded after every operation
 
-  std::mutex mu;  // ring bookkeeping (Launch vs Poll)
-  cuda::ResultRing ring;
+  Mutex mu;  // ring bookkeeping (Launch vs Poll)
+  cuda::ResultRing ring GNMR_GUARDED_BY(mu);
 
   ~Impl();
   // Waits (host) for every operation enqueued so far, replays included.

@@ -53,7 +53,7 @@ Status GpuStats::Launch(void* stream, int64_t step, void* start_event) {
   uint64_t seq = 0;
   int slot = Impl::kGraphSlot;
   if (!captured) {
-    std::lock_guard<std::mutex> lock(m.mu);
+    MutexLock lock(m.mu);
     seq = m.ring.next_sequence();
     slot = cuda::ResultRing::SlotOf(seq);
   }
@@ -62,13 +62,13 @@ Status GpuStats::Launch(void* stream, int64_t step, void* start_event) {
   if (e != cudaSuccess) return CudaError(e, "cudaMemcpyAsync");
   if (!captured) {
     // The copy is queued: the slot is this launch's from now on.
-    std::lock_guard<std::mutex> lock(m.mu);
+    MutexLock lock(m.mu);
     m.ring.Commit(step >= 0 ? step : static_cast<int64_t>(seq));
   }
   e = RecordEvent(m.events[slot], st, captured);
   if (e != cudaSuccess) {
     if (!captured) {
-      std::lock_guard<std::mutex> lock(m.mu);
+      MutexLock lock(m.mu);
       m.ring.Untrack(seq);  // Poll could not tell when the slot is filled
     }
     return CudaError(e, "cudaEventRecord");
@@ -82,7 +82,7 @@ Status GpuStats::Launch(void* stream, int64_t step, void* start_event) {
 void GpuStats::OnGraphReplay(int64_t step) {
   Impl& m = *impl_;
   m.table_dirty = true;  // the replay leaves graph_stage's pointers in the device table
-  std::lock_guard<std::mutex> lock(m.mu);
+  MutexLock lock(m.mu);
   m.ring.RegisterReplay(step);
 }
 
@@ -90,7 +90,7 @@ bool GpuStats::Poll(int64_t* slot_step, std::vector<UnitStats>* stats, uint64_t*
   Impl& m = *impl_;
   DeviceGuard guard(m.device);  // the I/O thread has no context of its own
   RelaxedCaptureMode relaxed;   // Poll runs beside the trainer's captures
-  std::lock_guard<std::mutex> lock(m.mu);
+  MutexLock lock(m.mu);
   if (!m.ready) return false;
   uint64_t seq = 0;
   int slot = 0;
@@ -123,12 +123,12 @@ bool GpuStats::Poll(int64_t* slot_step, std::vector<UnitStats>* stats, uint64_t*
 }
 
 uint64_t GpuStats::next_sequence() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->ring.next_sequence();
 }
 
 bool GpuStats::OldestUnread(uint64_t* sequence) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   int slot = 0;
   bool tracked = false;
   return impl_->ready && impl_->ring.Oldest(sequence, &slot, &tracked);
@@ -140,7 +140,7 @@ void GpuStats::WaitOldest() {
   RelaxedCaptureMode relaxed;
   cudaEvent_t ev = nullptr;
   {
-    std::lock_guard<std::mutex> lock(m.mu);
+    MutexLock lock(m.mu);
     if (!m.ready) return;
     uint64_t seq = 0;
     int slot = 0;

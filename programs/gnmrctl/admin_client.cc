@@ -94,8 +94,7 @@ Status AdminClient::Init(const AdminOptions& o) {
 
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);  // a large job's exported state
-  Status checked = CheckChannelTls(o.tls);
-  if (!checked.ok()) return checked;
+  GNMR_RETURN_IF_ERROR(CheckChannelTls(o.tls));
   // The Unix socket is always plaintext (proto/channel_tls.h).
   StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
       IsUnixTarget(target_) ? grpc::InsecureChannelCredentials()

@@ -10,8 +10,8 @@
 
 #include <pybind11/stl.h>
 
-#include "kernels/block_stats.h"
 #include "gnmr/block_tensor.h"
+#include "kernels/block_stats.h"
 #include "python/src/tensor_ref_bindings.h"
 
 namespace py = pybind11;

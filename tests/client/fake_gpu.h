@@ -82,8 +82,7 @@ class FakeBackend : public DeviceStatsBackend {
       std::vector<TensorRef> host = unit;
       for (TensorRef& t : host) t.device = kHostDevice;
       UnitStats st;
-      Status c = cpu::ComputeStats(host.data(), host.size(), &st);
-      if (!c.ok()) return c;
+      GNMR_RETURN_IF_ERROR(cpu::ComputeStats(host.data(), host.size(), &st));
       d.stats.push_back(st);
     }
     if (done_.size() == static_cast<size_t>(kMaxPending)) done_.pop_front();
