@@ -50,7 +50,7 @@ def parse_args(argv):
                    help="run only the arms whose label matches this regex (and HF, LC, "
                         "LC-clean, which every gap needs)")
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--gnmrd", default=os.path.join(ROOT, "build", "daemon", "gnmrd", "gnmrd"))
+    p.add_argument("--gnmrd", default=os.path.join(ROOT, "build", "bin", "gnmrd"))
     p.add_argument("--pythonpath", default=os.path.join(ROOT, "build", "python"))
     p.add_argument("--steps", type=int, default=0, help="override the run length (tests)")
     p.add_argument("--overhead-seeds", type=int, default=3,

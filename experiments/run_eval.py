@@ -38,7 +38,7 @@ def parse_args(argv):
     p.add_argument("--tune-seeds", type=int, default=2,
                    help="tuning seeds 101..100+N (default 2)")
     p.add_argument("--jobs", type=int, default=2, help="parallel runs (default 2)")
-    p.add_argument("--gnmrd", default=os.path.join(ROOT, "build", "daemon", "gnmrd", "gnmrd"))
+    p.add_argument("--gnmrd", default=os.path.join(ROOT, "build", "bin", "gnmrd"))
     p.add_argument("--pythonpath", default=os.path.join(ROOT, "build", "python"),
                    help="where the built gnmr package is (default build/python)")
     p.add_argument("--img-dir", default=None,

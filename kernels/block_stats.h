@@ -9,8 +9,8 @@
 #include <cstddef>
 
 #include "gnmr/block_tensor.h"
-#include "kernels/cpu_isa.h"
 #include "gnmr/status.h"
+#include "kernels/cpu_isa.h"
 
 namespace gnmr::cpu {
 

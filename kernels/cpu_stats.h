@@ -7,9 +7,9 @@
 
 #include <cstddef>
 
-#include "kernels/cpu_isa.h"
 #include "gnmr/status.h"
 #include "gnmr/tensor.h"
+#include "kernels/cpu_isa.h"
 
 namespace gnmr::cpu {
 

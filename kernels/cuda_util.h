@@ -20,8 +20,8 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/cuda_driver_fns.h"
 #include "gnmr/status.h"
+#include "kernels/cuda_driver_fns.h"
 
 namespace gnmr::cuda {
 

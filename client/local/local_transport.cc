@@ -8,10 +8,10 @@
 #include <spdlog/spdlog.h>
 
 #include "common/wall_clock.h"
-#include "controller/state_codec.h"
 #include "controller/publish/decision_events.h"
 #include "controller/publish/decision_message.h"
 #include "controller/publish/event_json.h"
+#include "controller/state_codec.h"
 #include "gnmr/v1/controller.pb.h"
 
 namespace gnmr {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "client/src/client_impl.h"
-#include "kernels/block_stats.h"
 #include "gnmr/client.h"
+#include "kernels/block_stats.h"
 #include "kernels/cpu_stats.h"
 
 namespace gnmr {

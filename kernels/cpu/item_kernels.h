@@ -11,8 +11,8 @@
 
 #include <cstdint>
 
-#include "kernels/cpu_isa.h"
 #include "gnmr/tensor.h"
+#include "kernels/cpu_isa.h"
 
 namespace gnmr::cpu {
 

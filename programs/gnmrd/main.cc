@@ -20,9 +20,6 @@
 #include "common/text.h"
 #include "common/time_source.h"
 #include "daemon/daemon_config/daemon_config.h"
-#include "programs/gnmrd/fd_limit.h"
-#include "programs/gnmrd/restore.h"
-#include "programs/gnmrd/side_effects.h"
 #include "daemon/job/fan_out.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/server/daemon.h"
@@ -33,6 +30,9 @@
 #include "daemon/store/state_dir.h"
 #include "daemon/store/trace_recorder.h"
 #include "gnmr/version.h"
+#include "programs/gnmrd/fd_limit.h"
+#include "programs/gnmrd/restore.h"
+#include "programs/gnmrd/side_effects.h"
 
 namespace gnmr {
 namespace {

@@ -16,8 +16,8 @@
 #include <xmmintrin.h>
 #endif
 
-#include "kernels/cpu_stats.h"
 #include "kernels/cpu/reference_stats.h"
+#include "kernels/cpu_stats.h"
 #include "kernels/stats_order.h"
 #include "tests/client/stats_test_util.h"
 

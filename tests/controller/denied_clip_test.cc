@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "controller/config_yaml.h"
-#include "controller/state_codec.h"
 #include "controller/publish/decision_events.h"
 #include "controller/publish/decision_message.h"
+#include "controller/state_codec.h"
 #include "controller/types/config_codec.h"
 #include "tests/controller/controller_test_util.h"
 

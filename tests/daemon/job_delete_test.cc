@@ -11,12 +11,12 @@
 
 #include <gtest/gtest.h>
 
-#include "programs/gnmrd/side_effects.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/job_dir.h"
 #include "daemon/store/snapshot_store.h"
 #include "daemon/store/snapshot_writer.h"
+#include "programs/gnmrd/side_effects.h"
 #include "tests/daemon/test_daemon.h"
 #include "tests/metrics/metrics_scrape.h"
 #include "tests/store/scratch_dir.h"

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "programs/gnmrd/side_effects.h"
 #include "daemon/metrics/daemon_metrics.h"
+#include "programs/gnmrd/side_effects.h"
 #include "tests/daemon/test_daemon.h"
 #include "tests/metrics/metrics_scrape.h"
 

@@ -16,11 +16,11 @@
 
 #include <gtest/gtest.h>
 
-#include "controller/replay/replay.h"
-#include "controller/replay/trace_reader.h"
 #include "controller/publish/decision_events.h"
 #include "controller/publish/decision_message.h"
 #include "controller/publish/event_json.h"
+#include "controller/replay/replay.h"
+#include "controller/replay/trace_reader.h"
 #include "controller/types/config_codec.h"
 #include "daemon/store/job_dir.h"
 #include "daemon/store/trace_recorder.h"

@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/block_stats.h"
 #include "gnmr/block_tensor.h"
+#include "kernels/block_stats.h"
 #include "kernels/cpu/block_reference.h"
 #include "tests/client/stats_test_util.h"
 

@@ -12,8 +12,8 @@
 #include <immintrin.h>
 #endif
 
-#include "kernels/cpu_stats.h"
 #include "kernels/cpu/reference_stats.h"
+#include "kernels/cpu_stats.h"
 #include "kernels/stats_order.h"
 #include "tests/client/stats_test_util.h"
 

@@ -19,8 +19,8 @@
 #include <xmmintrin.h>
 #endif
 
-#include "kernels/cpu_stats.h"
 #include "kernels/cpu/reference_stats.h"
+#include "kernels/cpu_stats.h"
 #include "kernels/saturation.h"
 #include "tests/client/stats_test_util.h"
 

@@ -15,8 +15,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/cpu_stats.h"
 #include "kernels/cpu/reference_stats.h"
+#include "kernels/cpu_stats.h"
 #include "kernels/cuda/item_math.h"
 #include "tests/client/stats_test_util.h"
 #include "tests/kernels/gpu_item_sim.h"
