@@ -29,7 +29,7 @@ import tempfile
 
 CONFIG_DIR = "daemon/daemon_config"
 HELP_SOURCES = ("config_keys.cc", "command_line.cc")
-MAIN_CANDIDATES = ("programs/gnmrd/main.cc", "daemon/gnmrd/main.cc")
+MAIN_CANDIDATES = ("programs/gnmrd/main.cc",)
 
 # Members that gnmrd defaults differently from the module they configure.
 OWN_DEFAULT = {
