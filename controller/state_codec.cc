@@ -79,6 +79,68 @@ Status Bad(const std::string& what) { return DataLoss("controller state: " + wha
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
+bool HistoryInRange(const v1::UnitHistory& h, int32_t short_window) {
+  bool window_ok = h.window_size() <= short_window;
+  for (double g : h.window()) window_ok = window_ok && std::isfinite(g) && g >= 0;
+  return !(h.valid_samples() < 0 || static_cast<uint64_t>(h.valid_samples()) > kMaxCount ||
+           !std::isfinite(h.mu()) || h.mu() < 0 || !window_ok || !ValidTrigger(h.last_trigger()) ||
+           h.last_step() < -1 || h.last_step() > kMaxStep || h.fwd_valid_samples() < 0 ||
+           static_cast<uint64_t>(h.fwd_valid_samples()) > kMaxCount || !std::isfinite(h.fwd_mu()) ||
+           h.fwd_mu() < 0 || !(h.saturation_mu() >= 0 && h.saturation_mu() <= 1) ||
+           !(h.zeros_mu() >= 0 && h.zeros_mu() <= 1));
+}
+
+// The window is the controller's to fill (PushWindow).
+void RestoreHistory(const v1::UnitHistory& h, UnitState* u) {
+  u->valid_samples = h.valid_samples();
+  u->mu = h.mu();
+  u->last_step = h.last_step();
+  u->last_norm = h.last_norm();
+  u->last_gnmr = h.last_gnmr();
+  u->last_delta = h.last_delta();
+  u->last_trigger = FromProto(h.last_trigger());
+  u->fwd_valid_samples = h.fwd_valid_samples();
+  u->fwd_mu = h.fwd_mu();
+  u->saturation_mu = h.saturation_mu();
+  u->zeros_mu = h.zeros_mu();
+}
+
+bool CountersInRange(const v1::ControllerCounters& k) {
+  bool counts_ok =
+      k.admissions_by_trigger_size() <= kNumTriggers && k.admissions_by_action_size() <= 4 &&
+      k.unit_steps_in_force() <= k.unit_steps_observed() && k.denied_clips() <= k.denials();
+  for (uint64_t v : {k.steps_observed(), k.unit_steps_observed(), k.unit_steps_in_force(),
+                     k.inactive_samples(), k.nonfinite_samples(), k.denials(), k.denied_clips(),
+                     k.releases(), k.global_skips(), k.peak_in_recovery(), k.forward_samples()}) {
+    counts_ok = counts_ok && v <= kMaxCount;
+  }
+  for (uint64_t v : k.admissions_by_trigger()) counts_ok = counts_ok && v <= kMaxCount;
+  for (uint64_t v : k.admissions_by_action()) counts_ok = counts_ok && v <= kMaxCount;
+  return counts_ok;
+}
+
+Status RestoreCounters(const v1::ControllerCounters& k, ControllerStats* s) {
+  if (!CountersInRange(k)) return Bad("counters out of range");
+  s->steps_observed = k.steps_observed();
+  s->unit_steps_observed = k.unit_steps_observed();
+  s->unit_steps_in_force = k.unit_steps_in_force();
+  s->inactive_samples = k.inactive_samples();
+  s->nonfinite_samples = k.nonfinite_samples();
+  for (int i = 0; i < k.admissions_by_trigger_size(); ++i) {
+    s->admissions_by_trigger[i] = k.admissions_by_trigger(i);
+  }
+  for (int i = 0; i < k.admissions_by_action_size(); ++i) {
+    s->admissions_by_action[i] = k.admissions_by_action(i);
+  }
+  s->denials = k.denials();
+  s->denied_clips = k.denied_clips();
+  s->releases = k.releases();
+  s->global_skips = k.global_skips();
+  s->peak_in_recovery = k.peak_in_recovery();
+  s->forward_samples = k.forward_samples();
+  return Status::Ok();
+}
+
 }  // namespace
 
 // Every value is checked as Register and Observe would check it, so an
@@ -107,43 +169,39 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
     return Bad("config_version " + std::to_string(in.config_version()) + " out of range");
   }
   c.config_version_ = in.config_version();
+  GNMR_RETURN_IF_ERROR(RestoreUnits(in, &c));
+  GNMR_RETURN_IF_ERROR(RestoreRecovery(in, &c));
+  GNMR_RETURN_IF_ERROR(RestoreReleased(in, &c));
+  GNMR_RETURN_IF_ERROR(RestoreLastSteps(in, &c));
+  GNMR_RETURN_IF_ERROR(RestoreDeniedClips(in, &c));
+  GNMR_RETURN_IF_ERROR(RestoreSequenceAndLag(in, &c));
+  GNMR_RETURN_IF_ERROR(RestoreCounters(in.counters(), &c.stats_));
+  return c;
+}
 
-  const int32_t w = c.config_.short_window;
+Status ControllerStateCodec::RestoreUnits(const v1::ControllerState& in, Controller* c) {
   for (int i = 0; i < in.units_size(); ++i) {
     const v1::UnitHistory& h = in.units(i);
     Status named = CheckUnitName(h.name());
     if (!named.ok()) return Bad("unit " + std::to_string(i) + ": " + named.message());
-    bool window_ok = h.window_size() <= w;
-    for (double g : h.window()) window_ok = window_ok && std::isfinite(g) && g >= 0;
-    if (h.valid_samples() < 0 || static_cast<uint64_t>(h.valid_samples()) > kMaxCount ||
-        !std::isfinite(h.mu()) || h.mu() < 0 || !window_ok || !ValidTrigger(h.last_trigger()) ||
-        h.last_step() < -1 || h.last_step() > kMaxStep || h.fwd_valid_samples() < 0 ||
-        static_cast<uint64_t>(h.fwd_valid_samples()) > kMaxCount || !std::isfinite(h.fwd_mu()) ||
-        h.fwd_mu() < 0 || !(h.saturation_mu() >= 0 && h.saturation_mu() <= 1) ||
-        !(h.zeros_mu() >= 0 && h.zeros_mu() <= 1)) {
+    if (!HistoryInRange(h, c->config_.short_window)) {
       return Bad("unit '" + h.name() + "' has out-of-range history");
     }
-    StatusOr<uint32_t> id = c.AddUnit(h.name());
+    StatusOr<uint32_t> id = c->AddUnit(h.name());
     if (!id.ok()) return Bad(id.status().message());
-    UnitState& u = c.units_[*id];
-    u.valid_samples = h.valid_samples();
-    u.mu = h.mu();
-    u.last_step = h.last_step();
-    u.last_norm = h.last_norm();
-    u.last_gnmr = h.last_gnmr();
-    u.last_delta = h.last_delta();
-    u.last_trigger = FromProto(h.last_trigger());
-    u.fwd_valid_samples = h.fwd_valid_samples();
-    u.fwd_mu = h.fwd_mu();
-    u.saturation_mu = h.saturation_mu();
-    u.zeros_mu = h.zeros_mu();
-    for (double g : h.window()) c.PushWindow(*id, g);
+    RestoreHistory(h, &c->units_[*id]);
+    for (double g : h.window()) c->PushWindow(*id, g);
   }
+  return Status::Ok();
+}
+
+// In unit id order, one entry per unit (as Observe keeps them).
+Status ControllerStateCodec::RestoreRecovery(const v1::ControllerState& in, Controller* c) {
   uint32_t prev_id = 0;
   for (const v1::RecoveryEntryState& r : in.recovery()) {
-    const bool ordered = c.recovery_.empty() || r.unit_id() > prev_id;
+    const bool ordered = c->recovery_.empty() || r.unit_id() > prev_id;
     const std::string problem = RecoveryEntryProblem(r);
-    if (r.unit_id() >= c.units_.size() || !ordered || !problem.empty() || r.denied_clip()) {
+    if (r.unit_id() >= c->units_.size() || !ordered || !problem.empty() || r.denied_clip()) {
       return Bad("invalid recovery entry for unit " + std::to_string(r.unit_id()) + " (since " +
                  Str(r.since()) + ", until " + Str(r.until()) + ")" +
                  (problem.empty() ? (r.denied_clip() ? ": a denied clip holds no lock" : "")
@@ -151,23 +209,31 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
     }
     prev_id = r.unit_id();
     const RecoveryEntry e = RecoveryEntryFromProto(r);
-    c.recovery_.push_back(e);
-    c.in_recovery_[e.unit_id] = 1;
+    c->recovery_.push_back(e);
+    c->in_recovery_[e.unit_id] = 1;
   }
-  std::vector<uint8_t> released(c.units_.size(), 0);
+  return Status::Ok();
+}
+
+Status ControllerStateCodec::RestoreReleased(const v1::ControllerState& in, Controller* c) {
+  std::vector<uint8_t> released(c->units_.size(), 0);
   for (uint32_t id : in.admin_released()) {
-    if (id >= c.units_.size() || released[id] || c.in_recovery_[id]) {
+    if (id >= c->units_.size() || released[id] || c->in_recovery_[id]) {
       return Bad("bad release of unit " + std::to_string(id));
     }
     released[id] = 1;
-    c.admin_released_.push_back(id);
+    c->admin_released_.push_back(id);
   }
+  return Status::Ok();
+}
+
+Status ControllerStateCodec::RestoreLastSteps(const v1::ControllerState& in, Controller* c) {
   if (in.has_last_step()) {
     if (in.last_step() < 0 || in.last_step() > kMaxStep) {
       return Bad("last_step " + Str(in.last_step()) + " out of range [0, " + Str(kMaxStep) + "]");
     }
-    c.has_last_step_ = true;
-    c.last_step_ = in.last_step();
+    c->has_last_step_ = true;
+    c->last_step_ = in.last_step();
   }
   if (in.has_last_apply()) {
     if (!in.has_last_step() || in.last_apply() < in.last_step() ||
@@ -176,55 +242,28 @@ StatusOr<Controller> ControllerStateCodec::Restore(const v1::ControllerState& in
                  std::to_string(ControllerConfig::kMaxLag) + " steps after last_step " +
                  (in.has_last_step() ? Str(in.last_step()) : std::string("(none)")));
     }
-    c.has_last_apply_ = true;
-    c.last_apply_ = in.last_apply();
+    c->has_last_apply_ = true;
+    c->last_apply_ = in.last_apply();
   }
-  GNMR_RETURN_IF_ERROR(RestoreDeniedClips(in, &c));
+  return Status::Ok();
+}
+
+Status ControllerStateCodec::RestoreSequenceAndLag(const v1::ControllerState& in, Controller* c) {
   if (in.sequence() > kMaxCount) {
     return Bad("sequence " + std::to_string(in.sequence()) + " out of range");
   }
-  c.sequence_ = in.sequence();
-  c.last_global_skip_ = in.last_global_skip();
+  c->sequence_ = in.sequence();
+  c->last_global_skip_ = in.last_global_skip();
   // A state written before next_lag existed has none: config.lag is next.
   if (in.has_next_lag()) {
     if (in.next_lag() < 0 || in.next_lag() > ControllerConfig::kMaxLag) {
       return DataLoss("controller state: next_lag " + std::to_string(in.next_lag()) +
                       " out of range");
     }
-    c.has_next_lag_ = true;
-    c.next_lag_ = in.next_lag();
+    c->has_next_lag_ = true;
+    c->next_lag_ = in.next_lag();
   }
-  const v1::ControllerCounters& k = in.counters();
-  bool counts_ok =
-      k.admissions_by_trigger_size() <= kNumTriggers && k.admissions_by_action_size() <= 4 &&
-      k.unit_steps_in_force() <= k.unit_steps_observed() && k.denied_clips() <= k.denials();
-  for (uint64_t v : {k.steps_observed(), k.unit_steps_observed(), k.unit_steps_in_force(),
-                     k.inactive_samples(), k.nonfinite_samples(), k.denials(), k.denied_clips(),
-                     k.releases(), k.global_skips(), k.peak_in_recovery(), k.forward_samples()}) {
-    counts_ok = counts_ok && v <= kMaxCount;
-  }
-  for (uint64_t v : k.admissions_by_trigger()) counts_ok = counts_ok && v <= kMaxCount;
-  for (uint64_t v : k.admissions_by_action()) counts_ok = counts_ok && v <= kMaxCount;
-  if (!counts_ok) return Bad("counters out of range");
-  ControllerStats& s = c.stats_;
-  s.steps_observed = k.steps_observed();
-  s.unit_steps_observed = k.unit_steps_observed();
-  s.unit_steps_in_force = k.unit_steps_in_force();
-  s.inactive_samples = k.inactive_samples();
-  s.nonfinite_samples = k.nonfinite_samples();
-  for (int i = 0; i < k.admissions_by_trigger_size(); ++i) {
-    s.admissions_by_trigger[i] = k.admissions_by_trigger(i);
-  }
-  for (int i = 0; i < k.admissions_by_action_size(); ++i) {
-    s.admissions_by_action[i] = k.admissions_by_action(i);
-  }
-  s.denials = k.denials();
-  s.denied_clips = k.denied_clips();
-  s.releases = k.releases();
-  s.global_skips = k.global_skips();
-  s.peak_in_recovery = k.peak_in_recovery();
-  s.forward_samples = k.forward_samples();
-  return c;
+  return Status::Ok();
 }
 
 // The last decision's denied clips: one-step clips at its apply step, which

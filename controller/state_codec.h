@@ -27,8 +27,14 @@ class ControllerStateCodec {
   static StatusOr<Controller> RestoreFromString(const std::string& bytes);
 
  private:
+  // Restore's steps, in its order: each after those before it.
+  static Status RestoreUnits(const v1::ControllerState& in, Controller* c);
+  static Status RestoreRecovery(const v1::ControllerState& in, Controller* c);
+  static Status RestoreReleased(const v1::ControllerState& in, Controller* c);
+  static Status RestoreLastSteps(const v1::ControllerState& in, Controller* c);
   // After the units, recovery and last_apply are restored.
   static Status RestoreDeniedClips(const v1::ControllerState& in, Controller* c);
+  static Status RestoreSequenceAndLag(const v1::ControllerState& in, Controller* c);
 };
 
 }  // namespace gnmr

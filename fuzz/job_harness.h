@@ -2,7 +2,7 @@
 // share: a session sink that checks the stream a rank receives, and a job
 // listener that checks every snapshot the job asks for.
 //
-// Stream rules checked (daemon/job/job.h, "Generations"): a stream starts
+// Stream rules checked (daemon/job/job_generation.cc, "Generations"): a stream starts
 // with a GenerationStart; generations never go back; a decision belongs to
 // the stream's current generation and its sequence numbers increase.
 // Snapshot rule: every state the job hands to be snapshotted restores

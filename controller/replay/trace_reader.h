@@ -111,6 +111,16 @@ class TraceReader {
   Status Refill();
   Status ParseHeader(std::string_view line);
   Status ParseRow(std::string_view line, Row* row);
+  // ParseRow's steps (inline: they run for every field). ReadField: field
+  // i at *p, its text *f and *comma the comma after it (null at the end).
+  inline Status ReadField(size_t i, const char** p, const char* e, std::string_view* f,
+                          const char** comma);
+  // Field i's value into *row, range-checked as the controller checks it.
+  inline Status StoreField(size_t i, std::string_view f, Row* row);
+  Status StepRangeError(int64_t step, std::string_view f) const;
+  Status ValueError(size_t i, std::string_view f) const;  // f is not a value of column i
+  Status FieldCountError(std::string_view line) const;    // not as many fields as the header
+  Status CheckForwardCounts(const UnitSample& u) const;
   // The field at *p, which may be quoted (or start with blanks): *f its
   // text, *comma the comma after it (null at the end of the row).
   Status QuotedField(const char** p, const char* e, std::string* scratch, std::string_view* f,

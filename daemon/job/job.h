@@ -20,56 +20,8 @@
 //   locks survive a kill -9), when a generation starts, and every
 //   `snapshot_every_steps` steps.
 //
-// Generations (docs/safety.md, rule 3). A job's generation changes when its
-// controller state is replaced or its trainer restarts:
-// - ImportState, and Restore (daemon start: the snapshot's generation + 1,
-//   snapshotted at once so a second crash cannot reuse the number): the
-//   steps start over after the imported state's last step, and the state's
-//   last decision, rebuilt, is the generation's first decision. Importing
-//   the very state of the current generation's import again, before the
-//   controller changed (a decision, a config change, a release, a new
-//   unit), changes nothing (every rank of a data-parallel job may load the
-//   same checkpoint);
-// - an operator's rewind (Rewind, gnmrctl rewind): like a new incarnation
-//   for the steps (any step, or any from a given one, is accepted again),
-//   while the live instances move to it as with an import;
-// - a new incarnation: every client has a random `instance`. A rank that
-//   registers with a new one while its previous instance belongs to the
-//   current generation starts a new generation, unless another rank of the
-//   current generation was heard from (a report or an ack) in the last
-//   max(10 s, 5 deadlines), attached or reconnecting, or the job was
-//   restored in that time: then its trainer did not restart as a whole
-//   (one rank in a crash loop), the rank rejoins the current timeline,
-//   and the new generation waits until no such rank is left (the rest of
-//   a restarted job's old ranks go quiet a little later; a dead node's
-//   stream can stay open, silent). A
-//   rank whose previous instance belongs to an older one (its incarnation
-//   was superseded) or that has none joins the current generation. An instance belongs to the
-//   generation it last registered in, and moves to an imported generation
-//   unless its session's stream has ended by then (a live instance, also
-//   one registered but not attached yet, lives on in it; a killed one
-//   stays behind, so its successor joins the import's generation). On a new
-//   incarnation the job rewinds: the aggregator and the controller forget
-//   the last step (Controller::Rewind), so a resumed trainer's steps are
-//   accepted again; history and locks stay. Instance 0 (an old client)
-//   never starts a generation.
-// Every generation starts with a GenerationStart on every attached stream,
-// followed (import, restore) by the rebuilt decision. The job keeps the
-// current generation's recent decisions (generation_history.h); a stream
-// that attaches gets the GenerationStart and then all of them, in order,
-// so a late rank finds the decision that covers each recent step.
-// Live switches (job_generation.cc): an import or a rewind while ranks
-// train (a decision was published and a stream is attached) does not void
-// the decisions the ranks plan with. Its GenerationStart names a step F
-// past every step a rank can have planned with a decision of the old
-// generation; the old generation keeps planning the steps before F (it is
-// kept, retired, and sent before the current one to a stream that
-// attaches), the new one plans F and later, and acks of both are compared.
-// So every rank plans every step with the same generation, whenever it
-// hears of the switch. A new incarnation voids at once: no rank is left
-// that planned with the old generation. A restore cannot know how far the
-// ranks planned with decisions made after its snapshot: it decides nothing
-// until they are back (restore_hold.h), then from past all of them.
+// Generations and live switches (docs/safety.md, rule 3): the design
+// comment at the top of job_generation.cc.
 //
 // Reporter election (reporter_election.h, job_reporters.cc): with `report:
 // one_per_shard` the job tells each rank that can stand by whether it
@@ -100,6 +52,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/mutex.h"
@@ -255,6 +208,20 @@ class Job {
       JobOptions options, JobListener* listener);
 
   void DrainReady(Clock::time_point now) GNMR_REQUIRES(mu_);  // closes every ready step
+  // ---- Register's steps, in its order (job_register.cc)
+  Status CheckRegisterRequest(const v1::RegisterRequest& req) const GNMR_REQUIRES(mu_);
+  // The layout's and the controller's checks; *new_units: views into specs.
+  Status CheckRankUnits(uint32_t rank, const std::vector<RankUnitSpec>& specs,
+                        std::vector<std::string_view>* new_units, JobTopology::Growth* growth) const
+      GNMR_REQUIRES(mu_);
+  Status ReserveGrowth(const JobTopology::Growth& growth, size_t rank_units) GNMR_REQUIRES(mu_);
+  Status AddRankUnits(uint32_t rank, const std::vector<RankUnitSpec>& specs,
+                      std::vector<uint32_t>* unit_ids) GNMR_REQUIRES(mu_);
+  // Its new session; the rank's steps, checks and role start over.
+  RankSession& OpenRankSession(const v1::RegisterRequest& req) GNMR_REQUIRES(mu_);
+  // A new incarnation's generation, or a snapshot of a changed layout.
+  void JoinGeneration(const v1::RegisterRequest& req, RankSession& rs, bool layout_changed)
+      GNMR_REQUIRES(mu_);
   // ---- ranks without decisions (job_ranks.cc)
   static constexpr int64_t kWithoutDecisionsSteps = 20;
   static constexpr uint32_t kWithoutDecisionsCheck = 4;

@@ -26,7 +26,7 @@ struct JobOptions {
   uint32_t snapshot_every_steps = 50;
   // How long a rank of the old timeline counts as alive after its last
   // report or ack (at least 5 step deadlines): a new incarnation waits for
-  // the old one's ranks to go quiet this long (job.h, "Generations").
+  // the old one's ranks to go quiet this long (job_generation.cc, "Generations").
   std::chrono::milliseconds incarnation_silence{10000};
   size_t max_units = 1u << 20;
   // Steps whose acks are compared (and decisions whose digests are checked).

@@ -38,7 +38,7 @@ struct RankSession {
   std::chrono::steady_clock::time_point last_seen;
   bool seen = false;
   // The rank's client instance (0: not stated) and the generation it
-  // belongs to (job.h, "Generations").
+  // belongs to (job_generation.cc, "Generations").
   uint64_t instance = 0;
   uint64_t instance_generation = 0;
   // The session's stream ended (the trainer may be gone); false again
@@ -49,7 +49,7 @@ struct RankSession {
   int64_t last_acked_step = -1;
   // It registered as a new incarnation while other ranks of the current
   // generation were attached: it waits in the current generation for
-  // them to go (job.h, "Generations").
+  // them to go (job_generation.cc, "Generations").
   bool incarnation_pending = false;
   // A rank without decisions (job.h, "Ranks without decisions"): the
   // newest step it acked with a decision, the job's last closed step when

@@ -132,33 +132,129 @@ int ExitCodeFor(const Status& s) {
   }
 }
 
-}  // namespace
+// Prints the failure; its exit code.
+int Failed(const Status& s) {
+  PrintError(s.message());
+  return ExitCodeFor(s);
+}
 
-int ReplayCommand(int argc, char** argv) {
+struct ReplayFlags {
   std::string trace, config_path, out_path;
   std::vector<std::string> sets, variants;
   bool quiet = false, table = false;
+};
+
+void AddReplayFlags(FlagParser* flags, ReplayFlags* f) {
+  flags->AddString("trace", "TRACE.csv", "the trace to replay (required)", &f->trace);
+  flags->AddString("config", "CONFIG.yaml", "controller config (YAML); defaults when absent",
+                   &f->config_path);
+  flags->AddRepeated("set", "KEY=VALUE",
+                     "override one config key after --config, e.g.\n"
+                     "--set max_o=2 or --set 'actions=[{pattern: \"*.fc1\", "
+                     "action: clip}]'",
+                     &f->sets);
+  flags->AddRepeated("variant", "KEY=VALUE[,...]",
+                     "a what-if row: overrides on top of the base,\n"
+                     "e.g. --variant tau=3 --variant 'tau=3,max_o=2'",
+                     &f->variants);
+  flags->AddBool("table", "print the what-if table (base only without --variant)", &f->table);
+  flags->AddString("out", "FILE", "write the decisions (or the table) there instead of stdout",
+                   &f->out_path);
+  flags->AddBool("quiet", "no summary and no progress on stderr", &f->quiet);
+}
+
+// --config, then each --set; kExitOk or the exit code of what failed
+// (printed).
+int LoadBaseConfig(const ReplayFlags& f, ControllerConfig* config) {
+  if (!f.config_path.empty()) {
+    StatusOr<ControllerConfig> loaded = LoadControllerConfigFile(f.config_path);
+    if (!loaded.ok()) return Failed(loaded.status());
+    *config = loaded.value();
+  }
+  for (const std::string& assignment : f.sets) {
+    Status s = ApplyOverride(config, assignment);
+    if (!s.ok()) {
+      PrintError(s.message());
+      return kExitUsage;
+    }
+  }
+  return kExitOk;
+}
+
+// The what-if rows, `base` first (none without --variant and --table);
+// kExitOk or kExitUsage (printed).
+int BuildVariants(const ReplayFlags& f, const ControllerConfig& base,
+                  std::vector<WhatIfVariant>* what_if) {
+  if (f.table || !f.variants.empty()) what_if->push_back({"base", base});
+  for (const std::string& spec : f.variants) {
+    StatusOr<std::vector<std::string>> parts = SplitVariant(spec);
+    if (!parts.ok()) {
+      PrintError(parts.status().message());
+      return kExitUsage;
+    }
+    WhatIfVariant v{spec, base};
+    for (const std::string& assignment : parts.value()) {
+      Status s = ApplyOverride(&v.config, assignment);
+      if (!s.ok()) {
+        std::string message = s.message();
+        if (message.rfind("--set ", 0) == 0) message.erase(0, 6);
+        PrintError("--variant '" + spec + "': " + message);
+        return kExitUsage;
+      }
+    }
+    what_if->push_back(std::move(v));
+  }
+  return kExitOk;
+}
+
+int WriteWhatIfTable(TraceReader* reader, const std::vector<WhatIfVariant>& what_if, bool quiet,
+                     OutputFile* output, FileSink* sink, ProgressLine* progress) {
+  StatusOr<WhatIfSummary> summary =
+      RunWhatIf(reader, what_if, [progress](const ReplayProgress& p) { progress->Update(p); });
+  progress->Clear();
+  Status s;
+  if (summary.ok()) s = sink->Write(FormatWhatIfTable(summary.value()));
+  if (summary.ok() && s.ok()) s = output->Commit();
+  if (!summary.ok() || !s.ok()) return Failed(summary.ok() ? s : summary.status());
+  if (!quiet) {
+    std::fprintf(stderr, "what-if %s: %llu steps (%lld..%lld), %llu units, %zu config(s)\n",
+                 summary->trace.c_str(), static_cast<unsigned long long>(summary->steps),
+                 static_cast<long long>(summary->first_step),
+                 static_cast<long long>(summary->last_step),
+                 static_cast<unsigned long long>(summary->units), summary->results.size());
+  }
+  return kExitOk;
+}
+
+int WriteDecisions(TraceReader* reader, const ControllerConfig& config, const ReplayFlags& f,
+                   OutputFile* output, FileSink* sink, ProgressLine* progress) {
+  ReplayOptions options;
+  options.config = config;
+  options.on_step = [progress](const ReplayProgress& p) { progress->Update(p); };
+  StatusOr<ReplaySummary> summary = RunReplay(reader, options, sink);
+  progress->Clear();
+  Status s;
+  if (summary.ok()) s = output->Commit();
+  if (!summary.ok() || !s.ok()) return Failed(summary.ok() ? s : summary.status());
+  if (!f.quiet) {
+    std::string text = FormatReplaySummary(summary.value());
+    if (!f.out_path.empty() && f.out_path != "-") {
+      text.insert(text.size() - 1, " to " + f.out_path);
+    }
+    std::fputs(text.c_str(), stderr);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int ReplayCommand(int argc, char** argv) {
+  ReplayFlags f;
   FlagParser flags(kUsage, kDescriptionHead +
                                ConfigKeysHelp("Config keys (YAML file and --set)",
                                               "replaced as a whole by --set") +
                                kDescriptionTail);
-  flags.AddString("trace", "TRACE.csv", "the trace to replay (required)", &trace);
-  flags.AddString("config", "CONFIG.yaml", "controller config (YAML); defaults when absent",
-                  &config_path);
-  flags.AddRepeated("set", "KEY=VALUE",
-                    "override one config key after --config, e.g.\n"
-                    "--set max_o=2 or --set 'actions=[{pattern: \"*.fc1\", "
-                    "action: clip}]'",
-                    &sets);
-  flags.AddRepeated("variant", "KEY=VALUE[,...]",
-                    "a what-if row: overrides on top of the base,\n"
-                    "e.g. --variant tau=3 --variant 'tau=3,max_o=2'",
-                    &variants);
-  flags.AddBool("table", "print the what-if table (base only without --variant)", &table);
-  flags.AddString("out", "FILE", "write the decisions (or the table) there instead of stdout",
-                  &out_path);
-  flags.AddBool("quiet", "no summary and no progress on stderr", &quiet);
-
+  AddReplayFlags(&flags, &f);
   Status s = flags.Parse(argc, argv);
   if (!s.ok()) {
     PrintError("replay: " + s.message() + " (see gnmrctl replay --help)");
@@ -168,103 +264,28 @@ int ReplayCommand(int argc, char** argv) {
     std::fputs(flags.Help().c_str(), stdout);
     return kExitOk;
   }
-  if (trace.empty()) {
+  if (f.trace.empty()) {
     PrintError("replay: --trace is required (see gnmrctl replay --help)");
     return kExitUsage;
   }
-
   ControllerConfig config;
-  if (!config_path.empty()) {
-    StatusOr<ControllerConfig> loaded = LoadControllerConfigFile(config_path);
-    if (!loaded.ok()) {
-      PrintError(loaded.status().message());
-      return ExitCodeFor(loaded.status());
-    }
-    config = loaded.value();
-  }
-  for (const std::string& assignment : sets) {
-    s = ApplyOverride(&config, assignment);
-    if (!s.ok()) {
-      PrintError(s.message());
-      return kExitUsage;
-    }
-  }
-
+  if (int rc = LoadBaseConfig(f, &config); rc != kExitOk) return rc;
   // What-if variants: validated before the trace is opened.
   std::vector<WhatIfVariant> what_if;
-  if (table || !variants.empty()) what_if.push_back({"base", config});
-  for (const std::string& spec : variants) {
-    StatusOr<std::vector<std::string>> parts = SplitVariant(spec);
-    if (!parts.ok()) {
-      PrintError(parts.status().message());
-      return kExitUsage;
-    }
-    WhatIfVariant v{spec, config};
-    for (const std::string& assignment : parts.value()) {
-      s = ApplyOverride(&v.config, assignment);
-      if (!s.ok()) {
-        std::string message = s.message();
-        if (message.rfind("--set ", 0) == 0) message.erase(0, 6);
-        PrintError("--variant '" + spec + "': " + message);
-        return kExitUsage;
-      }
-    }
-    what_if.push_back(std::move(v));
-  }
+  if (int rc = BuildVariants(f, config, &what_if); rc != kExitOk) return rc;
 
   TraceReader reader;
-  s = reader.OpenFile(trace);
-  if (!s.ok()) {
-    PrintError(s.message());
-    return ExitCodeFor(s);
-  }
+  s = reader.OpenFile(f.trace);
+  if (!s.ok()) return Failed(s);
   OutputFile output;
-  s = output.Open(out_path);
-  if (!s.ok()) {
-    PrintError(s.message());
-    return ExitCodeFor(s);
-  }
+  s = output.Open(f.out_path);
+  if (!s.ok()) return Failed(s);
   FileSink sink(output.file(), output.name());
-  ProgressLine progress(!quiet && ::isatty(STDERR_FILENO) == 1);
+  ProgressLine progress(!f.quiet && ::isatty(STDERR_FILENO) == 1);
   if (!what_if.empty()) {
-    StatusOr<WhatIfSummary> summary =
-        RunWhatIf(&reader, what_if, [&progress](const ReplayProgress& p) { progress.Update(p); });
-    progress.Clear();
-    if (summary.ok()) s = sink.Write(FormatWhatIfTable(summary.value()));
-    if (summary.ok() && s.ok()) s = output.Commit();
-    if (!summary.ok() || !s.ok()) {
-      const Status& err = summary.ok() ? s : summary.status();
-      PrintError(err.message());
-      return ExitCodeFor(err);
-    }
-    if (!quiet) {
-      std::fprintf(stderr, "what-if %s: %llu steps (%lld..%lld), %llu units, %zu config(s)\n",
-                   summary->trace.c_str(), static_cast<unsigned long long>(summary->steps),
-                   static_cast<long long>(summary->first_step),
-                   static_cast<long long>(summary->last_step),
-                   static_cast<unsigned long long>(summary->units), summary->results.size());
-    }
-    return kExitOk;
+    return WriteWhatIfTable(&reader, what_if, f.quiet, &output, &sink, &progress);
   }
-  ReplayOptions options;
-  options.config = config;
-  options.on_step = [&progress](const ReplayProgress& p) { progress.Update(p); };
-  StatusOr<ReplaySummary> summary = RunReplay(&reader, options, &sink);
-  progress.Clear();
-  if (summary.ok()) s = output.Commit();
-  if (!summary.ok() || !s.ok()) {
-    const Status& err = summary.ok() ? s : summary.status();
-    PrintError(err.message());
-    return ExitCodeFor(err);
-  }
-  if (!quiet) {
-    std::string text = FormatReplaySummary(summary.value());
-    if (!out_path.empty() && out_path != "-") {
-      text.insert(text.size() - 1, " to " + out_path);
-    }
-    std::fputs(text.c_str(), stderr);
-  }
-  return kExitOk;
+  return WriteDecisions(&reader, config, f, &output, &sink, &progress);
 }
 
 }  // namespace cli
