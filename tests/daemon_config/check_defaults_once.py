@@ -29,7 +29,7 @@ import tempfile
 
 CONFIG_DIR = "daemon/daemon_config"
 HELP_SOURCES = ("config_keys.cc", "command_line.cc")
-MAIN_CANDIDATES = ("programs/gnmrd/main.cc",)
+MAIN = "programs/gnmrd/main.cc"
 
 # Members that gnmrd defaults differently from the module they configure.
 OWN_DEFAULT = {
@@ -58,15 +58,9 @@ def strip_comments(text: str) -> str:
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
-        if ch == '"':
+        if ch in "\"'":  # a string or character literal, kept whole
             j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
-            i = j + 1
-        elif ch == "'":
-            j = i + 1
-            while j < n and text[j] != "'":
+            while j < n and text[j] != ch:
                 j += 2 if text[j] == "\\" else 1
             out.append(text[i:j + 1])
             i = j + 1
@@ -127,10 +121,9 @@ def check(root: str) -> list[str]:
     header_rel = f"{CONFIG_DIR}/daemon_config.h"
     with open(os.path.join(root, header_rel), encoding="utf-8") as f:
         members = daemon_config_members(f.read())
-    main_rel = next((p for p in MAIN_CANDIDATES if os.path.exists(os.path.join(root, p))), None)
-    if main_rel is None:
-        return problems + [f"gnmrd's main.cc not found (looked at {', '.join(MAIN_CANDIDATES)})"]
-    with open(os.path.join(root, main_rel), encoding="utf-8") as f:
+    if not os.path.exists(os.path.join(root, MAIN)):
+        return problems + [f"gnmrd's main.cc not found at {MAIN}"]
+    with open(os.path.join(root, MAIN), encoding="utf-8") as f:
         main = strip_comments(f.read())
 
     mirrors: dict[str, list[str]] = {}
@@ -139,7 +132,7 @@ def check(root: str) -> list[str]:
         if member in members:
             mirrors.setdefault(member, []).append(lhs)
     if len(mirrors) < MIN_MIRRORS:
-        problems.append(f"{main_rel}: found {len(mirrors)} DaemonConfig members copied into "
+        problems.append(f"{MAIN}: found {len(mirrors)} DaemonConfig members copied into "
                         f"Options, expected at least {MIN_MIRRORS}: has the wiring changed form?")
     for member, targets in sorted(mirrors.items()):
         init, line = members[member]
@@ -150,7 +143,7 @@ def check(root: str) -> list[str]:
                for fld in fields):
             continue
         problems.append(f"{header_rel}:{line}: DaemonConfig::{member} = {init} repeats the default "
-                        f"of {' and '.join(sorted(set(targets)))} ({main_rel}): initialize it "
+                        f"of {' and '.join(sorted(set(targets)))} ({MAIN}): initialize it "
                         "from that Options field, or say in OWN_DEFAULT why it differs")
     return problems
 
