@@ -257,11 +257,14 @@ Status Controller::CheckSamples(int64_t step, const UnitSample* samples, size_t 
     if (std::isfinite(s.sumsq) && s.sumsq < 0.0) {  // NaN/Inf: signals
       return InvalidArgument("unit '" + units_[s.unit_id].name + "' has negative sumsq");
     }
-    if ((std::isfinite(s.fwd_sumsq) && s.fwd_sumsq < 0.0) || !ForwardCountsFit(s)) {
+    if ((std::isfinite(s.fwd_sumsq) && s.fwd_sumsq < 0.0) || !ForwardCountsFit(s) ||
+        !SourceSumsValid(s)) {
       return InvalidArgument("unit '" + units_[s.unit_id].name +
                              "' has inconsistent forward statistics (negative sumsq, more "
-                             "saturated or zero elements or blocks than elements, or more "
-                             "saturated, dead or clamped blocks than blocks)");
+                             "saturated or zero elements or blocks than elements, more "
+                             "saturated, dead or clamped blocks than blocks, more source "
+                             "elements than elements or underflows than source elements, or "
+                             "a source sum that is negative or not finite)");
     }
   }
   return Status::Ok();

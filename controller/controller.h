@@ -96,9 +96,20 @@ struct UnitState {
   double last_forward = 0.0;
   double last_saturation = 0.0;
   double last_underflow = 0.0;
+  // The block rules' history (samples with block-scaled forward tensors):
+  // their own warmup count and means of the saturated, dead and clamped
+  // fractions of the blocks.
+  int64_t block_valid_samples = 0;
+  double saturated_blocks_mu = 0.0;
+  double dead_blocks_mu = 0.0;
+  double scale_clamps_mu = 0.0;
+  // The relative-error rule's history (samples with a source): its own
+  // warmup count and the mean of error / source sumsq.
+  int64_t source_valid_samples = 0;
+  double relative_error_mu = 0.0;
   // The last sample's block figures as fractions of its blocks
   // (docs/statistics.md, "Block columns"); 0 when it had no block-scaled
-  // forward tensors. Admin views and metrics: no rule reads them.
+  // forward tensors. Admin views and metrics.
   double last_saturated_blocks = 0.0;
   double last_dead_blocks = 0.0;
   double last_scale_clamps = 0.0;

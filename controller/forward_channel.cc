@@ -17,6 +17,20 @@
 // Each sample enters each history clamped at that rule's threshold, so a
 // fault cannot raise the bar it is measured against. The channel has its
 // own warmup count: forward tensors may start after the gradients did.
+//
+// A block-scaled forward tensor adds three block rules of the same forms
+// (docs/controller.md, "Block rules"), each off until its threshold is set:
+// - block_saturation: the saturated-block fraction / its mean, floored at
+//   one block (the saturation form: E8M0's floor rule saturates a block's
+//   largest values by construction, so healthy blocks saturate too);
+// - dead_blocks and scale_clamps: of the blocks usually live (unclamped),
+//   the share now dead (clamped) (the underflow form).
+// Their history has its own warmup count, over samples with blocks.
+//
+// A tensor observed with its source (what it was quantized from) adds the
+// relative_error rule (docs/controller.md, "Relative error"): the relative
+// error sum((x - x_hat)^2) / sum(x^2) over its mean, the ratio form, off
+// until tau_relative_error is set, with its own warmup count.
 #include <algorithm>
 #include <cmath>
 
@@ -26,6 +40,116 @@ namespace gnmr {
 namespace {
 
 constexpr double kEps = 1e-12;
+
+// One rule's evaluation: its figure against its threshold.
+struct RuleResult {
+  Trigger trigger;
+  double risk;
+  bool fired;
+};
+
+// The plain average of k samples with mean `mu` and one more, `x` (warmup).
+double AddToAverage(double mu, double x, double k) { return (mu * k + x) / (k + 1.0); }
+
+// The share form of underflow, dead_blocks and scale_clamps (the other
+// rules are ratios to a mean): of the share usually not hit (1 - mu), the
+// part hit now.
+double ShareHit(double x, double mu) {
+  const double usually_not = 1.0 - mu;
+  return usually_not > kEps ? (x - mu) / usually_not : 0.0;
+}
+
+// The mean after a sample of the share form, the sample clamped at the
+// threshold (`fraction` 0: the rule is off, the sample enters unclamped).
+double ShareMean(double mu, double x, double fraction, double decay) {
+  const double entering = fraction > 0 ? std::min(x, mu + fraction * (1.0 - mu)) : x;
+  return decay * mu + (1.0 - decay) * entering;
+}
+
+// The triggered rule of highest risk names the verdict's trigger (ties go
+// to the first listed); the verdict's risk is the highest of all.
+void Choose(const RuleResult* rules, size_t count, Trigger* trigger, double* risk) {
+  double fired_risk = -1.0;
+  for (size_t i = 0; i < count; ++i) {
+    const RuleResult& r = rules[i];
+    *risk = std::max(*risk, r.risk);
+    if (r.fired && r.risk > fired_risk) {
+      *trigger = r.trigger;
+      fired_risk = r.risk;
+    }
+  }
+}
+
+// The block rules of a sample with `blocks` blocks, whose fractions
+// EvaluateForward set in u.last_*_blocks: updates their history and writes
+// the rules that are on to `out` (none in warmup); returns how many. A rule
+// that is off takes no part, so an old config decides as before.
+size_t EvaluateBlocks(const ControllerConfig& config, uint64_t blocks, UnitState& u,
+                      RuleResult* out) {
+  const double saturated = u.last_saturated_blocks;
+  const double dead = u.last_dead_blocks;
+  const double clamped = u.last_scale_clamps;
+  if (u.block_valid_samples < config.warmup) {
+    // Warmup: plain averages of the samples so far.
+    const double k = static_cast<double>(u.block_valid_samples);
+    u.saturated_blocks_mu = AddToAverage(u.saturated_blocks_mu, saturated, k);
+    u.dead_blocks_mu = AddToAverage(u.dead_blocks_mu, dead, k);
+    u.scale_clamps_mu = AddToAverage(u.scale_clamps_mu, clamped, k);
+    ++u.block_valid_samples;
+    return 0;
+  }
+  const double tau = config.tau_block_saturation;
+  const double base = std::max(u.saturated_blocks_mu, 1.0 / static_cast<double>(blocks));
+  const double saturation_ratio = saturated / base;
+  const double dead_share = ShareHit(dead, u.dead_blocks_mu);
+  const double clamp_share = ShareHit(clamped, u.scale_clamps_mu);
+
+  const double d = config.ema_decay;
+  const double entering = tau > 0 ? std::min(saturated, tau * base) : saturated;
+  u.saturated_blocks_mu = d * u.saturated_blocks_mu + (1.0 - d) * entering;
+  u.dead_blocks_mu = ShareMean(u.dead_blocks_mu, dead, config.dead_block_fraction, d);
+  u.scale_clamps_mu = ShareMean(u.scale_clamps_mu, clamped, config.scale_clamp_fraction, d);
+  ++u.block_valid_samples;
+
+  size_t n = 0;
+  if (tau > 0) {
+    out[n++] = {Trigger::kBlockSaturation, saturation_ratio / tau, saturation_ratio >= tau};
+  }
+  if (const double f = config.dead_block_fraction; f > 0) {
+    out[n++] = {Trigger::kDeadBlocks, dead_share / f, dead_share >= f};
+  }
+  if (const double f = config.scale_clamp_fraction; f > 0) {
+    out[n++] = {Trigger::kScaleClamps, clamp_share / f, clamp_share >= f};
+  }
+  return n;
+}
+
+// The relative-error rule of a sample with a source (fwd_source_sumsq > 0):
+// as EvaluateBlocks, one rule.
+size_t EvaluateSource(const ControllerConfig& config, const UnitSample& s, UnitState& u,
+                      RuleResult* out) {
+  const double error = s.fwd_error_sumsq / s.fwd_source_sumsq;
+  if (u.source_valid_samples < config.warmup) {
+    const double k = static_cast<double>(u.source_valid_samples);
+    u.relative_error_mu = AddToAverage(u.relative_error_mu, error, k);
+    ++u.source_valid_samples;
+    return 0;
+  }
+  const double tau = config.tau_relative_error;
+  const double base = std::max(u.relative_error_mu, kEps);
+  const double ratio = error / base;
+  const double entering = tau > 0 ? std::min(error, tau * base) : error;
+  u.relative_error_mu =
+      config.ema_decay * u.relative_error_mu + (1.0 - config.ema_decay) * entering;
+  ++u.source_valid_samples;
+  if (tau <= 0) return 0;
+  out[0] = {Trigger::kRelativeError, ratio / tau, ratio >= tau};
+  return 1;
+}
+
+// Whether a sample carries source figures the relative error can be read
+// from (an all-zero source has none).
+bool HasSource(const UnitSample& s) { return s.fwd_source_numel > 0 && s.fwd_source_sumsq > 0; }
 
 }  // namespace
 
@@ -50,53 +174,45 @@ Controller::ForwardVerdict Controller::EvaluateForward(UnitState& u, const UnitS
   if (u.fwd_valid_samples < config_.warmup) {
     // Warmup: plain averages of the samples so far.
     const double k = static_cast<double>(u.fwd_valid_samples);
-    u.fwd_mu = (u.fwd_mu * k + norm) / (k + 1.0);
-    u.saturation_mu = (u.saturation_mu * k + saturated) / (k + 1.0);
-    u.zeros_mu = (u.zeros_mu * k + zeros) / (k + 1.0);
+    u.fwd_mu = AddToAverage(u.fwd_mu, norm, k);
+    u.saturation_mu = AddToAverage(u.saturation_mu, saturated, k);
+    u.zeros_mu = AddToAverage(u.zeros_mu, zeros, k);
     ++u.fwd_valid_samples;
+    // Samples with blocks or a source are forward samples: those histories
+    // are in their warmup too, and only build.
+    RuleResult none[3];
+    if (s.fwd_blocks > 0) EvaluateBlocks(config_, s.fwd_blocks, u, none);
+    if (HasSource(s)) EvaluateSource(config_, s, u, none);
     return v;
   }
 
   const double ratio = norm / std::max(u.fwd_mu, kEps);
   const double saturation_base = std::max(u.saturation_mu, 1.0 / n);
   const double saturation_ratio = saturated / saturation_base;
-  const double usually_nonzero = 1.0 - u.zeros_mu;
-  const double flushed = usually_nonzero > kEps ? (zeros - u.zeros_mu) / usually_nonzero : 0.0;
+  const double flushed = ShareHit(zeros, u.zeros_mu);
 
   const double d = config_.ema_decay;
   u.fwd_mu = d * u.fwd_mu + (1.0 - d) * std::min(norm, config_.tau_forward * u.fwd_mu);
   u.saturation_mu = d * u.saturation_mu +
                     (1.0 - d) * std::min(saturated, config_.tau_saturation * saturation_base);
-  u.zeros_mu =
-      d * u.zeros_mu +
-      (1.0 - d) * std::min(zeros, u.zeros_mu + config_.underflow_fraction * usually_nonzero);
+  u.zeros_mu = ShareMean(u.zeros_mu, zeros, config_.underflow_fraction, d);
   ++u.fwd_valid_samples;
   u.last_forward = ratio;
   u.last_saturation = saturation_ratio;
   u.last_underflow = flushed;
   v.evidence = {ratio, saturation_ratio, flushed};
 
-  // The triggered rule of highest risk names the trigger; ties go to the
-  // first listed.
-  const struct {
-    Trigger trigger;
-    double risk;
-    bool fired;
-  } rules[] = {
+  RuleResult rules[7] = {
       {Trigger::kForward, ratio / config_.tau_forward, ratio >= config_.tau_forward},
       {Trigger::kSaturation, saturation_ratio / config_.tau_saturation,
        saturation_ratio >= config_.tau_saturation},
       {Trigger::kUnderflow, flushed / config_.underflow_fraction,
        flushed >= config_.underflow_fraction},
   };
-  double fired_risk = -1.0;
-  for (const auto& r : rules) {
-    v.risk = std::max(v.risk, r.risk);
-    if (r.fired && r.risk > fired_risk) {
-      v.trigger = r.trigger;
-      fired_risk = r.risk;
-    }
-  }
+  size_t rule_count = 3;
+  if (s.fwd_blocks > 0) rule_count += EvaluateBlocks(config_, s.fwd_blocks, u, rules + rule_count);
+  if (HasSource(s)) rule_count += EvaluateSource(config_, s, u, rules + rule_count);
+  Choose(rules, rule_count, &v.trigger, &v.risk);
   return v;
 }
 

@@ -35,6 +35,12 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
     h->set_fwd_mu(u.fwd_mu);
     h->set_saturation_mu(u.saturation_mu);
     h->set_zeros_mu(u.zeros_mu);
+    h->set_block_valid_samples(u.block_valid_samples);
+    h->set_saturated_blocks_mu(u.saturated_blocks_mu);
+    h->set_dead_blocks_mu(u.dead_blocks_mu);
+    h->set_scale_clamps_mu(u.scale_clamps_mu);
+    h->set_source_valid_samples(u.source_valid_samples);
+    h->set_relative_error_mu(u.relative_error_mu);
   }
   for (const RecoveryEntry& e : c.recovery_) RecoveryEntryToProto(e, out->add_recovery());
   for (uint32_t id : c.admin_released_) out->add_admin_released(id);
@@ -79,6 +85,8 @@ Status Bad(const std::string& what) { return DataLoss("controller state: " + wha
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
+bool Fraction(double v) { return v >= 0 && v <= 1; }
+
 bool HistoryInRange(const v1::UnitHistory& h, int32_t short_window) {
   bool window_ok = h.window_size() <= short_window;
   for (double g : h.window()) window_ok = window_ok && std::isfinite(g) && g >= 0;
@@ -87,7 +95,12 @@ bool HistoryInRange(const v1::UnitHistory& h, int32_t short_window) {
            h.last_step() < -1 || h.last_step() > kMaxStep || h.fwd_valid_samples() < 0 ||
            static_cast<uint64_t>(h.fwd_valid_samples()) > kMaxCount || !std::isfinite(h.fwd_mu()) ||
            h.fwd_mu() < 0 || !(h.saturation_mu() >= 0 && h.saturation_mu() <= 1) ||
-           !(h.zeros_mu() >= 0 && h.zeros_mu() <= 1));
+           !(h.zeros_mu() >= 0 && h.zeros_mu() <= 1) || h.block_valid_samples() < 0 ||
+           static_cast<uint64_t>(h.block_valid_samples()) > kMaxCount ||
+           !Fraction(h.saturated_blocks_mu()) || !Fraction(h.dead_blocks_mu()) ||
+           !Fraction(h.scale_clamps_mu()) || h.source_valid_samples() < 0 ||
+           static_cast<uint64_t>(h.source_valid_samples()) > kMaxCount ||
+           !std::isfinite(h.relative_error_mu()) || h.relative_error_mu() < 0);
 }
 
 // The window is the controller's to fill (PushWindow).
@@ -103,6 +116,12 @@ void RestoreHistory(const v1::UnitHistory& h, UnitState* u) {
   u->fwd_mu = h.fwd_mu();
   u->saturation_mu = h.saturation_mu();
   u->zeros_mu = h.zeros_mu();
+  u->block_valid_samples = h.block_valid_samples();
+  u->saturated_blocks_mu = h.saturated_blocks_mu();
+  u->dead_blocks_mu = h.dead_blocks_mu();
+  u->scale_clamps_mu = h.scale_clamps_mu();
+  u->source_valid_samples = h.source_valid_samples();
+  u->relative_error_mu = h.relative_error_mu();
 }
 
 bool CountersInRange(const v1::ControllerCounters& k) {

@@ -185,6 +185,12 @@ void LocalTransport::DecideLocked(const Report& r) {
         s.fwd_dead_blocks = r.fwd_dead_blocks[i];
         s.fwd_scale_clamps = r.fwd_scale_clamps[i];
       }
+      if (r.fwd_source_units > 0) {
+        s.fwd_source_numel = r.fwd_source_numel[i];
+        s.fwd_underflow = r.fwd_underflow[i];
+        s.fwd_error_sumsq = r.fwd_error_sumsq[i];
+        s.fwd_source_sumsq = r.fwd_source_sumsq[i];
+      }
     }
   }
   Decision d;

@@ -18,7 +18,11 @@ static_assert(GNMR_TRIGGER_NONE == static_cast<int>(gnmr::Trigger::kNone) &&
               GNMR_TRIGGER_FORWARD == static_cast<int>(gnmr::Trigger::kForward) &&
               GNMR_TRIGGER_SATURATION == static_cast<int>(gnmr::Trigger::kSaturation) &&
               GNMR_TRIGGER_UNDERFLOW == static_cast<int>(gnmr::Trigger::kUnderflow) &&
-              gnmr::kNumTriggers == 7);
+              GNMR_TRIGGER_BLOCK_SATURATION == static_cast<int>(gnmr::Trigger::kBlockSaturation) &&
+              GNMR_TRIGGER_DEAD_BLOCKS == static_cast<int>(gnmr::Trigger::kDeadBlocks) &&
+              GNMR_TRIGGER_SCALE_CLAMPS == static_cast<int>(gnmr::Trigger::kScaleClamps) &&
+              GNMR_TRIGGER_RELATIVE_ERROR == static_cast<int>(gnmr::Trigger::kRelativeError) &&
+              gnmr::kNumTriggers == 11);
 
 // The entry `index` of `plan`, or null after recording why not.
 const gnmr::PlanEntry* EntryAt(const gnmr_plan* plan, uint32_t index, const void* out, int* rc) {

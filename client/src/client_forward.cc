@@ -103,7 +103,13 @@ Status Client::ObserveForwardBlocks(UnitHandle unit, const BlockTensorRef* tenso
     return TimedForward(m, unit, "ObserveForwardBlocks", [&] {
       BlockStats b;
       const Status s = cpu::ComputeBlockStats(tensors, count, &b);
-      if (s.ok()) m.next_report.AddForwardBlocks(unit, b);
+      // The elements the source figures are of: those of the tensors that
+      // came with a source (ComputeBlockStats checked each size).
+      uint64_t source_numel = 0;
+      for (size_t i = 0; i < count; ++i) {
+        if (tensors[i].source != nullptr) source_numel += tensors[i].rows * tensors[i].cols;
+      }
+      if (s.ok()) m.next_report.AddForwardBlocks(unit, b, source_numel);
       return s;
     });
   });

@@ -19,6 +19,11 @@ void ZeroColumns(Report* r, size_t n) {
   r->fwd_dead_blocks.assign(n, 0);
   r->fwd_scale_clamps.assign(n, 0);
   r->fwd_block_units = 0;
+  r->fwd_source_numel.assign(n, 0);
+  r->fwd_underflow.assign(n, 0);
+  r->fwd_error_sumsq.assign(n, 0.0);
+  r->fwd_source_sumsq.assign(n, 0.0);
+  r->fwd_source_units = 0;
 }
 
 }  // namespace
@@ -33,6 +38,10 @@ void ForwardAccumulator::Resize(size_t units) {
   saturated_blocks_.assign(units, 0);
   dead_blocks_.assign(units, 0);
   scale_clamps_.assign(units, 0);
+  source_numel_.assign(units, 0);
+  underflow_.assign(units, 0);
+  error_sumsq_.assign(units, 0.0);
+  source_sumsq_.assign(units, 0.0);
   touched_.clear();
   touched_.reserve(units);
 }
@@ -48,7 +57,7 @@ void ForwardAccumulator::Add(uint32_t unit, const UnitStats& s) {
   numel_[unit] += s.numel;
 }
 
-void ForwardAccumulator::AddBlocks(uint32_t unit, const BlockStats& b) {
+void ForwardAccumulator::AddBlocks(uint32_t unit, const BlockStats& b, uint64_t source_numel) {
   UnitStats s;
   s.sumsq = b.sumsq;
   s.amax = b.amax;
@@ -61,6 +70,11 @@ void ForwardAccumulator::AddBlocks(uint32_t unit, const BlockStats& b) {
   saturated_blocks_[unit] += b.saturated_blocks;
   dead_blocks_[unit] += b.dead_blocks;
   scale_clamps_[unit] += b.scale_clamps;
+  if (!b.has_source || source_numel == 0) return;
+  source_numel_[unit] += source_numel;
+  underflow_[unit] += b.underflow;
+  error_sumsq_[unit] += b.error_sumsq;
+  source_sumsq_[unit] += b.source_sumsq;
 }
 
 void ForwardAccumulator::MoveInto(Report* r) {
@@ -88,6 +102,13 @@ void ForwardAccumulator::MergeInto(Report* r) {
       r->fwd_dead_blocks[u] += dead_blocks_[u];
       r->fwd_scale_clamps[u] += scale_clamps_[u];
     }
+    if (source_numel_[u] > 0) {
+      if (r->fwd_source_numel[u] == 0) ++r->fwd_source_units;
+      r->fwd_source_numel[u] += source_numel_[u];
+      r->fwd_underflow[u] += underflow_[u];
+      r->fwd_error_sumsq[u] += error_sumsq_[u];
+      r->fwd_source_sumsq[u] += source_sumsq_[u];
+    }
   }
   Clear();
 }
@@ -103,6 +124,10 @@ void ForwardAccumulator::Clear() {
     saturated_blocks_[u] = 0;
     dead_blocks_[u] = 0;
     scale_clamps_[u] = 0;
+    source_numel_[u] = 0;
+    underflow_[u] = 0;
+    error_sumsq_[u] = 0.0;
+    source_sumsq_[u] = 0.0;
   }
   touched_.clear();
 }

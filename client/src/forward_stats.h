@@ -28,8 +28,9 @@ class ForwardAccumulator {
   // pending row. `unit` < size().
   void Add(uint32_t unit, const UnitStats& s);
   // The same for block-scaled tensors: dequantized sumsq and amax,
-  // saturated and zero codes, and the block figures.
-  void AddBlocks(uint32_t unit, const BlockStats& b);
+  // saturated and zero codes, the block figures, and the source figures of
+  // the `source_numel` elements whose tensors came with a source.
+  void AddBlocks(uint32_t unit, const BlockStats& b, uint64_t source_numel);
   // Whether any unit has pending statistics.
   bool empty() const { return touched_.empty(); }
   // Writes the pending rows into r's forward columns (every other unit's
@@ -52,6 +53,10 @@ class ForwardAccumulator {
   std::vector<uint64_t> saturated_blocks_;
   std::vector<uint64_t> dead_blocks_;
   std::vector<uint64_t> scale_clamps_;
+  std::vector<uint64_t> source_numel_;
+  std::vector<uint64_t> underflow_;
+  std::vector<double> error_sumsq_;
+  std::vector<double> source_sumsq_;
   std::vector<uint32_t> touched_;  // units with a pending row, first-call order
 };
 

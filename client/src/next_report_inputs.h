@@ -44,7 +44,9 @@ class NextReportInputs {
 
   // ObserveForward: one call's forward statistics for `unit`.
   void AddForward(UnitHandle unit, const UnitStats& s) { forward_.Add(unit, s); }
-  void AddForwardBlocks(UnitHandle unit, const BlockStats& b) { forward_.AddBlocks(unit, b); }
+  void AddForwardBlocks(UnitHandle unit, const BlockStats& b, uint64_t source_numel) {
+    forward_.AddBlocks(unit, b, source_numel);
+  }
 
   // ObserveUnit: host unit `unit`'s statistics, which Observe then takes
   // instead of computing them.

@@ -62,6 +62,15 @@ struct Report {
   std::vector<uint64_t> fwd_dead_blocks;
   std::vector<uint64_t> fwd_scale_clamps;
   size_t fwd_block_units = 0;
+  // Source figures of the units whose block-scaled tensors came with their
+  // source (fwd_source_numel 0: none), for the report's source columns,
+  // sent only when fwd_source_units > 0 (docs/statistics.md, "Source
+  // columns"). Sized with the forward columns.
+  std::vector<uint64_t> fwd_source_numel;
+  std::vector<uint64_t> fwd_underflow;
+  std::vector<double> fwd_error_sumsq;
+  std::vector<double> fwd_source_sumsq;
+  size_t fwd_source_units = 0;
   // Per unit: 1 if marked inactive (Client::MarkInactive): left out of the
   // report, which is then sent in the sparse form (docs/statistics.md).
   std::vector<uint8_t> inactive;

@@ -52,6 +52,12 @@ void AddActiveColumns(const Report& r, const std::vector<uint32_t>& unit_ids,
       s->add_fwd_dead_blocks(r.fwd_dead_blocks[h]);
       s->add_fwd_scale_clamps(r.fwd_scale_clamps[h]);
     }
+    if (r.fwd_source_units > 0) {
+      s->add_fwd_source_numel(r.fwd_source_numel[h]);
+      s->add_fwd_underflow(r.fwd_underflow[h]);
+      s->add_fwd_error_sumsq(r.fwd_error_sumsq[h]);
+      s->add_fwd_source_sumsq(r.fwd_source_sumsq[h]);
+    }
   }
 }
 
@@ -76,6 +82,10 @@ void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
   s->clear_fwd_saturated_blocks();
   s->clear_fwd_dead_blocks();
   s->clear_fwd_scale_clamps();
+  s->clear_fwd_source_numel();
+  s->clear_fwd_underflow();
+  s->clear_fwd_error_sumsq();
+  s->clear_fwd_source_sumsq();
   s->set_fwd_stage(r.fwd_units > 0 ? pipeline_stage : 0);
   s->set_sparse(r.inactive_count > 0);
   if (r.inactive_count == 0) {  // dense, as every client before sparse reports
@@ -98,6 +108,12 @@ void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
                                              r.fwd_saturated_blocks.end());
       s->mutable_fwd_dead_blocks()->Add(r.fwd_dead_blocks.begin(), r.fwd_dead_blocks.end());
       s->mutable_fwd_scale_clamps()->Add(r.fwd_scale_clamps.begin(), r.fwd_scale_clamps.end());
+    }
+    if (r.fwd_source_units > 0) {  // all four source columns, or none
+      s->mutable_fwd_source_numel()->Add(r.fwd_source_numel.begin(), r.fwd_source_numel.end());
+      s->mutable_fwd_underflow()->Add(r.fwd_underflow.begin(), r.fwd_underflow.end());
+      s->mutable_fwd_error_sumsq()->Add(r.fwd_error_sumsq.begin(), r.fwd_error_sumsq.end());
+      s->mutable_fwd_source_sumsq()->Add(r.fwd_source_sumsq.begin(), r.fwd_source_sumsq.end());
     }
   } else {
     AddActiveColumns(r, unit_ids, handles_by_id, s);

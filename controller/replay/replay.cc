@@ -218,6 +218,18 @@ std::string FormatReplaySummary(const ReplaySummary& s) {
                   by[static_cast<int>(Trigger::kUnderflow)]);
     out += buf;
   }
+  const uint64_t block_admissions =
+      by[static_cast<int>(Trigger::kBlockSaturation)] + by[static_cast<int>(Trigger::kDeadBlocks)] +
+      by[static_cast<int>(Trigger::kScaleClamps)] + by[static_cast<int>(Trigger::kRelativeError)];
+  if (block_admissions > 0) {
+    std::snprintf(
+        buf, sizeof(buf),
+        "  block rules: admissions block_saturation %" PRIu64 ", dead_blocks %" PRIu64
+        ", scale_clamps %" PRIu64 ", relative_error %" PRIu64 "\n",
+        by[static_cast<int>(Trigger::kBlockSaturation)], by[static_cast<int>(Trigger::kDeadBlocks)],
+        by[static_cast<int>(Trigger::kScaleClamps)], by[static_cast<int>(Trigger::kRelativeError)]);
+    out += buf;
+  }
   if (st.denied_clips > 0) {
     std::snprintf(buf, sizeof(buf),
                   "  denied clips: %" PRIu64 " (of the denials; clipped on their step)\n",

@@ -35,7 +35,11 @@ constexpr ColumnName kColumns[] = {{"step", 1},
                                    {"fwd_blocks", 14, &UnitSample::fwd_blocks},
                                    {"fwd_saturated_blocks", 15, &UnitSample::fwd_saturated_blocks},
                                    {"fwd_dead_blocks", 16, &UnitSample::fwd_dead_blocks},
-                                   {"fwd_scale_clamps", 17, &UnitSample::fwd_scale_clamps}};
+                                   {"fwd_scale_clamps", 17, &UnitSample::fwd_scale_clamps},
+                                   {"fwd_source_numel", 18, &UnitSample::fwd_source_numel},
+                                   {"fwd_underflow", 19, &UnitSample::fwd_underflow},
+                                   {"fwd_error_sumsq", 20},
+                                   {"fwd_source_sumsq", 21}};
 
 template <typename T>
 bool ParseNumber(std::string_view f, T* out) {
@@ -87,7 +91,8 @@ Status TraceReader::ParseHeader(std::string_view line) {
                                  "numel, fwd_sumsq, fwd_amax, fwd_saturated, "
                                  "fwd_zeros, fwd_numel, fwd_order, fwd_blocks, "
                                  "fwd_saturated_blocks, fwd_dead_blocks, "
-                                 "fwd_scale_clamps)");
+                                 "fwd_scale_clamps, fwd_source_numel, fwd_underflow, "
+                                 "fwd_error_sumsq, fwd_source_sumsq)");
     }
   }
   // The old recorder's form keeps its meaning (trace_reader.h): with the
@@ -195,6 +200,16 @@ __attribute__((always_inline)) Status TraceReader::StoreField(size_t i, std::str
     case kFwdAmax:
       ok = f.empty() || ParseNumber(f, &s.fwd_amax);
       break;
+    case kFwdErrorSumsq:
+    case kFwdSourceSumsq: {
+      double& v = cols_[i] == kFwdErrorSumsq ? s.fwd_error_sumsq : s.fwd_source_sumsq;
+      ok = f.empty() || ParseNumber(f, &v);
+      if (ok && !(std::isfinite(v) && v >= 0.0)) {
+        return Error(line_no_,
+                     "column '" + header_[i] + "': " + Quoted(f) + " is not a finite number >= 0");
+      }
+      break;
+    }
     default:  // a count
       ok = f.empty() || ParseNumber(f, &(s.*kColumns[cols_[i] - 1].count));
       break;
@@ -212,7 +227,7 @@ Status TraceReader::StepRangeError(int64_t step, std::string_view f) const {
 
 Status TraceReader::ValueError(size_t i, std::string_view f) const {
   const Col c = cols_[i];
-  const bool count = (c >= kNonfinite && c <= kNumel) || c >= kFwdSaturated;
+  const bool count = (c >= kNonfinite && c <= kNumel) || (c >= kFwdSaturated && c <= kFwdUnderflow);
   return Error(line_no_, "column '" + header_[i] + "': " +
                              (f.empty() ? std::string("empty value")
                                         : Quoted(f) + " is not " +
@@ -244,7 +259,10 @@ Status TraceReader::CheckForwardCounts(const UnitSample& u) const {
                                "), nor fwd_saturated_blocks (" +
                                std::to_string(u.fwd_saturated_blocks) + "), fwd_dead_blocks (" +
                                std::to_string(u.fwd_dead_blocks) + ") or fwd_scale_clamps (" +
-                               std::to_string(u.fwd_scale_clamps) + ") fwd_blocks");
+                               std::to_string(u.fwd_scale_clamps) + ") fwd_blocks, nor " +
+                               "fwd_source_numel (" + std::to_string(u.fwd_source_numel) +
+                               ") fwd_numel, nor fwd_underflow (" +
+                               std::to_string(u.fwd_underflow) + ") fwd_source_numel");
   }
   return Status::Ok();
 }

@@ -98,6 +98,10 @@ class TraceReader {
     kFwdSaturatedBlocks,
     kFwdDeadBlocks,
     kFwdScaleClamps,
+    kFwdSourceNumel,
+    kFwdUnderflow,
+    kFwdErrorSumsq,  // the last two are numbers, not counts
+    kFwdSourceSumsq,
   };
   struct Row {
     int64_t step = 0;

@@ -83,6 +83,14 @@ const char* TriggerName(Trigger t) {
       return "saturation";
     case Trigger::kUnderflow:
       return "underflow";
+    case Trigger::kBlockSaturation:
+      return "block_saturation";
+    case Trigger::kDeadBlocks:
+      return "dead_blocks";
+    case Trigger::kScaleClamps:
+      return "scale_clamps";
+    case Trigger::kRelativeError:
+      return "relative_error";
   }
   return "unknown";
 }

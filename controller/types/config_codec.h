@@ -48,6 +48,10 @@ static_assert(static_cast<int>(Trigger::kNone) == v1::TRIGGER_NONE &&
               static_cast<int>(Trigger::kForward) == v1::TRIGGER_FORWARD &&
               static_cast<int>(Trigger::kSaturation) == v1::TRIGGER_SATURATION &&
               static_cast<int>(Trigger::kUnderflow) == v1::TRIGGER_UNDERFLOW &&
+              static_cast<int>(Trigger::kBlockSaturation) == v1::TRIGGER_BLOCK_SATURATION &&
+              static_cast<int>(Trigger::kDeadBlocks) == v1::TRIGGER_DEAD_BLOCKS &&
+              static_cast<int>(Trigger::kScaleClamps) == v1::TRIGGER_SCALE_CLAMPS &&
+              static_cast<int>(Trigger::kRelativeError) == v1::TRIGGER_RELATIVE_ERROR &&
               v1::Trigger_MIN == 0 && v1::Trigger_MAX == kNumTriggers - 1);
 
 constexpr v1::Action ToProto(Action a) { return static_cast<v1::Action>(a); }

@@ -15,6 +15,11 @@ constexpr ConfigRange Closed(double lo, double hi) { return {lo, true, hi, true}
 constexpr ConfigRange Open(double lo, double hi) { return {lo, false, hi, false}; }
 constexpr ConfigRange AtLeast(double lo) { return {lo, true, kInf, false}; }
 constexpr ConfigRange Above(double lo) { return {lo, false, kInf, false}; }
+// A rule's threshold that may also be 0: the rule is off.
+constexpr ConfigRange OffOr(ConfigRange r) {
+  r.zero_is_off = true;
+  return r;
+}
 
 // A field's value as the double every accessor trades in, and back.
 template <typename T>
@@ -130,6 +135,19 @@ std::vector<ConfigField> MakeFields() {
       Later(GNMR_CONFIG_FIELD(underflow_fraction, T::kDouble, Open(0, 1), {},
                               "forward channel: triggers when this share of a unit's usually "
                               "non-zero forward elements is flushed to zero")),
+      // 0 (off) is also what a peer before the key sends: no Later().
+      GNMR_CONFIG_FIELD(tau_block_saturation, T::kDouble, OffOr(Above(1)), {},
+                        "block rules (block-scaled forward tensors): trigger threshold of a "
+                        "unit's saturated-block fraction / its mean"),
+      GNMR_CONFIG_FIELD(dead_block_fraction, T::kDouble, OffOr(Open(0, 1)), {},
+                        "block rules: triggers when this share of a unit's usually live "
+                        "blocks is dead (every code zero)"),
+      GNMR_CONFIG_FIELD(scale_clamp_fraction, T::kDouble, OffOr(Open(0, 1)), {},
+                        "block rules: triggers when this share of a unit's usually unclamped "
+                        "block scales is clamped (at an end of its range, or NaN)"),
+      GNMR_CONFIG_FIELD(tau_relative_error, T::kDouble, OffOr(Above(1)), {},
+                        "source figures (tensors observed with their source): trigger "
+                        "threshold of a unit's relative error / its mean"),
       // 0 (rank) is also what a peer before the key sends: no Later().
       GNMR_CONFIG_FIELD(attribution, T::kEnum, {}, AttributionChoices(),
                         "forward channel: a forward-triggered candidate ranks above the "
@@ -170,11 +188,12 @@ const char* TypeName(ConfigType t) {
 
 std::string ConfigField::RangeText() const {
   if (type == ConfigType::kEnum) return Join(choices);
+  const std::string off = range.zero_is_off ? "0 (off) or " : "";
   if (range.hi == kInf) {
-    return std::string(type == ConfigType::kDouble ? "a finite number " : "") +
+    return off + (type == ConfigType::kDouble ? "a finite number " : "") +
            (range.lo_closed ? ">= " : "> ") + Number(range.lo);
   }
-  return (range.lo_closed ? "[" : "(") + Number(range.lo) + ", " + Number(range.hi) +
+  return off + (range.lo_closed ? "[" : "(") + Number(range.lo) + ", " + Number(range.hi) +
          (range.hi_closed ? "]" : ")");
 }
 
@@ -193,10 +212,11 @@ std::string ConfigField::Problem(double v) const {
       got = std::to_string(v);
       break;
   }
-  ok = std::isfinite(v) && (r.lo_closed ? v >= r.lo : v > r.lo) &&
-       (r.hi_closed ? v <= r.hi : v < r.hi);
+  ok = (r.zero_is_off && v == 0) || (std::isfinite(v) && (r.lo_closed ? v >= r.lo : v > r.lo) &&
+                                     (r.hi_closed ? v <= r.hi : v < r.hi));
   if (ok) return "";
-  return "must be " + std::string(r.hi == kInf ? "" : "in ") + RangeText() + ", got " + got;
+  return "must be " + std::string(r.hi == kInf || r.zero_is_off ? "" : "in ") + RangeText() +
+         ", got " + got;
 }
 
 bool ConfigField::ParseChoice(std::string_view name, double* out) const {

@@ -39,12 +39,14 @@ enum class ConfigType : uint8_t {
 };
 
 // The valid values of a number: lo and hi, each closed or open; hi = +inf
-// means no upper bound.
+// means no upper bound. With zero_is_off, 0 is valid too and turns the
+// key's rule off.
 struct ConfigRange {
   double lo = 0;
   bool lo_closed = true;
   double hi = 0;
   bool hi_closed = true;
+  bool zero_is_off = false;
 };
 
 struct ConfigField {
@@ -64,7 +66,7 @@ struct ConfigField {
   bool zero_is_unset = false;
 
   // The valid values in words: "[1, 1000000]", "(0, 1)", ">= 0",
-  // "a finite number > 1", "none, clip, skip".
+  // "a finite number > 1", "0 (off) or (0, 1)", "none, clip, skip".
   std::string RangeText() const;
   // "" when `v` is a valid value, else what Validate() says after the key
   // ("must be in [1, 1000000], got 0").

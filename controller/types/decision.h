@@ -48,6 +48,13 @@ struct UnitSample {
   uint64_t fwd_saturated_blocks = 0;  // blocks with a code at the element maximum
   uint64_t fwd_dead_blocks = 0;       // blocks whose codes are all zero
   uint64_t fwd_scale_clamps = 0;      // blocks whose scale is at an end of its range
+  // Source figures of block-scaled forward tensors observed with the tensor
+  // they were quantized from (docs/statistics.md, "Source columns");
+  // fwd_source_numel 0: none. The relative error is error / source sumsq.
+  uint64_t fwd_source_numel = 0;  // elements of those tensors
+  uint64_t fwd_underflow = 0;     // source x != 0, dequantized 0
+  double fwd_error_sumsq = 0.0;   // sum((x - x_hat)^2); finite, >= 0
+  double fwd_source_sumsq = 0.0;  // sum(x^2); finite, >= 0
 };
 
 // Pipeline stages a forward order tells apart (StepStats.fwd_stage): a
@@ -66,7 +73,15 @@ inline uint64_t ForwardOrderKey(uint32_t stage, uint32_t position) {
 inline bool ForwardCountsFit(const UnitSample& s) {
   return s.fwd_saturated <= s.fwd_numel && s.fwd_zeros <= s.fwd_numel &&
          s.fwd_blocks <= s.fwd_numel && s.fwd_saturated_blocks <= s.fwd_blocks &&
-         s.fwd_dead_blocks <= s.fwd_blocks && s.fwd_scale_clamps <= s.fwd_blocks;
+         s.fwd_dead_blocks <= s.fwd_blocks && s.fwd_scale_clamps <= s.fwd_blocks &&
+         s.fwd_source_numel <= s.fwd_numel && s.fwd_underflow <= s.fwd_source_numel;
+}
+
+// Whether a sample's source sums are what a sum of squares can be: finite
+// and not negative (the kernels sum finite pairs only).
+inline bool SourceSumsValid(const UnitSample& s) {
+  return std::isfinite(s.fwd_error_sumsq) && s.fwd_error_sumsq >= 0.0 &&
+         std::isfinite(s.fwd_source_sumsq) && s.fwd_source_sumsq >= 0.0;
 }
 
 // The forward channel's figures for one sample (docs/controller.md,

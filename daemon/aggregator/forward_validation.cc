@@ -1,5 +1,6 @@
-// StepAggregator::ValidateForward: the forward and block columns of a
-// report (docs/statistics.md, "Forward columns" and "Block columns") are
+// StepAggregator::ValidateForward: the forward, block and source columns of
+// a report (docs/statistics.md, "Forward columns", "Block columns" and
+// "Source columns") are
 // checked before anything is kept, so the sums Combine makes stay
 // consistent (every count at most its element or block count) and the
 // controller never sees a sample it must refuse.
@@ -45,6 +46,15 @@ Status StepAggregator::ValidateForward(const v1::StepStats& s) {
                            std::to_string(s.fwd_dead_blocks_size()) + ", fwd_scale_clamps " +
                            std::to_string(s.fwd_scale_clamps_size()));
   }
+  const int sources = s.fwd_source_numel_size();
+  if ((sources != 0 && sources != len) || s.fwd_underflow_size() != sources ||
+      s.fwd_error_sumsq_size() != sources || s.fwd_source_sumsq_size() != sources) {
+    return InvalidArgument("source columns must all be empty or have the forward columns' length " +
+                           std::to_string(len) + ": fwd_source_numel " + std::to_string(sources) +
+                           ", fwd_underflow " + std::to_string(s.fwd_underflow_size()) +
+                           ", fwd_error_sumsq " + std::to_string(s.fwd_error_sumsq_size()) +
+                           ", fwd_source_sumsq " + std::to_string(s.fwd_source_sumsq_size()));
+  }
   for (int i = 0; i < len; ++i) {  // messages built only on an error: this runs per value
     const bool negative = std::isfinite(s.fwd_sumsq(i)) && s.fwd_sumsq(i) < 0.0;
     if (negative || s.fwd_saturated(i) > s.fwd_numel(i) || s.fwd_zeros(i) > s.fwd_numel(i)) {
@@ -65,6 +75,19 @@ Status StepAggregator::ValidateForward(const v1::StepStats& s) {
                              std::to_string(s.fwd_scale_clamps(i)) + " of fwd_blocks " +
                              std::to_string(s.fwd_blocks(i)) + ", of fwd_numel " +
                              std::to_string(s.fwd_numel(i)) + ")");
+    }
+    // Sums of squares over finite pairs: finite, >= 0; counts of elements.
+    if (sources > 0 &&
+        (s.fwd_source_numel(i) > s.fwd_numel(i) || s.fwd_underflow(i) > s.fwd_source_numel(i) ||
+         !(std::isfinite(s.fwd_error_sumsq(i)) && s.fwd_error_sumsq(i) >= 0.0) ||
+         !(std::isfinite(s.fwd_source_sumsq(i)) && s.fwd_source_sumsq(i) >= 0.0))) {
+      return InvalidArgument("unit id " + std::to_string(s.unit_id(i)) +
+                             ": source figures are inconsistent (fwd_underflow " +
+                             std::to_string(s.fwd_underflow(i)) + " of fwd_source_numel " +
+                             std::to_string(s.fwd_source_numel(i)) + ", of fwd_numel " +
+                             std::to_string(s.fwd_numel(i)) + "; fwd_error_sumsq " +
+                             std::to_string(s.fwd_error_sumsq(i)) + " and fwd_source_sumsq " +
+                             std::to_string(s.fwd_source_sumsq(i)) + " must be finite and >= 0)");
     }
     // A position among this report's forward units: at most one per row,
     // and none for a unit without forward statistics.

@@ -49,7 +49,8 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
   report.nonfinite.assign(s.nonfinite().begin(), s.nonfinite().end());
   report.zeros.assign(s.zeros().begin(), s.zeros().end());
   report.forward.resize(static_cast<size_t>(s.fwd_numel_size()));
-  const bool blocks = s.fwd_blocks_size() > 0;  // ValidateForward: all four or none
+  const bool blocks = s.fwd_blocks_size() > 0;        // ValidateForward: all four or none
+  const bool source = s.fwd_source_numel_size() > 0;  // the same
   for (int i = 0; i < s.fwd_numel_size(); ++i) {
     report.forward[static_cast<size_t>(i)] = {s.fwd_sumsq(i),
                                               s.fwd_amax(i),
@@ -60,7 +61,11 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
                                               blocks ? s.fwd_blocks(i) : 0,
                                               blocks ? s.fwd_saturated_blocks(i) : 0,
                                               blocks ? s.fwd_dead_blocks(i) : 0,
-                                              blocks ? s.fwd_scale_clamps(i) : 0};
+                                              blocks ? s.fwd_scale_clamps(i) : 0,
+                                              source ? s.fwd_source_numel(i) : 0,
+                                              source ? s.fwd_underflow(i) : 0,
+                                              source ? s.fwd_error_sumsq(i) : 0.0,
+                                              source ? s.fwd_source_sumsq(i) : 0.0};
   }
   auto [it, inserted] = open_.try_emplace(step);
   OpenStep& open = it->second;

@@ -179,6 +179,11 @@ class StepAggregator {
     uint64_t saturated_blocks;
     uint64_t dead_blocks;
     uint64_t scale_clamps;
+    // Source figures (StepStats.fwd_source_numel ...); 0: none.
+    uint64_t source_numel;
+    uint64_t underflow;
+    double error_sumsq;
+    double source_sumsq;
   };
   struct RankReport {
     bool sparse = false;

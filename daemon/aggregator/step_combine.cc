@@ -102,6 +102,10 @@ void StepAggregator::AddReplicaForward(const ForwardStats& f, ForwardStats* into
   into->saturated_blocks = SaturatingAdd(into->saturated_blocks, f.saturated_blocks);
   into->dead_blocks = SaturatingAdd(into->dead_blocks, f.dead_blocks);
   into->scale_clamps = SaturatingAdd(into->scale_clamps, f.scale_clamps);
+  into->source_numel = SaturatingAdd(into->source_numel, f.source_numel);
+  into->underflow = SaturatingAdd(into->underflow, f.underflow);
+  into->error_sumsq += f.error_sumsq;
+  into->source_sumsq += f.source_sumsq;
 }
 
 // Fast path: every expected rank sent a sparse report, so a slot is covered
@@ -181,6 +185,8 @@ UnitSample StepAggregator::CombineUnit(uint32_t id, bool fast, bool* complete, b
     sample.fwd_order = 0;
     sample.fwd_blocks = sample.fwd_saturated_blocks = 0;
     sample.fwd_dead_blocks = sample.fwd_scale_clamps = 0;
+    sample.fwd_source_numel = sample.fwd_underflow = 0;
+    sample.fwd_error_sumsq = sample.fwd_source_sumsq = 0.0;
   }
   return sample;
 }
@@ -197,6 +203,12 @@ void StepAggregator::AddShardForward(const SlotAcc& a, UnitSample* sample) {
       SaturatingAdd(sample->fwd_saturated_blocks, a.fwd.saturated_blocks);
   sample->fwd_dead_blocks = SaturatingAdd(sample->fwd_dead_blocks, a.fwd.dead_blocks);
   sample->fwd_scale_clamps = SaturatingAdd(sample->fwd_scale_clamps, a.fwd.scale_clamps);
+  // The source sums are summed over replicas too: only their ratio (the
+  // relative error) is read, and it stays the ratio over every element seen.
+  sample->fwd_source_numel = SaturatingAdd(sample->fwd_source_numel, a.fwd.source_numel);
+  sample->fwd_underflow = SaturatingAdd(sample->fwd_underflow, a.fwd.underflow);
+  sample->fwd_error_sumsq += a.fwd.error_sumsq;
+  sample->fwd_source_sumsq += a.fwd.source_sumsq;
 }
 
 uint32_t StepAggregator::CountUnlistedIncomplete(bool fast, uint32_t listed_not_held) const {

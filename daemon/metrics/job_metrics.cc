@@ -84,7 +84,8 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units
   // sees a zero before the first admission.
   for (Action a : {Action::kPromote, Action::kClip, Action::kSkip, Action::kResetState}) {
     for (Trigger t : {Trigger::kGnmr, Trigger::kDelta, Trigger::kNonFinite, Trigger::kForward,
-                      Trigger::kSaturation, Trigger::kUnderflow}) {
+                      Trigger::kSaturation, Trigger::kUnderflow, Trigger::kBlockSaturation,
+                      Trigger::kDeadBlocks, Trigger::kScaleClamps, Trigger::kRelativeError}) {
       Admissions(a, t);
     }
   }

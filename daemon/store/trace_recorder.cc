@@ -74,6 +74,10 @@ void AppendRow(std::string* out, int64_t step, std::string_view unit, const Unit
   AppendForwardCount(out, s.fwd_saturated_blocks);
   AppendForwardCount(out, s.fwd_dead_blocks);
   AppendForwardCount(out, s.fwd_scale_clamps);
+  AppendForwardCount(out, s.fwd_source_numel);
+  AppendForwardCount(out, s.fwd_underflow);
+  AppendForwardValue(out, s.fwd_error_sumsq);
+  AppendForwardValue(out, s.fwd_source_sumsq);
   out->push_back('\n');
 }
 

@@ -56,12 +56,17 @@ class ForwardTensor:
     backend's scale_inv buffer: no host synchronisation; it must stay
     alive and keep its address, as a backend's does). A block-scaled
     ``tensor`` carries its own scales and counts codes at its element
-    format's maximum: both fields must keep their defaults.
+    format's maximum: both fields must keep their defaults. ``source``
+    (block-scaled tensors only): the host tensor the codes were quantized
+    from, in their storage order, read in place; it adds the source figures
+    (underflow, relative error) that the ``tau_relative_error`` rule reads
+    (docs/statistics.md, "Source columns").
     """
 
     tensor: Any  # a torch.Tensor, or a block-scaled tensor (module doc)
     saturation_magnitude: float = 0.0
     scale_inv: Union[float, _torch.Tensor] = 1.0
+    source: Optional[_torch.Tensor] = None
 
 
 ForwardItem = Union[_torch.Tensor, ForwardTensor]
@@ -164,6 +169,10 @@ class ForwardHooks:
         for item in items:
             t = item.tensor if isinstance(item, ForwardTensor) else item
             if type(t) is _torch.Tensor or not _blocks.is_block_scaled(t):
+                if isinstance(item, ForwardTensor) and item.source is not None:
+                    raise ValueError(f"unit '{unit_name}': a ForwardTensor's source is for "
+                                     "block-scaled tensors (their source figures); this one "
+                                     f"is a {type(t).__name__}")
                 plain.append(item)
                 continue
             if isinstance(item, ForwardTensor) and (item.saturation_magnitude != 0.0
@@ -173,7 +182,13 @@ class ForwardHooks:
                                  "own scales and saturation: leave saturation_magnitude and "
                                  "scale_inv at their defaults")
             try:
-                refs.append(_blocks.describe(t))
+                source = item.source if isinstance(item, ForwardTensor) else None
+                if source is not None and isinstance(t, _blocks.BlockRef):
+                    raise ValueError(f"unit '{unit_name}': this ForwardTensor's tensor is a "
+                                     "gnmr.blocks.describe descriptor: give the source to "
+                                     "describe(..., source=) instead")
+                refs.append(_blocks.describe(t, source=source) if source is not None
+                            else _blocks.describe(t))
             except NotImplementedError as e:  # a CUDA tensor: a set-up the channel cannot serve
                 self.turn_off(f"unit '{unit_name}': {e}; the forward channel is off for this "
                               "Monitor (gradient statistics continue)")

@@ -63,7 +63,8 @@ class UnitInfo:
     norm: float  # this rank's norm at the step (NaN: not known)
     scale: float  # the clip factor (1 unless clipped)
     # Why it is in recovery: what admitted it ("gnmr", "delta", "nonfinite",
-    # "forward", "saturation", "underflow"; "none": the daemon does not say)
+    # "forward", "saturation", "underflow", "block_saturation", "dead_blocks",
+    # "scale_clamps", "relative_error"; "none": the daemon does not say)
     # and that sample's figures, None when not said (see the module doc).
     trigger: str = "none"
     gnmr: Optional[float] = None  # GNMR, vs tau_gnmr

@@ -86,6 +86,16 @@ TEST(ForwardAccumulator, OrderIsTheFirstCallsPosition) {
   EXPECT_EQ(r.fwd_order[3], 0u);
 }
 
+// The gradient columns of a two-unit report, both units active: what
+// ReportToStepStats needs besides the forward rows under test.
+void GiveGradientColumns(Report* r) {
+  r->sumsq = {1.0, 1.0};
+  r->amax = {0.0, 0.0};
+  r->nonfinite = {0, 0};
+  r->zeros = {0, 0};
+  r->inactive = {0, 0};
+}
+
 // Block-scaled calls fill the row as plain ones do and add their block
 // figures; the wire form carries the four block columns only when some unit
 // had them, and a recycled slot drops them.
@@ -102,8 +112,8 @@ TEST(ForwardAccumulator, BlockFiguresRideInTheirOwnColumns) {
   b.saturated_blocks = 1;
   b.dead_blocks = 1;
   b.scale_clamps = 2;
-  acc.AddBlocks(1, b);
-  acc.AddBlocks(1, b);
+  acc.AddBlocks(1, b, 0);
+  acc.AddBlocks(1, b, 0);
   UnitStats plain;
   plain.sumsq = 1.0;
   plain.numel = 10;
@@ -122,11 +132,7 @@ TEST(ForwardAccumulator, BlockFiguresRideInTheirOwnColumns) {
   EXPECT_EQ(r.fwd_dead_blocks, (std::vector<uint64_t>{0, 2}));
   EXPECT_EQ(r.fwd_scale_clamps, (std::vector<uint64_t>{0, 4}));
 
-  r.sumsq = {1.0, 1.0};
-  r.amax = {0.0, 0.0};
-  r.nonfinite = {0, 0};
-  r.zeros = {0, 0};
-  r.inactive = {0, 0};
+  GiveGradientColumns(&r);
   v1::StepStats wire;
   ReportToStepStats(r, {10, 11}, {0, 1}, 0, &wire);
   ASSERT_EQ(wire.fwd_blocks_size(), 2);
@@ -149,6 +155,59 @@ TEST(ForwardAccumulator, BlockFiguresRideInTheirOwnColumns) {
   ReportToStepStats(r, {10, 11}, {0, 1}, 0, &wire);
   EXPECT_EQ(wire.fwd_blocks_size(), 0);  // an older daemon's form
   EXPECT_EQ(wire.fwd_numel_size(), 2);
+  EXPECT_EQ(wire.fwd_source_numel_size(), 0);  // no source was given
+}
+
+// Source figures (docs/statistics.md, "Source columns") add up over calls
+// like the counts, only for the calls that came with a source, and ride in
+// their own four columns; a slot without them sends none.
+TEST(ForwardAccumulator, SourceFiguresRideInTheirOwnColumns) {
+  ForwardAccumulator acc;
+  acc.Resize(2);
+  BlockStats b;
+  b.numel = 64;
+  b.sumsq = 9.0;
+  b.blocks = 2;
+  b.has_source = true;
+  b.underflow = 3;
+  b.error_sumsq = 0.5;
+  b.source_sumsq = 10.0;
+  acc.AddBlocks(0, b, 64);
+  acc.AddBlocks(0, b, 32);  // a call whose second tensor had no source
+  BlockStats without = b;
+  without.has_source = false;
+  acc.AddBlocks(1, without, 0);
+  Report r;
+  acc.MoveInto(&r);
+  EXPECT_EQ(r.fwd_source_units, 1u);
+  EXPECT_EQ(r.fwd_source_numel, (std::vector<uint64_t>{96, 0}));
+  EXPECT_EQ(r.fwd_underflow, (std::vector<uint64_t>{6, 0}));
+  EXPECT_EQ(r.fwd_error_sumsq, (std::vector<double>{1.0, 0.0}));
+  EXPECT_EQ(r.fwd_source_sumsq, (std::vector<double>{20.0, 0.0}));
+
+  GiveGradientColumns(&r);
+  v1::StepStats wire;
+  ReportToStepStats(r, {10, 11}, {0, 1}, 0, &wire);
+  ASSERT_EQ(wire.fwd_source_numel_size(), 2);
+  EXPECT_EQ(wire.fwd_source_numel(0), 96u);
+  EXPECT_EQ(wire.fwd_underflow(0), 6u);
+  EXPECT_EQ(wire.fwd_error_sumsq(0), 1.0);
+  EXPECT_EQ(wire.fwd_source_sumsq(0), 20.0);
+  r.inactive = {0, 1};  // the sparse form: unit 0's row only
+  r.inactive_count = 1;
+  ReportToStepStats(r, {10, 11}, {0, 1}, 0, &wire);
+  ASSERT_EQ(wire.fwd_source_numel_size(), 1);
+  EXPECT_EQ(wire.fwd_error_sumsq(0), 1.0);
+  r.inactive = {0, 0};
+  r.inactive_count = 0;
+
+  acc.AddBlocks(0, without, 0);  // the slot again: no source
+  acc.MoveInto(&r);
+  EXPECT_EQ(r.fwd_source_units, 0u);
+  EXPECT_EQ(r.fwd_source_numel[0], 0u);
+  ReportToStepStats(r, {10, 11}, {0, 1}, 0, &wire);
+  EXPECT_EQ(wire.fwd_source_numel_size(), 0);
+  EXPECT_EQ(wire.fwd_blocks_size(), 2);
 }
 
 }  // namespace

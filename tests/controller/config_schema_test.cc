@@ -96,6 +96,7 @@ double OtherValue(const ConfigField& f, double current) {
     case ConfigType::kInt32:
       return f.Problem(current + 1).empty() ? current + 1 : current - 1;
     case ConfigType::kDouble:
+      if (current == 0) return f.Problem(2.0).empty() ? 2.0 : 0.5;  // a rule that is off
       return f.Problem(current * 0.75).empty() ? current * 0.75 : current * 0.5;
   }
   return current;
@@ -137,6 +138,12 @@ TEST(ConfigSchema, ProblemsNameTheRangeAsValidateSaysIt) {
   EXPECT_EQ(FindConfigField("ema_decay")->Problem(HUGE_VAL), "must be in (0, 1), got inf");
   EXPECT_EQ(FindConfigField("max_o")->Problem(-1), "must be >= 0, got -1");
   EXPECT_EQ(FindConfigField("entry")->Problem(3), "must be one of none, clip, skip, got 3");
+  // A rule that 0 turns off.
+  EXPECT_EQ(FindConfigField("dead_block_fraction")->Problem(1.0),
+            "must be 0 (off) or (0, 1), got 1.000000");
+  EXPECT_EQ(FindConfigField("dead_block_fraction")->Problem(0.0), "");
+  EXPECT_EQ(FindConfigField("tau_block_saturation")->Problem(0.5),
+            "must be 0 (off) or a finite number > 1, got 0.500000");
   EXPECT_EQ(FindConfigField("actions"), nullptr);
   EXPECT_EQ(FindConfigField("maxo"), nullptr);
 
@@ -149,7 +156,8 @@ TEST(ConfigSchema, KeysAreTheProtoOrderWithActionsLast) {
   EXPECT_EQ(ConfigKeyList(),
             "warmup, ema_decay, tau, tau_delta, gnmr_floor, short_window, max_o, lock_steps, "
             "lag, entry, denied, clip_min_scale, report, tau_forward, tau_saturation, "
-            "underflow_fraction, attribution, actions");
+            "underflow_fraction, tau_block_saturation, dead_block_fraction, "
+            "scale_clamp_fraction, tau_relative_error, attribution, actions");
   const google::protobuf::Descriptor* d = v1::ControllerConfig::descriptor();
   ASSERT_EQ(static_cast<size_t>(d->field_count()), ConfigKeys().size());
   for (int i = 0; i < d->field_count(); ++i) EXPECT_EQ(d->field(i)->name(), ConfigKeys()[i]);

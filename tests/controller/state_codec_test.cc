@@ -231,8 +231,10 @@ TEST(StateCodec, RejectsOutOfRangeStepsLocksNamesAndCounters) {
   s.mutable_counters()->set_unit_steps_in_force(s.counters().unit_steps_observed() + 1);
   rejected(s, "more unit-steps in force than observed");
   s = good;
-  for (int i = 0; i < 5; ++i) s.mutable_counters()->add_admissions_by_trigger(1);
-  rejected(s, "nine admission counters");
+  while (s.counters().admissions_by_trigger_size() <= kNumTriggers) {
+    s.mutable_counters()->add_admissions_by_trigger(1);
+  }
+  rejected(s, "an admission counter per trigger and one more");
 
   // The edges themselves are fine.
   s = good;

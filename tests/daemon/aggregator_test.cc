@@ -3,6 +3,10 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -385,6 +389,63 @@ TEST_F(TwoRanks, BlockColumnsAreSummed) {
   EXPECT_EQ(c.samples[0].fwd_blocks, 10u);
   EXPECT_EQ(c.samples[0].fwd_saturated_blocks, 1u);
   EXPECT_TRUE(ForwardCountsFit(c.samples[0]));
+}
+
+// Source columns (docs/statistics.md, "Source columns"): counts and sums
+// added over replicas and shards (only their ratio is read); checked like
+// the block columns, and a report without them adds none.
+TEST_F(TwoRanks, SourceColumnsAreSummedAndChecked) {
+  StepAggregator agg(&topo, {});
+  auto with_source = [](v1::StepStats s, std::vector<uint64_t> numel, std::vector<uint64_t> under,
+                        std::vector<double> error, std::vector<double> source) {
+    for (size_t i = 0; i < numel.size(); ++i) {
+      s.add_fwd_source_numel(numel[i]);
+      s.add_fwd_underflow(under[i]);
+      s.add_fwd_error_sumsq(error[i]);
+      s.add_fwd_source_sumsq(source[i]);
+    }
+    return s;
+  };
+  const v1::StepStats r0 =
+      with_source(OrderedReport(0, 1, 2), {100, 0}, {3, 0}, {0.5, 0.0}, {10.0, 0.0});
+  StepAggregator::Outcome o;
+  for (const auto& [bad, why] : std::vector<std::pair<v1::StepStats, std::string>>{
+           {with_source(OrderedReport(0, 1, 2), {100}, {3}, {0.5}, {10.0}), "source columns"},
+           {with_source(OrderedReport(0, 1, 2), {101, 0}, {3, 0}, {0.5, 0}, {10, 0}),
+            "source figures are inconsistent"},
+           {with_source(OrderedReport(0, 1, 2), {100, 0}, {101, 0}, {0.5, 0}, {10, 0}),
+            "source figures are inconsistent"},
+           {with_source(OrderedReport(0, 1, 2), {100, 0}, {3, 0}, {-0.5, 0}, {10, 0}),
+            "source figures are inconsistent"},
+           {with_source(OrderedReport(0, 1, 2), {100, 0}, {3, 0}, {0.5, 0},
+                        {std::numeric_limits<double>::infinity(), 0}),
+            "source figures are inconsistent"}}) {
+    const Status st = agg.Add(0, bad, t0, &o);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << why;
+    EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+  }
+  Add(agg, 0, r0, t0);
+  Add(agg, 1, with_source(OrderedReport(1, 1, 2), {100, 0}, {1, 0}, {0.25, 0.0}, {30.0, 0.0}), t0);
+  StepAggregator::ClosedStep c;
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  ASSERT_EQ(c.samples.size(), 2u);
+  EXPECT_EQ(c.samples[0].fwd_source_numel, 200u);
+  EXPECT_EQ(c.samples[0].fwd_underflow, 4u);
+  EXPECT_EQ(c.samples[0].fwd_error_sumsq, 0.75);
+  EXPECT_EQ(c.samples[0].fwd_source_sumsq, 40.0);
+  EXPECT_EQ(c.samples[1].fwd_source_numel, 0u);
+  EXPECT_TRUE(ForwardCountsFit(c.samples[0]) && SourceSumsValid(c.samples[0]));
+
+  // The next step, rank 1 without source columns: rank 0's alone.
+  v1::StepStats next = r0;
+  next.set_step(1);
+  v1::StepStats plain = OrderedReport(1, 1, 2);
+  plain.set_step(1);
+  Add(agg, 0, next, t0);
+  Add(agg, 1, plain, t0);
+  ASSERT_TRUE(agg.PopReady(t0, &c));
+  EXPECT_EQ(c.samples[0].fwd_source_numel, 100u);
+  EXPECT_EQ(c.samples[0].fwd_error_sumsq, 0.5);
 }
 
 // fwd_order (docs/controller.md, "Attribution"): the earliest position over

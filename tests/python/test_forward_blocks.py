@@ -7,7 +7,9 @@ codes with scales 8x too small at one step (a scale desync), so most codes
 clamp at E4M3's maximum, while backpropagation raises a's gradient far more
 than b's. With one recovery slot, b is admitted by the saturation rule from
 its block-scaled codes. With gnmrd's trace on, the recorded row of b holds
-exactly what ``gnmr.block_stats`` computes of the same tensors.
+exactly what ``gnmr.block_stats`` computes of the same tensors. Observed
+with its source (the input before quantization), the same fault is seen by
+the relative-error rule alone, and the source figures reach the trace.
 """
 from __future__ import annotations
 
@@ -86,12 +88,12 @@ class Quantizer:
         return [gt.ForwardTensor(item)] if self.kind == "wrapped" else item
 
 
-def _run(target, job, quant, events="", faulty_gradients=True):
+def _run(target, job, quant, events="", faulty_gradients=True, config=None):
     torch.manual_seed(5)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     # Declared: Net's plain Linears stand for promotable units (test_presets.py).
-    mon = gt.Monitor(model, target=target, job_id=job, config=CFG, strict=True,
+    mon = gt.Monitor(model, target=target, job_id=job, config=config or CFG, strict=True,
                      local_events_path=events, forward_tensors=quant, high_precision=True)
     promoted = []
     for step in range(STEPS):
@@ -197,4 +199,79 @@ def test_a_cuda_block_scaled_tensor_turns_the_channel_off_loudly():
     mon.start()
     with pytest.warns(RuntimeWarning, match="forward channel is off"):
         model(_batch(0)[0].cuda()).sum().backward()
+    mon.close()
+
+
+
+# Only the relative-error rule: the desync also trips the forward norm and
+# saturation rules, which this scenario keeps out of the way.
+SOURCE_CFG = dict(CFG, tau_forward=1e9, tau_saturation=1e9, underflow_fraction=0.999,
+                  tau_relative_error=4.0)
+
+
+class SourcedQuantizer(Quantizer):
+    """b's input as MXFP8 with the input itself as the source, so the
+    report carries the source figures (docs/statistics.md, "Source
+    columns"): plain codes through ``describe(..., source=)``, or torchao's
+    MXTensor through ``ForwardTensor(source=)``."""
+
+    def __call__(self, name, module, inputs, output):
+        if name != "b":
+            return None
+        x = inputs[0].detach().contiguous()
+        if self.kind == "torchao":
+            from torchao.prototype.mx_formats.mx_tensor import MXTensor
+            mx = MXTensor.to_mx(x * (8.0 if self.fault else 1.0), torch.float8_e4m3fn, 32)
+            self.seen.append(gnmr.block_stats(blocks.describe(mx, source=x)))
+            return [gt.ForwardTensor(mx, source=x)]
+        codes, scales = mxfp8_codes(x, 8.0 if self.fault else 1.0)
+        item = blocks.describe(codes, scales, format="mxfp8_e4m3", source=x)
+        self.seen.append(gnmr.block_stats(item))
+        return item
+
+
+def _run_sourced(target, job, quant, config, events=""):
+    return _run(target, job, quant, events, faulty_gradients=False, config=config)
+
+
+def test_the_relative_error_rule_admits_a_unit_whose_source_says_so(tmp_path):
+    off, on = tmp_path / "off.jsonl", tmp_path / "on.jsonl"
+    quiet = dict(SOURCE_CFG, tau_relative_error=0)  # the rule off: nothing else fires
+    _run_sourced("local", "src-off", SourcedQuantizer("describe"), quiet, str(off))
+    quant = SourcedQuantizer("describe")
+    promoted = _run_sourced("local", "src-on", quant, SOURCE_CFG, str(on))
+    assert _admissions(off) == []
+    assert _admissions(on) == [("b", "relative_error", FAULT)]
+    assert promoted[FAULT + 1] == ("b",)
+    normal, fault = quant.seen[FAULT - 1], quant.seen[FAULT]
+    relative = [s["error_sumsq"] / s["source_sumsq"] for s in (normal, fault)]
+    assert relative[0] < 1e-2  # MXFP8's own rounding
+    assert relative[1] > 100 * relative[0]  # values 8x, most clamped at 448
+
+
+@needs_torchao
+def test_source_figures_reach_gnmrds_trace(gnmrd_factory, tmp_path):
+    traces = tmp_path / "traces"
+    d = gnmrd_factory(f"trace:\n  dir: {traces}\n")
+    quant = SourcedQuantizer("torchao")
+    _run_sourced(d.target, "src-ao", quant, SOURCE_CFG)
+    d.stop()
+    rows = _trace_rows(traces, "src-ao")
+    assert len(rows) == STEPS
+    for row, want in zip(rows, quant.seen):
+        assert int(row["fwd_source_numel"]) == want["numel"]
+        assert int(row["fwd_underflow"] or 0) == want["underflow"]
+        assert float(row["fwd_error_sumsq"]) == want["error_sumsq"]
+        assert float(row["fwd_source_sumsq"]) == want["source_sumsq"]
+
+
+def test_a_source_for_a_tensor_that_is_not_block_scaled_is_refused():
+    def fn(name, module, inputs, output):
+        return [gt.ForwardTensor(output, source=output)] if name == "b" else None
+
+    model = Net()
+    mon = gt.Monitor(model, target="local", job_id="src-bad", config=CFG, forward_tensors=fn)
+    mon.start()
+    with pytest.warns(RuntimeWarning, match="source is for block-scaled tensors"):
+        model(_batch(0)[0]).sum().backward()
     mon.close()

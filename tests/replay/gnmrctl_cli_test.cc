@@ -153,7 +153,8 @@ TEST_F(Gnmrctl, BadTracesNameFileAndLine) {
                      "step, unit, sumsq; optional: amax, nonfinite, zeros, "
                      "numel, fwd_sumsq, fwd_amax, fwd_saturated, fwd_zeros, fwd_numel, "
                      "fwd_order, fwd_blocks, fwd_saturated_blocks, fwd_dead_blocks, "
-                     "fwd_scale_clamps)");
+                     "fwd_scale_clamps, fwd_source_numel, fwd_underflow, fwd_error_sumsq, "
+                     "fwd_source_sumsq)");
   t = Write("nan.csv", "step,unit,sumsq\n0,a,1\n0,b,1..2\n");
   ExpectBadInput(Run("replay --trace '" + t + "' --out '" + out + "'"), err_,
                  "gnmrctl: " + t + ":3: column 'sumsq': '1..2' is not a number");

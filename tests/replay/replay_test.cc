@@ -211,6 +211,31 @@ TEST(Replay, ForwardColumnsFeedTheForwardChannel) {
       << bad.status.message();
 }
 
+TEST(Replay, BlockColumnsFeedTheBlockRulesOnlyWhenTheyAreOn) {
+  // b's blocks go dead at step 3 (60 of 100; 5 usually) while its element
+  // figures stay quiet: only the dead_blocks rule, when on, sees it.
+  const char trace[] =
+      "step,unit,sumsq,fwd_sumsq,fwd_saturated,fwd_zeros,fwd_numel,fwd_blocks,"
+      "fwd_saturated_blocks,fwd_dead_blocks,fwd_scale_clamps\n"
+      "0,b,1,4,20,1000,3200,100,20,5,0\n1,b,1,4,20,1000,3200,100,20,5,0\n"
+      "2,b,1,4,20,1000,3200,100,20,5,0\n3,b,1,4,20,1100,3200,100,20,60,0\n";
+  Result off = Replay(trace, SmallConfig());
+  ASSERT_TRUE(off.status.ok()) << off.status.ToString();
+  EXPECT_EQ(off.summary.stats.admissions(), 0u);
+  EXPECT_EQ(FormatReplaySummary(off.summary).find("block rules"), std::string::npos);
+  ControllerConfig on = SmallConfig();
+  on.dead_block_fraction = 0.25;
+  Result r = Replay(trace, on);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.summary.stats.admissions_by_trigger[static_cast<int>(Trigger::kDeadBlocks)], 1u);
+  EXPECT_NE(r.jsonl.find("\"trigger\":\"dead_blocks\""), std::string::npos) << r.jsonl;
+  EXPECT_NE(FormatReplaySummary(r.summary).find(
+                "  block rules: admissions block_saturation 0, dead_blocks 1, "
+                "scale_clamps 0, relative_error 0\n"),
+            std::string::npos)
+      << FormatReplaySummary(r.summary);
+}
+
 TEST(Replay, LaterConfigOverridesChangeTheOutcome) {
   ControllerConfig c = SmallConfig();
   ASSERT_TRUE(ApplyOverride(&c, "max_o=2").ok());

@@ -141,8 +141,36 @@ TEST(TraceReader, BlockColumnsAndTheirBounds) {
   const std::string head = "step,unit,sumsq,fwd_numel,fwd_blocks,fwd_dead_blocks\n";
   EXPECT_EQ(FirstError(head + "1,a,1,64,8,9\n"),
             "t.csv:2: fwd_blocks (8) cannot exceed fwd_numel (64), nor "
-            "fwd_saturated_blocks (0), fwd_dead_blocks (9) or fwd_scale_clamps (0) fwd_blocks");
+            "fwd_saturated_blocks (0), fwd_dead_blocks (9) or fwd_scale_clamps (0) fwd_blocks, "
+            "nor fwd_source_numel (0) fwd_numel, nor fwd_underflow (0) fwd_source_numel");
   EXPECT_NE(FirstError(head + "1,a,1,64,65,0\n").find("fwd_blocks (65) cannot exceed"),
+            std::string::npos);
+}
+
+// Source columns (docs/statistics.md, "Source columns"): the two counts as
+// counts, the two sums finite and >= 0; counts that do not fit are an error
+// with the line.
+TEST(TraceReader, SourceColumnsAndTheirBounds) {
+  const std::string head =
+      "step,unit,sumsq,fwd_numel,fwd_source_numel,fwd_underflow,fwd_error_sumsq,"
+      "fwd_source_sumsq\n";
+  auto rows = ReadAll(head + "3,v,1,1024,1024,7,0.125,1e3\n3,o,1,100,,,,\n");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].s.fwd_source_numel, 1024u);
+  EXPECT_EQ(rows[0].s.fwd_underflow, 7u);
+  EXPECT_EQ(rows[0].s.fwd_error_sumsq, 0.125);
+  EXPECT_EQ(rows[0].s.fwd_source_sumsq, 1e3);
+  EXPECT_EQ(rows[1].s.fwd_source_numel, 0u);
+  EXPECT_EQ(rows[1].s.fwd_error_sumsq, 0.0);
+  EXPECT_EQ(FirstError(head + "1,a,1,64,64,0,-1,1\n"),
+            "t.csv:2: column 'fwd_error_sumsq': '-1' is not a finite number >= 0");
+  EXPECT_EQ(FirstError(head + "1,a,1,64,64,0,1,nan\n"),
+            "t.csv:2: column 'fwd_source_sumsq': 'nan' is not a finite number >= 0");
+  EXPECT_EQ(FirstError(head + "1,a,1,64,64,x,1,1\n"),
+            "t.csv:2: column 'fwd_underflow': 'x' is not a non-negative integer");
+  EXPECT_NE(FirstError(head + "1,a,1,64,65,0,1,1\n").find("nor fwd_source_numel (65) fwd_numel"),
+            std::string::npos);
+  EXPECT_NE(FirstError(head + "1,a,1,64,8,9,1,1\n").find("nor fwd_underflow (9) fwd_source_numel"),
             std::string::npos);
 }
 
@@ -388,12 +416,12 @@ const ErrorCase kErrors[] = {
      "t.csv:1: missing column 'sumsq' in the header (required: step, unit, "
      "sumsq; optional: amax, nonfinite, zeros, numel, fwd_sumsq, fwd_amax, fwd_saturated, "
      "fwd_zeros, fwd_numel, fwd_order, fwd_blocks, fwd_saturated_blocks, fwd_dead_blocks, "
-     "fwd_scale_clamps)"},
+     "fwd_scale_clamps, fwd_source_numel, fwd_underflow, fwd_error_sumsq, fwd_source_sumsq)"},
     {"MissingUnitAfterBlankLines", "\n\nstep,sumsq\n",
      "t.csv:3: missing column 'unit' in the header (required: step, unit, "
      "sumsq; optional: amax, nonfinite, zeros, numel, fwd_sumsq, fwd_amax, fwd_saturated, "
      "fwd_zeros, fwd_numel, fwd_order, fwd_blocks, fwd_saturated_blocks, fwd_dead_blocks, "
-     "fwd_scale_clamps)"},
+     "fwd_scale_clamps, fwd_source_numel, fwd_underflow, fwd_error_sumsq, fwd_source_sumsq)"},
     {"DuplicateColumn", "step,unit,sumsq,unit\n", "t.csv:1: duplicate column 'unit'"},
     {"NonNumericSumsq", "step,unit,sumsq\n1,a,1\n1,b,abc\n",
      "t.csv:3: column 'sumsq': 'abc' is not a number"},

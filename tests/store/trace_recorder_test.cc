@@ -51,6 +51,12 @@ UnitSample Sample(uint32_t id, double sumsq) {
       s.fwd_saturated_blocks = 1 + id % 3;
       s.fwd_dead_blocks = id % 5;
       s.fwd_scale_clamps = 2;
+      if (id % 8 == 0) {  // and observed with its source on every other of those
+        s.fwd_source_numel = 4096;
+        s.fwd_underflow = 3 + id;
+        s.fwd_error_sumsq = 1.0 / 7.0;
+        s.fwd_source_sumsq = 1e3 / 3.0;
+      }
     }
   }
   return s;
@@ -74,6 +80,10 @@ void ExpectSameSample(const UnitSample& got, const UnitSample& want) {
   EXPECT_EQ(got.fwd_saturated_blocks, want.fwd_saturated_blocks);
   EXPECT_EQ(got.fwd_dead_blocks, want.fwd_dead_blocks);
   EXPECT_EQ(got.fwd_scale_clamps, want.fwd_scale_clamps);
+  EXPECT_EQ(got.fwd_source_numel, want.fwd_source_numel);
+  EXPECT_EQ(got.fwd_underflow, want.fwd_underflow);
+  EXPECT_EQ(got.fwd_error_sumsq, want.fwd_error_sumsq);
+  EXPECT_EQ(got.fwd_source_sumsq, want.fwd_source_sumsq);
 }
 
 struct ReadStep {

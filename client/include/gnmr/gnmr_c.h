@@ -103,7 +103,11 @@ enum {
   GNMR_TRIGGER_NONFINITE = 3,
   GNMR_TRIGGER_FORWARD = 4,
   GNMR_TRIGGER_SATURATION = 5,
-  GNMR_TRIGGER_UNDERFLOW = 6
+  GNMR_TRIGGER_UNDERFLOW = 6,
+  GNMR_TRIGGER_BLOCK_SATURATION = 7, /* the block rules (block-scaled forward tensors) */
+  GNMR_TRIGGER_DEAD_BLOCKS = 8,
+  GNMR_TRIGGER_SCALE_CLAMPS = 9,
+  GNMR_TRIGGER_RELATIVE_ERROR = 10 /* relative error against the source */
 };
 
 typedef struct gnmr_client gnmr_client;

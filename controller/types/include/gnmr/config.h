@@ -66,11 +66,22 @@ enum class Trigger : uint8_t {
   kForward = 4,     // forward norm / its own mean
   kSaturation = 5,  // saturated fraction / its own mean
   kUnderflow = 6,   // share of the usually non-zero elements flushed to zero
+  // The block rules of a block-scaled forward tensor (docs/controller.md,
+  // "Block rules"): saturated-block fraction / its own mean, and the share
+  // of the usually live (unclamped) blocks now dead (clamped).
+  kBlockSaturation = 7,
+  kDeadBlocks = 8,
+  kScaleClamps = 9,
+  // Relative error of the dequantized tensor against its source / its own
+  // mean (docs/controller.md, "Relative error").
+  kRelativeError = 10,
 };
-constexpr int kNumTriggers = 7;
+constexpr int kNumTriggers = 11;
 // A forward-channel trigger (ranks above the gradient rules).
 constexpr bool IsForwardTrigger(Trigger t) {
-  return t == Trigger::kForward || t == Trigger::kSaturation || t == Trigger::kUnderflow;
+  return t == Trigger::kForward || t == Trigger::kSaturation || t == Trigger::kUnderflow ||
+         t == Trigger::kBlockSaturation || t == Trigger::kDeadBlocks ||
+         t == Trigger::kScaleClamps || t == Trigger::kRelativeError;
 }
 
 GNMR_EXPORT const char* ActionName(Action a);
@@ -117,6 +128,14 @@ struct GNMR_EXPORT ControllerConfig {
   double tau_forward = 6.0;          // forward norm / its own mean
   double tau_saturation = 16.0;      // saturated fraction / its own mean
   double underflow_fraction = 0.25;  // of the usually non-zero elements, flushed to zero
+  // The block rules (block-scaled forward tensors only); 0 turns a rule
+  // off, and each is off until an evaluation on tuning seeds chooses it.
+  double tau_block_saturation = 0.0;  // saturated-block fraction / its own mean
+  double dead_block_fraction = 0.0;   // of the usually live blocks, now dead
+  double scale_clamp_fraction = 0.0;  // of the usually unclamped blocks, now clamped
+  // Relative error against the source (tensors observed with one) / its
+  // own mean; 0 turns it off, and it is off until an evaluation chooses it.
+  double tau_relative_error = 0.0;
   Attribution attribution = Attribution::kRank;  // forward roots vs gradient-only neighbours
 
   // Upper bounds that keep a hostile or mistyped config from allocating
