@@ -37,6 +37,18 @@
 
 #include "kernels/cpu/block_scan.h"  // needs GNMR_CPU_ISA
 
+// Rowwise e4m3 blocks get a VBMI + VNNI path in the AVX-512 build
+// (block_fp8_avx512.h).
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#define GNMR_CPU_AVX512_BLOCKS 1
+// GCC 12's false positive in its AVX-512 headers (item_kernels.cc).
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include "kernels/cpu/block_fp8_avx512.h"
+#endif
+
 namespace gnmr::cpu::GNMR_CPU_ISA {
 namespace {
 
@@ -126,6 +138,64 @@ void RowwiseWholeBlocks(const BlockTensorRef& t, const Geometry& g, ElementResul
   e->sum = tree.Finish();
 }
 
+#ifdef GNMR_CPU_AVX512_BLOCKS
+// RowwiseWholeBlocks for e4m3 codes on a CPU with VBMI and VNNI: the
+// blocks, contiguous in grid order, in aligned groups of 8
+// (block_fp8_avx512.h); groups it refuses and the last blocks take the
+// scalar path, block by block.
+template <Scales S, uint32_t B>
+void RowwiseE4M3Groups(const BlockTensorRef& t, const Geometry& g, ElementResult* e,
+                       BlockResult* b) {
+  const unsigned char* data = static_cast<const unsigned char*>(t.data);
+  __m512i lo[4], hi[4];
+  static constexpr avx512::ExponentBuckets kTables = avx512::MakeE4M3Buckets();
+  for (int q = 0; q < 4; ++q) {
+    lo[q] = _mm512_load_si512(kTables.bucket[q]);
+    hi[q] = _mm512_load_si512(kTables.bucket[q] + 64);
+  }
+  // Compact scales of rows whose blocks come in whole groups lie in a row.
+  const bool contiguous = g.scale_layout == ScaleLayout::kCompact && g.grid_cols % 8 == 0;
+  const uint64_t n = g.rows * g.grid_cols;
+  block_avx512::Totals totals;
+  stats_order::ItemTree tree;
+  uint64_t r = 0, bj = 0;  // block k's position in the grid
+  auto scalar_block = [&](uint64_t k) {
+    BlockScan scan;
+    ScanWholeBlock<Codes::kE4M3, B>(data + k * B, &scan);
+    scan.any_source = true;  // no source: an all-zero block is dead
+    FinishBlock<Codes::kE4M3, S>(scan, B, block::ScaleBits<S>(t.scales, g.ScaleIndex(r, bj)), &tree,
+                                 e, b);
+    if (++bj == g.grid_cols) bj = 0, ++r;
+  };
+  uint64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    alignas(64) uint64_t bits[8];
+    if (contiguous) {
+      for (int j = 0; j < 8; ++j)
+        bits[j] = block::ScaleBits<S>(t.scales, r * g.scale_cols + bj + j);
+    } else {
+      uint64_t rr = r, cc = bj;
+      for (int j = 0; j < 8; ++j) {
+        bits[j] = block::ScaleBits<S>(t.scales, g.ScaleIndex(rr, cc));
+        if (++cc == g.grid_cols) cc = 0, ++rr;
+      }
+    }
+    double subtree;
+    if (block_avx512::Group<S, B>(data + k * B, _mm512_load_si512(bits), lo, hi, &subtree,
+                                  &totals)) {
+      tree.PushSubtree(subtree, 3);
+      bj += 8;
+      while (bj >= g.grid_cols) bj -= g.grid_cols, ++r;
+    } else {
+      for (uint64_t j = 0; j < 8; ++j) scalar_block(k + j);
+    }
+  }
+  for (; k < n; ++k) scalar_block(k);
+  totals.Fold(e, b);
+  e->sum = tree.Finish();
+}
+#endif
+
 template <Codes C, Scales S>
 void BlockMajorPass(const BlockTensorRef& t, const Geometry& g, ElementResult* e, BlockResult* b) {
   constexpr uint32_t kBlock = C == Codes::kE2M1    ? (S == Scales::kE4M3 ? 16 : 32)
@@ -133,6 +203,11 @@ void BlockMajorPass(const BlockTensorRef& t, const Geometry& g, ElementResult* e
                                                    : 32;
   if (C != Codes::kE5M2 && t.source == nullptr && t.layout == BlockLayout::kRowwise &&
       g.cols % kBlock == 0) {
+#ifdef GNMR_CPU_AVX512_BLOCKS
+    if constexpr (C == Codes::kE4M3) {
+      if (avx512::HasVbmiVnni()) return RowwiseE4M3Groups<S, kBlock>(t, g, e, b);
+    }
+#endif
     return RowwiseWholeBlocks<C, S, kBlock>(t, g, e, b);
   }
   const unsigned char* data = static_cast<const unsigned char*>(t.data);

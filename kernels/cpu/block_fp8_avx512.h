@@ -1,0 +1,232 @@
+// AVX-512 VBMI + VNNI path for rowwise e4m3 blocks (MXFP8 e4m3 1x32, FP8
+// block 1x128), included only by the AVX-512 build of block_kernels.cc
+// (internal linkage throughout) and run only where the CPU has VBMI and
+// VNNI (avx512::HasVbmiVnni).
+//
+// Why it is bit-identical to the scalar path (docs/statistics.md,
+// "Canonical order"): per block, Q is an exact integer number of units of
+// 2^-18 (item_fp8_avx512.h explains the bucket permutes and vpdpbusd that
+// sum it), so any order gives the same Q. The tail of 8 blocks runs in the
+// lanes of one vector with the scalar path's IEEE operations, lane for
+// lane: q = double(units) * 2^-18, P = q * (s * s), amax = code * s. The 8
+// partials of a group whose first block index is a multiple of 8 are an
+// exact subtree of the item tree (stats_order.h step 5), added here in the
+// tree's own order, ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)), and
+// pushed at level 3. Everything else is an integer count, an integer sum
+// or a maximum of exact values.
+//
+// A group that holds a NaN code or a scale that is not a finite normal
+// number (E8M0 0xff; fp32 zero, subnormal, Inf, NaN) is refused before
+// anything is counted; the caller runs the scalar path on its 8 blocks.
+// Converting a normal fp32 scale to double and every product here stay
+// normal, so FTZ/DAZ cannot change a result.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "kernels/cpu/block_format.h"
+#include "kernels/cpu/block_kernels.h"
+#include "kernels/cpu/item_fp8_avx512.h"
+
+namespace gnmr::cpu::GNMR_CPU_ISA {
+namespace {
+namespace block_avx512 {
+
+using block::Scales;
+
+// Integer figures of the fast groups, folded into the results once.
+struct Totals {
+  __m512i log2_sum = _mm512_setzero_si512();
+  __m512i log2_min = _mm512_set1_epi64(std::numeric_limits<int32_t>::max());
+  __m512i log2_max = _mm512_set1_epi64(std::numeric_limits<int32_t>::min());
+  __m512d amax = _mm512_setzero_pd();
+  uint64_t zeros = 0, saturated = 0, saturated_blocks = 0, dead = 0, clamps = 0, blocks = 0;
+
+  void Fold(ElementResult* e, BlockResult* b) const {
+    if (blocks == 0) return;
+    e->zero_codes += zeros;
+    e->saturated += saturated;
+    const double a = _mm512_reduce_max_pd(amax);
+    e->amax = a > e->amax ? a : e->amax;
+    b->blocks += blocks;
+    b->scaled += blocks;  // every scale of a fast group is finite, non-zero
+    b->saturated += saturated_blocks;
+    b->dead += dead;
+    b->clamps += clamps;
+    b->log2_sum += _mm512_reduce_add_epi64(log2_sum);
+    const int64_t lo = _mm512_reduce_min_epi64(log2_min), hi = _mm512_reduce_max_epi64(log2_max);
+    b->log2_min = lo < b->log2_min ? static_cast<int32_t>(lo) : b->log2_min;
+    b->log2_max = hi > b->log2_max ? static_cast<int32_t>(hi) : b->log2_max;
+  }
+};
+
+// 4 vectors of dwords, block 2i in the low 256 bits of vector i and block
+// 2i + 1 in the high: each block's sum (< 2^32) as a 64-bit lane, in block
+// order.
+inline __m512i BlockSums(__m512i a, __m512i b, __m512i c, __m512i d) {
+  // 128-bit lane j of ab: block j's half sums (of a, b); of cd: block 4 + j.
+  const __m512i ab =
+      _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, 0x88), _mm512_shuffle_i32x4(a, b, 0xdd));
+  const __m512i cd =
+      _mm512_add_epi32(_mm512_shuffle_i32x4(c, d, 0x88), _mm512_shuffle_i32x4(c, d, 0xdd));
+  const __m512i x = _mm512_add_epi32(_mm512_unpacklo_epi32(ab, cd), _mm512_unpackhi_epi32(ab, cd));
+  const __m512i y = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, _MM_PERM_BADC));
+  // Lane j: dword 0 = block j, dword 1 = block 4 + j.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_cvtepu32_epi64(_mm512_castsi512_si256(_mm512_permutexvar_epi32(order, y)));
+}
+
+// The same for the largest byte of each block.
+inline __m512i BlockMaxBytes(__m512i a, __m512i b, __m512i c, __m512i d) {
+  const __m512i ab =
+      _mm512_max_epu8(_mm512_shuffle_i32x4(a, b, 0x88), _mm512_shuffle_i32x4(a, b, 0xdd));
+  const __m512i cd =
+      _mm512_max_epu8(_mm512_shuffle_i32x4(c, d, 0x88), _mm512_shuffle_i32x4(c, d, 0xdd));
+  // Lane j: qword 0 = 8 bytes of block j, qword 1 = of block 4 + j.
+  __m512i x = _mm512_max_epu8(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+  x = _mm512_max_epu8(x, _mm512_srli_epi64(x, 32));
+  x = _mm512_max_epu8(x, _mm512_srli_epi64(x, 16));
+  x = _mm512_max_epu8(x, _mm512_srli_epi64(x, 8));
+  x = _mm512_and_si512(x, _mm512_set1_epi64(0xff));
+  return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), x);
+}
+
+// The scan of two consecutive blocks of B codes at p, each in a 256-bit
+// half: the dword sums t01 and t23 (units = t01 + t23 * 2^16, summed over
+// the half), the magnitudes' byte maxima, and the zero and saturated
+// codes counted into *zeros, *saturated.
+template <uint32_t B>
+__attribute__((target("avx512vbmi,avx512vnni"))) inline void ScanPair(
+    const unsigned char* p, const __m512i (&lo)[4], const __m512i (&hi)[4], __m512i* t01,
+    __m512i* t23, __m512i* max_mag, uint64_t* zeros, uint64_t* saturated) {
+  static_assert(B == 32 || B % 64 == 0, "a block is half a vector or whole vectors");
+  constexpr int kVectors = B == 32 ? 1 : static_cast<int>(2 * B / 64);
+  constexpr int kPerBlock = B == 32 ? 1 : kVectors / 2;
+  const __m512i mag_mask = _mm512_set1_epi8(0x7f);
+  const __m512i max_code = _mm512_set1_epi8(0x7e);
+  __m512i acc[2][4], mx[2];
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = _mm512_setzero_si512();
+    for (int q = 0; q < 4; ++q) acc[h][q] = _mm512_setzero_si512();
+  }
+  for (int k = 0; k < kVectors; ++k) {
+    const int h = k / kPerBlock;  // B = 32: both blocks in one vector
+    const __m512i x = _mm512_loadu_si512(p + 64 * k);
+    const __m512i a = _mm512_and_si512(x, mag_mask);
+    mx[h] = _mm512_max_epu8(mx[h], a);
+    *zeros += static_cast<uint64_t>(__builtin_popcountll(_mm512_testn_epi8_mask(x, mag_mask)));
+    *saturated += static_cast<uint64_t>(__builtin_popcountll(_mm512_cmpeq_epi8_mask(a, max_code)));
+    for (int q = 0; q < 4; ++q) {
+      const __m512i v = _mm512_permutex2var_epi8(lo[q], x, hi[q]);
+      acc[h][q] = _mm512_dpbusd_epi32(acc[h][q], v, v);
+    }
+  }
+  // units = sum over the buckets q of acc[q] * 2^(8 q) = t01 + t23 * 2^16.
+  __m512i s01[2], s23[2];
+  for (int h = 0; h < 2; ++h) {
+    s01[h] = _mm512_add_epi32(acc[h][0], _mm512_slli_epi32(acc[h][1], 8));
+    s23[h] = _mm512_add_epi32(acc[h][2], _mm512_slli_epi32(acc[h][3], 8));
+  }
+  if constexpr (B == 32) {
+    *t01 = s01[0];
+    *t23 = s23[0];
+    *max_mag = mx[0];
+  } else {  // fold each block's 512 bits into one half
+    auto fold_add = [](__m512i v0, __m512i v1) {
+      const __m512i f0 = _mm512_add_epi32(v0, _mm512_shuffle_i64x2(v0, v0, 0x4e));
+      const __m512i f1 = _mm512_add_epi32(v1, _mm512_shuffle_i64x2(v1, v1, 0x4e));
+      return _mm512_inserti64x4(f0, _mm512_castsi512_si256(f1), 1);
+    };
+    auto fold_max = [](__m512i v0, __m512i v1) {
+      const __m512i f0 = _mm512_max_epu8(v0, _mm512_shuffle_i64x2(v0, v0, 0x4e));
+      const __m512i f1 = _mm512_max_epu8(v1, _mm512_shuffle_i64x2(v1, v1, 0x4e));
+      return _mm512_inserti64x4(f0, _mm512_castsi512_si256(f1), 1);
+    };
+    *t01 = fold_add(s01[0], s01[1]);
+    *t23 = fold_add(s23[0], s23[1]);
+    *max_mag = fold_max(mx[0], mx[1]);
+  }
+}
+
+// The 8 scale patterns of a group (64-bit lanes) -> s = |decode(scale)|, the
+// log2 class of each, and whether the group can take this path.
+template <Scales S>
+inline bool DecodeScales(__m512i bits, __m512d* s, __m512i* log2, uint64_t* clamps) {
+  if constexpr (S == Scales::kE8M0) {
+    if (_mm512_cmpeq_epi64_mask(bits, _mm512_set1_epi64(0xff)) != 0) return false;  // NaN
+    *clamps += static_cast<uint64_t>(
+        __builtin_popcount(_mm512_cmpeq_epi64_mask(bits, _mm512_setzero_si512()) |
+                           _mm512_cmpeq_epi64_mask(bits, _mm512_set1_epi64(0xfe))));
+    *log2 = _mm512_sub_epi64(bits, _mm512_set1_epi64(127));
+    *s = _mm512_castsi512_pd(
+        _mm512_slli_epi64(_mm512_add_epi64(bits, _mm512_set1_epi64(1023 - 127)), 52));
+  } else {
+    static_assert(S == Scales::kFp32, "e4m3 codes come with E8M0 or fp32 scales");
+    const __m512i field = _mm512_and_si512(_mm512_srli_epi64(bits, 23), _mm512_set1_epi64(0xff));
+    const __mmask8 odd = _mm512_cmpeq_epi64_mask(field, _mm512_setzero_si512()) |
+                         _mm512_cmpeq_epi64_mask(field, _mm512_set1_epi64(0xff));
+    if (odd != 0) return false;  // zero, subnormal, Inf or NaN: no clamp here
+    *log2 = _mm512_sub_epi64(field, _mm512_set1_epi64(127));
+    const __m256 f = _mm256_castsi256_ps(_mm512_cvtepi64_epi32(bits));
+    *s = _mm512_abs_pd(_mm512_cvtps_pd(f));  // exact: a normal fp32
+  }
+  return true;
+}
+
+// One aligned group of 8 rowwise blocks of B e4m3 codes at p with scale
+// patterns `scale_bits`. Returns false, changing nothing, if the scalar
+// path must take it; else adds its integer figures to *t and returns the
+// item-tree subtree of its 8 partials in *subtree.
+template <Scales S, uint32_t B>
+__attribute__((target("avx512vbmi,avx512vnni"))) inline bool Group(const unsigned char* p,
+                                                                   __m512i scale_bits,
+                                                                   const __m512i (&lo)[4],
+                                                                   const __m512i (&hi)[4],
+                                                                   double* subtree, Totals* t) {
+  __m512d s;
+  __m512i log2;
+  uint64_t clamps = 0;
+  if (!DecodeScales<S>(scale_bits, &s, &log2, &clamps)) return false;
+  __m512i t01[4], t23[4], mx[4];
+  uint64_t zeros = 0, saturated = 0;
+  for (int i = 0; i < 4; ++i) {
+    ScanPair<B>(p + 2 * B * i, lo, hi, &t01[i], &t23[i], &mx[i], &zeros, &saturated);
+  }
+  const __m512i max_mag = BlockMaxBytes(mx[0], mx[1], mx[2], mx[3]);
+  if (_mm512_cmpeq_epi64_mask(max_mag, _mm512_set1_epi64(0x7f)) != 0) return false;  // NaN code
+  // A block's t01 (or t23), and so every dword summed into it, is at most
+  // B * 120^2 * (1 + 2^8) < 2^29 for B <= 128: no 32-bit lane overflows.
+  static_assert(B <= 128, "BlockSums' dwords");
+  const __m512i units =
+      _mm512_add_epi64(BlockSums(t01[0], t01[1], t01[2], t01[3]),
+                       _mm512_slli_epi64(BlockSums(t23[0], t23[1], t23[2], t23[3]), 16));
+  // The scalar tail, lane for lane (FinishBlock in block_kernels.cc).
+  const __m512d q = _mm512_mul_pd(_mm512_cvtepu64_pd(units), _mm512_set1_pd(0x1p-18));
+  const __m512d part = _mm512_mul_pd(q, _mm512_mul_pd(s, s));
+  const __m512d l1 = _mm512_add_pd(part, _mm512_permute_pd(part, 0x55));  // p0 + p1, ...
+  const __m512d l2 = _mm512_add_pd(l1, _mm512_permutex_pd(l1, _MM_PERM_BADC));
+  const __m512d l3 = _mm512_add_pd(l2, _mm512_shuffle_f64x2(l2, l2, 0x4e));
+  *subtree = _mm512_cvtsd_f64(l3);
+  static constexpr std::array<double, 256> kCodes = block::MakeCodeTable<block::Codes::kE4M3>();
+  const __m512d code = _mm512_i64gather_pd(max_mag, kCodes.data(), 8);
+  t->amax = _mm512_max_pd(t->amax, _mm512_mul_pd(code, s));
+  t->log2_sum = _mm512_add_epi64(t->log2_sum, log2);
+  t->log2_min = _mm512_min_epi64(t->log2_min, log2);
+  t->log2_max = _mm512_max_epi64(t->log2_max, log2);
+  t->zeros += zeros;
+  t->saturated += saturated;
+  t->saturated_blocks += static_cast<uint64_t>(
+      __builtin_popcount(_mm512_cmpeq_epi64_mask(max_mag, _mm512_set1_epi64(0x7e))));
+  t->dead += static_cast<uint64_t>(
+      __builtin_popcount(_mm512_cmpeq_epi64_mask(units, _mm512_setzero_si512())));
+  t->clamps += clamps;
+  t->blocks += 8;
+  return true;
+}
+
+}  // namespace block_avx512
+}  // namespace
+}  // namespace gnmr::cpu::GNMR_CPU_ISA
