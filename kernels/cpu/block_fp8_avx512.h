@@ -43,18 +43,32 @@ struct Totals {
   __m512i log2_min = _mm512_set1_epi64(std::numeric_limits<int32_t>::max());
   __m512i log2_max = _mm512_set1_epi64(std::numeric_limits<int32_t>::min());
   __m512d amax = _mm512_setzero_pd();
-  uint64_t zeros = 0, saturated = 0, saturated_blocks = 0, dead = 0, clamps = 0, blocks = 0;
+  // Zero and saturated codes: byte counters (one increment per vector
+  // scanned, at most 16 per group), flushed into 64-bit lanes every 8
+  // groups; saturated and dead blocks: 64-bit lane counters.
+  __m512i zero_bytes = _mm512_setzero_si512(), saturated_bytes = _mm512_setzero_si512();
+  __m512i zeros = _mm512_setzero_si512(), saturated = _mm512_setzero_si512();
+  __m512i saturated_blocks = _mm512_setzero_si512(), dead = _mm512_setzero_si512();
+  uint64_t clamps = 0, blocks = 0;
 
-  void Fold(ElementResult* e, BlockResult* b) const {
+  void FlushBytes() {
+    zeros = _mm512_add_epi64(zeros, _mm512_sad_epu8(zero_bytes, _mm512_setzero_si512()));
+    saturated =
+        _mm512_add_epi64(saturated, _mm512_sad_epu8(saturated_bytes, _mm512_setzero_si512()));
+    zero_bytes = saturated_bytes = _mm512_setzero_si512();
+  }
+
+  void Fold(ElementResult* e, BlockResult* b) {
     if (blocks == 0) return;
-    e->zero_codes += zeros;
-    e->saturated += saturated;
+    FlushBytes();
+    e->zero_codes += static_cast<uint64_t>(_mm512_reduce_add_epi64(zeros));
+    e->saturated += static_cast<uint64_t>(_mm512_reduce_add_epi64(saturated));
     const double a = _mm512_reduce_max_pd(amax);
     e->amax = a > e->amax ? a : e->amax;
     b->blocks += blocks;
     b->scaled += blocks;  // every scale of a fast group is finite, non-zero
-    b->saturated += saturated_blocks;
-    b->dead += dead;
+    b->saturated += static_cast<uint64_t>(_mm512_reduce_add_epi64(saturated_blocks));
+    b->dead += static_cast<uint64_t>(_mm512_reduce_add_epi64(dead));
     b->clamps += clamps;
     b->log2_sum += _mm512_reduce_add_epi64(log2_sum);
     const int64_t lo = _mm512_reduce_min_epi64(log2_min), hi = _mm512_reduce_max_epi64(log2_max);
@@ -97,11 +111,13 @@ inline __m512i BlockMaxBytes(__m512i a, __m512i b, __m512i c, __m512i d) {
 // The scan of two consecutive blocks of B codes at p, each in a 256-bit
 // half: the dword sums t01 and t23 (units = t01 + t23 * 2^16, summed over
 // the half), the magnitudes' byte maxima, and the zero and saturated
-// codes counted into *zeros, *saturated.
+// codes counted into the byte counters of *t.
 template <uint32_t B>
-__attribute__((target("avx512vbmi,avx512vnni"))) inline void ScanPair(
-    const unsigned char* p, const __m512i (&lo)[4], const __m512i (&hi)[4], __m512i* t01,
-    __m512i* t23, __m512i* max_mag, uint64_t* zeros, uint64_t* saturated) {
+__attribute__((target("avx512vbmi,avx512vnni"))) inline void ScanPair(const unsigned char* p,
+                                                                      const __m512i (&lo)[4],
+                                                                      const __m512i (&hi)[4],
+                                                                      __m512i* t01, __m512i* t23,
+                                                                      __m512i* max_mag, Totals* t) {
   static_assert(B == 32 || B % 64 == 0, "a block is half a vector or whole vectors");
   constexpr int kVectors = B == 32 ? 1 : static_cast<int>(2 * B / 64);
   constexpr int kPerBlock = B == 32 ? 1 : kVectors / 2;
@@ -117,8 +133,11 @@ __attribute__((target("avx512vbmi,avx512vnni"))) inline void ScanPair(
     const __m512i x = _mm512_loadu_si512(p + 64 * k);
     const __m512i a = _mm512_and_si512(x, mag_mask);
     mx[h] = _mm512_max_epu8(mx[h], a);
-    *zeros += static_cast<uint64_t>(__builtin_popcountll(_mm512_testn_epi8_mask(x, mag_mask)));
-    *saturated += static_cast<uint64_t>(__builtin_popcountll(_mm512_cmpeq_epi8_mask(a, max_code)));
+    const __m512i one = _mm512_set1_epi8(1);
+    t->zero_bytes = _mm512_mask_add_epi8(t->zero_bytes, _mm512_testn_epi8_mask(x, mag_mask),
+                                         t->zero_bytes, one);
+    t->saturated_bytes = _mm512_mask_add_epi8(
+        t->saturated_bytes, _mm512_cmpeq_epi8_mask(a, max_code), t->saturated_bytes, one);
     for (int q = 0; q < 4; ++q) {
       const __m512i v = _mm512_permutex2var_epi8(lo[q], x, hi[q]);
       acc[h][q] = _mm512_dpbusd_epi32(acc[h][q], v, v);
@@ -148,6 +167,28 @@ __attribute__((target("avx512vbmi,avx512vnni"))) inline void ScanPair(
     *t01 = fold_add(s01[0], s01[1]);
     *t23 = fold_add(s23[0], s23[1]);
     *max_mag = fold_max(mx[0], mx[1]);
+  }
+}
+
+// The value of e4m3 magnitude patterns a <= 0x7e (kCodes[a]) without a
+// table (a gather is slow): a normal pattern's double has the exponent
+// field E + 1016 and the mantissa bits M << 49, i.e. the bits
+// (a + (1016 << 3)) << 49; a subnormal one is a * 2^-9. Both exact.
+inline __m512d E4M3Magnitude(__m512i a) {
+  const __m512d normal =
+      _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(a, _mm512_set1_epi64(1016 << 3)), 49));
+  const __m512d subnormal = _mm512_mul_pd(_mm512_cvtepu64_pd(a), _mm512_set1_pd(0x1p-9));
+  return _mm512_mask_blend_pd(_mm512_cmplt_epu64_mask(a, _mm512_set1_epi64(8)), normal, subnormal);
+}
+
+// Scale entries idx .. idx + 7 as 64-bit lanes.
+template <Scales S>
+inline __m512i LoadScales(const void* scales, uint64_t idx) {
+  const unsigned char* p = static_cast<const unsigned char*>(scales);
+  if constexpr (S == Scales::kFp32) {
+    return _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 4 * idx)));
+  } else {
+    return _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + idx)));
   }
 }
 
@@ -190,13 +231,17 @@ __attribute__((target("avx512vbmi,avx512vnni"))) inline bool Group(const unsigne
   __m512i log2;
   uint64_t clamps = 0;
   if (!DecodeScales<S>(scale_bits, &s, &log2, &clamps)) return false;
+  // A NaN code refuses the group after its codes were counted: count them
+  // into a copy.
+  Totals counted = *t;
   __m512i t01[4], t23[4], mx[4];
-  uint64_t zeros = 0, saturated = 0;
   for (int i = 0; i < 4; ++i) {
-    ScanPair<B>(p + 2 * B * i, lo, hi, &t01[i], &t23[i], &mx[i], &zeros, &saturated);
+    ScanPair<B>(p + 2 * B * i, lo, hi, &t01[i], &t23[i], &mx[i], &counted);
   }
   const __m512i max_mag = BlockMaxBytes(mx[0], mx[1], mx[2], mx[3]);
   if (_mm512_cmpeq_epi64_mask(max_mag, _mm512_set1_epi64(0x7f)) != 0) return false;  // NaN code
+  t->zero_bytes = counted.zero_bytes;
+  t->saturated_bytes = counted.saturated_bytes;
   // A block's t01 (or t23), and so every dword summed into it, is at most
   // B * 120^2 * (1 + 2^8) < 2^29 for B <= 128: no 32-bit lane overflows.
   static_assert(B <= 128, "BlockSums' dwords");
@@ -210,20 +255,18 @@ __attribute__((target("avx512vbmi,avx512vnni"))) inline bool Group(const unsigne
   const __m512d l2 = _mm512_add_pd(l1, _mm512_permutex_pd(l1, _MM_PERM_BADC));
   const __m512d l3 = _mm512_add_pd(l2, _mm512_shuffle_f64x2(l2, l2, 0x4e));
   *subtree = _mm512_cvtsd_f64(l3);
-  static constexpr std::array<double, 256> kCodes = block::MakeCodeTable<block::Codes::kE4M3>();
-  const __m512d code = _mm512_i64gather_pd(max_mag, kCodes.data(), 8);
-  t->amax = _mm512_max_pd(t->amax, _mm512_mul_pd(code, s));
+  t->amax = _mm512_max_pd(t->amax, _mm512_mul_pd(E4M3Magnitude(max_mag), s));
   t->log2_sum = _mm512_add_epi64(t->log2_sum, log2);
   t->log2_min = _mm512_min_epi64(t->log2_min, log2);
   t->log2_max = _mm512_max_epi64(t->log2_max, log2);
-  t->zeros += zeros;
-  t->saturated += saturated;
-  t->saturated_blocks += static_cast<uint64_t>(
-      __builtin_popcount(_mm512_cmpeq_epi64_mask(max_mag, _mm512_set1_epi64(0x7e))));
-  t->dead += static_cast<uint64_t>(
-      __builtin_popcount(_mm512_cmpeq_epi64_mask(units, _mm512_setzero_si512())));
+  const __m512i one = _mm512_set1_epi64(1);
+  t->saturated_blocks = _mm512_mask_add_epi64(
+      t->saturated_blocks, _mm512_cmpeq_epi64_mask(max_mag, _mm512_set1_epi64(0x7e)),
+      t->saturated_blocks, one);
+  t->dead = _mm512_mask_add_epi64(t->dead, _mm512_testn_epi64_mask(units, units), t->dead, one);
   t->clamps += clamps;
   t->blocks += 8;
+  if (t->blocks % 64 == 0) t->FlushBytes();
   return true;
 }
 

@@ -144,8 +144,10 @@ void RowwiseWholeBlocks(const BlockTensorRef& t, const Geometry& g, ElementResul
 // (block_fp8_avx512.h); groups it refuses and the last blocks take the
 // scalar path, block by block.
 template <Scales S, uint32_t B>
-void RowwiseE4M3Groups(const BlockTensorRef& t, const Geometry& g, ElementResult* e,
-                       BlockResult* b) {
+__attribute__((target("avx512vbmi,avx512vnni"))) void RowwiseE4M3Groups(const BlockTensorRef& t,
+                                                                        const Geometry& g,
+                                                                        ElementResult* e,
+                                                                        BlockResult* b) {
   const unsigned char* data = static_cast<const unsigned char*>(t.data);
   __m512i lo[4], hi[4];
   static constexpr avx512::ExponentBuckets kTables = avx512::MakeE4M3Buckets();
@@ -159,38 +161,50 @@ void RowwiseE4M3Groups(const BlockTensorRef& t, const Geometry& g, ElementResult
   block_avx512::Totals totals;
   stats_order::ItemTree tree;
   uint64_t r = 0, bj = 0;  // block k's position in the grid
-  auto scalar_block = [&](uint64_t k) {
+  auto scalar_block = [&](uint64_t k, stats_order::ItemTree* to) {
     BlockScan scan;
     ScanWholeBlock<Codes::kE4M3, B>(data + k * B, &scan);
     scan.any_source = true;  // no source: an all-zero block is dead
-    FinishBlock<Codes::kE4M3, S>(scan, B, block::ScaleBits<S>(t.scales, g.ScaleIndex(r, bj)), &tree,
-                                 e, b);
+    FinishBlock<Codes::kE4M3, S>(scan, B, block::ScaleBits<S>(t.scales, g.ScaleIndex(r, bj)), to, e,
+                                 b);
     if (++bj == g.grid_cols) bj = 0, ++r;
   };
+  // Runs of 8 groups (64 blocks, a subtree of level 6, pushed once), then
+  // single groups, then single blocks.
   uint64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    alignas(64) uint64_t bits[8];
-    if (contiguous) {
-      for (int j = 0; j < 8; ++j)
-        bits[j] = block::ScaleBits<S>(t.scales, r * g.scale_cols + bj + j);
-    } else {
-      uint64_t rr = r, cc = bj;
-      for (int j = 0; j < 8; ++j) {
-        bits[j] = block::ScaleBits<S>(t.scales, g.ScaleIndex(rr, cc));
-        if (++cc == g.grid_cols) cc = 0, ++rr;
+  while (k + 8 <= n) {
+    const int groups = n - k >= 64 ? 8 : 1;
+    double sub[8];
+    for (int i = 0; i < groups; ++i, k += 8) {
+      __m512i bits;
+      if (contiguous) {
+        bits = block_avx512::LoadScales<S>(t.scales, r * g.scale_cols + bj);
+      } else {
+        alignas(64) uint64_t gathered[8];
+        uint64_t rr = r, cc = bj;
+        for (int j = 0; j < 8; ++j) {
+          gathered[j] = block::ScaleBits<S>(t.scales, g.ScaleIndex(rr, cc));
+          if (++cc == g.grid_cols) cc = 0, ++rr;
+        }
+        bits = _mm512_load_si512(gathered);
+      }
+      if (block_avx512::Group<S, B>(data + k * B, bits, lo, hi, &sub[i], &totals)) {
+        bj += 8;
+        while (bj >= g.grid_cols) bj -= g.grid_cols, ++r;
+      } else {  // the scalar path, into a tree of its own: the same subtree
+        stats_order::ItemTree group;
+        for (uint64_t j = 0; j < 8; ++j) scalar_block(k + j, &group);
+        sub[i] = group.Finish();
       }
     }
-    double subtree;
-    if (block_avx512::Group<S, B>(data + k * B, _mm512_load_si512(bits), lo, hi, &subtree,
-                                  &totals)) {
-      tree.PushSubtree(subtree, 3);
-      bj += 8;
-      while (bj >= g.grid_cols) bj -= g.grid_cols, ++r;
+    if (groups == 8) {
+      tree.PushSubtree(
+          ((sub[0] + sub[1]) + (sub[2] + sub[3])) + ((sub[4] + sub[5]) + (sub[6] + sub[7])), 6);
     } else {
-      for (uint64_t j = 0; j < 8; ++j) scalar_block(k + j);
+      tree.PushSubtree(sub[0], 3);
     }
   }
-  for (; k < n; ++k) scalar_block(k);
+  for (; k < n; ++k) scalar_block(k, &tree);
   totals.Fold(e, b);
   e->sum = tree.Finish();
 }

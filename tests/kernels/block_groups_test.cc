@@ -89,9 +89,12 @@ TEST(BlockGroups, EdgeScalesAndCodes) {
       for (uint64_t bj = 0; bj < 16; ++bj) t.SetScaleBits(bi, bj, ends[(bi + bj) % 4]);
     }
     for (uint64_t c = 0; c < b; ++c) {
-      t.SetCode(0, c, 0x00);                       // block (0, 0): all zero, dead
-      t.SetCode(0, b + c, 0x80);                   // block (0, 1): all -0, dead
-      t.SetCode(1, c, 0x7e | (c % 2 ? 0x80 : 0));  // block (1, 0): all saturated
+      t.SetCode(0, c, 0x00);                             // block (0, 0): all zero, dead
+      t.SetCode(0, b + c, 0x80);                         // block (0, 1): all -0, dead
+      t.SetCode(1, c, 0x7e | (c % 2 ? 0x80 : 0));        // block (1, 0): all saturated
+      t.SetCode(1, b + c, static_cast<uint8_t>(c % 8));  // block (1, 1): subnormal or zero
+      t.SetCode(2, c, static_cast<uint8_t>(c % 9 == 8 ? 0x88 : c % 8));  // (2, 0): up to 2^-6
+      t.SetCode(3, b + c, 0x01);                                         // (3, 1): all 2^-9
     }
     ExpectEveryIsa(t, std::string(BlockFormatName(format)) + " range ends");
     // One special in each group in turn (and the others intact).
