@@ -45,11 +45,11 @@ struct Totals {
   __m512d amax = _mm512_setzero_pd();
   // Zero and saturated codes: byte counters (one increment per vector
   // scanned, at most 16 per group), flushed into 64-bit lanes every 8
-  // groups; saturated and dead blocks: 64-bit lane counters.
+  // groups scanned; saturated and dead blocks: 64-bit lane counters.
   __m512i zero_bytes = _mm512_setzero_si512(), saturated_bytes = _mm512_setzero_si512();
   __m512i zeros = _mm512_setzero_si512(), saturated = _mm512_setzero_si512();
   __m512i saturated_blocks = _mm512_setzero_si512(), dead = _mm512_setzero_si512();
-  uint64_t clamps = 0, blocks = 0;
+  uint64_t clamps = 0, blocks = 0, scanned = 0;
 
   void FlushBytes() {
     zeros = _mm512_add_epi64(zeros, _mm512_sad_epu8(zero_bytes, _mm512_setzero_si512()));
@@ -123,31 +123,39 @@ __attribute__((target("avx512vbmi,avx512vnni"))) inline void ScanPair(const unsi
   constexpr int kPerBlock = B == 32 ? 1 : kVectors / 2;
   const __m512i mag_mask = _mm512_set1_epi8(0x7f);
   const __m512i max_code = _mm512_set1_epi8(0x7e);
-  __m512i acc[2][4], mx[2];
+  // units = sum over the buckets q of acc[q] * 2^(8 q) = t01 + t23 * 2^16,
+  // with t01 = acc[0] + acc[1] * 2^8: the odd buckets are summed first and
+  // shifted into the even buckets' accumulators (no zeroed register, no add).
+  __m512i odd[2][2], s01[2], s23[2], mx[2];
+  __m512i x[kVectors];
   for (int h = 0; h < 2; ++h) {
-    mx[h] = _mm512_setzero_si512();
-    for (int q = 0; q < 4; ++q) acc[h][q] = _mm512_setzero_si512();
+    odd[h][0] = odd[h][1] = _mm512_setzero_si512();
   }
   for (int k = 0; k < kVectors; ++k) {
     const int h = k / kPerBlock;  // B = 32: both blocks in one vector
-    const __m512i x = _mm512_loadu_si512(p + 64 * k);
-    const __m512i a = _mm512_and_si512(x, mag_mask);
-    mx[h] = _mm512_max_epu8(mx[h], a);
+    x[k] = _mm512_loadu_si512(p + 64 * k);
+    const __m512i a = _mm512_and_si512(x[k], mag_mask);
+    mx[h] = k % kPerBlock == 0 ? a : _mm512_max_epu8(mx[h], a);
     const __m512i one = _mm512_set1_epi8(1);
-    t->zero_bytes = _mm512_mask_add_epi8(t->zero_bytes, _mm512_testn_epi8_mask(x, mag_mask),
+    t->zero_bytes = _mm512_mask_add_epi8(t->zero_bytes, _mm512_testn_epi8_mask(x[k], mag_mask),
                                          t->zero_bytes, one);
     t->saturated_bytes = _mm512_mask_add_epi8(
         t->saturated_bytes, _mm512_cmpeq_epi8_mask(a, max_code), t->saturated_bytes, one);
-    for (int q = 0; q < 4; ++q) {
-      const __m512i v = _mm512_permutex2var_epi8(lo[q], x, hi[q]);
-      acc[h][q] = _mm512_dpbusd_epi32(acc[h][q], v, v);
+    for (int q = 0; q < 2; ++q) {
+      const __m512i v = _mm512_permutex2var_epi8(lo[2 * q + 1], x[k], hi[2 * q + 1]);
+      odd[h][q] = _mm512_dpbusd_epi32(odd[h][q], v, v);
     }
   }
-  // units = sum over the buckets q of acc[q] * 2^(8 q) = t01 + t23 * 2^16.
-  __m512i s01[2], s23[2];
   for (int h = 0; h < 2; ++h) {
-    s01[h] = _mm512_add_epi32(acc[h][0], _mm512_slli_epi32(acc[h][1], 8));
-    s23[h] = _mm512_add_epi32(acc[h][2], _mm512_slli_epi32(acc[h][3], 8));
+    s01[h] = _mm512_slli_epi32(odd[h][0], 8);
+    s23[h] = _mm512_slli_epi32(odd[h][1], 8);
+  }
+  for (int k = 0; k < kVectors; ++k) {
+    const int h = k / kPerBlock;
+    const __m512i v0 = _mm512_permutex2var_epi8(lo[0], x[k], hi[0]);
+    s01[h] = _mm512_dpbusd_epi32(s01[h], v0, v0);
+    const __m512i v2 = _mm512_permutex2var_epi8(lo[2], x[k], hi[2]);
+    s23[h] = _mm512_dpbusd_epi32(s23[h], v2, v2);
   }
   if constexpr (B == 32) {
     *t01 = s01[0];
@@ -221,16 +229,26 @@ inline bool DecodeScales(__m512i bits, __m512d* s, __m512i* log2, uint64_t* clam
 // patterns `scale_bits`. Returns false, changing nothing, if the scalar
 // path must take it; else adds its integer figures to *t and returns the
 // item-tree subtree of its 8 partials in *subtree.
-template <Scales S, uint32_t B>
-__attribute__((target("avx512vbmi,avx512vnni"))) inline bool Group(const unsigned char* p,
-                                                                   __m512i scale_bits,
-                                                                   const __m512i (&lo)[4],
-                                                                   const __m512i (&hi)[4],
-                                                                   double* subtree, Totals* t) {
+// What the scan of a group leaves for its tail, one block per lane.
+struct GroupFigures {
+  __m512i units, max_mag, log2;
   __m512d s;
-  __m512i log2;
-  uint64_t clamps = 0;
-  if (!DecodeScales<S>(scale_bits, &s, &log2, &clamps)) return false;
+  uint64_t clamps;
+};
+
+// The scan of one aligned group of 8 rowwise blocks of B e4m3 codes at p
+// with scale patterns `scale_bits`. Returns false, changing nothing, if
+// the scalar path must take it; else counts its codes into *t and fills
+// *f. Apart from GroupTail so that the tails of a run of groups, long
+// chains of dependent instructions, overlap.
+template <Scales S, uint32_t B>
+__attribute__((target("avx512vbmi,avx512vnni"))) inline bool ScanGroup(const unsigned char* p,
+                                                                       __m512i scale_bits,
+                                                                       const __m512i (&lo)[4],
+                                                                       const __m512i (&hi)[4],
+                                                                       GroupFigures* f, Totals* t) {
+  f->clamps = 0;
+  if (!DecodeScales<S>(scale_bits, &f->s, &f->log2, &f->clamps)) return false;
   // A NaN code refuses the group after its codes were counted: count them
   // into a copy.
   Totals counted = *t;
@@ -238,36 +256,40 @@ __attribute__((target("avx512vbmi,avx512vnni"))) inline bool Group(const unsigne
   for (int i = 0; i < 4; ++i) {
     ScanPair<B>(p + 2 * B * i, lo, hi, &t01[i], &t23[i], &mx[i], &counted);
   }
-  const __m512i max_mag = BlockMaxBytes(mx[0], mx[1], mx[2], mx[3]);
-  if (_mm512_cmpeq_epi64_mask(max_mag, _mm512_set1_epi64(0x7f)) != 0) return false;  // NaN code
+  f->max_mag = BlockMaxBytes(mx[0], mx[1], mx[2], mx[3]);
+  if (_mm512_cmpeq_epi64_mask(f->max_mag, _mm512_set1_epi64(0x7f)) != 0) return false;  // NaN
   t->zero_bytes = counted.zero_bytes;
   t->saturated_bytes = counted.saturated_bytes;
+  if (++t->scanned % 8 == 0) t->FlushBytes();
   // A block's t01 (or t23), and so every dword summed into it, is at most
   // B * 120^2 * (1 + 2^8) < 2^29 for B <= 128: no 32-bit lane overflows.
   static_assert(B <= 128, "BlockSums' dwords");
-  const __m512i units =
-      _mm512_add_epi64(BlockSums(t01[0], t01[1], t01[2], t01[3]),
-                       _mm512_slli_epi64(BlockSums(t23[0], t23[1], t23[2], t23[3]), 16));
+  f->units = _mm512_add_epi64(BlockSums(t01[0], t01[1], t01[2], t01[3]),
+                              _mm512_slli_epi64(BlockSums(t23[0], t23[1], t23[2], t23[3]), 16));
+  return true;
+}
+
+// The tail of a group ScanGroup took: its integer figures into *t, and
+// the item-tree subtree of its 8 partials.
+inline double GroupTail(const GroupFigures& f, Totals* t) {
   // The scalar tail, lane for lane (FinishBlock in block_kernels.cc).
-  const __m512d q = _mm512_mul_pd(_mm512_cvtepu64_pd(units), _mm512_set1_pd(0x1p-18));
-  const __m512d part = _mm512_mul_pd(q, _mm512_mul_pd(s, s));
+  const __m512d q = _mm512_mul_pd(_mm512_cvtepu64_pd(f.units), _mm512_set1_pd(0x1p-18));
+  const __m512d part = _mm512_mul_pd(q, _mm512_mul_pd(f.s, f.s));
   const __m512d l1 = _mm512_add_pd(part, _mm512_permute_pd(part, 0x55));  // p0 + p1, ...
   const __m512d l2 = _mm512_add_pd(l1, _mm512_permutex_pd(l1, _MM_PERM_BADC));
   const __m512d l3 = _mm512_add_pd(l2, _mm512_shuffle_f64x2(l2, l2, 0x4e));
-  *subtree = _mm512_cvtsd_f64(l3);
-  t->amax = _mm512_max_pd(t->amax, _mm512_mul_pd(E4M3Magnitude(max_mag), s));
-  t->log2_sum = _mm512_add_epi64(t->log2_sum, log2);
-  t->log2_min = _mm512_min_epi64(t->log2_min, log2);
-  t->log2_max = _mm512_max_epi64(t->log2_max, log2);
+  t->amax = _mm512_max_pd(t->amax, _mm512_mul_pd(E4M3Magnitude(f.max_mag), f.s));
+  t->log2_sum = _mm512_add_epi64(t->log2_sum, f.log2);
+  t->log2_min = _mm512_min_epi64(t->log2_min, f.log2);
+  t->log2_max = _mm512_max_epi64(t->log2_max, f.log2);
   const __m512i one = _mm512_set1_epi64(1);
   t->saturated_blocks = _mm512_mask_add_epi64(
-      t->saturated_blocks, _mm512_cmpeq_epi64_mask(max_mag, _mm512_set1_epi64(0x7e)),
+      t->saturated_blocks, _mm512_cmpeq_epi64_mask(f.max_mag, _mm512_set1_epi64(0x7e)),
       t->saturated_blocks, one);
-  t->dead = _mm512_mask_add_epi64(t->dead, _mm512_testn_epi64_mask(units, units), t->dead, one);
-  t->clamps += clamps;
+  t->dead = _mm512_mask_add_epi64(t->dead, _mm512_testn_epi64_mask(f.units, f.units), t->dead, one);
+  t->clamps += f.clamps;
   t->blocks += 8;
-  if (t->blocks % 64 == 0) t->FlushBytes();
-  return true;
+  return _mm512_cvtsd_f64(l3);
 }
 
 }  // namespace block_avx512

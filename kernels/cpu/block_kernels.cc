@@ -161,42 +161,56 @@ __attribute__((target("avx512vbmi,avx512vnni"))) void RowwiseE4M3Groups(const Bl
   block_avx512::Totals totals;
   stats_order::ItemTree tree;
   uint64_t r = 0, bj = 0;  // block k's position in the grid
-  auto scalar_block = [&](uint64_t k, stats_order::ItemTree* to) {
+  auto next = [&g](uint64_t* rr, uint64_t* cc, uint64_t by) {
+    *cc += by;
+    while (*cc >= g.grid_cols) *cc -= g.grid_cols, ++*rr;
+  };
+  auto scalar_block = [&](uint64_t k, uint64_t rr, uint64_t cc, stats_order::ItemTree* to) {
     BlockScan scan;
     ScanWholeBlock<Codes::kE4M3, B>(data + k * B, &scan);
     scan.any_source = true;  // no source: an all-zero block is dead
-    FinishBlock<Codes::kE4M3, S>(scan, B, block::ScaleBits<S>(t.scales, g.ScaleIndex(r, bj)), to, e,
-                                 b);
-    if (++bj == g.grid_cols) bj = 0, ++r;
+    FinishBlock<Codes::kE4M3, S>(scan, B, block::ScaleBits<S>(t.scales, g.ScaleIndex(rr, cc)), to,
+                                 e, b);
   };
   // Runs of 8 groups (64 blocks, a subtree of level 6, pushed once), then
-  // single groups, then single blocks.
+  // single groups, then single blocks. A run's scans come first, then
+  // their tails.
   uint64_t k = 0;
   while (k + 8 <= n) {
     const int groups = n - k >= 64 ? 8 : 1;
-    double sub[8];
-    for (int i = 0; i < groups; ++i, k += 8) {
+    block_avx512::GroupFigures f[8];
+    bool fast[8];
+    uint64_t rows[8], cols[8];
+    for (int i = 0; i < groups; ++i) {
+      rows[i] = r, cols[i] = bj;
       __m512i bits;
       if (contiguous) {
         bits = block_avx512::LoadScales<S>(t.scales, r * g.scale_cols + bj);
       } else {
         alignas(64) uint64_t gathered[8];
         uint64_t rr = r, cc = bj;
-        for (int j = 0; j < 8; ++j) {
+        for (int j = 0; j < 8; ++j, next(&rr, &cc, 1)) {
           gathered[j] = block::ScaleBits<S>(t.scales, g.ScaleIndex(rr, cc));
-          if (++cc == g.grid_cols) cc = 0, ++rr;
         }
         bits = _mm512_load_si512(gathered);
       }
-      if (block_avx512::Group<S, B>(data + k * B, bits, lo, hi, &sub[i], &totals)) {
-        bj += 8;
-        while (bj >= g.grid_cols) bj -= g.grid_cols, ++r;
-      } else {  // the scalar path, into a tree of its own: the same subtree
-        stats_order::ItemTree group;
-        for (uint64_t j = 0; j < 8; ++j) scalar_block(k + j, &group);
-        sub[i] = group.Finish();
-      }
+      fast[i] = block_avx512::ScanGroup<S, B>(data + (k + 8 * i) * B, bits, lo, hi, &f[i], &totals);
+      next(&r, &bj, 8);
     }
+    double sub[8];
+    for (int i = 0; i < groups; ++i) {
+      if (fast[i]) {
+        sub[i] = block_avx512::GroupTail(f[i], &totals);
+        continue;
+      }
+      stats_order::ItemTree group;  // the scalar path, into a tree of its own: the same subtree
+      uint64_t rr = rows[i], cc = cols[i];
+      for (uint64_t j = 0; j < 8; ++j, next(&rr, &cc, 1)) {
+        scalar_block(k + 8 * i + j, rr, cc, &group);
+      }
+      sub[i] = group.Finish();
+    }
+    k += 8 * static_cast<uint64_t>(groups);
     if (groups == 8) {
       tree.PushSubtree(
           ((sub[0] + sub[1]) + (sub[2] + sub[3])) + ((sub[4] + sub[5]) + (sub[6] + sub[7])), 6);
@@ -204,7 +218,7 @@ __attribute__((target("avx512vbmi,avx512vnni"))) void RowwiseE4M3Groups(const Bl
       tree.PushSubtree(sub[0], 3);
     }
   }
-  for (; k < n; ++k) scalar_block(k, &tree);
+  for (; k < n; ++k, next(&r, &bj, 1)) scalar_block(k, r, bj, &tree);
   totals.Fold(e, b);
   e->sum = tree.Finish();
 }
