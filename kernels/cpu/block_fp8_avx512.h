@@ -11,9 +11,14 @@
 // lane: q = double(units) * 2^-18, P = q * (s * s), amax = code * s. The 8
 // partials of a group whose first block index is a multiple of 8 are an
 // exact subtree of the item tree (stats_order.h step 5), added here in the
-// tree's own order, ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)), and
-// pushed at level 3. Everything else is an integer count, an integer sum
-// or a maximum of exact values.
+// tree's own order, ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)); the
+// caller adds those of 8 aligned groups the same way and pushes a subtree
+// of level 6 (or, near the end, one of level 3). Everything else is an
+// integer count, an integer sum or a maximum of exact values.
+//
+// Cost (docs/perf.md): per 64 codes, as in the per-tensor path, 4 x
+// (permute, dot product) and the counts; per group, the folds of each
+// block's lanes into one (BlockSums, BlockMaxBytes) and the tail.
 //
 // A group that holds a NaN code or a scale that is not a finite normal
 // number (E8M0 0xff; fp32 zero, subnormal, Inf, NaN) is refused before
