@@ -80,9 +80,13 @@ inline constexpr uint64_t kCanonicalNanBits = 0x7ff8000000000000ull;
 // tensor of any size needs no allocation.
 class ItemTree {
  public:
-  void Push(double partial) {
-    double v = partial;
-    int level = 0;
+  void Push(double partial) { PushSubtree(partial, 0); }
+
+  // The subtree T(lo, 2^level) of partials lo .. lo + 2^level - 1, where
+  // lo (the count pushed so far) is a multiple of 2^level: the same state
+  // as pushing those partials one by one.
+  void PushSubtree(double subtree, int level) {
+    double v = subtree;
     while (depth_ > 0 && level_[depth_ - 1] == level) {
       v = value_[depth_ - 1] + v;  // left subtree + right subtree
       --depth_;

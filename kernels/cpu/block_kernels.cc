@@ -37,6 +37,18 @@
 
 #include "kernels/cpu/block_scan.h"  // needs GNMR_CPU_ISA
 
+// Rowwise e4m3 blocks get a VBMI + VNNI path in the AVX-512 build
+// (block_fp8_avx512.h).
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#define GNMR_CPU_AVX512_BLOCKS 1
+// GCC 12's false positive in its AVX-512 headers (item_kernels.cc).
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include "kernels/cpu/block_fp8_avx512.h"
+#endif
+
 namespace gnmr::cpu::GNMR_CPU_ISA {
 namespace {
 
@@ -126,6 +138,92 @@ void RowwiseWholeBlocks(const BlockTensorRef& t, const Geometry& g, ElementResul
   e->sum = tree.Finish();
 }
 
+#ifdef GNMR_CPU_AVX512_BLOCKS
+// RowwiseWholeBlocks for e4m3 codes on a CPU with VBMI and VNNI: the
+// blocks, contiguous in grid order, in aligned groups of 8
+// (block_fp8_avx512.h); groups it refuses and the last blocks take the
+// scalar path, block by block.
+template <Scales S, uint32_t B>
+__attribute__((target("avx512vbmi,avx512vnni"))) void RowwiseE4M3Groups(const BlockTensorRef& t,
+                                                                        const Geometry& g,
+                                                                        ElementResult* e,
+                                                                        BlockResult* b) {
+  const unsigned char* data = static_cast<const unsigned char*>(t.data);
+  __m512i lo[4], hi[4];
+  static constexpr avx512::ExponentBuckets kTables = avx512::MakeE4M3Buckets();
+  for (int q = 0; q < 4; ++q) {
+    lo[q] = _mm512_load_si512(kTables.bucket[q]);
+    hi[q] = _mm512_load_si512(kTables.bucket[q] + 64);
+  }
+  // Compact scales of rows whose blocks come in whole groups lie in a row.
+  const bool contiguous = g.scale_layout == ScaleLayout::kCompact && g.grid_cols % 8 == 0;
+  const uint64_t n = g.rows * g.grid_cols;
+  block_avx512::Totals totals;
+  stats_order::ItemTree tree;
+  uint64_t r = 0, bj = 0;  // block k's position in the grid
+  auto next = [&g](uint64_t* rr, uint64_t* cc, uint64_t by) {
+    *cc += by;
+    while (*cc >= g.grid_cols) *cc -= g.grid_cols, ++*rr;
+  };
+  auto scalar_block = [&](uint64_t k, uint64_t rr, uint64_t cc, stats_order::ItemTree* to) {
+    BlockScan scan;
+    ScanWholeBlock<Codes::kE4M3, B>(data + k * B, &scan);
+    scan.any_source = true;  // no source: an all-zero block is dead
+    FinishBlock<Codes::kE4M3, S>(scan, B, block::ScaleBits<S>(t.scales, g.ScaleIndex(rr, cc)), to,
+                                 e, b);
+  };
+  // Runs of 8 groups (64 blocks, a subtree of level 6, pushed once), then
+  // single groups, then single blocks. A run's scans come first, then
+  // their tails.
+  uint64_t k = 0;
+  while (k + 8 <= n) {
+    const int groups = n - k >= 64 ? 8 : 1;
+    block_avx512::GroupFigures f[8];
+    bool fast[8];
+    uint64_t rows[8], cols[8];
+    for (int i = 0; i < groups; ++i) {
+      rows[i] = r, cols[i] = bj;
+      __m512i bits;
+      if (contiguous) {
+        bits = block_avx512::LoadScales<S>(t.scales, r * g.scale_cols + bj);
+      } else {
+        alignas(64) uint64_t gathered[8];
+        uint64_t rr = r, cc = bj;
+        for (int j = 0; j < 8; ++j, next(&rr, &cc, 1)) {
+          gathered[j] = block::ScaleBits<S>(t.scales, g.ScaleIndex(rr, cc));
+        }
+        bits = _mm512_load_si512(gathered);
+      }
+      fast[i] = block_avx512::ScanGroup<S, B>(data + (k + 8 * i) * B, bits, lo, hi, &f[i], &totals);
+      next(&r, &bj, 8);
+    }
+    double sub[8];
+    for (int i = 0; i < groups; ++i) {
+      if (fast[i]) {
+        sub[i] = block_avx512::GroupTail(f[i], &totals);
+        continue;
+      }
+      stats_order::ItemTree group;  // the scalar path, into a tree of its own: the same subtree
+      uint64_t rr = rows[i], cc = cols[i];
+      for (uint64_t j = 0; j < 8; ++j, next(&rr, &cc, 1)) {
+        scalar_block(k + 8 * i + j, rr, cc, &group);
+      }
+      sub[i] = group.Finish();
+    }
+    k += 8 * static_cast<uint64_t>(groups);
+    if (groups == 8) {
+      tree.PushSubtree(
+          ((sub[0] + sub[1]) + (sub[2] + sub[3])) + ((sub[4] + sub[5]) + (sub[6] + sub[7])), 6);
+    } else {
+      tree.PushSubtree(sub[0], 3);
+    }
+  }
+  for (; k < n; ++k, next(&r, &bj, 1)) scalar_block(k, r, bj, &tree);
+  totals.Fold(e, b);
+  e->sum = tree.Finish();
+}
+#endif
+
 template <Codes C, Scales S>
 void BlockMajorPass(const BlockTensorRef& t, const Geometry& g, ElementResult* e, BlockResult* b) {
   constexpr uint32_t kBlock = C == Codes::kE2M1    ? (S == Scales::kE4M3 ? 16 : 32)
@@ -133,6 +231,11 @@ void BlockMajorPass(const BlockTensorRef& t, const Geometry& g, ElementResult* e
                                                    : 32;
   if (C != Codes::kE5M2 && t.source == nullptr && t.layout == BlockLayout::kRowwise &&
       g.cols % kBlock == 0) {
+#ifdef GNMR_CPU_AVX512_BLOCKS
+    if constexpr (C == Codes::kE4M3) {
+      if (avx512::HasVbmiVnni()) return RowwiseE4M3Groups<S, kBlock>(t, g, e, b);
+    }
+#endif
     return RowwiseWholeBlocks<C, S, kBlock>(t, g, e, b);
   }
   const unsigned char* data = static_cast<const unsigned char*>(t.data);
