@@ -237,6 +237,14 @@ TEST(TraceRecord, RecordedTraceReplaysToTheLiveDecisions) {
   EXPECT_GE(st.releases, 1u);
 }
 
+// Whether some line of `lines` holds `what`.
+bool HasLine(const std::vector<std::string>& lines, const std::string& what) {
+  for (const std::string& l : lines) {
+    if (l.find(what) != std::string::npos) return true;
+  }
+  return false;
+}
+
 // The forward channel (docs/controller.md, "Forward channel"): two ranks
 // report forward statistics with their forward order. Unit o's forward norm
 // spikes (risk ~17) and v's quantizer saturates (risk 2.5) in the same step;
@@ -293,12 +301,7 @@ TEST(TraceRecord, ForwardAdmissionsReplayExactly) {
   // The live job admitted v at step 20 by a forward rule and gate at 36.
   const std::string events = store::JobDir(gnmrd.state_dir(), job) + "/events.jsonl";
   const std::vector<std::string> lines = DecisionEventLines(events);
-  auto has = [&](const std::string& what) {
-    for (const std::string& l : lines) {
-      if (l.find(what) != std::string::npos) return true;
-    }
-    return false;
-  };
+  auto has = [&lines](const std::string& what) { return HasLine(lines, what); };
   EXPECT_TRUE(has(R"("observed_step":20,"apply_step":21,"kind":"admission","unit":"attn.v")"));
   EXPECT_TRUE(has(R"("observed_step":20,"apply_step":21,"kind":"denial","unit":"attn.o")"));
   EXPECT_TRUE(has(R"("trigger":"forward")"));
@@ -312,6 +315,63 @@ TEST(TraceRecord, ForwardAdmissionsReplayExactly) {
   std::vector<std::string> names;
   ExpectReplayGivesTheLiveDecisions(path, cfg, live, events, &names);
   EXPECT_EQ(names, (std::vector<std::string>{"attn.o", "attn.v", "mlp.\"fc1\",gate"}));
+}
+
+// Block-scaled forward tensors with their source (docs/controller.md,
+// "Block rules" and "Relative error"): v's blocks go dead at step 20 and
+// gate's relative error jumps at step 30, the element figures quiet; with
+// those two rules on, the recorded trace (block and source columns
+// included) replays to the live decisions.
+v1::ClientMessage BlockStats(uint32_t rank, int64_t step, const std::vector<uint32_t>& ids) {
+  v1::ClientMessage m = ForwardStats(rank, step, ids);
+  v1::StepStats* s = m.mutable_stats();
+  for (int i = 0; i < s->unit_id_size(); ++i) {
+    s->set_fwd_saturated(i, s->fwd_numel(i) > 0 ? 1 : 0);  // ForwardStats' own events off
+    s->set_fwd_zeros(i, s->fwd_numel(i) > 0 ? 100 : 0);
+    if (step == 20 && i == 0) s->set_fwd_sumsq(i, 4.0);
+    const bool blocks = s->fwd_numel(i) > 0;
+    s->add_fwd_blocks(blocks ? 32 : 0);
+    s->add_fwd_saturated_blocks(blocks ? 6 : 0);
+    s->add_fwd_dead_blocks(blocks ? (step == 20 && i == 1 ? 20 : 1) : 0);
+    s->add_fwd_scale_clamps(0);
+    const double noise = 0.01 * static_cast<double>((step * 5 + rank + i) % 7);
+    s->add_fwd_source_numel(blocks ? 1000 : 0);
+    s->add_fwd_underflow(blocks ? 2 : 0);
+    s->add_fwd_error_sumsq(blocks ? 4e-3 * (1.0 + noise) * (step == 30 && i == 2 ? 1e3 : 1.0)
+                                  : 0.0);
+    s->add_fwd_source_sumsq(blocks ? 4.0 : 0.0);
+  }
+  return m;
+}
+
+TEST(TraceRecord, BlockAndSourceAdmissionsReplayExactly) {
+  GnmrdProcess gnmrd;
+  const std::string traces = gnmrd.dir() + "/traces";
+  ASSERT_TRUE(gnmrd.Start({"--trace-dir", traces}));
+  v1::ControllerConfig cfg = FastConfig(/*max_o=*/2, /*warmup=*/5);
+  cfg.set_dead_block_fraction(0.25);
+  cfg.set_tau_relative_error(4.0);
+  const std::string job = "blk-1";
+  std::vector<v1::Decision> live;
+  RunJob(gnmrd, job, /*world=*/2, /*steps=*/40, cfg, ForwardUnits, BlockStats, &live);
+  ASSERT_EQ(live.size(), 40u);
+  EXPECT_EQ(gnmrd.Kill(SIGTERM), 0) << gnmrd.log();
+
+  const std::string events = store::JobDir(gnmrd.state_dir(), job) + "/events.jsonl";
+  const std::vector<std::string> lines = DecisionEventLines(events);
+  auto has = [&lines](const std::string& what) { return HasLine(lines, what); };
+  EXPECT_TRUE(has(R"("observed_step":20,"apply_step":21,"kind":"admission","unit":"attn.v")"))
+      << ::testing::PrintToString(lines);
+  EXPECT_TRUE(has(R"("trigger":"dead_blocks")")) << ::testing::PrintToString(lines);
+  EXPECT_TRUE(
+      has(R"("observed_step":30,"apply_step":31,"kind":"admission","unit":"mlp.\"fc1\",gate")"))
+      << ::testing::PrintToString(lines);
+  EXPECT_TRUE(has(R"("trigger":"relative_error")")) << ::testing::PrintToString(lines);
+
+  const std::string path = store::TraceRecorder::TracePath(traces, job);
+  std::vector<std::string> names;
+  ExpectReplayGivesTheLiveDecisions(path, cfg, live, events, &names);
+  EXPECT_EQ(names.size(), 3u);
 }
 
 TEST(TraceRecord, OnlyMatchingJobsAndNothingWithoutTraceDir) {
