@@ -33,6 +33,7 @@
 // until tau_relative_error is set, with its own warmup count.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "controller/controller.h"
 
@@ -40,6 +41,8 @@ namespace gnmr {
 namespace {
 
 constexpr double kEps = 1e-12;
+// The clamp of a rule that is off: none.
+constexpr double kOff = std::numeric_limits<double>::infinity();
 
 // One rule's evaluation: its figure against its threshold.
 struct RuleResult {
@@ -50,6 +53,13 @@ struct RuleResult {
 
 // The plain average of k samples with mean `mu` and one more, `x` (warmup).
 double AddToAverage(double mu, double x, double k) { return (mu * k + x) / (k + 1.0); }
+
+// The mean after a sample of the ratio form (forward, saturation,
+// block_saturation, relative_error), the sample clamped at `cap` (the
+// threshold times the base; +inf for a rule that is off).
+double RatioMean(double mu, double x, double cap, double decay) {
+  return decay * mu + (1.0 - decay) * std::min(x, cap);
+}
 
 // The share form of underflow, dead_blocks and scale_clamps (the other
 // rules are ratios to a mean): of the share usually not hit (1 - mu), the
@@ -105,8 +115,8 @@ size_t EvaluateBlocks(const ControllerConfig& config, uint64_t blocks, UnitState
   const double clamp_share = ShareHit(clamped, u.scale_clamps_mu);
 
   const double d = config.ema_decay;
-  const double entering = tau > 0 ? std::min(saturated, tau * base) : saturated;
-  u.saturated_blocks_mu = d * u.saturated_blocks_mu + (1.0 - d) * entering;
+  u.saturated_blocks_mu =
+      RatioMean(u.saturated_blocks_mu, saturated, tau > 0 ? tau * base : kOff, d);
   u.dead_blocks_mu = ShareMean(u.dead_blocks_mu, dead, config.dead_block_fraction, d);
   u.scale_clamps_mu = ShareMean(u.scale_clamps_mu, clamped, config.scale_clamp_fraction, d);
   ++u.block_valid_samples;
@@ -138,9 +148,8 @@ size_t EvaluateSource(const ControllerConfig& config, const UnitSample& s, UnitS
   const double tau = config.tau_relative_error;
   const double base = std::max(u.relative_error_mu, kEps);
   const double ratio = error / base;
-  const double entering = tau > 0 ? std::min(error, tau * base) : error;
   u.relative_error_mu =
-      config.ema_decay * u.relative_error_mu + (1.0 - config.ema_decay) * entering;
+      RatioMean(u.relative_error_mu, error, tau > 0 ? tau * base : kOff, config.ema_decay);
   ++u.source_valid_samples;
   if (tau <= 0) return 0;
   out[0] = {Trigger::kRelativeError, ratio / tau, ratio >= tau};
@@ -192,9 +201,9 @@ Controller::ForwardVerdict Controller::EvaluateForward(UnitState& u, const UnitS
   const double flushed = ShareHit(zeros, u.zeros_mu);
 
   const double d = config_.ema_decay;
-  u.fwd_mu = d * u.fwd_mu + (1.0 - d) * std::min(norm, config_.tau_forward * u.fwd_mu);
-  u.saturation_mu = d * u.saturation_mu +
-                    (1.0 - d) * std::min(saturated, config_.tau_saturation * saturation_base);
+  u.fwd_mu = RatioMean(u.fwd_mu, norm, config_.tau_forward * u.fwd_mu, d);
+  u.saturation_mu =
+      RatioMean(u.saturation_mu, saturated, config_.tau_saturation * saturation_base, d);
   u.zeros_mu = ShareMean(u.zeros_mu, zeros, config_.underflow_fraction, d);
   ++u.fwd_valid_samples;
   u.last_forward = ratio;

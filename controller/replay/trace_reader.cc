@@ -204,7 +204,7 @@ __attribute__((always_inline)) Status TraceReader::StoreField(size_t i, std::str
     case kFwdSourceSumsq: {
       double& v = cols_[i] == kFwdErrorSumsq ? s.fwd_error_sumsq : s.fwd_source_sumsq;
       ok = f.empty() || ParseNumber(f, &v);
-      if (ok && !(std::isfinite(v) && v >= 0.0)) {
+      if (ok && !FiniteSumOfSquares(v)) {
         return Error(line_no_,
                      "column '" + header_[i] + "': " + Quoted(f) + " is not a finite number >= 0");
       }

@@ -77,11 +77,14 @@ inline bool ForwardCountsFit(const UnitSample& s) {
          s.fwd_source_numel <= s.fwd_numel && s.fwd_underflow <= s.fwd_source_numel;
 }
 
-// Whether a sample's source sums are what a sum of squares can be: finite
-// and not negative (the kernels sum finite pairs only).
+// Whether `v` is what a sum of squares over finite values can be: finite
+// and not negative.
+inline bool FiniteSumOfSquares(double v) { return std::isfinite(v) && v >= 0.0; }
+
+// Whether a sample's source sums are such sums (the kernels sum finite
+// pairs only).
 inline bool SourceSumsValid(const UnitSample& s) {
-  return std::isfinite(s.fwd_error_sumsq) && s.fwd_error_sumsq >= 0.0 &&
-         std::isfinite(s.fwd_source_sumsq) && s.fwd_source_sumsq >= 0.0;
+  return FiniteSumOfSquares(s.fwd_error_sumsq) && FiniteSumOfSquares(s.fwd_source_sumsq);
 }
 
 // The forward channel's figures for one sample (docs/controller.md,

@@ -79,8 +79,7 @@ Status StepAggregator::ValidateForward(const v1::StepStats& s) {
     // Sums of squares over finite pairs: finite, >= 0; counts of elements.
     if (sources > 0 &&
         (s.fwd_source_numel(i) > s.fwd_numel(i) || s.fwd_underflow(i) > s.fwd_source_numel(i) ||
-         !(std::isfinite(s.fwd_error_sumsq(i)) && s.fwd_error_sumsq(i) >= 0.0) ||
-         !(std::isfinite(s.fwd_source_sumsq(i)) && s.fwd_source_sumsq(i) >= 0.0))) {
+         !FiniteSumOfSquares(s.fwd_error_sumsq(i)) || !FiniteSumOfSquares(s.fwd_source_sumsq(i)))) {
       return InvalidArgument("unit id " + std::to_string(s.unit_id(i)) +
                              ": source figures are inconsistent (fwd_underflow " +
                              std::to_string(s.fwd_underflow(i)) + " of fwd_source_numel " +
