@@ -14,13 +14,13 @@
 namespace gnmr {
 namespace {
 
-// Admission order: non-finite first, then units a forward rule triggered
-// (the root of a coupled spike before the neighbours whose gradients it
-// raised), then risk descending, then unit id.
+// Admission order: non-finite first, then units a quantizer rule (forward
+// or backward channel) triggered (the root of a coupled spike before the
+// neighbours whose gradients it raised), then risk descending, then unit id.
 bool CandidateBefore(Trigger ta, double ra, uint32_t ia, Trigger tb, double rb, uint32_t ib) {
   const bool na = ta == Trigger::kNonFinite, nb = tb == Trigger::kNonFinite;
   if (na != nb) return na;
-  const bool fa = IsForwardTrigger(ta), fb = IsForwardTrigger(tb);
+  const bool fa = IsQuantizerTrigger(ta), fb = IsQuantizerTrigger(tb);
   if (fa != fb) return fa;
   if (!na && ra != rb) return ra > rb;
   return ia < ib;
@@ -59,14 +59,21 @@ uint64_t Controller::AdmitCandidates(int64_t step, int64_t apply, Decision* d) {
   const bool clip_denied = config_.denied == DeniedTreatment::kClip && apply == step && budget > 0;
   last_denied_clips_.clear();
   const bool exclusive = ExclusiveStep();
-  const uint32_t root = ForwardRoot();
+  const uint32_t fwd_root = ChannelRoot(false);
+  const uint32_t bwd_root = ChannelRoot(true);
+  // A quantizer-triggered candidate its channel's root coupled.
+  auto below_root = [&](const Candidate& c) {
+    if (IsForwardTrigger(c.trigger)) {
+      return fwd_root != kNoRoot && c.unit_id != fwd_root && c.fwd_order != 0;
+    }
+    return bwd_root != kNoRoot && c.unit_id != bwd_root && c.bwd_order != 0;
+  };
   uint64_t in_force_now = 0;
   for (const Candidate& c : candidates_) {
     if (c.trigger == Trigger::kNonFinite) d->global_skip = true;
     if (in_recovery_[c.unit_id]) continue;  // locked units are not candidates
     const bool coupled = exclusive && c.trigger != Trigger::kNonFinite &&
-                         (!IsForwardTrigger(c.trigger) ||
-                          (root != kNoRoot && c.unit_id != root && c.fwd_order != 0));
+                         (!IsQuantizerTrigger(c.trigger) || below_root(c));
     if (coupled || recovery_.size() >= budget) {
       d->denied.push_back({c.unit_id, c.trigger, c.risk, clip_denied, coupled, c.evidence.forward});
       if (clip_denied) last_denied_clips_.push_back(DeniedClip(c.unit_id, apply, c.evidence));

@@ -137,7 +137,7 @@ void Controller::Evaluate(const UnitSample& s) {
     ev.mu = u.mu;
     ev.nonfinite = s.nonfinite;
     candidates_.push_back(
-        {s.unit_id, Trigger::kNonFinite, std::numeric_limits<double>::infinity(), ev, 0});
+        {s.unit_id, Trigger::kNonFinite, std::numeric_limits<double>::infinity(), ev, 0, 0});
     return;
   }
   if (s.sumsq == 0.0) {  // inactive: frozen, or an expert with no tokens
@@ -145,7 +145,7 @@ void Controller::Evaluate(const UnitSample& s) {
     u.last_gnmr = 0.0;
     return;
   }
-  const ForwardVerdict fwd = EvaluateForward(u, s);
+  const ForwardVerdict fwd = Stronger(EvaluateForward(u, s), EvaluateBackward(u, s));
   if (u.valid_samples < config_.warmup) {
     // Warmup: the mean is the plain average of the samples so far.
     const double n = static_cast<double>(u.valid_samples);
@@ -177,7 +177,7 @@ void Controller::Evaluate(const UnitSample& s) {
   const bool by_delta = delta_counts && delta >= config_.tau_delta;
   if (!by_gnmr && !by_delta && fwd.trigger == Trigger::kNone) return;
 
-  // A forward rule names the trigger when one fired (it is the root-cause
+  // A quantizer rule names the trigger when one fired (it is the root-cause
   // signal, and it orders the admission); else `delta` only when GNMR alone
   // would not have triggered, so the per-trigger counts show what each
   // rule adds. The risk is the maximum over the unit's channels.
@@ -198,7 +198,7 @@ void Controller::AddCandidate(UnitState& u, const UnitSample& s, const ForwardVe
   ev.norm = u.last_norm;
   ev.mu = mu_before;
   ev.forward = v.evidence;
-  candidates_.push_back({s.unit_id, v.trigger, v.risk, ev, s.fwd_order});
+  candidates_.push_back({s.unit_id, v.trigger, v.risk, ev, s.fwd_order, s.bwd_order});
 }
 
 // One observed step, as docs/controller.md, "The decision for step t" lists
@@ -265,6 +265,11 @@ Status Controller::CheckSamples(int64_t step, const UnitSample* samples, size_t 
                              "saturated, dead or clamped blocks than blocks, more source "
                              "elements than elements or underflows than source elements, or "
                              "a source sum that is negative or not finite)");
+    }
+    if ((std::isfinite(s.bwd_sumsq) && s.bwd_sumsq < 0.0) || !BackwardCountsFit(s)) {
+      return InvalidArgument("unit '" + units_[s.unit_id].name +
+                             "' has inconsistent backward statistics (negative sumsq, or more "
+                             "saturated or zero elements than elements)");
     }
   }
   return Status::Ok();

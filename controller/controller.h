@@ -54,6 +54,7 @@ struct ControllerStats {
   uint64_t nonfinite_samples = 0;
   uint64_t admissions_by_trigger[kNumTriggers] = {};  // indexed by Trigger
   uint64_t forward_samples = 0;                       // samples that carried forward statistics
+  uint64_t backward_samples = 0;                      // samples that carried backward statistics
   uint64_t admissions_by_action[4] = {0, 0, 0, 0};    // indexed by Action
   uint64_t denials = 0;
   uint64_t denied_clips = 0;  // of the denials, those clipped (denied: clip)
@@ -107,6 +108,16 @@ struct UnitState {
   // warmup count and the mean of error / source sumsq.
   int64_t source_valid_samples = 0;
   double relative_error_mu = 0.0;
+  // The backward channel's history (docs/controller.md, "Backward
+  // channel"): the forward channel's three means, of the gradient as
+  // quantized, with their own warmup count.
+  int64_t bwd_valid_samples = 0;
+  double bwd_mu = 0.0;
+  double bwd_saturation_mu = 0.0;
+  double bwd_zeros_mu = 0.0;
+  // The last sample's backward norm / its mean (admin views); 0 when not
+  // evaluated.
+  double last_backward = 0.0;
   // The last sample's block figures as fractions of its blocks
   // (docs/statistics.md, "Block columns"); 0 when it had no block-scaled
   // forward tensors. Admin views and metrics.
@@ -227,13 +238,17 @@ class Controller {
     double risk;
     Admission evidence;
     uint64_t fwd_order;  // the sample's ForwardOrderKey; 0: unknown
+    uint64_t bwd_order;  // the sample's BackwardOrderKey; 0: unknown
   };
-  // The forward channel's verdict on one sample (forward_channel.cc).
+  // A quantizer channel's verdict on one sample (forward_channel.cc).
   struct ForwardVerdict {
-    Trigger trigger = Trigger::kNone;  // the forward rule of highest risk
-    double risk = 0.0;                 // max over the forward rules
+    Trigger trigger = Trigger::kNone;  // the channel's rule of highest risk
+    double risk = 0.0;                 // max over the channel's rules
     ForwardEvidence evidence;          // 0 when not evaluated (decision.h)
   };
+  // The forward and backward verdicts as one: the fired rule of higher risk
+  // (a tie: forward), the higher risk, the forward evidence.
+  static ForwardVerdict Stronger(const ForwardVerdict& fwd, const ForwardVerdict& bwd);
 
   // The steps of Observe, in order (docs/controller.md, "The decision for
   // step t"). CheckSamples changes nothing a caller sees (it marks the units
@@ -257,6 +272,9 @@ class Controller {
   // any, triggered and the figures each compared (none, and 0, in warmup,
   // for a non-finite or absent one).
   ForwardVerdict EvaluateForward(UnitState& u, const UnitSample& s);
+  // The same for the backward channel (its evidence stays 0: the recovery
+  // reason carries forward figures only).
+  ForwardVerdict EvaluateBackward(UnitState& u, const UnitSample& s);
   // Appends a candidate triggered as `v` says (gradient evidence: 0 in
   // the gradient's warmup).
   void AddCandidate(UnitState& u, const UnitSample& s, const ForwardVerdict& v, double gnmr,
@@ -266,11 +284,12 @@ class Controller {
   // Whether this step's candidates fall under attribution: exclusive or
   // upstream (denied_clips.cc).
   bool ExclusiveStep() const;
-  // attribution: upstream: this step's forward root, the forward-triggered
-  // candidate not in recovery that comes first in forward order; kNoRoot
-  // when there is none or attribution is not upstream (denied_clips.cc).
+  // attribution: upstream: this step's root in the forward (backward)
+  // channel, the candidate a forward (backward) rule triggered, not in
+  // recovery, that comes first in forward (backward) order; kNoRoot when
+  // there is none or attribution is not upstream (denied_clips.cc).
   static constexpr uint32_t kNoRoot = UINT32_MAX;
-  uint32_t ForwardRoot() const;
+  uint32_t ChannelRoot(bool backward) const;
   void PushWindow(uint32_t unit_id, double gnmr);
   double WindowMean(uint32_t unit_id) const;
   void ResizeWindows(int32_t new_size);

@@ -27,12 +27,13 @@ RecoveryEntry Controller::DeniedClip(uint32_t unit_id, int64_t apply,
 }
 
 // attribution: exclusive (docs/controller.md, "Attribution"): a step where a
-// forward rule triggered a unit not yet in recovery keeps that step's
+// quantizer rule (forward or backward channel) triggered a unit not yet in
+// recovery keeps that step's
 // gradient-only candidates (the root's coupled neighbours) out of the budget.
 bool Controller::ExclusiveStep() const {
   if (config_.attribution == Attribution::kRank) return false;
   for (const Candidate& c : candidates_) {
-    if (IsForwardTrigger(c.trigger) && !in_recovery_[c.unit_id]) return true;
+    if (IsQuantizerTrigger(c.trigger) && !in_recovery_[c.unit_id]) return true;
   }
   return false;
 }
@@ -41,18 +42,21 @@ bool Controller::ExclusiveStep() const {
 // quantizer's output feeds the next unit's input (v into o, fc1 into fc2),
 // so that unit's forward rules trigger in the same step too. The root is the
 // one that ran first: the least forward order (the client's count of first
-// calls). Candidates of unknown order (0: an older client) are never the
-// root, and never coupled by it.
-uint32_t Controller::ForwardRoot() const {
+// calls). A faulty backward quantizer's output feeds the gradient of the
+// units before it, which backward reaches next: its root is the least
+// backward order. Candidates of unknown order (0: an older client) are
+// never a root, and never coupled by one.
+uint32_t Controller::ChannelRoot(bool backward) const {
   if (config_.attribution != Attribution::kUpstream) return kNoRoot;
   uint32_t root = kNoRoot;
   uint64_t root_order = 0;
   for (const Candidate& c : candidates_) {
-    if (!IsForwardTrigger(c.trigger) || in_recovery_[c.unit_id] || c.fwd_order == 0) continue;
-    if (root == kNoRoot || c.fwd_order < root_order ||
-        (c.fwd_order == root_order && c.unit_id < root)) {
+    const bool in_channel = backward ? IsBackwardTrigger(c.trigger) : IsForwardTrigger(c.trigger);
+    const uint64_t order = backward ? c.bwd_order : c.fwd_order;
+    if (!in_channel || in_recovery_[c.unit_id] || order == 0) continue;
+    if (root == kNoRoot || order < root_order || (order == root_order && c.unit_id < root)) {
       root = c.unit_id;
-      root_order = c.fwd_order;
+      root_order = order;
     }
   }
   return root;

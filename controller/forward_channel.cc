@@ -31,6 +31,13 @@
 // relative_error rule (docs/controller.md, "Relative error"): the relative
 // error sum((x - x_hat)^2) / sum(x^2) over its mean, the ratio form, off
 // until tau_relative_error is set, with its own warmup count.
+//
+// The backward channel (docs/controller.md, "Backward channel") runs the
+// three element rules on the gradient as the unit's backward quantizer
+// stored it (tau_backward for the norm; tau_saturation and
+// underflow_fraction as forward), with its own history and warmup: a fault
+// in the backward quantizer leaves the forward pass healthy, and the
+// gradient norms of every unit upstream of it rise with the root's.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -88,6 +95,56 @@ void Choose(const RuleResult* rules, size_t count, Trigger* trigger, double* ris
       fired_risk = r.risk;
     }
   }
+}
+
+// One channel's element figures and the history they are judged against.
+struct ElementFigures {
+  double sumsq;
+  uint64_t saturated, zeros, numel;
+};
+struct ElementHistory {
+  int64_t& valid_samples;
+  double& mu;  // of the norm
+  double& saturation_mu;
+  double& zeros_mu;
+};
+// The norm, saturation and underflow rules (the forward channel's forms)
+// on one channel's figures (numel > 0, sumsq finite): updates the history;
+// in warmup returns false, else writes the three rules to `out` and their
+// figures (norm ratio, saturation ratio, flushed share) to `figures`.
+bool EvaluateElements(const ControllerConfig& config, const ElementFigures& f, double tau_norm,
+                      const Trigger (&triggers)[3], ElementHistory h, RuleResult* out,
+                      ForwardEvidence* figures) {
+  const double n = static_cast<double>(f.numel);
+  const double norm = std::sqrt(f.sumsq);
+  const double saturated = static_cast<double>(f.saturated) / n;
+  const double zeros = static_cast<double>(f.zeros) / n;
+  if (h.valid_samples < config.warmup) {
+    // Warmup: plain averages of the samples so far.
+    const double k = static_cast<double>(h.valid_samples);
+    h.mu = AddToAverage(h.mu, norm, k);
+    h.saturation_mu = AddToAverage(h.saturation_mu, saturated, k);
+    h.zeros_mu = AddToAverage(h.zeros_mu, zeros, k);
+    ++h.valid_samples;
+    return false;
+  }
+  const double ratio = norm / std::max(h.mu, kEps);
+  const double saturation_base = std::max(h.saturation_mu, 1.0 / n);
+  const double saturation_ratio = saturated / saturation_base;
+  const double flushed = ShareHit(zeros, h.zeros_mu);
+
+  const double d = config.ema_decay;
+  h.mu = RatioMean(h.mu, norm, tau_norm * h.mu, d);
+  h.saturation_mu =
+      RatioMean(h.saturation_mu, saturated, config.tau_saturation * saturation_base, d);
+  h.zeros_mu = ShareMean(h.zeros_mu, zeros, config.underflow_fraction, d);
+  ++h.valid_samples;
+  *figures = {ratio, saturation_ratio, flushed};
+  out[0] = {triggers[0], ratio / tau_norm, ratio >= tau_norm};
+  out[1] = {triggers[1], saturation_ratio / config.tau_saturation,
+            saturation_ratio >= config.tau_saturation};
+  out[2] = {triggers[2], flushed / config.underflow_fraction, flushed >= config.underflow_fraction};
+  return true;
 }
 
 // The block rules of a sample with `blocks` blocks, whose fractions
@@ -175,53 +232,55 @@ Controller::ForwardVerdict Controller::EvaluateForward(UnitState& u, const UnitS
   // Observe() refused negative sums and counts above numel.
   if (s.fwd_numel == 0 || !std::isfinite(s.fwd_sumsq)) return v;
   ++stats_.forward_samples;
-  const double n = static_cast<double>(s.fwd_numel);
-  const double norm = std::sqrt(s.fwd_sumsq);
-  const double saturated = static_cast<double>(s.fwd_saturated) / n;
-  const double zeros = static_cast<double>(s.fwd_zeros) / n;
-
-  if (u.fwd_valid_samples < config_.warmup) {
-    // Warmup: plain averages of the samples so far.
-    const double k = static_cast<double>(u.fwd_valid_samples);
-    u.fwd_mu = AddToAverage(u.fwd_mu, norm, k);
-    u.saturation_mu = AddToAverage(u.saturation_mu, saturated, k);
-    u.zeros_mu = AddToAverage(u.zeros_mu, zeros, k);
-    ++u.fwd_valid_samples;
+  constexpr Trigger kRules[3] = {Trigger::kForward, Trigger::kSaturation, Trigger::kUnderflow};
+  RuleResult rules[7];
+  const ElementFigures f{s.fwd_sumsq, s.fwd_saturated, s.fwd_zeros, s.fwd_numel};
+  if (!EvaluateElements(config_, f, config_.tau_forward, kRules,
+                        {u.fwd_valid_samples, u.fwd_mu, u.saturation_mu, u.zeros_mu}, rules,
+                        &v.evidence)) {
     // Samples with blocks or a source are forward samples: those histories
     // are in their warmup too, and only build.
-    RuleResult none[3];
-    if (s.fwd_blocks > 0) EvaluateBlocks(config_, s.fwd_blocks, u, none);
-    if (HasSource(s)) EvaluateSource(config_, s, u, none);
+    if (s.fwd_blocks > 0) EvaluateBlocks(config_, s.fwd_blocks, u, rules);
+    if (HasSource(s)) EvaluateSource(config_, s, u, rules);
     return v;
   }
-
-  const double ratio = norm / std::max(u.fwd_mu, kEps);
-  const double saturation_base = std::max(u.saturation_mu, 1.0 / n);
-  const double saturation_ratio = saturated / saturation_base;
-  const double flushed = ShareHit(zeros, u.zeros_mu);
-
-  const double d = config_.ema_decay;
-  u.fwd_mu = RatioMean(u.fwd_mu, norm, config_.tau_forward * u.fwd_mu, d);
-  u.saturation_mu =
-      RatioMean(u.saturation_mu, saturated, config_.tau_saturation * saturation_base, d);
-  u.zeros_mu = ShareMean(u.zeros_mu, zeros, config_.underflow_fraction, d);
-  ++u.fwd_valid_samples;
-  u.last_forward = ratio;
-  u.last_saturation = saturation_ratio;
-  u.last_underflow = flushed;
-  v.evidence = {ratio, saturation_ratio, flushed};
-
-  RuleResult rules[7] = {
-      {Trigger::kForward, ratio / config_.tau_forward, ratio >= config_.tau_forward},
-      {Trigger::kSaturation, saturation_ratio / config_.tau_saturation,
-       saturation_ratio >= config_.tau_saturation},
-      {Trigger::kUnderflow, flushed / config_.underflow_fraction,
-       flushed >= config_.underflow_fraction},
-  };
+  u.last_forward = v.evidence.fwd_ratio;
+  u.last_saturation = v.evidence.saturation_ratio;
+  u.last_underflow = v.evidence.underflow_ratio;
   size_t rule_count = 3;
   if (s.fwd_blocks > 0) rule_count += EvaluateBlocks(config_, s.fwd_blocks, u, rules + rule_count);
   if (HasSource(s)) rule_count += EvaluateSource(config_, s, u, rules + rule_count);
   Choose(rules, rule_count, &v.trigger, &v.risk);
+  return v;
+}
+
+Controller::ForwardVerdict Controller::EvaluateBackward(UnitState& u, const UnitSample& s) {
+  ForwardVerdict v;
+  u.last_backward = 0.0;  // until evaluated below
+  if (s.bwd_numel == 0 || !std::isfinite(s.bwd_sumsq)) return v;
+  ++stats_.backward_samples;
+  constexpr Trigger kRules[3] = {Trigger::kBackward, Trigger::kBackwardSaturation,
+                                 Trigger::kBackwardUnderflow};
+  RuleResult rules[3];
+  ForwardEvidence figures;
+  const ElementFigures f{s.bwd_sumsq, s.bwd_saturated, s.bwd_zeros, s.bwd_numel};
+  if (!EvaluateElements(config_, f, config_.tau_backward, kRules,
+                        {u.bwd_valid_samples, u.bwd_mu, u.bwd_saturation_mu, u.bwd_zeros_mu}, rules,
+                        &figures)) {
+    return v;
+  }
+  u.last_backward = figures.fwd_ratio;
+  Choose(rules, 3, &v.trigger, &v.risk);
+  return v;
+}
+
+Controller::ForwardVerdict Controller::Stronger(const ForwardVerdict& fwd,
+                                                const ForwardVerdict& bwd) {
+  ForwardVerdict v = fwd;
+  if (bwd.trigger != Trigger::kNone && (fwd.trigger == Trigger::kNone || bwd.risk > fwd.risk)) {
+    v.trigger = bwd.trigger;
+  }
+  v.risk = std::max(fwd.risk, bwd.risk);
   return v;
 }
 

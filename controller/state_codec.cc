@@ -41,6 +41,10 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
     h->set_scale_clamps_mu(u.scale_clamps_mu);
     h->set_source_valid_samples(u.source_valid_samples);
     h->set_relative_error_mu(u.relative_error_mu);
+    h->set_bwd_valid_samples(u.bwd_valid_samples);
+    h->set_bwd_mu(u.bwd_mu);
+    h->set_bwd_saturation_mu(u.bwd_saturation_mu);
+    h->set_bwd_zeros_mu(u.bwd_zeros_mu);
   }
   for (const RecoveryEntry& e : c.recovery_) RecoveryEntryToProto(e, out->add_recovery());
   for (uint32_t id : c.admin_released_) out->add_admin_released(id);
@@ -68,6 +72,7 @@ void ControllerStateCodec::Save(const Controller& c, v1::ControllerState* out) {
   while (triggers > 4 && s.admissions_by_trigger[triggers - 1] == 0) --triggers;
   for (int i = 0; i < triggers; ++i) k->add_admissions_by_trigger(s.admissions_by_trigger[i]);
   k->set_forward_samples(s.forward_samples);
+  k->set_backward_samples(s.backward_samples);
   for (uint64_t v : s.admissions_by_action) k->add_admissions_by_action(v);
   k->set_denials(s.denials);
   k->set_denied_clips(s.denied_clips);
@@ -100,7 +105,10 @@ bool HistoryInRange(const v1::UnitHistory& h, int32_t short_window) {
            !Fraction(h.saturated_blocks_mu()) || !Fraction(h.dead_blocks_mu()) ||
            !Fraction(h.scale_clamps_mu()) || h.source_valid_samples() < 0 ||
            static_cast<uint64_t>(h.source_valid_samples()) > kMaxCount ||
-           !std::isfinite(h.relative_error_mu()) || h.relative_error_mu() < 0);
+           !std::isfinite(h.relative_error_mu()) || h.relative_error_mu() < 0 ||
+           h.bwd_valid_samples() < 0 || static_cast<uint64_t>(h.bwd_valid_samples()) > kMaxCount ||
+           !std::isfinite(h.bwd_mu()) || h.bwd_mu() < 0 || !Fraction(h.bwd_saturation_mu()) ||
+           !Fraction(h.bwd_zeros_mu()));
 }
 
 // The window is the controller's to fill (PushWindow).
@@ -122,15 +130,20 @@ void RestoreHistory(const v1::UnitHistory& h, UnitState* u) {
   u->scale_clamps_mu = h.scale_clamps_mu();
   u->source_valid_samples = h.source_valid_samples();
   u->relative_error_mu = h.relative_error_mu();
+  u->bwd_valid_samples = h.bwd_valid_samples();
+  u->bwd_mu = h.bwd_mu();
+  u->bwd_saturation_mu = h.bwd_saturation_mu();
+  u->bwd_zeros_mu = h.bwd_zeros_mu();
 }
 
 bool CountersInRange(const v1::ControllerCounters& k) {
   bool counts_ok =
       k.admissions_by_trigger_size() <= kNumTriggers && k.admissions_by_action_size() <= 4 &&
       k.unit_steps_in_force() <= k.unit_steps_observed() && k.denied_clips() <= k.denials();
-  for (uint64_t v : {k.steps_observed(), k.unit_steps_observed(), k.unit_steps_in_force(),
-                     k.inactive_samples(), k.nonfinite_samples(), k.denials(), k.denied_clips(),
-                     k.releases(), k.global_skips(), k.peak_in_recovery(), k.forward_samples()}) {
+  for (uint64_t v :
+       {k.steps_observed(), k.unit_steps_observed(), k.unit_steps_in_force(), k.inactive_samples(),
+        k.nonfinite_samples(), k.denials(), k.denied_clips(), k.releases(), k.global_skips(),
+        k.peak_in_recovery(), k.forward_samples(), k.backward_samples()}) {
     counts_ok = counts_ok && v <= kMaxCount;
   }
   for (uint64_t v : k.admissions_by_trigger()) counts_ok = counts_ok && v <= kMaxCount;
@@ -157,6 +170,7 @@ Status RestoreCounters(const v1::ControllerCounters& k, ControllerStats* s) {
   s->global_skips = k.global_skips();
   s->peak_in_recovery = k.peak_in_recovery();
   s->forward_samples = k.forward_samples();
+  s->backward_samples = k.backward_samples();
   return Status::Ok();
 }
 

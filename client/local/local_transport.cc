@@ -192,6 +192,13 @@ void LocalTransport::DecideLocked(const Report& r) {
         s.fwd_source_sumsq = r.fwd_source_sumsq[i];
       }
     }
+    if (r.bwd_units > 0 && r.bwd_numel[i] > 0) {  // the same for the backward figures
+      s.bwd_sumsq = r.bwd_sumsq[i];
+      s.bwd_saturated = r.bwd_saturated[i];
+      s.bwd_zeros = r.bwd_zeros[i];
+      s.bwd_numel = r.bwd_numel[i];
+      s.bwd_order = BackwardOrderKey(options_.pipeline_stage, r.bwd_order[i]);
+    }
   }
   Decision d;
   Status s = controller_.Observe(r.step, samples_, &d);

@@ -65,6 +65,10 @@ constexpr size_t kCountersBaseSize = offsetof(gnmr_counters, attach_failures);
 static_assert(kCountersBaseSize ==
               offsetof(gnmr_counters, forward_calls_dropped) + sizeof(uint64_t));
 
+}  // namespace
+
+namespace gnmr::c_api {
+
 void ToRefs(const gnmr_tensor* t, size_t n, std::vector<gnmr::TensorRef>* out) {
   out->resize(n);
   for (size_t i = 0; i < n; ++i) {
@@ -81,7 +85,9 @@ void ToRefs(const gnmr_tensor* t, size_t n, std::vector<gnmr::TensorRef>* out) {
   }
 }
 
-}  // namespace
+}  // namespace gnmr::c_api
+
+using gnmr::c_api::ToRefs;
 
 extern "C" {
 

@@ -25,7 +25,10 @@ static_assert(GNMR_SCALES_COMPACT == static_cast<int>(ScaleLayout::kCompact) &&
               GNMR_SCALES_SWIZZLED == static_cast<int>(ScaleLayout::kSwizzled) &&
               GNMR_SCALES_COMPACT_TRANSPOSED == static_cast<int>(ScaleLayout::kCompactTransposed));
 
-// The descriptor of t, or "" and the message of the field out of range.
+}  // namespace
+
+namespace gnmr::c_api {
+
 std::string ToBlockRef(const gnmr_block_tensor& t, gnmr::BlockTensorRef* r) {
   auto outside = [](int32_t v, int32_t lo, int32_t hi) { return v < lo || v > hi; };
   if (outside(t.format, GNMR_BLOCK_MXFP8_E4M3, GNMR_BLOCK_FP8)) {
@@ -60,7 +63,7 @@ std::string ToBlockRef(const gnmr_block_tensor& t, gnmr::BlockTensorRef* r) {
   return "";
 }
 
-}  // namespace
+}  // namespace gnmr::c_api
 
 int gnmr_observe_forward_blocks(gnmr_client* c, uint32_t unit, const gnmr_block_tensor* tensors,
                                 size_t count) {
@@ -72,7 +75,7 @@ int gnmr_observe_forward_blocks(gnmr_client* c, uint32_t unit, const gnmr_block_
     if (tensors == nullptr && count > 0) return Null("tensors");
     c->block_scratch.resize(count);  // called per unit per forward pass: no allocation
     for (size_t i = 0; i < count; ++i) {
-      const std::string bad = ToBlockRef(tensors[i], &c->block_scratch[i]);
+      const std::string bad = gnmr::c_api::ToBlockRef(tensors[i], &c->block_scratch[i]);
       if (!bad.empty()) {
         return Fail(gnmr::StatusCode::kInvalidArgument,
                     "gnmr_observe_forward_blocks: tensor " + std::to_string(i) + ": " + bad);

@@ -1,6 +1,8 @@
 // What the C API's files share (client_c.cc, client_c_blocks.cc,
-// client_c_plan_entry.cc): the client and plan handles and the helpers that turn a Status into an
-// int code plus a thread-local message (gnmr_last_error) and catch every exception.
+// client_c_backward.cc, client_c_plan_entry.cc): the client and plan
+// handles, the tensor conversions, and the helpers that turn a Status into
+// an int code plus a thread-local message (gnmr_last_error) and catch every
+// exception.
 #pragma once
 
 #include <exception>
@@ -8,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "gnmr/block_tensor.h"
 #include "gnmr/client.h"
+#include "gnmr/gnmr_c.h"
 #include "gnmr/status.h"
 
 struct gnmr_client {
@@ -32,6 +36,11 @@ int Fail(StatusCode code, const std::string& message);
 int Report(const Status& s);
 // InvalidArgument "<what> is NULL".
 int Null(const char* what);
+
+// The C++ views of C tensors: `out` resized to n, one TensorRef each.
+void ToRefs(const gnmr_tensor* t, size_t n, std::vector<gnmr::TensorRef>* out);
+// The descriptor of t, or "" and the message of the field out of range.
+std::string ToBlockRef(const gnmr_block_tensor& t, BlockTensorRef* r);
 
 // Runs `f` (returning an int code) with every exception turned into
 // GNMR_EINTERNAL.

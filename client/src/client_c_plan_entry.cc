@@ -22,7 +22,12 @@ static_assert(GNMR_TRIGGER_NONE == static_cast<int>(gnmr::Trigger::kNone) &&
               GNMR_TRIGGER_DEAD_BLOCKS == static_cast<int>(gnmr::Trigger::kDeadBlocks) &&
               GNMR_TRIGGER_SCALE_CLAMPS == static_cast<int>(gnmr::Trigger::kScaleClamps) &&
               GNMR_TRIGGER_RELATIVE_ERROR == static_cast<int>(gnmr::Trigger::kRelativeError) &&
-              gnmr::kNumTriggers == 11);
+              GNMR_TRIGGER_BACKWARD == static_cast<int>(gnmr::Trigger::kBackward) &&
+              GNMR_TRIGGER_BACKWARD_SATURATION ==
+                  static_cast<int>(gnmr::Trigger::kBackwardSaturation) &&
+              GNMR_TRIGGER_BACKWARD_UNDERFLOW ==
+                  static_cast<int>(gnmr::Trigger::kBackwardUnderflow) &&
+              gnmr::kNumTriggers == 14);
 
 // The entry `index` of `plan`, or null after recording why not.
 const gnmr::PlanEntry* EntryAt(const gnmr_plan* plan, uint32_t index, const void* out, int* rc) {

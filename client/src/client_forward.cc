@@ -1,9 +1,10 @@
-// Client::ObserveForward: forward-side statistics for the forward channel
-// (docs/controller.md, "Forward channel"; docs/statistics.md, "Forward
-// columns"). Computed on the training thread at the call, when the
-// forward tensors exist (activations are gone or reused by the time
-// Observe runs), and gathered (NextReportInputs, ForwardAccumulator) until
-// the next Observe moves them into its report.
+// Client::ObserveForward and ObserveBackward: the quantizers' outputs for
+// the forward and backward channels (docs/controller.md, "Forward channel"
+// and "Backward channel"; docs/statistics.md, "Forward columns" and
+// "Backward columns"). Computed on the training thread at the call, when
+// the tensors exist (activations and gradients are gone or reused by the
+// time Observe runs), and gathered (NextReportInputs, ForwardAccumulator,
+// BackwardAccumulator) until the next Observe moves them into its report.
 #include <chrono>
 #include <string>
 
@@ -31,7 +32,65 @@ Status TimedForward(Client::Impl& m, UnitHandle unit, const char* call, Compute&
                 std::string(call) + ": unit " + m.units.unit(unit).name + ": " + s.message());
 }
 
+// The checks ObserveBackward and ObserveBackwardBlocks share: started, a
+// known handle, tensors given, host memory.
+template <typename Tensor>
+Status CheckBackward(Client::Impl& m, const char* call, UnitHandle unit, const Tensor* tensors,
+                     size_t count) {
+  if (!m.started) return FailedPrecondition(std::string(call) + " before Start");
+  GNMR_RETURN_IF_ERROR(m.CheckHandle(call, unit));
+  if (count > 0 && tensors == nullptr) {
+    return InvalidArgument(std::string(call) + ": tensors is null with count " +
+                           std::to_string(count));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (tensors[i].device != kHostDevice) {
+      return Unimplemented(std::string(call) + ": unit " + m.units.unit(unit).name + ": tensor " +
+                           std::to_string(i) + " is on CUDA device " +
+                           std::to_string(tensors[i].device) +
+                           ": backward tensors are read from host memory only "
+                           "(docs/statistics.md, \"Backward columns\")");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status Client::ObserveBackward(UnitHandle unit, const TensorRef* tensors, size_t count) {
+  return Guard([&] {
+    Impl& m = *impl_;
+    GNMR_RETURN_IF_ERROR(CheckBackward(m, "ObserveBackward", unit, tensors, count));
+    if (m.stopped) return Status::Ok();
+    return TimedForward(m, unit, "ObserveBackward", [&] {
+      UnitStats st;
+      const Status s = cpu::ComputeStats(tensors, count, &st);
+      if (s.ok()) m.next_report.AddBackward(unit, st);
+      return s;
+    });
+  });
+}
+
+Status Client::ObserveBackwardBlocks(UnitHandle unit, const BlockTensorRef* tensors, size_t count) {
+  return Guard([&] {
+    Impl& m = *impl_;
+    GNMR_RETURN_IF_ERROR(CheckBackward(m, "ObserveBackwardBlocks", unit, tensors, count));
+    if (m.stopped) return Status::Ok();
+    return TimedForward(m, unit, "ObserveBackwardBlocks", [&] {
+      BlockStats b;
+      const Status s = cpu::ComputeBlockStats(tensors, count, &b);
+      if (!s.ok()) return s;
+      UnitStats st;
+      st.sumsq = b.sumsq;
+      st.amax = b.amax;
+      st.saturated = b.saturated;
+      st.zeros = b.zero_codes;
+      st.numel = b.numel;
+      m.next_report.AddBackward(unit, st);
+      return s;
+    });
+  });
+}
 
 Status Client::ObserveForward(UnitHandle unit, const std::vector<TensorRef>& tensors) {
   return ObserveForward(unit, tensors.data(), tensors.size());

@@ -1,6 +1,6 @@
 // NextReportInputs: what the training thread's calls between two Observes
 // gather for the next report: the units MarkInactive marked, the forward
-// statistics of ObserveForward, the host units' results of ObserveUnit, and
+// statistics of ObserveForward and ObserveBackward, the host units' results of ObserveUnit, and
 // the host time spent computing those two (counted into that report's
 // stats_seconds). Observe takes it all into its report slot.
 //
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "client/src/backward_stats.h"
 #include "client/src/forward_stats.h"
 #include "client/src/outbox.h"
 #include "gnmr/block_tensor.h"
@@ -27,6 +28,7 @@ class NextReportInputs {
   // marked inactive (MarkInactive may come before Start).
   void Resize(size_t units) {
     forward_.Resize(units);
+    backward_.Resize(units);
     early_.assign(units, UnitStats{});
     early_done_.assign(units, 0);
     inactive_.resize(units, 0);
@@ -47,6 +49,9 @@ class NextReportInputs {
   void AddForwardBlocks(UnitHandle unit, const BlockStats& b, uint64_t source_numel) {
     forward_.AddBlocks(unit, b, source_numel);
   }
+
+  // ObserveBackward: one call's backward statistics for `unit`.
+  void AddBackward(UnitHandle unit, const UnitStats& s) { backward_.Add(unit, s); }
 
   // ObserveUnit: host unit `unit`'s statistics, which Observe then takes
   // instead of computing them.
@@ -77,7 +82,8 @@ class NextReportInputs {
       r->inactive_count = inactive_count_;
       inactive_count_ = 0;
     }
-    forward_.MoveInto(r);  // this step's ObserveForward calls
+    forward_.MoveInto(r);   // this step's ObserveForward calls
+    backward_.MoveInto(r);  // and ObserveBackward calls
     const int64_t nanos = host_nanos_;
     host_nanos_ = 0;
     return nanos;
@@ -95,6 +101,7 @@ class NextReportInputs {
   std::vector<uint8_t> inactive_;  // per unit: marked
   size_t inactive_count_ = 0;
   ForwardAccumulator forward_;
+  BackwardAccumulator backward_;
   std::vector<UnitStats> early_;
   std::vector<uint8_t> early_done_;  // per unit: early_ holds its result
   int64_t host_nanos_ = 0;

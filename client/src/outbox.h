@@ -71,6 +71,17 @@ struct Report {
   std::vector<double> fwd_error_sumsq;
   std::vector<double> fwd_source_sumsq;
   size_t fwd_source_units = 0;
+  // Backward statistics per unit (Client::ObserveBackward), for the
+  // report's backward columns (docs/statistics.md, "Backward columns"):
+  // sized on first use (BackwardAccumulator::MoveInto); bwd_numel 0: none
+  // for that unit; bwd_units == 0: no backward columns at all. bwd_order:
+  // the position of the unit's first backward call, from 1.
+  std::vector<double> bwd_sumsq;
+  std::vector<uint64_t> bwd_saturated;
+  std::vector<uint64_t> bwd_zeros;
+  std::vector<uint64_t> bwd_numel;
+  std::vector<uint32_t> bwd_order;
+  size_t bwd_units = 0;
   // Per unit: 1 if marked inactive (Client::MarkInactive): left out of the
   // report, which is then sent in the sparse form (docs/statistics.md).
   std::vector<uint8_t> inactive;

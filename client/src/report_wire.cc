@@ -58,6 +58,13 @@ void AddActiveColumns(const Report& r, const std::vector<uint32_t>& unit_ids,
       s->add_fwd_error_sumsq(r.fwd_error_sumsq[h]);
       s->add_fwd_source_sumsq(r.fwd_source_sumsq[h]);
     }
+    if (r.bwd_units > 0) {
+      s->add_bwd_sumsq(r.bwd_sumsq[h]);
+      s->add_bwd_saturated(r.bwd_saturated[h]);
+      s->add_bwd_zeros(r.bwd_zeros[h]);
+      s->add_bwd_numel(r.bwd_numel[h]);
+      s->add_bwd_order(r.bwd_order[h]);
+    }
   }
 }
 
@@ -86,7 +93,12 @@ void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
   s->clear_fwd_underflow();
   s->clear_fwd_error_sumsq();
   s->clear_fwd_source_sumsq();
-  s->set_fwd_stage(r.fwd_units > 0 ? pipeline_stage : 0);
+  s->clear_bwd_sumsq();
+  s->clear_bwd_saturated();
+  s->clear_bwd_zeros();
+  s->clear_bwd_numel();
+  s->clear_bwd_order();
+  s->set_fwd_stage(r.fwd_units > 0 || r.bwd_units > 0 ? pipeline_stage : 0);
   s->set_sparse(r.inactive_count > 0);
   if (r.inactive_count == 0) {  // dense, as every client before sparse reports
     s->mutable_unit_id()->Add(unit_ids.begin(), unit_ids.end());
@@ -114,6 +126,13 @@ void ReportToStepStats(const Report& r, const std::vector<uint32_t>& unit_ids,
       s->mutable_fwd_underflow()->Add(r.fwd_underflow.begin(), r.fwd_underflow.end());
       s->mutable_fwd_error_sumsq()->Add(r.fwd_error_sumsq.begin(), r.fwd_error_sumsq.end());
       s->mutable_fwd_source_sumsq()->Add(r.fwd_source_sumsq.begin(), r.fwd_source_sumsq.end());
+    }
+    if (r.bwd_units > 0) {  // all four backward columns and bwd_order, or none
+      s->mutable_bwd_sumsq()->Add(r.bwd_sumsq.begin(), r.bwd_sumsq.end());
+      s->mutable_bwd_saturated()->Add(r.bwd_saturated.begin(), r.bwd_saturated.end());
+      s->mutable_bwd_zeros()->Add(r.bwd_zeros.begin(), r.bwd_zeros.end());
+      s->mutable_bwd_numel()->Add(r.bwd_numel.begin(), r.bwd_numel.end());
+      s->mutable_bwd_order()->Add(r.bwd_order.begin(), r.bwd_order.end());
     }
   } else {
     AddActiveColumns(r, unit_ids, handles_by_id, s);

@@ -230,6 +230,15 @@ std::string FormatReplaySummary(const ReplaySummary& s) {
         by[static_cast<int>(Trigger::kScaleClamps)], by[static_cast<int>(Trigger::kRelativeError)]);
     out += buf;
   }
+  if (st.backward_samples > 0) {
+    std::snprintf(buf, sizeof(buf),
+                  "  backward channel: %" PRIu64 " samples; admissions backward %" PRIu64
+                  ", backward_saturation %" PRIu64 ", backward_underflow %" PRIu64 "\n",
+                  st.backward_samples, by[static_cast<int>(Trigger::kBackward)],
+                  by[static_cast<int>(Trigger::kBackwardSaturation)],
+                  by[static_cast<int>(Trigger::kBackwardUnderflow)]);
+    out += buf;
+  }
   if (st.denied_clips > 0) {
     std::snprintf(buf, sizeof(buf),
                   "  denied clips: %" PRIu64 " (of the denials; clipped on their step)\n",

@@ -39,7 +39,12 @@ constexpr ColumnName kColumns[] = {{"step", 1},
                                    {"fwd_source_numel", 18, &UnitSample::fwd_source_numel},
                                    {"fwd_underflow", 19, &UnitSample::fwd_underflow},
                                    {"fwd_error_sumsq", 20},
-                                   {"fwd_source_sumsq", 21}};
+                                   {"fwd_source_sumsq", 21},
+                                   {"bwd_saturated", 22, &UnitSample::bwd_saturated},
+                                   {"bwd_zeros", 23, &UnitSample::bwd_zeros},
+                                   {"bwd_numel", 24, &UnitSample::bwd_numel},
+                                   {"bwd_order", 25, &UnitSample::bwd_order},
+                                   {"bwd_sumsq", 26}};
 
 template <typename T>
 bool ParseNumber(std::string_view f, T* out) {
@@ -92,7 +97,8 @@ Status TraceReader::ParseHeader(std::string_view line) {
                                  "fwd_zeros, fwd_numel, fwd_order, fwd_blocks, "
                                  "fwd_saturated_blocks, fwd_dead_blocks, "
                                  "fwd_scale_clamps, fwd_source_numel, fwd_underflow, "
-                                 "fwd_error_sumsq, fwd_source_sumsq)");
+                                 "fwd_error_sumsq, fwd_source_sumsq, bwd_sumsq, "
+                                 "bwd_saturated, bwd_zeros, bwd_numel, bwd_order)");
     }
   }
   // The old recorder's form keeps its meaning (trace_reader.h): with the
@@ -194,6 +200,12 @@ __attribute__((always_inline)) Status TraceReader::StoreField(size_t i, std::str
         return Error(line_no_, "column 'fwd_sumsq': " + Quoted(f) + " is negative");
       }
       break;
+    case kBwdSumsq:
+      ok = f.empty() || ParseNumber(f, &s.bwd_sumsq);
+      if (ok && std::isfinite(s.bwd_sumsq) && s.bwd_sumsq < 0.0) {
+        return Error(line_no_, "column 'bwd_sumsq': " + Quoted(f) + " is negative");
+      }
+      break;
     case kAmax:
       ok = f.empty() || ParseNumber(f, &s.amax);
       break;
@@ -227,7 +239,9 @@ Status TraceReader::StepRangeError(int64_t step, std::string_view f) const {
 
 Status TraceReader::ValueError(size_t i, std::string_view f) const {
   const Col c = cols_[i];
-  const bool count = (c >= kNonfinite && c <= kNumel) || (c >= kFwdSaturated && c <= kFwdUnderflow);
+  const bool count = (c >= kNonfinite && c <= kNumel) ||
+                     (c >= kFwdSaturated && c <= kFwdUnderflow) ||
+                     (c >= kBwdSaturated && c <= kBwdOrder);
   return Error(line_no_, "column '" + header_[i] + "': " +
                              (f.empty() ? std::string("empty value")
                                         : Quoted(f) + " is not " +
@@ -263,6 +277,11 @@ Status TraceReader::CheckForwardCounts(const UnitSample& u) const {
                                "fwd_source_numel (" + std::to_string(u.fwd_source_numel) +
                                ") fwd_numel, nor fwd_underflow (" +
                                std::to_string(u.fwd_underflow) + ") fwd_source_numel");
+  }
+  if (!BackwardCountsFit(u)) {
+    return Error(line_no_, "bwd_saturated (" + std::to_string(u.bwd_saturated) +
+                               ") and bwd_zeros (" + std::to_string(u.bwd_zeros) +
+                               ") cannot exceed bwd_numel (" + std::to_string(u.bwd_numel) + ")");
   }
   return Status::Ok();
 }

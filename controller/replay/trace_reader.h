@@ -4,7 +4,10 @@
 // `step,unit,sumsq`, optional `amax,nonfinite,zeros,numel` and the forward
 // channel's `fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel,fwd_order`
 // and its block columns `fwd_blocks,fwd_saturated_blocks,fwd_dead_blocks,
-// fwd_scale_clamps` (other columns are ignored, so a writer may add columns). One row per
+// fwd_scale_clamps`, its source columns `fwd_source_numel,fwd_underflow,
+// fwd_error_sumsq,fwd_source_sumsq`, and the backward channel's
+// `bwd_sumsq,bwd_saturated,bwd_zeros,bwd_numel,bwd_order` (other columns
+// are ignored, so a writer may add columns). One row per
 // unit and observed step; the rows of a step are contiguous and steps never
 // go backwards; a step is in [0, kMaxStep], as the controller takes it.
 // `sumsq` and `amax` accept `nan`, `inf`, `-inf` in any case (NaN and +-Inf
@@ -102,6 +105,11 @@ class TraceReader {
     kFwdUnderflow,
     kFwdErrorSumsq,  // the last two are numbers, not counts
     kFwdSourceSumsq,
+    kBwdSaturated,  // counts
+    kBwdZeros,
+    kBwdNumel,
+    kBwdOrder,
+    kBwdSumsq,  // a number
   };
   struct Row {
     int64_t step = 0;

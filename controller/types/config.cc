@@ -91,6 +91,12 @@ const char* TriggerName(Trigger t) {
       return "scale_clamps";
     case Trigger::kRelativeError:
       return "relative_error";
+    case Trigger::kBackward:
+      return "backward";
+    case Trigger::kBackwardSaturation:
+      return "backward_saturation";
+    case Trigger::kBackwardUnderflow:
+      return "backward_underflow";
   }
   return "unknown";
 }

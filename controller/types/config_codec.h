@@ -52,6 +52,9 @@ static_assert(static_cast<int>(Trigger::kNone) == v1::TRIGGER_NONE &&
               static_cast<int>(Trigger::kDeadBlocks) == v1::TRIGGER_DEAD_BLOCKS &&
               static_cast<int>(Trigger::kScaleClamps) == v1::TRIGGER_SCALE_CLAMPS &&
               static_cast<int>(Trigger::kRelativeError) == v1::TRIGGER_RELATIVE_ERROR &&
+              static_cast<int>(Trigger::kBackward) == v1::TRIGGER_BACKWARD &&
+              static_cast<int>(Trigger::kBackwardSaturation) == v1::TRIGGER_BACKWARD_SATURATION &&
+              static_cast<int>(Trigger::kBackwardUnderflow) == v1::TRIGGER_BACKWARD_UNDERFLOW &&
               v1::Trigger_MIN == 0 && v1::Trigger_MAX == kNumTriggers - 1);
 
 constexpr v1::Action ToProto(Action a) { return static_cast<v1::Action>(a); }

@@ -148,6 +148,10 @@ std::vector<ConfigField> MakeFields() {
       GNMR_CONFIG_FIELD(tau_relative_error, T::kDouble, OffOr(Above(1)), {},
                         "source figures (tensors observed with their source): trigger "
                         "threshold of a unit's relative error / its mean"),
+      Later(GNMR_CONFIG_FIELD(tau_backward, T::kDouble, Above(1), {},
+                              "backward channel (the gradient as quantized): trigger threshold "
+                              "of a unit's backward norm / its mean; its saturation and "
+                              "underflow rules use tau_saturation and underflow_fraction")),
       // 0 (rank) is also what a peer before the key sends: no Later().
       GNMR_CONFIG_FIELD(attribution, T::kEnum, {}, AttributionChoices(),
                         "forward channel: a forward-triggered candidate ranks above the "

@@ -55,6 +55,17 @@ struct UnitSample {
   uint64_t fwd_underflow = 0;     // source x != 0, dequantized 0
   double fwd_error_sumsq = 0.0;   // sum((x - x_hat)^2); finite, >= 0
   double fwd_source_sumsq = 0.0;  // sum(x^2); finite, >= 0
+  // Backward statistics (docs/controller.md, "Backward channel"): the
+  // gradient as the unit's backward quantizer stored it. Present when
+  // bwd_numel > 0; summed over the ranks like the forward figures.
+  double bwd_sumsq = 0.0;      // dequantized; NaN/Inf: not evaluated
+  uint64_t bwd_saturated = 0;  // elements at the format's largest finite magnitude
+  uint64_t bwd_zeros = 0;      // exact zeros (underflow included)
+  uint64_t bwd_numel = 0;
+  // Where the unit's first backward call of the step came, as
+  // BackwardOrderKey(pipeline stage, position from 1); the earliest over
+  // the ranks. 0: unknown.
+  uint64_t bwd_order = 0;
 };
 
 // Pipeline stages a forward order tells apart (StepStats.fwd_stage): a
@@ -68,6 +79,12 @@ inline uint64_t ForwardOrderKey(uint32_t stage, uint32_t position) {
   return position == 0 ? 0 : (static_cast<uint64_t>(stage) << 32) | position;
 }
 
+// The backward order key: a micro-batch runs stage s's backward before
+// stage s - 1's, so later stages come first; then by position.
+inline uint64_t BackwardOrderKey(uint32_t stage, uint32_t position) {
+  return position == 0 ? 0 : ForwardOrderKey(kMaxPipelineStages - 1 - stage, position);
+}
+
 // Whether a sample's forward counts fit its element count: the controller
 // refuses a sample where they do not, and the trace reader the row.
 inline bool ForwardCountsFit(const UnitSample& s) {
@@ -75,6 +92,11 @@ inline bool ForwardCountsFit(const UnitSample& s) {
          s.fwd_blocks <= s.fwd_numel && s.fwd_saturated_blocks <= s.fwd_blocks &&
          s.fwd_dead_blocks <= s.fwd_blocks && s.fwd_scale_clamps <= s.fwd_blocks &&
          s.fwd_source_numel <= s.fwd_numel && s.fwd_underflow <= s.fwd_source_numel;
+}
+
+// The same for the backward counts.
+inline bool BackwardCountsFit(const UnitSample& s) {
+  return s.bwd_saturated <= s.bwd_numel && s.bwd_zeros <= s.bwd_numel;
 }
 
 // Whether `v` is what a sum of squares over finite values can be: finite

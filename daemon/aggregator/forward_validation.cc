@@ -1,6 +1,6 @@
-// StepAggregator::ValidateForward: the forward, block and source columns of
-// a report (docs/statistics.md, "Forward columns", "Block columns" and
-// "Source columns") are
+// StepAggregator::ValidateForward and ValidateBackward: the forward, block,
+// source and backward columns of a report (docs/statistics.md, "Forward
+// columns", "Block columns", "Source columns" and "Backward columns") are
 // checked before anything is kept, so the sums Combine makes stay
 // consistent (every count at most its element or block count) and the
 // controller never sees a sample it must refuse.
@@ -96,6 +96,41 @@ Status StepAggregator::ValidateForward(const v1::StepStats& s) {
                              std::to_string(order) + " is not a position among " +
                              std::to_string(n) + " units with forward statistics (fwd_numel " +
                              std::to_string(s.fwd_numel(i)) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Status StepAggregator::ValidateBackward(const v1::StepStats& s) {
+  const int n = s.unit_id_size();
+  const int len = s.bwd_numel_size();
+  if ((len != 0 && len != n) || s.bwd_sumsq_size() != len || s.bwd_saturated_size() != len ||
+      s.bwd_zeros_size() != len) {
+    return InvalidArgument("backward columns must all be empty or have unit_id's length " +
+                           std::to_string(n) + ": bwd_sumsq " + std::to_string(s.bwd_sumsq_size()) +
+                           ", bwd_saturated " + std::to_string(s.bwd_saturated_size()) +
+                           ", bwd_zeros " + std::to_string(s.bwd_zeros_size()) + ", bwd_numel " +
+                           std::to_string(len));
+  }
+  if (s.bwd_order_size() != 0 && s.bwd_order_size() != len) {
+    return InvalidArgument("bwd_order must be empty or have the backward columns' length " +
+                           std::to_string(len) + ", not " + std::to_string(s.bwd_order_size()));
+  }
+  for (int i = 0; i < len; ++i) {
+    const bool negative = std::isfinite(s.bwd_sumsq(i)) && s.bwd_sumsq(i) < 0.0;
+    if (negative || s.bwd_saturated(i) > s.bwd_numel(i) || s.bwd_zeros(i) > s.bwd_numel(i)) {
+      return InvalidArgument(
+          "unit id " + std::to_string(s.unit_id(i)) + ": backward statistics are inconsistent " +
+          "(bwd_sumsq " + std::to_string(s.bwd_sumsq(i)) + ", bwd_saturated " +
+          std::to_string(s.bwd_saturated(i)) + " and bwd_zeros " + std::to_string(s.bwd_zeros(i)) +
+          " of bwd_numel " + std::to_string(s.bwd_numel(i)) + ")");
+    }
+    const uint32_t order = s.bwd_order_size() > 0 ? s.bwd_order(i) : 0u;
+    if (order > static_cast<uint32_t>(n) || (order > 0 && s.bwd_numel(i) == 0)) {
+      return InvalidArgument("unit id " + std::to_string(s.unit_id(i)) + ": bwd_order " +
+                             std::to_string(order) + " is not a position among " +
+                             std::to_string(n) + " units with backward statistics (bwd_numel " +
+                             std::to_string(s.bwd_numel(i)) + ")");
     }
   }
   return Status::Ok();

@@ -37,6 +37,7 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
   GNMR_RETURN_IF_ERROR(s.sparse() ? ValidateSparseUnits(rank, s, &report)
                                   : ValidateUnits(rank, s, &report));
   GNMR_RETURN_IF_ERROR(ValidateForward(s));
+  GNMR_RETURN_IF_ERROR(ValidateBackward(s));
 
   last_step_of_rank_[rank] = step;
   if (step <= last_closed_) {
@@ -66,6 +67,13 @@ Status StepAggregator::Add(uint32_t rank, const v1::StepStats& s, Clock::time_po
                                               source ? s.fwd_underflow(i) : 0,
                                               source ? s.fwd_error_sumsq(i) : 0.0,
                                               source ? s.fwd_source_sumsq(i) : 0.0};
+  }
+  report.backward.resize(static_cast<size_t>(s.bwd_numel_size()));
+  for (int i = 0; i < s.bwd_numel_size(); ++i) {
+    const uint32_t position = s.bwd_order_size() > 0 ? s.bwd_order(i) : 0u;
+    report.backward[static_cast<size_t>(i)] = {s.bwd_sumsq(i), s.bwd_saturated(i), s.bwd_zeros(i),
+                                               s.bwd_numel(i),
+                                               BackwardOrderKey(s.fwd_stage(), position)};
   }
   auto [it, inserted] = open_.try_emplace(step);
   OpenStep& open = it->second;

@@ -185,6 +185,14 @@ class StepAggregator {
     double error_sumsq;
     double source_sumsq;
   };
+  // The backward columns of one row (StepStats.bwd_sumsq ...).
+  struct BackwardStats {
+    double sumsq;
+    uint64_t saturated;
+    uint64_t zeros;
+    uint64_t numel;  // 0: none for this unit
+    uint64_t order;  // BackwardOrderKey(stage, first-call position); 0: unknown
+  };
   struct RankReport {
     bool sparse = false;
     std::vector<uint32_t> slots;
@@ -192,11 +200,12 @@ class StepAggregator {
     std::vector<double> amax;
     std::vector<uint64_t> nonfinite;
     std::vector<uint64_t> zeros;
-    std::vector<ForwardStats> forward;  // empty, or one per slot
+    std::vector<ForwardStats> forward;    // empty, or one per slot
+    std::vector<BackwardStats> backward;  // the same
     size_t Bytes() const {
       return slots.size() * sizeof(uint32_t) +
              (sumsq.size() + amax.size() + nonfinite.size() + zeros.size()) * 8 +
-             forward.size() * sizeof(ForwardStats);
+             forward.size() * sizeof(ForwardStats) + backward.size() * sizeof(BackwardStats);
     }
   };
   struct OpenStep {
@@ -218,6 +227,8 @@ class StepAggregator {
   Status ValidateSparseUnits(uint32_t rank, const v1::StepStats& s, RankReport* report);
   // The forward columns: all empty or unit_id's length, and consistent.
   static Status ValidateForward(const v1::StepStats& s);
+  // The backward columns: the same.
+  static Status ValidateBackward(const v1::StepStats& s);
   // Row i's forward position (StepStats.fwd_order; 0: unknown).
   static uint32_t ForwardPosition(const v1::StepStats& s, int i);
   // What max_step_jump is measured from; none at the start of a timeline.
@@ -240,6 +251,7 @@ class StepAggregator {
   // Replicas' forward statistics are summed (sums averaged at close),
   // shards' added to the unit's sample.
   static void AddReplicaForward(const ForwardStats& f, ForwardStats* into);
+  static void AddReplicaBackward(const BackwardStats& b, BackwardStats* into);
 
   const JobTopology* topology_;
   const std::vector<uint32_t>* reporters_ = nullptr;
@@ -265,8 +277,11 @@ class StepAggregator {
     uint32_t replicas;
     uint32_t fwd_replicas;  // replicas that sent forward statistics
     ForwardStats fwd;       // sumsq summed (averaged at close), counts summed
+    uint32_t bwd_replicas;  // replicas that sent backward statistics
+    BackwardStats bwd;      // as fwd
   };
   static void AddShardForward(const SlotAcc& a, UnitSample* sample);
+  static void AddShardBackward(const SlotAcc& a, UnitSample* sample);
   std::vector<SlotAcc> acc_;           // all zero between calls of Combine
   std::vector<uint64_t> unit_epoch_;   // == epoch_: listed in this step
   std::vector<uint64_t> cover_epoch_;  // == epoch_: slot covered (slow path)

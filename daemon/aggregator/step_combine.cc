@@ -86,9 +86,21 @@ bool StepAggregator::AccumulateReports(const OpenStep& open) {
         AddReplicaForward(r.forward[i], &a.fwd);
         ++a.fwd_replicas;
       }
+      if (!r.backward.empty() && r.backward[i].numel > 0) {
+        AddReplicaBackward(r.backward[i], &a.bwd);
+        ++a.bwd_replicas;
+      }
     }
   }
   return all_sparse;
+}
+
+void StepAggregator::AddReplicaBackward(const BackwardStats& b, BackwardStats* into) {
+  into->sumsq += b.sumsq;
+  into->saturated = SaturatingAdd(into->saturated, b.saturated);
+  into->zeros = SaturatingAdd(into->zeros, b.zeros);
+  into->numel = SaturatingAdd(into->numel, b.numel);
+  into->order = EarliestOrder(into->order, b.order);
 }
 
 void StepAggregator::AddReplicaForward(const ForwardStats& f, ForwardStats* into) {
@@ -154,7 +166,8 @@ UnitSample StepAggregator::CombineUnit(uint32_t id, bool fast, bool* complete, b
   const UnitLayout& u = topology_->unit(id);
   UnitSample sample;
   sample.unit_id = id;
-  bool forward = true;  // every reported shard sent forward statistics
+  bool forward = true;   // every reported shard sent forward statistics
+  bool backward = true;  // ... and backward statistics
   for (uint32_t k = 0; k < u.shard_count; ++k) {
     const uint32_t slot = u.first_slot + k;
     if (topology_->holders(slot) == 0) *held = false;
@@ -177,6 +190,11 @@ UnitSample StepAggregator::CombineUnit(uint32_t id, bool fast, bool* complete, b
     } else {
       AddShardForward(a, &sample);
     }
+    if (a.bwd_replicas == 0) {
+      backward = false;
+    } else {
+      AddShardBackward(a, &sample);
+    }
     a = SlotAcc{};  // keep acc_ all zero
   }
   if (!forward || sample.fwd_numel == 0) {  // a shard without: none for the unit
@@ -188,7 +206,19 @@ UnitSample StepAggregator::CombineUnit(uint32_t id, bool fast, bool* complete, b
     sample.fwd_source_numel = sample.fwd_underflow = 0;
     sample.fwd_error_sumsq = sample.fwd_source_sumsq = 0.0;
   }
+  if (!backward || sample.bwd_numel == 0) {  // the same for the backward figures
+    sample.bwd_sumsq = 0.0;
+    sample.bwd_saturated = sample.bwd_zeros = sample.bwd_numel = sample.bwd_order = 0;
+  }
   return sample;
+}
+
+void StepAggregator::AddShardBackward(const SlotAcc& a, UnitSample* sample) {
+  sample->bwd_sumsq += a.bwd.sumsq / a.bwd_replicas;
+  sample->bwd_saturated = SaturatingAdd(sample->bwd_saturated, a.bwd.saturated);
+  sample->bwd_zeros = SaturatingAdd(sample->bwd_zeros, a.bwd.zeros);
+  sample->bwd_numel = SaturatingAdd(sample->bwd_numel, a.bwd.numel);
+  sample->bwd_order = EarliestOrder(sample->bwd_order, a.bwd.order);
 }
 
 void StepAggregator::AddShardForward(const SlotAcc& a, UnitSample* sample) {

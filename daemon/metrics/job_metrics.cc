@@ -83,9 +83,11 @@ JobMetrics::JobMetrics(MetricFamilies* f, std::string job_id, size_t top_k_units
   // Every real (action, trigger) pair exists from the start, so rate()
   // sees a zero before the first admission.
   for (Action a : {Action::kPromote, Action::kClip, Action::kSkip, Action::kResetState}) {
-    for (Trigger t : {Trigger::kGnmr, Trigger::kDelta, Trigger::kNonFinite, Trigger::kForward,
-                      Trigger::kSaturation, Trigger::kUnderflow, Trigger::kBlockSaturation,
-                      Trigger::kDeadBlocks, Trigger::kScaleClamps, Trigger::kRelativeError}) {
+    for (Trigger t :
+         {Trigger::kGnmr, Trigger::kDelta, Trigger::kNonFinite, Trigger::kForward,
+          Trigger::kSaturation, Trigger::kUnderflow, Trigger::kBlockSaturation,
+          Trigger::kDeadBlocks, Trigger::kScaleClamps, Trigger::kRelativeError, Trigger::kBackward,
+          Trigger::kBackwardSaturation, Trigger::kBackwardUnderflow}) {
       Admissions(a, t);
     }
   }

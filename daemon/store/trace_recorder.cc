@@ -78,6 +78,11 @@ void AppendRow(std::string* out, int64_t step, std::string_view unit, const Unit
   AppendForwardCount(out, s.fwd_underflow);
   AppendForwardValue(out, s.fwd_error_sumsq);
   AppendForwardValue(out, s.fwd_source_sumsq);
+  AppendForwardValue(out, s.bwd_sumsq);
+  AppendForwardCount(out, s.bwd_saturated);
+  AppendForwardCount(out, s.bwd_zeros);
+  AppendForwardCount(out, s.bwd_numel);
+  AppendForwardCount(out, s.bwd_order);
   out->push_back('\n');
 }
 

@@ -82,7 +82,8 @@ inline constexpr char kTraceHeader[] =
     "step,unit,sumsq,amax,nonfinite,zeros,numel,"
     "fwd_sumsq,fwd_amax,fwd_saturated,fwd_zeros,fwd_numel,fwd_order,"
     "fwd_blocks,fwd_saturated_blocks,fwd_dead_blocks,fwd_scale_clamps,"
-    "fwd_source_numel,fwd_underflow,fwd_error_sumsq,fwd_source_sumsq\n";
+    "fwd_source_numel,fwd_underflow,fwd_error_sumsq,fwd_source_sumsq,"
+    "bwd_sumsq,bwd_saturated,bwd_zeros,bwd_numel,bwd_order\n";
 
 class TraceRecorder {
  public:

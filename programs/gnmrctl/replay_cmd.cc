@@ -54,7 +54,9 @@ constexpr char kDescriptionHead[] =
     "fwd_zeros,fwd_numel,fwd_order (forward channel) and fwd_blocks,\n"
     "fwd_saturated_blocks,fwd_dead_blocks,fwd_scale_clamps (block columns)\n"
     "and fwd_source_numel,fwd_underflow,fwd_error_sumsq,fwd_source_sumsq\n"
-    "(source columns), in any order; the rows of a step are contiguous and steps increase;\n"
+    "(source columns) and bwd_sumsq,bwd_saturated,bwd_zeros,bwd_numel,\n"
+    "bwd_order (backward channel), in any order; the rows of a step are contiguous and steps "
+    "increase;\n"
     "sumsq may be nan or inf.\n"
     "\n";
 constexpr char kDescriptionTail[] =

@@ -64,7 +64,8 @@ class UnitInfo:
     scale: float  # the clip factor (1 unless clipped)
     # Why it is in recovery: what admitted it ("gnmr", "delta", "nonfinite",
     # "forward", "saturation", "underflow", "block_saturation", "dead_blocks",
-    # "scale_clamps", "relative_error"; "none": the daemon does not say)
+    # "scale_clamps", "relative_error", "backward", "backward_saturation",
+    # "backward_underflow"; "none": the daemon does not say)
     # and that sample's figures, None when not said (see the module doc).
     trigger: str = "none"
     gnmr: Optional[float] = None  # GNMR, vs tau_gnmr

@@ -56,6 +56,11 @@ scale_inv, as ``ForwardTensor`` items; ``output_activation`` observes the
 output), and their statistics travel with the step's gradient report
 (docs/controller.md, "Forward channel"; gnmr/_forward.py). Default: none.
 
+Backward channel: ``observe_backward(unit, tensors)``, called from a
+backend's backward quantizer, hands over the gradient as quantized for the
+unit's dgrad / wgrad GEMMs (host tensors for now; docs/controller.md,
+"Backward channel"; gnmr/_backward.py).
+
 CUDA: units whose parameters live on a CUDA device are observed by the
 client's GPU kernels on the current stream (no host synchronisation; one
 device per Monitor); ``counters()`` then reports ``stats_gpu_seconds``.
@@ -144,6 +149,7 @@ from gnmr._dtensor import local as _local
 from gnmr._checkpoint import STATE_FORMAT, CheckpointMixin  # noqa: F401  (re-export)
 from gnmr._problems import ProblemReporter
 from gnmr._apply import ApplyMixin
+from gnmr._backward import BackwardMixin
 from gnmr._lifecycle import LifecycleMixin
 from gnmr._observe import ObserveMixin
 from gnmr import _grads, _overlap, _presets
@@ -173,7 +179,7 @@ def default_promote_callback(name: str, module: _torch.nn.Module, promoted: bool
 
 
 class Monitor(LifecycleMixin, CheckpointMixin, StepLogMixin, ObserveMixin, ApplyMixin,
-              OverlapMixin, UnitsMixin):
+              OverlapMixin, UnitsMixin, BackwardMixin):
     """GNMR for one rank of a PyTorch training job; see the module docstring.
 
     Args:

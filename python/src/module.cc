@@ -127,6 +127,25 @@ class PyClient {
     Check(s);
   }
 
+  // The gradient as the unit's backward quantizer stored it, for the
+  // backward channel: host tensors, or block-scaled descriptors.
+  void ObserveBackward(UnitHandle unit, const std::vector<TensorRef>& tensors) {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = client_->ObserveBackward(unit, tensors.data(), tensors.size());
+    }
+    Check(s);
+  }
+  void ObserveBackwardBlocks(UnitHandle unit, const std::vector<BlockTensorRef>& tensors) {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = client_->ObserveBackwardBlocks(unit, tensors.data(), tensors.size());
+    }
+    Check(s);
+  }
+
   void MarkInactive(UnitHandle unit) { Check(client_->MarkInactive(unit)); }
 
   // Overlap with backward: one host unit's statistics now (the GIL released:
@@ -286,6 +305,9 @@ PYBIND11_MODULE(_gnmr, m) {
            py::arg("saturation_magnitude") = 0.0f, py::arg("device") = kHostDevice,
            py::arg("stream") = py::none(), py::arg("scale_inv_ptr") = uint64_t{0})
       .def("observe_forward_blocks", &PyClient::ObserveForwardBlocks, py::arg("unit"),
+           py::arg("tensors"))
+      .def("observe_backward", &PyClient::ObserveBackward, py::arg("unit"), py::arg("tensors"))
+      .def("observe_backward_blocks", &PyClient::ObserveBackwardBlocks, py::arg("unit"),
            py::arg("tensors"))
       .def("plan_for", &PyClient::PlanFor, py::arg("step"))
       .def(

@@ -56,7 +56,8 @@ void BindPlanTypes(py::module_& m) {
       .def_readonly("denied_clip", &PlanEntry::denied_clip)
       // Why the unit is in recovery (docs/controller.md): "gnmr", "delta",
       // "nonfinite", "forward", "saturation", "underflow", "block_saturation",
-      // "dead_blocks", "scale_clamps", "relative_error"; "none" unknown.
+      // "dead_blocks", "scale_clamps", "relative_error", "backward",
+      // "backward_saturation", "backward_underflow"; "none" unknown.
       .def_property_readonly("trigger",
                              [](const PlanEntry& e) { return std::string(TriggerName(e.trigger)); })
       .def_readonly("gnmr", &PlanEntry::gnmr)

@@ -157,7 +157,7 @@ TEST(ConfigSchema, KeysAreTheProtoOrderWithActionsLast) {
             "warmup, ema_decay, tau, tau_delta, gnmr_floor, short_window, max_o, lock_steps, "
             "lag, entry, denied, clip_min_scale, report, tau_forward, tau_saturation, "
             "underflow_fraction, tau_block_saturation, dead_block_fraction, "
-            "scale_clamp_fraction, tau_relative_error, attribution, actions");
+            "scale_clamp_fraction, tau_relative_error, tau_backward, attribution, actions");
   const google::protobuf::Descriptor* d = v1::ControllerConfig::descriptor();
   ASSERT_EQ(static_cast<size_t>(d->field_count()), ConfigKeys().size());
   for (int i = 0; i < d->field_count(); ++i) EXPECT_EQ(d->field(i)->name(), ConfigKeys()[i]);

@@ -154,7 +154,8 @@ TEST_F(Gnmrctl, BadTracesNameFileAndLine) {
                      "numel, fwd_sumsq, fwd_amax, fwd_saturated, fwd_zeros, fwd_numel, "
                      "fwd_order, fwd_blocks, fwd_saturated_blocks, fwd_dead_blocks, "
                      "fwd_scale_clamps, fwd_source_numel, fwd_underflow, fwd_error_sumsq, "
-                     "fwd_source_sumsq)");
+                     "fwd_source_sumsq, bwd_sumsq, bwd_saturated, bwd_zeros, bwd_numel, "
+                     "bwd_order)");
   t = Write("nan.csv", "step,unit,sumsq\n0,a,1\n0,b,1..2\n");
   ExpectBadInput(Run("replay --trace '" + t + "' --out '" + out + "'"), err_,
                  "gnmrctl: " + t + ":3: column 'sumsq': '1..2' is not a number");

@@ -236,6 +236,29 @@ TEST(Replay, BlockColumnsFeedTheBlockRulesOnlyWhenTheyAreOn) {
       << FormatReplaySummary(r.summary);
 }
 
+TEST(Replay, BackwardColumnsFeedTheBackwardChannel) {
+  // b's quantized gradient is x10 at step 3 (its gradient norm too quiet to
+  // trigger): the backward rule at its default sees it, a variant with
+  // tau_backward above 10 does not.
+  const char trace[] =
+      "step,unit,sumsq,bwd_sumsq,bwd_saturated,bwd_zeros,bwd_numel,bwd_order\n"
+      "0,b,1,4,1,10,1000,1\n1,b,1,4,1,10,1000,1\n2,b,1,4,1,10,1000,1\n3,b,1,400,1,10,1000,1\n";
+  Result r = Replay(trace, SmallConfig());
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.summary.stats.admissions_by_trigger[static_cast<int>(Trigger::kBackward)], 1u);
+  EXPECT_NE(r.jsonl.find("\"trigger\":\"backward\""), std::string::npos) << r.jsonl;
+  EXPECT_NE(FormatReplaySummary(r.summary).find(
+                "  backward channel: 4 samples; admissions backward 1, backward_saturation 0, "
+                "backward_underflow 0\n"),
+            std::string::npos)
+      << FormatReplaySummary(r.summary);
+  ControllerConfig high = SmallConfig();
+  ASSERT_TRUE(ApplyOverride(&high, "tau_backward=12").ok());
+  Result quiet = Replay(trace, high);
+  ASSERT_TRUE(quiet.status.ok()) << quiet.status.ToString();
+  EXPECT_EQ(quiet.summary.stats.admissions(), 0u);
+}
+
 TEST(Replay, LaterConfigOverridesChangeTheOutcome) {
   ControllerConfig c = SmallConfig();
   ASSERT_TRUE(ApplyOverride(&c, "max_o=2").ok());

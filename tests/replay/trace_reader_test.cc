@@ -174,6 +174,26 @@ TEST(TraceReader, SourceColumnsAndTheirBounds) {
             std::string::npos);
 }
 
+TEST(TraceReader, BackwardColumnsAndTheirBounds) {
+  const std::string head =
+      "step,unit,sumsq,bwd_sumsq,bwd_saturated,bwd_zeros,bwd_numel,bwd_order\n";
+  auto rows = ReadAll(head + "3,v,1,2.5,1,7,1024,4294967298\n3,o,1,,,,,\n4,v,1,nan,0,0,8,1\n");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].s.bwd_sumsq, 2.5);
+  EXPECT_EQ(rows[0].s.bwd_saturated, 1u);
+  EXPECT_EQ(rows[0].s.bwd_zeros, 7u);
+  EXPECT_EQ(rows[0].s.bwd_numel, 1024u);
+  EXPECT_EQ(rows[0].s.bwd_order, BackwardOrderKey(kMaxPipelineStages - 2, 2));
+  EXPECT_EQ(rows[1].s.bwd_numel, 0u);
+  EXPECT_TRUE(std::isnan(rows[2].s.bwd_sumsq));  // a signal, as for the gradient
+  EXPECT_EQ(FirstError(head + "1,a,1,-1,0,0,8,1\n"),
+            "t.csv:2: column 'bwd_sumsq': '-1' is negative");
+  EXPECT_EQ(FirstError(head + "1,a,1,1,x,0,8,1\n"),
+            "t.csv:2: column 'bwd_saturated': 'x' is not a non-negative integer");
+  EXPECT_EQ(FirstError(head + "1,a,1,1,0,9,8,1\n"),
+            "t.csv:2: bwd_saturated (0) and bwd_zeros (9) cannot exceed bwd_numel (8)");
+}
+
 // The unit last is the form gnmrd's recorder wrote before it quoted: the
 // name runs to the end of the line, commas and quotes as they are, so
 // those traces read as they always did.
@@ -416,12 +436,14 @@ const ErrorCase kErrors[] = {
      "t.csv:1: missing column 'sumsq' in the header (required: step, unit, "
      "sumsq; optional: amax, nonfinite, zeros, numel, fwd_sumsq, fwd_amax, fwd_saturated, "
      "fwd_zeros, fwd_numel, fwd_order, fwd_blocks, fwd_saturated_blocks, fwd_dead_blocks, "
-     "fwd_scale_clamps, fwd_source_numel, fwd_underflow, fwd_error_sumsq, fwd_source_sumsq)"},
+     "fwd_scale_clamps, fwd_source_numel, fwd_underflow, fwd_error_sumsq, fwd_source_sumsq, "
+     "bwd_sumsq, bwd_saturated, bwd_zeros, bwd_numel, bwd_order)"},
     {"MissingUnitAfterBlankLines", "\n\nstep,sumsq\n",
      "t.csv:3: missing column 'unit' in the header (required: step, unit, "
      "sumsq; optional: amax, nonfinite, zeros, numel, fwd_sumsq, fwd_amax, fwd_saturated, "
      "fwd_zeros, fwd_numel, fwd_order, fwd_blocks, fwd_saturated_blocks, fwd_dead_blocks, "
-     "fwd_scale_clamps, fwd_source_numel, fwd_underflow, fwd_error_sumsq, fwd_source_sumsq)"},
+     "fwd_scale_clamps, fwd_source_numel, fwd_underflow, fwd_error_sumsq, fwd_source_sumsq, "
+     "bwd_sumsq, bwd_saturated, bwd_zeros, bwd_numel, bwd_order)"},
     {"DuplicateColumn", "step,unit,sumsq,unit\n", "t.csv:1: duplicate column 'unit'"},
     {"NonNumericSumsq", "step,unit,sumsq\n1,a,1\n1,b,abc\n",
      "t.csv:3: column 'sumsq': 'abc' is not a number"},

@@ -59,6 +59,13 @@ UnitSample Sample(uint32_t id, double sumsq) {
       }
     }
   }
+  if (id % 3 == 0) {  // backward statistics on every third unit
+    s.bwd_sumsq = std::isfinite(sumsq) ? sumsq / 7.0 : sumsq;
+    s.bwd_saturated = id % 4;
+    s.bwd_zeros = 11 + id % 100;
+    s.bwd_numel = 2048;
+    s.bwd_order = BackwardOrderKey(id % 3, 1 + id);
+  }
   return s;
 }
 
@@ -84,6 +91,11 @@ void ExpectSameSample(const UnitSample& got, const UnitSample& want) {
   EXPECT_EQ(got.fwd_underflow, want.fwd_underflow);
   EXPECT_EQ(got.fwd_error_sumsq, want.fwd_error_sumsq);
   EXPECT_EQ(got.fwd_source_sumsq, want.fwd_source_sumsq);
+  EXPECT_TRUE(same(got.bwd_sumsq, want.bwd_sumsq)) << got.bwd_sumsq << " " << want.bwd_sumsq;
+  EXPECT_EQ(got.bwd_saturated, want.bwd_saturated);
+  EXPECT_EQ(got.bwd_zeros, want.bwd_zeros);
+  EXPECT_EQ(got.bwd_numel, want.bwd_numel);
+  EXPECT_EQ(got.bwd_order, want.bwd_order);
 }
 
 struct ReadStep {

@@ -173,6 +173,22 @@ class GNMR_EXPORT Client {
   // Same thread and Start rules as ObserveForward.
   Status ObserveForwardBlocks(UnitHandle unit, const BlockTensorRef* tensors, size_t count);
 
+  // Backward-side statistics of `unit` for the backward channel
+  // (docs/controller.md, "Backward channel"): `tensors` are the gradient as
+  // the unit's backward quantizer stored it for its dgrad / wgrad GEMMs
+  // (fp8 E5M2 codes with scale_inv; set saturation_magnitude as for
+  // ObserveForward). A fault there leaves the forward pass healthy and
+  // raises every upstream unit's gradient with the root's: this is where it
+  // shows at the root. Otherwise as ObserveForward: computed at the call,
+  // sent with the next Observe's report, calls of a step add up, the order
+  // of first calls travels (backward runs units in reverse forward order).
+  // Host memory only for now: a device tensor is Unimplemented.
+  Status ObserveBackward(UnitHandle unit, const TensorRef* tensors, size_t count);
+  // The same for block-scaled tensors: their dequantized sum of squares,
+  // saturated and zero codes and element count join the unit's backward
+  // row (the backward channel carries no block or source figures yet).
+  Status ObserveBackwardBlocks(UnitHandle unit, const BlockTensorRef* tensors, size_t count);
+
   // The actions in force at `step` (see ClientOptions::decision_wait).
   // PlanEntry::norm of a device unit is known once its GPU results for
   // `step` have been read (always, when the plan's decision observed

@@ -107,7 +107,10 @@ enum {
   GNMR_TRIGGER_BLOCK_SATURATION = 7, /* the block rules (block-scaled forward tensors) */
   GNMR_TRIGGER_DEAD_BLOCKS = 8,
   GNMR_TRIGGER_SCALE_CLAMPS = 9,
-  GNMR_TRIGGER_RELATIVE_ERROR = 10 /* relative error against the source */
+  GNMR_TRIGGER_RELATIVE_ERROR = 10, /* relative error against the source */
+  GNMR_TRIGGER_BACKWARD = 11,       /* the backward channel (the gradient as quantized) */
+  GNMR_TRIGGER_BACKWARD_SATURATION = 12,
+  GNMR_TRIGGER_BACKWARD_UNDERFLOW = 13
 };
 
 typedef struct gnmr_client gnmr_client;
@@ -318,6 +321,18 @@ typedef struct gnmr_block_tensor {
  * forward row, and their block figures its block columns. */
 GNMR_EXPORT int gnmr_observe_forward_blocks(gnmr_client* client, uint32_t unit,
                                             const gnmr_block_tensor* tensors, size_t count);
+/* later 0.2: the backward channel (gnmr::Client::ObserveBackward): the
+ * gradient as the unit's backward quantizer stored it for its dgrad / wgrad
+ * GEMMs, host tensors only (a CUDA one: GNMR_EUNIMPLEMENTED); sent with the
+ * next observe; several calls before it add up. `saturation_magnitude` as
+ * for gnmr_observe_forward. */
+GNMR_EXPORT int gnmr_observe_backward(gnmr_client* client, uint32_t unit,
+                                      const gnmr_tensor* tensors, const float* saturation_magnitude,
+                                      size_t count);
+/* later 0.2: the same for block-scaled tensors in host memory: their
+ * dequantized statistics join the unit's backward row. */
+GNMR_EXPORT int gnmr_observe_backward_blocks(gnmr_client* client, uint32_t unit,
+                                             const gnmr_block_tensor* tensors, size_t count);
 /* Fills `plan` (from gnmr_plan_new) with the actions in force at `step`. */
 GNMR_EXPORT int gnmr_plan_for(gnmr_client* client, int64_t step, gnmr_plan* plan);
 GNMR_EXPORT int gnmr_ack(gnmr_client* client, const gnmr_plan* plan);

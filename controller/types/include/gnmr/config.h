@@ -75,14 +75,24 @@ enum class Trigger : uint8_t {
   // Relative error of the dequantized tensor against its source / its own
   // mean (docs/controller.md, "Relative error").
   kRelativeError = 10,
+  // The backward channel (docs/controller.md, "Backward channel"): the
+  // forward, saturation and underflow rules on the gradient as quantized.
+  kBackward = 11,
+  kBackwardSaturation = 12,
+  kBackwardUnderflow = 13,
 };
-constexpr int kNumTriggers = 11;
-// A forward-channel trigger (ranks above the gradient rules).
+constexpr int kNumTriggers = 14;
+// A forward-channel trigger.
 constexpr bool IsForwardTrigger(Trigger t) {
-  return t == Trigger::kForward || t == Trigger::kSaturation || t == Trigger::kUnderflow ||
-         t == Trigger::kBlockSaturation || t == Trigger::kDeadBlocks ||
-         t == Trigger::kScaleClamps || t == Trigger::kRelativeError;
+  return t >= Trigger::kForward && t <= Trigger::kRelativeError;
 }
+// A backward-channel trigger.
+constexpr bool IsBackwardTrigger(Trigger t) {
+  return t >= Trigger::kBackward && t <= Trigger::kBackwardUnderflow;
+}
+// A trigger of a quantizer's own output (forward or backward channel): the
+// root-cause signals, which rank above the gradient rules.
+constexpr bool IsQuantizerTrigger(Trigger t) { return IsForwardTrigger(t) || IsBackwardTrigger(t); }
 
 GNMR_EXPORT const char* ActionName(Action a);
 GNMR_EXPORT const char* EntryTreatmentName(EntryTreatment e);
@@ -136,6 +146,10 @@ struct GNMR_EXPORT ControllerConfig {
   // Relative error against the source (tensors observed with one) / its
   // own mean; 0 turns it off, and it is off until an evaluation chooses it.
   double tau_relative_error = 0.0;
+  // The backward channel (units whose reports carry backward statistics):
+  // its norm rule's threshold; its saturation and underflow rules share
+  // tau_saturation and underflow_fraction with the forward channel.
+  double tau_backward = 6.0;                     // backward norm / its own mean
   Attribution attribution = Attribution::kRank;  // forward roots vs gradient-only neighbours
 
   // Upper bounds that keep a hostile or mistyped config from allocating
