@@ -6,7 +6,10 @@ faults), the headline GNMR configuration with and without the low-cost
 path's quantized inputs as forward tensors, next to the references it is
 judged against: HF, LC, LC-clean, the lag-0 oracle, global clipping and
 ZClip, on amplifying, attenuating, gradient-quantizer ("grad") and no
-faults; and both GNMR arms again with `denied: clip`. Nothing is tuned here:
+faults; and both GNMR arms again with `denied: clip`; and the recommended
+configuration with each unit's quantized gradient handed to the backward
+channel (labels ending -bwd; docs/evaluation.md, "Follow-up 9"). Nothing
+is tuned here:
 GNMR's tau/tau_delta, the global clip multiple and ZClip's z are the
 choices the full evaluation made on the tuning seeds (docs/evaluation.md),
 the forward rules' thresholds their defaults, all fixed before any run of
@@ -106,7 +109,28 @@ def specs(P, seeds, median_norm):
     # with it attribution: upstream (Follow-up 8: the recommended
     # configuration with forward tensors at lag 0), as --set builds it.
     short = with_settings(P, excl, SHORT_LOCK)
-    return out + fwd + clip + excl + short + with_settings(P, short, UPSTREAM)
+    up = with_settings(P, short, UPSTREAM)
+    return out + fwd + clip + excl + short + up + backward_specs(P, up)
+
+
+def backward_specs(P, up):
+    """The recommended configuration (``up``) with each low-cost unit's
+    quantized gradient (the E5M2 grad_output of "grad"-fault runs) handed to
+    the backward channel (docs/controller.md, "Backward channel"), on the
+    gradient-quantizer faults, and on clean runs with that quantizer on (the
+    backward rules' false admissions; "-gq" in the label: not LC-clean's
+    model). tau_backward at its default, fixed before any run."""
+    out = []
+    for x in up:
+        if x["faults"] == "grad":
+            c = relabel(P, x, x["label"] + "-bwd", "grad")
+            out.append(dict(c, backward=True))
+        elif x["faults"] == "none":
+            c = relabel(P, x, x["label"] + "-bwd-gq", "none")
+            out.append(dict(c, backward=True, grad_quant=True))
+            c = relabel(P, x, x["label"] + "-gq", "none")
+            out.append(dict(c, grad_quant=True))
+    return out
 
 
 SHORT_LOCK = ["lock_steps=10"]
@@ -286,6 +310,8 @@ def table(args, records, seeds, wall_min) -> str:
     for f in ("amp", "att", "grad", "none"):
         rows += [t.row(hl + "-dclip", f), t.row(fwd + "-dclip", f),
                  t.row(fwd + "-dclip-excl", f), t.row(short, f), t.row(up, f)]
+    rows += [t.row(up + "-bwd", "grad"), t.row(up + "-gq", "none"),
+             t.row(up + "-bwd-gq", "none")]
     pairs = [paired(M, t, fwd, y, f) for y, f in (
         (hl, "amp"), ("GlobalClip", "amp"), ("ZClip", "amp"), (hl, "att"), ("LC", "att"),
         (hl, "grad"), (hl, "none"))]
@@ -298,6 +324,7 @@ def table(args, records, seeds, wall_min) -> str:
     pairs += [paired(M, t, short, "GlobalClip", "amp"), paired(M, t, short, "ZClip", "amp")]
     pairs += [paired(M, t, up, short, f) for f in ("amp", "att", "grad", "none")]
     pairs += [paired(M, t, up, y, "amp") for y in ("GlobalClip", "ZClip", "Oracle-L0")]
+    pairs += [paired(M, t, up + "-bwd", y, "grad") for y in (up, hl, "Oracle-L0")]
     md = [f"Forward channel evaluation: {args.layers} layers, seeds {seeds}, "
           f"{wall_min:.1f} min (median HF gradient norm of the tuning seeds "
           f"{S.median_norm(records, TUNE_SEEDS):.3f}).", "",

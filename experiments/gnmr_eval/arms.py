@@ -235,10 +235,12 @@ class GnmrArm(Arm):
 
     def __init__(self, target: str, job_id: str, config: Dict, *, rank: int = 0,
                  world_size: int = 1, decision_wait_ms: float = 10000.0,
-                 group: Optional[str] = None, forward: bool = False) -> None:
+                 group: Optional[str] = None, forward: bool = False,
+                 backward: bool = False) -> None:
         super().__init__()
         self.group = group
         self.forward = forward  # quantizer tensors to the forward channel
+        self.backward = backward  # quantized gradients to the backward channel
         # Cleared by train.py for the gradients-only blocks of a three-way
         # overhead run; the hooks stay registered, only switched off.
         self.forward_step = True
@@ -260,9 +262,11 @@ class GnmrArm(Arm):
             unit_filter=lambda n, m: isinstance(m, LowPrecisionLinear), unit_group=group,
             decision_wait_ms=self.decision_wait_ms, strict=True,
             forward_tensors=quantizer_tensors if self.forward else None)
-        for m in self.model.modules():
+        for n, m in self.model.named_modules():
             if isinstance(m, LowPrecisionLinear):
                 m.record_quantized = self.forward
+                if self.backward:
+                    m.gnmr_backward_sink = self._backward_sink(group(n) if group else n)
         if not self.monitor.wait_connected(30):
             raise RuntimeError(f"gnmrd at {self.target} did not accept job {self.job_id}")
         # GNMR unit -> the Linears (fault sites) it covers: every figure is
@@ -271,6 +275,13 @@ class GnmrArm(Arm):
         for i, n in enumerate(self.model.unit_names()):
             self.members.setdefault(group(n) if group else n, []).append(i)
         self.prev: Set[str] = set()
+
+    def _backward_sink(self, unit: str):
+        from gnmr.torch import ForwardTensor
+
+        def sink(q, saturation):
+            self.monitor.observe_backward(unit, ForwardTensor(q, saturation_magnitude=saturation))
+        return sink
 
     def before_forward(self, step: int) -> None:
         # On only for the steps this arm watches (train.py's alternate

@@ -83,11 +83,14 @@ class _QuantizeGradE5M2(torch.autograd.Function):
     """Identity forward; backward fake-quantizes the incoming gradient to
     E5M2 (per-tensor current scaling), as FP8 training does for the
     backward GEMMs' grad_output, with its scale_inv multiplied by `factor`
-    (1: healthy; 16: the "grad" fault, scale and scale_inv out of step)."""
+    (1: healthy; 16: the "grad" fault, scale and scale_inv out of step).
+    `sink` (or None): called with the quantized gradient as the GEMMs get it
+    (dequantized) and the magnitude a saturated code dequantizes to, for the
+    backward channel."""
 
     @staticmethod
-    def forward(ctx, y: torch.Tensor, factor: float) -> torch.Tensor:
-        ctx.factor = factor
+    def forward(ctx, y: torch.Tensor, factor: float, sink=None) -> torch.Tensor:
+        ctx.factor, ctx.sink = factor, sink
         return y.view_as(y)
 
     @staticmethod
@@ -95,7 +98,10 @@ class _QuantizeGradE5M2(torch.autograd.Function):
         amax = g.abs().max().clamp(min=1e-30)
         scale = E5M2_MAX / amax
         scale_inv = amax / E5M2_MAX * ctx.factor
-        return round_to_e5m2(g * scale) * scale_inv, None
+        q = round_to_e5m2(g * scale) * scale_inv
+        if ctx.sink is not None:
+            ctx.sink(q, float(scale_inv * E5M2_MAX))
+        return q, None, None
 
 
 def fake_quant_e4m3_parts(x: torch.Tensor, fault: Optional[Tuple[str, float]] = None):
@@ -139,6 +145,9 @@ class LowPrecisionLinear(torch.nn.Linear):
         # The backward quantizer (E5M2 grad_output) of runs with "grad"
         # faults; off elsewhere, so the other runs are unchanged.
         self.grad_quant = False
+        # (quantized gradient, saturation magnitude) -> None: the backward
+        # channel's sink, set by an arm that observes quantized gradients.
+        self.gnmr_backward_sink = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.gnmr_quantized = None
@@ -154,7 +163,8 @@ class LowPrecisionLinear(torch.nn.Linear):
             if self.grad_quant:
                 grad_fault = self.fault is not None and self.fault[0] == "grad"
                 return _QuantizeGradE5M2.apply(F.linear(x, self.weight, self.bias),
-                                               self.fault[1] if grad_fault else 1.0)
+                                               self.fault[1] if grad_fault else 1.0,
+                                               self.gnmr_backward_sink)
         return F.linear(x, self.weight, self.bias)
 
 

@@ -41,7 +41,8 @@ def make_arm(spec: Dict[str, Any]) -> A.Arm:
         return A.GnmrArm(spec["target"], spec["job_id"], spec["config"],
                          rank=spec.get("rank", 0), world_size=spec.get("world_size", 1),
                          decision_wait_ms=spec.get("decision_wait_ms", 10000.0),
-                         group=spec.get("group"), forward=spec.get("forward", False))
+                         group=spec.get("group"), forward=spec.get("forward", False),
+                         backward=spec.get("backward", False))
     if kind == "oracle":
         return A.OracleArm(spec["lag"], spec.get("tau", 2.5), spec.get("clip_min_scale", 0.01))
     if kind == "random":
@@ -96,8 +97,10 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
     schedule = F.make_schedule(seed, spec.get("faults", "none"), len(units), steps)
     arm = make_arm(spec)
     model.set_low_cost(arm.low_cost)
-    for u in units:  # the backward quantizer exists in "grad"-fault runs only
-        u.grad_quant = spec.get("faults") == "grad"
+    # The backward quantizer exists in "grad"-fault runs only, and in the
+    # clean runs of an arm that observes it (its false-admission check).
+    for u in units:
+        u.grad_quant = spec.get("faults") == "grad" or spec.get("grad_quant", False)
     arm.setup(model, optimizer, schedule, seed, steps)
 
     # alternate > 0 (the overhead measurement): the arm runs only in every
