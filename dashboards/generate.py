@@ -200,9 +200,13 @@ def job_dashboard():
                    "Units that report forward tensors (their quantized input): the saturated "
                    "fraction over its historical mean (the saturation rule fires at "
                    "tau_saturation, default 16) and the forward norm over its mean (the forward "
-                   "rule, tau_forward, default 6). 0 for units without forward statistics.",
+                   "rule, tau_forward, default 6); units that report their quantized gradient: "
+                   "its norm over its mean (the backward rule, tau_backward, default 6). 0 for "
+                   "units without such statistics.",
                    [(f"max by (unit) (gnmr_unit_saturation{{{U}}})", "saturation {{unit}}"),
-                    (f"max by (unit) (gnmr_unit_forward{{{U}}})", "forward {{unit}}")], w=24))
+                    (f"max by (unit) (gnmr_unit_forward{{{U}}})", "forward {{unit}}"),
+                    (f"max by (unit) (gnmr_unit_backward{{{U}}})", "backward {{unit}}")],
+                   w=24))
     P.append(panel(L, "timeseries", "Block health of $unit",
                    "Units whose forward tensors are block-scaled (MXFP8, MXFP4, NVFP4, FP8 with "
                    "1x128 / 128x128 scales): of the last step's blocks, the fraction with a code "

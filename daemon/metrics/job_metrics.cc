@@ -273,7 +273,8 @@ void JobMetrics::RefreshUnits(const Controller& c) {
     const UnitState& u = c.unit(static_cast<uint32_t>(i));
     figures.push_back({u.name, u.last_gnmr, u.last_norm, u.mu,
                        c.InRecovery(static_cast<uint32_t>(i)), u.last_forward, u.last_saturation,
-                       u.last_saturated_blocks, u.last_dead_blocks, u.last_scale_clamps});
+                       u.last_saturated_blocks, u.last_dead_blocks, u.last_scale_clamps,
+                       u.last_backward});
   }
   unit_series_.Set(figures);
   group_series_.Set(c.num_units(),

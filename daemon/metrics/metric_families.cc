@@ -128,6 +128,10 @@ MetricFamilies::MetricFamilies(prometheus::Registry& r)
                               "Fraction of the blocks of the last block-scaled forward tensors "
                               "whose scale is at an end of its range or NaN; 0 without "
                               "block-scaled forward tensors (units in recovery and top K).")),
+      unit_backward(Gauge(r, "gnmr_unit_backward",
+                          "Last quantized-gradient norm / its historical mean (backward "
+                          "channel); 0 without backward statistics or in their warmup (units "
+                          "in recovery and top K).")),
       group_gnmr_max(Gauge(r, "gnmr_group_gnmr_max",
                            "Highest last GNMR of the units of a unit group (every unit).")),
       group_units(Gauge(r, "gnmr_group_units", "Units of a unit group.")),

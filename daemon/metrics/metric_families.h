@@ -44,7 +44,8 @@
 //   gnmr_unit_gnmr, gnmr_unit_norm, gnmr_unit_mu, gnmr_unit_in_recovery,
 //   gnmr_unit_forward, gnmr_unit_saturation (forward channel),
 //   gnmr_unit_saturated_blocks, gnmr_unit_dead_blocks,
-//   gnmr_unit_scale_clamps (block health of block-scaled forward tensors)
+//   gnmr_unit_scale_clamps (block health of block-scaled forward tensors),
+//   gnmr_unit_backward (backward channel)
 // Per job and unit group {job_id,group}, every unit folded into at most
 // metrics.max_unit_groups groups (group_series.h):
 //   gnmr_group_gnmr_max, gnmr_group_units, gnmr_group_units_in_recovery
@@ -126,6 +127,7 @@ struct MetricFamilies {
   GaugeFamily& unit_saturated_blocks;
   GaugeFamily& unit_dead_blocks;
   GaugeFamily& unit_scale_clamps;
+  GaugeFamily& unit_backward;
   GaugeFamily& group_gnmr_max;
   GaugeFamily& group_units;
   GaugeFamily& group_units_in_recovery;

@@ -51,7 +51,8 @@ UnitSeries::Series UnitSeries::Add(const std::string& unit) {
                 &families_->unit_saturation.Add(labels),
                 &families_->unit_saturated_blocks.Add(labels),
                 &families_->unit_dead_blocks.Add(labels),
-                &families_->unit_scale_clamps.Add(labels)};
+                &families_->unit_scale_clamps.Add(labels),
+                &families_->unit_backward.Add(labels)};
 }
 
 void UnitSeries::Remove(const Series& s) {
@@ -64,6 +65,7 @@ void UnitSeries::Remove(const Series& s) {
   families_->unit_saturated_blocks.Remove(s.saturated_blocks);
   families_->unit_dead_blocks.Remove(s.dead_blocks);
   families_->unit_scale_clamps.Remove(s.scale_clamps);
+  families_->unit_backward.Remove(s.backward);
 }
 
 void UnitSeries::Set(const std::vector<UnitFigures>& units) {
@@ -89,6 +91,7 @@ void UnitSeries::Set(const std::vector<UnitFigures>& units) {
     it->second.saturated_blocks->Set(u.saturated_blocks);
     it->second.dead_blocks->Set(u.dead_blocks);
     it->second.scale_clamps->Set(u.scale_clamps);
+    it->second.backward->Set(u.backward);
   }
 }
 

@@ -34,6 +34,7 @@ struct UnitFigures {
   double saturated_blocks = 0.0;
   double dead_blocks = 0.0;
   double scale_clamps = 0.0;
+  double backward = 0.0;  // backward channel: last quantized-gradient norm / its mean
 };
 
 // Indices (ascending) of the units to export out of `n`: all for which
@@ -65,6 +66,7 @@ class UnitSeries {
     prometheus::Gauge* saturated_blocks;
     prometheus::Gauge* dead_blocks;
     prometheus::Gauge* scale_clamps;
+    prometheus::Gauge* backward;
   };
   Series Add(const std::string& unit);
   void Remove(const Series& s);

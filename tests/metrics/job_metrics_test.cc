@@ -323,7 +323,8 @@ TEST(JobMetricsTest, UnitSeriesStayBounded) {
 
 // The forward channel's per-unit gauges: the saturation ratio the rule
 // judged (saturated fraction over its mean, the mean floored at one element)
-// and the forward norm ratio; 0 for a unit that reports no forward tensors.
+// and the forward norm ratio; the backward channel's norm ratio; 0 for a
+// unit that reports no such tensors.
 TEST(JobMetricsTest, ForwardChannelGaugesFollowTheController) {
   auto m = NoEndpoint(5);
   JobMetrics* jm = m->ForJob("j");
@@ -334,7 +335,9 @@ TEST(JobMetricsTest, ForwardChannelGaugesFollowTheController) {
     a.fwd_amax = 1.0;
     a.fwd_saturated = t == 4 ? 40 : 2;  // 2 of 1,000 usually; 40 now: 20x
     a.fwd_numel = 1000;
-    a.fwd_sumsq = t == 4 ? 36.0 : 4.0;  // norm 2, then 6: 3x
+    a.fwd_sumsq = t == 4 ? 36.0 : 4.0;   // norm 2, then 6: 3x
+    a.bwd_sumsq = t == 4 ? 100.0 : 4.0;  // quantized gradient norm 2, then 10: 5x
+    a.bwd_numel = 1000;
     const UnitSample b{1, 1.0, 1.0, 0, 0, 10};
     Decision d;
     ASSERT_TRUE(c.Observe(t, {a, b}, &d).ok());
@@ -346,6 +349,9 @@ TEST(JobMetricsTest, ForwardChannelGaugesFollowTheController) {
   ASSERT_EQ(samples.count("gnmr_unit_saturation{job_id=\"j\",unit=\"u1\"}"), 1u);
   EXPECT_EQ(samples["gnmr_unit_saturation{job_id=\"j\",unit=\"u1\"}"], 0.0);
   EXPECT_EQ(samples["gnmr_unit_forward{job_id=\"j\",unit=\"u1\"}"], 0.0);
+  EXPECT_DOUBLE_EQ(samples["gnmr_unit_backward{job_id=\"j\",unit=\"u0\"}"], 5.0);
+  ASSERT_EQ(samples.count("gnmr_unit_backward{job_id=\"j\",unit=\"u1\"}"), 1u);
+  EXPECT_EQ(samples["gnmr_unit_backward{job_id=\"j\",unit=\"u1\"}"], 0.0);
 }
 
 // Block health (docs/statistics.md, "Block columns"): the last sample's
