@@ -1,6 +1,19 @@
 #include "client/src/backward_stats.h"
 
 namespace gnmr {
+namespace {
+
+// Gives r `n` zeroed backward columns (no allocation when it had them).
+void ZeroColumns(Report* r, size_t n) {
+  r->bwd_sumsq.assign(n, 0.0);
+  r->bwd_saturated.assign(n, 0);
+  r->bwd_zeros.assign(n, 0);
+  r->bwd_numel.assign(n, 0);
+  r->bwd_order.assign(n, 0);
+  r->bwd_units = 0;
+}
+
+}  // namespace
 
 void BackwardAccumulator::Resize(size_t units) {
   sumsq_.assign(units, 0.0);
@@ -23,22 +36,10 @@ void BackwardAccumulator::Add(uint32_t unit, const UnitStats& s) {
 
 void BackwardAccumulator::MoveInto(Report* r) {
   const size_t n = numel_.size();
-  if (r->bwd_units > 0) {  // a recycled slot: clear what it carried
-    r->bwd_sumsq.assign(n, 0.0);
-    r->bwd_saturated.assign(n, 0);
-    r->bwd_zeros.assign(n, 0);
-    r->bwd_numel.assign(n, 0);
-    r->bwd_order.assign(n, 0);
-    r->bwd_units = 0;
-  }
+  // A recycled slot clears what it carried; a slot's first backward
+  // columns are sized here.
+  if (r->bwd_units > 0 || (!touched_.empty() && r->bwd_numel.size() != n)) ZeroColumns(r, n);
   if (touched_.empty()) return;
-  if (r->bwd_numel.size() != n) {  // the slot's first backward columns
-    r->bwd_sumsq.assign(n, 0.0);
-    r->bwd_saturated.assign(n, 0);
-    r->bwd_zeros.assign(n, 0);
-    r->bwd_numel.assign(n, 0);
-    r->bwd_order.assign(n, 0);
-  }
   for (const uint32_t u : touched_) {  // first-call order
     r->bwd_order[u] = static_cast<uint32_t>(++r->bwd_units);
     r->bwd_sumsq[u] = sumsq_[u];

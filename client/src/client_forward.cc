@@ -9,6 +9,7 @@
 #include <string>
 
 #include "client/src/client_impl.h"
+#include "client/src/forward_stats.h"
 #include "gnmr/client.h"
 #include "kernels/block_stats.h"
 #include "kernels/cpu_stats.h"
@@ -79,14 +80,7 @@ Status Client::ObserveBackwardBlocks(UnitHandle unit, const BlockTensorRef* tens
     return TimedForward(m, unit, "ObserveBackwardBlocks", [&] {
       BlockStats b;
       const Status s = cpu::ComputeBlockStats(tensors, count, &b);
-      if (!s.ok()) return s;
-      UnitStats st;
-      st.sumsq = b.sumsq;
-      st.amax = b.amax;
-      st.saturated = b.saturated;
-      st.zeros = b.zero_codes;
-      st.numel = b.numel;
-      m.next_report.AddBackward(unit, st);
+      if (s.ok()) m.next_report.AddBackward(unit, ElementStats(b));
       return s;
     });
   });

@@ -57,14 +57,18 @@ void ForwardAccumulator::Add(uint32_t unit, const UnitStats& s) {
   numel_[unit] += s.numel;
 }
 
-void ForwardAccumulator::AddBlocks(uint32_t unit, const BlockStats& b, uint64_t source_numel) {
+UnitStats ElementStats(const BlockStats& b) {
   UnitStats s;
   s.sumsq = b.sumsq;
   s.amax = b.amax;
   s.saturated = b.saturated;
   s.zeros = b.zero_codes;
   s.numel = b.numel;
-  Add(unit, s);
+  return s;
+}
+
+void ForwardAccumulator::AddBlocks(uint32_t unit, const BlockStats& b, uint64_t source_numel) {
+  Add(unit, ElementStats(b));
   if (b.numel == 0) return;
   blocks_[unit] += b.blocks;
   saturated_blocks_[unit] += b.saturated_blocks;

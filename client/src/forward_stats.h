@@ -19,6 +19,10 @@
 
 namespace gnmr {
 
+// A block-scaled tensor set's element figures, as a plain tensor's: the
+// dequantized sumsq and amax, saturated and zero codes, the element count.
+UnitStats ElementStats(const BlockStats& b);
+
 class ForwardAccumulator {
  public:
   // Client::Start: one row per unit; drops anything pending.
