@@ -247,7 +247,7 @@ class Controller {
     ForwardEvidence evidence;          // 0 when not evaluated (decision.h)
   };
   // The forward and backward verdicts as one: the fired rule of higher risk
-  // (a tie: forward), the higher risk, the forward evidence.
+  // (a tie: forward), the higher risk, the forward evidence with B.
   static ForwardVerdict Stronger(const ForwardVerdict& fwd, const ForwardVerdict& bwd);
 
   // The steps of Observe, in order (docs/controller.md, "The decision for
@@ -272,8 +272,7 @@ class Controller {
   // any, triggered and the figures each compared (none, and 0, in warmup,
   // for a non-finite or absent one).
   ForwardVerdict EvaluateForward(UnitState& u, const UnitSample& s);
-  // The same for the backward channel (its evidence stays 0: the recovery
-  // reason carries forward figures only).
+  // The same for the backward channel (its evidence: B alone).
   ForwardVerdict EvaluateBackward(UnitState& u, const UnitSample& s);
   // Appends a candidate triggered as `v` says (gradient evidence: 0 in
   // the gradient's warmup).

@@ -270,6 +270,7 @@ Controller::ForwardVerdict Controller::EvaluateBackward(UnitState& u, const Unit
     return v;
   }
   u.last_backward = figures.fwd_ratio;
+  v.evidence.bwd_ratio = figures.fwd_ratio;
   Choose(rules, 3, &v.trigger, &v.risk);
   return v;
 }
@@ -281,6 +282,7 @@ Controller::ForwardVerdict Controller::Stronger(const ForwardVerdict& fwd,
     v.trigger = bwd.trigger;
   }
   v.risk = std::max(fwd.risk, bwd.risk);
+  v.evidence.bwd_ratio = bwd.evidence.bwd_ratio;
   return v;
 }
 

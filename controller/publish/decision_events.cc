@@ -14,6 +14,7 @@ void SetForward(const ForwardEvidence& f, v1::Event* e) {
   e->set_fwd_ratio(f.fwd_ratio);
   e->set_saturation_ratio(f.saturation_ratio);
   e->set_underflow_ratio(f.underflow_ratio);
+  e->set_bwd_ratio(f.bwd_ratio);
 }
 
 }  // namespace

@@ -150,7 +150,7 @@ Status ReadField(const std::string& key, const Value& v, v1::Event* e) {
     if (key == "until") e->set_until(i);
   } else if (key == "gnmr" || key == "delta" || key == "norm" || key == "mu" ||
              key == "time_unix" || key == "fwd_ratio" || key == "saturation_ratio" ||
-             key == "underflow_ratio") {
+             key == "underflow_ratio" || key == "bwd_ratio") {
     s = ReadDouble(key, v, &d);
     if (key == "gnmr") e->set_gnmr(d);
     if (key == "delta") e->set_delta(d);
@@ -160,6 +160,7 @@ Status ReadField(const std::string& key, const Value& v, v1::Event* e) {
     if (key == "fwd_ratio") e->set_fwd_ratio(d);
     if (key == "saturation_ratio") e->set_saturation_ratio(d);
     if (key == "underflow_ratio") e->set_underflow_ratio(d);
+    if (key == "bwd_ratio") e->set_bwd_ratio(d);
   } else if (key == "kind" || key == "unit" || key == "detail") {
     if (v.kind_case() != Value::kStringValue) return TypeError(key, "a string");
     if (key == "kind") e->set_kind(EventKindFromName(v.string_value()));
@@ -219,6 +220,9 @@ void AppendEventJsonLine(std::string_view job_id, const v1::Event& e, std::strin
   AppendNumberField(out, "fwd_ratio", e.fwd_ratio());
   AppendNumberField(out, "saturation_ratio", e.saturation_ratio());
   AppendNumberField(out, "underflow_ratio", e.underflow_ratio());
+  // Only when the backward channel judged the sample: every other line
+  // stays as it was.
+  if (e.bwd_ratio() != 0.0) AppendNumberField(out, "bwd_ratio", e.bwd_ratio());
   out->append("}\n");
 }
 

@@ -92,6 +92,10 @@ void AppendDecisionJson(const Decision& d, const Controller& c, std::string* out
       out->append(",\"underflow_ratio\":");
       AppendNumberOrNull(out, f.underflow_ratio);
     }
+    if (f.bwd_ratio != 0.0) {  // the backward channel's B, the same way
+      out->append(",\"bwd_ratio\":");
+      AppendNumberOrNull(out, f.bwd_ratio);
+    }
     out->push_back('}');
   }
   out->append("],\"released\":");

@@ -18,7 +18,8 @@
 // past the channel's warmup) also carries its figures after "delta":
 // "fwd_ratio" (F), "saturation_ratio" (S) and "underflow_ratio" (U), as its
 // rules compared them with their thresholds (docs/controller.md, "Forward
-// channel"); they are left out when all three are 0.
+// channel"); they are left out when all three are 0. One the backward
+// channel evaluated also carries "bwd_ratio" (B) after them.
 // `until` is the first step no longer in force. Numbers are written in
 // their shortest round-trip form; `gnmr` and `delta` are null for a
 // non-finite trigger (they were not evaluated) or a non-finite value.

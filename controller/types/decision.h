@@ -121,6 +121,10 @@ struct ForwardEvidence {
   // U: share of the usually non-zero elements now zero, vs
   // underflow_fraction; negative when fewer are zero than usual.
   double underflow_ratio = 0.0;
+  // B: the backward channel's quantized-gradient norm / its mean, vs
+  // tau_backward (docs/controller.md, "Backward channel"); 0 when not
+  // evaluated. In events and replay output, not in the recovery reason.
+  double bwd_ratio = 0.0;
 };
 
 // Why a unit is in recovery: the signals of the sample that admitted it

@@ -153,6 +153,7 @@ UnitPage Job::Units(const UnitQuery& query) const {
     info.set_fwd_ratio(u.last_forward);
     info.set_saturation_ratio(u.last_saturation);
     info.set_underflow_ratio(u.last_underflow);
+    info.set_bwd_ratio(u.last_backward);
     info.set_trigger(ToProto(u.last_trigger));
     if (const RecoveryEntry* e = recovery_entry(id)) {
       info.set_action(ToProto(e->action));

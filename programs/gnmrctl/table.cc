@@ -101,9 +101,17 @@ std::string ForwardRatiosText(double fwd_ratio, double saturation_ratio, double 
          FormatNumber(underflow_ratio, 3);
 }
 
+std::string QuantizerRatiosText(double fwd_ratio, double saturation_ratio, double underflow_ratio,
+                                double bwd_ratio) {
+  const std::string forward = ForwardRatiosText(fwd_ratio, saturation_ratio, underflow_ratio);
+  if (bwd_ratio == 0.0) return forward;
+  return (forward == "-" ? "" : forward + " ") + "B" + FormatNumber(bwd_ratio, 3);
+}
+
 std::string ForwardFiguresText(const v1::Event& e) {
   if (!EventHasStatistics(e.kind())) return "-";
-  return ForwardRatiosText(e.fwd_ratio(), e.saturation_ratio(), e.underflow_ratio());
+  return QuantizerRatiosText(e.fwd_ratio(), e.saturation_ratio(), e.underflow_ratio(),
+                             e.bwd_ratio());
 }
 
 }  // namespace cli

@@ -64,6 +64,10 @@ std::string TriggerText(v1::Trigger t);
 // stays narrow; "-" when all are 0 (the sample was not evaluated: no
 // forward statistics, warmup, non-finite).
 std::string ForwardRatiosText(double fwd_ratio, double saturation_ratio, double underflow_ratio);
+// The same, followed by the backward channel's B ("10/1/0 B16", "B16")
+// when it judged the sample.
+std::string QuantizerRatiosText(double fwd_ratio, double saturation_ratio, double underflow_ratio,
+                                double bwd_ratio);
 // ForwardRatiosText of an admission or denial, whichever rule triggered it
 // (how close a gradient-triggered unit's forward pass came), "-" for any
 // other event (--json carries them for every event).

@@ -38,7 +38,8 @@ void PrintUnits(const v1::ListUnitsResponse& resp) {
     const bool recovering = u.state() == v1::UNIT_STATE_RECOVERY;
     t.AddRow({EscapeForLog(u.name()), UnitStateName(u.state()), FormatNumber(u.gnmr()),
               FormatNumber(u.delta()), FormatNumber(u.norm()), FormatNumber(u.mu()),
-              ForwardRatiosText(u.fwd_ratio(), u.saturation_ratio(), u.underflow_ratio()),
+              QuantizerRatiosText(u.fwd_ratio(), u.saturation_ratio(), u.underflow_ratio(),
+                                  u.bwd_ratio()),
               u.trigger() == v1::TRIGGER_NONE ? "-" : TriggerText(u.trigger()),
               ActionText(u.action()), recovering ? std::to_string(u.since()) : "-",
               recovering ? std::to_string(u.until()) : "-", FormatStep(u.last_step())});

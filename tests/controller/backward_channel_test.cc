@@ -60,6 +60,9 @@ TEST(BackwardChannel, TheNormRuleTriggersAndEntersItsMeanClamped) {
   const Decision d = Step(c, t++, {Bwd(0, 100.0 * mu, 1)});
   ASSERT_EQ(d.admitted.size(), 1u);
   EXPECT_EQ(d.admitted[0].trigger, Trigger::kBackward);
+  EXPECT_NEAR(d.admitted[0].forward.bwd_ratio, 100.0, 1e-9);  // B, in the events
+  EXPECT_EQ(d.admitted[0].forward.fwd_ratio, 0.0);            // no forward figures
+  EXPECT_EQ(ReasonOf(d.admitted[0]).forward.bwd_ratio, 0.0);  // not in the plans' reason
   EXPECT_EQ(c.stats().backward_samples, 5u);
   // The x100 sample entered clamped at tau_backward x the mean.
   EXPECT_DOUBLE_EQ(c.unit(0).bwd_mu, 0.5 * mu + 0.5 * 4.0 * mu);

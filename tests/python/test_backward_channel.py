@@ -123,6 +123,10 @@ def test_the_backward_rule_admits_the_root_of_a_gradient_quantizer_fault(tmp_pat
     # and nothing names a backward trigger.
     assert all(t != "backward" for _, t, _ in _admissions(off))
     assert _admissions(on) == [("b", "backward", FAULT)]
+    admitted = [json.loads(x) for x in on.read_text().splitlines()
+                if json.loads(x)["kind"] == "admission"]
+    assert admitted[0]["bwd_ratio"] > 6  # B, as the backward rule compared it
+    assert all("bwd_ratio" not in json.loads(x) for x in off.read_text().splitlines())
     coupled = [d for d in _denials(on) if d["observed_step"] == FAULT]
     assert [d["unit"] for d in coupled] == ["a"]
 

@@ -247,6 +247,8 @@ TEST(Replay, BackwardColumnsFeedTheBackwardChannel) {
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.summary.stats.admissions_by_trigger[static_cast<int>(Trigger::kBackward)], 1u);
   EXPECT_NE(r.jsonl.find("\"trigger\":\"backward\""), std::string::npos) << r.jsonl;
+  EXPECT_NE(r.jsonl.find("\"bwd_ratio\":10}"), std::string::npos) << r.jsonl;
+  EXPECT_EQ(r.jsonl.find("fwd_ratio"), std::string::npos) << r.jsonl;  // no forward columns
   EXPECT_NE(FormatReplaySummary(r.summary).find(
                 "  backward channel: 4 samples; admissions backward 1, backward_saturation 0, "
                 "backward_underflow 0\n"),

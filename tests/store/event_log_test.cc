@@ -110,6 +110,29 @@ TEST(EventJsonTest, ForwardFiguresRoundTripAndOldLinesReadThemAsZero) {
   EXPECT_TRUE(std::isnan(null_figure->saturation_ratio()));
 }
 
+// The backward channel's B (field 18) round-trips, and is written only
+// when the backward channel judged the sample: every other line keeps its
+// keys.
+TEST(EventJsonTest, TheBackwardFigureRoundTripsAndIsWrittenOnlyWhenJudged) {
+  v1::Event e = MakeEvent(7);
+  e.set_trigger(v1::TRIGGER_BACKWARD);
+  e.set_bwd_ratio(16.5);
+  std::string line;
+  AppendEventJsonLine("j", e, &line);
+  google::protobuf::Struct s = ParseJson(line);
+  EXPECT_EQ(s.fields().at("bwd_ratio").number_value(), 16.5);
+  EXPECT_EQ(s.fields().at("trigger").string_value(), "backward");
+  StatusOr<v1::Event> back = ParseEventJsonLine(line);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->SerializeAsString(), e.SerializeAsString());
+  e.set_bwd_ratio(0.0);
+  line.clear();
+  AppendEventJsonLine("j", e, &line);
+  EXPECT_EQ(line.find("bwd_ratio"), std::string::npos) << line;
+  EXPECT_FALSE(ParseEventJsonLine(R"({"bwd_ratio":"big"})").ok());
+  EXPECT_EQ(v1::Event::descriptor()->FindFieldByName("bwd_ratio")->number(), 18);
+}
+
 // On the wire (Admin ListEvents) the figures are fields new to Event: an
 // older gnmrd's events read them as 0 and an older gnmrctl skips them.
 // Renumbering them would misread every event already sent.
