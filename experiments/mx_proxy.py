@@ -241,11 +241,28 @@ def teacher_fn(width, depth, g, gain):
     return f
 
 
+class LossSpikes:
+    """A loss spike: above ``factor`` times the loss's running mean (an EMA
+    over about 50 steps), from step ``warmup`` on; a spike does not enter
+    the mean. Counted by every run, acted on by the skip-batch arm."""
+
+    def __init__(self, factor=2.0, alpha=0.98, warmup=100):
+        self.factor, self.alpha, self.warmup = factor, alpha, warmup
+        self.mean = None
+
+    def is_spike(self, step, loss):
+        if self.mean is not None and step >= self.warmup and loss > self.factor * self.mean:
+            return True
+        self.mean = loss if self.mean is None else self.alpha * self.mean + (1 - self.alpha) * loss
+        return False
+
+
 class Arm:
     """What an arm does around a step (n1_arms.py has the others): the
     plain loop, no control. ``before_forward`` may switch units to high
     precision; ``after_backward`` may treat gradients and returns whether the
-    optimizer steps; ``hp_units`` is how many units ran in high precision."""
+    optimizer steps; ``hp_unit_steps`` counts the units that ran in high
+    precision, summed over steps."""
     name = "none"
 
     def setup(self, model, opt, cell):
@@ -295,7 +312,7 @@ def run(cell, arm=None):
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999))
     arm.setup(model, opt, cell)
     window, means, best, diverged_at, loss_value = [], [], math.inf, None, math.nan
-    skipped, spikes, ema, norms = 0, 0, None, []
+    skipped, spikes, spike_watch, norms = 0, 0, LossSpikes(), []
     for step in range(steps):
         x = torch.randn(batch, width, generator=g)
         with torch.no_grad():
@@ -306,10 +323,7 @@ def run(cell, arm=None):
         if not math.isfinite(loss_value):
             diverged_at = step
             break
-        if ema is not None and step >= 100 and loss_value > 2 * ema:
-            spikes += 1  # a loss spike: above 2x its running mean (not entering it)
-        else:
-            ema = loss_value if ema is None else 0.98 * ema + 0.02 * loss_value
+        spikes += spike_watch.is_spike(step, loss_value)
         opt.zero_grad()
         loss.backward()
         if step >= 50:

@@ -151,23 +151,20 @@ class ZClip(P.Arm):
 
 
 class SkipBatch(P.Arm):
-    """No optimizer step when the loss passes ``factor`` times its running
-    mean (an EMA over about 50 steps, after 100 steps of warmup); a skipped
-    loss does not enter the mean (as llm-foundry's and Lightning users'
-    loss-spike callbacks skip the batch)."""
+    """No optimizer step on a loss spike (mx_proxy.LossSpikes: above
+    ``factor`` times the loss's running mean, after 100 steps), as
+    llm-foundry's and Lightning users' loss-spike callbacks skip the
+    batch."""
 
-    def __init__(self, factor=2.0, alpha=0.98, warmup=100):
-        self.name, self.factor, self.alpha, self.warmup = f"skip{factor:g}", factor, alpha, warmup
+    def __init__(self, factor=2.0):
+        self.name, self.factor = f"skip{factor:g}", factor
 
     def setup(self, model, opt, cell):
         super().setup(model, opt, cell)
-        self.mean = None
+        self.spikes = P.LossSpikes(self.factor)
 
     def after_backward(self, step, loss):
-        if self.mean is not None and step >= self.warmup and loss > self.factor * self.mean:
-            return False
-        self.mean = loss if self.mean is None else self.alpha * self.mean + (1 - self.alpha) * loss
-        return True
+        return not self.spikes.is_spike(step, loss)
 
 
 class Spam(P.Arm):
