@@ -115,10 +115,6 @@ class AutoswitchGemm(P.Arm):
         return True
 
 
-def _grads(model):
-    return [p for p in model.parameters() if p.grad is not None]
-
-
 class GlobalClip(P.Arm):
     def __init__(self, max_norm):
         self.name, self.max_norm = f"clip{max_norm:g}", max_norm
@@ -177,18 +173,6 @@ class Spam(P.Arm):
         self.name, self.interval, self.theta = "spam", interval, theta
 
     def after_backward(self, step, loss):
-        import torch
-        reset = step > 0 and step % self.interval == 0
-        for p in _grads(self.model):
-            st = self.opt.state.get(p)
-            if not st:
-                continue
-            if reset:
-                st["exp_avg"].zero_()
-                st["exp_avg_sq"].zero_()
-                continue
-            if not bool(st["exp_avg_sq"].any()):
-                continue  # just reset: nothing to compare against yet
-            bound = (self.theta * st["exp_avg_sq"]).sqrt()
-            torch.where(p.grad.abs() > bound, p.grad.sign() * bound, p.grad, out=p.grad)
+        from gnmr_eval.peers import spam_treat
+        spam_treat(self.model.parameters(), self.opt, step, self.interval, self.theta)
         return True

@@ -250,6 +250,7 @@ class GnmrArm(Arm):
         self.lag = int(config.get("lag", 1))
         self.digests: List[Tuple[int, int]] = []
         self.without_decision = 0
+        self.forward_items = self.backward_items = 0  # tensors handed to the channels
 
     def setup(self, *a, **k) -> None:
         super().setup(*a, **k)
@@ -261,7 +262,7 @@ class GnmrArm(Arm):
             world_size=self.world_size, config=self.config,
             unit_filter=lambda n, m: isinstance(m, LowPrecisionLinear), unit_group=group,
             decision_wait_ms=self.decision_wait_ms, strict=True,
-            forward_tensors=quantizer_tensors if self.forward else None)
+            forward_tensors=self._counted(quantizer_tensors) if self.forward else None)
         for n, m in self.model.named_modules():
             if isinstance(m, LowPrecisionLinear):
                 m.record_quantized = self.forward
@@ -276,10 +277,19 @@ class GnmrArm(Arm):
             self.members.setdefault(group(n) if group else n, []).append(i)
         self.prev: Set[str] = set()
 
+    def _counted(self, fn):
+        """``fn`` counting the forward tensors it hands over (the run's extra)."""
+        def forward_tensors(*args):
+            items = fn(*args)
+            self.forward_items += len(items) if items else 0
+            return items
+        return forward_tensors
+
     def _backward_sink(self, unit: str):
         from gnmr.torch import ForwardTensor
 
         def sink(q, saturation):
+            self.backward_items += 1
             self.monitor.observe_backward(unit, ForwardTensor(q, saturation_magnitude=saturation))
         return sink
 
@@ -310,6 +320,7 @@ class GnmrArm(Arm):
 
     def extra(self) -> Dict:
         return {"steps_without_decision": self.without_decision,
+                "forward_items": self.forward_items, "backward_items": self.backward_items,
                 "reports_dropped": self.counters.get("reports_dropped"),
                 "missed_decisions": self.counters.get("missed_decisions"),
                 "digests": self.digests}

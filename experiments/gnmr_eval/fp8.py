@@ -148,9 +148,16 @@ class LowPrecisionLinear(torch.nn.Linear):
         # (quantized gradient, saturation magnitude) -> None: the backward
         # channel's sink, set by an arm that observes quantized gradients.
         self.gnmr_backward_sink = None
+        # "tensor": the per-tensor recipe above; "block": every GEMM in FP8
+        # with 1x128 / 128x128 scales (fp8_block.py, setting N2).
+        self.recipe = "tensor"
+        self.autoswitch = None  # the block recipe's per-GEMM judge (peers.Autoswitch)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.gnmr_quantized = None
+        if self.low_cost and not self.gnmr_promoted and self.recipe == "block":
+            from .fp8_block import block_linear
+            return block_linear(self, x)
         if self.low_cost and not self.gnmr_promoted:
             with torch.no_grad():
                 codes, scale_inv = fake_quant_e4m3_parts(x.detach(), self.fault)
@@ -173,10 +180,13 @@ def quantizer_tensors(name, module, inputs, output):
     quantized input as the quantizer stored it, dequantized, with saturation
     counted at the dequantized image of E4M3's maximum (fake-quantized codes
     in fp32: code * scale_inv >= 448 * scale_inv exactly when the code is
-    448). Nothing on the high-fidelity path."""
+    448). Nothing on the high-fidelity path. The block recipe's quantized
+    input is a block descriptor (fp8_block.block_ref): read as stored."""
     quantized = getattr(module, "gnmr_quantized", None)
     if quantized is None:
         return None
+    if not isinstance(quantized, tuple):
+        return [quantized]
     return [_forward_tensor_type()(quantized[0], saturation_magnitude=quantized[1])]
 
 

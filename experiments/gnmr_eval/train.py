@@ -19,7 +19,7 @@ from .data import Batches, load_corpus, validation_windows
 from .model import ByteTransformer, ModelConfig
 
 DEFAULTS = dict(steps=320, batch=8, ctx=64, lr=1e-3, weight_decay=0.1, lr_warmup=100,
-                val_windows=64, base_clip=0.0, layers=2)
+                val_windows=64, base_clip=0.0, layers=2, recipe="tensor")
 
 _CORPUS = None
 
@@ -51,6 +51,15 @@ def make_arm(spec: Dict[str, Any]) -> A.Arm:
         return A.GlobalClipArm(spec["max_norm"])
     if kind == "zclip":
         return A.ZClipArm(spec["z"])
+    if kind in ("static", "autoswitch", "skip", "spam"):
+        from . import peers
+        if kind == "static":
+            return peers.StaticHP(spec["units"])
+        if kind == "autoswitch":
+            return peers.Autoswitch(spec.get("underflow", 0.05), spec.get("rel_error", 1e-4))
+        if kind == "skip":
+            return peers.SkipBatch(spec.get("factor", 1.25))
+        return peers.Spam(spec.get("interval", 500), spec.get("theta", 5000.0))
     raise ValueError(f"unknown arm {kind!r}")
 
 
@@ -101,6 +110,7 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
     # clean runs of an arm that observes it (its false-admission check).
     for u in units:
         u.grad_quant = spec.get("faults") == "grad" or spec.get("grad_quant", False)
+        u.recipe = cfg["recipe"]
     arm.setup(model, optimizer, schedule, seed, steps)
 
     # alternate > 0 (the overhead measurement): the arm runs only in every
@@ -145,6 +155,7 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
                 loss = lt / world
             total = math.sqrt(sum(float(p.grad.double().pow(2).sum())
                                   for p in model.parameters() if p.grad is not None))
+            arm.last_loss = float(loss)  # the skip-batch peer reads it
             if not watched or arm.after_backward(t):
                 if cfg["base_clip"] > 0 and not arm.replaces_base_clip:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["base_clip"])
@@ -159,6 +170,8 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
             in_force.append(sorted(arm.in_force) if watched else [])
             watched_steps.append(watched)
             step_modes.append(mode)
+            if spec.get("stop_nonfinite") and not math.isfinite(losses[-1]):
+                break  # diverged (setting N2's natural runs): the rest is NaN too
     finally:
         arm.close()
     for u in units:
