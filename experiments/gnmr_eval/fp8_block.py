@@ -18,9 +18,9 @@ in fp32, 1 for an all-zero block, FLT_MAX where the division overflows (an
 amax below 448 / FLT_MAX); codes = round_to_e4m3(x * scale), stored with
 scale_inv = 1 / scale. (Dividing by amax / 448 instead would underflow to 0
 for an amax that small, and 0 / 0 = NaN: the first version of this file
-did, and a gradient tile of ~1e-43 turned a healthy step into NaN.) The bias and its gradient stay fp32; the
-GEMMs accumulate in fp32 (as the tensor cores' fp32 accumulation does, up
-to the order of the sums).
+did, and a gradient tile of ~1e-43 turned a healthy step into NaN.) The
+bias and its gradient stay fp32; the GEMMs accumulate in fp32 (as the
+tensor cores' fp32 accumulation does, up to the order of the sums).
 
 Faults act on the quantizers as in fp8.py, on every block of the tensor and
 on both of its copies (the GEMMs that read it all see it):
