@@ -47,6 +47,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from gnmr_eval.metrics import LossSpikes  # noqa: E402  (n1_arms' skip-batch uses it too)
+
 BLOCK = 32
 ELEMENTS = {  # element format: (max, smallest normal exponent, mantissa bits, emax)
     "mxfp8": (448.0, -6, 3, 8),   # E4M3
@@ -239,22 +241,6 @@ def teacher_fn(width, depth, g, gain):
             x = F.gelu(x @ w1) @ w2
         return x
     return f
-
-
-class LossSpikes:
-    """A loss spike: above ``factor`` times the loss's running mean (an EMA
-    over about 50 steps), from step ``warmup`` on; a spike does not enter
-    the mean. Counted by every run, acted on by the skip-batch arm."""
-
-    def __init__(self, factor=2.0, alpha=0.98, warmup=100):
-        self.factor, self.alpha, self.warmup = factor, alpha, warmup
-        self.mean = None
-
-    def is_spike(self, step, loss):
-        if self.mean is not None and step >= self.warmup and loss > self.factor * self.mean:
-            return True
-        self.mean = loss if self.mean is None else self.alpha * self.mean + (1 - self.alpha) * loss
-        return False
 
 
 class Arm:

@@ -147,7 +147,7 @@ class ZClip(P.Arm):
 
 
 class SkipBatch(P.Arm):
-    """No optimizer step on a loss spike (mx_proxy.LossSpikes: above
+    """No optimizer step on a loss spike (gnmr_eval.metrics.LossSpikes: above
     ``factor`` times the loss's running mean, after 100 steps), as
     llm-foundry's and Lightning users' loss-spike callbacks skip the
     batch."""

@@ -248,14 +248,12 @@ def natural(losses):
         if end > DIVERGE_FROM and m > DIVERGE_FACTOR * best:
             at = end - 1
             break
-    mean, spikes, worst = None, 0, 0.0
+    from gnmr_eval.metrics import LossSpikes
+    watch, spikes, worst = LossSpikes(SPIKE_FACTOR, SPIKE_ALPHA, SPIKE_FROM), 0, 0.0
     for t, v in enumerate(losses[:at]):
-        if mean is not None and t >= SPIKE_FROM:
-            worst = max(worst, v / mean)
-            if v > SPIKE_FACTOR * mean:
-                spikes += 1
-                continue
-        mean = v if mean is None else SPIKE_ALPHA * mean + (1 - SPIKE_ALPHA) * v
+        if watch.mean is not None and t >= SPIKE_FROM:
+            worst = max(worst, v / watch.mean)
+        spikes += watch.is_spike(t, v)
     return at, spikes, worst
 
 
@@ -335,6 +333,7 @@ def main(argv=None) -> int:
     for pth in (HERE, args.pythonpath):
         sys.path.insert(0, pth)
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    from gnmr_eval import metrics as M
     from gnmr_eval import plan as P
     seeds = [int(x) for x in args.seeds.split(",") if x]
     jsonl = os.path.join(args.out, f"{args.phase}.jsonl")
@@ -367,9 +366,8 @@ def main(argv=None) -> int:
         for name, r in runner.results.items():
             lines[name] = line(r)
             hf = runner.results.get(P.name("HF", "amp", r["seed"]))
-            if hf is not None and args.phase == "injected":  # metrics.spike_steps' rule
-                lines[name]["spike_steps_vs_hf"] = sum(
-                    1 for a, b in zip(r["train_loss"], hf["train_loss"]) if a - b > 0.25)
+            if hf is not None and args.phase == "injected":
+                lines[name]["spike_steps_vs_hf"] = M.spike_steps(r, hf)
         os.makedirs(args.out, exist_ok=True)
         with open(jsonl + ".tmp", "w") as f:
             for name in sorted(lines):

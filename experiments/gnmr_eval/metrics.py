@@ -122,3 +122,20 @@ def moving_average(v: List[float], w: int) -> List[float]:
             acc -= v[i - w]
         out.append(acc / min(i + 1, w))
     return out
+
+
+class LossSpikes:
+    """A loss spike: above ``factor`` times the loss's running mean (an EMA
+    with weight ``alpha``, about 50 steps at 0.98), from step ``warmup`` on;
+    a spike does not enter the mean. Settings N1 (mx_proxy.py) and N2
+    (n2_eval.py) count them; their skip-batch arms act on them."""
+
+    def __init__(self, factor: float = 2.0, alpha: float = 0.98, warmup: int = 100) -> None:
+        self.factor, self.alpha, self.warmup = factor, alpha, warmup
+        self.mean: Optional[float] = None
+
+    def is_spike(self, step: int, loss: float) -> bool:
+        if self.mean is not None and step >= self.warmup and loss > self.factor * self.mean:
+            return True
+        self.mean = loss if self.mean is None else self.alpha * self.mean + (1 - self.alpha) * loss
+        return False

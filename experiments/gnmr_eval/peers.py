@@ -29,6 +29,7 @@ from typing import Dict, List
 import torch
 
 from .arms import Arm
+from .metrics import LossSpikes
 
 
 class StaticHP(Arm):
@@ -86,19 +87,15 @@ class Autoswitch(Arm):
 class SkipBatch(Arm):
     def __init__(self, factor: float = 1.25, alpha: float = 0.98, warmup: int = 100) -> None:
         super().__init__()
-        self.factor, self.alpha, self.warmup = factor, alpha, warmup
-        self.mean = None
+        self.spikes = LossSpikes(factor, alpha, warmup)
         self.skips = 0
 
     def after_backward(self, step: int) -> bool:
         loss = self.last_loss  # set by the training loop before this call
-        if not math.isfinite(loss):
-            self.skips += 1  # a non-finite loss is skipped too, as those callbacks do
-            return False
-        if self.mean is not None and step >= self.warmup and loss > self.factor * self.mean:
+        # A non-finite loss is skipped too, as those callbacks do.
+        if not math.isfinite(loss) or self.spikes.is_spike(step, loss):
             self.skips += 1
             return False
-        self.mean = loss if self.mean is None else self.alpha * self.mean + (1 - self.alpha) * loss
         return True
 
     def extra(self) -> Dict:
